@@ -1,0 +1,57 @@
+"""Errors h9eval raises on purpose.
+
+Every error a user can cause by bad input derives from :class:`H9InputError`; the CLI turns it
+into one line on stderr and exit status 2, never a traceback. The message always names the file,
+line/record or field and what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class H9Error(Exception):
+    """Base class of every error h9eval raises deliberately."""
+
+
+class H9InputError(H9Error, ValueError):
+    """Bad input (file, record, field, parameter): exit status 2 in the CLI."""
+
+
+class ConfigError(H9InputError):
+    """An invalid configuration value; the message names the field, the rule and the value."""
+
+
+class FormatError(H9InputError):
+    """A file or record that does not have the expected shape.
+
+    ``path`` and ``where`` (a line number, record index or JSON path) are kept as attributes so
+    callers can re-raise with more context.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, where: str | None = None) -> None:
+        self.path = path
+        self.where = where
+        prefix = ""
+        if path is not None:
+            prefix = f"{path}"
+            if where is not None:
+                prefix += f":{where}"
+            prefix += ": "
+        super().__init__(prefix + message)
+
+
+class SummarizerError(H9Error):
+    """A summarizer call failed (timeout, API error, empty reply)."""
+
+
+def did_you_mean(name: str, choices: Iterable[str], *, what: str) -> str:
+    """Return ``unknown <what> 'x'; did you mean 'y'? available: a, b`` for an unknown name."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
+    msg = f"unknown {what} {name!r}"
+    if close:
+        msg += "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    msg += " available: " + ", ".join(choices)
+    return msg

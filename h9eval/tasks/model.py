@@ -1,0 +1,314 @@
+"""The task model: a transcript plus the ground truth the probes score against.
+
+Positions are *message indices* into ``Task.messages`` (0-based). A "call" in the replay is an
+assistant message; its index is where that model call's output sits in the transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from h9eval.errors import FormatError
+from h9eval.messages import Message, messages_from_json, messages_to_json
+from h9eval.tokens import estimate_tokens
+
+__all__ = [
+    "TASK_SCHEMA_VERSION",
+    "FACT_KINDS",
+    "TaskSource",
+    "IntentChange",
+    "Intent",
+    "AnchorTruth",
+    "Fact",
+    "Task",
+    "tasks_to_jsonl",
+    "tasks_from_jsonl",
+    "tasks_to_dataframe",
+    "tasks_from_dataframe",
+    "tasks_to_dataset",
+    "tasks_from_dataset",
+]
+
+TASK_SCHEMA_VERSION = 1
+FACT_KINDS = ("constraint", "identifier", "number", "path", "preference", "derived")
+ANCHOR_KINDS = ("execution_progress", "key_decision", "tried_solution", "next_step", "constraint", "artifact")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSource:
+    """Where a task came from: ``kind`` is ``synthetic``, ``recorded`` or ``harness9_db``."""
+
+    kind: str
+    preset: str | None = None
+    seed: int | None = None
+    path: str | None = None
+    format: str | None = None
+    session: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntentChange:
+    """The user refines or changes the goal at ``message_index``."""
+
+    message_index: int
+    statement: str
+    key_terms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Intent:
+    """The task statement, its key terms, and later refinements (in transcript order)."""
+
+    statement: str
+    key_terms: tuple[str, ...] = ()
+    changes: tuple[IntentChange, ...] = ()
+
+    def at(self, message_index: int) -> IntentChange:
+        """The intent in force once messages up to ``message_index`` (inclusive) have been seen."""
+        cur = IntentChange(message_index=0, statement=self.statement, key_terms=self.key_terms)
+        for ch in self.changes:
+            if ch.message_index <= message_index:
+                cur = ch
+        return cur
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnchorTruth:
+    """A ground-truth anchor item (progress milestone, decision, tried solution, next step...).
+
+    ``kind`` is an anchor type (``execution_progress``, ``key_decision``, ``tried_solution``,
+    ``next_step``, ``constraint``, ``artifact``); ``key_terms`` are what a recall probe looks for;
+    ``until_index`` (exclusive) marks when the item stops being current (e.g. a next step done).
+    """
+
+    kind: str
+    message_index: int
+    text: str
+    key_terms: tuple[str, ...] = ()
+    until_index: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fact:
+    """A planted (synthetic) or derived (recorded) fact with a known answer."""
+
+    fact_id: str
+    question: str
+    answer: str
+    kind: str
+    message_index: int
+    variants: tuple[str, ...] = ()
+    superseded_at: int | None = None
+    superseded_by: str | None = None
+
+    def live_at(self, message_index: int) -> bool:
+        """Introduced at or before ``message_index`` and not yet superseded."""
+        if self.message_index > message_index:
+            return False
+        return self.superseded_at is None or self.superseded_at > message_index
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    """One session to replay: transcript, tool schemas, ground truth and metadata."""
+
+    task_id: str
+    version: str = "1"
+    source: TaskSource
+    messages: tuple[Message, ...]
+    tools: tuple[Mapping[str, Any], ...] = ()
+    intent: Intent
+    anchors: tuple[AnchorTruth, ...] = ()
+    facts: tuple[Fact, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    # -- convenience -----------------------------------------------------------------------
+    @property
+    def n_calls(self) -> int:
+        return sum(1 for m in self.messages if m.role == "assistant")
+
+    @property
+    def estimated_tokens(self) -> int:
+        return estimate_tokens(self.messages)
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON form; equal tasks have equal hashes."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    # -- (de)serialisation -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": TASK_SCHEMA_VERSION,
+            "task_id": self.task_id,
+            "version": self.version,
+            "source": asdict(self.source),
+            "messages": messages_to_json(self.messages),
+            "message_meta": [dict(m.meta) if m.meta else None for m in self.messages]
+            if any(m.meta for m in self.messages)
+            else None,
+            "tools": [dict(t) for t in self.tools],
+            "intent": {
+                "statement": self.intent.statement,
+                "key_terms": list(self.intent.key_terms),
+                "changes": [
+                    {"message_index": c.message_index, "statement": c.statement, "key_terms": list(c.key_terms)}
+                    for c in self.intent.changes
+                ],
+            },
+            "anchors": [_tuple_to_list(asdict(a)) for a in self.anchors],
+            "facts": [_tuple_to_list(asdict(f)) for f in self.facts],
+            "metadata": _jsonable(dict(self.metadata)),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, *, path: str | None = None, where: str = "task") -> Task:
+        if not isinstance(d, Mapping):
+            raise FormatError(f"expected a task object, got {type(d).__name__}", path=path, where=where)
+        ver = d.get("schema_version", TASK_SCHEMA_VERSION)
+        if ver != TASK_SCHEMA_VERSION:
+            raise FormatError(
+                f"task schema_version {ver!r} is not supported (this h9eval reads {TASK_SCHEMA_VERSION})",
+                path=path,
+                where=where,
+            )
+        try:
+            msgs = messages_from_json(d["messages"], where=f"{where}.messages", path=path)
+            meta_list = d.get("message_meta")
+            if meta_list:
+                from dataclasses import replace
+
+                msgs = [replace(m, meta=mm) if mm else m for m, mm in zip(msgs, meta_list)]
+            it = d["intent"]
+            intent = Intent(
+                statement=str(it["statement"]),
+                key_terms=tuple(it.get("key_terms", ())),
+                changes=tuple(
+                    IntentChange(
+                        message_index=int(c["message_index"]),
+                        statement=str(c["statement"]),
+                        key_terms=tuple(c.get("key_terms", ())),
+                    )
+                    for c in it.get("changes", ())
+                ),
+            )
+            return cls(
+                task_id=str(d["task_id"]),
+                version=str(d.get("version", "1")),
+                source=TaskSource(**d["source"]),
+                messages=tuple(msgs),
+                tools=tuple(d.get("tools", ()) or ()),
+                intent=intent,
+                anchors=tuple(
+                    AnchorTruth(**{**a, "key_terms": tuple(a.get("key_terms", ()))}) for a in d.get("anchors", ())
+                ),
+                facts=tuple(Fact(**{**f, "variants": tuple(f.get("variants", ()))}) for f in d.get("facts", ())),
+                metadata=dict(d.get("metadata", {}) or {}),
+            )
+        except FormatError:
+            raise
+        except KeyError as e:
+            raise FormatError(f"missing field {e.args[0]!r}", path=path, where=where) from None
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"malformed task: {e}", path=path, where=where) from None
+
+
+def _tuple_to_list(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def _jsonable(v: Any) -> Any:
+    return json.loads(json.dumps(v, default=str))
+
+
+# -- collections ------------------------------------------------------------------------------
+def tasks_to_jsonl(tasks: Iterable[Task], path: str | Path) -> Path:
+    """Write one task per line (UTF-8, sorted keys, so equal tasks give equal bytes)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for t in tasks:
+            f.write(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def tasks_from_jsonl(path: str | Path) -> list[Task]:
+    path = Path(path)
+    out = []
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as e:
+        raise FormatError(f"cannot read task file: {e.strerror}", path=str(path)) from None
+    with fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FormatError(f"line is not JSON ({e.msg}); expected one task object per line", path=str(path), where=f"line {i}") from None
+            out.append(Task.from_dict(d, path=str(path), where=f"line {i}"))
+    return out
+
+
+_COLUMNS = ("task_id", "version", "source", "messages", "message_meta", "tools", "intent", "anchors", "facts", "metadata")
+
+
+def _rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
+    rows = []
+    for t in tasks:
+        d = t.to_dict()
+        rows.append(
+            {
+                "schema_version": TASK_SCHEMA_VERSION,
+                "task_id": d["task_id"],
+                "version": d["version"],
+                "n_messages": len(t.messages),
+                "estimated_tokens": t.estimated_tokens,
+                **{k: json.dumps(d[k], sort_keys=True, ensure_ascii=False) for k in _COLUMNS[2:]},
+            }
+        )
+    return rows
+
+
+def _from_rows(rows: Iterable[Mapping[str, Any]], *, origin: str) -> list[Task]:
+    out = []
+    for i, r in enumerate(rows):
+        try:
+            d = {k: json.loads(r[k]) for k in _COLUMNS[2:]}
+        except KeyError as e:
+            raise FormatError(f"missing column {e.args[0]!r}", path=origin, where=f"row {i}") from None
+        except (TypeError, json.JSONDecodeError) as e:
+            raise FormatError(f"column is not JSON text: {e}", path=origin, where=f"row {i}") from None
+        d.update(task_id=r["task_id"], version=r["version"], schema_version=r.get("schema_version", TASK_SCHEMA_VERSION))
+        out.append(Task.from_dict(d, path=origin, where=f"row {i}"))
+    return out
+
+
+def tasks_to_dataframe(tasks: Iterable[Task]) -> Any:
+    """One row per task; nested parts as JSON text columns (lossless, parquet-friendly)."""
+    import pandas as pd
+
+    return pd.DataFrame(_rows(tasks))
+
+
+def tasks_from_dataframe(df: Any) -> list[Task]:
+    return _from_rows(df.to_dict("records"), origin="DataFrame")
+
+
+def tasks_to_dataset(tasks: Iterable[Task]) -> Any:
+    """A Hugging Face ``datasets.Dataset`` built in memory (no hub access)."""
+    import datasets
+
+    rows = _rows(tasks)
+    return datasets.Dataset.from_list(rows)
+
+
+def tasks_from_dataset(ds: Any) -> list[Task]:
+    return _from_rows(ds, origin="Dataset")
