@@ -52,9 +52,9 @@ class Message:
     nbytes: int = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        n = len(self.content.encode("utf-8")) + len(self.tool_call_id.encode("utf-8"))
+        n = len(self.content.encode("utf-8", "surrogatepass")) + len(self.tool_call_id.encode("utf-8", "surrogatepass"))
         for tc in self.tool_calls:
-            n += len(tc.id.encode("utf-8")) + len(tc.name.encode("utf-8")) + len(tc.arguments.encode("utf-8"))
+            n += len(tc.id.encode("utf-8", "surrogatepass")) + len(tc.name.encode("utf-8", "surrogatepass")) + len(tc.arguments.encode("utf-8", "surrogatepass"))
         object.__setattr__(self, "nbytes", n)
 
     @property

@@ -53,12 +53,12 @@ def estimate_tool_tokens(tools: Iterable[Mapping[str, Any]] | None) -> int:
     """
     total = 0
     for t in tools or ():
-        total += len(str(t.get("name", "")).encode("utf-8"))
-        total += len(str(t.get("description", "") or "").encode("utf-8"))
+        total += len(str(t.get("name", "")).encode("utf-8", "surrogatepass"))
+        total += len(str(t.get("description", "") or "").encode("utf-8", "surrogatepass"))
         schema = t.get("input_schema", t.get("parameters"))
         if schema is not None:
             try:
-                total += len(go_json(schema).encode("utf-8"))
+                total += len(go_json(schema).encode("utf-8", "surrogatepass"))
             except (TypeError, ValueError):
                 pass
     return total // 4
@@ -107,3 +107,12 @@ class Harness9Estimate:
 
 
 HARNESS9_ESTIMATE = Harness9Estimate()
+
+
+def make_counter(name: str) -> TokenCounter:
+    """A token counter by name: ``harness9`` (bytes/4), ``calibrated``, ``bpe``."""
+    if name == "harness9":
+        return HARNESS9_ESTIMATE
+    from h9eval import token_counters
+
+    return token_counters.make(name)

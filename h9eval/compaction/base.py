@@ -1,0 +1,216 @@
+"""What every compaction policy shares: the result type, the run environment, the registry.
+
+A *policy* is a frozen, keyword-only dataclass: its fields are its configuration, validated in
+``__post_init__``. ``policy.start(env)`` returns a *compactor* for one session (it may keep
+state, e.g. harness9's incremental summary); ``compactor.compact(history)`` returns a
+:class:`Compaction` and never mutates ``history``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import hashlib
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
+from h9eval.errors import ConfigError, did_you_mean
+from h9eval.messages import Message
+from h9eval.summarizers.base import Summarizer
+from h9eval.tokens import HARNESS9_ESTIMATE, TokenCounter
+
+__all__ = [
+    "Compaction",
+    "CompactionEnv",
+    "Compactor",
+    "Policy",
+    "register",
+    "registry",
+    "policy_from_dict",
+    "make_policy",
+    "policy_params",
+    "params_hash",
+    "LogicalClock",
+    "WallClock",
+]
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """A compaction's outcome: the ``view`` to send and the ``record`` describing it.
+
+    ``record`` is ``None`` when the policy does not keep records (harness9's plain ``Compact``)
+    or for ``compact_force`` calls whose API returns none.
+    """
+
+    view: tuple[Message, ...]
+    record: CompactionRecord | None = None
+
+    @property
+    def tier(self) -> Tier:
+        return self.record.tier if self.record is not None else Tier.NONE
+
+
+class WallClock:
+    """Real time: RFC 3339 timestamps and monotonic durations."""
+
+    def now_ns(self) -> int:
+        return time.perf_counter_ns()
+
+    def timestamp(self) -> str:
+        return _rfc3339(datetime.now(timezone.utc).astimezone())
+
+
+class LogicalClock:
+    """A deterministic clock for reproducible records: every reading advances 1 ms from a fixed
+    epoch, so the same run writes the same timestamps and durations."""
+
+    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)) -> None:
+        self._t = start
+        self._ns = 0
+
+    def now_ns(self) -> int:
+        self._ns += 1_000_000
+        return self._ns
+
+    def timestamp(self) -> str:
+        self._t += timedelta(milliseconds=1)
+        return _rfc3339(self._t)
+
+
+def _rfc3339(t: datetime) -> str:
+    s = t.isoformat(timespec="microseconds")
+    # Go prints nanoseconds; pad microseconds with three zeros and keep the offset.
+    head, _, tail = s.partition(".")
+    frac, off = tail[:6], tail[6:]
+    if off == "+00:00":
+        off = "Z"
+    return f"{head}.{frac}000{off}"
+
+
+@dataclass
+class CompactionEnv:
+    """The per-session things a compactor is given (harness9's options).
+
+    ``summarizer``: injected summary provider (``None`` → summaries fail → fallback).
+    ``offload_root``: work directory for compaction-time offload files (``None`` → no
+    offloader). ``session_id``: names offload folders and record files. ``record_store``: where
+    records are appended (``None`` → not persisted). ``counter``: the token counter used for
+    tier decisions (records always use harness9's estimate). ``clock``/``seed``: make ids and
+    timestamps reproducible.
+    """
+
+    summarizer: Summarizer | None = None
+    offload_root: str | os.PathLike[str] | None = None
+    session_id: str = ""
+    record_store: FileRecordStore | None = None
+    counter: TokenCounter = HARNESS9_ESTIMATE
+    clock: Any = field(default_factory=WallClock)
+    seed: int | None = None
+    harness9_paths: bool = False
+    _rng: random.Random | None = field(default=None, init=False, repr=False)
+
+    def new_id(self) -> str:
+        """A UUIDv4 string; seeded (reproducible) when ``seed`` is set."""
+        if self.seed is None:
+            return str(uuid.uuid4())
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+
+class Compactor(Protocol):
+    """A running compactor for one session."""
+
+    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        """Compact ``history``; ``tokens`` is an optional precomputed harness9 estimate of it."""
+        ...
+
+    def compact_force(self, history: Sequence[Message]) -> Compaction:
+        """harness9's manual ``/compact`` entry point (see the engine's rules)."""
+        ...
+
+
+P = TypeVar("P", bound="Policy")
+_REGISTRY: dict[str, type[Policy]] = {}
+
+
+class Policy:
+    """Base of every policy dataclass. Subclasses set ``kind`` and are ``@register``-ed."""
+
+    kind: ClassVar[str] = ""
+    #: one line: which system this reproduces (shown by ``h9eval policies``)
+    source: ClassVar[str] = ""
+    #: True when the policy guarantees the view's tokens stay within ``budget_tokens()``
+    claims_budget: ClassVar[bool] = False
+
+    def start(self, env: CompactionEnv | None = None) -> Compactor:
+        raise NotImplementedError
+
+    def budget_tokens(self) -> int | None:
+        """The token budget the view is guaranteed to respect, when ``claims_budget``."""
+        return None
+
+    # -- helpers for subclasses ------------------------------------------------------------
+    def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
+        if not ok:
+            raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
+
+
+def register(cls: type[P]) -> type[P]:
+    """Class decorator: register a policy under its ``kind``."""
+    if not cls.kind:
+        raise TypeError(f"{cls.__name__} has no kind")
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def registry() -> dict[str, type[Policy]]:
+    """All registered policies by kind (imports the built-in ones on first use)."""
+    import h9eval.compaction.policies  # noqa: F401  (registers the built-ins)
+
+    return dict(sorted(_REGISTRY.items()))
+
+
+def make_policy(kind: str, /, **params: Any) -> Policy:
+    """Build a registered policy; unknown kinds and parameters get did-you-mean errors."""
+    reg = registry()
+    if kind not in reg:
+        raise ConfigError(did_you_mean(kind, reg, what="policy"))
+    cls = reg[kind]
+    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    for k in params:
+        if k not in names:
+            raise ConfigError(did_you_mean(k, names, what=f"parameter of policy {kind!r}"))
+    try:
+        return cls(**params)  # type: ignore[call-arg]
+    except TypeError as e:
+        raise ConfigError(f"policy {kind!r}: {e}") from None
+
+
+def policy_from_dict(d: Mapping[str, Any]) -> Policy:
+    """``{"kind": "progressive", "warn_frac": 0.6, ...}`` → a policy."""
+    if "kind" not in d:
+        raise ConfigError("policy needs a 'kind' key")
+    params = {k: v for k, v in d.items() if k != "kind"}
+    return make_policy(str(d["kind"]), **params)
+
+
+def policy_params(p: Policy) -> dict[str, Any]:
+    """The resolved parameters of a policy (from ``dataclasses.asdict``), JSON-ready."""
+    d = dataclasses.asdict(p)  # type: ignore[call-overload]
+    return json.loads(json.dumps(d, default=list))
+
+
+def params_hash(kind: str, params: Mapping[str, Any]) -> str:
+    """A stable 12-hex-digit hash of a policy kind and its resolved parameters."""
+    blob = json.dumps({"kind": kind, **params}, sort_keys=True, separators=(",", ":"), default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+

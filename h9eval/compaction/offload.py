@@ -1,0 +1,245 @@
+"""Two-stage offloading of large tool results to files (spec §7).
+
+* :class:`OffloadHook` runs at tool time: outputs above 10,000 bytes are written to
+  ``<root>/.harness9/tool_results/<session>/<tool_call_id>.txt`` and replaced by a preview.
+* :class:`CompactionOffloader` runs inside the Warn/Soft/Full tiers on head tool results above
+  4,000 bytes, with an in-memory cache by tool call id.
+
+Both fail open: any error leaves the output unchanged.
+
+**Safe file names (h9eval's deliberate difference from harness9).** harness9 joins the raw ids
+into the path, so ``../x`` climbs out of the session folder. By default h9eval maps every id
+through :func:`safe_name`: an id made only of ASCII letters, digits, ``.``, ``_`` and ``-``
+(other than ``.`` and ``..``) is used as is, so ordinary ids give harness9's exact paths; any
+other id becomes its characters with each disallowed one replaced by ``_`` (at most 64, dots
+trimmed at the ends) followed by ``~`` and the first 12 hex digits of the id's SHA-256. ``~`` is
+never in an unmapped name, so mapped and unmapped names cannot collide. With
+``harness9_paths=True`` (the conformance runner's compatibility mode) paths are built as Go's
+``filepath.Join`` builds them (lexically cleaned), but a path that would leave the root is still
+refused. In both modes a symlink inside the offload tree is never followed, directories are
+created 0700 and files 0600.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from h9eval.compaction.records import OffloadEntry
+from h9eval.errors import ConfigError
+from h9eval.messages import Message, ToolCall
+
+__all__ = [
+    "safe_name",
+    "ToolOutput",
+    "OffloadHook",
+    "CompactionOffloader",
+    "OffloadError",
+    "OffloadOutcome",
+    "HOOK_PREFIX",
+    "HOOK_EXEMPT_TOOLS",
+]
+
+HOOK_PREFIX = "[输出已保存至"
+HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
+_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def safe_name(raw: str, *, allow_empty: bool = True) -> str:
+    """Map an id to a single safe path component (see the module docstring for the rule)."""
+    if raw == "" and allow_empty:
+        return ""
+    if _SAFE.fullmatch(raw) and raw not in (".", ".."):
+        return raw
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", raw)[:64].strip(".") or "_"
+    return f"{cleaned}~{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+def _go_join(*parts: str) -> str:
+    """Go ``filepath.Join`` on relative parts: drop empty parts, then clean lexically."""
+    kept = [p for p in parts if p]
+    if not kept:
+        return ""
+    return posixpath.normpath("/".join(kept))
+
+
+class OffloadError(Exception):
+    """An offload guard refused a message or a write failed (callers skip the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool's result as the engine sees it before it becomes a message."""
+
+    tool_call_id: str
+    output: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadOutcome:
+    entry: OffloadEntry
+    placeholder: str
+
+
+class _Writer:
+    """Writes files below ``root`` without following symlinks or leaving the root."""
+
+    def __init__(self, root: str | os.PathLike[str], session_id: str, harness9_paths: bool) -> None:
+        self.root = Path(root)
+        self.session_id = session_id
+        self.harness9_paths = harness9_paths
+
+    def rel_dir(self) -> str:
+        if self.harness9_paths:
+            return _go_join(".harness9", "tool_results", self.session_id)
+        return _go_join(".harness9", "tool_results", safe_name(self.session_id))
+
+    def rel_file(self, tool_call_id: str) -> str:
+        if self.harness9_paths:
+            return _go_join(".harness9", "tool_results", self.session_id, tool_call_id + ".txt")
+        return _go_join(".harness9", "tool_results", safe_name(self.session_id), safe_name(tool_call_id) + ".txt")
+
+    def write(self, rel_file: str, content: str) -> None:
+        """mkdir -p the session folder (0700), then write ``rel_file`` (0600, truncating).
+
+        Like harness9, only the session folder is created: a file whose parent is another
+        folder (an id containing ``/`` in compatibility mode) fails, and the caller fails open.
+        """
+        rel_dir = self.rel_dir()
+        for rel in (rel_dir, rel_file):
+            if rel.startswith("../") or rel == ".." or posixpath.isabs(rel):
+                raise OffloadError(f"offload path {rel!r} would leave the offload root")
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cur = self.root
+        for part in rel_dir.split("/"):
+            cur = cur / part
+            if not os.path.lexists(cur):
+                os.mkdir(cur, 0o700)
+            elif os.path.islink(cur) or not os.path.isdir(cur):
+                raise OffloadError(f"{cur} is not a real directory")
+        target = self.root / rel_file
+        # After lexical cleaning the parent may differ from rel_dir (an id such as ``../q``);
+        # it must already exist as a real directory inside the root, reached without symlinks.
+        cur = self.root
+        for part in Path(rel_file).parent.parts:
+            cur = cur / part
+            if os.path.islink(cur) or not os.path.isdir(cur):
+                raise OffloadError(f"{cur} is not a real directory")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(target, flags, 0o600)
+        except OSError as e:
+            raise OffloadError(f"cannot write {target}: {e.strerror}") from None
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+
+
+class OffloadHook:
+    """harness9's tool-time ``OffloadHook`` (spec §7.1).
+
+    Parameters: ``root`` (the work directory), ``session_id``, ``threshold_bytes`` (default
+    10,000; outputs of *more* bytes are offloaded), ``preview_lines`` (default 20),
+    ``exempt_tools`` (never offloaded), ``harness9_paths`` (compatibility path building).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        session_id: str,
+        *,
+        threshold_bytes: int = 10_000,
+        preview_lines: int = 20,
+        exempt_tools: tuple[str, ...] = HOOK_EXEMPT_TOOLS,
+        harness9_paths: bool = False,
+    ) -> None:
+        if preview_lines < 0:
+            raise ConfigError(f"preview_lines must be >= 0, got {preview_lines}")
+        self.threshold_bytes = threshold_bytes
+        self.preview_lines = preview_lines
+        self.exempt_tools = tuple(exempt_tools)
+        self._w = _Writer(root, session_id, harness9_paths)
+        self.offloaded: list[OffloadEntry] = []
+
+    def after_execute(self, tool_call: ToolCall, result: ToolOutput) -> ToolOutput:
+        """Return ``result`` unchanged, or with its output replaced by the file preview."""
+        if tool_call.name in self.exempt_tools or tool_call.id == "":
+            return result
+        nbytes = len(result.output.encode("utf-8", "surrogatepass"))
+        if nbytes <= self.threshold_bytes:
+            return result
+        rel = self._w.rel_file(tool_call.id)
+        try:
+            self._w.write(rel, result.output)
+        except (OSError, OffloadError):
+            return result
+        lines = result.output.split("\n")
+        n = min(self.preview_lines, len(lines))
+        out = (
+            f"{HOOK_PREFIX} {rel}，共 {len(lines)} 行 / {nbytes} 字节。\n"
+            "可通过 read_file 工具配合 offset/limit 参数分页读取。\n\n"
+            f"预览（前 {n} 行）：\n" + "\n".join(lines[:n]) + "\n...（已截断）]"
+        )
+        self.offloaded.append(OffloadEntry(tool_call.id, tool_call.name, rel, nbytes, len(lines)))
+        return ToolOutput(result.tool_call_id, out, result.is_error)
+
+
+class CompactionOffloader:
+    """harness9's ``CompactionOffloader`` (spec §7.2).
+
+    ``threshold_bytes`` defaults to harness9's fixed 4,000 (content of *more* bytes is
+    offloaded); ``preview_lines`` to 10. The cache remembers tool call ids already written so a
+    file is never rewritten (an externally edited file is preserved, as in harness9).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        session_id: str,
+        *,
+        threshold_bytes: int = 4000,
+        preview_lines: int = 10,
+        harness9_paths: bool = False,
+    ) -> None:
+        if preview_lines < 0:
+            raise ConfigError(f"preview_lines must be >= 0, got {preview_lines}")
+        self.threshold_bytes = threshold_bytes
+        self.preview_lines = preview_lines
+        self._w = _Writer(root, session_id, harness9_paths)
+        self._cache: set[str] = set()
+
+    @property
+    def root(self) -> Path:
+        return self._w.root
+
+    def offload_tool_result(self, msg: Message) -> OffloadOutcome:
+        """Write ``msg``'s content to its file (once) and return the entry and placeholder.
+
+        Raises :class:`OffloadError` for the guards of spec §7.2 and for write failures.
+        """
+        if msg.tool_call_id == "":
+            raise OffloadError("message is not a tool result")
+        content = msg.content
+        nbytes = len(content.encode("utf-8", "surrogatepass"))
+        if nbytes <= self.threshold_bytes:
+            raise OffloadError(f"content too small to offload ({nbytes} bytes)")
+        if content.startswith(HOOK_PREFIX):
+            raise OffloadError("content was already offloaded at tool time")
+        rel = self._w.rel_file(msg.tool_call_id)
+        if msg.tool_call_id not in self._cache:
+            try:
+                self._w.write(rel, content)
+            except OSError as e:
+                raise OffloadError(str(e)) from None
+            self._cache.add(msg.tool_call_id)
+        lines = content.split("\n")
+        n = min(self.preview_lines, len(lines))
+        placeholder = (
+            f"[offloaded: {rel} | {len(lines)} 行 / {nbytes} bytes]\n"
+            f"预览（前 {n} 行）：\n" + "\n".join(lines[:n]) + "\n...（完整结果已保存至文件，可通过 read_file 检索）"
+        )
+        return OffloadOutcome(OffloadEntry(msg.tool_call_id, "", rel, nbytes, content.count("\n") + 1), placeholder)

@@ -1,0 +1,131 @@
+"""The summary prompts of the progressive policy (structure of spec §3.10, h9eval's wording).
+
+What harness9 pins, and h9eval keeps byte-exact: the conversation text, the choice of template,
+and the previous-compaction text. The instruction wording is h9eval's own; a user can supply
+another wording with a prompt file (JSON with ``system``, ``first`` and ``incremental`` keys,
+whose ``{conversation}`` and ``{previous_compaction}`` slots are substituted positionally, so a
+``%s`` or ``{conversation}`` inside an inserted text stays literal).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from h9eval.compaction.anchors import ANCHOR_HEADERS, ANCHOR_TYPES, Anchor, format_anchors
+from h9eval.errors import ConfigError, FormatError
+from h9eval.messages import Message
+
+__all__ = ["PromptSet", "DEFAULT_PROMPTS", "serialize_conversation", "previous_compaction_text", "load_prompt_file"]
+
+SYSTEM_PROMPT = (
+    "You are a context compaction engine. You analyse an agent's conversation and output only "
+    "the compaction in the requested format, with no preamble and no commentary."
+)
+
+_HINTS = {
+    "user_intent": "<one sentence: what the user ultimately wants>",
+    "execution_progress": "- <one completed step or result per line>",
+    "key_decision": "- <a decision and its reason, one per line>",
+    "tried_solution": "- <an approach that was tried and its outcome, one per line>",
+    "next_step": "- <a pending step, one per line>",
+    "constraint": "- <a rule or constraint the user set (must / must not), one per line>",
+    "artifact": "- <a file created or modified, or a key identifier, one per line>",
+}
+
+
+def _first_template(types: Sequence[str]) -> str:
+    sections = "".join(f"### {ANCHOR_HEADERS[t]}\n{_HINTS[t]}\n\n" for t in types)
+    return (
+        "Compact the conversation below into a structured context compaction, using exactly this format:\n"
+        "\n## Anchors\n\n"
+        + sections
+        + "## Summary\n<a concise summary of the remaining context worth keeping>\n\n"
+        "Rules:\n"
+        "- Every anchor section must be present; write \"- N/A\" when nothing applies.\n"
+        "- One line per item.\n"
+        "- An entry such as [offloaded: ...] is a large output saved to a file; keep its path.\n"
+        "\nConversation:\n{conversation}"
+    )
+
+
+_INCREMENTAL = (
+    "Merge the new conversation into the existing compaction below, keeping the same format, "
+    "and output only the updated compaction with no preamble.\n\n"
+    "<previous-compaction>\n{previous_compaction}\n</previous-compaction>\n\n"
+    "New conversation to merge:\n{conversation}"
+)
+
+_SLOT = re.compile(r"\{(conversation|previous_compaction)\}")
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """System prompt and the two user templates; ``first`` may be ``None`` to build the default
+    first template for the anchor types in force."""
+
+    system: str = SYSTEM_PROMPT
+    first: str | None = None
+    incremental: str = _INCREMENTAL
+
+    def render_first(self, conversation: str, types: Sequence[str] = ANCHOR_TYPES) -> str:
+        return _render(self.first if self.first is not None else _first_template(types), conversation=conversation)
+
+    def render_incremental(self, previous: str, conversation: str) -> str:
+        return _render(self.incremental, conversation=conversation, previous_compaction=previous)
+
+
+def _render(template: str, **subs: str) -> str:
+    # One pass over the template: inserted texts are never scanned again.
+    return _SLOT.sub(lambda m: subs.get(m.group(1), m.group(0)), template)
+
+
+DEFAULT_PROMPTS = PromptSet()
+
+
+def load_prompt_file(path: str | Path) -> PromptSet:
+    """Read a JSON prompt file (keys ``system``, ``first``, ``incremental``; all optional)."""
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"prompt file {p}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise FormatError(f"not JSON ({e.msg}); expected an object with system/first/incremental", path=str(p), where=f"line {e.lineno}") from None
+    if not isinstance(d, dict) or not set(d) <= {"system", "first", "incremental"}:
+        raise FormatError("expected an object with only the keys system, first, incremental", path=str(p))
+    for k in ("first", "incremental"):
+        if k in d and "{conversation}" not in d[k]:
+            raise FormatError(f"template {k!r} lacks the {{conversation}} slot", path=str(p))
+    if "incremental" in d and "{previous_compaction}" not in d["incremental"]:
+        raise FormatError("template 'incremental' lacks the {previous_compaction} slot", path=str(p))
+    return PromptSet(
+        system=d.get("system", SYSTEM_PROMPT), first=d.get("first"), incremental=d.get("incremental", _INCREMENTAL)
+    )
+
+
+def serialize_conversation(head: Sequence[Message]) -> str:
+    """harness9's head serialisation (spec §3.10 step 2), byte-exact."""
+    lines: list[str] = []
+    for m in head:
+        if m.tool_call_id != "":
+            lines.append(f"[tool_result {m.tool_call_id}]: {m.content}")
+            continue
+        if m.content != "":
+            lines.append(f"[{m.role}]: {m.content}")
+        for tc in m.tool_calls:
+            lines.append(f"[tool_call {tc.name}({tc.id})]: {tc.arguments}")
+    return "\n".join(lines)
+
+
+def previous_compaction_text(
+    last_summary: str, last_anchors: Sequence[Anchor] | None, types: Sequence[str] = ANCHOR_TYPES
+) -> str:
+    """The text inside ``<previous-compaction>``: the summary alone, or the formatted anchors
+    followed by ``## Summary`` and the summary when anchors are known."""
+    if last_anchors:
+        return format_anchors(last_anchors, types) + "\n\n## Summary\n" + last_summary
+    return last_summary

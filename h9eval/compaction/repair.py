@@ -1,0 +1,54 @@
+"""harness9's bidirectional tool-call/tool-result pair repair (spec §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from h9eval.messages import Message
+
+__all__ = ["repair_tool_pairs", "REPAIR_PLACEHOLDER", "pairing_problems"]
+
+REPAIR_PLACEHOLDER = "[工具结果不可用：上下文已被压缩]"
+
+
+def repair_tool_pairs(msgs: Sequence[Message], *, placeholder_role: str = "user") -> list[Message]:
+    """Drop results whose call is nowhere in the list; add a placeholder result right after an
+    assistant message for each of its calls that has no result anywhere.
+
+    Both sets are global, as in harness9: order is not checked, duplicates are not removed.
+    A call with an empty id always gets a placeholder (with an empty ``tool_call_id``).
+    """
+    called = {tc.id for m in msgs if m.role == "assistant" for tc in m.tool_calls}
+    results = {m.tool_call_id for m in msgs if m.tool_call_id != ""}
+    out: list[Message] = []
+    for m in msgs:
+        if m.tool_call_id != "" and m.tool_call_id not in called:
+            continue
+        out.append(m)
+        if m.role == "assistant" and m.tool_calls:
+            for tc in m.tool_calls:
+                if tc.id not in results:
+                    out.append(Message(placeholder_role, REPAIR_PLACEHOLDER, (), tc.id))
+    return out
+
+
+def pairing_problems(msgs: Sequence[Message]) -> list[str]:
+    """Human-readable pairing defects (calls without exactly one result, results without a
+    call); empty when the list is valid. Used by tests, loaders and the contract suite."""
+    calls: dict[str, int] = {}
+    for m in msgs:
+        if m.role == "assistant":
+            for tc in m.tool_calls:
+                calls[tc.id] = calls.get(tc.id, 0) + 1
+    res: dict[str, int] = {}
+    for m in msgs:
+        if m.tool_call_id:
+            res[m.tool_call_id] = res.get(m.tool_call_id, 0) + 1
+    probs = []
+    for cid, n in calls.items():
+        if res.get(cid, 0) != n:
+            probs.append(f"call {cid!r} has {res.get(cid, 0)} result(s)")
+    for rid in res:
+        if rid not in calls:
+            probs.append(f"result {rid!r} has no call")
+    return probs
