@@ -1,0 +1,5 @@
+import sys
+
+from h9eval.cli import main
+
+sys.exit(main())

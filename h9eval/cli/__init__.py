@@ -1,0 +1,75 @@
+"""The ``h9eval`` command: thin wrappers over the library functions a notebook calls.
+
+Each subcommand lives in a module of this package exposing ``register(subparsers)``. Bad input
+(any :class:`h9eval.errors.H9InputError`) prints one line on stderr and exits with status 2;
+no traceback is shown unless ``H9EVAL_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from h9eval.errors import H9InputError
+
+__all__ = ["main", "build_parser"]
+
+_COMMAND_MODULES = (
+    "conformance",
+    "policies",
+    "tasks",
+    "run",
+    "sweep",
+    "report",
+    "tune",
+    "demo",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own usage errors: exit 2, no traceback
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps).")
+    from h9eval import __version__
+
+    p.add_argument("--version", action="version", version=f"h9eval {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in _COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"h9eval.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"h9eval.cli.{name}":
+                continue  # command not built yet
+            raise
+        mod.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except H9InputError as e:
+        print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
+        if os.environ.get("H9EVAL_DEBUG"):
+            raise
+        return 2
+    except KeyboardInterrupt:
+        print("h9eval: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Every shipped conformance case and the long replay pass, through the CLI and the API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from h9eval.conformance import compare, discover_cases, load_case, run_case, run_conformance
+
+
+def _cases(shared: Path) -> list[Path]:
+    return discover_cases([shared / "reference" / "conformance"])
+
+
+def test_shipped_cases_pass(shared: Path) -> None:
+    report = run_conformance([shared / "reference" / "conformance"])
+    assert report.n_failed == 0, [r.one_line() for r in report.results if not r.passed]
+    assert report.n_passed >= 20
+
+
+def test_long_replay_passes(shared: Path) -> None:
+    path = shared / "reference" / "replay" / "progressive-replay-mini-w50k-t6.json.xz"
+    case = load_case(path)
+    actual = run_case(case, str(path))
+    assert len(actual["steps"]) == 88
+    assert list(compare(case["expected"], actual)) == []
+
+
+def test_a_wrong_expectation_is_reported(shared: Path, tmp_path: Path) -> None:
+    src = shared / "reference" / "conformance" / "progressive-soft-even-head.json"
+    case = json.loads(src.read_text())
+    case["expected"]["steps"][0]["record"]["tier"] = "full"
+    bad = tmp_path / "progressive-tampered.json"
+    bad.write_text(json.dumps(case))
+    shutil.copy(shared / "reference" / "conformance" / "merge_anchors-na-keeps-old.json", tmp_path)
+    p = subprocess.run([sys.executable, "-m", "h9eval", "conformance", str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 1
+    lines = p.stdout.strip().splitlines()
+    assert lines[-1] == "1 passed, 1 failed"
+    assert "progressive-tampered.json" in lines[0] and "expected \"full\", got \"soft\"" in lines[0]
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"kind": "nope", "input": {}, "expected": {}}', '{"kind": "estimate_tokens"}'])
+def test_unreadable_case_exits_2(tmp_path: Path, content: str) -> None:
+    f = tmp_path / "broken.json"
+    f.write_text(content)
+    p = subprocess.run([sys.executable, "-m", "h9eval", "conformance", str(f)], capture_output=True, text=True)
+    assert p.returncode == 2 and "broken.json" in p.stderr and "Traceback" not in p.stderr
