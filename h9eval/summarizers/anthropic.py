@@ -1,0 +1,324 @@
+"""Summarizers that call the Anthropic Messages API through the official ``anthropic`` SDK.
+
+The SDK is imported when a summarizer is constructed, never when h9eval is imported.
+
+Request: ``model`` (default ``claude-sonnet-4-5``), ``max_tokens`` (default: the request's
+``max_output_tokens``), ``temperature`` 0 (sent in the request body: SDK 2.10 has no
+``temperature`` argument any more; ``temperature=None`` omits it for models that reject it),
+``system=request.system_prompt``, ``messages=[{"role": "user", "content": request.user_prompt}]``.
+
+Timeouts and retries: each HTTP attempt has the request's ``timeout_s`` (harness9: 60 s) unless
+``timeout_s`` is given here; the SDK retries 408/409/429/5xx (529 overloaded included) and
+connection errors ``max_retries`` times (default 2) with its own backoff, honouring
+``retry-after``/``retry-after-ms``. So the wall time of one call can exceed ``timeout_s``
+(harness9's 60 s deadline covered all attempts together).
+
+Replies: the text is the concatenation of the text blocks. A response with *no* text block
+(an empty content list, or only non-text blocks) is returned as ``SummaryReply(text=None)`` —
+harness9's "nil message", which the compactor reports as ``summarizer returned nil message``
+and answers with its fallback — rather than raised, so its usage and cost are still recorded.
+Text blocks that are all empty give ``text=""``, a valid empty reply (all anchors N/A).
+API errors after the retries, timeouts, connection errors and malformed responses (not JSON,
+no ``content`` list) raise :class:`~h9eval.errors.SummarizerError`; its message names the
+model, the HTTP status and the API's error type, never the API key (any occurrence is
+redacted, and the SDK exception, which holds the request headers, is not chained).
+
+Cost: ``input_tokens * in_price + output_tokens * out_price`` with USD prices per million
+tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from the
+``prices`` argument; an unknown model costs 0.0 and sets ``extra["cost_known"] = False``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from h9eval.errors import ConfigError, SummarizerError
+from h9eval.summarizers.base import SummaryReply, SummaryRequest
+
+__all__ = [
+    "AnthropicSummarizer",
+    "AnthropicFreeTextSummarizer",
+    "DEFAULT_PRICES_USD_PER_MTOK",
+    "DEFAULT_MODEL",
+    "price_for",
+]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+# USD per million tokens (input, output), list prices; dated ids ("claude-sonnet-4-5-20250929")
+# find their entry through price_for.
+DEFAULT_PRICES_USD_PER_MTOK: dict[str, tuple[float, float]] = {
+    "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-3-7-sonnet": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-haiku": (0.25, 1.25),
+}
+
+
+_DATED = re.compile(r"-(\d{8}|latest)$")
+
+
+def price_for(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """``(input, output)`` USD per million tokens for ``model``, or ``None`` when unknown.
+
+    An exact entry wins; else the entry the model id extends by a date or ``-latest`` suffix
+    (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``). Plain prefixes do not match:
+    ``claude-opus-4-6`` is not priced as ``claude-opus-4``.
+    """
+    if model in prices:
+        return prices[model]
+    base = _DATED.sub("", model)
+    return prices.get(base)
+
+
+class AnthropicSummarizer:
+    """Summaries from the Anthropic Messages API (see the module docstring for semantics).
+
+    Parameters (all keyword-only):
+      ``model``: model id; default ``claude-sonnet-4-5``.
+      ``max_tokens``: reply token limit; default ``None`` = the request's ``max_output_tokens``.
+      ``temperature``: default 0.0; ``None`` omits the field.
+      ``api_key``: default ``None`` = the ``ANTHROPIC_API_KEY`` environment variable; missing
+      either way raises :class:`ConfigError` here, at construction.
+      ``base_url``: for Anthropic-compatible endpoints; default ``None`` = the SDK's default
+      (which honours ``ANTHROPIC_BASE_URL``).
+      ``max_retries``: SDK retries per call; default 2.
+      ``timeout_s``: seconds per HTTP attempt; default ``None`` = the request's ``timeout_s``.
+      ``prices``: model prefix -> (input, output) USD per million tokens; default
+      :data:`DEFAULT_PRICES_USD_PER_MTOK`.
+      ``http_client``: an ``httpx2.Client`` handed to the SDK (tests inject one with a
+      ``MockTransport``); default ``None`` = the SDK's own client.
+    """
+
+    name = "anthropic"
+    uses_structured_input = False
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 2,
+        timeout_s: float | None = None,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+        http_client: Any = None,
+    ) -> None:
+        if not model:
+            raise ConfigError("model must be a non-empty model id")
+        if max_tokens is not None and max_tokens < 1:
+            raise ConfigError(f"max_tokens ({max_tokens}) must be >= 1")
+        if max_retries < 0:
+            raise ConfigError(f"max_retries ({max_retries}) must be >= 0")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigError(f"timeout_s ({timeout_s}) must be > 0 seconds")
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")
+        if not key:
+            raise ConfigError(
+                "the anthropic summarizer needs an API key: set ANTHROPIC_API_KEY or pass api_key"
+            )
+        import anthropic  # lazy: importing h9eval must not import the SDK
+
+        self._sdk = anthropic
+        self._api_key = key
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
+        self._http_client = http_client
+        self._client: Any = None
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}(model={self.model!r}, max_tokens={self.max_tokens}, temperature={self.temperature})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable for worker processes: the SDK client (sockets, locks) is rebuilt there.
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state["_sdk"] = None
+        state["_http_client"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        import anthropic
+
+        self._sdk = anthropic
+
+    @property
+    def summarizer_id(self) -> str:
+        """Name and the parameters that change the reply (not the key, retries or timeout)."""
+        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature}
+        if self.base_url:
+            params["base_url"] = self.base_url
+        return f"{self.name}{json.dumps(params, sort_keys=True, separators=(',', ':'))}"
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            kwargs: dict[str, Any] = {"api_key": self._api_key, "max_retries": self.max_retries}
+            if self.base_url is not None:
+                kwargs["base_url"] = self.base_url
+            if self._http_client is not None:
+                kwargs["http_client"] = self._http_client
+            self._client = self._sdk.Anthropic(**kwargs)
+        return self._client
+
+    # -- the call -----------------------------------------------------------------------------
+
+    def prompts(self, request: SummaryRequest) -> tuple[str, str]:
+        """The ``(system, user)`` texts sent for ``request``."""
+        return request.system_prompt, request.user_prompt
+
+    def cache_material(self, request: SummaryRequest) -> dict[str, Any]:
+        """What the response cache keys on besides ``summarizer_id`` and ``model``."""
+        system, user = self.prompts(request)
+        return {"system": system, "user": user, "max_tokens": self.max_tokens or request.max_output_tokens}
+
+    def summarize(self, request: SummaryRequest) -> SummaryReply:
+        system, user = self.prompts(request)
+        max_tokens = self.max_tokens or request.max_output_tokens
+        timeout = self.timeout_s if self.timeout_s is not None else request.timeout_s
+        extra_body = {"temperature": self.temperature} if self.temperature is not None else None
+        sdk = self._sdk
+        t0 = time.perf_counter()
+        try:
+            resp = self._get_client().messages.create(
+                model=self.model,
+                max_tokens=max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+                extra_body=extra_body,
+                timeout=timeout,
+            )
+        except sdk.APITimeoutError:
+            raise self._error(f"timed out after {timeout:g} s per attempt ({self.max_retries} retries)") from None
+        except sdk.APIStatusError as e:
+            raise self._error(f"HTTP {e.status_code} {_error_type(e.body)}: {_error_message(e)}") from None
+        except sdk.APIConnectionError as e:
+            raise self._error(f"connection error: {e.message}") from None
+        except (sdk.AnthropicError, ValueError) as e:
+            # ValueError covers a body that is not JSON (json.JSONDecodeError) and pydantic errors.
+            raise self._error(f"malformed response: {type(e).__name__}: {e}") from None
+        latency = time.perf_counter() - t0
+        text = self._reply_text(resp)
+        return self._reply(resp, text, latency)
+
+    def _reply_text(self, resp: Any) -> str | None:
+        content = getattr(resp, "content", None)
+        if not isinstance(content, list):
+            raise self._error(f"malformed response: no content list (got {type(resp).__name__})")
+        texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
+        texts = [t for t in texts if isinstance(t, str)]
+        if not texts:
+            return None  # harness9's nil message (see the module docstring)
+        return "".join(texts)
+
+    def _reply(self, resp: Any, text: str | None, latency: float) -> SummaryReply:
+        usage = getattr(resp, "usage", None)
+        tin = int(getattr(usage, "input_tokens", 0) or 0)
+        tout = int(getattr(usage, "output_tokens", 0) or 0)
+        price = price_for(self.model, self.prices)
+        cost = 0.0 if price is None else (tin * price[0] + tout * price[1]) / 1e6
+        extra: dict[str, object] = {
+            "stop_reason": getattr(resp, "stop_reason", None),
+            "cost_known": price is not None,
+            "response_model": getattr(resp, "model", None),
+        }
+        if usage is None:
+            extra["usage_missing"] = True
+        for k in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+            v = getattr(usage, k, None)
+            if v:
+                extra[k] = int(v)
+        return SummaryReply(
+            text=text,
+            input_tokens=tin,
+            output_tokens=tout,
+            latency_s=latency,
+            cost_usd=cost,
+            model=self.model,
+            extra=extra,
+        )
+
+    def _error(self, detail: str) -> SummarizerError:
+        msg = f"anthropic summarizer ({self.model}): {detail}"
+        if self._api_key:
+            msg = msg.replace(self._api_key, "[redacted]")
+        return SummarizerError(msg)
+
+
+def _error_type(body: object) -> str:
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("type"), str):
+            return str(err["type"])
+    return "error"
+
+
+def _error_message(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
+            return str(err["message"])[:300]
+    return str(getattr(e, "message", "") or "")[:300]
+
+
+FREE_TEXT_SYSTEM_PROMPT = (
+    "You are a context compaction engine. You read a conversation between a user and an AI "
+    "agent and write a summary that lets the agent continue the task. Output only the summary, "
+    "with no preamble."
+)
+
+FREE_TEXT_INSTRUCTIONS = (
+    "Summarize the conversation below in plain prose (no headings, no anchor sections). Keep: "
+    "the user's task and any later changes to it, constraints, what was done and with what "
+    "outcome, decisions and their reasons, approaches that failed and why, files and "
+    "identifiers that matter, and the next steps. Stay within about {max_tokens} tokens."
+)
+
+
+class AnthropicFreeTextSummarizer(AnthropicSummarizer):
+    """A plain prose summary (no anchors) from the Anthropic API; same parameters as
+    :class:`AnthropicSummarizer`. It builds its own prompt from ``request.conversation`` and
+    ``request.previous_summary`` (ignoring the anchor templates) and returns
+    ``"## Summary\\n" + text`` so that every anchor parses as ``N/A``."""
+
+    name = "anthropic_free_text"
+
+    def prompts(self, request: SummaryRequest) -> tuple[str, str]:
+        max_tokens = self.max_tokens or request.max_output_tokens
+        parts = [FREE_TEXT_INSTRUCTIONS.format(max_tokens=max_tokens)]
+        if request.previous_summary:
+            parts.append(
+                "Fold in the previous summary:\n<previous-summary>\n"
+                + request.previous_summary
+                + "\n</previous-summary>"
+            )
+        parts.append("Conversation:\n" + request.conversation)
+        return FREE_TEXT_SYSTEM_PROMPT, "\n\n".join(parts)
+
+    def _reply_text(self, resp: Any) -> str | None:
+        text = super()._reply_text(resp)
+        if text is None:
+            return None
+        body = text.strip()
+        # A model that writes its own "## Summary" header would otherwise get two.
+        if body.startswith("## Summary"):
+            body = body[len("## Summary") :].lstrip("\n")
+        return "## Summary\n" + body

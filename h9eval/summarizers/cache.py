@@ -1,0 +1,231 @@
+"""A persistent, content-addressed cache of summary replies (SQLite, stdlib ``sqlite3``).
+
+Key: the SHA-256 of the sorted JSON of ``summarizer_id``, ``model``, the request parameters
+that shape a reply (``template``, ``anchor_types``, ``max_output_tokens``) and the prompt
+texts. A summarizer can replace the prompt part with its own ``cache_material(request)``
+mapping (the free-text Anthropic summarizer sends a prompt of its own); a summarizer whose
+reply depends on the structured head (``uses_structured_input = True``, the offline ones) also
+keys on the head, previous anchors and previous summary.
+
+Stored: the reply text (``NULL`` for a nil message), token counts, cost in USD, the original
+latency in seconds, ``extra`` as JSON, the summarizer id and model. Never the API key: nothing
+but these columns is written. Failures (:class:`SummarizerError`) are not cached.
+
+A hit returns the stored reply with ``cache_hit=True`` and the *original* tokens, cost and
+latency, so a rerun from cache reproduces the first run's results table; the lookup time is
+in ``extra["cache_lookup_s"]``. Filter on ``cache_hit`` to count money actually spent.
+
+Concurrency: WAL journal, a 30 s busy timeout, autocommit ``INSERT OR IGNORE`` (the first
+writer of a key wins; replies for one key are interchangeable), one connection per process
+(re-opened after a fork). The database file is created with mode 0600; SQLite gives its
+``-wal``/``-shm`` files the same mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from h9eval.errors import ConfigError
+from h9eval.messages import messages_to_json
+from h9eval.summarizers.base import Summarizer, SummaryReply, SummaryRequest
+
+__all__ = ["ResponseCache", "CachedSummarizer", "cache_key", "CACHE_SCHEMA_VERSION"]
+
+CACHE_SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS replies (
+    key TEXT PRIMARY KEY,
+    summarizer_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    text TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    latency_s REAL NOT NULL,
+    extra TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def cache_key(summarizer: Summarizer, request: SummaryRequest) -> str:
+    """The SHA-256 hex key of ``request`` for ``summarizer`` (see the module docstring)."""
+    material_fn = getattr(summarizer, "cache_material", None)
+    if callable(material_fn):
+        prompt: Any = material_fn(request)
+    else:
+        prompt = {"system": request.system_prompt, "user": request.user_prompt}
+    material: dict[str, Any] = {
+        "summarizer_id": summarizer.summarizer_id,
+        "model": str(getattr(summarizer, "model", "")),
+        "params": {
+            "template": request.template,
+            "anchor_types": list(request.anchor_types),
+            "max_output_tokens": request.max_output_tokens,
+        },
+        "prompt": prompt,
+    }
+    if getattr(summarizer, "uses_structured_input", False):
+        material["structured"] = {
+            "head": messages_to_json(request.head),
+            "is_error": [m.is_error for m in request.head],
+            "previous_anchors": None if request.previous_anchors is None else [list(a) for a in request.previous_anchors],
+            "previous_summary": request.previous_summary,
+        }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """The SQLite reply store at ``path`` (created with its parent directories, mode 0600)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
+        if self.path.exists() and self.path.is_dir():
+            raise ConfigError(f"cache path {str(self.path)!r} is a directory; expected a database file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            # Created 0600 before SQLite opens it: replies may quote private code or data.
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            os.close(fd)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # isolation_level=None: autocommit, so every statement is its own short transaction.
+        conn = sqlite3.connect(
+            str(self.path), timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError:
+            pass  # another process holds the switch; it makes the file WAL for everyone
+        conn.executescript(_SCHEMA)
+        conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('schema_version', ?)", (str(CACHE_SCHEMA_VERSION),))
+        row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
+        if row is None or row[0] != str(CACHE_SCHEMA_VERSION):
+            conn.close()
+            raise ConfigError(
+                f"cache {str(self.path)!r} has schema version {row[0] if row else None}; "
+                f"this h9eval reads version {CACHE_SCHEMA_VERSION}"
+            )
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def get(self, key: str) -> SummaryReply | None:
+        """The stored reply for ``key`` (``cache_hit=True``), or ``None``."""
+        with self._lock:
+            row = self._connect().execute(
+                "SELECT text, input_tokens, output_tokens, cost_usd, latency_s, extra, model FROM replies WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        text, tin, tout, cost, latency, extra, model = row
+        return SummaryReply(
+            text=text,
+            input_tokens=int(tin),
+            output_tokens=int(tout),
+            latency_s=float(latency),
+            cache_hit=True,
+            cost_usd=float(cost),
+            model=model,
+            extra=json.loads(extra),
+        )
+
+    def put(self, key: str, reply: SummaryReply, *, summarizer_id: str) -> None:
+        """Store ``reply`` under ``key`` unless the key is already present (first one wins)."""
+        extra = json.dumps(reply.extra, sort_keys=True, default=str)
+        with self._lock:
+            self._connect().execute(
+                "INSERT OR IGNORE INTO replies (key, summarizer_id, model, text, input_tokens, output_tokens,"
+                " cost_usd, latency_s, extra, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    summarizer_id,
+                    reply.model,
+                    reply.text,
+                    reply.input_tokens,
+                    reply.output_tokens,
+                    reply.cost_usd,
+                    reply.latency_s,
+                    extra,
+                    time.time(),
+                ),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connect().execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable for worker processes: each process opens its own connection.
+        return {"path": self.path, "busy_timeout_s": self.busy_timeout_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.busy_timeout_s = state["busy_timeout_s"]
+        self._lock = threading.Lock()
+        self._conn = None
+        self._pid = -1
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.path)!r})"
+
+
+class CachedSummarizer:
+    """``inner`` behind a :class:`ResponseCache`: a hit skips ``inner`` and returns the stored
+    reply with ``cache_hit=True``; ``hits`` and ``misses`` count this object's lookups.
+
+    ``summarizer_id`` is the inner one (a cache does not change what is computed)."""
+
+    def __init__(self, inner: Summarizer, cache: ResponseCache | str | os.PathLike[str]) -> None:
+        self.inner = inner
+        self.cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache)
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def summarizer_id(self) -> str:
+        return self.inner.summarizer_id
+
+    @property
+    def model(self) -> str:
+        return str(getattr(self.inner, "model", ""))
+
+    def summarize(self, request: SummaryRequest) -> SummaryReply:
+        t0 = time.perf_counter()
+        key = cache_key(self.inner, request)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.hits += 1
+            hit.extra["cache_lookup_s"] = time.perf_counter() - t0
+            return hit
+        self.misses += 1
+        reply = self.inner.summarize(request)  # SummarizerError propagates and is not stored
+        self.cache.put(key, reply, summarizer_id=self.inner.summarizer_id)
+        return reply
+
+    def __repr__(self) -> str:
+        return f"CachedSummarizer({self.inner!r}, {self.cache!r})"
