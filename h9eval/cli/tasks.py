@@ -1,0 +1,62 @@
+"""``h9eval tasks generate|inspect``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tasks", help="generate synthetic tasks or inspect recorded sessions")
+    tsub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
+    tsub.required = True
+    g = tsub.add_parser("generate", help="generate a seeded synthetic task (JSONL)")
+    g.add_argument("--preset", default="small", help="small, long or marathon (default small)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--out", required=True, help="output JSONL path")
+    g.set_defaults(func=_generate)
+    i = tsub.add_parser("inspect", help="summarize a recorded session, task file or harness9 database")
+    i.add_argument("path")
+    i.add_argument("--format", default=None, help="force a recorded format instead of detecting it")
+    i.add_argument("--session", default=None, help="session id inside a harness9 database")
+    i.add_argument("--json", action="store_true", help="print one JSON object")
+    i.set_defaults(func=_inspect)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from h9eval.tasks import tasks_to_jsonl
+    from h9eval.tasks.synthetic import generate
+
+    t = generate(args.preset, seed=args.seed)
+    path = tasks_to_jsonl([t], args.out)
+    print(f"wrote {path} ({len(t.messages)} messages, {t.n_calls} calls, {t.estimated_tokens} estimated tokens)")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from h9eval.tasks import _is_sqlite
+
+    if _is_sqlite(Path(args.path)):
+        info = _inspect_db(args.path, args.session)
+    else:
+        from h9eval.tasks.recorded import inspect_task
+
+        info = inspect_task(args.path, format=args.format)
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False, sort_keys=True, default=str))
+    else:
+        for k, v in info.items():
+            print(f"{k:>28}: {v}")
+    return 0
+
+
+def _inspect_db(path: str, session: str | None) -> dict:
+    from h9eval.harness9_data import list_sessions, load_session_task
+    from h9eval.tasks.recorded import summarize_task
+
+    if session is None:
+        return {"format": "harness9_db", "sessions": list_sessions(path)}
+    t = load_session_task(path, session)
+    return summarize_task(t)

@@ -1,0 +1,92 @@
+"""Tasks: the model, the synthetic generator, recorded-session loaders, and one resolver.
+
+``load_tasks_from_spec("synthetic:long:7")``, a recorded session file or folder, an h9eval task
+JSONL file, or a harness9 session database (``.db``/``.sqlite``, optionally ``DB#session``) all
+give a list of :class:`Task`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from h9eval.errors import ConfigError, FormatError
+from h9eval.tasks.model import (
+    AnchorTruth,
+    Fact,
+    Intent,
+    IntentChange,
+    Task,
+    TaskSource,
+    tasks_from_dataframe,
+    tasks_from_dataset,
+    tasks_from_jsonl,
+    tasks_to_dataframe,
+    tasks_to_dataset,
+    tasks_to_jsonl,
+)
+
+__all__ = [
+    "AnchorTruth",
+    "Fact",
+    "Intent",
+    "IntentChange",
+    "Task",
+    "TaskSource",
+    "load_tasks_from_spec",
+    "tasks_from_dataframe",
+    "tasks_from_dataset",
+    "tasks_from_jsonl",
+    "tasks_to_dataframe",
+    "tasks_to_dataset",
+    "tasks_to_jsonl",
+]
+
+
+def _is_task_jsonl(p: Path) -> bool:
+    if p.suffix != ".jsonl" or not p.is_file():
+        return False
+    with open(p, encoding="utf-8", errors="replace") as f:
+        first = f.readline()
+    try:
+        d = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(d, dict) and "task_id" in d and "intent" in d and "messages" in d
+
+
+def _is_sqlite(p: Path) -> bool:
+    if not p.is_file():
+        return False
+    with open(p, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+def load_tasks_from_spec(spec: str) -> list[Task]:
+    """Resolve a task spec (see the module docstring) to tasks."""
+    if spec.startswith("synthetic:"):
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[1]:
+            raise ConfigError(f"task spec {spec!r}: expected synthetic:PRESET or synthetic:PRESET:SEED")
+        seed = 0
+        if len(parts) == 3:
+            try:
+                seed = int(parts[2])
+            except ValueError:
+                raise ConfigError(f"task spec {spec!r}: seed must be an integer, got {parts[2]!r}") from None
+        from h9eval.tasks.synthetic import generate
+
+        return [generate(parts[1], seed=seed)]
+    path_s, _, session = spec.partition("#")
+    p = Path(path_s)
+    if not p.exists():
+        raise FormatError("no such file or folder", path=path_s)
+    if _is_sqlite(p):
+        from h9eval.harness9_data import load_db_tasks, load_session_task
+
+        return [load_session_task(p, session)] if session else load_db_tasks(p)
+    if _is_task_jsonl(p):
+        return tasks_from_jsonl(p)
+    from h9eval.tasks.recorded import load_tasks
+
+    return load_tasks(p)
