@@ -1,0 +1,142 @@
+"""Key-term extraction for task statements (recorded sessions' ``Intent.key_terms``).
+
+A recall probe asks whether a compacted context still names the things the task is about:
+file paths, error names, code identifiers, issue/bead ids, version numbers. This module pulls
+those out of free text with regular expressions only (no model, no randomness), so the same
+statement always yields the same terms in the same order.
+
+Order: terms are grouped by category, in decreasing order of how specific they are
+(paths, then error names, then code identifiers, then ids/slugs, then numbers); within a
+category, by first occurrence in the text. Duplicates (exact string) are dropped; the list is
+capped at ``max_terms``.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["extract_key_terms", "DEFAULT_MAX_TERMS"]
+
+DEFAULT_MAX_TERMS = 20
+"""Default cap on the number of key terms (terms, not characters)."""
+
+# URLs are removed first: their pieces look like paths and dotted identifiers but a probe that
+# looks for "docs.pytest.org" in a summary measures nothing useful.
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\"'`]+")
+
+_EXT = (
+    r"py|pyi|pyx|js|jsx|ts|tsx|ex|exs|heex|eex|rs|go|java|kt|c|h|cc|cpp|hpp|cs|rb|php|swift|"
+    r"md|rst|txt|json|jsonl|yaml|yml|toml|cfg|ini|conf|lock|html|htm|css|scss|sh|bash|zsh|sql|"
+    r"xml|csv|ipynb|proto|graphql|vue|svelte|dockerfile|mk|gradle|lua|pl|r|scala|dart|tf"
+)
+# A path with at least one slash (optionally rooted, ~ or ./), or a bare file name with a
+# known extension. The character class avoids swallowing trailing punctuation.
+_PATH = re.compile(
+    r"(?<![\w/.-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*\w"
+    r"|(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:" + _EXT + r")\b",
+    re.IGNORECASE,
+)
+_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt|Failure)\b")
+_BACKTICK = re.compile(r"`([^`\n]{2,80})`")
+_IDENT_IN_TICKS = re.compile(r"^[A-Za-z_][\w.:]*(?:\(\))?$")
+_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w(])")
+_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\(")
+_SNAKE = re.compile(r"(?<![\w.-])_*[a-z][a-z0-9]*(?:_[a-z0-9]+)+_*(?![\w-])")
+_CAMEL = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*(?![\w])|(?<![\w.])[A-Z]{2,}[a-z]+[A-Za-z0-9]*(?![\w])"
+                    r"|(?<![\w.])[a-z]+[A-Z][A-Za-z0-9]*(?![\w])")
+_CLI_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
+# Slugs/ids with a digit: bead ids (spotter-4te), SWE-bench ids (django__django-15695), tickets.
+_SLUG = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:[-_]{1,2}[A-Za-z0-9]+)*-[A-Za-z0-9]*\d[A-Za-z0-9]*(?![\w-])")
+# A hyphenated token written at least twice ("spotter-fum ... spotter-fum") is a name, not prose.
+_HYPHENATED = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w-])")
+_ISSUE = re.compile(r"(?<![\w#])#\d+\b")
+_VERSION = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)*(?:[a-z]+\d*)?(?![\w.]*\w)")
+_INT = re.compile(r"(?<![\w.,#/-])\d{2,}(?![\w.,]*\d)")
+
+# Common English/markdown words that the CamelCase/slug patterns would otherwise pick up.
+_STOP = frozenset(
+    {
+        "e.g", "i.e", "etc", "vs", "GitHub", "JavaScript", "TypeScript", "README", "iOS", "macOS",
+        "OpenAI", "YouTube", "PowerShell", "--git",
+    }
+)
+
+# (category rank, pattern, group) in rank order; lower rank = listed first.
+_CATEGORIES: tuple[tuple[int, re.Pattern[str], int], ...] = (
+    (0, _PATH, 0),
+    (1, _ERROR, 0),
+    (2, _BACKTICK, 1),
+    (3, _DOTTED, 0),
+    (3, _CALL, 1),
+    (3, _CAMEL, 0),
+    (3, _SNAKE, 0),
+    (3, _CLI_FLAG, 0),
+    (4, _SLUG, 0),
+    (4, _ISSUE, 0),
+    (5, _VERSION, 0),
+    (6, _INT, 0),
+)
+
+
+def _clean(term: str) -> str:
+    term = term.strip().strip(".,;:!?'\"")
+    if term.startswith(("a/", "b/")) and len(term) > 2:
+        term = term[2:]  # git diff's a/ b/ prefixes
+    if term.endswith("()"):
+        term = term[:-2]
+    return term
+
+
+def _keep(term: str, rank: int) -> bool:
+    if len(term) < 2 or term in _STOP:
+        return False
+    if rank == 0:
+        if term.startswith("-"):
+            return False  # "--title/--notes": option lists, not paths
+        # Prose slash lists ("and/or", "issues/tasks/epics") are not paths: an unrooted path
+        # needs a file extension, a digit or an underscore somewhere.
+        if "/" in term and not term.startswith(("/", "~", "./", "../")) and not re.search(r"[._\d]", term):
+            return False
+        return True
+    if rank == 2:
+        return bool(_IDENT_IN_TICKS.match(term))
+    if rank == 3:
+        # "relevant._" (markdown emphasis after a full stop) is not a dotted name.
+        return len(term) >= 3 and all(re.search(r"[A-Za-z0-9]", c) for c in term.split("."))
+    return True
+
+
+def extract_key_terms(text: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> tuple[str, ...]:
+    """Identifiers, file paths, error names, ids and numbers found in ``text``.
+
+    ``max_terms``: cap on the number of terms returned (default 20); ``0`` returns ``()``.
+    Deterministic: same text, same tuple. Matches of the other categories that lie inside a
+    path (``test_operations`` in ``tests/migrations/test_operations.py``) are ignored: the
+    path already carries them.
+    """
+    if max_terms <= 0 or not text:
+        return ()
+    # Blank out URLs but keep offsets, so positions stay comparable across categories.
+    text = _URL.sub(lambda m: " " * len(m.group(0)), text)
+    found: dict[str, tuple[int, int]] = {}
+    path_spans: list[tuple[int, int]] = []
+    for rank, pat, group in _CATEGORIES:
+        for m in pat.finditer(text):
+            term = _clean(m.group(group))
+            if not _keep(term, rank):
+                continue
+            pos = m.start(group)
+            if rank == 0:
+                path_spans.append((m.start(), m.end()))
+            elif any(a <= pos < b for a, b in path_spans):
+                continue
+            prev = found.get(term)
+            if prev is None or (rank, pos) < prev:
+                found[term] = (rank, pos)
+    for m in _HYPHENATED.finditer(text):
+        term = m.group(0)
+        if term not in found and len(term) >= 5 and text.count(term) >= 2:
+            if not any(a <= m.start() < b for a, b in path_spans):
+                found[term] = (4, m.start())
+    ordered = sorted(found.items(), key=lambda kv: (kv[1][0], kv[1][1], kv[0]))
+    return tuple(t for t, _ in ordered[:max_terms])

@@ -1,0 +1,243 @@
+"""Loaders for real recorded agent sessions → :class:`h9eval.tasks.model.Task`.
+
+Public API::
+
+    detect_format(path) -> str                       # by content, not by name
+    load_task(path, format=None, **options) -> Task  # one session (a file, or an OpenHands folder)
+    load_tasks(path, *, format=None, errors=None, **options) -> list[Task]  # a file or a folder tree
+    inspect_task(path, format=None) -> dict          # sizes and counts, for a quick look
+    summarize_task(task) -> dict                     # the same summary for any Task
+    load_recorded = load_tasks
+
+Formats (:data:`FORMATS`): ``claude_code`` (session/subagent JSONL), ``mini_swe_agent``
+(``.traj.json``, tool-calling and text), ``swe_agent`` (``.traj``), ``openhands`` (V1
+conversation folder), ``openai_chat`` and ``anthropic_messages`` (generic transcripts). Each
+format's module docstring documents its mapping; ``_common`` documents the derived facts.
+
+Every bad input (unreadable, truncated or malformed file, a JSONL line that is not JSON, a
+folder of the wrong shape, an unknown format) raises :class:`h9eval.errors.FormatError`
+naming the file, the line/record/event and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from h9eval.errors import ConfigError, FormatError, did_you_mean
+from h9eval.tasks.model import Task
+from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
+from h9eval.tasks.recorded._common import read_text, tool_pair_stats
+from h9eval.tokens import estimate_tokens, estimate_tool_tokens
+
+__all__ = ["FORMATS", "detect_format", "load_task", "load_tasks", "load_recorded", "inspect_task", "summarize_task"]
+
+_LOADERS: dict[str, tuple[Callable[..., Task], frozenset[str]]] = {
+    claude_code.FORMAT: (claude_code.load_claude_code, frozenset({"keep_compact_summary"})),
+    mini_swe_agent.FORMAT: (mini_swe_agent.load_mini_swe_agent, frozenset({"synthesize_tool_calls"})),
+    swe_agent.FORMAT: (swe_agent.load_swe_agent, frozenset({"synthesize_tool_calls"})),
+    openhands.FORMAT: (openhands.load_openhands, frozenset()),
+    chat.OPENAI: (chat.load_openai_chat, frozenset()),
+    chat.ANTHROPIC: (chat.load_anthropic_messages, frozenset()),
+}
+FORMATS: tuple[str, ...] = tuple(_LOADERS)
+"""Format names accepted by ``format=`` and returned by :func:`detect_format`."""
+
+_SESSION_SUFFIXES = (".jsonl", ".json", ".traj")
+_EXPECTED_ANY = (
+    "a Claude Code JSONL session, a mini-swe-agent .traj.json, a SWE-agent .traj, an OpenHands "
+    "conversation folder, an OpenAI chat-messages JSON/JSONL or an Anthropic Messages JSON"
+)
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a session file or folder, decided by its content (see :data:`FORMATS`)."""
+    shown = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise FormatError("no such file or folder", path=shown)
+    if p.is_dir():
+        if openhands.is_openhands_dir(p):
+            return openhands.FORMAT
+        raise FormatError(
+            "folder is not an OpenHands conversation (expected event_service/events/event-NNNNN-*.json); "
+            "use load_tasks() to load every session under a folder",
+            path=shown,
+        )
+    text = read_text(p, shown=shown)
+    try:
+        obj: Any = json.loads(text)
+    except json.JSONDecodeError as e:
+        return _detect_jsonl(text, shown, e)
+    except RecursionError:
+        raise FormatError("JSON nested too deeply", path=shown) from None
+    if swe_agent.looks_like_swe_agent(obj):
+        return swe_agent.FORMAT
+    if mini_swe_agent.looks_like_mini_swe_agent(obj):
+        return mini_swe_agent.FORMAT
+    kind = chat.classify_chat(obj)
+    if kind is not None:
+        return kind
+    if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and "source" in obj:
+        raise FormatError(
+            "this is a single OpenHands event; pass the conversation folder (the one holding event_service/)",
+            path=shown,
+        )
+    if claude_code.looks_like_claude_code(obj):
+        return claude_code.FORMAT  # a one-record Claude Code file
+    raise FormatError(f"unknown format; expected {_EXPECTED_ANY}", path=shown)
+
+
+def _detect_jsonl(text: str, shown: str, whole: json.JSONDecodeError) -> str:
+    first_n, first_line = next(((n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()), (0, ""))
+    if not first_line:
+        raise FormatError(f"file is empty; expected {_EXPECTED_ANY}", path=shown)
+    try:
+        first = json.loads(first_line)
+    except (json.JSONDecodeError, RecursionError):
+        # Neither one JSON value nor JSON lines: report where the whole-file parse broke.
+        raise FormatError(
+            f"not valid JSON ({whole.msg}); expected {_EXPECTED_ANY}",
+            path=shown,
+            where=f"line {whole.lineno} column {whole.colno}",
+        ) from None
+    if claude_code.looks_like_claude_code(first):
+        return claude_code.FORMAT
+    if isinstance(first, dict) and (isinstance(first.get("role"), str) or isinstance(first.get("messages"), list)):
+        convs = chat.read_chat_file(Path(shown), shown)
+        kind = chat.classify_chat(convs[0][1])
+        if kind is not None:
+            return kind
+    raise FormatError(f"unknown JSONL format; expected {_EXPECTED_ANY}", path=shown, where=f"line {first_n}")
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in _LOADERS:
+        raise ConfigError(did_you_mean(fmt, _LOADERS, what="recorded format"))
+    return fmt
+
+
+def load_task(path: str | Path, format: str | None = None, **options: Any) -> Task:
+    """Load one session: a file, or an OpenHands conversation folder.
+
+    ``format``: one of :data:`FORMATS`; default: :func:`detect_format`. ``options`` go to the
+    format's loader: ``keep_compact_summary`` (claude_code, default True),
+    ``synthesize_tool_calls`` (mini_swe_agent/swe_agent text formats, default True).
+    """
+    fmt = _check_format(format) if format is not None else detect_format(path)
+    loader, accepted = _LOADERS[fmt]
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ConfigError(
+            f"option {unknown[0]!r} is not accepted by the {fmt} loader; accepted: {', '.join(sorted(accepted)) or 'none'}"
+        )
+    return loader(path, **options)
+
+
+def load_tasks(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    errors: list[FormatError] | None = None,
+    **options: Any,
+) -> list[Task]:
+    """Every session in a file or under a folder (recursively, in sorted path order).
+
+    A folder that is an OpenHands conversation is one task and is not descended into; other
+    folders are walked for ``*.jsonl``/``*.json``/``*.traj`` files (other files, and names
+    starting with ``.``, are ignored). A chat JSONL with one ``{"messages": [...]}`` per line
+    gives one task per line. ``errors``: if a list is given, a session that fails to load is
+    recorded there and skipped; otherwise the first :class:`FormatError` is raised.
+    ``format``/``options``: as for :func:`load_task`, applied to every session found.
+    """
+    if format is not None:
+        _check_format(format)
+    p = Path(path)
+    if not p.exists():
+        raise FormatError("no such file or folder", path=str(path))
+    out: list[Task] = []
+    for item in _discover(p) if p.is_dir() else [p]:
+        # Show paths the way the caller spelled the root, so TaskSource.path stays recognisable.
+        shown = item if item == p else Path(path) / item.relative_to(p)
+        try:
+            fmt = format or detect_format(shown)
+            if fmt in (chat.OPENAI, chat.ANTHROPIC):
+                out.extend(chat.load_chat_many(shown, fmt))
+            else:
+                out.append(load_task(shown, fmt, **options))
+        except FormatError as e:
+            if errors is None:
+                raise
+            errors.append(e)
+    return out
+
+
+load_recorded = load_tasks
+
+
+def _discover(root: Path) -> list[Path]:
+    if openhands.is_openhands_dir(root):
+        return [root]
+    found: list[Path] = []
+    try:
+        entries = sorted(root.iterdir(), key=lambda q: q.name)
+    except OSError as e:
+        raise FormatError(f"cannot list folder: {e.strerror or e}", path=str(root)) from None
+    for q in entries:
+        if q.name.startswith("."):
+            continue
+        if q.is_dir():
+            found.extend(_discover(q))
+        elif q.is_file() and q.name.endswith(_SESSION_SUFFIXES):
+            found.append(q)
+    return found
+
+
+def inspect_task(path: str | Path, format: str | None = None) -> dict[str, Any]:
+    """Load one session and summarise it with :func:`summarize_task`."""
+    return summarize_task(load_task(path, format))
+
+
+def summarize_task(t: Task) -> dict[str, Any]:
+    """A summary of any task: format, sizes, counts by role, tool pairing, compactions.
+
+    Counts are computed from the messages themselves (so tasks from other sources work too);
+    loader metadata fills in the rest when present. Keys: ``task_id``, ``format``,
+    ``variant``, ``agent``, ``model``, ``bytes``, ``n_messages``, ``messages_by_role``,
+    ``n_tool_calls``, ``n_tool_results``, ``unmatched_tool_calls``, ``orphan_tool_results``,
+    ``estimated_tokens`` (harness9 bytes/4), ``tool_schema_tokens``,
+    ``largest_tool_result_bytes`` (harness9 bytes: content + tool_call_id),
+    ``largest_tool_result_index``, ``n_compactions`` (recorded compactions/condensations),
+    ``n_facts``, ``key_terms``, ``task_statement`` (first 200 characters),
+    ``skipped_records``.
+    """
+    md = t.metadata
+    largest, largest_at = 0, None  # the first largest tool result
+    for i, m in enumerate(t.messages):
+        if m.is_tool_result and (largest_at is None or m.nbytes > largest):
+            largest, largest_at = m.nbytes, i
+    comp = md.get("compactions") or md.get("condensations") or []
+    by_role = Counter(m.role for m in t.messages)
+    return {
+        "task_id": t.task_id,
+        "format": md.get("format") or t.source.format or t.source.kind,
+        "variant": md.get("variant"),
+        "agent": md.get("agent"),
+        "model": md.get("model"),
+        "bytes": md.get("bytes"),
+        "n_messages": len(t.messages),
+        "messages_by_role": dict(sorted(by_role.items())),
+        **tool_pair_stats(t.messages),
+        "estimated_tokens": estimate_tokens(t.messages),
+        "tool_schema_tokens": estimate_tool_tokens(t.tools),
+        "largest_tool_result_bytes": largest,
+        "largest_tool_result_index": largest_at,
+        "n_compactions": len(comp) if isinstance(comp, list) else 0,
+        "n_facts": len(t.facts),
+        "key_terms": list(t.intent.key_terms),
+        "task_statement": t.intent.statement[:200],
+        "skipped_records": dict(md.get("skipped_records", {}) or {}),
+    }

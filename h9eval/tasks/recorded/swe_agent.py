@@ -1,0 +1,215 @@
+"""SWE-agent ``.traj`` → Task (older text format and the function-calling variant).
+
+``history`` is what the model saw; ``is_demo`` messages (in-context demonstrations) are not
+part of the run and are skipped (counted in ``metadata["skipped_records"]["is_demo"]``).
+
+* Function-calling variant (assistant ``tool_calls``, ``role: tool`` + ``tool_call_ids``):
+  mapped one to one. Some SWE-agent versions store ``tool_calls``/``tool_call_ids`` as a
+  Python ``repr`` string; both forms are read. A tool message answering several ids gets its
+  content on the first id and empty results for the others (counted in
+  ``metadata["multi_id_tool_messages"]``) so that every call stays paired.
+* Text variant (the command is the ``action`` field / the fenced block of the assistant text,
+  its output comes back as a ``user`` message): as for mini-swe-agent, the action becomes a
+  synthesized ``ToolCall(id=f"call_{i}", name="bash", arguments='{"command": ...}')`` (``i``
+  = index in ``history``; SWE-agent's special commands such as ``open``/``edit`` are shell
+  functions, hence ``bash``) and the next user message becomes its ``role="tool"`` result.
+  ``synthesize_tool_calls=False`` keeps the raw messages.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from h9eval.errors import FormatError
+from h9eval.messages import Message, ToolCall
+from h9eval.tasks.model import Task
+from h9eval.tasks.recorded._common import (
+    Cursor,
+    Outcome,
+    Transcript,
+    blocks_text,
+    expect,
+    finish_task,
+    guarded,
+    json_text,
+    parse_json,
+    read_text,
+    stem,
+)
+
+__all__ = ["FORMAT", "load_swe_agent", "looks_like_swe_agent"]
+
+FORMAT = "swe_agent"
+_EXPECTED = "a SWE-agent trajectory object {environment, trajectory, history, info}"
+_FENCED = re.compile(r"```[\w-]*\s*\n(.*?)\n?```", re.DOTALL)
+
+
+def looks_like_swe_agent(obj: Any) -> bool:
+    """True for a parsed SWE-agent ``.traj``."""
+    return isinstance(obj, dict) and isinstance(obj.get("history"), list) and ("trajectory" in obj or "info" in obj)
+
+
+def _truthy(v: Any) -> bool:
+    # Old files store is_demo as the *string* "True"; "False" must stay false.
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes")
+    return bool(v)
+
+
+def _literal(v: Any, what: str, cur: Cursor) -> Any:
+    """A list stored as a list, as JSON text or as a Python repr string."""
+    if not isinstance(v, str):
+        return v
+    s = v.strip()
+    if not s:
+        return []
+    try:
+        return json.loads(s)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise FormatError(f"{what} is a string that is neither JSON nor a Python literal", path=cur.path, where=cur.where) from None
+
+
+def load_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True) -> Task:
+    """Load one SWE-agent ``.traj`` file.
+
+    ``synthesize_tool_calls``: text variant only; turn actions and their outputs into tool
+    calls/results (default ``True``; see module docstring).
+    """
+    shown = str(path)
+    p = Path(path)
+    obj = parse_json(read_text(p, shown=shown), path=shown, expected=_EXPECTED)
+    cur = Cursor(shown)
+    with guarded(FORMAT, cur, _EXPECTED):
+        return _load(p, shown, obj, cur, synthesize_tool_calls)
+
+
+def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
+    expect(isinstance(obj, dict), f"expected a JSON object, got {type(obj).__name__}", cur)
+    hist = obj.get("history")
+    expect(isinstance(hist, list), "field 'history' must be a list", cur)
+    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+    live = [(i, m) for i, m in enumerate(hist) if not (isinstance(m, dict) and _truthy(m.get("is_demo")))]
+    fc = any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for _, m in live)
+
+    tr = Transcript()
+    counts: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
+    n_demo = len(hist) - len(live)
+    if n_demo:
+        skipped["is_demo"] = n_demo
+    pending: str | None = None
+    n_synth = multi_id = 0
+    for i, m in live:
+        cur.where = f"history[{i}]"
+        expect(isinstance(m, dict), f"expected a message object, got {type(m).__name__}", cur)
+        role = m.get("role")
+        expect(isinstance(role, str), "message needs a string 'role'", cur)
+        content = blocks_text(m.get("content"), counts, what="content", cursor=cur)
+        if role == "assistant":
+            calls: tuple[ToolCall, ...] = ()
+            if fc:
+                calls = _tool_calls(_literal(m.get("tool_calls") or [], "tool_calls", cur), cur)
+            elif synthesize:
+                action = m.get("action")
+                if not isinstance(action, str):
+                    blocks = _FENCED.findall(content)
+                    action = blocks[-1] if blocks else None
+                if action and action.strip():
+                    pending = f"call_{i}"
+                    calls = (ToolCall(pending, "bash", json.dumps({"command": action.strip()}, ensure_ascii=False)),)
+                    n_synth += 1
+                else:
+                    pending = None
+            tr.add(Message("assistant", content, calls))
+            continue
+        if role == "tool":
+            ids = _literal(m.get("tool_call_ids") or m.get("tool_call_id") or [], "tool_call_ids", cur)
+            if isinstance(ids, str):
+                ids = [ids]
+            expect(isinstance(ids, list) and len(ids) > 0 and all(isinstance(x, str) and x for x in ids),
+                   "tool message needs 'tool_call_ids' (a non-empty list of strings)", cur)
+            tr.add(Message("tool", content, (), ids[0]))
+            if len(ids) > 1:
+                multi_id += 1
+                for extra in ids[1:]:
+                    tr.add(Message("tool", "", (), extra))
+            continue
+        if role == "user" and pending is not None:
+            tr.add(Message("tool", content, (), pending))
+            pending = None
+            continue
+        pending = None
+        if role == "user" and not tr.user_prompts:
+            tr.add_prompt(Message("user", content))
+        elif role in ("system", "user"):
+            tr.add(Message(role, content))
+        else:
+            skipped[f"role:{role}"] += 1
+    cur.where = None
+    if not tr.messages:
+        raise FormatError("history has no (non-demo) messages", path=shown, where="history")
+
+    replay = obj.get("replay_config")
+    if isinstance(replay, str):
+        try:
+            replay = json.loads(replay)
+        except ValueError:
+            replay = None
+    model = None
+    if isinstance(replay, dict):
+        agent_cfg = replay.get("agent") if isinstance(replay.get("agent"), dict) else {}
+        model_cfg = agent_cfg.get("model") if isinstance(agent_cfg.get("model"), dict) else {}
+        model = model_cfg.get("name")
+    stats = info.get("model_stats")
+    if isinstance(stats, str):
+        stats = _literal_or_none(stats)
+    stats = stats if isinstance(stats, dict) else {}
+    traj = obj.get("trajectory")
+    meta: dict[str, Any] = {
+        "agent": "swe-agent",
+        "variant": "function_calling" if fc else "text",
+        "model": model,
+        "environment": obj.get("environment") if isinstance(obj.get("environment"), str) else None,
+        "n_steps": len(traj) if isinstance(traj, list) else None,
+        "api_calls": stats.get("api_calls"),
+        "demo_messages_skipped": n_demo,
+        "synthesized_tool_calls": n_synth,
+        "multi_id_tool_messages": multi_id,
+    }
+    outcome = Outcome(
+        exit_status=info.get("exit_status") if isinstance(info.get("exit_status"), str) else None,
+        submission=info.get("submission") if isinstance(info.get("submission"), str) else None,
+        message_index=len(tr.messages) - 1,
+    )
+    return finish_task(
+        fmt=FORMAT, session=stem(p), path_shown=shown, path=p, tr=tr, outcome=outcome, metadata=meta, skipped=skipped
+    )
+
+
+def _literal_or_none(s: str) -> Any:
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _tool_calls(raw: Any, cur: Cursor) -> tuple[ToolCall, ...]:
+    expect(isinstance(raw, list), "'tool_calls' must be a list", cur)
+    out = []
+    for k, tc in enumerate(raw):
+        expect(isinstance(tc, dict), f"tool_calls[{k}] must be an object", cur)
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+        tid, name = tc.get("id"), fn.get("name")
+        expect(isinstance(tid, str) and tid != "", f"tool_calls[{k}] needs a non-empty string 'id'", cur)
+        expect(isinstance(name, str), f"tool_calls[{k}] needs a string function name", cur)
+        out.append(ToolCall(tid, name, json_text(fn.get("arguments"))))
+    return tuple(out)
