@@ -94,7 +94,8 @@ class ReplayConfig:
     which a ``/compact`` runs before the turn. ``tool_time_offload``: ``None`` → on for
     policies with ``offload_hook_threshold_bytes`` (harness9's), else off.
     ``context_window_tokens``: the window for ratios and overflow when the policy has none
-    (default 200,000). ``keep_views``: keep every view sent (memory!). ``deterministic``:
+    (default 200,000). ``system_prompt``: prepended (never persisted) when a transcript has
+    no system message, as harness9's engine does. ``keep_views``: keep every view sent (memory!). ``deterministic``:
     seeded record ids and a logical clock, so reruns are byte-identical (default on).
     """
 
@@ -106,6 +107,7 @@ class ReplayConfig:
     keep_views: bool = False
     deterministic: bool = True
     seed: int = 0
+    system_prompt: str = "You are a software engineering agent. Use the available tools to complete the user's task."
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manual_compact_at", tuple(self.manual_compact_at))
@@ -255,7 +257,11 @@ def replay(
     manual = set(cfg.manual_compact_at)
 
     history: list[Message] = []
-    hist_bytes = 0
+    if not task.messages or task.messages[0].role != "system":
+        # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
+        # its compactor leaves a list without a system message untouched.
+        history.append(Message("system", cfg.system_prompt))
+    hist_bytes = sum(m.nbytes for m in history)
     pending: list[Message] = []  # messages not yet in the session store
     calls_by_id: dict[str, ToolCall] = {}
     rows: list[dict[str, Any]] = []
