@@ -25,6 +25,9 @@ from h9eval.compaction import (
 from h9eval.errors import ConfigError, FormatError, H9Error, H9InputError
 from h9eval.messages import Message, ToolCall
 from h9eval.tokens import estimate_tokens, estimate_tool_tokens
+from h9eval.tasks import Task, load_tasks_from_spec
+from h9eval.replay import ReplayConfig, ReplayResult, replay
+from h9eval.api import run_task
 
 __all__ = [
     "__version__",
@@ -43,7 +46,13 @@ __all__ = [
     "Tier",
     "TokenBudgetCompactor",
     "ToolCall",
+    "ReplayConfig",
+    "ReplayResult",
+    "Task",
     "estimate_tokens",
+    "load_tasks_from_spec",
+    "replay",
+    "run_task",
     "estimate_tool_tokens",
     "make_policy",
     "policy_from_dict",
