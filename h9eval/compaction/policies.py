@@ -1,3 +1,12 @@
 """Imports every built-in policy module so that each registers itself."""
 
-from h9eval.compaction import observation_masking, progressive, token_budget  # noqa: F401
+from h9eval.compaction import (  # noqa: F401
+    clear_tool_uses,
+    controls,
+    hybrid,
+    observation_masking,
+    progressive,
+    summary_single_threshold,
+    token_budget,
+    window,
+)

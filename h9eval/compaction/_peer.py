@@ -1,0 +1,147 @@
+"""Small pieces the peer policies share: the record builder, the continuation of a previous
+compaction's view, and the boundary rules that never separate a tool call from its results.
+
+Tier mapping used by every non-harness9 policy (harness9's own tiers are chosen on token
+ratios; the peers have no tiers, so h9eval names what a compaction *did*):
+
+============  =========================================================================
+``NONE``      no compaction work in this call. On a fresh runner the view equals the
+              input; a stateful policy may return the previous compaction's view followed
+              by the new messages (``record.extra["carried_over"]``).
+``WARN``      content-only edits: tool results masked or cleared, no message dropped.
+``SOFT``      messages dropped without a summary (sliding window, summary fallback).
+``FULL``      a summary message replaced messages.
+``EMERGENCY`` forced truncation to (almost) nothing (the ``drop_all`` control).
+============  =========================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from h9eval.compaction.base import CompactionEnv
+from h9eval.compaction.records import CompactionRecord, Tier
+from h9eval.messages import Message
+from h9eval.tokens import estimate_tokens
+
+__all__ = ["Continuation", "peer_record", "split_system", "head_end", "tail_start", "fit_newest"]
+
+
+def peer_record(
+    env: CompactionEnv,
+    history: Sequence[Message],
+    view: Sequence[Message],
+    tier: Tier,
+    *,
+    tokens_before: int | None = None,
+    start_ns: int | None = None,
+    error: str = "",
+    extra: dict[str, Any] | None = None,
+    **fields: Any,
+) -> CompactionRecord:
+    """A record in harness9's shape for a peer compaction of ``history`` into ``view``.
+
+    ``tokens_before`` is the caller's precomputed harness9 estimate of ``history`` (computed
+    here when ``None``); ``start_ns`` (from ``env.clock.now_ns()``) fills ``duration_ns``.
+    Further keyword arguments set record fields (``summarized``, ``anchors``, ...).
+    """
+    tb = tokens_before if tokens_before is not None else estimate_tokens(history)
+    ta = estimate_tokens(view)
+    ts = env.clock.timestamp()
+    return CompactionRecord(
+        id=env.new_id(),
+        session_id=env.session_id,
+        timestamp=ts,
+        tier=tier,
+        tokens_before=tb,
+        tokens_after=ta,
+        msgs_before=len(history),
+        msgs_after=len(view),
+        compression_ratio=ta / tb if tb > 0 else 0.0,
+        duration_ns=env.clock.now_ns() - start_ns if start_ns is not None else 0,
+        error=error,
+        extra=extra if extra is not None else {},
+        **fields,
+    )
+
+
+class Continuation:
+    """Carries the last compaction's view forward, as the peers' agents do.
+
+    Claude Code, Codex CLI and OpenHands' rolling condensers *replace* the conversation by the
+    compacted one: later turns are appended to the summary, not to the original transcript.
+    h9eval's replay may instead keep the original history and ask for a view every turn (view
+    mode). Without this class a stateful policy would then recompute its compaction from the
+    full history at every call (a new summary every turn once the raw history is over the
+    threshold; an amortized window that never forgets in chunks). ``base(history)`` returns the
+    list the policy should work on:
+
+    * view mode (``history`` starts with the last compacted input): the last view followed by
+      the messages appended since;
+    * write-back mode (``history`` starts with the last view) or any other history: the
+      history itself (an unrelated history also forgets the remembered state).
+    """
+
+    def __init__(self) -> None:
+        self._input: list[Message] | None = None
+        self._view: list[Message] | None = None
+
+    def base(self, history: Sequence[Message]) -> tuple[list[Message], bool]:
+        """``(work list, carried)``; ``carried`` is True when the list is not ``history``."""
+        h = list(history)
+        if self._input is None or self._view is None:
+            return h, False
+        n = len(self._input)
+        # list == compares identity first, so a replay that appends to one list is O(n) cheap
+        if len(h) >= n and h[:n] == self._input:
+            return self._view + h[n:], True
+        m = len(self._view)
+        if len(h) >= m and h[:m] == self._view:
+            return h, False
+        self.reset()
+        return h, False
+
+    def remember(self, history: Sequence[Message], view: Sequence[Message]) -> None:
+        self._input, self._view = list(history), list(view)
+
+    def reset(self) -> None:
+        self._input = self._view = None
+
+
+def split_system(msgs: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """``([system], rest)`` when the list starts with a system message, else ``([], all)``."""
+    if msgs and msgs[0].role == "system":
+        return [msgs[0]], list(msgs[1:])
+    return [], list(msgs)
+
+
+def head_end(rest: Sequence[Message], keep_first: int, limit: int) -> int:
+    """End index of a head of ``keep_first`` messages, extended over the tool results that
+    directly follow it (so a kept call keeps its results), but never past ``limit``."""
+    end = min(keep_first, limit)
+    while 0 < end < limit and rest[end].tool_call_id:
+        end += 1
+    return end
+
+
+def tail_start(rest: Sequence[Message], keep_last: int, floor: int) -> int:
+    """Start index of a tail of ``keep_last`` messages, moved back over tool results so that a
+    kept result keeps its call, but never below ``floor``."""
+    start = max(len(rest) - keep_last, floor)
+    while floor < start < len(rest) and rest[start].tool_call_id:
+        start -= 1
+    return start
+
+
+def fit_newest(fixed: Sequence[Message], rest: Sequence[Message], below_tokens: float) -> int:
+    """Start index of the longest suffix of ``rest`` such that ``fixed + suffix`` stays under
+    ``below_tokens`` (harness9 estimate, strictly below); at least the newest message is kept."""
+    used = sum(m.nbytes for m in fixed)
+    start = len(rest)
+    while start > 0 and (used + rest[start - 1].nbytes) // 4 < below_tokens:
+        used += rest[start - 1].nbytes
+        start -= 1
+    if start == len(rest) and rest:
+        start -= 1
+    return start
