@@ -49,9 +49,9 @@ SMALL: dict[str, list[dict[str, Any]]] = {
 
 #: policies whose ``compact_force`` follows an API that returns no record (harness9's).
 FORCE_WITHOUT_RECORD = {"progressive"}
-#: runners known to lack ``compact_manual`` (a defect of their module, reported; the contract
-#: then checks ``compact_force`` in its place). Strict xfail below: remove when fixed.
-KNOWN_WITHOUT_MANUAL = {"token_budget"}
+#: runners known to lack ``compact_manual`` (the contract then checks ``compact_force`` in its
+#: place). Strict xfail below: every runner has it now.
+KNOWN_WITHOUT_MANUAL: set[str] = set()
 
 
 def _method(runner: Any, method: str) -> Callable[..., Compaction]:

@@ -183,3 +183,7 @@ class _TokenBudgetRun:
     def compact_force(self, history: Sequence[Message]) -> Compaction:
         out = self.policy.force_messages(history)
         return Compaction(tuple(out), self._record(history, out, Tier.EMERGENCY, "forced truncation"))
+
+    # harness9's /compact prefers CompactWithRecord, which TokenBudgetCompactor lacks, so it
+    # falls through to CompactForce (spec §2.4).
+    compact_manual = compact_force
