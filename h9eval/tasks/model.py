@@ -229,12 +229,29 @@ def _jsonable(v: Any) -> Any:
 def tasks_to_jsonl(tasks: Iterable[Task], path: str | Path) -> Path:
     """Write one task per line (UTF-8, sorted keys, so equal tasks give equal bytes)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Refuse a bad destination up front, as one FormatError, never an OSError traceback; the
+    # existing file (if any) is only ever replaced whole, by the rename below.
+    if path.is_dir():
+        raise FormatError("is a folder; expected a file path for the task JSONL", path=str(path))
+    blocker = next((a for a in path.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        raise FormatError(f"{blocker} is not a folder; cannot create the task JSONL under it", path=str(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"cannot create the folder for the task JSONL ({e.strerror or e})", path=str(path)) from None
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for t in tasks:
-            f.write(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for t in tasks:
+                f.write(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise FormatError(f"cannot write the task JSONL ({e.strerror or e})", path=str(path)) from None
     return path
 
 
