@@ -30,7 +30,7 @@ from typing import Any
 from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
 from h9eval.compaction.offload import OffloadHook, ToolOutput, safe_name
 from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
-from h9eval.errors import ConfigError
+from h9eval.errors import ConfigError, FormatError
 from h9eval.messages import Message, ToolCall
 from h9eval.summarizers.base import Summarizer
 from h9eval.tasks.model import Task
@@ -223,17 +223,21 @@ def replay(
             tmp_ctx = tempfile.TemporaryDirectory(prefix="h9eval-offload-")
             offload_root = tmp_ctx.name
     store = None
+    sessions = None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_out_dir(out)
+    if out is not None and session_store:
+        from h9eval.session_store import SessionStore
+
+        # Opened (and so validated) before anything already in ``out`` is replaced: a corrupt
+        # sessions.db must fail the run without deleting the previous run's records.
+        sessions = SessionStore(out / "sessions.db")
+    if out is not None:
         store = FileRecordStore(out / "compaction_records")
         rec_file = store.path_for(session_id)
         if rec_file.exists():
             rec_file.unlink()  # a rerun into the same folder replaces, never appends twice
-    sessions = None
-    if out is not None and session_store:
-        from h9eval.session_store import SessionStore
-
-        sessions = SessionStore(out / "sessions.db")
+    if sessions is not None:
         if sessions.has_session(session_id):
             sessions.delete_session(session_id)  # a rerun into the same folder replaces it
         sessions.create_session(session_id, title=task.task_id)
@@ -456,6 +460,19 @@ def _row(
         "masked_results": int(rec.extra.get("masked", 0)) if rec is not None else 0,
         "na_overwrites": len(rec.extra.get("na_overwrites", [])) if rec is not None else 0,
     }
+
+
+def _make_out_dir(out: Path) -> None:
+    """``mkdir -p out``, with a bad path reported as a :class:`FormatError` (CLI: one line)."""
+    if out.exists() and not out.is_dir():
+        raise FormatError("results path exists and is not a folder", path=str(out))
+    blocker = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        raise FormatError(f"{blocker} is not a folder; cannot create the results folder under it", path=str(out))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"cannot create the results folder ({e.strerror or e})", path=str(out)) from None
 
 
 def _write_outputs(result: ReplayResult, task: Task, summarizer: Any, out: Path) -> None:
