@@ -23,6 +23,22 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def parse_indices(raw: str, option: str) -> tuple[int, ...]:
+    """``"3,10"`` → ``(3, 10)``; anything else is a :class:`ConfigError` naming the item."""
+    out = []
+    for x in raw.split(","):
+        if not x.strip():
+            continue
+        try:
+            v = int(x)
+        except ValueError:
+            raise ConfigError(f"{option}: expected comma-separated call indices (integers >= 0), got {x.strip()!r}") from None
+        if v < 0:
+            raise ConfigError(f"{option}: call indices must be >= 0, got {v}")
+        out.append(v)
+    return tuple(out)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="replay a task through a policy, call by call")
     p.add_argument("--task", required=True, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
@@ -43,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from h9eval.api import run_task
 
-    manual = tuple(int(x) for x in args.compact_at.split(",") if x.strip()) if args.compact_at else ()
+    manual = parse_indices(args.compact_at, "--compact-at")
     results = run_task(
         args.task,
         args.policy,
