@@ -110,14 +110,25 @@ class ResponseCache:
         conn = sqlite3.connect(
             str(self.path), timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError:
+                pass  # another process holds the switch; it makes the file WAL for everyone
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('schema_version', ?)", (str(CACHE_SCHEMA_VERSION),))
+            row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
         except sqlite3.OperationalError:
-            pass  # another process holds the switch; it makes the file WAL for everyone
-        conn.executescript(_SCHEMA)
-        conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('schema_version', ?)", (str(CACHE_SCHEMA_VERSION),))
-        row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
+            conn.close()
+            raise  # locked past the busy timeout, disk full...: not the file's fault
+        except sqlite3.DatabaseError as e:
+            # Some other file given as the cache (a typo'd path, a corrupt copy): one clear
+            # error, and the file is left as it is.
+            conn.close()
+            raise ConfigError(
+                f"cache {str(self.path)!r} is not a usable SQLite response cache ({e}); expected a database file"
+            ) from None
         if row is None or row[0] != str(CACHE_SCHEMA_VERSION):
             conn.close()
             raise ConfigError(
