@@ -68,6 +68,14 @@ def run_task(
     With several tasks each gets ``<out_dir>/<task id>/``.
     """
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
+    if not tasks:
+        # A folder without sessions used to exit 0 having run nothing: say so instead.
+        from h9eval.errors import FormatError
+
+        raise FormatError(
+            "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
+            path=str(task),
+        )
     pol = make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
     cfg = ReplayConfig(
