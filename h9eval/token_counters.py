@@ -83,11 +83,11 @@ VOCAB_SHA256: Mapping[str, tuple[str, str]] = {
 # expect with o200k; the main correction is the overall ~3.6 bytes/token instead of 4.
 # Reproduce with ``python -m h9eval.token_counters``.
 DEFAULT_BYTES_PER_TOKEN: Mapping[str, float] = {
-    "prose": 3.5662,  # 2.56 MB in 10,517 fields (includes tool names and call ids, which split badly)
-    "code": 3.5469,  # 2.69 MB in 933 fields
-    "logs": 3.7693,  # 1.01 MB in 261 fields
-    "json": 3.6642,  # 0.63 MB in 2,474 fields (mostly tool-call arguments)
-    "cjk": 4.3811,  # 7.4 kB in 15 fields: o200k has many multi-character CJK tokens
+    "prose": 3.5675,  # 2.71 MB in 11,925 fields (includes tool names and call ids, which split badly)
+    "code": 3.5705,  # 3.14 MB in 1,373 fields (file views, diffs, payload-dominated tool arguments)
+    "logs": 3.7692,  # 1.01 MB in 262 fields
+    "json": 3.2736,  # 28.6 kB in 616 fields: structure-dominated JSON only (see content_kind)
+    "cjk": 4.2599,  # 8.6 kB in 24 fields: o200k has many multi-character CJK tokens
 }
 
 
@@ -128,7 +128,9 @@ def content_kind(text: str) -> str:
 
     Rules, first match wins: ``cjk`` when CJK characters are at least 20% of the non-space
     characters; ``json`` when the stripped text starts with ``{``/``[`` and parses as JSON (or,
-    for texts over 200 kB, ends with the matching bracket); ``logs`` when at least 30% of the
+    for texts over 200 kB, ends with the matching bracket), unless its string values make up
+    more than half of its characters (then the kind of those strings, joined by newlines: tool
+    arguments wrapping a command or a file's text tokenize like their payload); ``logs`` when at least 30% of the
     non-empty lines look like log/test/trace/compiler output; ``code`` when at least 35% of the
     non-empty lines look like source code (after removing a ``cat -n``/``grep -n`` line-number
     prefix); otherwise ``prose``. Only the first 400 lines are
@@ -147,10 +149,17 @@ def content_kind(text: str) -> str:
                 return "json"
         else:
             try:
-                json.loads(s)
-                return "json"
+                value = json.loads(s)
             except ValueError:
                 pass
+            else:
+                # JSON whose string values are most of its text (tool arguments wrapping a
+                # command, a file's text, a description) tokenizes like those strings; "json"
+                # is structure-dominated JSON (keys, numbers, brackets), which is much denser.
+                strings = [x for x in _json_strings(value) if x]
+                if sum(len(x) for x in strings) * 2 > len(s):
+                    return content_kind("\n".join(strings))
+                return "json"
     lines = [ln for ln in s.splitlines()[:400] if ln.strip()]
     if len(lines) >= 2:
         n = len(lines)
@@ -159,6 +168,18 @@ def content_kind(text: str) -> str:
         if sum(1 for ln in lines if _CODE_LINE_RE.search(_LINE_NO_RE.sub("", ln, count=1))) >= 0.35 * n:
             return "code"
     return "prose"
+
+
+def _json_strings(value: Any) -> Iterable[str]:
+    """Every string value (not key) in a parsed JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _json_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _json_strings(v)
 
 
 def _utf8_len(s: str) -> int:

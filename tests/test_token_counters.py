@@ -89,6 +89,9 @@ def test_make_and_make_counter() -> None:
         ("上下文压缩的目标是在不丢失关键信息的前提下减少令牌数量。", "cjk"),
         ("", "prose"),
         ("{not json at all", "prose"),
+        # tool arguments whose payload is most of the text are classified by the payload
+        (json.dumps({"command": "def f(x):\n    return x + 1\n\nclass A:\n    pass\n"}), "code"),
+        (json.dumps({"description": "Run the unit tests for the parser module and report failures"}), "prose"),
     ],
 )
 def test_content_kind(text: str, kind: str) -> None:
@@ -101,6 +104,7 @@ def test_calibrate_recovers_bpe_totals() -> None:
         A("", [TC("c1", "bash", '{"command": "ls -la src/ && cat go.mod"}')]),
         R("c1", "def handler(w, r):\n    return 200\n\nclass Server:\n    pass\n" * 20),
         R("c2", "2025-01-01 12:00:01 INFO started\n2025-01-01 12:00:02 ERROR failed\n" * 20),
+        R("c3", json.dumps([{"id": i, "k": [i, i + 1], "ok": True} for i in range(30)])),
     ]
     f = tc.calibrate(msgs)
     assert set(f) <= set(tc.CONTENT_KINDS) and {"prose", "code", "logs", "json"} <= set(f)

@@ -1,0 +1,54 @@
+"""``h9eval tune --window 200000 --tasks SPEC [SPEC...] [--model NAME] [--out DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from h9eval.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="search progressive tier thresholds for a context window")
+    p.add_argument("--tasks", nargs="+", required=True, metavar="SPEC", help="task specs (synthetic:small:0, recorded paths, task JSONL, DB)")
+    p.add_argument("--window", type=int, default=None, help="context window in tokens (default: the --model's)")
+    p.add_argument("--model", default=None, help="model name from the registry (window and prices), e.g. claude-sonnet-4-5")
+    p.add_argument("--models-file", default=None, help="TOML/JSON file adding or overriding models")
+    p.add_argument("--grid", default=None, help='JSON grid, e.g. \'{"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 6]}\'')
+    p.add_argument("--refine-rounds", type=int, default=1, help="local refinement rounds after the grid (default 1)")
+    p.add_argument("--max-summarizer-calls", type=float, default=None, help="bound on mean summarizer calls per run")
+    p.add_argument("--max-cost-usd", type=float, default=None, help="bound on mean summarizer cost per run (USD)")
+    p.add_argument("--history-mode", default="write_back", choices=["view", "write_back"])
+    p.add_argument("--workers", type=int, default=1, help="sweep worker processes (1 = in-process)")
+    p.add_argument("--out", default=None, help="folder for sweeps, recommended.toml, evidence.csv, tune.png")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from h9eval.tune import load_models, tune
+
+    grid = None
+    if args.grid:
+        try:
+            grid = json.loads(args.grid)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--grid is not JSON ({e.msg})") from None
+        if not isinstance(grid, dict):
+            raise ConfigError("--grid must be a JSON object of parameter -> list of values")
+    r = tune(
+        args.tasks,
+        window=args.window,
+        model=args.model,
+        grid=grid,
+        refine_rounds=args.refine_rounds,
+        max_summarizer_calls=args.max_summarizer_calls,
+        max_cost_usd=args.max_cost_usd,
+        out_dir=args.out,
+        workers=args.workers,
+        models=load_models(args.models_file),
+        history_mode=args.history_mode,
+    )
+    print(r.toml, end="")
+    for k, p in r.paths.items():
+        print(f"wrote {k}: {p}")
+    return 0 if r.feasible else 1
