@@ -189,10 +189,51 @@ def make_policy(kind: str, /, **params: Any) -> Policy:
     for k in params:
         if k not in names:
             raise ConfigError(did_you_mean(k, names, what=f"parameter of policy {kind!r}"))
+    _check_param_types(cls, kind, params)
     try:
         return cls(**params)  # type: ignore[call-arg]
     except TypeError as e:
         raise ConfigError(f"policy {kind!r}: {e}") from None
+
+
+def _check_param_types(cls: type, kind: str, params: Mapping[str, Any]) -> None:
+    """Refuse a value of the wrong basic type (``warn_frac="abc"`` from ``--set``) with an error
+    naming the field, before the policy's own validation compares it and fails with a bare
+    ``TypeError: '<' not supported``. Only int/float/bool/str (optionally ``| None``) are
+    checked; other annotations (tuples...) are left to the policy's own validation."""
+    import types
+    import typing
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: leave it to the policy
+        return
+    for name, value in params.items():
+        hint = hints.get(name)
+        if hint is None:
+            continue
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+        optional = type(None) in args
+        kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
+        if value is None:
+            if not optional:
+                raise ConfigError(f"policy {kind!r}: {name} must not be null")
+            continue
+        ok = False
+        for k in kinds:
+            if k is bool:
+                ok = ok or isinstance(value, bool)
+            elif k is int:
+                ok = ok or (isinstance(value, int) and not isinstance(value, bool))
+            elif k is float:
+                ok = ok or (isinstance(value, int | float) and not isinstance(value, bool))
+            elif k is str:
+                ok = ok or isinstance(value, str)
+            else:
+                ok = True  # a type this check does not know: left to the policy
+        if not ok:
+            want = " or ".join({bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[k] for k in kinds)
+            raise ConfigError(f"policy {kind!r}: {name} must be {want}{' or null' if optional else ''}, got {value!r}")
 
 
 def policy_from_dict(d: Mapping[str, Any]) -> Policy:
