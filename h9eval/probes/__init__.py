@@ -1,0 +1,69 @@
+"""Drift probes: what a compacted view still knows about a task, against its ground truth.
+
+``probes_for(task, i)`` builds the questions; ``probe_view(task, view, i, scorers=...)`` scores
+a view (one row per probe, method and scope, see :data:`PROBE_COLUMNS`); ``drift_table`` and
+``summarize_drift`` turn rows into tables; ``checkpoints`` picks the replay calls to probe.
+
+Scorers (by name, :func:`make_scorer`): ``recall`` (offline, default), ``semantic`` (the
+``semantic`` extra), ``llm`` (Anthropic or any injected text client). Importing this package
+imports none of torch, sentence-transformers or the Anthropic SDK.
+"""
+
+from h9eval.probes.drift import (
+    DRIFT_COLUMNS,
+    PASS_THRESHOLD,
+    PROBE_COLUMNS,
+    PROBE_SCHEMA_VERSION,
+    SUMMARY_COLUMNS,
+    Checkpoint,
+    anchor_overwrites,
+    checkpoints,
+    count_anchor_overwrites,
+    drift_table,
+    probe_checkpoints,
+    probe_view,
+    summarize_drift,
+)
+from h9eval.probes.llm import AnthropicTextClient, LLMScorer, PromptCache, TextClient, judge_agreement
+from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, normalize_arguments, probes_for
+from h9eval.probes.recall import RecallScorer
+from h9eval.probes.scorers import ProbeInput, Scorer, make_scorer, register_scorer, scorer_registry
+from h9eval.probes.semantic import SemanticScorer, semantic_available
+from h9eval.probes.text import TextIndex, normalize, render_messages
+
+__all__ = [
+    "AnthropicTextClient",
+    "Checkpoint",
+    "DRIFT_COLUMNS",
+    "LLMScorer",
+    "PASS_THRESHOLD",
+    "PROBE_COLUMNS",
+    "PROBE_KINDS",
+    "PROBE_SCHEMA_VERSION",
+    "Probe",
+    "ProbeInput",
+    "PromptCache",
+    "RecallScorer",
+    "SUMMARY_COLUMNS",
+    "Scorer",
+    "SemanticScorer",
+    "TextClient",
+    "TextIndex",
+    "anchor_overwrites",
+    "checkpoints",
+    "count_anchor_overwrites",
+    "drift_table",
+    "judge_agreement",
+    "make_scorer",
+    "next_action_probe",
+    "normalize",
+    "normalize_arguments",
+    "probe_checkpoints",
+    "probe_view",
+    "probes_for",
+    "register_scorer",
+    "render_messages",
+    "scorer_registry",
+    "semantic_available",
+    "summarize_drift",
+]

@@ -1,0 +1,466 @@
+"""Drift: probe a compacted view against the task's ground truth and the uncompacted history.
+
+One row per (checkpoint, probe, method, scope) with the columns in :data:`PROBE_COLUMNS`.
+``baseline_score`` is the same probe's score on the uncompacted history
+``task.messages[:message_index + 1]`` (scope ``view``); for ``recall`` it is 1.0 by construction
+for answerable probes (only terms seen in the history are probed). :func:`drift_table` adds
+``retention = score / baseline_score`` (NaN for unanswerable probes or a zero baseline; may
+exceed 1 for the semantic and llm scorers, whose baselines are measurements too).
+
+``passed`` is ``score >= PASS_THRESHOLD`` (0.5): for recall, at least half of the probe's key
+terms (facts: the answer) still present; for the llm judge, a "yes"; for next actions, the
+recorded tool name; for semantic, a cosine of 0.5 (a rough cut, see
+:mod:`h9eval.probes.semantic`). Unanswerable probes get one row per scorer and scope with
+``answerable=False``, ``score`` NaN and ``passed=False``, and are excluded from every
+aggregate: they are not lost, they were never there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from h9eval.compaction.anchors import is_no_information
+from h9eval.compaction.records import Tier
+from h9eval.errors import ConfigError
+from h9eval.messages import Message
+from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, probes_for
+from h9eval.probes.scorers import ProbeInput, resolve_scorers
+from h9eval.tasks.model import Task
+from h9eval.tokens import estimate_tokens
+
+__all__ = [
+    "PROBE_SCHEMA_VERSION",
+    "PROBE_COLUMNS",
+    "DRIFT_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "PASS_THRESHOLD",
+    "Checkpoint",
+    "checkpoints",
+    "probe_view",
+    "probe_checkpoints",
+    "drift_table",
+    "summarize_drift",
+    "anchor_overwrites",
+    "count_anchor_overwrites",
+]
+
+PROBE_SCHEMA_VERSION = 1
+"""Version of the probe row schema (column ``schema_version``)."""
+
+PASS_THRESHOLD = 0.5
+"""``passed = score >= PASS_THRESHOLD``."""
+
+PROBE_COLUMNS: tuple[str, ...] = (
+    "schema_version",
+    "run_id",
+    "task_id",
+    "checkpoint_call_index",
+    "message_index",
+    "n_compactions",
+    "tier_at_checkpoint",
+    "tokens_at_checkpoint",
+    "probe_id",
+    "probe_kind",
+    "method",
+    "scope",
+    "score",
+    "baseline_score",
+    "passed",
+    "answerable",
+)
+"""Columns of a :func:`probe_view` row, in order.
+
+``checkpoint_call_index``: the replay's call index (0-based model call) the view was sent at.
+``message_index``: last transcript message the view covers (inclusive). ``n_compactions``:
+compactions performed up to and including this call (``None`` when the caller did not say).
+``tier_at_checkpoint``: the tier label (``none``, ``warn``, ``soft``, ``full``, ``emergency``)
+or ``None``. ``tokens_at_checkpoint``: tokens of the view (default: harness9's estimate).
+``method``: ``recall``, ``semantic``, ``llm``, ``llm_exact``. ``scope``: ``view`` or
+``anchors``. ``score``/``baseline_score``: [0, 1] or NaN.
+"""
+
+DRIFT_COLUMNS: tuple[str, ...] = PROBE_COLUMNS + ("retention",)
+"""Columns of :func:`drift_table`."""
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "task_id",
+    "method",
+    "scope",
+    "n_checkpoints",
+    "n_observations",
+    "mean_retention",
+    *(f"retention_{k}" for k in PROBE_KINDS),
+    "intent_lost_at_call",
+    "intent_lost_after_compaction",
+    "n_anchor_overwrites",
+)
+"""Columns of :func:`summarize_drift`."""
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Checkpoint:
+    """A replay call chosen for probing.
+
+    ``call_index``: the replay's 0-based model-call index. ``message_index``: last transcript
+    message the view covers (inclusive). ``tier``: the compaction tier of that call.
+    ``tokens``: tokens of the view (``None`` = unknown). ``view``: the messages sent.
+    ``n_compactions``: compactions up to and including this call. ``reasons``: why it was
+    chosen (``compaction``, ``every_k``, ``end``).
+    """
+
+    call_index: int
+    message_index: int
+    tier: Tier
+    tokens: int | None
+    view: tuple[Message, ...]
+    n_compactions: int
+    reasons: tuple[str, ...]
+
+
+_ROW_FIELDS = ("call_index", "message_index", "tier", "tokens", "view")
+
+
+def _row(r: Any, i: int) -> dict[str, Any]:
+    if isinstance(r, Mapping):
+        missing = [k for k in _ROW_FIELDS if k not in r]
+        if missing:
+            raise ConfigError(f"call row {i} lacks {', '.join(repr(k) for k in missing)} (expected keys {', '.join(_ROW_FIELDS)})")
+        d = {k: r[k] for k in _ROW_FIELDS}
+        d["compacted"] = r.get("compacted")
+        return d
+    if isinstance(r, Sequence) and not isinstance(r, str) and len(r) == 5:
+        return {**dict(zip(_ROW_FIELDS, r)), "compacted": None}
+    raise ConfigError(f"call row {i} must be a mapping with keys {', '.join(_ROW_FIELDS)} or a 5-tuple in that order, got {type(r).__name__}")
+
+
+def _tier(v: Any) -> Tier:
+    if isinstance(v, Tier):
+        return v
+    if v is None:
+        return Tier.NONE
+    try:
+        return Tier.parse(v)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def checkpoints(
+    call_rows: Sequence[Any],
+    every_k: int | None = None,
+    after_compaction: bool = True,
+    at_end: bool = True,
+) -> list[Checkpoint]:
+    """Pick the calls to probe.
+
+    ``call_rows``: one per replayed model call, in call order: a mapping with keys
+    ``call_index``, ``message_index`` (last transcript message the view covers), ``tier``
+    (:class:`Tier`, its int or label), ``tokens`` (int or ``None``) and ``view`` (the messages
+    sent), optionally ``compacted`` (bool), or a 5-tuple in that order. A call counts as a
+    compaction when ``compacted`` is true or, when absent, its tier is not ``none``.
+    ``every_k``: also every k-th call (the k-th, 2k-th, ... row; default ``None`` = off).
+    ``after_compaction``: every call that compacted (default True). ``at_end``: the last call
+    (default True).
+    """
+    if every_k is not None and every_k < 1:
+        raise ConfigError(f"every_k must be >= 1 calls (or None), got {every_k!r}")
+    rows = [_row(r, i) for i, r in enumerate(call_rows)]
+    out: list[Checkpoint] = []
+    n_comp = 0
+    for i, r in enumerate(rows):
+        tier = _tier(r["tier"])
+        compacted = bool(r["compacted"]) if r["compacted"] is not None else tier != Tier.NONE
+        n_comp += compacted
+        reasons = []
+        if after_compaction and compacted:
+            reasons.append("compaction")
+        if every_k is not None and (i + 1) % every_k == 0:
+            reasons.append("every_k")
+        if at_end and i == len(rows) - 1:
+            reasons.append("end")
+        if reasons:
+            out.append(
+                Checkpoint(
+                    call_index=int(r["call_index"]),
+                    message_index=int(r["message_index"]),
+                    tier=tier,
+                    tokens=None if r["tokens"] is None else int(r["tokens"]),
+                    view=tuple(r["view"]),
+                    n_compactions=n_comp,
+                    reasons=tuple(reasons),
+                )
+            )
+    return out
+
+
+# -- probing -----------------------------------------------------------------------------------
+def _tool_names(task: Task) -> tuple[str, ...]:
+    names = []
+    for t in task.tools:
+        n = t.get("name") or (t.get("function") or {}).get("name")
+        if isinstance(n, str):
+            names.append(n)
+    return tuple(dict.fromkeys(names))
+
+
+def probe_view(
+    task: Task,
+    view: Sequence[Message],
+    message_index: int,
+    *,
+    scorers: Sequence[str | Any] | str | Any = ("recall",),
+    checkpoint: int = -1,
+    run_id: str = "",
+    tier: Tier | int | str | None = None,
+    tokens: int | None = None,
+    n_compactions: int | None = None,
+    baseline: bool = True,
+    next_action: bool | None = None,
+    probes: Sequence[Probe] | None = None,
+) -> list[dict[str, Any]]:
+    """Score ``view`` (the messages sent at one call) against ``task``'s probes.
+
+    ``message_index``: last transcript message the view covers (inclusive; the view sent at the
+    call whose output is message ``m`` covers ``m - 1``). ``scorers``: names or scorer objects
+    (default ``("recall",)``). ``checkpoint``: the replay call index (default -1 = unknown).
+    ``run_id``/``tier``/``tokens``/``n_compactions``: copied into the rows; ``tokens`` defaults
+    to harness9's estimate of ``view``. ``baseline``: also score the uncompacted history for
+    scorers whose baseline is not 1.0 by construction (default True; for llm that doubles the
+    API calls). ``next_action``: add the recorded next tool call as a probe (default ``None`` =
+    for recorded tasks when a scorer handles it). ``probes``: override :func:`probes_for`.
+    Returns rows with the keys of :data:`PROBE_COLUMNS`.
+    """
+    if not 0 <= message_index < len(task.messages):
+        raise ConfigError(f"message_index must be in [0, {len(task.messages) - 1}] for task {task.task_id!r}, got {message_index!r}")
+    objs = resolve_scorers(scorers)
+    plist = list(probes) if probes is not None else probes_for(task, message_index)
+    if next_action is None:
+        next_action = task.source.kind == "recorded" and any(getattr(s, "handles_next_action", False) for s in objs)
+    if next_action:
+        na = next_action_probe(task, message_index)
+        if na is not None:
+            plist.append(na)
+    live = [p for p in plist if p.answerable]
+    tool_names = _tool_names(task)
+    inp = ProbeInput(tuple(view), tool_names=tool_names)
+    hist: ProbeInput | None = None
+    tier_label = None if tier is None else _tier(tier).label
+    n_tokens = estimate_tokens(view) if tokens is None else int(tokens)
+    base_row = {
+        "schema_version": PROBE_SCHEMA_VERSION,
+        "run_id": run_id,
+        "task_id": task.task_id,
+        "checkpoint_call_index": int(checkpoint),
+        "message_index": int(message_index),
+        "n_compactions": n_compactions,
+        "tier_at_checkpoint": tier_label,
+        "tokens_at_checkpoint": n_tokens,
+    }
+    rows: list[dict[str, Any]] = []
+    nan = float("nan")
+    for s in objs:
+        base: dict[str, list[float | None]] | None = None
+        if s.baseline_is_one:
+            base = {m: [1.0] * len(live) for m in s.methods}
+        elif baseline and live:
+            if hist is None:
+                hist = ProbeInput(tuple(task.messages[: message_index + 1]), tool_names=tool_names)
+            # The uncompacted history has no compaction message: its "anchors" are the whole
+            # history, so every scope's baseline is the history's view score.
+            base = s.score(live, hist, "view")
+        for scope in s.scopes:
+            res = s.score(live, inp, scope) if live else {}
+            for method, scores in res.items():
+                bl = base.get(method) if base is not None else None
+                for j, (p, sc) in enumerate(zip(live, scores)):
+                    if sc is None:
+                        continue
+                    b = bl[j] if bl is not None else None
+                    rows.append(
+                        {
+                            **base_row,
+                            "probe_id": p.probe_id,
+                            "probe_kind": p.kind,
+                            "method": method,
+                            "scope": scope,
+                            "score": float(sc),
+                            "baseline_score": nan if b is None else float(b),
+                            "passed": bool(sc >= PASS_THRESHOLD),
+                            "answerable": True,
+                        }
+                    )
+            for p in plist:
+                if not p.answerable:
+                    rows.append(
+                        {
+                            **base_row,
+                            "probe_id": p.probe_id,
+                            "probe_kind": p.kind,
+                            "method": s.methods[0],
+                            "scope": scope,
+                            "score": nan,
+                            "baseline_score": nan,
+                            "passed": False,
+                            "answerable": False,
+                        }
+                    )
+    return rows
+
+
+def probe_checkpoints(
+    task: Task,
+    call_rows: Sequence[Any],
+    *,
+    every_k: int | None = None,
+    after_compaction: bool = True,
+    at_end: bool = True,
+    run_id: str = "",
+    **kw: Any,
+) -> list[dict[str, Any]]:
+    """:func:`checkpoints` then :func:`probe_view` at each; ``kw`` goes to :func:`probe_view`
+    (``scorers``, ``baseline``, ``next_action``). Scorers named by string are built once."""
+    if "scorers" in kw:
+        kw["scorers"] = resolve_scorers(kw["scorers"])
+    rows: list[dict[str, Any]] = []
+    for cp in checkpoints(call_rows, every_k=every_k, after_compaction=after_compaction, at_end=at_end):
+        rows.extend(
+            probe_view(
+                task,
+                cp.view,
+                cp.message_index,
+                checkpoint=cp.call_index,
+                run_id=run_id,
+                tier=cp.tier,
+                tokens=cp.tokens,
+                n_compactions=cp.n_compactions,
+                **kw,
+            )
+        )
+    return rows
+
+
+# -- tables ------------------------------------------------------------------------------------
+def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
+    """Rows (dicts or a DataFrame) → a pandas DataFrame with :data:`DRIFT_COLUMNS`.
+
+    ``retention`` = ``score / baseline_score`` for answerable rows with a positive baseline,
+    else NaN. ``df.attrs["schema_version"]`` is set to :data:`PROBE_SCHEMA_VERSION`.
+    """
+    import numpy as np
+    import pandas as pd
+
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(PROBE_COLUMNS))
+    missing = [c for c in PROBE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"probe rows lack columns {', '.join(missing)} (expected PROBE_COLUMNS)")
+    versions = set(df["schema_version"].dropna().unique().tolist())
+    if versions - {PROBE_SCHEMA_VERSION}:
+        raise ConfigError(f"probe rows have schema_version {sorted(versions)}; this h9eval reads {PROBE_SCHEMA_VERSION}")
+    score = df["score"].astype(float)
+    base = df["baseline_score"].astype(float)
+    ok = df["answerable"].astype(bool) & (base > 0)
+    df["retention"] = np.where(ok, score / base.where(base > 0, 1.0), np.nan)
+    df = df[list(DRIFT_COLUMNS)]
+    df.attrs["schema_version"] = PROBE_SCHEMA_VERSION
+    return df
+
+
+def _anchor_map(rec: Any) -> dict[str, str] | None:
+    if isinstance(rec, Mapping):
+        anchors = rec.get("anchors")
+    elif hasattr(rec, "anchors"):
+        anchors = rec.anchors
+    else:
+        anchors = rec  # a plain anchor list
+    if anchors is None:
+        return None
+    out: dict[str, str] = {}
+    for a in anchors:
+        if isinstance(a, Mapping):
+            out[str(a["type"])] = str(a["content"])
+        elif hasattr(a, "type"):
+            out[str(a.type)] = str(a.content)
+        else:
+            t, c = a
+            out[str(t)] = str(c)
+    return out
+
+
+def anchor_overwrites(records: Sequence[Any]) -> list[tuple[int, str]]:
+    """``(record position, anchor type)`` for each known anchor wiped by a merge.
+
+    ``records``: compaction records in order (:class:`CompactionRecord`, record dicts, or plain
+    anchor lists). A record without anchors (a fallback) is skipped. Between consecutive
+    records with anchors, an anchor whose previous content carried information and whose new
+    content is ``N/A``, ``- N/A``, empty or absent counts once.
+    """
+    out: list[tuple[int, str]] = []
+    prev: dict[str, str] | None = None
+    for i, rec in enumerate(records):
+        cur = _anchor_map(rec)
+        if cur is None:
+            continue
+        if prev is not None:
+            for typ, old in prev.items():
+                if not is_no_information(old) and is_no_information(cur.get(typ, "")):
+                    out.append((i, typ))
+        prev = cur
+    return out
+
+
+def count_anchor_overwrites(records: Sequence[Any]) -> int:
+    """``len(anchor_overwrites(records))``."""
+    return len(anchor_overwrites(records))
+
+
+def summarize_drift(df: Any, records: Mapping[str, Sequence[Any]] | None = None) -> Any:
+    """One row per (run_id, task_id, method, scope) with :data:`SUMMARY_COLUMNS`.
+
+    ``df``: a :func:`drift_table` (or rows; converted). ``mean_retention`` and
+    ``retention_<kind>``: means of ``retention`` over answerable rows (NaN when none).
+    ``intent_lost_at_call``: the first checkpoint (by call index) at which the intent probe was
+    answerable and not passed; ``intent_lost_after_compaction``: ``n_compactions`` at that
+    checkpoint, i.e. intent was first lost after that many compactions (NaN: never lost or
+    unknown). ``n_anchor_overwrites``: :func:`count_anchor_overwrites` of ``records[run_id]``
+    (NaN when ``records`` lacks the run).
+    """
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame) or "retention" not in df.columns:
+        df = drift_table(df)
+    out: list[dict[str, Any]] = []
+    nan = float("nan")
+    for (run_id, task_id, method, scope), g in df.groupby(["run_id", "task_id", "method", "scope"], sort=True, dropna=False):
+        a = g[g["answerable"].astype(bool)]
+        row: dict[str, Any] = {
+            "run_id": run_id,
+            "task_id": task_id,
+            "method": method,
+            "scope": scope,
+            "n_checkpoints": int(g["checkpoint_call_index"].nunique()),
+            "n_observations": int(len(a)),
+            "mean_retention": float(a["retention"].mean()) if len(a) else nan,
+        }
+        for k in PROBE_KINDS:
+            r = a.loc[a["probe_kind"] == k, "retention"]
+            row[f"retention_{k}"] = float(r.mean()) if len(r) else nan
+        intent = a[a["probe_kind"] == "intent"].sort_values("checkpoint_call_index", kind="stable")
+        lost = intent[~intent["passed"].astype(bool)]
+        if len(lost):
+            first = lost.iloc[0]
+            row["intent_lost_at_call"] = int(first["checkpoint_call_index"])
+            nc = first["n_compactions"]
+            row["intent_lost_after_compaction"] = nan if nc is None or (isinstance(nc, float) and math.isnan(nc)) else int(nc)
+        else:
+            row["intent_lost_at_call"] = nan
+            row["intent_lost_after_compaction"] = nan
+        recs = records.get(run_id) if records is not None else None
+        row["n_anchor_overwrites"] = count_anchor_overwrites(recs) if recs is not None else nan
+        out.append(row)
+    res = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
+    res.attrs["schema_version"] = PROBE_SCHEMA_VERSION
+    return res

@@ -1,0 +1,253 @@
+"""Probes: questions with known answers, derived from a :class:`Task`'s ground truth.
+
+Positions: ``message_index`` is the index (0-based, into ``task.messages``) of the *last
+transcript message the view was built from*, inclusive. The view sent at the model call whose
+output sits at message ``m`` covers ``task.messages[:m]``, so its checkpoint index is ``m - 1``.
+
+A probe is *answerable* at a checkpoint when its answer (or a variant), or at least one of its
+key terms, occurs in the uncompacted transcript ``task.messages[:message_index + 1]`` (same
+matcher as the recall scorer). For key-term probes only the terms that occur there are kept in
+``expected`` (the rest go to ``unseen``): no policy can keep what the agent has not seen, so
+the recall score of the uncompacted history is 1.0 by construction. Unanswerable probes are
+reported but excluded from aggregate scores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from h9eval.messages import Message
+from h9eval.probes.text import TextIndex, normalize, normalize_messages
+from h9eval.tasks.keyterms import extract_key_terms
+from h9eval.tasks.model import ANCHOR_KINDS, Task
+
+__all__ = [
+    "PROBE_KINDS",
+    "ANCHOR_PROBE_KINDS",
+    "QUESTIONS",
+    "Probe",
+    "probes_for",
+    "next_action_probe",
+    "history_index",
+    "normalize_arguments",
+]
+
+ANCHOR_PROBE_KINDS: tuple[str, ...] = tuple(ANCHOR_KINDS)
+PROBE_KINDS: tuple[str, ...] = (
+    "intent",
+    *ANCHOR_PROBE_KINDS,
+    "fact",
+    "derived_fact",
+    "key_terms",
+    "next_action",
+)
+"""Every probe kind. ``next_action`` exists only for the llm scorer on recorded tasks."""
+
+QUESTIONS: dict[str, str] = {
+    "intent": "What is the user's current goal for this session, including any later refinements?",
+    "key_terms": "Which specific files, identifiers, error names, ids or numbers does the user's original task statement mention?",
+    "execution_progress": "What has been completed so far? List the progress milestones.",
+    "key_decision": "What key decisions have been made so far, and why?",
+    "tried_solution": "Which approaches have been tried so far, and what happened with each (errors, reasons they were dropped)?",
+    "next_step": "What are the planned next steps?",
+    "constraint": "Which constraints or rules must the work respect?",
+    "artifact": "Which files or other artifacts have been created or modified so far?",
+    "next_action": "What single tool call should the agent make next?",
+}
+"""Questions for probes whose ground truth is a list item rather than a question: the answer
+to the kind's question must include the probe's item (so the llm answerer is asked once per
+kind and checkpoint, and the answer is judged against each item)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """One question about the task with a known answer.
+
+    ``kind``: one of :data:`PROBE_KINDS`. ``scoring``: ``"terms"`` (score = fraction of
+    ``expected`` key terms found) or ``"answer"`` (score 1 when ``expected[0]`` or any of
+    ``variants`` is found, else 0). ``reference``: the ground-truth text (task statement, anchor
+    item, fact answer) that the semantic scorer embeds and the llm judge reads.
+    ``message_index``: where the ground truth was introduced. ``answerable`` and ``unseen``:
+    see the module docstring.
+    """
+
+    probe_id: str
+    kind: str
+    question: str
+    expected: tuple[str, ...]
+    variants: tuple[str, ...] = ()
+    message_index: int
+    scoring: str = "terms"
+    reference: str = ""
+    answerable: bool = True
+    unseen: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROBE_KINDS:
+            raise ValueError(f"Probe.kind must be one of {', '.join(PROBE_KINDS)}, got {self.kind!r}")
+        if self.scoring not in ("terms", "answer"):
+            raise ValueError(f"Probe.scoring must be 'terms' or 'answer', got {self.scoring!r}")
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """What counts as the answer in ``answer`` scoring: the answer, then its variants."""
+        return self.expected + self.variants
+
+
+# -- the uncompacted history -------------------------------------------------------------------
+def history_index(task: Task, message_index: int, **kw: Any) -> TextIndex:
+    """A :class:`TextIndex` of the uncompacted ``task.messages[:message_index + 1]``."""
+    return TextIndex(normalize_messages(task.messages[: message_index + 1]), **kw)
+
+
+# -- building probes ---------------------------------------------------------------------------
+def _terms_or_extract(terms: Sequence[str], text: str) -> tuple[str, ...]:
+    terms = tuple(t for t in terms if normalize(t))
+    return terms if terms else extract_key_terms(text)
+
+
+def _term_probe(probe_id: str, kind: str, question: str, terms: tuple[str, ...], reference: str, at: int) -> Probe:
+    if terms:
+        return Probe(probe_id=probe_id, kind=kind, question=question, expected=terms, message_index=at, reference=reference)
+    # No key terms at all (e.g. a prose-only anchor item): the whole text is the answer,
+    # found verbatim or fuzzily.
+    return Probe(
+        probe_id=probe_id, kind=kind, question=question, expected=(reference,), message_index=at, scoring="answer", reference=reference
+    )
+
+
+def probes_for(task: Task, message_index: int, *, check_answerable: bool = True) -> list[Probe]:
+    """The probes of ``task`` at a checkpoint covering messages ``0..message_index``.
+
+    Order: intent, anchor items (transcript order), facts and derived facts (task order), key
+    terms. Contents:
+
+    * ``intent``: the intent in force (``task.intent.at``), its key terms (extracted from the
+      statement when it has none);
+    * one probe per anchor truth item current at the index (``message_index <= idx`` and
+      ``until_index`` is ``None`` or ``> idx``), kind = the anchor's kind;
+    * one per fact live at the index (``Fact.live_at``): kind ``derived_fact`` for
+      ``Fact.kind == "derived"`` (recorded tasks), else ``fact``;
+    * ``key_terms``: the original task statement's key terms (equal to the intent probe's
+      until the first intent change).
+
+    ``check_answerable``: mark probes against the uncompacted history (default ``True``); with
+    ``False`` every probe is answerable and keeps all its terms.
+    """
+    idx = message_index
+    out: list[Probe] = []
+    cur = task.intent.at(idx)
+    out.append(
+        _term_probe(
+            f"intent@{cur.message_index}",
+            "intent",
+            QUESTIONS["intent"],
+            _terms_or_extract(cur.key_terms, cur.statement),
+            cur.statement,
+            cur.message_index,
+        )
+    )
+    for i, a in enumerate(task.anchors):
+        if a.message_index <= idx and (a.until_index is None or a.until_index > idx):
+            if a.kind not in ANCHOR_PROBE_KINDS:
+                continue  # an anchor kind this version does not probe; never guess one
+            out.append(
+                _term_probe(f"anchor:{a.kind}:{i}", a.kind, QUESTIONS[a.kind], _terms_or_extract(a.key_terms, a.text), a.text, a.message_index)
+            )
+    for f in task.facts:
+        if f.live_at(idx):
+            out.append(
+                Probe(
+                    probe_id=f"fact:{f.fact_id}",
+                    kind="derived_fact" if f.kind == "derived" else "fact",
+                    question=f.question,
+                    expected=(f.answer,),
+                    variants=tuple(f.variants),
+                    message_index=f.message_index,
+                    scoring="answer",
+                    reference=f.answer,
+                )
+            )
+    terms = _terms_or_extract(task.intent.key_terms, task.intent.statement)
+    if terms:
+        out.append(
+            Probe(
+                probe_id="key_terms",
+                kind="key_terms",
+                question=QUESTIONS["key_terms"],
+                expected=terms,
+                message_index=0,
+                reference=task.intent.statement,
+            )
+        )
+    if check_answerable:
+        hist = history_index(task, idx)
+        out = [mark_answerable(p, hist) for p in out]
+    return out
+
+
+def mark_answerable(p: Probe, history: TextIndex) -> Probe:
+    """``p`` with ``answerable``/``expected``/``unseen`` set against the history's text."""
+    if p.kind == "next_action":
+        return p  # a prediction: its answer is, by definition, not in the history
+    if p.scoring == "answer":
+        seen = history.any_present(p.candidates)
+        return p if seen else replace(p, answerable=False)
+    kept = tuple(t for t in p.expected if history.present(t))
+    unseen = tuple(t for t in p.expected if t not in kept)
+    if not kept:
+        return replace(p, answerable=False, unseen=unseen)
+    return replace(p, expected=kept, unseen=unseen)
+
+
+# -- next action (recorded tasks) --------------------------------------------------------------
+def _canon(v: Any) -> Any:
+    if isinstance(v, str):
+        return " ".join(v.split())
+    if isinstance(v, dict):
+        return {str(k): _canon(x) for k, x in sorted(v.items())}
+    if isinstance(v, list):
+        return [_canon(x) for x in v]
+    return v
+
+
+def normalize_arguments(arguments: str | dict[str, Any]) -> str:
+    """Canonical JSON text of tool-call arguments: keys sorted, whitespace runs inside strings
+    collapsed to one space; non-JSON text is returned with whitespace collapsed."""
+    if isinstance(arguments, str):
+        try:
+            parsed: Any = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return " ".join(arguments.split())
+    else:
+        parsed = arguments
+    return json.dumps(_canon(parsed), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def next_action_probe(task: Task, message_index: int) -> Probe | None:
+    """The recorded agent's next tool call after the checkpoint, as a ``next_action`` probe.
+
+    The first assistant message after ``message_index`` must have a tool call (its first one is
+    used); ``None`` when it has none (the agent answered in text) or there is no later call.
+    ``expected`` is ``(tool name, normalised arguments JSON)``.
+    """
+    msgs: Sequence[Message] = task.messages
+    for i in range(message_index + 1, len(msgs)):
+        m = msgs[i]
+        if m.role != "assistant":
+            continue
+        if not m.tool_calls:
+            return None
+        tc = m.tool_calls[0]
+        return Probe(
+            probe_id=f"next_action@{i}",
+            kind="next_action",
+            question=QUESTIONS["next_action"],
+            expected=(tc.name, normalize_arguments(tc.arguments)),
+            message_index=i,
+            reference=f"{tc.name} {tc.arguments}",
+        )
+    return None

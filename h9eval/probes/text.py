@@ -1,0 +1,219 @@
+"""Text the probes look at: rendering a view, normalising it, and finding terms in it fast.
+
+Rendering: each message becomes ``[role]`` (``[tool result <id>]`` for a tool result) followed
+by its content and one ``[tool call <name>] <arguments>`` line per tool call, so file paths that
+only occur in tool-call arguments are visible to the probes too.
+
+Normalisation (:func:`normalize`): casefold, replace every character that is not a word
+character, whitespace or one of ``_ . / - :`` by a space, collapse whitespace. Those five are
+kept because they are part of identifiers, paths, versions and ports (``src/a.py``,
+``eu-west-3``, ``host:8080``); quotes, backticks, brackets and commas are formatting.
+
+Matching (:class:`TextIndex`): a term is *present* when its normalised form occurs with no
+word character glued to either end (``4500`` is not found in ``45000``, ``parse`` not in
+``parse_args``), or, for terms of at least ``fuzzy_min_chars`` characters, when
+``rapidfuzz.fuzz.partial_ratio`` finds an alignment scoring at least ``fuzzy_threshold`` whose
+digit runs equal the term's (numbers are never fuzzy: ``4500 ms`` never matches ``4800 ms``).
+The exact test runs first; the fuzzy one only for terms the exact test missed, and only after a
+cheap pigeonhole prefilter (see :meth:`TextIndex.fuzzy_present`), so a ~1 MB view costs
+milliseconds per term.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rapidfuzz import fuzz
+
+from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, EXTRA_ANCHOR_TYPES, is_no_information, parse_anchors_and_summary
+from h9eval.messages import Message
+
+__all__ = [
+    "ALL_ANCHOR_TYPES",
+    "DEFAULT_FUZZY_THRESHOLD",
+    "DEFAULT_FUZZY_MIN_CHARS",
+    "normalize",
+    "render_message",
+    "render_messages",
+    "normalized_message",
+    "normalize_messages",
+    "latest_compaction_text",
+    "TextIndex",
+]
+
+ALL_ANCHOR_TYPES: tuple[str, ...] = ANCHOR_TYPES + EXTRA_ANCHOR_TYPES
+"""Every anchor type h9eval knows; the anchors scope parses with all of them so that a policy
+with ``extra_anchors`` is credited for its constraint/artifact sections."""
+
+DEFAULT_FUZZY_THRESHOLD = 90.0
+"""rapidfuzz ``partial_ratio`` score (0-100) at or above which a fuzzy alignment counts."""
+DEFAULT_FUZZY_MIN_CHARS = 8
+"""Normalised terms shorter than this are matched exactly only: below ~10 characters one
+substituted character already drops ``partial_ratio`` under 90, and short terms (numbers,
+ports) are exactly where a near miss is a different value."""
+
+_NOT_KEPT = re.compile(r"[^\w\s./:\-]+")
+_WS = re.compile(r"\s+")
+_DIGITS = re.compile(r"\d+")
+
+
+def normalize(text: str) -> str:
+    """Casefolded text with formatting punctuation removed and whitespace collapsed (see module)."""
+    t = _NOT_KEPT.sub(" ", text.casefold())
+    return _WS.sub(" ", t).strip()
+
+
+def render_message(m: Message) -> str:
+    """One message as plain text: a role header, the content, then its tool calls."""
+    head = f"[tool result {m.tool_call_id}]" if m.is_tool_result else f"[{m.role}]"
+    parts = [head, m.content]
+    for tc in m.tool_calls:
+        parts.append(f"[tool call {tc.name}] {tc.arguments}")
+    return "\n".join(parts)
+
+
+# Normalised messages, shared by every view and history: consecutive views of a replay repeat
+# most of their messages, and normalising a multi-megabyte view is the main cost of probing it.
+# Bounded by total characters (FIFO), not by count, since tool results vary from bytes to MBs.
+_NORM: OrderedDict[Message, str] = OrderedDict()
+_NORM_CHARS = 0
+_NORM_MAX_CHARS = 64_000_000
+_NORM_LOCK = threading.Lock()
+
+
+def normalized_message(m: Message) -> str:
+    """:func:`normalize` of :func:`render_message` of ``m`` (cached)."""
+    global _NORM_CHARS
+    with _NORM_LOCK:
+        hit = _NORM.get(m)
+    if hit is not None:
+        return hit
+    t = normalize(render_message(m))
+    with _NORM_LOCK:
+        if m not in _NORM:
+            _NORM[m] = t
+            _NORM_CHARS += len(t)
+            while _NORM_CHARS > _NORM_MAX_CHARS and len(_NORM) > 1:
+                _, old = _NORM.popitem(last=False)
+                _NORM_CHARS -= len(old)
+    return t
+
+
+def normalize_messages(messages: Iterable[Message]) -> str:
+    """The normalised text of a view: each message normalised (cached), joined by newlines
+    (so no term matches across two messages)."""
+    return "\n".join(normalized_message(m) for m in messages)
+
+
+def render_messages(messages: Iterable[Message]) -> str:
+    """A whole view as plain text (messages separated by a blank line); what the llm answerer
+    reads and what the recall scorer searches."""
+    return "\n\n".join(render_message(m) for m in messages)
+
+
+def _is_compaction(m: Message) -> bool:
+    # Same test as the offline summarizer: a non-tool message that starts with the marker.
+    return not m.is_tool_result and m.content.lstrip().startswith(COMPACTION_MARKER)
+
+
+def latest_compaction_text(messages: Sequence[Message]) -> str | None:
+    """Retained anchors + summary of the latest ``[Context Compaction]`` message, or ``None``.
+
+    Parsed with every anchor type (``constraint``/``artifact`` included); anchors that carry no
+    information (``N/A``, ``- N/A``, empty) are left out, and so is the ``## Offloaded
+    References`` list that follows the summary (it names offload files, not task content).
+    """
+    for m in reversed(messages):
+        if _is_compaction(m):
+            body = m.content.lstrip()[len(COMPACTION_MARKER) :]
+            anchors, summary = parse_anchors_and_summary(body, ALL_ANCHOR_TYPES)
+            summary = summary.split("\n## Offloaded References", 1)[0]
+            kept = [a.content for a in anchors if not is_no_information(a.content)]
+            return "\n\n".join([*kept, summary]).strip()
+    return None
+
+
+def _is_word(c: str) -> bool:
+    # Only an end that is itself a word character is guarded: "src/" may be followed by anything.
+    return c.isalnum() or c == "_"
+
+
+def _grams(term: str, n: int = 3) -> list[str]:
+    return [term[i : i + n] for i in range(0, len(term) - n + 1, n)]
+
+
+@dataclass
+class TextIndex:
+    """Normalised text with cached term lookups.
+
+    ``fuzzy_threshold``: rapidfuzz score 0-100 (default 90); ``fuzzy_min_chars``: shortest
+    normalised term that may match fuzzily (default 8); ``fuzzy=False`` disables fuzzy matching.
+    """
+
+    text: str
+    fuzzy_threshold: float = DEFAULT_FUZZY_THRESHOLD
+    fuzzy_min_chars: int = DEFAULT_FUZZY_MIN_CHARS
+    fuzzy: bool = True
+    _cache: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, raw: str, **kw: object) -> TextIndex:
+        """Index of ``raw`` (un-normalised) text."""
+        return cls(normalize(raw), **kw)  # type: ignore[arg-type]
+
+    def present(self, term: str) -> bool:
+        """Is ``term`` (raw; normalised here) in the text? Empty terms are never present."""
+        t = normalize(term)
+        if not t:
+            return False
+        hit = self._cache.get(t)
+        if hit is None:
+            hit = self.exact_present(t) or self.fuzzy_present(t)
+            self._cache[t] = hit
+        return hit
+
+    def any_present(self, terms: Iterable[str]) -> bool:
+        return any(self.present(t) for t in terms)
+
+    def exact_present(self, t: str) -> bool:
+        """Normalised ``t`` occurs with no word character glued to its ends."""
+        # str.find, not a regex: a pattern that starts with a look-behind defeats the regex
+        # engine's literal scan and costs ~20 ms per term on a 4 MB text.
+        text = self.text
+        guard_l, guard_r = _is_word(t[0]), _is_word(t[-1])
+        i = text.find(t)
+        while i >= 0:
+            j = i + len(t)
+            if not (guard_l and i > 0 and _is_word(text[i - 1])) and not (guard_r and j < len(text) and _is_word(text[j])):
+                return True
+            i = text.find(t, i + 1)
+        return False
+
+    def fuzzy_present(self, t: str) -> bool:
+        """A ``partial_ratio`` alignment >= threshold with the same digit runs as ``t``.
+
+        Prefilter (thresholds >= 90 only): a score of 90 allows at most 0.2·n insertions or
+        deletions against a term of n characters, and each one breaks at most one of its
+        floor(n/3) disjoint 3-grams; for n >= 6 that leaves one intact, so when none of them
+        occurs anywhere in the text no alignment can reach the threshold and rapidfuzz is not
+        called.
+        """
+        if not self.fuzzy or len(t) < self.fuzzy_min_chars or len(self.text) < len(t):
+            return False
+        if self.fuzzy_threshold >= 90 and not any(g in self.text for g in _grams(t)):
+            return False
+        al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
+        if al is None:
+            return False
+        # Widen the aligned window to whole words before comparing numbers, so that a match
+        # inside "45000" is compared as 45000, not as the "4500" it overlaps.
+        s, e = al.dest_start, al.dest_end
+        while s > 0 and self.text[s - 1].isalnum():
+            s -= 1
+        while e < len(self.text) and self.text[e].isalnum():
+            e += 1
+        return _DIGITS.findall(t) == _DIGITS.findall(self.text[s:e])
