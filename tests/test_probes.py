@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from h9eval.compaction.anchors import COMPACTION_MARKER, Anchor
 from h9eval.compaction.records import CompactionRecord, Tier
@@ -113,8 +114,22 @@ def make_task(*, source: str = "synthetic") -> Task:
             ),
         ),
         facts=(
-            Fact(fact_id="F1", question="Which port does the staging service listen on?", answer="24077", kind="number", message_index=4, variants=("port 24077",)),
-            Fact(fact_id="F2", question="Which directory must never be modified?", answer="vendor/legacy/", kind="constraint", message_index=4, variants=("vendor/legacy",)),
+            Fact(
+                fact_id="F1",
+                question="Which port does the staging service listen on?",
+                answer="24077",
+                kind="number",
+                message_index=4,
+                variants=("port 24077",),
+            ),
+            Fact(
+                fact_id="F2",
+                question="Which directory must never be modified?",
+                answer="vendor/legacy/",
+                kind="constraint",
+                message_index=4,
+                variants=("vendor/legacy",),
+            ),
             # Planted in the ground truth but never said in the transcript: unanswerable.
             Fact(fact_id="F3", question="What is the release codename?", answer="blue-whale-42", kind="identifier", message_index=6),
         ),
@@ -279,6 +294,19 @@ def test_matcher_boundaries_fuzzy_and_numbers() -> None:
     assert idx.present("after 45000 ms")
     assert not idx.present("")
     assert not TextIndex.of("DeadlockDetectdError", fuzzy=False).present("DeadlockDetectedError")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    words=st.lists(st.text(alphabet="abcdefgh_.-/:0123456789 ,`'()", min_size=1, max_size=12), min_size=1, max_size=30),
+    pick=st.integers(min_value=0),
+)
+def test_normalize_idempotent_and_every_word_of_a_text_is_present(words: list[str], pick: int) -> None:
+    text = " ".join(words)
+    assert normalize(normalize(text)) == normalize(text)
+    term = words[pick % len(words)]
+    # A whole chunk of the text is always found in it (the keep_all property, at the matcher level).
+    assert TextIndex.of(text).present(term) == bool(normalize(term))
 
 
 def test_recall_low_on_unrelated_view() -> None:
@@ -482,7 +510,8 @@ def test_next_action_probe_and_scoring() -> None:
     assert len(na) == 1 and na[0]["score"] == 1.0 and na[0]["baseline_score"] == 1.0 and na[0]["method"] == "llm"
     assert any("Available tools: read_file, edit_file, bash" in u for _, u, _ in fake.calls)
     # Not for synthetic tasks, and never scored by recall.
-    assert not [r for r in probe_view(make_task(), task.messages[:7], 6, scorers=[LLMScorer(answerer=fake)]) if r["probe_kind"] == "next_action"]
+    synth_rows = probe_view(make_task(), task.messages[:7], 6, scorers=[LLMScorer(answerer=fake)])
+    assert not [r for r in synth_rows if r["probe_kind"] == "next_action"]
     assert not [r for r in probe_view(task, task.messages[:7], 6) if r["probe_kind"] == "next_action"]
 
 
@@ -509,7 +538,8 @@ def test_anthropic_text_client_request_cache_and_errors(tmp_path: Any) -> None:
         return httpx2.Response(200, json=body)
 
     http = httpx2.Client(transport=httpx2.MockTransport(handler))
-    c = AnthropicTextClient(api_key=KEY, model="claude-haiku-4-5", base_url="http://fake.invalid", http_client=http, cache=tmp_path / "c.sqlite")
+    opts: dict[str, Any] = {"api_key": KEY, "model": "claude-haiku-4-5", "base_url": "http://fake.invalid", "http_client": http}
+    c = AnthropicTextClient(**opts, cache=tmp_path / "c.sqlite")
     assert c.complete("sys", "usr", max_tokens=5) == "yes"
     assert c.complete("sys", "usr", max_tokens=5) == "yes"
     assert len(sent) == 1 and c.calls == 1 and c.cache_hits == 1 and c.input_tokens == 10
@@ -517,14 +547,15 @@ def test_anthropic_text_client_request_cache_and_errors(tmp_path: Any) -> None:
     assert sent[0]["messages"] == [{"role": "user", "content": "usr"}]
     # The SQLite cache outlives the client; a different prompt is a miss.
     assert len(PromptCache(tmp_path / "c.sqlite")) == 1
-    c2 = AnthropicTextClient(api_key=KEY, model="claude-haiku-4-5", base_url="http://fake.invalid", http_client=http, cache=tmp_path / "c.sqlite")
+    c2 = AnthropicTextClient(**opts, cache=tmp_path / "c.sqlite")
     assert c2.complete("sys", "usr", max_tokens=5) == "yes" and c2.calls == 0
     assert KEY not in repr(c2)
 
     def fail(request: Any) -> Any:
         return httpx2.Response(401, json={"type": "error", "error": {"type": "authentication_error", "message": "bad"}})
 
-    bad = AnthropicTextClient(api_key=KEY, base_url="http://fake.invalid", http_client=httpx2.Client(transport=httpx2.MockTransport(fail)), max_retries=0, cache=False)
+    failing = httpx2.Client(transport=httpx2.MockTransport(fail))
+    bad = AnthropicTextClient(api_key=KEY, base_url="http://fake.invalid", http_client=failing, max_retries=0, cache=False)
     with pytest.raises(LLMClientError, match="HTTP 401") as ei:
         bad.complete("s", "u", max_tokens=5)
     assert KEY not in str(ei.value)

@@ -276,7 +276,7 @@ def probe_view(
             res = s.score(live, inp, scope) if live else {}
             for method, scores in res.items():
                 bl = base.get(method) if base is not None else None
-                for j, (p, sc) in enumerate(zip(live, scores)):
+                for j, (p, sc) in enumerate(zip(live, scores, strict=True)):
                     if sc is None:
                         continue
                     b = bl[j] if bl is not None else None

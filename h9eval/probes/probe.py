@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from h9eval.errors import ConfigError
 from h9eval.messages import Message
 from h9eval.probes.text import TextIndex, normalize, normalize_messages
 from h9eval.tasks.keyterms import extract_key_terms
@@ -87,9 +88,9 @@ class Probe:
 
     def __post_init__(self) -> None:
         if self.kind not in PROBE_KINDS:
-            raise ValueError(f"Probe.kind must be one of {', '.join(PROBE_KINDS)}, got {self.kind!r}")
+            raise ConfigError(f"Probe.kind must be one of {', '.join(PROBE_KINDS)}, got {self.kind!r}")
         if self.scoring not in ("terms", "answer"):
-            raise ValueError(f"Probe.scoring must be 'terms' or 'answer', got {self.scoring!r}")
+            raise ConfigError(f"Probe.scoring must be 'terms' or 'answer', got {self.scoring!r}")
 
     @property
     def candidates(self) -> tuple[str, ...]:

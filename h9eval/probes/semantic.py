@@ -141,7 +141,7 @@ class SemanticScorer:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-            for i, v in zip(dict.fromkeys(todo), vecs):
+            for i, v in zip(dict.fromkeys(todo), vecs, strict=True):
                 _EMB[keys[i]] = v
             while len(_EMB) > _EMB_MAX:
                 _EMB.popitem(last=False)
@@ -160,6 +160,6 @@ class SemanticScorer:
         c = self.embed(chunks)
         r = self.embed([_reference(probes[i]) for i in live])
         best = (r @ c.T).max(axis=1)
-        for i, b in zip(live, best):
+        for i, b in zip(live, best, strict=True):
             out[i] = float(min(1.0, max(0.0, float(b))))
         return {"semantic": out}
