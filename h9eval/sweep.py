@@ -186,7 +186,7 @@ class SweepSpec:
 def _unknown(path: str, key: str, choices: Sequence[str], what: str = "key") -> ConfigError:
     where = f"{path}.{key}" if path else key
     close = difflib.get_close_matches(key, list(choices), n=3, cutoff=0.6)
-    msg = f"{where}: unknown {what}"
+    msg = f"{where}: unknown key {key!r}" if what == "key" else f"{where}: unknown {what}"
     if close:
         msg += "; did you mean " + " or ".join(repr(c) for c in close) + "?"
     return ConfigError(msg + " available: " + ", ".join(sorted(choices)))
