@@ -43,6 +43,7 @@ def make_probe_fn(scorers: Sequence[str]) -> Any:
             run_id=row["run_id"],
             tier=row["tier_name"],
             tokens=row["tokens_sent"],
+            n_compactions=row.get("n_compactions"),
         )
 
     return fn

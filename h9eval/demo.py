@@ -58,7 +58,7 @@ def run_demo(out_dir: str | Path = "results/demo", *, workers: int | None = None
 
     res = sweep(DEMO_SPEC, out_dir=out_dir, workers=workers)
     print(res.describe() if hasattr(res, "describe") else res, file=out)
-    paths = write_report(out_dir)
+    paths = write_report(out_dir, out_dir=out_dir)
     html = Path(paths.html).resolve()
     print(f"\nreport: {html}\n(finished in {time.perf_counter() - t0:.0f} s)", file=out)
     return html

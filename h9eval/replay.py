@@ -189,6 +189,7 @@ def replay(
     probe_fn: ProbeFn | None = None,
     probe_every_k: int | None = None,
     session_store: bool = True,
+    session_id: str | None = None,
 ) -> ReplayResult:
     """Run ``task`` through ``policy``; see the module docstring.
 
@@ -198,6 +199,8 @@ def replay(
     ``sessions.db`` and ``manifest.json`` are written there. ``offload_root``: where offload
     files go (default ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called
     after every compaction, every ``probe_every_k`` calls and at the last call.
+    ``session_id``: names offload folders and record files (default: derived from the run
+    id); sweeps pass the task id so identical summary prompts hit the shared cache.
     """
     import pandas as pd
 
@@ -209,7 +212,7 @@ def replay(
     params = policy_params(policy)
     phash = params_hash(policy.kind, params)
     run_id = run_id or f"{task.task_id}--{policy.kind}-{phash}-{cfg.history_mode}"
-    session_id = safe_name(run_id) or "session"
+    session_id = safe_name(session_id if session_id is not None else run_id) or "session"
     window = int(getattr(policy, "context_window_tokens", 0) or 0) or cfg.context_window_tokens or 200_000
     if cfg.context_window_tokens is not None and not hasattr(policy, "context_window_tokens"):
         window = cfg.context_window_tokens
@@ -275,6 +278,7 @@ def replay(
     hook_count = hook_bytes = 0
     n_calls = sum(1 for m in task.messages if m.role == "assistant")
     call_index = -1
+    n_compactions = 0
 
     def persist_replace(new_history: list[Message]) -> None:
         nonlocal pending
@@ -320,7 +324,8 @@ def replay(
                 hist_bytes = sum(x.nbytes for x in history)
                 persist_replace(history)
                 written = True
-            view_tokens = sum(x.nbytes for x in view) // 4
+            # the record already holds harness9's estimate of the view: no second O(n) pass
+            view_tokens = rec.tokens_after if rec is not None else sum(x.nbytes for x in view) // 4
             sent = view_tokens + tool_tokens
             row = _row(
                 task, policy, phash, cfg, call_index, i, window, h_tokens, h_msgs, tool_tokens, sent, view_tokens, comps,
@@ -334,12 +339,14 @@ def replay(
                     records.append(c.record)
             if views is not None:
                 views.append(view)
+            n_compactions += int(row["compacted"])
             if probe_fn is not None and (
                 row["compacted"]
                 or (probe_every_k and call_index % probe_every_k == 0)
                 or call_index == n_calls - 1
             ):
-                probe_rows.extend(probe_fn(task, view, i, {**row, "run_id": run_id}))
+                # the view covers the transcript up to the message before this call's output
+                probe_rows.extend(probe_fn(task, view, i - 1, {**row, "run_id": run_id, "n_compactions": n_compactions}))
             history.append(m)
             pending.append(m)
             hist_bytes += m.nbytes

@@ -299,7 +299,7 @@ class ProgressiveRun:
             else:
                 part = self._emergency(work)
         part.extra.update(extra)
-        rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns)
+        rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns, msgs)
         if self.env.record_store is not None and tier != Tier.NONE:
             self.env.record_store.append(rec)
         if self.policy.anti_thrash_frac is not None and guarded is None and self._effective(rec):
@@ -345,8 +345,9 @@ class ProgressiveRun:
         self.thrash_avoided += 1
         return base
 
-    def _stamp(self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int) -> CompactionRecord:
-        ta = estimate_tokens(part.result)
+    def _stamp(self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int, msgs: list[Message]) -> CompactionRecord:
+        # Most calls leave the history untouched; re-estimating it would make a replay O(n^2).
+        ta = tokens_before if part.result is msgs else estimate_tokens(part.result)
         ts = self.env.clock.timestamp()
         return CompactionRecord(
             id=self.env.new_id(),
