@@ -9,8 +9,8 @@ Both fail open: any error leaves the output unchanged.
 
 **Safe file names (h9eval's deliberate difference from harness9).** harness9 joins the raw ids
 into the path, so ``../x`` climbs out of the session folder. By default h9eval maps every id
-through :func:`safe_name`: an id made only of ASCII letters, digits, ``.``, ``_`` and ``-``
-(other than ``.`` and ``..``) is used as is, so ordinary ids give harness9's exact paths; any
+through :func:`safe_name`: an id of at most 128 characters made only of ASCII letters,
+digits, ``.``, ``_`` and ``-`` (other than ``.`` and ``..``) is used as is, so ordinary ids give harness9's exact paths; any
 other id becomes its characters with each disallowed one replaced by ``_`` (at most 64, dots
 trimmed at the ends) followed by ``~`` and the first 12 hex digits of the id's SHA-256. ``~`` is
 never in an unmapped name, so mapped and unmapped names cannot collide. With
@@ -47,13 +47,16 @@ __all__ = [
 HOOK_PREFIX = "[输出已保存至"
 HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
 _SAFE = re.compile(r"[A-Za-z0-9._-]+")
+# Longer plain ids are mapped too: a file name must stay under NAME_MAX (255 bytes) with its
+# ".txt"/".jsonl" suffix, else the write fails (ENAMETOOLONG) and the offload silently does not happen.
+_MAX_PLAIN = 128
 
 
 def safe_name(raw: str, *, allow_empty: bool = True) -> str:
     """Map an id to a single safe path component (see the module docstring for the rule)."""
     if raw == "" and allow_empty:
         return ""
-    if _SAFE.fullmatch(raw) and raw not in (".", ".."):
+    if len(raw) <= _MAX_PLAIN and _SAFE.fullmatch(raw) and raw not in (".", ".."):
         return raw
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", raw)[:64].strip(".") or "_"
     return f"{cleaned}~{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
@@ -114,6 +117,8 @@ class _Writer:
         for rel in (rel_dir, rel_file):
             if rel.startswith("../") or rel == ".." or posixpath.isabs(rel):
                 raise OffloadError(f"offload path {rel!r} would leave the offload root")
+            if "\x00" in rel:  # compatibility mode keeps raw ids; the OS would raise ValueError
+                raise OffloadError(f"offload path {rel!r} contains a NUL character")
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         cur = self.root
         for part in rel_dir.split("/"):
