@@ -185,9 +185,17 @@ class FileRecordStore:
         return self.directory / (safe_name(session_id, allow_empty=True) + ".jsonl")
 
     def append(self, rec: CompactionRecord) -> None:
+        # The store's own folder and files are never reached through a symlink (one planted in a
+        # results folder would send records elsewhere); the folders above it are the user's.
+        if self.directory.is_symlink():
+            raise FormatError("records folder is a symlink; refusing to write through it", path=str(self.directory))
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         p = self.path_for(rec.session_id)
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError as e:
+            what = "is a symlink; refusing to follow it" if p.is_symlink() else f"cannot open record file ({e.strerror or e})"
+            raise FormatError(what, path=str(p)) from None
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(rec.to_jsonl_line())
 
