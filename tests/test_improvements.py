@@ -131,3 +131,12 @@ def test_better_token_counts_raise_the_tier_on_dense_text(counter: str) -> None:
     t0 = p0.start().compact(msgs).tier
     t1 = p1.start(CompactionEnv(summarizer=make_summarizer("offline"))).compact(msgs).tier
     assert t0 == Tier.WARN and t1 > t0
+
+
+def test_each_option_has_a_line_in_policies_output() -> None:
+    from h9eval.compaction.describe import format_policies_table
+
+    text = format_policies_table()
+    for opt in ("extra_anchors", "na_safe_merge", "tail_budget_tokens", "tier_token_counter", "anti_thrash_frac", "mask_observations_keep_turns"):
+        (line,) = [ln for ln in text.splitlines() if ln.strip().startswith(opt + " ")]
+        assert "# OPTION:" in line

@@ -48,6 +48,7 @@ def describe_policies() -> list[dict[str, Any]]:
                 "type": _type_name(f.type),
                 "default": _default(f),
                 "required": f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                "help": getattr(cls, "param_help", {}).get(f.name, ""),
             }
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.init
@@ -90,6 +91,9 @@ def format_policies_table(width: int = 100) -> str:
         name_w = max((len(p["name"]) for p in d["parameters"]), default=0)
         for p in d["parameters"]:
             default = "required" if p["required"] else _show(p["default"])
-            lines.append(f"    {p['name']:<{name_w}}  {p['type']} = {default}")
+            line = f"    {p['name']:<{name_w}}  {p['type']} = {default}"
+            if p.get("help"):
+                line += f"  # {p['help']}"
+            lines.append(line)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"

@@ -69,6 +69,29 @@ class ProgressiveCompactor(Policy):
 
     kind: ClassVar[str] = "progressive"
     source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"
+    #: one line per parameter for ``h9eval policies``
+    param_help: ClassVar[dict[str, str]] = {
+        "context_window_tokens": "model window; tiers are fractions of it",
+        "warn_frac": "warn tier: offload large head tool results",
+        "soft_frac": "soft tier: summarise the oldest half of the head",
+        "full_frac": "full tier: summarise the whole head",
+        "emergency_frac": "emergency tier: forced truncation",
+        "min_tail_messages": "messages kept verbatim at the end",
+        "offload_threshold_bytes": "compaction-time offload of head tool results above this",
+        "offload_hook_threshold_bytes": "tool-time offload (OffloadHook) above this",
+        "fallback_max_tokens": "TokenBudget fallback budget (default 80% of the window)",
+        "fallback_min_tail_messages": "fallback's tail (harness9: 6, independent of min_tail_messages)",
+        "forced_truncation": "anchor_greedy_v3 (PR #121, reconstructed) or legacy_last1",
+        "summary_timeout_s": "a slower summary fails into the fallback",
+        "prompt_file": "JSON file with system/first/incremental prompt templates",
+        "compat": "accept harness9's silent values (conformance runner only)",
+        "extra_anchors": "OPTION: add 'constraint' and/or 'artifact' anchors",
+        "na_safe_merge": "OPTION: '- N/A', 'N/A.' and empty sections never overwrite an anchor",
+        "tail_budget_tokens": "OPTION: tail = newest messages within this many tokens, pairs kept",
+        "tier_token_counter": "OPTION: decide tiers on 'calibrated' or 'bpe' counts",
+        "anti_thrash_frac": "OPTION: no new compaction until history grew this share of the window",
+        "mask_observations_keep_turns": "OPTION: mask older tool outputs before any summary",
+    }
 
     context_window_tokens: int = 200_000
     warn_frac: float = 0.60
