@@ -237,9 +237,7 @@ def replay(
         sessions = SessionStore(out / "sessions.db")
     if out is not None:
         store = FileRecordStore(out / "compaction_records")
-        rec_file = store.path_for(session_id)
-        if rec_file.exists():
-            rec_file.unlink()  # a rerun into the same folder replaces, never appends twice
+        store.remove(session_id)  # a rerun into the same folder replaces, never appends twice
     if sessions is not None:
         if sessions.has_session(session_id):
             sessions.delete_session(session_id)  # a rerun into the same folder replaces it

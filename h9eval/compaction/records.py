@@ -184,11 +184,21 @@ class FileRecordStore:
 
         return self.directory / (safe_name(session_id, allow_empty=True) + ".jsonl")
 
-    def append(self, rec: CompactionRecord) -> None:
+    def _check_directory(self) -> None:
         # The store's own folder and files are never reached through a symlink (one planted in a
         # results folder would send records elsewhere); the folders above it are the user's.
         if self.directory.is_symlink():
             raise FormatError("records folder is a symlink; refusing to write through it", path=str(self.directory))
+
+    def remove(self, session_id: str) -> None:
+        """Delete a session's record file (a rerun replaces it); never through a symlinked folder."""
+        self._check_directory()
+        p = self.path_for(session_id)
+        if os.path.lexists(p):
+            p.unlink()
+
+    def append(self, rec: CompactionRecord) -> None:
+        self._check_directory()
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         p = self.path_for(rec.session_id)
         try:
