@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -160,6 +161,10 @@ class CompactionRecord:
 def go_json_dumps(v: Any) -> str:
     """Go ``json.Encoder`` text: compact, struct field order kept, ``<>&`` and U+2028/9 escaped."""
     s = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    if not s.isascii():
+        # Go's encoder writes invalid UTF-8 (here: a lone surrogate, which no UTF-8 file can
+        # hold) as U+FFFD.
+        s = re.sub("[\ud800-\udfff]", "\ufffd", s)
     return (
         s.replace("<", "\\u003c")
         .replace(">", "\\u003e")
