@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,29 @@ class Fact:
         return self.superseded_at is None or self.superseded_at > message_index
 
 
+# A str can hold a lone surrogate (a JSON "\udcff" escape in a recorded session) that UTF-8
+# cannot encode: the session store, offload files and parquet writers then fail with
+# UnicodeEncodeError mid-replay. Go's encoding/json decodes such an escape to U+FFFD, so harness9
+# never sees one; a Task does the same to its messages.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _fix(s: str) -> str:
+    return s if s.isascii() else _LONE_SURROGATE.sub("\ufffd", s)
+
+
+def _has_lone_surrogate(m: Message) -> bool:
+    texts = (m.content, m.tool_call_id, *(x for tc in m.tool_calls for x in (tc.id, tc.name, tc.arguments)))
+    return any(not t.isascii() and _LONE_SURROGATE.search(t) for t in texts)
+
+
+def _without_lone_surrogates(m: Message) -> Message:
+    if not _has_lone_surrogate(m):
+        return m
+    calls = tuple(type(tc)(_fix(tc.id), _fix(tc.name), _fix(tc.arguments)) for tc in m.tool_calls)
+    return replace(m, content=_fix(m.content), tool_call_id=_fix(m.tool_call_id), tool_calls=calls)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Task:
     """One session to replay: transcript, tool schemas, ground truth and metadata."""
@@ -126,6 +150,10 @@ class Task:
     anchors: tuple[AnchorTruth, ...] = ()
     facts: tuple[Fact, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if any(_has_lone_surrogate(m) for m in self.messages):
+            object.__setattr__(self, "messages", tuple(_without_lone_surrogates(m) for m in self.messages))
 
     # -- convenience -----------------------------------------------------------------------
     @property
