@@ -1,0 +1,619 @@
+"""Write the notebooks in this folder (without outputs) from the cell sources below.
+
+    .venv/bin/python notebooks/_build.py            # rewrites notebooks/0*.ipynb
+
+Edit the cells here rather than in JupyterLab when a change should be committed: the
+notebooks are committed without outputs (``execution_count`` null, ``outputs`` []), with
+deterministic cell ids, and the first code cell of each is tagged ``parameters`` for papermill.
+The notebooks are thin: every computation is a call into ``h9eval``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+# A cell is ("md", text), ("params", code) or ("code", code).
+NOTEBOOKS: dict[str, list[tuple[str, str]]] = {}
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["01-quickstart"] = [
+    (
+        "md",
+        """# Quickstart: one recorded session, harness9's defaults
+
+This notebook replays one recorded agent session (by default a mini-swe-agent run on
+`django__django-15695`) call by call through harness9's `ProgressiveCompactor` with its default
+thresholds (warn / soft / full / emergency at 60 / 70 / 80 / 95 % of the window), on a small
+context window so that the session crosses every tier. It shows:
+
+* the per-call table (`calls`: tokens in the history, tokens sent, tier, compaction, offloads...),
+* the run summary,
+* the token curve (history vs tokens sent against the tier bands),
+* the tier swimlane (which tier each call's compaction reached).
+
+Everything runs offline (deterministic extractive summarizer); results go to a temporary folder.
+The next cell holds the parameters (papermill: `-p window 20000`).""",
+    ),
+    (
+        "params",
+        """# Parameters
+task = "mini-swe-agent/deepseek_chat_test_1-100/django__django-15695.traj.json"  # under recorded_dir(), or a task spec such as "synthetic:small:0"
+window = 40_000          # context window (tokens) of the progressive policy
+history_mode = "view"    # "view" (harness9 V1) or "write_back" (harness9 PR #121)
+params = {}              # other ProgressiveCompactor parameters, e.g. {"warn_frac": 0.5}
+out_dir = None           # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval import plots, run_task
+from h9eval.paths import recorded_dir
+
+pd.set_option("display.max_columns", 50)
+pd.set_option("display.width", 200)
+
+spec = str(recorded_dir() / task) if (recorded_dir() / task).exists() else task
+out_dir = out_dir or tempfile.mkdtemp(prefix="h9eval-01-")
+(result,) = run_task(
+    spec,
+    "progressive",
+    params={"context_window_tokens": window, **params},
+    history_mode=history_mode,
+    out_dir=out_dir,
+)
+calls = result.calls
+print(result.run_id, "->", out_dir)
+print(sorted(p.name for p in Path(out_dir).iterdir()))""",
+    ),
+    ("md", "## The calls table\n\nOne row per model call; the columns are documented in the README (results schema)."),
+    (
+        "code",
+        """calls[[
+    "call_index", "history_tokens", "tokens_sent", "ratio_to_window", "tier_name", "compacted",
+    "msgs_before", "msgs_after", "offloads_tool_time_count", "offloads_compaction_count",
+    "summarizer_calls", "fallback", "forced_truncation", "overflow",
+]].head(15)""",
+    ),
+    ("md", "## Summary"),
+    ("code", "pd.Series(result.summary(), dtype=object)"),
+    ("md", "The compaction records (harness9's JSONL fields), first rows:"),
+    (
+        "code",
+        """result.compactions[["record_index", "tier_name", "tokens_before", "tokens_after", "msgs_before", "msgs_after", "summarized", "preserved_tail", "n_offloaded", "error"]].head(10)""",
+    ),
+    ("md", "## Token curve\n\nDashed: the history an uncompacted agent would send; solid: what was sent. Bands: the tiers."),
+    ("code", "plots.token_curve(calls, title=f\"{result.task_id}: progressive, {window:,}-token window, {history_mode} mode\")"),
+    ("md", "## Tier swimlane"),
+    ("code", "plots.tier_swimlane(calls)"),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["02-compare-strategies"] = [
+    (
+        "md",
+        """# harness9's defaults against the peer strategies
+
+A small sweep (`h9eval.sweep.sweep` with a spec dict) runs harness9's `ProgressiveCompactor`
+(defaults, scaled to a small window) and the peers' strategies behind the same interface —
+observation masking, Claude's tool-result clearing, a keep-first/last window, a single-threshold
+summary (Codex CLI / Claude Code auto-compact), the masking+summary hybrid — plus the two
+controls `keep_all` (upper bound for retention) and `drop_all` (lower bound), over a couple of
+recorded sessions and synthetic tasks. Recall probes (offline) measure what each compacted
+context still knows of the intent, the anchors and the planted facts.
+
+It shows the per-strategy comparison table (tokens saved and retention with bootstrap CIs
+across tasks, overflows, emergency truncations, summarizer calls), retention per probe kind,
+and the `strategy_comparison` plot (tokens saved vs retention, Pareto front).""",
+    ),
+    (
+        "params",
+        """# Parameters
+window = 24_000                  # context window (tokens): below every task's size, so all of them compact
+recorded = [                     # under recorded_dir() (or absolute paths)
+    "mini-swe-agent/deepseek_chat_test_1-100/django__django-15695.traj.json",
+    "openhands/6e57829462844ed99b8f39e7588cdd14",
+]
+synthetic_preset = "small"
+synthetic_seeds = [0, 1]
+history_modes = ["view"]         # add "write_back" to compare both
+probe_every_k = 10               # probe checkpoints every k calls (and after each compaction)
+curve_policies = ["harness9-default", "observation_masking", "summary_single_threshold", "keep_all"]  # token-curve lines
+workers = 2
+out_dir = None                   # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval import metrics as M, plots
+from h9eval.paths import recorded_dir
+from h9eval.results import load_results
+from h9eval.sweep import sweep
+
+pd.set_option("display.max_columns", 50)
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 60)
+
+spec = {
+    "name": "compare-strategies",
+    "window": window,
+    "history_modes": history_modes,
+    "tasks": {
+        "recorded": [str(recorded_dir() / p) for p in recorded],
+        "synthetic": [{"preset": synthetic_preset, "seeds": synthetic_seeds}],
+    },
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default", "params": {"context_window_tokens": window}},
+        {"kind": "observation_masking", "params": {"keep_recent_turns": 10}},
+        {"kind": "clear_tool_uses", "params": {"trigger_tokens": int(0.6 * window), "keep_tool_uses": 3}},
+        {"kind": "window", "params": {"keep_first": 1, "keep_last": 30}},
+        {"kind": "summary_single_threshold", "params": {"context_window_tokens": window}},
+        {"kind": "hybrid", "params": {"context_window_tokens": window}},
+        {"kind": "keep_all"},
+        {"kind": "drop_all"},
+    ],
+    "summarizer": {"name": "offline"},
+    "probes": {"scorers": ["recall"], "every_k": probe_every_k},
+}
+out_dir = out_dir or tempfile.mkdtemp(prefix="h9eval-02-")
+res = sweep(spec, out_dir=Path(out_dir) / "sweep", workers=workers, progress=False)
+print(res)
+assert res.failed == 0, res.failures""",
+    ),
+    (
+        "code",
+        """results = load_results(res.out_dir)
+run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
+run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
+    ),
+    ("md", "## Comparison table\n\nPer strategy (config): mean over tasks with 95 % bootstrap CIs."),
+    (
+        "code",
+        """comparison = M.config_metrics(run_metrics, ("tokens_saved", "retention", "peak_tokens_sent"))
+comparison.sort_values("retention", ascending=False)[[
+    "label", "history_mode", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi",
+    "retention", "retention_ci_lo", "retention_ci_hi", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
+]].round(3)""",
+    ),
+    ("md", "Retention per probe kind (mean over tasks):"),
+    (
+        "code",
+        """kinds = sorted(c for c in run_metrics.columns if c.startswith("retention_"))
+M.config_metrics(run_metrics, kinds, n=0).set_index(["label", "history_mode"])[kinds].round(3)""",
+    ),
+    ("md", "## Tokens saved vs retention"),
+    ("code", "plots.strategy_comparison(run_metrics)"),
+    (
+        "md",
+        """## One task, call by call
+
+The plots name each line or lane by its `run_id`; to tell the strategies apart on one task the
+runs are renamed to their policy name (the `name` of the spec entry, else the kind).""",
+    ),
+    (
+        "code",
+        """first_task = results.ok["task_id"].iloc[0]
+one = results.ok[(results.ok["task_id"] == first_task) & (results.ok["history_mode"] == history_modes[0])]
+name_of = dict(zip(one["run_id"], one["policy_name"]))
+one_calls = results.calls[results.calls["run_id"].isin(name_of)].assign(run_id=lambda d: d["run_id"].map(name_of))
+plots.token_curve(one_calls, run_ids=curve_policies, title=f"{first_task} ({history_modes[0]} mode)")""",
+    ),
+    ("code", "plots.tier_swimlane(one_calls, run_ids=list(name_of.values()))"),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["03-tune-thresholds"] = [
+    (
+        "md",
+        """# Tuning the progressive thresholds for a model's window
+
+`h9eval.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
+local refinement) on a few tasks with the offline summarizer and recall probes, and recommends
+the config with the highest retention among those that never overflow the window and never
+reach the emergency tier. Choose a model (its window comes from `h9eval.tune.MODELS`) or a
+window in tokens in the parameter cell; the default is a deliberately tiny window and grid so
+the notebook runs in seconds.
+
+It shows the model registry, the recommended config as TOML (loadable with
+`policy_from_dict(tomllib.loads(text)["policy"])`), the evidence table (one row per evaluated
+config) and the tokens-saved vs retention figure.""",
+    ),
+    (
+        "params",
+        """# Parameters
+model = None                     # a name from h9eval.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
+window = 10_000                  # tokens; used when model is None
+tasks = ["synthetic:small:0", "synthetic:small:1"]   # task specs (synthetic or recorded paths)
+grid = {
+    "warn_frac": [0.5, 0.6],
+    "soft_frac": [0.7],
+    "full_frac": [0.8],
+    "emergency_frac": [0.95],
+    "min_tail_messages": [4, 6],
+}
+refine_rounds = 1
+history_mode = "write_back"      # harness9's current agent loop; "view" rarely has a feasible config
+max_summarizer_calls = None      # bound on mean summarizer calls per run, or None
+workers = 2
+out_dir = None                   # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+import tempfile
+import tomllib
+
+import pandas as pd
+
+from h9eval import policy_from_dict
+from h9eval.tune import MODELS, tune
+
+pd.set_option("display.max_columns", 50)
+pd.set_option("display.width", 200)
+
+pd.DataFrame(MODELS).T""",
+    ),
+    (
+        "code",
+        """out_dir = out_dir or tempfile.mkdtemp(prefix="h9eval-03-")
+tuned = tune(
+    tasks,
+    window=None if model else window,
+    model=model,
+    grid=grid,
+    refine_rounds=refine_rounds,
+    history_mode=history_mode,
+    max_summarizer_calls=max_summarizer_calls,
+    workers=workers,
+    out_dir=out_dir,
+)
+print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sorted(p.name for p in tuned.paths.values())}")""",
+    ),
+    ("md", "## Recommended config"),
+    (
+        "code",
+        """print(tuned.toml)
+policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
+    ),
+    ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
+    (
+        "code",
+        """tuned.evidence.drop(columns=["params_json"]).sort_values(["feasible", "retention"], ascending=False).round(3)""",
+    ),
+    ("code", "tuned.figure()"),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["04-anchor-retention"] = [
+    (
+        "md",
+        """# Anchors: with and without, incremental merging, N/A overwrites
+
+harness9's summaries carry five structured anchors (user intent, execution progress, key
+decisions, tried solutions, next steps). At every later compaction the new summary's anchors are
+merged into the previous ones: harness9 keeps an old anchor only when the new content is exactly
+`N/A`. This notebook measures, with the recall probes:
+
+1. **with vs without anchors**: the offline summarizer (`offline`, anchor format) against its
+   free-text variant (`offline_free_text`, the same extraction as prose only), both under the
+   progressive policy, in a small sweep; plus `na_safe_merge` off/on. The offline summarizer
+   writes exactly `N/A` for a section with nothing new, so harness9's merge keeps the old value
+   and the `na_overwrites` column stays 0.
+2. **N/A overwrites**: harness9's own prompt asks the model to write `- N/A` when nothing
+   applies — and `- N/A` is *not* exactly `N/A`, so harness9's merge overwrites a known anchor
+   with it. To show this offline, the notebook wraps the offline summarizer so that it writes
+   `- N/A` as the prompt asks (a three-line wrapper, below) and replays with `na_safe_merge`
+   off (harness9) and on (h9eval's improvement). It shows the `na_overwrites` column, the
+   anchor-retention heatmaps (anchor filled in each compaction record; anchor probes over
+   compactions) and the drift curves.""",
+    ),
+    (
+        "params",
+        """# Parameters
+window = 8_000                   # context window (tokens): small, so there are many compactions
+history_mode = "write_back"      # merges accumulate across compactions in write-back mode
+recorded = ["mini-swe-agent/deepseek_chat_test_1-100/django__django-15695.traj.json"]  # under recorded_dir()
+synthetic_preset = "small"
+synthetic_seeds = [0, 1, 2]
+probe_every_k = 5
+workers = 2
+out_dir = None                   # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+import dataclasses
+import re
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval import metrics as M, plots, run_task
+from h9eval.paths import recorded_dir
+from h9eval.results import load_results
+from h9eval.summarizers import make_summarizer
+from h9eval.sweep import sweep
+from h9eval.tasks import load_tasks_from_spec
+
+pd.set_option("display.max_columns", 50)
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 70)
+
+out_dir = out_dir or tempfile.mkdtemp(prefix="h9eval-04-")
+
+
+def titled(fig, title):
+    \"\"\"Retitle a Figure's first axes (the plots' titles are generic).\"\"\"
+    fig.axes[0].set_title(title)
+    return fig""",
+    ),
+    ("md", "## 1. With and without anchors (sweep)"),
+    (
+        "code",
+        """spec = {
+    "name": "anchors",
+    "window": window,
+    "history_modes": [history_mode],
+    "tasks": {
+        "recorded": [str(recorded_dir() / p) for p in recorded],
+        "synthetic": [{"preset": synthetic_preset, "seeds": synthetic_seeds}],
+    },
+    "policies": [
+        {"kind": "progressive", "params": {"context_window_tokens": window}, "grid": {"na_safe_merge": [False, True]}},
+    ],
+    "summarizer": {"variants": ["offline", "offline_free_text"]},
+    "probes": {"scorers": ["recall"], "every_k": probe_every_k},
+}
+res = sweep(spec, out_dir=Path(out_dir) / "sweep", workers=workers, progress=False)
+print(res)
+assert res.failed == 0, res.failures
+results = load_results(res.out_dir)
+run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
+na = results.calls.groupby("run_id", as_index=False)["na_overwrites"].sum()
+run_metrics = run_metrics.merge(na, on="run_id")
+anchor_kinds = [c for c in ("retention_execution_progress", "retention_key_decision", "retention_tried_solution", "retention_next_step", "retention_intent") if c in run_metrics.columns]
+(
+    M.config_metrics(run_metrics, ("retention", *anchor_kinds, "tokens_saved", "na_overwrites"), n=0)
+    [["summarizer", "label", "n_runs", "retention", *anchor_kinds, "tokens_saved", "na_overwrites", "summarizer_calls"]]
+    .round(3)
+)""",
+    ),
+    (
+        "md",
+        """Anchor probes over compactions (mean recall score of each anchor kind's probes, by the
+number of compactions so far), with anchors (`offline`) and without (`offline_free_text`):""",
+    ),
+    (
+        "code",
+        """runs = results.runs_with_params("params")
+runs = runs[(runs["status"] == "ok") & ~runs["param.na_safe_merge"].astype(bool)]  # harness9's merge
+by_summarizer = {s: list(runs[runs["summarizer"] == s]["run_id"]) for s in ("offline", "offline_free_text")}
+titled(plots.anchor_retention_heatmap(results.probes[results.probes["run_id"].isin(by_summarizer["offline"])]), "Anchor probes: with anchors (offline)")""",
+    ),
+    ("code", "titled(plots.anchor_retention_heatmap(results.probes[results.probes[\"run_id\"].isin(by_summarizer[\"offline_free_text\"])]), \"Anchor probes: free text (offline_free_text)\")"),
+    ("md", "Intent and fact retention over calls, one line per run (anchors and free text):"),
+    ("code", "plots.drift_curves(results.probes, run_ids=by_summarizer[\"offline\"] + by_summarizer[\"offline_free_text\"])"),
+    (
+        "md",
+        """## 2. N/A overwrites: harness9's merge vs `na_safe_merge`
+
+The wrapper below is the only logic in this notebook: it rewrites each anchor section that the
+offline summarizer left as exactly `N/A` into `- N/A`, the form harness9's prompt asks for.""",
+    ),
+    (
+        "code",
+        """class DashNASummarizer:
+    \"\"\"The offline summarizer, writing `- N/A` (as harness9's prompt asks) where it would write `N/A`.\"\"\"
+
+    def __init__(self):
+        self.inner = make_summarizer("offline")
+
+    @property
+    def summarizer_id(self):
+        return self.inner.summarizer_id + "+dash_na"
+
+    def summarize(self, request):
+        reply = self.inner.summarize(request)
+        return reply if reply.text is None else dataclasses.replace(reply, text=re.sub(r"(?m)^N/A$", "- N/A", reply.text))
+
+
+tasks = [t for p in recorded for t in load_tasks_from_spec(str(recorded_dir() / p))]
+tasks += [t for s in synthetic_seeds for t in load_tasks_from_spec(f"synthetic:{synthetic_preset}:{s}")]
+runs_na = {}
+for safe in (False, True):
+    for t in tasks:
+        (r,) = run_task(
+            t,
+            "progressive",
+            params={"context_window_tokens": window, "na_safe_merge": safe},
+            summarizer=DashNASummarizer(),
+            history_mode=history_mode,
+            probes=["recall"],
+            probe_every_k=probe_every_k,
+        )
+        runs_na[(safe, t.task_id)] = r
+calls_na = pd.concat([r.calls for r in runs_na.values()], ignore_index=True)
+probes_na = pd.concat([r.probes for r in runs_na.values()], ignore_index=True)
+compactions_na = pd.concat([r.compactions for r in runs_na.values()], ignore_index=True)
+rm_na = M.run_metrics(calls_na, probes_na).merge(calls_na.groupby("run_id", as_index=False)["na_overwrites"].sum(), on="run_id")
+rm_na["na_safe_merge"] = rm_na["run_id"].map({r.run_id: safe for (safe, _), r in runs_na.items()})
+rm_na[["task_id", "na_safe_merge", "na_overwrites", "retention", *[c for c in anchor_kinds if c in rm_na.columns], "tokens_saved"]].sort_values(["task_id", "na_safe_merge"]).round(3)""",
+    ),
+    (
+        "md",
+        """The calls where harness9's merge overwrote a known anchor (`na_overwrites` > 0; with
+`na_safe_merge` the same sections are kept, so the column is 0):""",
+    ),
+    (
+        "code",
+        """calls_na[calls_na["na_overwrites"] > 0][["run_id", "call_index", "tier_name", "summarizer_calls", "na_overwrites"]].head(20)""",
+    ),
+    (
+        "md",
+        """Anchor filled (share of records whose section carries information) per compaction record,
+harness9's merge (first) and `na_safe_merge=True` (second):""",
+    ),
+    (
+        "code",
+        """ids_by_safe = {s: [r.run_id for (safe, _), r in runs_na.items() if safe == s] for s in (False, True)}
+titled(plots.anchor_retention_heatmap(compactions_na[compactions_na["run_id"].isin(ids_by_safe[False])]), "Anchor filled per record: harness9's merge")""",
+    ),
+    ("code", "titled(plots.anchor_retention_heatmap(compactions_na[compactions_na[\"run_id\"].isin(ids_by_safe[True])]), \"Anchor filled per record: na_safe_merge=True\")"),
+    ("md", "Anchor probes over compactions, harness9's merge then `na_safe_merge=True`:"),
+    ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[False])]), \"Anchor probes: harness9's merge\")"),
+    ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[True])]), \"Anchor probes: na_safe_merge=True\")"),
+    ("code", "plots.drift_curves(probes_na)"),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["05-token-estimates"] = [
+    (
+        "md",
+        """# How wrong is bytes/4?
+
+harness9 estimates tokens as UTF-8 bytes / 4 and decides its tiers on that estimate. This
+notebook compares the estimate (and h9eval's per-content-kind calibrated estimate) with an
+offline BPE tokenizer (`BpeCounter`, o200k_base via quicktok) on a few recorded sessions and a
+synthetic task:
+
+* the error per content kind (code, logs, prose, JSON...) — `metrics.token_estimate_error`;
+* the calls where the real (BPE) count lands in another tier, or over the window, than the
+  estimate does — `metrics.tier_misclassification` (`under`: the estimate compacts too late,
+  `over`: too early);
+* both in `plots.token_estimate_error`;
+* what it does in a replay: the progressive policy with `tier_token_counter="harness9"`
+  (bytes/4) against `"bpe"`, call by call.""",
+    ),
+    (
+        "params",
+        """# Parameters
+recorded = [                     # under recorded_dir()
+    "mini-swe-agent/deepseek_chat_test_1-100/django__django-15695.traj.json",
+    "swe-agent/pydicom__pydicom-1458.traj",
+    "claude-code/4d5611e5-241a-462a-8d15-5122611a9569/subagents/agent-a2898e3.jsonl",
+]
+synthetic = ["synthetic:small:0"]
+window = 16_000                  # context window (tokens) for the tiers
+replay_task = -1                 # index (in recorded + synthetic) of the task replayed at the end (-1: the synthetic one)""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+import pandas as pd
+
+from h9eval import metrics as M, plots, run_task
+from h9eval.paths import recorded_dir
+from h9eval.tasks import load_tasks_from_spec
+from h9eval.token_counters import BpeCounter, call_token_table, message_token_table
+
+pd.set_option("display.max_columns", 50)
+pd.set_option("display.width", 200)
+
+tasks = [t for spec in [str(recorded_dir() / p) for p in recorded] + list(synthetic) for t in load_tasks_from_spec(spec)]
+bpe = BpeCounter()
+messages = pd.concat([message_token_table(t.messages, counter=bpe, task_id=t.task_id) for t in tasks], ignore_index=True)
+messages.head()""",
+    ),
+    (
+        "md",
+        """## Error per content kind
+
+`est_error` = sum(bytes/4) / sum(BPE) − 1 (negative: bytes/4 undercounts); `*_abs_error_median`:
+the median per-message relative error.""",
+    ),
+    ("code", "M.token_estimate_error(messages).round(3)"),
+    ("md", "Per task:"),
+    (
+        "code",
+        """pd.concat({tid: M.token_estimate_error(g).set_index("kind") for tid, g in messages.groupby("task_id")}, names=["task_id"])[["n_messages", "bytes_per_token", "est_error", "calibrated_error"]].round(3)""",
+    ),
+    (
+        "md",
+        """## Tiers: where the estimate and the real count disagree
+
+Per call of an uncompacted replay, the history counted by bytes/4 and by BPE, classified
+against harness9's thresholds for the window:""",
+    ),
+    (
+        "code",
+        """per_call = pd.concat([call_token_table(t, counter=bpe, context_window_tokens=window) for t in tasks], ignore_index=True)
+wrong = M.tier_misclassification(per_call)
+print(f"{len(wrong)} of {len(per_call)} calls land in another tier (or window side) by BPE than by bytes/4")
+wrong.groupby(["task_id", "direction"]).size().unstack(fill_value=0)""",
+    ),
+    ("code", "wrong[[\"task_id\", \"call_index\", \"history_tokens\", \"history_tokens_bpe\", \"est_tier\", \"bpe_tier\", \"est_over_window\", \"bpe_over_window\", \"direction\"]].head(20)"),
+    ("code", "plots.token_estimate_error(messages, per_call)"),
+    (
+        "md",
+        """## In a replay: tiers decided on bytes/4 vs BPE
+
+The same task through the progressive policy, once with harness9's bytes/4 tier counter and once
+with BPE (`tier_token_counter`, an h9eval improvement option):""",
+    ),
+    (
+        "code",
+        """task = tasks[replay_task]
+replays = {
+    counter: run_task(task, "progressive", params={"context_window_tokens": window, "tier_token_counter": counter})[0]
+    for counter in ("harness9", "bpe")
+}
+both = pd.concat([r.calls for r in replays.values()], ignore_index=True)
+pd.DataFrame({c: r.summary() for c, r in replays.items()})""",
+    ),
+    ("code", "plots.tier_swimlane(both)"),
+    (
+        "code",
+        """tiers = pd.DataFrame({c: r.calls.set_index("call_index")["tier_name"] for c, r in replays.items()})
+print(f"{int((tiers['harness9'] != tiers['bpe']).sum())} of {len(tiers)} calls reach another tier")
+tiers[tiers["harness9"] != tiers["bpe"]].head(20)""",
+    ),
+]
+
+
+def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    nb = new_notebook()
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    for i, (kind, src) in enumerate(cells):
+        cell = new_markdown_cell(src) if kind == "md" else new_code_cell(src)
+        cell.id = f"{name[:2]}-{i:02d}"  # deterministic ids: regenerating gives no diff
+        if kind == "params":
+            cell.metadata["tags"] = ["parameters"]
+        nb.cells.append(cell)
+    nbformat.validate(nb)
+    return nb
+
+
+def main(argv: list[str]) -> None:
+    names = argv or list(NOTEBOOKS)
+    for name in names:
+        path = HERE / f"{name}.ipynb"
+        nbformat.write(build(name, NOTEBOOKS[name]), path)
+        print(path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
