@@ -12,10 +12,20 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+#: where the project's shared folder lives on its own machines, for a checkout elsewhere
+_WORKPLACE_SHARED = Path("/work/shared")
+
+
 def shared_dir() -> Path:
-    """``$H9EVAL_SHARED`` or ``<repo>/../shared``."""
+    """``$H9EVAL_SHARED``, else ``<repo>/../shared`` (how CI lays it out), else the
+    workplace's ``/work/shared`` (a scratch clone in a temporary folder)."""
     env = os.environ.get("H9EVAL_SHARED")
-    return Path(env) if env else repo_root().parent / "shared"
+    if env:
+        return Path(env)
+    beside = repo_root().parent / "shared"
+    if not beside.exists() and _WORKPLACE_SHARED.exists():
+        return _WORKPLACE_SHARED
+    return beside
 
 
 def conformance_dir() -> Path:

@@ -82,6 +82,7 @@ CALL_COLUMNS = (
     "thrash_avoided",
     "masked_results",
     "na_overwrites",
+    "na_overwrites_prevented",
 )
 
 
@@ -464,6 +465,7 @@ def _row(
         "thrash_avoided": bool(rec is not None and rec.extra.get("thrash_avoided")),
         "masked_results": int(rec.extra.get("masked", 0)) if rec is not None else 0,
         "na_overwrites": len(rec.extra.get("na_overwrites", [])) if rec is not None else 0,
+        "na_overwrites_prevented": len(rec.extra.get("na_overwrites_prevented", [])) if rec is not None else 0,
     }
 
 

@@ -140,3 +140,22 @@ def test_each_option_has_a_line_in_policies_output() -> None:
     for opt in ("extra_anchors", "na_safe_merge", "tail_budget_tokens", "tier_token_counter", "anti_thrash_frac", "mask_observations_keep_turns"):
         (line,) = [ln for ln in text.splitlines() if ln.strip().startswith(opt + " ")]
         assert "# OPTION:" in line
+
+
+def test_na_overwrites_counted_only_when_information_is_lost() -> None:
+    from h9eval.compaction.anchors import Anchor, merge_anchors
+
+    ov: list[str] = []
+    merge_anchors([Anchor("key_decision", "- N/A")], [Anchor("key_decision", "- N/A")], overwrites=ov)
+    assert ov == []
+
+
+def test_na_safe_merge_helps_with_a_compliant_dash_na_summarizer() -> None:
+    """With a summarizer that writes '- N/A' as harness9's prompt asks, harness9's merge wipes
+    known anchors; the N/A-safe merge keeps them."""
+    t = task_with_constraints(40)
+    summ = make_summarizer("offline", na_text="- N/A")
+    base = replay(t, ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4), summarizer=summ, config=ReplayConfig(history_mode="write_back"))
+    safe = replay(t, ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4, na_safe_merge=True), summarizer=summ, config=ReplayConfig(history_mode="write_back"))
+    assert base.calls["na_overwrites"].sum() > 0
+    assert safe.calls["na_overwrites"].sum() == 0 and safe.calls["na_overwrites_prevented"].sum() > 0

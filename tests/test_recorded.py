@@ -27,8 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def shared_dir() -> Path:
-    """``$H9EVAL_SHARED`` or the ``shared`` folder beside the repository."""
-    return Path(os.environ.get("H9EVAL_SHARED") or REPO.parent / "shared")
+    """The same lookup as :func:`h9eval.paths.shared_dir`."""
+    from h9eval.paths import shared_dir as _shared
+
+    return _shared()
 
 
 RECORDED = shared_dir() / "data" / "recorded"

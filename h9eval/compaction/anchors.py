@@ -144,7 +144,8 @@ def merge_anchors(
         if a.content == NA:
             continue
         known = m.get(a.type, "")
-        wipes = known not in ("", NA) and is_no_information(a.content)
+        # only a value that carried information can be lost
+        wipes = not is_no_information(known) and is_no_information(a.content)
         if wipes and overwrites is not None:
             overwrites.append(a.type)
         if na_safe and is_no_information(a.content):

@@ -645,12 +645,17 @@ class OfflineSummarizer:
     ``max_item_chars``: characters per bullet before the budget shrinks them; default 200.
     ``max_intent_chars``: characters of the task statement and of the latest refinement;
     default 400. The byte budget comes from ``request.max_output_tokens`` (x4 bytes).
+    ``na_text``: what a section with nothing (new) says; default ``N/A``, which harness9's
+    merge skips. ``- N/A`` is what harness9's prompt asks a model to write, and what a compliant
+    model does: harness9's merge then overwrites known anchors with it (the trap the
+    ``na_safe_merge`` option removes).
     """
 
     max_progress_lines: int = 12
     max_items: int = 6
     max_item_chars: int = 200
     max_intent_chars: int = 400
+    na_text: str = "N/A"
 
     name = "offline"
     # The reply depends on the structured head, not only on the prompt text: the cache keys it.
@@ -664,6 +669,8 @@ class OfflineSummarizer:
         for f in ("max_item_chars", "max_intent_chars"):
             if getattr(self, f) < 40:
                 raise ConfigError(f"{f} ({getattr(self, f)}) must be >= 40 characters")
+        if not is_no_information(self.na_text) or "\n" in self.na_text:
+            raise ConfigError(f"na_text must be a one-line 'no information' text such as N/A or - N/A, got {self.na_text!r}")
 
     @property
     def summarizer_id(self) -> str:
@@ -806,13 +813,12 @@ class OfflineSummarizer:
         summary = self._summary_lines(ex)
         return _fit(lambda cap: self._format(sections, summary, cap), sections, summary, request, self.max_item_chars)
 
-    @staticmethod
-    def _format(sections: Sequence[_Section], summary: Sequence[str], cap: int) -> str:
+    def _format(self, sections: Sequence[_Section], summary: Sequence[str], cap: int) -> str:
         parts = ["## Anchors\n"]
         for s in sections:
             shown = s.visible(cap if s.bullets else max(cap, 2 * cap))
             if not shown:
-                body = NA
+                body = self.na_text
             elif s.bullets:
                 body = "\n".join("- " + x for x in shown)
             else:
