@@ -319,8 +319,8 @@ merged into the previous ones: harness9 keeps an old anchor only when the new co
    and the `na_overwrites` column stays 0.
 2. **N/A overwrites**: harness9's own prompt asks the model to write `- N/A` when nothing
    applies — and `- N/A` is *not* exactly `N/A`, so harness9's merge overwrites a known anchor
-   with it. To show this offline, the notebook wraps the offline summarizer so that it writes
-   `- N/A` as the prompt asks (a three-line wrapper, below) and replays with `na_safe_merge`
+   with it. To show this offline, the notebook makes the offline summarizer write `- N/A` as
+   the prompt asks (its `na_text="- N/A"`) and replays with `na_safe_merge`
    off (harness9) and on (h9eval's improvement). It shows the `na_overwrites` column, the
    anchor-retention heatmaps (anchor filled in each compaction record; anchor probes over
    compactions) and the drift curves.""",
@@ -417,27 +417,12 @@ titled(plots.anchor_retention_heatmap(results.probes[results.probes["run_id"].is
         "md",
         """## 2. N/A overwrites: harness9's merge vs `na_safe_merge`
 
-The wrapper below is the only logic in this notebook: it rewrites each anchor section that the
-offline summarizer left as exactly `N/A` into `- N/A`, the form harness9's prompt asks for.""",
+The offline summarizer's `na_text="- N/A"` makes it write a section with nothing new as `- N/A`,
+the form harness9's prompt asks a model for (by default it writes exactly `N/A`).""",
     ),
     (
         "code",
-        """class DashNASummarizer:
-    \"\"\"The offline summarizer, writing `- N/A` (as harness9's prompt asks) where it would write `N/A`.\"\"\"
-
-    def __init__(self):
-        self.inner = make_summarizer("offline")
-
-    @property
-    def summarizer_id(self):
-        return self.inner.summarizer_id + "+dash_na"
-
-    def summarize(self, request):
-        reply = self.inner.summarize(request)
-        return reply if reply.text is None else dataclasses.replace(reply, text=re.sub(r"(?m)^N/A$", "- N/A", reply.text))
-
-
-tasks = [t for p in recorded for t in load_tasks_from_spec(str(recorded_dir() / p))]
+        """tasks = [t for p in recorded for t in load_tasks_from_spec(str(recorded_dir() / p))]
 tasks += [t for s in synthetic_seeds for t in load_tasks_from_spec(f"synthetic:{synthetic_preset}:{s}")]
 runs_na = {}
 for safe in (False, True):
@@ -446,7 +431,7 @@ for safe in (False, True):
             t,
             "progressive",
             params={"context_window_tokens": window, "na_safe_merge": safe},
-            summarizer=DashNASummarizer(),
+            summarizer=make_summarizer("offline", na_text="- N/A"),
             history_mode=history_mode,
             probes=["recall"],
             probe_every_k=probe_every_k,
