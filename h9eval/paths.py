@@ -34,3 +34,18 @@ def conformance_dir() -> Path:
 
 def recorded_dir() -> Path:
     return shared_dir() / "data" / "recorded"
+
+
+def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder") -> Path:
+    """Create ``path`` as a folder (parents too) or raise :class:`FormatError` naming it when a
+    file is in the way or it cannot be created; an existing folder is kept as it is."""
+    from h9eval.errors import FormatError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise FormatError(f"{what} exists and is not a folder", path=str(p))
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"cannot create {what}: {e.strerror or e}", path=str(p)) from None
+    return p

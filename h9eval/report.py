@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from h9eval.paths import prepare_out_dir
 from h9eval import metrics as M
 
 __all__ = ["ReportPaths", "write_report", "write_report_from_records"]
@@ -120,7 +121,7 @@ def _png(fig: Any, dpi: int = 110) -> bytes:
 
 
 def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(out, what="report folder")
     figdir = out / "figures"
     figdir.mkdir(exist_ok=True)
     md: list[str] = [f"# {title}", ""]
@@ -372,6 +373,7 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
 
     res = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "report"
+    prepare_out_dir(out, what="report folder")  # fail before any work, not after
     calls, probes, comps = res.calls, res.probes, res.compactions
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
     cm = M.config_metrics(rm, n=n_boot, seed=seed) if len(rm) else rm

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from h9eval.paths import prepare_out_dir
 from h9eval.errors import ConfigError, did_you_mean
 
 __all__ = ["MODELS", "DEFAULT_GRID", "TuneResult", "tune", "load_models", "model_info", "to_toml"]
@@ -76,6 +77,8 @@ def load_models(path: str | os.PathLike[str] | None = None, *, base: Mapping[str
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{p}: cannot read models file ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: models file is not UTF-8 text; expected TOML or JSON") from None
     try:
         if p.suffix == ".json":
             data = json.loads(text)
@@ -359,7 +362,7 @@ def tune(
 
     tmp = tempfile.TemporaryDirectory(prefix="h9eval-tune-") if out_dir is None else None
     root = Path(out_dir) if out_dir is not None else Path(tmp.name)  # type: ignore[union-attr]
-    root.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(root, what="tune output folder")
     seen: dict[str, int] = {}
     frames: list[Any] = []
 

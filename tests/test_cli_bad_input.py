@@ -881,7 +881,6 @@ def _(t: Path) -> Case:
     return Case(["report"], [r"give a sweep RESULTS_DIR, or --records DIR --out DIR"])
 
 
-KNOWN_BUGS["report/out-is-a-regular-file"] = "h9eval/report.py: --out FILE raises FileExistsError (traceback)"
 
 
 @case("report/out-is-a-regular-file")
@@ -946,7 +945,6 @@ def _(t: Path) -> Case:
     return Case(tune_argv("--model", "my-model", "--models-file", str(m)), [r"models\.toml", r"context_window_tokens must be a positive integer, got .*'big'"], [t])
 
 
-KNOWN_BUGS["tune/models-file-binary"] = "h9eval/tune.py load_models: a non-UTF-8 file raises UnicodeDecodeError (traceback)"
 
 
 @case("tune/models-file-binary")
@@ -955,7 +953,6 @@ def _(t: Path) -> Case:
     return Case(tune_argv("--model", "x", "--models-file", str(m)), [r"models\.toml"], [t])
 
 
-KNOWN_BUGS["tune/out-is-a-regular-file"] = "h9eval/tune.py: --out FILE raises FileExistsError (traceback)"
 
 
 @case("tune/out-is-a-regular-file")
