@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from h9eval.errors import FormatError
 from h9eval.paths import prepare_out_dir
 from h9eval import metrics as M
 
@@ -450,6 +451,9 @@ def write_report_from_records(records_dir: str | os.PathLike[str], out_dir: str 
     from h9eval import plots as P
     from h9eval.harness9_data import read_records_dir
 
+    rp = Path(records_dir)
+    if rp.is_dir() and not any(rp.glob("*.jsonl")) and not any(rp.glob("*/*.jsonl")):
+        raise FormatError("no compaction record files (<session>.jsonl) found", path=str(rp))
     comps = read_records_dir(records_dir)
     secs: list[_Section] = []
     s = _Section("Records")

@@ -479,6 +479,8 @@ def _task_ids(spec: SweepSpec) -> list[tuple[str, str, str, str]]:
             tasks = load_tasks_from_spec(ts)
         except H9InputError as e:
             raise ConfigError(f"{path}: {e}") from None
+        if not tasks:
+            raise ConfigError(f"{path}: no sessions found in {ts!r}")
         for t in tasks:
             src = t.source
             narrow = ts

@@ -334,6 +334,8 @@ def tune(
         window = int(minfo["context_window_tokens"])
     if window <= 0:
         raise ConfigError(f"window must be > 0 tokens, got {window}")
+    if workers < 0:
+        raise ConfigError(f"workers must be >= 0 (0 or 1 = in this process), got {workers}")
     if history_mode not in ("view", "write_back"):
         raise ConfigError(f"history_mode must be 'view' or 'write_back', got {history_mode!r}")
     g = dict(grid) if grid is not None else dict(DEFAULT_GRID)

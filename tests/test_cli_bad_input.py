@@ -967,6 +967,26 @@ def re_escape(s: str) -> str:
     return re.escape(s)
 
 
+@case("sweep/empty-task-folder")
+def _(t: Path) -> Case:
+    empty = t / "sessions"
+    empty.mkdir()
+    p = spec_file(t, f'name = "e"\n[tasks]\nrecorded = ["{empty}"]\n\n[[policies]]\nkind = "keep_all"\n')
+    return Case(["sweep", str(p), "--out", str(t / "o")], [r"tasks\.recorded\[0\]: no sessions found in .*sessions"], [t])
+
+
+@case("report/records-empty-folder")
+def _(t: Path) -> Case:
+    d = t / "compaction_records"
+    d.mkdir()
+    return Case(["report", "--records", str(d), "--out", str(t / "rep")], [r"compaction_records: no compaction record files"], [t])
+
+
+@case("tune/negative-workers")
+def _(t: Path) -> Case:
+    return Case(tune_argv("--window", "16000", "--workers", "-1"), [r"workers must be >= 0 .*got -1"], [t])
+
+
 N_BROKEN_INPUTS = len(CASES)
 """The number of broken invocations tried (quoted in docs/RELIABILITY.md)."""
 
