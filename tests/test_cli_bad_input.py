@@ -12,7 +12,7 @@ runs ``python -m h9eval …`` in a subprocess (the way a user meets the error) a
 * every file the case declares "protected" (an existing results folder, an existing ``--out``
   file, the input itself) keeps its bytes and mtime, and no new file appears beside them.
 
-:data:`N_BROKEN_INPUTS` is the figure quoted in docs/RELIABILITY.md.
+:data:`N_BROKEN_INPUTS` is the figure quoted in the README's Reliability section.
 """
 
 from __future__ import annotations
