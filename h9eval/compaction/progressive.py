@@ -363,7 +363,9 @@ class ProgressiveRun:
         grown = tokens - self._last_tokens
         if grown >= p.anti_thrash_frac * p.context_window_tokens:
             return None
-        if self._tier(base, estimate_tokens(base)) >= Tier.EMERGENCY:
+        # Reuse only a view that is still below the full tier: near the window the reused view
+        # plus the tool schemas (which tiers do not count) could overflow.
+        if self._tier(base, estimate_tokens(base)) >= Tier.FULL:
             return None
         self.thrash_avoided += 1
         return base
