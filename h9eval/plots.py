@@ -65,8 +65,10 @@ def token_curve(
     thresholds: Mapping[str, float] = M.DEFAULT_THRESHOLDS,
     window: int | None = None,
     title: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Any:
-    """History tokens (dashed) and tokens sent (solid) per call, one colour per run.
+    """History tokens (dashed) and tokens sent (solid) per call, one colour per run
+    (``labels``: legend text per run id, default the run id).
 
     Horizontal bands mark the tiers (``thresholds`` × window; the window is the first run's
     ``context_window_tokens`` unless ``window`` is given) and a black line the window itself.
@@ -100,7 +102,7 @@ def token_curve(
             continue
         x = g["call_index"].to_numpy()
         ax.plot(x, g["history_tokens"].to_numpy(), ls="--", lw=1.0, color=c, alpha=0.7)
-        ax.plot(x, g["tokens_sent"].to_numpy(), lw=1.5, color=c, label=_short(rid))
+        ax.plot(x, g["tokens_sent"].to_numpy(), lw=1.5, color=c, label=_short((labels or {}).get(rid, rid)))
         comp = g[g["compacted"].astype(bool)]
         for tier, mk in _TIER_MARKERS.items():
             t = comp[comp["tier_name"] == tier]
@@ -143,9 +145,9 @@ def token_curve(
     return fig
 
 
-def tier_swimlane(calls: Any, run_ids: Sequence[str] | None = None) -> Any:
+def tier_swimlane(calls: Any, run_ids: Sequence[str] | None = None, *, labels: Mapping[str, str] | None = None) -> Any:
     """One lane per run, one cell per call, coloured by the tier of that call's compaction
-    (grey: none)."""
+    (grey: none); ``labels``: lane names per run id (default the run id)."""
     import numpy as np
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
@@ -162,7 +164,7 @@ def tier_swimlane(calls: Any, run_ids: Sequence[str] | None = None) -> Any:
         grid[i, g["call_index"].to_numpy(dtype=int)] = [order.get(str(t), 0) for t in g["tier_name"]]
     cmap = ListedColormap([TIER_COLORS[t] for t in M.TIER_NAMES]).with_extremes(bad="white")
     im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, norm=BoundaryNorm(np.arange(-0.5, 5.5), 5))
-    ax.set_yticks(range(len(ids)), [_short(r, 40) for r in ids], fontsize=7)
+    ax.set_yticks(range(len(ids)), [_short((labels or {}).get(r, r), 40) for r in ids], fontsize=7)
     ax.set_xlabel("call index")
     cb = fig.colorbar(im, ax=ax, ticks=range(5), fraction=0.03)
     cb.ax.set_yticklabels(M.TIER_NAMES, fontsize=7)

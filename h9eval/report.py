@@ -361,6 +361,27 @@ def _recommendation_section(cm: Any) -> _Section:
     return s
 
 
+def _run_labels(runs: Any) -> dict[str, str]:
+    """``policy name (history mode)`` per run id: run ids repeat the task and are unreadable."""
+    if runs is None or not len(runs) or "policy_name" not in runs.columns:
+        return {}
+    return {r.run_id: f"{r.policy_name} ({r.history_mode})" for r in runs.itertuples()}
+
+
+def _curve_runs(runs: Any, calls: Any, task_id: str, n: int) -> list[str]:
+    """Up to ``n`` runs of a task for one token-curve figure: harness9's default first, then one
+    run per other policy kind, write-back before view."""
+    ids = list(dict.fromkeys(calls[calls["task_id"] == task_id]["run_id"]))
+    if runs is None or not len(runs) or "policy_name" not in runs.columns:
+        return ids[:n]
+    r = runs[runs["run_id"].isin(ids)].copy()
+    r["_default"] = ~r["policy_name"].astype(str).str.contains("default")
+    r["_mode"] = r["history_mode"] != "write_back"
+    r = r.sort_values(["_default", "_mode", "policy_kind", "run_id"])
+    picked = r.drop_duplicates("policy_kind")
+    return list(picked["run_id"])[:n]
+
+
 def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 6, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4) -> ReportPaths:
     """Write ``report.html`` and ``report.md`` for the sweep in ``results_dir``.
 
@@ -380,12 +401,13 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     cm = M.config_metrics(rm, n=n_boot, seed=seed) if len(rm) else rm
     secs = [_setup_section(res), _policies_section(cm)]
 
+    labels = _run_labels(res.runs)
     s = _Section("Token curves")
     if len(calls):
         tasks = list(dict.fromkeys(calls["task_id"]))
         for k, tid in enumerate(tasks[:3]):
-            ids = list(dict.fromkeys(calls[calls["task_id"] == tid]["run_id"]))[:max_curve_runs]
-            s.figure(f"token_curve_{k}", P.token_curve(calls, ids, title=f"Tokens per call: {tid}"), f"History tokens (dashed) and tokens sent (solid) per call for task {tid}; bands are the tier thresholds.")
+            ids = _curve_runs(res.runs, calls, tid, max_curve_runs)
+            s.figure(f"token_curve_{k}", P.token_curve(calls, ids, title=f"Tokens per call: {tid}", labels=labels), f"History tokens (dashed) and tokens sent (solid) per call for task {tid}; bands are the tier thresholds.")
         if len(tasks) > 3:
             s.text(f"{len(tasks) - 3} more task(s) not drawn.")
         if len(rm):
@@ -400,7 +422,7 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         s.table(tr.reset_index(), "From the tier at one call (rows) to the tier at the next call of the same run (columns), all runs.")
         s.figure("tier_transitions", P.tier_transition_matrix(calls), "Tier transition counts.")
         first = list(dict.fromkeys(calls["task_id"]))[0]
-        s.figure("tier_swimlane", P.tier_swimlane(calls[calls["task_id"] == first]), f"Tier per call for task {first}, one lane per configuration.")
+        s.figure("tier_swimlane", P.tier_swimlane(calls[calls["task_id"] == first], labels=labels), f"Tier per call for task {first}, one lane per configuration.")
     secs.append(s)
 
     s = _Section("Anchor retention")
