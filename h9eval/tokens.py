@@ -34,8 +34,12 @@ def estimate_tokens(msgs: Iterable[Message]) -> int:
 
 
 def go_json(value: Any) -> str:
-    """Go ``encoding/json`` output: compact, sorted keys, HTML and U+2028/2029 escaped."""
-    s = json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    """Go ``encoding/json`` output of a map: compact, sorted keys, HTML and U+2028/2029 escaped."""
+    return go_escape(json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
+
+
+def go_escape(s: str) -> str:
+    """The escapes Go's JSON encoder adds to compact JSON text: ``<>&`` and U+2028/2029."""
     return (
         s.replace("<", "\\u003c")
         .replace(">", "\\u003e")

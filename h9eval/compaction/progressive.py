@@ -16,6 +16,7 @@ non-positive tail meaning 6) and fixes the compaction-time offloader at 4,000 by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -41,7 +42,7 @@ from h9eval.messages import Message
 from h9eval.summarizers.base import SummaryRequest
 from h9eval.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["ProgressiveCompactor", "ProgressiveRun", "SummaryCall", "TIER_COUNTERS"]
+__all__ = ["ProgressiveCompactor", "ProgressiveRun", "SummaryCall", "TIER_COUNTERS", "request_summary"]
 
 TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 
@@ -238,6 +239,41 @@ class SummaryCall:
     latency_s: float = 0.0
     cache_hit: bool = False
     cost_usd: float = 0.0
+
+
+def request_summary(
+    summarizer: Any,
+    calls: list[SummaryCall],
+    extra: dict[str, Any],
+    request: SummaryRequest,
+) -> str | None:
+    """Call ``summarizer`` as harness9 does (spec §3.10 steps 4-5) and log the call in
+    ``calls`` and ``extra["summary_calls"]``: the reply text, or ``None`` on any failure (no
+    summarizer, an error, a timeout, a nil message). Shared by every summarising policy."""
+    call = SummaryCall(len(calls) + 1, request.template, request.previous_compaction, request.conversation, "error")
+    calls.append(call)
+    extra.setdefault("summary_calls", []).append(call)
+    if summarizer is None:
+        call.error = "provider is nil"
+        return None
+    try:
+        reply = summarizer.summarize(request)
+    except SummarizerError as e:
+        call.error = str(e)
+        return None
+    except Exception as e:  # noqa: BLE001 - harness9 turns every provider error into the fallback
+        call.error = f"{type(e).__name__}: {e}"
+        return None
+    call.input_tokens, call.output_tokens = reply.input_tokens, reply.output_tokens
+    call.latency_s, call.cache_hit, call.cost_usd = reply.latency_s, reply.cache_hit, reply.cost_usd
+    if not math.isfinite(reply.latency_s) or reply.latency_s > request.timeout_s:
+        call.error = f"summary timed out after {request.timeout_s} s"
+        return None
+    if reply.text is None:
+        call.outcome, call.error = "nil_message", "summarizer returned nil message"
+        return None
+    call.outcome = "response"
+    return reply.text
 
 
 @dataclass
@@ -466,13 +502,6 @@ class ProgressiveRun:
         else:
             template, prev = "first", None
             user_prompt = self._prompts.render_first(conv, self.types)
-        call = SummaryCall(len(self.calls) + 1, template, prev, conv, "error")
-        self.calls.append(call)
-        extra.setdefault("summary_calls", []).append(call)
-        s = self.env.summarizer
-        if s is None:
-            call.error = "provider is nil"
-            return None
         req = SummaryRequest(
             system_prompt=self._prompts.system,
             user_prompt=user_prompt,
@@ -485,24 +514,10 @@ class ProgressiveRun:
             anchor_types=self.types,
             timeout_s=self.policy.summary_timeout_s,
         )
-        try:
-            reply = s.summarize(req)
-        except SummarizerError as e:
-            call.error = str(e)
+        text = request_summary(self.env.summarizer, self.calls, extra, req)
+        if text is None:
             return None
-        except Exception as e:  # noqa: BLE001 - harness9 turns every provider error into the fallback
-            call.error = f"{type(e).__name__}: {e}"
-            return None
-        call.input_tokens, call.output_tokens = reply.input_tokens, reply.output_tokens
-        call.latency_s, call.cache_hit, call.cost_usd = reply.latency_s, reply.cache_hit, reply.cost_usd
-        if reply.latency_s > self.policy.summary_timeout_s:
-            call.error = f"summary timed out after {self.policy.summary_timeout_s} s"
-            return None
-        if reply.text is None:
-            call.outcome, call.error = "nil_message", "summarizer returned nil message"
-            return None
-        call.outcome = "response"
-        anchors, summary = parse_anchors_and_summary(reply.text, self.types)
+        anchors, summary = parse_anchors_and_summary(text, self.types)
         if self.last_anchors is not None:
             overwrites: list[str] = []
             anchors = merge_anchors(self.last_anchors, anchors, self.types, na_safe=self.policy.na_safe_merge, overwrites=overwrites)

@@ -13,6 +13,7 @@ from typing import Any
 
 from h9eval.compaction.anchors import Anchor
 from h9eval.errors import FormatError
+from h9eval.tokens import go_escape
 
 __all__ = ["Tier", "OffloadEntry", "CompactionRecord", "FileRecordStore", "go_json_dumps"]
 
@@ -165,13 +166,7 @@ def go_json_dumps(v: Any) -> str:
         # Go's encoder writes invalid UTF-8 (here: a lone surrogate, which no UTF-8 file can
         # hold) as U+FFFD.
         s = re.sub("[\ud800-\udfff]", "\ufffd", s)
-    return (
-        s.replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
+    return go_escape(s)
 
 
 class FileRecordStore:

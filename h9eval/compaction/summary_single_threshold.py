@@ -11,7 +11,6 @@ view may then be the previous summary followed by the new messages).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,11 +18,10 @@ from typing import Any, ClassVar
 from h9eval.compaction._peer import Continuation, peer_record, split_system, fit_newest
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
-from h9eval.compaction.progressive import SummaryCall
+from h9eval.compaction.progressive import SummaryCall, request_summary
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, previous_compaction_text, serialize_conversation
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
-from h9eval.errors import SummarizerError
 from h9eval.messages import Message
 from h9eval.summarizers.base import SummaryRequest
 from h9eval.tokens import estimate_tokens
@@ -228,13 +226,6 @@ class SummaryThresholdRun:
             tmpl = FREE_TEXT_INCREMENTAL_PROMPT if prev is not None else FREE_TEXT_PROMPT
             # one pass, so a "{conversation}" inside the previous summary stays literal
             user_prompt = PromptSet(incremental=tmpl).render_incremental(prev or "", conv)
-        call = SummaryCall(len(self.calls) + 1, template, prev, conv, "error")
-        self.calls.append(call)
-        extra.setdefault("summary_calls", []).append(call)
-        s = self.env.summarizer
-        if s is None:
-            call.error = "provider is nil"
-            return None
         req = SummaryRequest(
             system_prompt=self._prompts.system,
             user_prompt=user_prompt,
@@ -247,28 +238,14 @@ class SummaryThresholdRun:
             anchor_types=self.types,
             timeout_s=p.summary_timeout_s,
         )
-        try:
-            reply = s.summarize(req)
-        except SummarizerError as e:
-            call.error = str(e)
+        text = request_summary(self.env.summarizer, self.calls, extra, req)
+        if text is None:
             return None
-        except Exception as e:  # noqa: BLE001 - any provider error becomes the fallback, as in harness9
-            call.error = f"{type(e).__name__}: {e}"
-            return None
-        call.input_tokens, call.output_tokens = reply.input_tokens, reply.output_tokens
-        call.latency_s, call.cache_hit, call.cost_usd = reply.latency_s, reply.cache_hit, reply.cost_usd
-        if not math.isfinite(reply.latency_s) or reply.latency_s > p.summary_timeout_s:
-            call.error = f"summary timed out after {p.summary_timeout_s} s"
-            return None
-        if reply.text is None:
-            call.outcome, call.error = "nil_message", "summarizer returned nil message"
-            return None
-        call.outcome = "response"
         if not p.anchors:
-            summary = _strip_summary_header(reply.text)
+            summary = _strip_summary_header(text)
             self.last_summary, self.last_anchors = summary, None
             return summary, None
-        anchors, summary = parse_anchors_and_summary(reply.text, self.types)
+        anchors, summary = parse_anchors_and_summary(text, self.types)
         if self.last_anchors is not None:
             anchors = merge_anchors(self.last_anchors, anchors, self.types)
         self.last_summary, self.last_anchors = summary, anchors
