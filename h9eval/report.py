@@ -271,6 +271,7 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     ct = pd.concat(cts, ignore_index=True)
     err = M.token_estimate_error(mt)
     bad = M.tier_misclassification(ct)
+    bad_cal = M.tier_misclassification(ct, estimate_col="history_tokens_calibrated") if "history_tokens_calibrated" in ct.columns else None
     s.text(
         f"Measured on {len(seen)} task(s) of this sweep ({len(mt):,} messages), uncompacted history before each "
         f"call, BPE = quicktok o200k_base. Negative error: the estimate undercounts."
@@ -283,6 +284,14 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
         f"({len(bad) / max(len(ct), 1):.1%}) would be put in a different tier (or on the other side of the window) "
         f"by bytes/4 than by the BPE count; {int((bad['direction'] == 'under').sum()) if len(bad) else 0} of them too late."
     )
+    if bad_cal is not None:
+        n_late = int((bad_cal["direction"] == "under").sum()) if len(bad_cal) else 0
+        fixed = len(bad) - len(bad_cal)
+        s.text(
+            f"With the calibrated estimate (the `tier_token_counter=\"calibrated\"` option) {len(bad_cal)} of {len(ct)} calls "
+            f"({len(bad_cal) / max(len(ct), 1):.1%}) disagree with BPE, {n_late} of them too late: "
+            + (f"it fixes {fixed} of the {len(bad)} disagreements." if fixed > 0 else "it does not reduce the disagreements on this data.")
+        )
     if len(bad):
         s.table(bad[["task_id", "call_index", "history_tokens", "history_tokens_bpe", "est_tier", "bpe_tier", "direction"]].head(20), "Misclassified calls (first 20)")
     from h9eval import plots as P
