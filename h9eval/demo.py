@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from h9eval.paths import conformance_dir, recorded_dir, repo_root
 
@@ -16,13 +16,15 @@ __all__ = ["run_demo", "step_table", "DEMO_SPEC"]
 DEMO_SPEC = repo_root() / "examples" / "demo.toml"
 
 
-def step_table(path: Path, window: int = 30_000, mode: str = "write_back") -> str:
-    """Replay one recorded session and return a text table of every compacting call."""
+def step_table(task: Any, window: int = 30_000, mode: str = "write_back") -> str:
+    """Replay one task (a Task, or a recorded session's path) under harness9's defaults and
+    return a text table of every compacting call (and every tenth call)."""
     from h9eval.compaction import ProgressiveCompactor
     from h9eval.replay import ReplayConfig, replay
     from h9eval.tasks.recorded import load_task
 
-    task = load_task(path)
+    if not hasattr(task, "messages"):
+        task = load_task(task)
     res = replay(task, ProgressiveCompactor(context_window_tokens=window), config=ReplayConfig(history_mode=mode))
     c = res.calls
     lines = [
@@ -52,6 +54,10 @@ def run_demo(out_dir: str | Path = "results/demo", *, workers: int | None = None
     print(rep.summary_line(), file=out)
     print("\n== 2. step-by-step compaction of a recorded session (offline summarizer)", file=out)
     print(step_table(recorded_dir() / "mini-swe-agent" / "deepseek_chat_test_1-100" / "django__django-15695.traj.json"), file=out)
+    from h9eval.tasks.synthetic import generate
+
+    print("\n== 2b. the same for a synthetic task (preset small, seed 0)", file=out)
+    print(step_table(generate("small", seed=0), window=12_000), file=out)
     print("\n== 3. demo sweep and report", file=out)
     from h9eval.report import write_report
     from h9eval.sweep import sweep

@@ -342,3 +342,30 @@ def test_unknown_session_among_many_does_not_list_them_all(tmp_path):
     with pytest.raises(H9InputError, match=r"unknown session 'session-5'; did you mean .*\(30 sessions; see") as ei:
         load_session_task(path, "session-5")
     assert "session-29" not in str(ei.value)
+
+
+def test_replay_outputs_read_back_as_harness9_data(tmp_path: Path) -> None:
+    """A replay writes harness9's formats: its records read back into the same compactions
+    table, its session database loads as the written-back history with harness9's own SQL."""
+    import sqlite3
+
+    import pandas as pd
+
+    from h9eval.compaction import ProgressiveCompactor
+    from h9eval.harness9_data import list_sessions, load_session_task, read_records_dir
+    from h9eval.replay import ReplayConfig, replay
+    from h9eval.tasks.synthetic import generate
+
+    task = generate("small", seed=1)
+    res = replay(task, ProgressiveCompactor(context_window_tokens=16000), config=ReplayConfig(history_mode="write_back"), out_dir=tmp_path / "run", run_id="rt")
+    assert len(res.compactions) > 0
+    back = read_records_dir(tmp_path / "run" / "compaction_records", run_id="rt")
+    pd.testing.assert_frame_equal(back.reset_index(drop=True), res.compactions.reset_index(drop=True), check_dtype=False)
+    db = tmp_path / "run" / "sessions.db"
+    (info,) = list_sessions(db)
+    loaded = load_session_task(db, info["id"])
+    expected = [m for m in res.final_history if m.role != "system"]  # harness9 never persists it
+    assert [(m.content, m.tool_call_id, m.tool_calls) for m in loaded.messages] == [(m.content, m.tool_call_id, m.tool_calls) for m in expected]
+    assert loaded.metadata.get("compacted_history") is True
+    rows = sqlite3.connect(db).execute("SELECT role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? ORDER BY id", (info["id"],)).fetchall()
+    assert len(rows) == len(expected) and all(r[0] in ("user", "assistant") for r in rows)
