@@ -254,11 +254,22 @@ def strategy_comparison(runs_metrics: Any, *, x: str = "tokens_saved", y: str = 
     if len(cm) == 0:
         _empty(ax, f"runs with both {x} and {y}")
         return fig
-    for i, r in enumerate(cm.to_dict("records")):
+    # one marker shape per history mode, so the two modes of a config are told apart
+    modes = list(dict.fromkeys(cm["history_mode"])) if "history_mode" in cm.columns else []
+    shapes = dict(zip(modes, "osD^v"))
+    from matplotlib import colormaps
+
+    colors = [colormaps["tab20"](i) for i in range(20)] + [colormaps["tab20b"](i) for i in range(0, 20, 2)]
+    cfg_color: dict[str, str] = {}
+    for r in cm.to_dict("records"):
+        lab = str(r.get("label", ""))
+        c = cfg_color.setdefault(lab, colors[len(cfg_color) % len(colors)])
         xerr = [[r[x] - r.get(f"{x}_ci_lo", r[x])], [r.get(f"{x}_ci_hi", r[x]) - r[x]]]
         yerr = [[r[y] - r.get(f"{y}_ci_lo", r[y])], [r.get(f"{y}_ci_hi", r[y]) - r[y]]]
         bad = r.get("overflows", 0) > 0
-        ax.errorbar([r[x]], [r[y]], xerr=xerr, yerr=yerr, fmt="o", color=f"C{i % 10}", mfc="white" if bad else f"C{i % 10}", capsize=3, label=str(r.get("label", i)) + (" (overflow)" if bad else ""))
+        mode = r.get("history_mode")
+        text = lab + (f" [{mode}]" if len(modes) > 1 else "") + (" (overflow)" if bad else "")
+        ax.errorbar([r[x]], [r[y]], xerr=xerr, yerr=yerr, fmt=shapes.get(mode, "o"), color=c, mfc="white" if bad else c, capsize=3, label=text)
     front = M.pareto_front(cm, x, y)
     if len(front):
         ax.plot(front[x], front[y], color="black", lw=1, ls="--", label="Pareto front", zorder=0)
