@@ -161,7 +161,18 @@ class ReplayResult:
             "fallbacks": int(c["fallback"].sum()),
             "forced_truncations": int(c["forced_truncation"].sum()),
             "overflows": int(c["overflow"].sum()),
+            **self._probe_summary(),
         }
+
+    def _probe_summary(self) -> dict[str, Any]:
+        p = self.probes
+        if p is None or not len(p) or "score" not in p.columns:
+            return {}
+        ok = p[p["answerable"].astype(bool)]
+        out: dict[str, Any] = {"probe_rows": int(len(p))}
+        for (method, scope), g in ok.groupby(["method", "scope"]):
+            out[f"mean_{method}_{scope}"] = round(float(g["score"].mean()), 3)
+        return out
 
 
 def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
