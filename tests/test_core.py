@@ -427,3 +427,44 @@ def test_progressive_never_mutates_input(tmp_path, msgs: list[Message], window: 
     assert msgs == snapshot
     if res.tier != Tier.NONE and pairing_problems(msgs) == []:
         assert pairing_problems(res.view) == []
+
+
+def test_soft_with_one_message_head_adds_a_message() -> None:
+    """Spec §10.35: MinTail 6, [S] + 7 messages at Soft → empty conversation summarised, the
+    result has one more message than the input, summarized 0."""
+    msgs = [S()] + [U(L(300)) for _ in range(7)]
+    tokens = estimate_tokens(msgs)
+    p = ProgressiveCompactor(context_window_tokens=int(tokens / 0.75), min_tail_messages=6)
+    s = ScriptedSummarizer([FULL_REPLY])
+    res = p.start(CompactionEnv(summarizer=s)).compact(msgs)
+    assert res.tier == Tier.SOFT and s.calls[0].conversation == ""
+    assert len(res.view) == len(msgs) + 1 and res.record.summarized == 0  # type: ignore[union-attr]
+    assert res.view[2] == msgs[1] and res.record.preserved_tail == 7  # type: ignore[union-attr]
+
+
+def test_no_system_message_at_full_is_a_noop_record(tmp_path) -> None:
+    """Spec §10.36: no system message at Full ratio → unchanged, no LLM call, a tier-3 record
+    with no anchors is still appended."""
+    from h9eval.compaction import FileRecordStore
+
+    msgs = [U(L(4000)), A(L(4000))]
+    s = ScriptedSummarizer([FULL_REPLY])
+    store = FileRecordStore(tmp_path)
+    res = ProgressiveCompactor(context_window_tokens=2400).start(CompactionEnv(summarizer=s, record_store=store, session_id="x")).compact(msgs)
+    assert res.tier == Tier.FULL and list(res.view) == msgs and not s.calls
+    (rec,) = store.list("x")
+    assert rec.tier == Tier.FULL and rec.anchors is None and rec.summarized == 0
+
+
+def test_record_json_matches_harness9_shape() -> None:
+    """Spec §8.1: Go field order, null anchors/offloaded, error omitted when empty, HTML escaped."""
+    import json
+
+    from h9eval.compaction.records import CompactionRecord
+
+    line = CompactionRecord(id="i", session_id="s<1>", tier=Tier.WARN).to_jsonl_line()
+    assert line.endswith("\n") and "s\\u003c1\\u003e" in line
+    d = json.loads(line)
+    assert list(d) == ["id", "session_id", "timestamp", "tier", "tokens_before", "tokens_after", "msgs_before", "msgs_after", "anchors", "offloaded", "summarized", "preserved_tail", "summary_text", "compression_ratio", "duration"]
+    assert d["anchors"] is None and d["offloaded"] is None and "error" not in d
+    assert "error" in json.loads(CompactionRecord(error="emergency fallback: forced truncation").to_jsonl_line())
