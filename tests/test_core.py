@@ -468,3 +468,21 @@ def test_record_json_matches_harness9_shape() -> None:
     assert list(d) == ["id", "session_id", "timestamp", "tier", "tokens_before", "tokens_after", "msgs_before", "msgs_after", "anchors", "offloaded", "summarized", "preserved_tail", "summary_text", "compression_ratio", "duration"]
     assert d["anchors"] is None and d["offloaded"] is None and "error" not in d
     assert "error" in json.loads(CompactionRecord(error="emergency fallback: forced truncation").to_jsonl_line())
+
+
+def test_sliding_window_cases() -> None:
+    """Spec §10.23/25, checked against harness9's code."""
+    from h9eval.compaction.sliding_window import sliding_window
+
+    s, u1, a1, u2, a2, u3 = S(), U("u1"), A("a1"), U("u2"), A("a2"), U("u3")
+    assert sliding_window([s, u1, a1, u2, a2, u3], 4) == [s, u2, a2, u3]
+    msgs = [s, u1, A("", [TC("tc1")]), R("tc1", "r"), a2, u3]
+    assert sliding_window(msgs, 4) == msgs[2:][:0] + [s, *msgs[2:]]
+    mid, latest = U("mid"), U("latest")
+    assert sliding_window([s, A("", [TC("tc_a")]), mid, R("tc_a", "r"), latest], 3) == [s, mid, latest]
+    done, pend = A("", [TC("tc_done")]), A("", [TC("tc_pending")])
+    out = sliding_window([s, U("u"), done, R("tc_done", "x"), pend, U("q")], 3)
+    assert [m.content or m.tool_calls[0].id for m in out] == ["sys", "tc_pending", REPAIR_PLACEHOLDER, "q"]
+    long = [s] + [U(str(i)) for i in range(150)]
+    assert len(sliding_window(long, 0)) == 100 and len(sliding_window(long, 1)) == 2
+    assert sliding_window([U("x")] * 200, 3) == [U("x")] * 200

@@ -43,6 +43,7 @@ SMALL: dict[str, list[dict[str, Any]]] = {
         {"context_window_tokens": 2000, "keep_last_messages": 3, "anchors": False},
     ],
     "hybrid": [{"context_window_tokens": 2000, "keep_recent_turns": 2}],
+    "sliding_window": [{"max_messages": 8}, {"max_messages": 2}],
     "keep_all": [{}],
     "drop_all": [{}],
 }

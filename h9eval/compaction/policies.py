@@ -6,6 +6,7 @@ from h9eval.compaction import (  # noqa: F401
     hybrid,
     observation_masking,
     progressive,
+    sliding_window,
     summary_single_threshold,
     token_budget,
     window,
