@@ -408,7 +408,7 @@ class AnthropicCountTokens:
     Each message is counted alone as one user turn holding its counted fields joined by
     newlines; the request's fixed framing (measured once by counting ``"a"`` and subtracting 1)
     is removed, so per-message units add up. ``model``: the model whose tokenizer counts
-    (default ``claude-sonnet-4-5``). ``api_key``: default ``ANTHROPIC_API_KEY``.
+    (default ``claude-sonnet-4-6``). ``api_key``: default ``ANTHROPIC_API_KEY``.
     ``cache_path``: optional SQLite file shared by runs (content hash → tokens); the in-memory
     cache is always on. ``http_client``/``base_url``: handed to the SDK (tests inject a fake
     transport). Network calls happen only for texts not in the cache.
@@ -416,7 +416,7 @@ class AnthropicCountTokens:
 
     def __init__(
         self,
-        model: str = "claude-sonnet-4-5",
+        model: str = "claude-sonnet-4-6",
         *,
         api_key: str | None = None,
         cache_path: str | os.PathLike[str] | None = None,

@@ -37,6 +37,7 @@ MODELS: dict[str, dict[str, Any]] = {
     # context windows (tokens) and list prices (USD per million input/output tokens) as published
     # by the vendors when this table was written; prices change, so override them with
     # load_models() for cost bounds that matter. None = unknown.
+    "claude-sonnet-4-6": {"context_window_tokens": 200_000, "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
     "claude-sonnet-4-5": {"context_window_tokens": 200_000, "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
     "claude-opus-4-1": {"context_window_tokens": 200_000, "input_usd_per_mtok": 15.0, "output_usd_per_mtok": 75.0},
     "claude-haiku-4-5": {"context_window_tokens": 200_000, "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 5.0},

@@ -282,7 +282,7 @@ def test_default_model() -> None:
     fake = Fake(ok())
     s = AnthropicSummarizer(api_key=KEY, base_url="http://fake.invalid", http_client=fake.client())
     r = s.summarize(request())
-    assert fake.sent()["model"] == "claude-sonnet-4-5"
+    assert fake.sent()["model"] == "claude-sonnet-4-6"
     assert r.cost_usd == pytest.approx((1000 * 3 + 500 * 15) / 1e6)
 
 

@@ -200,7 +200,7 @@ def test_anthropic_count_tokens_with_fake_transport(tmp_path: Path) -> None:
     assert c.message_units(m) == 10
     assert c.count([m, m, U("")]) == 20
     sent = json.loads(fake.requests[-1].content)
-    assert sent["model"] == "claude-sonnet-4-5" and sent["messages"][0]["role"] == "user"
+    assert sent["model"] == "claude-sonnet-4-6" and sent["messages"][0]["role"] == "user"
     n_http = len(fake.requests)
     assert n_http == 2 and c.api_calls == 2  # "a" and the 30 x's; the repeat came from the cache
     h = fake.requests[0].headers

@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="search progressive tier thresholds for a context window")
     p.add_argument("--tasks", nargs="+", required=True, metavar="SPEC", help="task specs (synthetic:small:0, recorded paths, task JSONL, DB)")
     p.add_argument("--window", type=int, default=None, help="context window in tokens (default: the --model's)")
-    p.add_argument("--model", default=None, help="model name from the registry (window and prices), e.g. claude-sonnet-4-5")
+    p.add_argument("--model", default=None, help="model name from the registry (window and prices), e.g. claude-sonnet-4-6")
     p.add_argument("--models-file", default=None, help="TOML/JSON file adding or overriding models")
     p.add_argument("--grid", default=None, help='JSON grid, e.g. \'{"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 6]}\'')
     p.add_argument("--refine-rounds", type=int, default=1, help="local refinement rounds after the grid (default 1)")

@@ -2,7 +2,7 @@
 
 The SDK is imported when a summarizer is constructed, never when h9eval is imported.
 
-Request: ``model`` (default ``claude-sonnet-4-5``), ``max_tokens`` (default: the request's
+Request: ``model`` (default ``claude-sonnet-4-6``), ``max_tokens`` (default: the request's
 ``max_output_tokens``), ``temperature`` 0 (sent in the request body: SDK 2.10 has no
 ``temperature`` argument any more; ``temperature=None`` omits it for models that reject it),
 ``system=request.system_prompt``, ``messages=[{"role": "user", "content": request.user_prompt}]``.
@@ -48,7 +48,8 @@ __all__ = [
     "price_for",
 ]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+# claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns on every call)
+DEFAULT_MODEL = "claude-sonnet-4-6"
 
 # USD per million tokens (input, output), list prices; dated ids ("claude-sonnet-4-5-20250929")
 # find their entry through price_for.
@@ -56,6 +57,7 @@ DEFAULT_PRICES_USD_PER_MTOK: dict[str, tuple[float, float]] = {
     "claude-opus-4-5": (5.0, 25.0),
     "claude-opus-4-1": (15.0, 75.0),
     "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
     "claude-sonnet-4-5": (3.0, 15.0),
     "claude-sonnet-4": (3.0, 15.0),
     "claude-3-7-sonnet": (3.0, 15.0),
@@ -85,7 +87,7 @@ class AnthropicSummarizer:
     """Summaries from the Anthropic Messages API (see the module docstring for semantics).
 
     Parameters (all keyword-only):
-      ``model``: model id; default ``claude-sonnet-4-5``.
+      ``model``: model id; default ``claude-sonnet-4-6``.
       ``max_tokens``: reply token limit; default ``None`` = the request's ``max_output_tokens``.
       ``temperature``: default 0.0; ``None`` omits the field.
       ``api_key``: default ``None`` = the ``ANTHROPIC_API_KEY`` environment variable; missing
