@@ -96,7 +96,10 @@ class ReplayConfig:
     policies with ``offload_hook_threshold_bytes`` (harness9's), else off.
     ``context_window_tokens``: the window for ratios and overflow when the policy has none
     (default 200,000). ``system_prompt``: prepended (never persisted) when a transcript has
-    no system message, as harness9's engine does. ``keep_views``: keep every view sent (memory!). ``deterministic``:
+    no system message, as harness9's engine does. ``v1_alias_offload`` (view mode only):
+    emulate harness9 V1's alias bug, where the compaction-time offload rewrote the engine's
+    history in place, so offloaded tool results stay placeholders in later calls (approximate:
+    in V1 a failed summary's fallback view also held the placeholders). ``keep_views``: keep every view sent (memory!). ``deterministic``:
     seeded record ids and a logical clock, so reruns are byte-identical (default on).
     """
 
@@ -109,6 +112,7 @@ class ReplayConfig:
     deterministic: bool = True
     seed: int = 0
     system_prompt: str = "You are a software engineering agent. Use the available tools to complete the user's task."
+    v1_alias_offload: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manual_compact_at", tuple(self.manual_compact_at))
@@ -116,6 +120,8 @@ class ReplayConfig:
             raise ConfigError(f"ReplayConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}")
         if self.writeback_rules not in ("v2", "v3"):
             raise ConfigError(f"ReplayConfig.writeback_rules must be v2 or v3, got {self.writeback_rules!r}")
+        if self.v1_alias_offload and self.history_mode != "view":
+            raise ConfigError("ReplayConfig.v1_alias_offload emulates a view-mode bug: it needs history_mode='view'")
         if self.context_window_tokens is not None and self.context_window_tokens <= 0:
             raise ConfigError(f"ReplayConfig.context_window_tokens must be > 0, got {self.context_window_tokens}")
 
@@ -335,6 +341,10 @@ def replay(
                 persist_replace(history)
                 written = True
             # the record already holds harness9's estimate of the view: no second O(n) pass
+            if cfg.v1_alias_offload and rec is not None and rec.extra.get("offload_placeholders"):
+                ph = rec.extra["offload_placeholders"]
+                history = [x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in history]
+                hist_bytes = sum(x.nbytes for x in history)
             view_tokens = rec.tokens_after if rec is not None else sum(x.nbytes for x in view) // 4
             sent = view_tokens + tool_tokens
             row = _row(

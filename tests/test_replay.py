@@ -142,3 +142,17 @@ def test_long_synthetic_replays(mode: str) -> None:
     res = replay(task, ProgressiveCompactor(context_window_tokens=window), config=ReplayConfig(history_mode=mode))
     _check_invariants(task, res, window)
     assert res.calls["compacted"].sum() > 0
+
+
+def test_v1_alias_offload_rewrites_view_mode_history() -> None:
+    """harness9 V1's alias bug: offloaded head tool results stay placeholders in the history."""
+    task = crafted_task(n_turns=20, out_bytes=5000)
+    pol = ProgressiveCompactor(context_window_tokens=40_000, min_tail_messages=4)
+    plain = replay(task, pol, config=ReplayConfig(history_mode="view"))
+    alias = replay(task, pol, config=ReplayConfig(history_mode="view", v1_alias_offload=True))
+    assert plain.calls["offloads_compaction_count"].sum() > 0
+    assert not any(m.content.startswith("[offloaded:") for m in plain.final_history)
+    assert any(m.content.startswith("[offloaded:") for m in alias.final_history)
+    assert alias.calls["history_tokens"].iloc[-1] < plain.calls["history_tokens"].iloc[-1]
+    with pytest.raises(Exception, match="needs history_mode='view'"):
+        ReplayConfig(history_mode="write_back", v1_alias_offload=True)

@@ -320,6 +320,7 @@ class ProgressiveRun:
         self._last_view: list[Message] | None = None
         self._last_tokens = 0
         self.thrash_avoided = 0
+        self._placeholders: dict[str, str] = {}
 
     # -- harness9 API ----------------------------------------------------------------------
     def set_last_summary(self, s: str) -> None:
@@ -334,6 +335,7 @@ class ProgressiveRun:
         msgs = list(history)
         tokens_before = tokens if tokens is not None else estimate_tokens(msgs)
         extra: dict[str, Any] = {}
+        self._placeholders = {}
         guarded = self._anti_thrash(msgs, tokens_before)
         if guarded is not None:
             tier, part = Tier.NONE, _Partial(guarded, extra={"thrash_avoided": True})
@@ -358,6 +360,8 @@ class ProgressiveRun:
             else:
                 part = self._emergency(work)
         part.extra.update(extra)
+        if self._placeholders:
+            part.extra["offload_placeholders"] = dict(self._placeholders)
         rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns, msgs)
         if self.env.record_store is not None and tier != Tier.NONE:
             self.env.record_store.append(rec)
@@ -443,6 +447,9 @@ class ProgressiveRun:
                     continue
                 out.append(m.with_content(oc.placeholder))
                 entries.append(oc.entry)
+                # harness9 V1 wrote these placeholders into the caller's history in place (the
+                # issue-#117 alias bug); the replay can emulate that from this map.
+                self._placeholders[m.tool_call_id] = oc.placeholder
             else:
                 out.append(m)
         return out, entries or None
