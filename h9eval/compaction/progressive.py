@@ -42,7 +42,7 @@ from h9eval.messages import Message
 from h9eval.summarizers.base import SummaryRequest
 from h9eval.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["ProgressiveCompactor", "ProgressiveRun", "SummaryCall", "TIER_COUNTERS", "request_summary"]
+__all__ = ["ProgressiveCompactor", "ProgressiveRun", "SummaryCall", "TIER_COUNTERS", "request_summary", "summary_request"]
 
 TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 
@@ -239,6 +239,44 @@ class SummaryCall:
     latency_s: float = 0.0
     cache_hit: bool = False
     cost_usd: float = 0.0
+
+
+def summary_request(
+    prompts: PromptSet,
+    head: Sequence[Message],
+    conversation: str,
+    last_summary: str,
+    last_anchors: Sequence[Anchor] | None,
+    types: Sequence[str],
+    timeout_s: float,
+    *,
+    template: str | None = None,
+    previous: str | None = None,
+    user_prompt: str | None = None,
+) -> SummaryRequest:
+    """The request for one summary. Without ``user_prompt`` the template is harness9's choice
+    (spec §3.10 step 3): incremental when a previous summary exists, else the first one;
+    a caller with its own prompt (e.g. free text) passes ``template``, ``previous`` and it."""
+    if user_prompt is None:
+        if last_summary != "":
+            template = "incremental"
+            previous = previous_compaction_text(last_summary, last_anchors, types)
+            user_prompt = prompts.render_incremental(previous, conversation)
+        else:
+            template, previous = "first", None
+            user_prompt = prompts.render_first(conversation, types)
+    return SummaryRequest(
+        system_prompt=prompts.system,
+        user_prompt=user_prompt,
+        template=template or "first",
+        previous_compaction=previous,
+        conversation=conversation,
+        head=tuple(head),
+        previous_summary=last_summary,
+        previous_anchors=tuple((a.type, a.content) for a in last_anchors) if last_anchors is not None else None,
+        anchor_types=tuple(types),
+        timeout_s=timeout_s,
+    )
 
 
 def request_summary(
@@ -502,25 +540,7 @@ class ProgressiveRun:
     def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor]] | None:
         """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
         conv = serialize_conversation(head)
-        if self.last_summary != "":
-            template = "incremental"
-            prev: str | None = previous_compaction_text(self.last_summary, self.last_anchors, self.types)
-            user_prompt = self._prompts.render_incremental(prev, conv)
-        else:
-            template, prev = "first", None
-            user_prompt = self._prompts.render_first(conv, self.types)
-        req = SummaryRequest(
-            system_prompt=self._prompts.system,
-            user_prompt=user_prompt,
-            template=template,
-            previous_compaction=prev,
-            conversation=conv,
-            head=tuple(head),
-            previous_summary=self.last_summary,
-            previous_anchors=tuple((a.type, a.content) for a in self.last_anchors) if self.last_anchors is not None else None,
-            anchor_types=self.types,
-            timeout_s=self.policy.summary_timeout_s,
-        )
+        req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
             return None

@@ -18,12 +18,11 @@ from typing import Any, ClassVar
 from h9eval.compaction._peer import Continuation, peer_record, split_system, fit_newest
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
-from h9eval.compaction.progressive import SummaryCall, request_summary
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, previous_compaction_text, serialize_conversation
+from h9eval.compaction.progressive import SummaryCall, request_summary, summary_request
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.messages import Message
-from h9eval.summarizers.base import SummaryRequest
 from h9eval.tokens import estimate_tokens
 
 __all__ = ["SummarySingleThreshold", "SummaryThresholdRun", "summary_message", "FREE_TEXT_PROMPT", "FREE_TEXT_INCREMENTAL_PROMPT"]
@@ -211,33 +210,17 @@ class SummaryThresholdRun:
         """One summarizer call (progressive's ``_summarize`` shape); ``None`` on any failure."""
         p = self.policy
         conv = serialize_conversation(head)
-        prev: str | None
         if p.anchors:
-            if self.last_summary != "":
-                template = "incremental"
-                prev = previous_compaction_text(self.last_summary, self.last_anchors, self.types)
-                user_prompt = self._prompts.render_incremental(prev, conv)
-            else:
-                template, prev = "first", None
-                user_prompt = self._prompts.render_first(conv, self.types)
+            req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
         else:
-            template = "free_text"
             prev = self.last_summary or None
             tmpl = FREE_TEXT_INCREMENTAL_PROMPT if prev is not None else FREE_TEXT_PROMPT
             # one pass, so a "{conversation}" inside the previous summary stays literal
-            user_prompt = PromptSet(incremental=tmpl).render_incremental(prev or "", conv)
-        req = SummaryRequest(
-            system_prompt=self._prompts.system,
-            user_prompt=user_prompt,
-            template=template,
-            previous_compaction=prev,
-            conversation=conv,
-            head=tuple(head),
-            previous_summary=self.last_summary,
-            previous_anchors=tuple((a.type, a.content) for a in self.last_anchors) if self.last_anchors is not None else None,
-            anchor_types=self.types,
-            timeout_s=p.summary_timeout_s,
-        )
+            free = PromptSet(incremental=tmpl).render_incremental(prev or "", conv)
+            req = summary_request(
+                self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s,
+                template="free_text", previous=prev, user_prompt=free,
+            )
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
             return None
