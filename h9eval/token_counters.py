@@ -429,12 +429,9 @@ class AnthropicCountTokens:
             raise ConfigError("the anthropic token counter needs an API key: set ANTHROPIC_API_KEY or pass api_key")
         import anthropic  # lazy: only this counter needs the SDK
 
-        kwargs: dict[str, Any] = {"api_key": key, "max_retries": max_retries}
-        if base_url is not None:
-            kwargs["base_url"] = base_url
-        if http_client is not None:
-            kwargs["http_client"] = http_client
-        self._client = anthropic.Anthropic(**kwargs)
+        from h9eval.summarizers.anthropic import sdk_client
+
+        self._client = sdk_client(anthropic, key, max_retries=max_retries, base_url=base_url, http_client=http_client)
         self.model = model
         self.name = f"anthropic:{model}"
         self._mem: dict[str, int] = {}

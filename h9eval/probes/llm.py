@@ -214,12 +214,9 @@ class AnthropicTextClient:
 
     def _get_client(self) -> Any:
         if self._client is None:
-            kw: dict[str, Any] = {"api_key": self._api_key, "max_retries": self.max_retries}
-            if self.base_url is not None:
-                kw["base_url"] = self.base_url
-            if self._http_client is not None:
-                kw["http_client"] = self._http_client
-            self._client = self._sdk.Anthropic(**kw)
+            from h9eval.summarizers.anthropic import sdk_client
+
+            self._client = sdk_client(self._sdk, self._api_key, max_retries=self.max_retries, base_url=self.base_url, http_client=self._http_client)
         return self._client
 
     def complete(self, system: str, user: str, *, max_tokens: int) -> str:

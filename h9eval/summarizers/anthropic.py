@@ -70,6 +70,17 @@ DEFAULT_PRICES_USD_PER_MTOK: dict[str, tuple[float, float]] = {
 _DATED = re.compile(r"-(\d{8}|latest)$")
 
 
+def sdk_client(sdk: Any, api_key: str, *, max_retries: int, base_url: str | None = None, http_client: Any = None) -> Any:
+    """An ``anthropic.Anthropic`` client; ``http_client`` is how tests inject a fake transport.
+    Shared by every h9eval part that calls the API (summaries, probes, token counts)."""
+    kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
+    if base_url is not None:
+        kwargs["base_url"] = base_url
+    if http_client is not None:
+        kwargs["http_client"] = http_client
+    return sdk.Anthropic(**kwargs)
+
+
 def price_for(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
     """``(input, output)`` USD per million tokens for ``model``, or ``None`` when unknown.
 
@@ -172,12 +183,7 @@ class AnthropicSummarizer:
 
     def _get_client(self) -> Any:
         if self._client is None:
-            kwargs: dict[str, Any] = {"api_key": self._api_key, "max_retries": self.max_retries}
-            if self.base_url is not None:
-                kwargs["base_url"] = self.base_url
-            if self._http_client is not None:
-                kwargs["http_client"] = self._http_client
-            self._client = self._sdk.Anthropic(**kwargs)
+            self._client = sdk_client(self._sdk, self._api_key, max_retries=self.max_retries, base_url=self.base_url, http_client=self._http_client)
         return self._client
 
     # -- the call -----------------------------------------------------------------------------
