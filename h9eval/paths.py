@@ -38,14 +38,18 @@ def recorded_dir() -> Path:
 
 def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder") -> Path:
     """Create ``path`` as a folder (parents too) or raise :class:`FormatError` naming it when a
-    file is in the way or it cannot be created; an existing folder is kept as it is."""
+    file is in the way (at ``path`` or above it) or it cannot be created; an existing folder is
+    kept as it is. ``what`` names the folder in the messages."""
     from h9eval.errors import FormatError
 
     p = Path(path)
     if p.exists() and not p.is_dir():
-        raise FormatError(f"{what} exists and is not a folder", path=str(p))
+        raise FormatError(f"{what} path exists and is not a folder", path=str(p))
+    blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        raise FormatError(f"{blocker} is not a folder; cannot create the {what} under it", path=str(p))
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise FormatError(f"cannot create {what}: {e.strerror or e}", path=str(p)) from None
+        raise FormatError(f"cannot create the {what} ({e.strerror or e})", path=str(p)) from None
     return p

@@ -30,8 +30,9 @@ from typing import Any
 from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
 from h9eval.compaction.offload import OffloadHook, ToolOutput, safe_name
 from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
-from h9eval.errors import ConfigError, FormatError
+from h9eval.errors import ConfigError
 from h9eval.messages import Message, ToolCall
+from h9eval.paths import prepare_out_dir
 from h9eval.summarizers.base import Summarizer
 from h9eval.tasks.model import Task
 from h9eval.tokens import estimate_tool_tokens
@@ -246,7 +247,7 @@ def replay(
     store = None
     sessions = None
     if out is not None:
-        _make_out_dir(out)
+        prepare_out_dir(out, what="results folder")
     if out is not None and session_store:
         from h9eval.session_store import SessionStore
 
@@ -488,19 +489,6 @@ def _row(
         "na_overwrites": len(rec.extra.get("na_overwrites", [])) if rec is not None else 0,
         "na_overwrites_prevented": len(rec.extra.get("na_overwrites_prevented", [])) if rec is not None else 0,
     }
-
-
-def _make_out_dir(out: Path) -> None:
-    """``mkdir -p out``, with a bad path reported as a :class:`FormatError` (CLI: one line)."""
-    if out.exists() and not out.is_dir():
-        raise FormatError("results path exists and is not a folder", path=str(out))
-    blocker = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
-    if blocker is not None:
-        raise FormatError(f"{blocker} is not a folder; cannot create the results folder under it", path=str(out))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise FormatError(f"cannot create the results folder ({e.strerror or e})", path=str(out)) from None
 
 
 def _write_outputs(result: ReplayResult, task: Task, summarizer: Any, out: Path) -> None:
