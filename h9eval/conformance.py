@@ -23,7 +23,7 @@ from h9eval.compaction.offload import OffloadHook, ToolOutput
 from h9eval.compaction.progressive import ProgressiveCompactor
 from h9eval.compaction.records import CompactionRecord
 from h9eval.compaction.repair import repair_tool_pairs
-from h9eval.compaction.token_budget import budget_compact, force_legacy_last1, force_anchor_greedy_v3
+from h9eval.compaction.token_budget import budget_compact, budget_for_window, force_legacy_last1, force_anchor_greedy_v3
 from h9eval.errors import FormatError
 from h9eval.messages import Message, ToolCall, messages_from_json
 from h9eval.summarizers.base import ScriptedSummarizer
@@ -152,11 +152,6 @@ def _files_under(root: Path) -> dict[str, str]:
         if p.is_file() and not p.is_symlink():
             out[p.relative_to(root).as_posix()] = p.read_bytes().decode("utf-8", "replace")
     return out
-
-
-def _go_div100(n: int) -> int:
-    q = abs(n * 80) // 100
-    return q if n >= 0 else -q
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -300,7 +295,7 @@ def _progressive(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]
 def _token_budget(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
     c = inp["compactor"]
     if "context_window" in c:
-        max_tokens, tail = _go_div100(int(c["context_window"])), 6
+        max_tokens, tail = budget_for_window(int(c["context_window"])), 6
     else:
         max_tokens, tail = int(c["max_tokens"]), int(c["min_tail_messages"])
     ms = _msgs_in(inp["messages"], "input.messages", path)

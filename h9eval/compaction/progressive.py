@@ -36,7 +36,7 @@ from h9eval.compaction.offload import CompactionOffloader, OffloadError
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, previous_compaction_text, serialize_conversation
 from h9eval.compaction.records import CompactionRecord, OffloadEntry, Tier
 from h9eval.compaction.repair import repair_tool_pairs
-from h9eval.compaction.token_budget import FORCED_TRUNCATION_RULES, budget_compact, force_anchor_greedy_v3, force_legacy_last1
+from h9eval.compaction.token_budget import FORCED_TRUNCATION_RULES, budget_compact, budget_for_window, force_anchor_greedy_v3, force_legacy_last1
 from h9eval.errors import SummarizerError
 from h9eval.messages import Message
 from h9eval.summarizers.base import SummaryRequest
@@ -165,8 +165,7 @@ class ProgressiveCompactor(Policy):
         """Fallback budget as harness9 uses it (non-positive → 160,000)."""
         mt = self.fallback_max_tokens
         if mt is None:
-            w = self.context_window_tokens
-            mt = int(w * 80 / 100) if w < 0 else w * 80 // 100  # Go truncates toward zero
+            mt = budget_for_window(self.context_window_tokens)
         return mt if mt > 0 else 160_000
 
     @property

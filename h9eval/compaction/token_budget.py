@@ -25,10 +25,18 @@ __all__ = [
     "force_legacy_last1",
     "force_anchor_greedy_v3",
     "DEFAULT_BUDGET_TOKENS",
+    "budget_for_window",
 ]
 
 DEFAULT_BUDGET_TOKENS = 160_000
 FORCED_TRUNCATION_RULES = ("anchor_greedy_v3", "legacy_last1")
+
+
+def budget_for_window(window_tokens: int) -> int:
+    """``NewTokenBudgetCompactor(window)``'s MaxTokens: ``window*80/100`` with Go's integer
+    division (truncation toward zero, which differs from Python's ``//`` for negatives)."""
+    q = abs(window_tokens * 80) // 100
+    return q if window_tokens >= 0 else -q
 
 
 def _eff_max(max_tokens: int) -> int:
@@ -134,7 +142,7 @@ class TokenBudgetCompactor(Policy):
     @property
     def resolved_max_tokens(self) -> int:
         """The budget in tokens as harness9 would use it."""
-        mt = self.max_tokens if self.max_tokens is not None else self.context_window_tokens * 80 // 100
+        mt = self.max_tokens if self.max_tokens is not None else budget_for_window(self.context_window_tokens)
         return _eff_max(mt)
 
     def budget_tokens(self) -> int | None:
