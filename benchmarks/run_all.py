@@ -61,8 +61,8 @@ def _best(fn: Any, repeat: int) -> float:
 
 
 def bench_replay_scaling(sizes: list[int]) -> list[Row]:
-    from h9eval.compaction.base import make_policy
-    from h9eval.replay import ReplayConfig, replay
+    from h9eval.compaction.policies import make_policy
+    from h9eval.runs.replay import ReplayConfig, replay
     from h9eval.tasks.synthetic import generate
 
     rows: list[Row] = []
@@ -94,9 +94,9 @@ def bench_replay_scaling(sizes: list[int]) -> list[Row]:
 
 
 def bench_recorded() -> list[Row]:
-    from h9eval.compaction.base import make_policy
-    from h9eval.paths import recorded_dir
-    from h9eval.replay import replay
+    from h9eval.compaction.policies import make_policy
+    from h9eval.core.paths import recorded_dir
+    from h9eval.runs.replay import replay
     from h9eval.tasks import load_tasks_from_spec
 
     files = [p for p in recorded_dir().rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".traj")]
@@ -131,7 +131,7 @@ def _sweep_spec(name: str, seeds: list[int], grid: dict[str, list[Any]], window:
 
 
 def bench_sweep(tmp: Path) -> list[Row]:
-    from h9eval.sweep import sweep
+    from h9eval.sweeps.sweep import sweep
 
     rows: list[Row] = []
     spec = _sweep_spec("bench-throughput", [0, 1, 2, 3], {"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 6]})
@@ -228,7 +228,7 @@ def main() -> int:
         shutil.rmtree(d, ignore_errors=True)
     gen_rows, _ = bench_synthetic_generator()
     rows += gen_rows
-    from h9eval.provenance import git_state
+    from h9eval.core.provenance import git_state
 
     g = git_state()
     text = (

@@ -5,7 +5,12 @@ The public API is what this module exports; the CLI calls the same functions.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("h9eval")
+except PackageNotFoundError:  # a checkout on sys.path without an install
+    __version__ = "0+unknown"
 
 from h9eval.compaction import (
     Anchor,
@@ -14,37 +19,35 @@ from h9eval.compaction import (
     CompactionRecord,
     FileRecordStore,
     OffloadHook,
-    ProgressiveCompactor,
     Tier,
-    TokenBudgetCompactor,
-    make_policy,
-    policy_from_dict,
-    registry,
     repair_tool_pairs,
 )
-from h9eval.errors import ConfigError, FormatError, H9Error, H9InputError
-from h9eval.messages import Message, ToolCall
-from h9eval.tokens import estimate_tokens, estimate_tool_tokens
+from h9eval.compaction.policies import ProgressiveCompactor, TokenBudgetCompactor, make_policy, policy_from_dict, registry
+from h9eval.core.errors import ConfigError, FormatError, H9Error, H9InputError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.tasks import Task, load_tasks_from_spec
-from h9eval.replay import ReplayConfig, ReplayResult, replay
-from h9eval.api import run_task
+from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
+from h9eval.runs.run import run_task
 
-# Heavier parts load on first use, so ``import h9eval`` stays light.
+# Heavier parts load on first use, so ``import h9eval`` stays light. Every entry names a
+# function or class (or, for ``plots``/``metrics``/``probes``, a module that is not also a
+# function's name): no submodule can shadow the verb of the same name.
 _LAZY = {
-    "sweep": ("h9eval.sweep", "sweep"),
-    "load_results": ("h9eval.results", "load_results"),
-    "write_report": ("h9eval.report", "write_report"),
-    "tune": ("h9eval.tune", "tune"),
-    "plots": ("h9eval.plots", None),
-    "metrics": ("h9eval.metrics", None),
+    "sweep": ("h9eval.sweeps.sweep", "sweep"),
+    "load_results": ("h9eval.results.store", "load_results"),
+    "write_report": ("h9eval.analysis.report", "write_report"),
+    "tune": ("h9eval.analysis.tune", "tune"),
+    "plots": ("h9eval.analysis.plots", None),
+    "metrics": ("h9eval.analysis.metrics", None),
     "probes": ("h9eval.probes", None),
     "make_summarizer": ("h9eval.summarizers.registry", "make_summarizer"),
-    "SessionStore": ("h9eval.session_store", "SessionStore"),
-    "load_db_tasks": ("h9eval.harness9_data", "load_db_tasks"),
-    "read_records_dir": ("h9eval.harness9_data", "read_records_dir"),
+    "SessionStore": ("h9eval.harness9.session_store", "SessionStore"),
+    "load_db_tasks": ("h9eval.tasks.recorded.harness9_db", "load_db_tasks"),
+    "read_records_dir": ("h9eval.harness9.records_dir", "read_records_dir"),
     "generate": ("h9eval.tasks.synthetic", "generate"),
     "load_task": ("h9eval.tasks.recorded", "load_task"),
-    "run_conformance": ("h9eval.conformance", "run_conformance"),
+    "run_conformance": ("h9eval.harness9.conformance", "run_conformance"),
 }
 
 
@@ -54,7 +57,9 @@ def __getattr__(name: str) -> object:
 
         mod, attr = _LAZY[name]
         m = importlib.import_module(mod)
-        return m if attr is None else getattr(m, attr)
+        value = m if attr is None else getattr(m, attr)
+        globals()[name] = value  # later look-ups (and ``from h9eval import x``) find it directly
+        return value
     raise AttributeError(f"module 'h9eval' has no attribute {name!r}")
 
 

@@ -52,14 +52,14 @@ out_dir = None           # None: a fresh temporary folder""",
     (
         "code",
         """%matplotlib inline
-# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+# (h9eval.analysis.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from h9eval import plots, run_task
-from h9eval.paths import recorded_dir
+from h9eval.core.paths import recorded_dir
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)
@@ -105,7 +105,7 @@ NOTEBOOKS["02-compare-strategies"] = [
         "md",
         """# harness9's defaults against the peer strategies
 
-A small sweep (`h9eval.sweep.sweep` with a spec dict) runs harness9's `ProgressiveCompactor`
+A small sweep (`h9eval.sweeps.sweep.sweep` with a spec dict) runs harness9's `ProgressiveCompactor`
 (defaults, scaled to a small window) and the peers' strategies behind the same interface —
 observation masking, Claude's tool-result clearing, a keep-first/last window, a single-threshold
 summary (Codex CLI / Claude Code auto-compact), the masking+summary hybrid — plus the two
@@ -136,16 +136,16 @@ out_dir = None                   # None: a fresh temporary folder""",
     (
         "code",
         """%matplotlib inline
-# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+# (h9eval.analysis.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from h9eval import metrics as M, plots
-from h9eval.paths import recorded_dir
-from h9eval.results import load_results
-from h9eval.sweep import sweep
+from h9eval.core.paths import recorded_dir
+from h9eval.results.store import load_results
+from h9eval.sweeps.sweep import sweep
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)
@@ -224,10 +224,10 @@ NOTEBOOKS["03-tune-thresholds"] = [
         "md",
         """# Tuning the progressive thresholds for a model's window
 
-`h9eval.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
+`h9eval.analysis.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
 local refinement) on a few tasks with the offline summarizer and recall probes, and recommends
 the config with the highest retention among those that never overflow the window and never
-reach the emergency tier. Choose a model (its window comes from `h9eval.tune.MODELS`) or a
+reach the emergency tier. Choose a model (its window comes from `h9eval.analysis.tune.MODELS`) or a
 window in tokens in the parameter cell; the default is a deliberately tiny window and grid so
 the notebook runs in seconds.
 
@@ -238,7 +238,7 @@ config) and the tokens-saved vs retention figure.""",
     (
         "params",
         """# Parameters
-model = None                     # a name from h9eval.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
+model = None                     # a name from h9eval.analysis.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
 window = 10_000                  # tokens; used when model is None
 tasks = ["synthetic:small:0", "synthetic:small:1"]   # task specs (synthetic or recorded paths)
 grid = {
@@ -257,14 +257,14 @@ out_dir = None                   # None: a fresh temporary folder""",
     (
         "code",
         """%matplotlib inline
-# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+# (h9eval.analysis.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
 import tempfile
 import tomllib
 
 import pandas as pd
 
 from h9eval import policy_from_dict
-from h9eval.tune import MODELS, tune
+from h9eval.analysis.tune import MODELS, tune
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)
@@ -340,7 +340,7 @@ out_dir = None                   # None: a fresh temporary folder""",
     (
         "code",
         """%matplotlib inline
-# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+# (h9eval.analysis.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
 import dataclasses
 import re
 import tempfile
@@ -349,10 +349,10 @@ from pathlib import Path
 import pandas as pd
 
 from h9eval import metrics as M, plots, run_task
-from h9eval.paths import recorded_dir
-from h9eval.results import load_results
+from h9eval.core.paths import recorded_dir
+from h9eval.results.store import load_results
 from h9eval.summarizers import make_summarizer
-from h9eval.sweep import sweep
+from h9eval.sweeps.sweep import sweep
 from h9eval.tasks import load_tasks_from_spec
 
 pd.set_option("display.max_columns", 50)
@@ -504,13 +504,13 @@ replay_task = -1                 # index (in recorded + synthetic) of the task r
     (
         "code",
         """%matplotlib inline
-# (h9eval.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
+# (h9eval.analysis.plots return matplotlib Figures; a Figure left as the last expression of a cell is drawn)
 import pandas as pd
 
 from h9eval import metrics as M, plots, run_task
-from h9eval.paths import recorded_dir
+from h9eval.core.paths import recorded_dir
 from h9eval.tasks import load_tasks_from_spec
-from h9eval.token_counters import BpeCounter, call_token_table, message_token_table
+from h9eval.core.token_counters import BpeCounter, call_token_table, message_token_table
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)

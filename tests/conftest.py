@@ -50,7 +50,7 @@ socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
 @pytest.fixture(scope="session")
 def shared() -> Path:
-    from h9eval.paths import shared_dir
+    from h9eval.core.paths import shared_dir
 
     d = shared_dir()
     if not d.exists():

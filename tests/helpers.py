@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from h9eval.messages import Message, ToolCall
+from h9eval.core.messages import Message, ToolCall
 
 
 def S(c: str = "sys") -> Message:

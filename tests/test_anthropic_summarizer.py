@@ -19,15 +19,15 @@ httpx2 = pytest.importorskip("httpx2")
 anthropic_sdk = pytest.importorskip("anthropic")
 
 from h9eval.compaction.anchors import NA, parse_anchors_and_summary  # noqa: E402
-from h9eval.errors import ConfigError, SummarizerError  # noqa: E402
-from h9eval.messages import assistant, user  # noqa: E402
+from h9eval.core.errors import ConfigError, SummarizerError  # noqa: E402
+from h9eval.core.messages import assistant, user  # noqa: E402
 from h9eval.summarizers.anthropic import (  # noqa: E402
     AnthropicFreeTextSummarizer,
     AnthropicSummarizer,
     price_for,
     DEFAULT_PRICES_USD_PER_MTOK,
 )
-from h9eval.summarizers.base import SummaryRequest  # noqa: E402
+from h9eval.compaction.summary import SummaryRequest  # noqa: E402
 
 KEY = "sk-ant-api03-TESTKEY-do-not-leak-0123456789"
 MODEL = "claude-haiku-4-5"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.paths import conformance_dir, recorded_dir
+from h9eval.core.paths import conformance_dir, recorded_dir
 
 PYTHON = sys.executable
 REC = recorded_dir()
@@ -116,13 +116,13 @@ _REFERENCE_RUN: list[Path] = []  # set by the module fixture below
 def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real ``h9eval run`` results folder (compactions, records, sessions.db, work/), made
     once; cases copy it to test that a failing command pointed at it leaves it alone."""
-    from h9eval.api import run_task
+    from h9eval.runs.run import run_task
 
     src = tmp_path_factory.mktemp("reference") / "run"
     run_task("synthetic:small:0", "progressive", params={"context_window_tokens": 16000}, out_dir=src)
     _REFERENCE_RUN[:] = [src]
-    if _has_module("h9eval.sweep"):
-        from h9eval.sweep import sweep
+    if _has_module("h9eval.sweeps.sweep"):
+        from h9eval.sweeps.sweep import sweep
 
         spec = {
             "name": "tiny",
@@ -395,7 +395,7 @@ def _(t: Path) -> Case:
 
 @case("inspect/db-unknown-session")
 def _(t: Path) -> Case:
-    from h9eval.session_store import SessionStore
+    from h9eval.harness9.session_store import SessionStore
 
     p = t / "h9.db"
     s = SessionStore(p)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.conformance import compare, discover_cases, load_case, run_case, run_conformance
+from h9eval.harness9.conformance import compare, discover_cases, load_case, run_case, run_conformance
 
 
 def _cases(shared: Path) -> list[Path]:

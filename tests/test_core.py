@@ -26,11 +26,11 @@ from h9eval.compaction import (
     repair_tool_pairs,
 )
 from h9eval.compaction.repair import REPAIR_PLACEHOLDER, pairing_problems
-from h9eval.compaction.token_budget import budget_compact, force_anchor_greedy_v3, force_legacy_last1
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall
-from h9eval.summarizers.base import ScriptedSummarizer
-from h9eval.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
+from h9eval.compaction.budget import budget_compact, force_anchor_greedy_v3, force_legacy_last1
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message
+from h9eval.compaction.summary import ScriptedSummarizer
+from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens, format_token_count
 from tests.helpers import TC, A, L, R, S, U
 
 FULL_REPLY = """## Anchors
@@ -472,7 +472,7 @@ def test_record_json_matches_harness9_shape() -> None:
 
 def test_sliding_window_cases() -> None:
     """Spec §10.23/25, checked against harness9's code."""
-    from h9eval.compaction.sliding_window import sliding_window
+    from h9eval.compaction.policies.sliding_window import sliding_window
 
     s, u1, a1, u2, a2, u3 = S(), U("u1"), A("a1"), U("u2"), A("a2"), U("u3")
     assert sliding_window([s, u1, a1, u2, a2, u3], 4) == [s, u2, a2, u3]

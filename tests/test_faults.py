@@ -30,8 +30,8 @@ import pytest
 httpx2 = pytest.importorskip("httpx2")
 anthropic_sdk = pytest.importorskip("anthropic")
 
-from h9eval.compaction.base import make_policy  # noqa: E402
-from h9eval.replay import replay  # noqa: E402
+from h9eval.compaction.policies import make_policy
+from h9eval.runs.replay import replay  # noqa: E402
 from h9eval.summarizers.registry import make_summarizer  # noqa: E402
 from h9eval.tasks.synthetic import generate  # noqa: E402
 

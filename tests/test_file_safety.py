@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from h9eval.compaction.base import make_policy
-from h9eval.compaction.offload import HOOK_PREFIX, CompactionOffloader, OffloadError, OffloadHook, ToolOutput, safe_name
+from h9eval.compaction.policies import make_policy
+from h9eval.compaction.offload import HOOK_PREFIX, CompactionOffloader, OffloadError, OffloadHook, ToolOutput
+from h9eval.core.paths import safe_name
 from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
-from h9eval.errors import FormatError
-from h9eval.messages import Message, ToolCall
-from h9eval.replay import replay
+from h9eval.core.errors import FormatError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.runs.replay import replay
 from h9eval.tasks.synthetic import generate
 
 HOSTILE_IDS: tuple[str, ...] = (
@@ -227,7 +228,7 @@ def test_two_runs_without_out_dir_never_share_a_folder(monkeypatch: pytest.Monke
 
     import sys
 
-    replay_mod = sys.modules["h9eval.replay"]  # h9eval.replay the attribute is the function
+    replay_mod = sys.modules["h9eval.runs.replay"]  # h9eval.runs.replay the attribute is the function
     monkeypatch.setattr(replay_mod.tempfile, "TemporaryDirectory", Recording)
     task = hostile_task()
     a = replay(task, offload_policy(), run_id="same")
@@ -322,8 +323,8 @@ def test_lone_surrogate_in_a_recorded_session_replays_into_out_dir(tmp_path: Pat
     session store, offload files and parquet tables."""
     import json
 
-    from h9eval.api import run_task
-    from h9eval.paths import recorded_dir
+    from h9eval.runs.run import run_task
+    from h9eval.core.paths import recorded_dir
 
     src = recorded_dir() / "claude-code" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-aac57f5.jsonl"
     lines = src.read_text(encoding="utf-8").splitlines()

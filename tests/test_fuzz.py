@@ -3,7 +3,7 @@
 * the anchor parser / merge / format: never raise, always one anchor per type;
 * every recorded-session loader on randomly truncated and byte-corrupted copies of the real
   sessions in ``shared/data/recorded``: a :class:`~h9eval.tasks.model.Task` or a
-  :class:`~h9eval.errors.FormatError`, never ``KeyError``/``TypeError``/``IndexError``/
+  :class:`~h9eval.core.errors.FormatError`, never ``KeyError``/``TypeError``/``IndexError``/
   ``UnicodeDecodeError``/...;
 * tool-pair repair on arbitrary message lists: never raises, leaves no orphan result and no
   call without a result, and is idempotent;
@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from h9eval.compaction.anchors import ANCHOR_HEADERS, ANCHOR_TYPES, NA, Anchor, anchor_types_for, format_anchors, merge_anchors, parse_anchors_and_summary
 from h9eval.compaction.repair import REPAIR_PLACEHOLDER, repair_tool_pairs
-from h9eval.errors import ConfigError, FormatError
-from h9eval.messages import Message, ToolCall
-from h9eval.paths import conformance_dir, recorded_dir
+from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.core.paths import conformance_dir, recorded_dir
 from h9eval.tasks.model import Task
 
 EXAMPLES: dict[str, int] = {
@@ -273,7 +273,7 @@ def mutate_json(obj: Any, data: st.DataObject, depth: int = 0) -> Any:
 
 
 def test_conformance_loader_and_runner_on_corrupted_cases(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from h9eval.conformance import load_case, run_case
+    from h9eval.harness9.conformance import load_case, run_case
 
     d = tmp_path_factory.mktemp("fuzz-cases")
     originals = [json.loads(p.read_text(encoding="utf-8")) for p in CASES]
@@ -303,7 +303,7 @@ def test_conformance_loader_and_runner_on_corrupted_cases(tmp_path_factory: pyte
 # -- sweep specs ------------------------------------------------------------------------------------
 
 try:
-    from h9eval.sweep import TOP_LEVEL_KEYS, load_spec
+    from h9eval.sweeps.sweep import TOP_LEVEL_KEYS, load_spec
 
     HAVE_SWEEP = True
 except ImportError:  # pragma: no cover - the sweep module is optional while it is being written
@@ -326,7 +326,7 @@ toml_scalar = st.one_of(st.booleans(), st.integers(-5, 10**6), st.floats(allow_n
 toml_value = st.recursive(toml_scalar, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=10)
 
 
-@pytest.mark.skipif(not HAVE_SWEEP, reason="h9eval.sweep not available")
+@pytest.mark.skipif(not HAVE_SWEEP, reason="h9eval.sweeps.sweep not available")
 @settings(max_examples=EXAMPLES["sweep_spec"], **FAST)
 @given(data=st.data(), fresh=st.booleans())
 def test_sweep_spec_parser_on_arbitrary_dicts(data: st.DataObject, fresh: bool) -> None:

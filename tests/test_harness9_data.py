@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 import sqlite3
 
@@ -10,18 +12,14 @@ import pytest
 
 from h9eval.compaction.anchors import Anchor
 from h9eval.compaction.records import CompactionRecord, OffloadEntry, Tier
-from h9eval.errors import FormatError, H9InputError
-from h9eval.harness9_data import (
-    COMPACTION_COLUMNS,
-    list_sessions,
-    load_db_tasks,
-    load_session_task,
-    read_records_dir,
-    records_to_frame,
-)
-from h9eval.messages import Message, ToolCall
-from h9eval.session_store import SessionStore
-from h9eval.tokens import estimate_tokens
+from h9eval.core.errors import FormatError, H9InputError
+from h9eval.harness9.records_dir import read_records_dir
+from h9eval.results.schema import COMPACTION_COLUMNS
+from h9eval.results.tables import records_to_frame
+from h9eval.tasks.recorded.harness9_db import list_sessions, load_db_tasks, load_session_task
+from h9eval.core.messages import Message, ToolCall
+from h9eval.harness9.session_store import SessionStore
+from h9eval.core.tokens import estimate_tokens
 
 from test_session_store import HARNESS9_DDL, transcript
 
@@ -352,8 +350,9 @@ def test_replay_outputs_read_back_as_harness9_data(tmp_path: Path) -> None:
     import pandas as pd
 
     from h9eval.compaction import ProgressiveCompactor
-    from h9eval.harness9_data import list_sessions, load_session_task, read_records_dir
-    from h9eval.replay import ReplayConfig, replay
+    from h9eval.harness9.records_dir import read_records_dir
+    from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
+    from h9eval.runs.replay import ReplayConfig, replay
     from h9eval.tasks.synthetic import generate
 
     task = generate("small", seed=1)

@@ -10,12 +10,12 @@ import pytest
 from h9eval.compaction import CompactionEnv, ProgressiveCompactor, Tier
 from h9eval.compaction.anchors import parse_anchors_and_summary, anchor_types_for
 from h9eval.compaction.repair import pairing_problems
-from h9eval.messages import Message, ToolCall
-from h9eval.replay import ReplayConfig, replay
-from h9eval.summarizers.base import ScriptedSummarizer
+from h9eval.core.messages import Message, ToolCall
+from h9eval.runs.replay import ReplayConfig, replay
+from h9eval.compaction.summary import ScriptedSummarizer
 from h9eval.summarizers.registry import make_summarizer
 from h9eval.tasks.model import Intent, Task, TaskSource
-from h9eval.tokens import estimate_tokens
+from h9eval.core.tokens import estimate_tokens
 
 CONSTRAINT = "Never modify files under vendor/ and do not upgrade Django."
 
@@ -120,7 +120,7 @@ def test_options_default_off_is_harness9() -> None:
 
 @pytest.mark.parametrize("counter", ["calibrated", "bpe"])
 def test_better_token_counts_raise_the_tier_on_dense_text(counter: str) -> None:
-    pytest.importorskip("h9eval.token_counters")
+    pytest.importorskip("h9eval.core.token_counters")
     # Dense code/JSON has fewer bytes per token than 4, so bytes/4 under-counts it.
     blob = json.dumps([{"id": i, "k": [i, i + 1], "v": None} for i in range(400)], separators=(",", ":"))
     msgs = [Message("system", "s"), Message("user", blob)] + [Message("assistant", "x"), Message("user", "y")] * 3
@@ -134,7 +134,7 @@ def test_better_token_counts_raise_the_tier_on_dense_text(counter: str) -> None:
 
 
 def test_each_option_has_a_line_in_policies_output() -> None:
-    from h9eval.compaction.describe import format_policies_table
+    from h9eval.cli.describe import format_policies_table
 
     text = format_policies_table()
     for opt in ("extra_anchors", "na_safe_merge", "tail_budget_tokens", "tier_token_counter", "anti_thrash_frac", "mask_observations_keep_turns"):

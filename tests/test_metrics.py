@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from h9eval import metrics as M
+from h9eval.analysis import metrics as M
 
 
 def calls_frame(run_id: str, tiers: list[str], *, sent: list[int] | None = None, hist: list[int] | None = None, **cols: list) -> pd.DataFrame:

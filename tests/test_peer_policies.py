@@ -5,20 +5,21 @@ from __future__ import annotations
 import pytest
 
 from h9eval.compaction.anchors import COMPACTION_MARKER
-from h9eval.compaction.base import CompactionEnv, LogicalClock, make_policy, policy_from_dict, registry
-from h9eval.compaction.clear_tool_uses import CLEAR_PLACEHOLDER, ClearToolUses
-from h9eval.compaction.controls import DropAll, KeepAll
-from h9eval.compaction.describe import describe_policies, format_policies_table
-from h9eval.compaction.hybrid import Hybrid
-from h9eval.compaction.observation_masking import MASK_PLACEHOLDER
+from h9eval.compaction.base import CompactionEnv, LogicalClock
+from h9eval.compaction.policies import make_policy, policy_from_dict, registry
+from h9eval.compaction.policies.clear_tool_uses import CLEAR_PLACEHOLDER, ClearToolUses
+from h9eval.compaction.policies.controls import DropAll, KeepAll
+from h9eval.cli.describe import describe_policies, format_policies_table
+from h9eval.compaction.policies.hybrid import Hybrid
+from h9eval.compaction.masking import MASK_PLACEHOLDER
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import pairing_problems
-from h9eval.compaction.summary_single_threshold import SummarySingleThreshold
-from h9eval.compaction.window import Window
-from h9eval.errors import ConfigError
-from h9eval.messages import Message
-from h9eval.summarizers.base import ScriptedSummarizer
-from h9eval.tokens import estimate_tokens
+from h9eval.compaction.policies.summary_single_threshold import SummarySingleThreshold
+from h9eval.compaction.policies.window import Window
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message
+from h9eval.compaction.summary import ScriptedSummarizer
+from h9eval.core.tokens import estimate_tokens
 from tests.helpers import A, L, R, S, TC, U
 
 ANCHOR_REPLY = (

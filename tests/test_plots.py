@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from h9eval import metrics as M
-from h9eval import plots as P
+from h9eval.analysis import metrics as M
+from h9eval.analysis import plots as P
 from tests.test_metrics import calls_frame
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -104,7 +104,7 @@ def test_strategy_comparison_and_cost() -> None:
 
 
 def test_token_estimate_error() -> None:
-    from h9eval import token_counters as TC
+    from h9eval.core import token_counters as TC
     from h9eval.tasks.synthetic import generate
 
     t = generate("small", seed=0)

@@ -18,12 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, make_policy, registry
+from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy
+from h9eval.compaction.policies import make_policy, registry
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import pairing_problems
-from h9eval.messages import Message, ToolCall
-from h9eval.summarizers.base import SummaryReply, SummaryRequest
-from h9eval.tokens import estimate_tokens
+from h9eval.core.messages import Message, ToolCall
+from h9eval.compaction.summary import SummaryReply, SummaryRequest
+from h9eval.core.tokens import estimate_tokens
 
 # -- configurations ------------------------------------------------------------------------
 

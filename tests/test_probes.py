@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from h9eval.compaction.anchors import COMPACTION_MARKER, Anchor
 from h9eval.compaction.records import CompactionRecord, Tier
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall, assistant, system, tool_result, user
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message, ToolCall, assistant, system, tool_result, user
 from h9eval.probes import (
     DRIFT_COLUMNS,
     PROBE_COLUMNS,

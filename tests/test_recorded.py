@@ -8,7 +8,6 @@ generic OpenAI/Anthropic formats and mini-swe-agent's older text format.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from h9eval.errors import ConfigError, FormatError
+from h9eval.core.errors import ConfigError, FormatError
 from h9eval.tasks.keyterms import extract_key_terms
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import FORMATS, detect_format, inspect_task, load_task, load_tasks
@@ -27,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def shared_dir() -> Path:
-    """The same lookup as :func:`h9eval.paths.shared_dir`."""
-    from h9eval.paths import shared_dir as _shared
+    """The same lookup as :func:`h9eval.core.paths.shared_dir`."""
+    from h9eval.core.paths import shared_dir as _shared
 
     return _shared()
 

@@ -10,8 +10,8 @@ import pytest
 
 from h9eval.compaction import ProgressiveCompactor, make_policy
 from h9eval.compaction.repair import pairing_problems
-from h9eval.messages import Message, ToolCall
-from h9eval.replay import CALL_COLUMNS, ReplayConfig, replay
+from h9eval.core.messages import Message, ToolCall
+from h9eval.runs.replay import CALL_COLUMNS, ReplayConfig, replay
 from h9eval.tasks.model import Intent, Task, TaskSource
 
 

@@ -29,7 +29,7 @@ CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or ""
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from h9eval.sweep import sweep
+    from h9eval.sweeps.sweep import sweep
 
     out = tmp_path_factory.mktemp("sweep")
     spec = {
@@ -49,7 +49,7 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def report(sweep_dir: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    from h9eval.report import write_report
+    from h9eval.analysis.report import write_report
 
     return write_report(sweep_dir, tmp_path_factory.mktemp("report"), n_boot=200)
 
@@ -91,8 +91,8 @@ def test_renders_in_headless_chromium(report, tmp_path: Path) -> None:  # type: 
 
 
 def test_records_report_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from h9eval.compaction.base import make_policy
-    from h9eval.replay import replay
+    from h9eval.compaction.policies import make_policy
+    from h9eval.runs.replay import replay
     from h9eval.tasks.synthetic import generate
 
     run = tmp_path / "run"

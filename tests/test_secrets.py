@@ -23,9 +23,9 @@ import pytest
 httpx2 = pytest.importorskip("httpx2")
 pytest.importorskip("anthropic")
 
-from h9eval.compaction.base import make_policy  # noqa: E402
-from h9eval.errors import SummarizerError  # noqa: E402
-from h9eval.replay import replay  # noqa: E402
+from h9eval.compaction.policies import make_policy
+from h9eval.core.errors import SummarizerError  # noqa: E402
+from h9eval.runs.replay import replay  # noqa: E402
 from h9eval.summarizers.registry import make_summarizer  # noqa: E402
 from h9eval.tasks.synthetic import generate  # noqa: E402
 
@@ -132,7 +132,7 @@ def test_key_never_written_by_replay_sweep_or_report(tmp_path: Path, caplog: pyt
     # 3. A tiny sweep with the Anthropic summarizer (a closed loopback port: connection refused,
     #    fallback) and its report: manifests hold specs, provenance and environment details.
     try:
-        from h9eval.sweep import sweep
+        from h9eval.sweeps.sweep import sweep
     except ImportError:  # pragma: no cover - sweep not installed
         sweep = None  # type: ignore[assignment]
     if sweep is not None:
@@ -145,7 +145,7 @@ def test_key_never_written_by_replay_sweep_or_report(tmp_path: Path, caplog: pyt
         r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
         assert r.ok == 1, r.failures
         try:
-            from h9eval.report import write_report
+            from h9eval.analysis.report import write_report
         except ImportError:  # pragma: no cover
             write_report = None  # type: ignore[assignment]
         if write_report is not None:
@@ -180,8 +180,8 @@ def test_sqlite_wal_files_hold_no_key(tmp_path: Path) -> None:
 
 
 def test_error_messages_never_carry_the_key() -> None:
-    from h9eval.summarizers.base import SummaryRequest
-    from h9eval.messages import Message
+    from h9eval.compaction.summary import SummaryRequest
+    from h9eval.core.messages import Message
 
     s = summarizer(Fake(echo_401))
     req = SummaryRequest(
@@ -202,7 +202,6 @@ def test_error_messages_never_carry_the_key() -> None:
         assert needle not in text
     assert e.__cause__ is None and (e.__context__ is None or e.__suppress_context__)
     # The summarizer's own repr, id and pickled state for worker processes.
-    import pickle
 
     for needle in NEEDLES:
         assert needle not in repr(s) and needle not in getattr(s, "summarizer_id", "")

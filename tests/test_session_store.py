@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from h9eval.errors import FormatError, H9InputError
-from h9eval.messages import Message, ToolCall
-from h9eval.session_store import (
+from h9eval.core.errors import FormatError, H9InputError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.harness9.session_store import (
     ARGUMENTS_TEXT_FLAG,
     SessionStore,
     UnknownSessionError,

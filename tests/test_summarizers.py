@@ -21,8 +21,8 @@ from h9eval.compaction.anchors import (
     merge_anchors,
     parse_anchors_and_summary,
 )
-from h9eval.errors import ConfigError, SummarizerError
-from h9eval.messages import Message, ToolCall, assistant, system, tool_result, user
+from h9eval.core.errors import ConfigError, SummarizerError
+from h9eval.core.messages import Message, ToolCall, assistant, system, tool_result, user
 from h9eval.summarizers import (
     CachedSummarizer,
     OfflineFreeTextSummarizer,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from h9eval.errors import ConfigError, FormatError
-from h9eval.results import TABLES, drop_execution_columns, load_results
-from h9eval.sweep import expand_cells, load_spec, sweep
+from h9eval.core.errors import ConfigError, FormatError
+from h9eval.results.store import TABLES, drop_execution_columns, load_results
+from h9eval.sweeps.sweep import expand_cells, load_spec, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALLEST_SWE = "data/recorded/swe-agent/pydicom__pydicom-1458.traj"  # 25 messages, 12 calls
@@ -46,7 +46,7 @@ def task_source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two tiny synthetic tasks: the generator's 'small' preset, else a task JSONL built here."""
     if _has_synthetic():
         return {"synthetic": [{"preset": "small", "seeds": [0, 1]}]}
-    from h9eval.messages import Message, ToolCall
+    from h9eval.core.messages import Message, ToolCall
     from h9eval.tasks import Intent, Task, TaskSource, tasks_to_jsonl
 
     tasks = []
@@ -298,7 +298,7 @@ def test_failed_cell_is_recorded_and_rerun_on_resume(shared: Path, tmp_path: Pat
 
 
 def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import h9eval.sweep as sw
+    import h9eval.sweeps.sweep as sw
 
     real = sw._load_task
 
@@ -370,7 +370,7 @@ def test_load_results_refuses_unknown_versions_and_foreign_folders(reference: Pa
     t = pq.read_table(victim.with_name("run.parquet"))
     t = t.replace_schema_metadata({**(t.schema.metadata or {}), b"h9eval_schema_version": b"7"})
     pq.write_table(t, victim.with_name("run.parquet"))
-    with pytest.raises(FormatError, match=r"run\.parquet: table schema_version 7 is not supported; this h9eval reads schema_version 1"):
+    with pytest.raises(FormatError, match=r"run\.parquet: runs table schema_version 7 is not supported; this h9eval reads schema_version 1"):
         load_results(broken)
     pq.write_table(pa.table({"a": [1]}), victim.with_name("run.parquet"))
     with pytest.raises(FormatError, match=r"run\.parquet: parquet file lacks h9eval_schema_version"):

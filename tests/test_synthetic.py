@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from h9eval.errors import ConfigError
+from h9eval.core.errors import ConfigError
 from h9eval.tasks.model import ANCHOR_KINDS, FACT_KINDS, Task, tasks_from_jsonl, tasks_to_jsonl
 from h9eval.tasks.synthetic import (
     COMPACTION_OFFLOAD_THRESHOLD_BYTES,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.errors import FormatError
+from h9eval.core.errors import FormatError
 from h9eval.tasks import (
     Task,
     tasks_from_dataframe,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from h9eval import token_counters as tc
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall
-from h9eval.tokens import TokenCounter, make_counter
+from h9eval.core import token_counters as tc
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.core.tokens import TokenCounter, make_counter
 from tests.helpers import A, R, S, TC, U
 
 # sha256 of quicktok-v1 0.4.0's bundled vocabulary files, computed independently of the module.
@@ -129,7 +129,7 @@ def test_calibrated_defaults_and_validation() -> None:
 
 def test_calibrated_is_closer_to_bpe_than_bytes_div4_on_synthetic() -> None:
     from h9eval.tasks.synthetic import generate
-    from h9eval.tokens import estimate_tokens
+    from h9eval.core.tokens import estimate_tokens
 
     msgs = generate("small", seed=11).messages  # a seed the constants were not measured on
     bpe = tc.BpeCounter().count(msgs)
@@ -150,7 +150,7 @@ def test_tables() -> None:
 
 
 def test_progressive_tier_token_counter_uses_module() -> None:
-    from h9eval.compaction.progressive import ProgressiveCompactor
+    from h9eval.compaction.policies.progressive import ProgressiveCompactor
     from h9eval.compaction.records import Tier
 
     # 36 KB of short JSON-ish fields: bytes/4 says 9,000 tokens (under warn at 0.6 x 16,000),

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from h9eval.cli import main
-from h9eval.compaction.base import policy_from_dict
-from h9eval.errors import ConfigError
-from h9eval.tune import MODELS, load_models, model_info, to_toml, tune
+from h9eval.compaction.policies import policy_from_dict
+from h9eval.core.errors import ConfigError
+from h9eval.analysis.tune import MODELS, load_models, model_info, to_toml, tune
 
 TASK = "synthetic:small:0"
 GRID = {"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]}

@@ -1,7 +1,7 @@
 """The ``h9eval`` command: thin wrappers over the library functions a notebook calls.
 
 Each subcommand lives in a module of this package exposing ``register(subparsers)``. Bad input
-(any :class:`h9eval.errors.H9InputError`) prints one line on stderr and exits with status 2;
+(any :class:`h9eval.core.errors.H9InputError`) prints one line on stderr and exits with status 2;
 no traceback is shown unless ``H9EVAL_DEBUG=1``.
 """
 
@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from h9eval.errors import H9InputError
+from h9eval.core.errors import H9InputError
 
 __all__ = ["main", "build_parser"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from h9eval.conformance import run_conformance
-from h9eval.paths import conformance_dir
+from h9eval.harness9.conformance import run_conformance
+from h9eval.core.paths import conformance_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,4 +1,4 @@
-"""``h9eval demo``: the main job (see :mod:`h9eval.demo`)."""
+"""``h9eval demo``: the main job (see :mod:`h9eval.cli.demo_job`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.demo import run_demo
+    from h9eval.cli.demo_job import run_demo
 
     run_demo(args.out, workers=args.workers)
     return 0

@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.compaction.describe import describe_policies, format_policies_table
+    from h9eval.cli.describe import describe_policies, format_policies_table
 
     if args.json:
         print(json.dumps(describe_policies(), indent=2, default=str))

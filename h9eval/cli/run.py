@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from h9eval.errors import ConfigError
+from h9eval.core.errors import ConfigError
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.api import run_task
+    from h9eval.runs.run import run_task
 
     manual = parse_indices(args.compact_at, "--compact-at")
     results = run_task(

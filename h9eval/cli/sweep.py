@@ -1,4 +1,4 @@
-"""``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweep`) and say where results are.
+"""``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`) and say where results are.
 
 Exit status: 0 when every cell is ok, 1 when some cells failed (rerun the same command to
 retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupted.
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.sweep import sweep
+    from h9eval.sweeps.sweep import sweep
 
     r = sweep(
         args.spec,

@@ -53,7 +53,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _inspect_db(path: str, session: str | None) -> dict:
-    from h9eval.harness9_data import list_sessions, load_session_task
+    from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
     from h9eval.tasks.recorded import summarize_task
 
     if session is None:

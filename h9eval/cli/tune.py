@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from h9eval.errors import ConfigError
+from h9eval.core.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.tune import load_models, tune
+    from h9eval.analysis.tune import load_models, tune
 
     grid = None
     if args.grid:

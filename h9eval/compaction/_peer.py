@@ -22,8 +22,8 @@ from typing import Any
 
 from h9eval.compaction.base import CompactionEnv
 from h9eval.compaction.records import CompactionRecord, Tier
-from h9eval.messages import Message
-from h9eval.tokens import estimate_tokens
+from h9eval.core.messages import Message
+from h9eval.core.tokens import estimate_tokens
 
 __all__ = ["Continuation", "peer_record", "split_system", "head_end", "tail_start", "fit_newest"]
 

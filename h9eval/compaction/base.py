@@ -15,16 +15,17 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
-from h9eval.errors import ConfigError, did_you_mean
-from h9eval.messages import Message
-from h9eval.summarizers.base import Summarizer
-from h9eval.tokens import HARNESS9_ESTIMATE, TokenCounter
+from h9eval.core.errors import ConfigError
+from h9eval.core.registry import Registry
+from h9eval.core.messages import Message
+from h9eval.compaction.summary import Summarizer
+from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
 
 __all__ = [
     "Compaction",
@@ -32,9 +33,7 @@ __all__ = [
     "Compactor",
     "Policy",
     "register",
-    "registry",
-    "policy_from_dict",
-    "make_policy",
+    "POLICIES",
     "policy_params",
     "params_hash",
     "LogicalClock",
@@ -139,7 +138,8 @@ class Compactor(Protocol):
 
 
 P = TypeVar("P", bound="Policy")
-_REGISTRY: dict[str, type[Policy]] = {}
+#: every policy class by kind; filled by the modules of :mod:`h9eval.compaction.policies`
+POLICIES: Registry[type[Policy]] = Registry("policy")
 
 
 class Policy:
@@ -165,83 +165,11 @@ class Policy:
 
 
 def register(cls: type[P]) -> type[P]:
-    """Class decorator: register a policy under its ``kind``."""
+    """Class decorator: register a policy under its ``kind`` (a kind taken twice is an error)."""
     if not cls.kind:
         raise TypeError(f"{cls.__name__} has no kind")
-    _REGISTRY[cls.kind] = cls
+    POLICIES.add(cls.kind, cls)
     return cls
-
-
-def registry() -> dict[str, type[Policy]]:
-    """All registered policies by kind (imports the built-in ones on first use)."""
-    import h9eval.compaction.policies  # noqa: F401  (registers the built-ins)
-
-    return dict(sorted(_REGISTRY.items()))
-
-
-def make_policy(kind: str, /, **params: Any) -> Policy:
-    """Build a registered policy; unknown kinds and parameters get did-you-mean errors."""
-    reg = registry()
-    if kind not in reg:
-        raise ConfigError(did_you_mean(kind, reg, what="policy"))
-    cls = reg[kind]
-    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
-    for k in params:
-        if k not in names:
-            raise ConfigError(did_you_mean(k, names, what=f"parameter of policy {kind!r}"))
-    _check_param_types(cls, kind, params)
-    try:
-        return cls(**params)  # type: ignore[call-arg]
-    except TypeError as e:
-        raise ConfigError(f"policy {kind!r}: {e}") from None
-
-
-def _check_param_types(cls: type, kind: str, params: Mapping[str, Any]) -> None:
-    """Refuse a value of the wrong basic type (``warn_frac="abc"`` from ``--set``) with an error
-    naming the field, before the policy's own validation compares it and fails with a bare
-    ``TypeError: '<' not supported``. Only int/float/bool/str (optionally ``| None``) are
-    checked; other annotations (tuples...) are left to the policy's own validation."""
-    import types
-    import typing
-
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # an annotation that does not resolve: leave it to the policy
-        return
-    for name, value in params.items():
-        hint = hints.get(name)
-        if hint is None:
-            continue
-        args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
-        optional = type(None) in args
-        kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
-        if value is None:
-            if not optional:
-                raise ConfigError(f"policy {kind!r}: {name} must not be null")
-            continue
-        ok = False
-        for k in kinds:
-            if k is bool:
-                ok = ok or isinstance(value, bool)
-            elif k is int:
-                ok = ok or (isinstance(value, int) and not isinstance(value, bool))
-            elif k is float:
-                ok = ok or (isinstance(value, int | float) and not isinstance(value, bool))
-            elif k is str:
-                ok = ok or isinstance(value, str)
-            else:
-                ok = True  # a type this check does not know: left to the policy
-        if not ok:
-            want = " or ".join({bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[k] for k in kinds)
-            raise ConfigError(f"policy {kind!r}: {name} must be {want}{' or null' if optional else ''}, got {value!r}")
-
-
-def policy_from_dict(d: Mapping[str, Any]) -> Policy:
-    """``{"kind": "progressive", "warn_frac": 0.6, ...}`` → a policy."""
-    if "kind" not in d:
-        raise ConfigError("policy needs a 'kind' key")
-    params = {k: v for k, v in d.items() if k != "kind"}
-    return make_policy(str(d["kind"]), **params)
 
 
 def policy_params(p: Policy) -> dict[str, Any]:

@@ -9,11 +9,7 @@ Both fail open: any error leaves the output unchanged.
 
 **Safe file names (h9eval's deliberate difference from harness9).** harness9 joins the raw ids
 into the path, so ``../x`` climbs out of the session folder. By default h9eval maps every id
-through :func:`safe_name`: an id of at most 128 characters made only of ASCII letters,
-digits, ``.``, ``_`` and ``-`` (other than ``.`` and ``..``) is used as is, so ordinary ids give harness9's exact paths; any
-other id becomes its characters with each disallowed one replaced by ``_`` (at most 64, dots
-trimmed at the ends) followed by ``~`` and the first 12 hex digits of the id's SHA-256. ``~`` is
-never in an unmapped name, so mapped and unmapped names cannot collide. With
+through :func:`h9eval.core.paths.safe_name`, so ordinary ids give harness9's exact paths. With
 ``harness9_paths=True`` (the conformance runner's compatibility mode) paths are built as Go's
 ``filepath.Join`` builds them (lexically cleaned), but a path that would leave the root is still
 refused. In both modes a symlink inside the offload tree is never followed, directories are
@@ -22,19 +18,17 @@ created 0700 and files 0600.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from h9eval.compaction.records import OffloadEntry
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.core.paths import safe_name
 
 __all__ = [
-    "safe_name",
     "ToolOutput",
     "OffloadHook",
     "CompactionOffloader",
@@ -46,22 +40,6 @@ __all__ = [
 
 HOOK_PREFIX = "[输出已保存至"
 HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
-_SAFE = re.compile(r"[A-Za-z0-9._-]+")
-# Longer plain ids are mapped too: a file name must stay under NAME_MAX (255 bytes) with its
-# ".txt"/".jsonl" suffix, else the write fails (ENAMETOOLONG) and the offload silently does not happen.
-_MAX_PLAIN = 128
-
-
-def safe_name(raw: str, *, allow_empty: bool = True) -> str:
-    """Map an id to a single safe path component (see the module docstring for the rule)."""
-    if raw == "" and allow_empty:
-        return ""
-    if len(raw) <= _MAX_PLAIN and _SAFE.fullmatch(raw) and raw not in (".", ".."):
-        return raw
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", raw)[:64].strip(".") or "_"
-    return f"{cleaned}~{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
-
-
 def _go_join(*parts: str) -> str:
     """Go ``filepath.Join`` on relative parts: drop empty parts, then clean lexically."""
     kept = [p for p in parts if p]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from h9eval.compaction.anchors import ANCHOR_HEADERS, ANCHOR_TYPES, Anchor, format_anchors
-from h9eval.errors import ConfigError, FormatError
-from h9eval.messages import Message
+from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.messages import Message
 
 __all__ = ["PromptSet", "DEFAULT_PROMPTS", "serialize_conversation", "previous_compaction_text", "load_prompt_file"]
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 from h9eval.compaction.anchors import Anchor
-from h9eval.errors import FormatError
-from h9eval.tokens import go_escape
+from h9eval.core.errors import FormatError
+from h9eval.core.tokens import go_escape
 
 __all__ = ["Tier", "OffloadEntry", "CompactionRecord", "FileRecordStore", "go_json_dumps"]
 
@@ -173,14 +172,14 @@ class FileRecordStore:
     """harness9's ``FileRecordStore``: ``<dir>/<session_id>.jsonl``, dir 0700, files 0600, append-only.
 
     Unlike harness9, a session id that is not a plain file name is mapped to a safe one
-    (see :func:`h9eval.compaction.offload.safe_name`) so a record can never land outside ``dir``.
+    (see :func:`h9eval.core.paths.safe_name`) so a record can never land outside ``dir``.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
     def path_for(self, session_id: str) -> Path:
-        from h9eval.compaction.offload import safe_name
+        from h9eval.core.paths import safe_name
 
         return self.directory / (safe_name(session_id, allow_empty=True) + ".jsonl")
 

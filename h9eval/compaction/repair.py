@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from h9eval.messages import Message
+from h9eval.core.messages import Message
 
 __all__ = ["repair_tool_pairs", "REPAIR_PLACEHOLDER", "pairing_problems"]
 

@@ -12,8 +12,6 @@ imports none of torch, sentence-transformers or the Anthropic SDK.
 from h9eval.probes.drift import (
     DRIFT_COLUMNS,
     PASS_THRESHOLD,
-    PROBE_COLUMNS,
-    PROBE_SCHEMA_VERSION,
     SUMMARY_COLUMNS,
     Checkpoint,
     anchor_overwrites,
@@ -24,6 +22,7 @@ from h9eval.probes.drift import (
     probe_view,
     summarize_drift,
 )
+from h9eval.results.schema import PROBE_COLUMNS, PROBE_SCHEMA_VERSION
 from h9eval.probes.llm import AnthropicTextClient, LLMScorer, PromptCache, TextClient, judge_agreement
 from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, normalize_arguments, probes_for
 from h9eval.probes.recall import RecallScorer

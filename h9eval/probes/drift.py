@@ -24,16 +24,15 @@ from typing import Any
 
 from h9eval.compaction.anchors import is_no_information
 from h9eval.compaction.records import Tier
-from h9eval.errors import ConfigError
-from h9eval.messages import Message
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message
 from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, probes_for
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
+from h9eval.results.schema import PROBE_COLUMNS, PROBE_SCHEMA_VERSION
 from h9eval.tasks.model import Task
-from h9eval.tokens import estimate_tokens
+from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
-    "PROBE_SCHEMA_VERSION",
-    "PROBE_COLUMNS",
     "DRIFT_COLUMNS",
     "SUMMARY_COLUMNS",
     "PASS_THRESHOLD",
@@ -47,30 +46,11 @@ __all__ = [
     "count_anchor_overwrites",
 ]
 
-PROBE_SCHEMA_VERSION = 1
 """Version of the probe row schema (column ``schema_version``)."""
 
 PASS_THRESHOLD = 0.5
 """``passed = score >= PASS_THRESHOLD``."""
 
-PROBE_COLUMNS: tuple[str, ...] = (
-    "schema_version",
-    "run_id",
-    "task_id",
-    "checkpoint_call_index",
-    "message_index",
-    "n_compactions",
-    "tier_at_checkpoint",
-    "tokens_at_checkpoint",
-    "probe_id",
-    "probe_kind",
-    "method",
-    "scope",
-    "score",
-    "baseline_score",
-    "passed",
-    "answerable",
-)
 """Columns of a :func:`probe_view` row, in order.
 
 ``checkpoint_call_index``: the replay's call index (0-based model call) the view was sent at.

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from h9eval.errors import ConfigError, H9Error
+from h9eval.core.errors import ConfigError, H9Error
 from h9eval.probes.probe import Probe, normalize_arguments
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
 from h9eval.probes.text import TextIndex

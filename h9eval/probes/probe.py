@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from h9eval.errors import ConfigError
-from h9eval.messages import Message
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message
 from h9eval.probes.text import TextIndex, normalize, normalize_messages
 from h9eval.tasks.keyterms import extract_key_terms
 from h9eval.tasks.model import ANCHOR_KINDS, Task

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.errors import ConfigError
+from h9eval.core.errors import ConfigError
 from h9eval.probes.probe import Probe
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
 from h9eval.probes.text import DEFAULT_FUZZY_MIN_CHARS, DEFAULT_FUZZY_THRESHOLD, TextIndex

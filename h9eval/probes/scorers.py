@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from h9eval.errors import ConfigError, did_you_mean
-from h9eval.messages import Message
+from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.messages import Message
 from h9eval.probes.probe import Probe
 from h9eval.probes.text import TextIndex, latest_compaction_text, normalize, normalize_messages, render_messages
 

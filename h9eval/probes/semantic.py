@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.errors import ConfigError
+from h9eval.core.errors import ConfigError
 from h9eval.probes.probe import Probe
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
 

@@ -6,7 +6,7 @@
 
 from typing import Any
 
-from h9eval.summarizers.base import ScriptedSummarizer, Summarizer, SummaryReply, SummaryRequest
+from h9eval.compaction.summary import ScriptedSummarizer, Summarizer, SummaryReply, SummaryRequest
 from h9eval.summarizers.cache import CachedSummarizer, ResponseCache
 from h9eval.summarizers.offline import OfflineFreeTextSummarizer, OfflineSummarizer
 from h9eval.summarizers.registry import make_summarizer, summarizer_names

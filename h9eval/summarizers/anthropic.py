@@ -19,7 +19,7 @@ harness9's "nil message", which the compactor reports as ``summarizer returned n
 and answers with its fallback — rather than raised, so its usage and cost are still recorded.
 Text blocks that are all empty give ``text=""``, a valid empty reply (all anchors N/A).
 API errors after the retries, timeouts, connection errors and malformed responses (not JSON,
-no ``content`` list) raise :class:`~h9eval.errors.SummarizerError`; its message names the
+no ``content`` list) raise :class:`~h9eval.core.errors.SummarizerError`; its message names the
 model, the HTTP status and the API's error type, never the API key (any occurrence is
 redacted, and the SDK exception, which holds the request headers, is not chained).
 
@@ -37,8 +37,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from h9eval.errors import ConfigError, SummarizerError
-from h9eval.summarizers.base import SummaryReply, SummaryRequest
+from h9eval.core.errors import ConfigError, SummarizerError
+from h9eval.compaction.summary import SummaryReply, SummaryRequest
 
 __all__ = [
     "AnthropicSummarizer",

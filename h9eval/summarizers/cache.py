@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from h9eval.errors import ConfigError
-from h9eval.messages import messages_to_json
-from h9eval.summarizers.base import Summarizer, SummaryReply, SummaryRequest
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import messages_to_json
+from h9eval.compaction.summary import Summarizer, SummaryReply, SummaryRequest
 
 __all__ = ["ResponseCache", "CachedSummarizer", "cache_key", "CACHE_SCHEMA_VERSION"]
 

@@ -98,9 +98,9 @@ from h9eval.compaction.anchors import (
     is_no_information,
     parse_anchors_and_summary,
 )
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall
-from h9eval.summarizers.base import SummaryReply, SummaryRequest
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.compaction.summary import SummaryReply, SummaryRequest
 
 __all__ = [
     "OfflineSummarizer",

@@ -1,7 +1,7 @@
 """Summarizers by name: ``make_summarizer("offline", max_items=4)``.
 
 Names: ``offline`` (the default), ``offline_free_text``, ``anthropic``, ``anthropic_free_text``.
-An unknown name or parameter raises :class:`~h9eval.errors.ConfigError` with a "did you
+An unknown name or parameter raises :class:`~h9eval.core.errors.ConfigError` with a "did you
 mean" suggestion. The Anthropic classes (and the SDK) are imported only when asked for.
 """
 
@@ -13,8 +13,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from h9eval.errors import ConfigError, did_you_mean
-from h9eval.summarizers.base import Summarizer
+from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.compaction.summary import Summarizer
 
 __all__ = ["make_summarizer", "summarizer_names", "summarizer_params", "DEFAULT_SUMMARIZER"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from h9eval.errors import ConfigError, FormatError
+from h9eval.core.errors import ConfigError, FormatError
 from h9eval.tasks.model import (
     AnchorTruth,
     Fact,
@@ -82,7 +82,7 @@ def load_tasks_from_spec(spec: str) -> list[Task]:
     if not p.exists():
         raise FormatError("no such file or folder", path=path_s)
     if _is_sqlite(p):
-        from h9eval.harness9_data import load_db_tasks, load_session_task
+        from h9eval.tasks.recorded.harness9_db import load_db_tasks, load_session_task
 
         return [load_session_task(p, session)] if session else load_db_tasks(p)
     if _is_task_jsonl(p):

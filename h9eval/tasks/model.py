@@ -9,14 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from h9eval.errors import FormatError
-from h9eval.messages import Message, messages_from_json, messages_to_json
-from h9eval.tokens import estimate_tokens
+from h9eval.core.errors import FormatError
+from h9eval.core.messages import Message, messages_from_json, messages_to_json
+from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
     "TASK_SCHEMA_VERSION",

@@ -15,7 +15,7 @@ conversation folder), ``openai_chat`` and ``anthropic_messages`` (generic transc
 format's module docstring documents its mapping; ``_common`` documents the derived facts.
 
 Every bad input (unreadable, truncated or malformed file, a JSONL line that is not JSON, a
-folder of the wrong shape, an unknown format) raises :class:`h9eval.errors.FormatError`
+folder of the wrong shape, an unknown format) raises :class:`h9eval.core.errors.FormatError`
 naming the file, the line/record/event and what was expected.
 """
 
@@ -27,11 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from h9eval.errors import ConfigError, FormatError, did_you_mean
+from h9eval.core.errors import ConfigError, FormatError, did_you_mean
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
 from h9eval.tasks.recorded._common import read_text, tool_pair_stats
-from h9eval.tokens import estimate_tokens, estimate_tool_tokens
+from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 
 __all__ = ["FORMATS", "detect_format", "load_task", "load_tasks", "load_recorded", "inspect_task", "summarize_task"]
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.errors import FormatError
-from h9eval.messages import Message, ToolCall
+from h9eval.core.errors import FormatError
+from h9eval.core.messages import Message, ToolCall
 from h9eval.tasks.keyterms import DEFAULT_MAX_TERMS, extract_key_terms
 from h9eval.tasks.model import Fact, Intent, IntentChange, Task, TaskSource
 

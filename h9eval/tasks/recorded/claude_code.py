@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.errors import FormatError
-from h9eval.messages import Message, ToolCall
+from h9eval.core.errors import FormatError
+from h9eval.core.messages import Message, ToolCall
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded._common import (
     Cursor,

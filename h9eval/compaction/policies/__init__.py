@@ -1,0 +1,103 @@
+"""Every built-in policy, one module each, listed here explicitly; and the policy registry's
+look-ups (importing this package is what registers the built-ins, so the look-ups below always
+see them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from h9eval.compaction.base import POLICIES, Policy
+from h9eval.compaction.policies.clear_tool_uses import ClearToolUses
+from h9eval.compaction.policies.controls import DropAll, KeepAll
+from h9eval.compaction.policies.hybrid import Hybrid
+from h9eval.compaction.policies.observation_masking import ObservationMasking
+from h9eval.compaction.policies.progressive import ProgressiveCompactor
+from h9eval.compaction.policies.sliding_window import SlidingWindowCompactor
+from h9eval.compaction.policies.summary_single_threshold import SummarySingleThreshold
+from h9eval.compaction.policies.token_budget import TokenBudgetCompactor
+from h9eval.compaction.policies.window import Window
+from h9eval.core.errors import ConfigError
+
+__all__ = [
+    "ClearToolUses",
+    "DropAll",
+    "Hybrid",
+    "KeepAll",
+    "ObservationMasking",
+    "ProgressiveCompactor",
+    "SlidingWindowCompactor",
+    "SummarySingleThreshold",
+    "TokenBudgetCompactor",
+    "Window",
+    "make_policy",
+    "policy_from_dict",
+    "registry",
+]
+
+
+def registry() -> dict[str, type[Policy]]:
+    """All registered policies by kind."""
+    return dict(POLICIES.items())
+
+
+def make_policy(kind: str, /, **params: Any) -> Policy:
+    """Build a registered policy; unknown kinds and parameters get did-you-mean errors."""
+    cls = POLICIES.get(kind)
+    POLICIES.check_params(kind, params, [f.name for f in dataclasses.fields(cls) if f.init])  # type: ignore[arg-type]
+    _check_param_types(cls, kind, params)
+    try:
+        return cls(**params)  # type: ignore[call-arg]
+    except TypeError as e:
+        raise ConfigError(f"policy {kind!r}: {e}") from None
+
+
+def _check_param_types(cls: type, kind: str, params: Mapping[str, Any]) -> None:
+    """Refuse a value of the wrong basic type (``warn_frac="abc"`` from ``--set``) with an error
+    naming the field, before the policy's own validation compares it and fails with a bare
+    ``TypeError: '<' not supported``. Only int/float/bool/str (optionally ``| None``) are
+    checked; other annotations (tuples...) are left to the policy's own validation."""
+    import types
+    import typing
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: leave it to the policy
+        return
+    for name, value in params.items():
+        hint = hints.get(name)
+        if hint is None:
+            continue
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+        optional = type(None) in args
+        kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
+        if value is None:
+            if not optional:
+                raise ConfigError(f"policy {kind!r}: {name} must not be null")
+            continue
+        ok = False
+        for k in kinds:
+            if k is bool:
+                ok = ok or isinstance(value, bool)
+            elif k is int:
+                ok = ok or (isinstance(value, int) and not isinstance(value, bool))
+            elif k is float:
+                ok = ok or (isinstance(value, int | float) and not isinstance(value, bool))
+            elif k is str:
+                ok = ok or isinstance(value, str)
+            else:
+                ok = True  # a type this check does not know: left to the policy
+        if not ok:
+            want = " or ".join({bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[k] for k in kinds)
+            raise ConfigError(f"policy {kind!r}: {name} must be {want}{' or null' if optional else ''}, got {value!r}")
+
+
+def policy_from_dict(d: Mapping[str, Any]) -> Policy:
+    """``{"kind": "progressive", "warn_frac": 0.6, ...}`` → a policy."""
+    if "kind" not in d:
+        raise ConfigError("policy needs a 'kind' key")
+    params = {k: v for k, v in d.items() if k != "kind"}
+    return make_policy(str(d["kind"]), **params)
+
+

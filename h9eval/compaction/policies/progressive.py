@@ -1,0 +1,478 @@
+"""harness9's five-tier ``ProgressiveCompactor`` (spec §3), plus h9eval's optional improvements.
+
+Tiers are chosen on the ratio of the history's tokens to the context window: none below
+``warn_frac`` (0.60), then warn (offload the head's large tool results), soft (summarise the
+oldest half of the head), full (summarise the whole head) and emergency (forced truncation) at
+0.70 / 0.80 / 0.95. The last ``min_tail_messages`` (6) messages are always kept verbatim.
+
+Every improvement option is off by default, so the default is harness9's behaviour:
+``extra_anchors`` (``constraint``, ``artifact``), ``na_safe_merge``, ``tail_budget_tokens``,
+``tier_token_counter`` (``calibrated``, ``bpe``), ``anti_thrash_frac`` and
+``mask_observations_keep_turns``. ``compat=True`` accepts harness9's silent values (zero
+thresholds meaning "always emergency", a non-positive window meaning "never compact", a
+non-positive tail meaning 6) and fixes the compaction-time offloader at 4,000 bytes whatever
+``offload_threshold_bytes`` says, as harness9 does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from h9eval.compaction.anchors import (
+    COMPACTION_MARKER,
+    EXTRA_ANCHOR_TYPES,
+    Anchor,
+    anchor_types_for,
+    format_anchors,
+    merge_anchors,
+    parse_anchors_and_summary,
+)
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
+from h9eval.compaction.offload import CompactionOffloader, OffloadError
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
+from h9eval.compaction.records import CompactionRecord, OffloadEntry, Tier
+from h9eval.compaction.repair import repair_tool_pairs
+from h9eval.compaction.budget import (
+    FORCED_TRUNCATION_RULES,
+    budget_compact,
+    budget_for_window,
+    force_anchor_greedy_v3,
+    force_legacy_last1,
+)
+from h9eval.core.messages import Message
+from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
+from h9eval.core.tokens import TokenCounter, estimate_tokens
+
+__all__ = ["ProgressiveCompactor", "ProgressiveRun", "TIER_COUNTERS"]
+
+TIER_COUNTERS = ("harness9", "calibrated", "bpe")
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class ProgressiveCompactor(Policy):
+    """harness9's progressive compactor; the frozen fields are its configuration.
+
+    ``context_window_tokens``: the model window (tokens; default 200,000).
+    ``warn_frac``/``soft_frac``/``full_frac``/``emergency_frac``: tier thresholds as fractions
+    of the window (0.60/0.70/0.80/0.95; compared with ``>=``).
+    ``min_tail_messages``: messages (not turns) kept verbatim at the end (default 6).
+    ``offload_threshold_bytes``: head tool results of more bytes are offloaded to files in the
+    warn/soft/full tiers (default 4,000). ``offload_hook_threshold_bytes``: tool-time offload
+    threshold used by the replay's OffloadHook (default 10,000).
+    ``fallback_max_tokens``: budget of the TokenBudget fallback (default ``window*80//100``).
+    ``fallback_min_tail_messages``: its tail (default 6, independent of ``min_tail_messages``
+    as in harness9; ``None`` follows ``min_tail_messages``).
+    ``forced_truncation``: emergency rule, ``anchor_greedy_v3`` (default; reconstructed) or
+    ``legacy_last1`` (the rule the conformance cases pin).
+    ``summary_timeout_s``: a summary slower than this fails (default 60 s).
+    ``prompt_file``: optional JSON prompt file (see :mod:`h9eval.compaction.prompts`).
+    """
+
+    kind: ClassVar[str] = "progressive"
+    source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"
+    #: one line per parameter for ``h9eval policies``
+    param_help: ClassVar[dict[str, str]] = {
+        "context_window_tokens": "model window; tiers are fractions of it",
+        "warn_frac": "warn tier: offload large head tool results",
+        "soft_frac": "soft tier: summarise the oldest half of the head",
+        "full_frac": "full tier: summarise the whole head",
+        "emergency_frac": "emergency tier: forced truncation",
+        "min_tail_messages": "messages kept verbatim at the end",
+        "offload_threshold_bytes": "compaction-time offload of head tool results above this",
+        "offload_hook_threshold_bytes": "tool-time offload (OffloadHook) above this",
+        "fallback_max_tokens": "TokenBudget fallback budget (default 80% of the window)",
+        "fallback_min_tail_messages": "fallback's tail (harness9: 6, independent of min_tail_messages)",
+        "forced_truncation": "anchor_greedy_v3 (PR #121, reconstructed) or legacy_last1",
+        "summary_timeout_s": "a slower summary fails into the fallback",
+        "prompt_file": "JSON file with system/first/incremental prompt templates",
+        "compat": "accept harness9's silent values (conformance runner only)",
+        "extra_anchors": "OPTION: add 'constraint' and/or 'artifact' anchors",
+        "na_safe_merge": "OPTION: '- N/A', 'N/A.' and empty sections never overwrite an anchor",
+        "tail_budget_tokens": "OPTION: tail = newest messages within this many tokens, pairs kept",
+        "tier_token_counter": "OPTION: decide tiers on 'calibrated' or 'bpe' counts",
+        "anti_thrash_frac": "OPTION: no new compaction until history grew this share of the window",
+        "mask_observations_keep_turns": "OPTION: mask older tool outputs before any summary",
+    }
+
+    context_window_tokens: int = 200_000
+    warn_frac: float = 0.60
+    soft_frac: float = 0.70
+    full_frac: float = 0.80
+    emergency_frac: float = 0.95
+    min_tail_messages: int = 6
+    offload_threshold_bytes: int = 4000
+    offload_hook_threshold_bytes: int = 10_000
+    fallback_max_tokens: int | None = None
+    fallback_min_tail_messages: int | None = 6
+    forced_truncation: str = "anchor_greedy_v3"
+    summary_timeout_s: float = 60.0
+    prompt_file: str | None = None
+    compat: bool = False
+    # -- h9eval improvements (all off by default) -------------------------------------------
+    #: extra anchor sections: any of ``constraint``, ``artifact``
+    extra_anchors: tuple[str, ...] = ()
+    #: ``- N/A``, ``N/A.`` and empty sections never overwrite a known anchor
+    na_safe_merge: bool = False
+    #: keep the newest messages up to this many tokens as the tail (instead of a message count)
+    tail_budget_tokens: int | None = None
+    #: token count the tiers are decided on: ``harness9`` (bytes/4), ``calibrated``, ``bpe``
+    tier_token_counter: str = "harness9"
+    #: after a compaction, do not compact again until the history grew by this share of the window
+    anti_thrash_frac: float | None = None
+    #: mask tool outputs older than this many assistant turns before any summary
+    mask_observations_keep_turns: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra_anchors", tuple(self.extra_anchors))
+        c = self._check
+        fr = (self.warn_frac, self.soft_frac, self.full_frac, self.emergency_frac)
+        names = ("warn_frac", "soft_frac", "full_frac", "emergency_frac")
+        if not self.compat:
+            c(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
+            c(0 < self.warn_frac, "warn_frac", "must be > 0", self.warn_frac)
+            for (a, an), (b, bn) in zip(zip(fr, names), zip(fr[1:], names[1:])):
+                c(a < b, an, f"must be < {bn} ({b})", a)
+            c(self.emergency_frac <= 1, "emergency_frac", "must be <= 1", self.emergency_frac)
+            c(self.min_tail_messages > 0, "min_tail_messages", "must be > 0", self.min_tail_messages)
+            if self.fallback_max_tokens is not None:
+                c(self.fallback_max_tokens > 0, "fallback_max_tokens", "must be > 0 (harness9 would silently use 160000)", self.fallback_max_tokens)
+            if self.fallback_min_tail_messages is not None:
+                c(self.fallback_min_tail_messages > 0, "fallback_min_tail_messages", "must be > 0", self.fallback_min_tail_messages)
+            c(self.offload_threshold_bytes >= 0, "offload_threshold_bytes", "must be >= 0", self.offload_threshold_bytes)
+        c(self.forced_truncation in FORCED_TRUNCATION_RULES, "forced_truncation", f"must be one of {', '.join(FORCED_TRUNCATION_RULES)}", self.forced_truncation)
+        c(self.summary_timeout_s > 0, "summary_timeout_s", "must be > 0", self.summary_timeout_s)
+        for a in self.extra_anchors:
+            c(a in EXTRA_ANCHOR_TYPES, "extra_anchors", f"entries must be among {', '.join(EXTRA_ANCHOR_TYPES)}", a)
+        if self.tail_budget_tokens is not None:
+            c(self.tail_budget_tokens > 0, "tail_budget_tokens", "must be > 0", self.tail_budget_tokens)
+        c(self.tier_token_counter in TIER_COUNTERS, "tier_token_counter", f"must be one of {', '.join(TIER_COUNTERS)}", self.tier_token_counter)
+        if self.anti_thrash_frac is not None:
+            c(0 < self.anti_thrash_frac < 1, "anti_thrash_frac", "must be in (0, 1)", self.anti_thrash_frac)
+        if self.mask_observations_keep_turns is not None:
+            c(self.mask_observations_keep_turns >= 0, "mask_observations_keep_turns", "must be >= 0", self.mask_observations_keep_turns)
+
+    # -- derived ---------------------------------------------------------------------------
+    @property
+    def anchor_types(self) -> tuple[str, ...]:
+        return anchor_types_for(self.extra_anchors)
+
+    @property
+    def effective_min_tail(self) -> int:
+        return self.min_tail_messages if self.min_tail_messages > 0 else 6
+
+    @property
+    def resolved_fallback_max_tokens(self) -> int:
+        """Fallback budget as harness9 uses it (non-positive → 160,000)."""
+        mt = self.fallback_max_tokens
+        if mt is None:
+            mt = budget_for_window(self.context_window_tokens)
+        return mt if mt > 0 else 160_000
+
+    @property
+    def resolved_fallback_min_tail(self) -> int:
+        t = self.fallback_min_tail_messages
+        if t is None:
+            return self.effective_min_tail
+        return t if t > 0 else 6
+
+    def tier_for_ratio(self, ratio: float) -> Tier:
+        if ratio >= self.emergency_frac:
+            return Tier.EMERGENCY
+        if ratio >= self.full_frac:
+            return Tier.FULL
+        if ratio >= self.soft_frac:
+            return Tier.SOFT
+        if ratio >= self.warn_frac:
+            return Tier.WARN
+        return Tier.NONE
+
+    def tier_for_tokens(self, tokens: int) -> Tier:
+        if self.context_window_tokens <= 0:
+            return Tier.NONE
+        return self.tier_for_ratio(tokens / self.context_window_tokens)
+
+    def split(self, msgs: Sequence[Message]) -> tuple[list[Message] | None, list[Message]]:
+        """harness9's head/tail split (spec §3.4); ``head`` is ``None`` when nothing is
+        compressible. With ``tail_budget_tokens`` the tail is the newest messages within that
+        budget, extended backwards so no tool result is separated from its call."""
+        if not msgs or msgs[0].role != "system":
+            return None, list(msgs)
+        rest = list(msgs[1:])
+        k = self._tail_len(rest) if self.tail_budget_tokens is not None else self.effective_min_tail
+        if len(rest) <= k:
+            return None, rest
+        return rest[: len(rest) - k], rest[len(rest) - k :]
+
+    def _tail_len(self, rest: list[Message]) -> int:
+        budget_bytes = (self.tail_budget_tokens or 0) * 4
+        used, start = 0, len(rest)
+        while start > 0 and used + rest[start - 1].nbytes <= budget_bytes:
+            used += rest[start - 1].nbytes
+            start -= 1
+        if start == len(rest) and rest:
+            start -= 1  # always keep at least the newest message
+        # never split a call from its results: move the boundary back over tool results
+        while 0 < start < len(rest) and rest[start].tool_call_id:
+            start -= 1
+        return len(rest) - start
+
+    def prompts(self) -> PromptSet:
+        return load_prompt_file(self.prompt_file) if self.prompt_file else DEFAULT_PROMPTS
+
+    def start(self, env: CompactionEnv | None = None) -> ProgressiveRun:
+        return ProgressiveRun(self, env or CompactionEnv())
+
+
+@dataclass
+class _Partial:
+    """What a tier method returns before ``compact`` stamps the common fields."""
+
+    result: list[Message]
+    anchors: list[Anchor] | None = None
+    offloaded: list[OffloadEntry] | None = None
+    summarized: int = 0
+    preserved_tail: int = 0
+    summary_text: str = ""
+    error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ProgressiveRun:
+    """A progressive compactor bound to one session: keeps the incremental summary state
+    (``last_summary``, ``last_anchors``; in memory only, as in harness9) and the offloader."""
+
+    def __init__(self, policy: ProgressiveCompactor, env: CompactionEnv) -> None:
+        self.policy = policy
+        self.env = env
+        self.types = policy.anchor_types
+        self._prompts = policy.prompts()
+        self.last_summary = ""
+        self.last_anchors: list[Anchor] | None = None
+        self.calls: list[SummaryCall] = []
+        self.offloader: CompactionOffloader | None = None
+        if env.offload_root is not None:
+            self.offloader = CompactionOffloader(
+                env.offload_root,
+                env.session_id,
+                threshold_bytes=4000 if policy.compat else policy.offload_threshold_bytes,
+                harness9_paths=env.harness9_paths,
+            )
+        self._counter: TokenCounter | None = None
+        if policy.tier_token_counter != "harness9":
+            from h9eval.core.tokens import make_counter
+
+            self._counter = make_counter(policy.tier_token_counter)
+        # anti-thrash state: the last effective compaction's input and view
+        self._last_input: list[Message] | None = None
+        self._last_view: list[Message] | None = None
+        self._last_tokens = 0
+        self.thrash_avoided = 0
+        self._placeholders: dict[str, str] = {}
+
+    # -- harness9 API ----------------------------------------------------------------------
+    def set_last_summary(self, s: str) -> None:
+        self.last_summary = s
+
+    def set_last_anchors(self, anchors: list[Anchor] | None) -> None:
+        self.last_anchors = anchors
+
+    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        """``CompactWithRecord`` (spec §3.2); the record is also appended to the store."""
+        start_ns = self.env.clock.now_ns()
+        msgs = list(history)
+        tokens_before = tokens if tokens is not None else estimate_tokens(msgs)
+        extra: dict[str, Any] = {}
+        self._placeholders = {}
+        guarded = self._anti_thrash(msgs, tokens_before)
+        if guarded is not None:
+            tier, part = Tier.NONE, _Partial(guarded, extra={"thrash_avoided": True})
+        else:
+            tier = self._tier(msgs, tokens_before)
+            work = msgs
+            if tier != Tier.NONE and self.policy.mask_observations_keep_turns is not None:
+                work, n = mask_observations(msgs, self.policy.mask_observations_keep_turns, MASK_PLACEHOLDER)
+                extra["masked"] = n
+                if n:
+                    tier = self._tier(work, estimate_tokens(work))
+            if tier == Tier.NONE:
+                part = _Partial(work)
+                if work is not msgs and extra.get("masked"):
+                    tier = Tier.WARN  # masking alone brought the history under the warn threshold
+            elif tier == Tier.WARN:
+                part = self._warn(work)
+            elif tier == Tier.SOFT:
+                part = self._summarize_tier(work, soft=True)
+            elif tier == Tier.FULL:
+                part = self._summarize_tier(work, soft=False)
+            else:
+                part = self._emergency(work)
+        part.extra.update(extra)
+        if self._placeholders:
+            part.extra["offload_placeholders"] = dict(self._placeholders)
+        rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns, msgs)
+        if self.env.record_store is not None and tier != Tier.NONE:
+            self.env.record_store.append(rec)
+        if self.policy.anti_thrash_frac is not None and guarded is None and self._effective(rec):
+            self._last_input, self._last_view, self._last_tokens = msgs, part.result, tokens_before
+        return Compaction(tuple(part.result), rec)
+
+    def compact_force(self, history: Sequence[Message]) -> Compaction:
+        """harness9 ``ProgressiveCompactor.CompactForce``: the emergency path, no record."""
+        return Compaction(tuple(self._emergency(list(history)).result), None)
+
+    def compact_manual(self, history: Sequence[Message]) -> Compaction:
+        """harness9's ``/compact`` prefers ``CompactWithRecord``: the tier follows usage."""
+        return self.compact(history)
+
+    # -- internals -------------------------------------------------------------------------
+    def _tier(self, msgs: list[Message], harness9_tokens: int) -> Tier:
+        t = harness9_tokens if self._counter is None else self._counter.count(msgs)
+        return self.policy.tier_for_tokens(t)
+
+    @staticmethod
+    def _effective(rec: CompactionRecord) -> bool:
+        return rec.tier != Tier.NONE and (
+            rec.msgs_after < rec.msgs_before or rec.tokens_after < rec.tokens_before or bool(rec.offloaded)
+        )
+
+    def _anti_thrash(self, msgs: list[Message], tokens: int) -> list[Message] | None:
+        """The view to send without compacting, or ``None`` to compact normally."""
+        p = self.policy
+        if p.anti_thrash_frac is None or self._last_view is None or self._last_input is None:
+            return None
+        li, lv = self._last_input, self._last_view
+        if len(msgs) >= len(li) and msgs[len(li) - 1 : len(li)] == li[-1:] and msgs[: len(li)] == li:
+            base = lv + msgs[len(li) :]  # view mode: history still holds the original prefix
+        elif len(msgs) >= len(lv) and msgs[: len(lv)] == lv:
+            base = msgs  # write-back mode: history already starts with the last view
+        else:
+            return None
+        grown = tokens - self._last_tokens
+        if grown >= p.anti_thrash_frac * p.context_window_tokens:
+            return None
+        # Reuse only a view that is still below the full tier: near the window the reused view
+        # plus the tool schemas (which tiers do not count) could overflow.
+        if self._tier(base, estimate_tokens(base)) >= Tier.FULL:
+            return None
+        self.thrash_avoided += 1
+        return base
+
+    def _stamp(self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int, msgs: list[Message]) -> CompactionRecord:
+        # Most calls leave the history untouched; re-estimating it would make a replay O(n^2).
+        ta = tokens_before if part.result is msgs else estimate_tokens(part.result)
+        ts = self.env.clock.timestamp()
+        return CompactionRecord(
+            id=self.env.new_id(),
+            session_id=self.env.session_id,
+            timestamp=ts,
+            tier=tier,
+            tokens_before=tokens_before,
+            tokens_after=ta,
+            msgs_before=msgs_before,
+            msgs_after=len(part.result),
+            anchors=part.anchors,
+            offloaded=part.offloaded,
+            summarized=part.summarized,
+            preserved_tail=part.preserved_tail,
+            summary_text=part.summary_text,
+            compression_ratio=ta / tokens_before if tokens_before > 0 else 0.0,
+            duration_ns=self.env.clock.now_ns() - start_ns,
+            error=part.error,
+            extra=part.extra,
+        )
+
+    def _offload_head(self, head: list[Message]) -> tuple[list[Message], list[OffloadEntry] | None]:
+        if self.offloader is None:
+            return head, None
+        out, entries = [], []
+        for m in head:
+            if m.tool_call_id != "" and len(m.content.encode("utf-8", "surrogatepass")) > self.policy.offload_threshold_bytes:
+                try:
+                    oc = self.offloader.offload_tool_result(m)
+                except OffloadError:
+                    out.append(m)
+                    continue
+                out.append(m.with_content(oc.placeholder))
+                entries.append(oc.entry)
+                # harness9 V1 wrote these placeholders into the caller's history in place (the
+                # issue-#117 alias bug); the replay can emulate that from this map.
+                self._placeholders[m.tool_call_id] = oc.placeholder
+            else:
+                out.append(m)
+        return out, entries or None
+
+    def _warn(self, msgs: list[Message]) -> _Partial:
+        head, tail = self.policy.split(msgs)
+        if head is None:
+            return _Partial(msgs)
+        head2, off = self._offload_head(head)
+        return _Partial(repair_tool_pairs([msgs[0], *head2, *tail]), offloaded=off, preserved_tail=len(tail))
+
+    def _summarize_tier(self, msgs: list[Message], *, soft: bool) -> _Partial:
+        head, tail = self.policy.split(msgs)
+        if head is None:
+            return _Partial(msgs)
+        if soft:
+            mid = len(head) // 2
+            summarized, kept = head[:mid], head[mid:]
+        else:
+            summarized, kept = head, []
+        summarized2, off = self._offload_head(summarized)
+        extra: dict[str, Any] = {}
+        ok = self._summarize(summarized2, extra)
+        if ok is None:
+            reason = "LLM summary failed in TierSoft" if soft else "LLM summary failed in TierFull"
+            part = self._fallback(msgs, reason)
+            part.extra.update(extra)
+            return part
+        summary, anchors = ok
+        result = repair_tool_pairs([msgs[0], self._compaction_message(anchors, summary, off or []), *kept, *tail])
+        self.last_summary, self.last_anchors = summary, anchors
+        return _Partial(
+            result,
+            anchors=anchors,
+            offloaded=off,
+            summarized=len(summarized),
+            preserved_tail=len(tail) + len(kept),
+            summary_text=summary,
+            extra=extra,
+        )
+
+    def _compaction_message(self, anchors: list[Anchor], summary: str, off: list[OffloadEntry]) -> Message:
+        s = COMPACTION_MARKER + "\n## Anchors\n\n" + format_anchors(anchors, self.types) + "\n\n## Summary\n" + summary
+        if off:
+            s += "\n\n## Offloaded References\n" + "".join(
+                f"- {e.file_path} ({e.lines}行) - offloaded tool result\n" for e in off
+            )
+        return Message("user", s)
+
+    def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor]] | None:
+        """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
+        conv = serialize_conversation(head)
+        req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
+        text = request_summary(self.env.summarizer, self.calls, extra, req)
+        if text is None:
+            return None
+        anchors, summary = parse_anchors_and_summary(text, self.types)
+        if self.last_anchors is not None:
+            overwrites: list[str] = []
+            anchors = merge_anchors(self.last_anchors, anchors, self.types, na_safe=self.policy.na_safe_merge, overwrites=overwrites)
+            extra["na_overwrites" if not self.policy.na_safe_merge else "na_overwrites_prevented"] = overwrites
+        return summary, anchors
+
+    def _fallback(self, msgs: list[Message], reason: str) -> _Partial:
+        p = self.policy
+        result = budget_compact(msgs, p.resolved_fallback_max_tokens, p.resolved_fallback_min_tail)
+        return _Partial(result, preserved_tail=len(result) - 1, error=reason)
+
+    def _emergency(self, msgs: list[Message]) -> _Partial:
+        p = self.policy
+        if p.forced_truncation == "legacy_last1":
+            result = force_legacy_last1(msgs)
+        else:
+            result = force_anchor_greedy_v3(msgs, p.resolved_fallback_max_tokens)
+        return _Partial(result, preserved_tail=len(result) - 1, error="emergency fallback: forced truncation")

@@ -1,0 +1,235 @@
+"""Single-threshold auto-compaction: Codex CLI's and Claude Code's summarise-everything rule.
+
+When the working history reaches ``threshold_frac`` of the context window, everything between
+the system message and the last ``keep_last_messages`` messages is replaced by one summary
+message written by the injected summarizer; later turns are appended to that summary.
+
+Tier mapping (see :mod:`h9eval.compaction._peer`): ``FULL`` when a summary replaced messages,
+``SOFT`` when the summary failed and the fallback dropped messages, ``NONE`` otherwise (the
+view may then be the previous summary followed by the new messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from h9eval.compaction._peer import Continuation, peer_record, split_system, fit_newest
+from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
+from h9eval.compaction.records import Tier
+from h9eval.compaction.repair import repair_tool_pairs
+from h9eval.core.messages import Message
+from h9eval.core.tokens import estimate_tokens
+
+__all__ = ["SummarySingleThreshold", "SummaryThresholdRun", "summary_message", "FREE_TEXT_PROMPT", "FREE_TEXT_INCREMENTAL_PROMPT"]
+
+FREE_TEXT_PROMPT = (
+    "Summarize the conversation below so that an agent can continue the task from the summary "
+    "alone: the user's request, what has been done and found, decisions and their reasons, "
+    "approaches that failed, and what remains to do. Output only the summary.\n\n"
+    "Conversation:\n{conversation}"
+)
+FREE_TEXT_INCREMENTAL_PROMPT = (
+    "Update the summary below with the new conversation so that an agent can continue the task "
+    "from the summary alone. Output only the updated summary.\n\n"
+    "<previous-summary>\n{previous_compaction}\n</previous-summary>\n\n"
+    "New conversation:\n{conversation}"
+)
+
+
+def summary_message(summary: str, anchors: Sequence[Anchor] | None, types: Sequence[str] = ANCHOR_TYPES) -> Message:
+    """The ``[Context Compaction]`` user message, in the progressive policy's format (no
+    offloaded references): anchors and summary, or the summary alone when ``anchors`` is None."""
+    if anchors is None:
+        return Message("user", COMPACTION_MARKER + "\n## Summary\n" + summary)
+    return Message("user", COMPACTION_MARKER + "\n## Anchors\n\n" + format_anchors(anchors, types) + "\n\n## Summary\n" + summary)
+
+
+def _strip_summary_header(text: str) -> str:
+    """A free-text reply that starts with its own ``## Summary`` header loses it (the message
+    already has one)."""
+    t = go_trim(text)
+    if t.startswith("## Summary"):
+        t = go_trim(t[len("## Summary") :])
+    return t
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class SummarySingleThreshold(Policy):
+    """Codex CLI / Claude Code auto-compact: one threshold, summarise everything before the tail.
+
+    ``context_window_tokens``: the model window (default 200,000 tokens).
+    ``threshold_frac``: compact when the working history's tokens are ``>=`` this fraction of
+    the window (default 0.90: Codex CLI's auto-compact limit is 90 % of the window for its
+    GPT-5 models; Claude Code triggers a little later, at the window minus a ~13k-token reserve,
+    about 0.92-0.94 of 200k). ``keep_last_messages``: newest messages kept verbatim after the
+    summary (default 0: both tools replace the whole conversation by the summary; the boundary
+    moves back so a kept tool result keeps its call). ``anchors``: ask for harness9's anchor
+    format and emit the same ``[Context Compaction]`` message as the progressive policy
+    (default True); False sends a free-text prompt (``template="free_text"``) and emits
+    ``[Context Compaction]\\n## Summary\\n<reply>``. ``summary_timeout_s``: a slower summary
+    fails (default 60 s). ``prompt_file``: optional JSON prompt file for the anchor prompts.
+
+    A second compaction summarises the previous summary with the new messages (harness9's
+    incremental template). If the summarizer fails (or none is injected) the view falls back to
+    the system message and the newest messages that stay under the threshold (at least the
+    newest one), tier ``SOFT``, with ``record.error`` set. Deliberate differences: Codex CLI
+    re-inserts the recent user messages after its summary and Claude Code re-reads recent
+    files; neither is reproduced. ``compact_force``/``compact_manual`` (``/compact``) summarise
+    now, whatever the usage.
+    """
+
+    kind: ClassVar[str] = "summary_single_threshold"
+    source: ClassVar[str] = "Codex CLI / Claude Code auto-compact (summarise everything at one threshold)"
+    claims_budget: ClassVar[bool] = False
+
+    context_window_tokens: int = 200_000
+    threshold_frac: float = 0.90
+    keep_last_messages: int = 0
+    anchors: bool = True
+    summary_timeout_s: float = 60.0
+    prompt_file: str | None = None
+
+    def __post_init__(self) -> None:
+        c = self._check
+        c(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
+        c(
+            isinstance(self.threshold_frac, (int, float)) and 0 < self.threshold_frac <= 1,
+            "threshold_frac",
+            "must be a fraction of the window in (0, 1]",
+            self.threshold_frac,
+        )
+        c(self.keep_last_messages >= 0, "keep_last_messages", "must be >= 0", self.keep_last_messages)
+        c(self.summary_timeout_s > 0, "summary_timeout_s", "must be > 0", self.summary_timeout_s)
+
+    @property
+    def threshold_tokens(self) -> float:
+        """The trigger in tokens (``threshold_frac * context_window_tokens``)."""
+        return self.threshold_frac * self.context_window_tokens
+
+    def prompts(self) -> PromptSet:
+        return load_prompt_file(self.prompt_file) if self.prompt_file else DEFAULT_PROMPTS
+
+    def start(self, env: CompactionEnv | None = None) -> SummaryThresholdRun:
+        return SummaryThresholdRun(self, env or CompactionEnv())
+
+
+class SummaryThresholdRun:
+    """A summary policy bound to one session: the previous summary and anchors (for the
+    incremental template), the summary calls made, and the carried-forward view."""
+
+    def __init__(self, policy: SummarySingleThreshold, env: CompactionEnv) -> None:
+        self.policy = policy
+        self.env = env
+        self.types: tuple[str, ...] = ANCHOR_TYPES
+        self._prompts = policy.prompts()
+        self.last_summary = ""
+        self.last_anchors: list[Anchor] | None = None
+        self.calls: list[SummaryCall] = []
+        self.cont = Continuation()
+
+    # -- API -------------------------------------------------------------------------------
+    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        start_ns = self.env.clock.now_ns()
+        tb = tokens if tokens is not None else estimate_tokens(history)
+        base, carried = self.cont.base(history)
+        return self.compact_base(history, base, tokens_before=tb, base_tokens=None if carried else tb, carried=carried, force=False, start_ns=start_ns)
+
+    def compact_force(self, history: Sequence[Message]) -> Compaction:
+        """Summarise now (Claude Code's and Codex's manual ``/compact``)."""
+        start_ns = self.env.clock.now_ns()
+        base, carried = self.cont.base(history)
+        return self.compact_base(history, base, tokens_before=None, base_tokens=None, carried=carried, force=True, start_ns=start_ns)
+
+    compact_manual = compact_force
+
+    # -- shared with the hybrid policy -----------------------------------------------------
+    def compact_base(
+        self,
+        history: Sequence[Message],
+        base: list[Message],
+        *,
+        tokens_before: int | None,
+        base_tokens: int | None,
+        carried: bool,
+        force: bool,
+        start_ns: int,
+        unchanged_tier: Tier = Tier.NONE,
+        extra: dict[str, Any] | None = None,
+    ) -> Compaction:
+        """Compact the working list ``base`` (derived from ``history``) and record it against
+        ``history``. ``unchanged_tier`` is the tier reported when no summary is made (the
+        hybrid reports ``WARN`` when it masked something)."""
+        extra = dict(extra or {})
+        bt = base_tokens if base_tokens is not None else estimate_tokens(base)
+        fields: dict[str, Any] = {}
+        error = ""
+        if force or bt >= self.policy.threshold_tokens:
+            view, done, fields, error = self._summarize_base(base, extra)
+            tier = done if done is not None else unchanged_tier
+        else:
+            view, tier = base, unchanged_tier
+        if tier == Tier.NONE and carried:
+            extra["carried_over"] = True
+        if view is not base:
+            self.cont.remember(history, view)
+        rec = peer_record(self.env, history, view, tier, tokens_before=tokens_before, start_ns=start_ns, error=error, extra=extra, **fields)
+        return Compaction(tuple(view), rec)
+
+    # -- internals -------------------------------------------------------------------------
+    def _summarize_base(self, base: list[Message], extra: dict[str, Any]) -> tuple[list[Message], Tier | None, dict[str, Any], str]:
+        """``(view, tier or None when nothing was done, record fields, error)``."""
+        p = self.policy
+        sys, rest = split_system(base)
+        k = p.keep_last_messages
+        t = len(rest) - min(k, len(rest))
+        # never separate a kept tool result from its call
+        while 0 < t < len(rest) and rest[t].tool_call_id:
+            t -= 1
+        head, tail = rest[:t], rest[t:]
+        if not head:
+            extra["skipped"] = "nothing to summarize before the kept tail"
+            return base, None, {}, ""
+        ok = self._summarize(head, extra)
+        if ok is None:
+            start = fit_newest(sys, rest, p.threshold_tokens)
+            view = repair_tool_pairs([*sys, *rest[start:]])
+            err = "summary failed: kept the newest messages under the threshold"
+            return view, Tier.SOFT, {"preserved_tail": len(view) - len(sys)}, err
+        summary, anchors = ok
+        view = repair_tool_pairs([*sys, summary_message(summary, anchors, self.types), *tail])
+        fields = {"anchors": anchors, "summarized": len(head), "preserved_tail": len(tail), "summary_text": summary}
+        return view, Tier.FULL, fields, ""
+
+    def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor] | None] | None:
+        """One summarizer call (progressive's ``_summarize`` shape); ``None`` on any failure."""
+        p = self.policy
+        conv = serialize_conversation(head)
+        if p.anchors:
+            req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
+        else:
+            prev = self.last_summary or None
+            tmpl = FREE_TEXT_INCREMENTAL_PROMPT if prev is not None else FREE_TEXT_PROMPT
+            # one pass, so a "{conversation}" inside the previous summary stays literal
+            free = PromptSet(incremental=tmpl).render_incremental(prev or "", conv)
+            req = summary_request(
+                self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s,
+                template="free_text", previous=prev, user_prompt=free,
+            )
+        text = request_summary(self.env.summarizer, self.calls, extra, req)
+        if text is None:
+            return None
+        if not p.anchors:
+            summary = _strip_summary_header(text)
+            self.last_summary, self.last_anchors = summary, None
+            return summary, None
+        anchors, summary = parse_anchors_and_summary(text, self.types)
+        if self.last_anchors is not None:
+            anchors = merge_anchors(self.last_anchors, anchors, self.types)
+        self.last_summary, self.last_anchors = summary, anchors
+        return summary, anchors

@@ -1,0 +1,121 @@
+"""harness9's ``TokenBudgetCompactor``: the fallback of the progressive policy (spec §5).
+
+``Compact`` keeps the system message, the oldest head prefix that fits and the last
+``min_tail_messages``; the middle goes first. ``CompactForce`` has two generations: the legacy
+rule (system + last message, then repair; spec §5.3) and the V3 rewrite (task anchor + newest
+messages that fit; spec §5.4, *reconstructed*, not verified against harness9's code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.records import CompactionRecord, Tier
+from h9eval.compaction.budget import (
+    FORCED_TRUNCATION_RULES,
+    _eff_max,
+    budget_compact,
+    budget_for_window,
+    force_anchor_greedy_v3,
+    force_legacy_last1,
+)
+from h9eval.core.messages import Message
+from h9eval.core.tokens import estimate_tokens
+
+__all__ = ["TokenBudgetCompactor"]
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TokenBudgetCompactor(Policy):
+    """harness9's ``TokenBudgetCompactor`` on its own (the progressive policy's fallback).
+
+    ``context_window_tokens``: the model window; the budget is ``window*80//100`` unless
+    ``max_tokens`` is given. ``min_tail_messages``: messages kept verbatim at the end (default
+    6). ``forced_truncation``: ``anchor_greedy_v3`` (default, reconstructed) or
+    ``legacy_last1``. ``compat``: accept harness9's silent values (``max_tokens <= 0`` meaning
+    160,000, ``min_tail_messages <= 0`` meaning 6) instead of rejecting them.
+    """
+
+    kind: ClassVar[str] = "token_budget"
+    source: ClassVar[str] = "harness9 TokenBudgetCompactor (the progressive policy's fallback), alone"
+    claims_budget: ClassVar[bool] = False
+
+    context_window_tokens: int = 200_000
+    max_tokens: int | None = None
+    min_tail_messages: int = 6
+    forced_truncation: str = "anchor_greedy_v3"
+    compat: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.compat:
+            self._check(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
+            if self.max_tokens is not None:
+                self._check(self.max_tokens > 0, "max_tokens", "must be > 0 (harness9 would silently use 160000)", self.max_tokens)
+            self._check(self.min_tail_messages > 0, "min_tail_messages", "must be > 0", self.min_tail_messages)
+        self._check(
+            self.forced_truncation in FORCED_TRUNCATION_RULES,
+            "forced_truncation",
+            f"must be one of {', '.join(FORCED_TRUNCATION_RULES)}",
+            self.forced_truncation,
+        )
+
+    @property
+    def resolved_max_tokens(self) -> int:
+        """The budget in tokens as harness9 would use it."""
+        mt = self.max_tokens if self.max_tokens is not None else budget_for_window(self.context_window_tokens)
+        return _eff_max(mt)
+
+    def budget_tokens(self) -> int | None:
+        return None
+
+    def compact_messages(self, msgs: Sequence[Message]) -> list[Message]:
+        return budget_compact(msgs, self.resolved_max_tokens, self.min_tail_messages)
+
+    def force_messages(self, msgs: Sequence[Message]) -> list[Message]:
+        if self.forced_truncation == "legacy_last1":
+            return force_legacy_last1(msgs)
+        return force_anchor_greedy_v3(msgs, self.resolved_max_tokens)
+
+    def start(self, env: CompactionEnv | None = None) -> _TokenBudgetRun:
+        return _TokenBudgetRun(self, env or CompactionEnv())
+
+
+class _TokenBudgetRun:
+    def __init__(self, policy: TokenBudgetCompactor, env: CompactionEnv) -> None:
+        self.policy = policy
+        self.env = env
+
+    def _record(self, before: Sequence[Message], after: list[Message], tier: Tier, err: str = "") -> CompactionRecord:
+        tb, ta = estimate_tokens(before), estimate_tokens(after)
+        return CompactionRecord(
+            id=self.env.new_id(),
+            session_id=self.env.session_id,
+            timestamp=self.env.clock.timestamp(),
+            tier=tier,
+            tokens_before=tb,
+            tokens_after=ta,
+            msgs_before=len(before),
+            msgs_after=len(after),
+            preserved_tail=max(len(after) - 1, 0) if tier != Tier.NONE else 0,
+            compression_ratio=ta / tb if tb > 0 else 0.0,
+            error=err,
+        )
+
+    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        out = self.policy.compact_messages(history)
+        # harness9's TokenBudgetCompactor keeps no records; h9eval reports a dropped-messages
+        # compaction as tier "soft"-equivalent so the replay can count it.
+        changed = len(out) != len(history) or out != list(history)
+        return Compaction(tuple(out), self._record(history, out, Tier.SOFT if changed else Tier.NONE))
+
+    def compact_force(self, history: Sequence[Message]) -> Compaction:
+        out = self.policy.force_messages(history)
+        return Compaction(tuple(out), self._record(history, out, Tier.EMERGENCY, "forced truncation"))
+
+    # harness9's /compact prefers CompactWithRecord, which TokenBudgetCompactor lacks, so it
+    # falls through to CompactForce (spec §2.4).
+    compact_manual = compact_force

@@ -1,0 +1,133 @@
+"""Paths: where h9eval finds the shared reference data (``shared/`` beside the project), the
+output-folder check, the one id -> file-name mapping and the one atomic file writer."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = [
+    "shared_dir",
+    "conformance_dir",
+    "recorded_dir",
+    "repo_root",
+    "prepare_out_dir",
+    "safe_name",
+    "atomic_write",
+    "write_text_atomic",
+    "write_json_atomic",
+]
+
+_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+# Longer plain ids are mapped too: a file name must stay under NAME_MAX (255 bytes) with its
+# ".txt"/".jsonl" suffix, else the write fails (ENAMETOOLONG) and the offload silently does not happen.
+_MAX_PLAIN = 128
+
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+#: where the project's shared folder lives on its own machines, for a checkout elsewhere
+_WORKPLACE_SHARED = Path("/work/shared")
+
+
+def shared_dir() -> Path:
+    """``$H9EVAL_SHARED``, else ``<repo>/../shared`` (how CI lays it out), else the
+    workplace's ``/work/shared`` (a scratch clone in a temporary folder)."""
+    env = os.environ.get("H9EVAL_SHARED")
+    if env:
+        return Path(env)
+    beside = repo_root().parent / "shared"
+    if not beside.exists() and _WORKPLACE_SHARED.exists():
+        return _WORKPLACE_SHARED
+    return beside
+
+
+def conformance_dir() -> Path:
+    return shared_dir() / "reference" / "conformance"
+
+
+def recorded_dir() -> Path:
+    return shared_dir() / "data" / "recorded"
+
+
+def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder") -> Path:
+    """Create ``path`` as a folder (parents too) or raise :class:`FormatError` naming it when a
+    file is in the way (at ``path`` or above it) or it cannot be created; an existing folder is
+    kept as it is. ``what`` names the folder in the messages."""
+    from h9eval.core.errors import FormatError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise FormatError(f"{what} path exists and is not a folder", path=str(p))
+    blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        raise FormatError(f"{blocker} is not a folder; cannot create the {what} under it", path=str(p))
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FormatError(f"cannot create the {what} ({e.strerror or e})", path=str(p)) from None
+    return p
+
+
+def safe_name(raw: str, *, allow_empty: bool = True) -> str:
+    """Map an id to one safe path component.
+
+    An id of at most 128 characters made only of ASCII letters, digits, ``.``, ``_`` and ``-``
+    (other than ``.`` and ``..``) is used as is, so ordinary ids give harness9's exact paths;
+    any other id becomes its characters with each disallowed one replaced by ``_`` (at most 64,
+    dots trimmed at the ends) followed by ``~`` and the first 12 hex digits of the id's
+    SHA-256. ``~`` is never in an unmapped name, so mapped and unmapped names cannot collide.
+    """
+    if raw == "" and allow_empty:
+        return ""
+    if len(raw) <= _MAX_PLAIN and _SAFE.fullmatch(raw) and raw not in (".", ".."):
+        return raw
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", raw)[:64].strip(".") or "_"
+    return f"{cleaned}~{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Write ``path`` whole or not at all: yields a binary file opened on a new temporary file
+    beside it, renamed over ``path`` when the block ends without an exception (removed
+    otherwise). The temporary file is created with ``O_EXCL`` under a random name, so a symlink
+    planted at a predictable ``<name>.tmp`` can never redirect the write; ``path`` itself being
+    a symlink is refused (:class:`FormatError`), since the rename would leave a regular file
+    where the link was and hide what the link pointed at."""
+    from h9eval.core.errors import FormatError
+
+    p = Path(path)
+    if p.is_symlink():
+        raise FormatError("is a symbolic link; refusing to write through it", path=str(p))
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name[:100]}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """:func:`atomic_write` of a UTF-8 text."""
+    with atomic_write(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """:func:`atomic_write` of ``data`` as indented, key-sorted JSON with a final newline (so
+    equal data give equal bytes)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,210 @@
+"""Every results table's columns, its schema version and the versions its reader accepts: the
+one owner of the on-disk schema (the writers and readers in :mod:`h9eval.results.io` and
+:mod:`h9eval.results.store` take everything from here)."""
+
+from __future__ import annotations
+
+
+CALLS_SCHEMA_VERSION = 1
+"""Version of the ``calls`` table (one row per model call; bump on a change of meaning)."""
+
+
+CALL_COLUMNS = (
+    "schema_version",
+    "run_id",
+    "task_id",
+    "policy_kind",
+    "params_hash",
+    "history_mode",
+    "call_index",
+    "message_index",
+    "context_window_tokens",
+    "history_tokens",
+    "history_messages",
+    "tool_schema_tokens",
+    "tokens_sent",
+    "ratio_to_window",
+    "tier",
+    "tier_name",
+    "compacted",
+    "msgs_before",
+    "msgs_after",
+    "view_tokens",
+    "offloads_tool_time_count",
+    "offloads_tool_time_bytes",
+    "offloads_compaction_count",
+    "offloads_compaction_bytes",
+    "summarizer_calls",
+    "summarizer_input_tokens",
+    "summarizer_output_tokens",
+    "summarizer_latency_s",
+    "summarizer_cache_hits",
+    "summarizer_cost_usd",
+    "fallback",
+    "fallback_error",
+    "forced_truncation",
+    "overflow",
+    "overflow_tokens",
+    "written_back",
+    "manual_compact",
+    "thrash_avoided",
+    "masked_results",
+    "na_overwrites",
+    "na_overwrites_prevented",
+)
+
+
+COMPACTIONS_SCHEMA_VERSION = 1
+"""Version of the ``compactions`` table (one row per compaction record)."""
+
+
+COMPACTION_COLUMNS: tuple[str, ...] = (
+    "schema_version",  # int, COMPACTIONS_SCHEMA_VERSION
+    "run_id",  # str: h9eval run id, or "harness9:<session>" for harness9's own records
+    "session_id",  # str: the session the records belong to (file name for harness9's files)
+    "record_index",  # int: 0-based position in the session's record sequence
+    "record_id",  # str: the record's UUID ("" when unset)
+    "timestamp",  # str: RFC 3339 with nanoseconds, as written (not parsed: offsets vary)
+    "tier",  # int: 0 none .. 4 emergency
+    "tier_name",  # str: none, warn, soft, full, emergency
+    "tokens_before",  # int: harness9 estimate of the input
+    "tokens_after",  # int: harness9 estimate of the output
+    "msgs_before",  # int: messages in
+    "msgs_after",  # int: messages out
+    "n_anchors",  # int: anchors in the record (0 when null)
+    "anchors_json",  # str | None: JSON list of {type, content}; None where harness9 wrote null
+    "n_offloaded",  # int: offloaded tool results (0 when null)
+    "offloaded_bytes",  # int: sum of the offloaded entries' bytes
+    "offloaded_json",  # str | None: JSON list of offload entries; None where harness9 wrote null
+    "summarized",  # int: messages summarised
+    "preserved_tail",  # int: messages kept verbatim
+    "summary_text",  # str
+    "compression_ratio",  # float: tokens_after / tokens_before, 0 when before is 0
+    "duration_ns",  # int: nanoseconds
+    "error",  # str: "" when none
+)
+
+
+_INT_COLUMNS = (
+    "schema_version",
+    "record_index",
+    "tier",
+    "tokens_before",
+    "tokens_after",
+    "msgs_before",
+    "msgs_after",
+    "n_anchors",
+    "n_offloaded",
+    "offloaded_bytes",
+    "summarized",
+    "preserved_tail",
+    "duration_ns",
+)
+
+
+RUNS_SCHEMA_VERSION = 1
+"""Version of the ``runs`` table (one row per cell of a sweep)."""
+
+MANIFEST_SCHEMA_VERSION = 1
+"""Version of ``manifest.json`` (of a run or a sweep) and of the results-folder layout."""
+
+READABLE_MANIFEST_VERSIONS: tuple[int, ...] = (1,)
+"""The manifest versions the readers accept."""
+
+TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes")
+CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
+MARKER = "run.parquet"
+MANIFEST = "manifest.json"
+CONSOLIDATED = "consolidated.json"
+
+
+# name -> pandas dtype. Nullable dtypes, because a failed cell has no headline numbers.
+RUN_COLUMNS: dict[str, str] = {
+    "schema_version": "Int64",
+    "sweep": "string",
+    "run_id": "string",
+    "cell_hash": "string",  # sha256[:16] of everything that determines the cell's results
+    "task_id": "string",
+    "task_spec": "string",  # the spec entry the task came from (path, synthetic:P:S, ...)
+    "policy_name": "string",  # the [[policies]] entry's name (default: its kind)
+    "policy_kind": "string",
+    "params_json": "string",  # resolved parameters, sorted JSON
+    "grid_json": "string",  # the grid point only (the parameters this entry varies)
+    "params_hash": "string",
+    "history_mode": "string",
+    "summarizer": "string",  # the summarizer variant (registered name)
+    "repeat": "Int64",
+    "status": "string",  # ok | failed
+    "error": "string",  # "" when ok: exception type and message
+    "wall_time_s": "float64",  # seconds the cell took (execution-dependent)
+    "calls": "Int64",
+    "n_compactions": "Int64",
+    "compactions_warn": "Int64",
+    "compactions_soft": "Int64",
+    "compactions_full": "Int64",
+    "compactions_emergency": "Int64",
+    "peak_tokens_sent": "Int64",
+    "final_tokens_sent": "Int64",
+    "peak_history_tokens": "Int64",
+    "offloads_tool_time": "Int64",
+    "offloads_compaction": "Int64",
+    "summarizer_calls": "Int64",
+    "summarizer_cache_hits": "Int64",  # execution-dependent: which cell asked first
+    "summarizer_cost_usd": "float64",
+    "fallbacks": "Int64",
+    "forced_truncations": "Int64",
+    "overflows": "Int64",
+    "probe_rows": "Int64",
+}
+
+
+EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("wall_time_s", "summarizer_cache_hits"),
+    "calls": ("summarizer_latency_s", "summarizer_cache_hits"),
+    "compactions": (),
+    "probes": ("latency_s", "judge_latency_s", "answer_latency_s"),
+}
+
+
+_SORT_KEYS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",),
+    "calls": ("run_id", "call_index"),
+    "compactions": ("run_id", "record_index"),
+    "probes": ("run_id",),  # then the replay's own (deterministic) order within a run
+}
+
+
+PROBE_SCHEMA_VERSION = 1
+"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope)."""
+
+
+PROBE_COLUMNS: tuple[str, ...] = (
+    "schema_version",
+    "run_id",
+    "task_id",
+    "checkpoint_call_index",
+    "message_index",
+    "n_compactions",
+    "tier_at_checkpoint",
+    "tokens_at_checkpoint",
+    "probe_id",
+    "probe_kind",
+    "method",
+    "scope",
+    "score",
+    "baseline_score",
+    "passed",
+    "answerable",
+)
+
+
+SCHEMA_VERSIONS: dict[str, int] = {
+    "runs": RUNS_SCHEMA_VERSION,
+    "calls": CALLS_SCHEMA_VERSION,
+    "compactions": COMPACTIONS_SCHEMA_VERSION,
+    "probes": PROBE_SCHEMA_VERSION,
+}
+"""The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
+
+READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1,)}
+"""The versions of each table the readers accept; a file of any other version is refused by name."""

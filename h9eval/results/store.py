@@ -1,0 +1,332 @@
+"""The on-disk results of a sweep, and the reader notebooks use (``load_results``).
+
+Layout of ``results/<sweep-name>/``::
+
+    manifest.json                 schema_version, provenance, spec as passed and resolved,
+                                  the cell list, skipped cells, status counts
+    cells/<run-id-safe>/          one folder per cell, written by the worker that ran it:
+        calls.parquet             \\
+        compactions.parquet        > the cell's rows (only when the cell succeeded)
+        probes.parquet            /
+        run.parquet               the cell's one ``runs`` row, written LAST: it is the
+                                  completion marker (status ``ok`` or ``failed``)
+    runs.parquet, calls.parquet,  the consolidated tables: every cell's parts, rows sorted
+    compactions.parquet,          by ``run_id`` (then ``call_index`` / ``record_index``)
+    probes.parquet
+    consolidated.json             fingerprint of the cell markers the tables were built from
+    summary_cache.sqlite          the summarizer response cache shared by all cells (default)
+
+Every file is written to a temporary name and ``os.replace``-d, so a killed sweep leaves
+either a whole file or none. A cell without ``run.parquet`` never finished; one whose
+``run.parquet`` says ``failed`` is rerun on resume, like one that never finished.
+:func:`load_results` reads the consolidated tables when their fingerprint matches the cell
+markers, else it rebuilds them from the cell parts (a sweep still running, or killed).
+
+Determinism: a sweep of the same spec gives equal tables except the execution-dependent
+columns listed in :data:`EXECUTION_COLUMNS` (wall times, summarizer latencies, and cache hits,
+which depend on which cell asked first); :func:`drop_execution_columns` removes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from h9eval.core.errors import FormatError
+from h9eval.core.paths import safe_name, write_json_atomic
+from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_table
+from h9eval.results.schema import (
+    _SORT_KEYS,
+    CALL_COLUMNS,
+    CELL_PARTS,
+    CONSOLIDATED,
+    EXECUTION_COLUMNS,
+    MANIFEST,
+    MANIFEST_SCHEMA_VERSION,
+    MARKER,
+    PROBE_COLUMNS,
+    RUN_COLUMNS,
+    TABLES,
+)
+from h9eval.results.tables import records_to_frame
+
+__all__ = [
+    "Results",
+    "load_results",
+    "drop_execution_columns",
+    "cell_dir_name",
+]
+
+"""Version of the folder layout, ``manifest.json`` and the ``runs`` table (bump on a change of
+meaning). The per-call tables carry :data:`h9eval.runs.replay.RESULTS_SCHEMA_VERSION` in their
+parquet metadata."""
+
+"""The manifest and parquet schema versions :func:`load_results` reads."""
+
+
+"""Columns whose values depend on the machine or the execution order, not on the spec."""
+
+
+def cell_dir_name(run_id: str) -> str:
+    """The folder name of a cell under ``cells/`` (``run_id`` made a safe path component)."""
+    return safe_name(run_id, allow_empty=False)
+
+
+def drop_execution_columns(df: Any, table: str) -> Any:
+    """``df`` without the :data:`EXECUTION_COLUMNS` of ``table`` (to compare two sweeps)."""
+    return df.drop(columns=[c for c in EXECUTION_COLUMNS.get(table, ()) if c in df.columns])
+
+
+# -- writing ----------------------------------------------------------------------------------
+def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
+    """Write ``manifest.json`` atomically."""
+    write_json_atomic(out / MANIFEST, dict(manifest))
+
+
+def runs_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The ``runs`` table from row dicts, with :data:`RUN_COLUMNS` order and dtypes."""
+    import pandas as pd
+
+    df = pd.DataFrame([{c: r.get(c) for c in RUN_COLUMNS} for r in rows], columns=list(RUN_COLUMNS))
+    df = df.astype(RUN_COLUMNS)
+    return df.sort_values("run_id", kind="stable").reset_index(drop=True)
+
+
+def clear_cell(out: Path, run_id: str) -> Path:
+    """Remove a cell's marker and parts (marker first: a half-cleared cell is "not done")."""
+    d = out / "cells" / cell_dir_name(run_id)
+    for name in (MARKER, *(f"{p}.parquet" for p in CELL_PARTS)):
+        try:
+            (d / name).unlink()
+        except FileNotFoundError:
+            pass
+    return d
+
+
+def write_cell(out: Path, run_id: str, row: Mapping[str, Any], parts: Mapping[str, Any] | None) -> None:
+    """Write a cell's part tables, then its run row (the completion marker) last."""
+    d = clear_cell(out, run_id)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, df in (parts or {}).items():
+        write_table(df, d / f"{name}.parquet", name)
+    write_table(runs_frame([row]), d / MARKER, "runs")
+
+
+def read_cell_row(out: Path, run_id: str) -> dict[str, Any] | None:
+    """The cell's run row, or ``None`` when it has no readable marker (never finished)."""
+    p = out / "cells" / cell_dir_name(run_id) / MARKER
+    if not p.exists():
+        return None
+    try:
+        df = read_table(p, "runs")
+    except FormatError:
+        return None
+    if len(df) != 1:
+        return None
+    return {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+
+
+def _isna(v: Any) -> bool:
+    try:
+        import pandas as pd
+
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _fingerprint(out: Path, run_ids: Iterable[str]) -> str:
+    """A hash over the cells' markers (name, size, mtime): changes when any cell is rewritten."""
+    h = hashlib.sha256()
+    for rid in sorted(run_ids):
+        p = out / "cells" / cell_dir_name(rid) / MARKER
+        try:
+            st = p.stat()
+            h.update(f"{rid}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except FileNotFoundError:
+            h.update(f"{rid}\0-\n".encode())
+    return h.hexdigest()
+
+
+def consolidate(out: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the four top-level tables from the cell parts and write them atomically.
+
+    ``consolidated.json`` (the markers' fingerprint) is written last, so a kill half-way leaves
+    stale tables that :func:`load_results` recognises and bypasses. Returns the tables.
+    """
+    run_ids = [c["run_id"] for c in manifest.get("cells", [])]
+    fp = _fingerprint(out, run_ids)
+    tables = _tables_from_cells(out, run_ids)
+    try:
+        (out / CONSOLIDATED).unlink()
+    except FileNotFoundError:
+        pass
+    for name in TABLES:
+        write_table(tables[name], out / f"{name}.parquet", name)
+    write_json_atomic(out / CONSOLIDATED, {"schema_version": MANIFEST_SCHEMA_VERSION, "fingerprint": fp, "cells": len(run_ids)})
+    return tables
+
+
+def _empty_table(name: str) -> Any:
+    import pandas as pd
+
+    if name == "calls":
+        return pd.DataFrame(columns=list(CALL_COLUMNS))
+    if name == "compactions":
+        return records_to_frame([], run_id="", session_id="")
+    if name == "probes":
+        return pd.DataFrame(columns=list(PROBE_COLUMNS))
+    return runs_frame([])
+
+
+def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
+    import pyarrow as pa
+
+    runs: list[Any] = []
+    parts: dict[str, list[Any]] = {n: [] for n in CELL_PARTS}
+    for rid in sorted(run_ids):  # run_id order: the tables' row order does not depend on timing
+        d = out / "cells" / cell_dir_name(rid)
+        marker = d / MARKER
+        if not marker.exists():
+            continue
+        run = read_arrow(marker, "runs")
+        if run.num_rows != 1 or "run_id" not in run.column_names or run.column("run_id")[0].as_py() != rid:
+            raise FormatError(f"expected one run row for {rid!r}", path=str(marker))
+        runs.append(run)
+        if run.column("status")[0].as_py() != "ok":
+            continue
+        for n in CELL_PARTS:
+            p = d / f"{n}.parquet"
+            if not p.exists():
+                raise FormatError(f"cell marked ok but its {n} part is missing", path=str(p))
+            parts[n].append(read_arrow(p, n))
+    # Concatenating in Arrow, then converting once, is ~10x faster than per-part pandas frames;
+    # "permissive" promotes a column that is all-null in one part to the type it has elsewhere.
+    tables: dict[str, Any] = {}
+    tables["runs"] = runs_frame(pa.concat_tables(runs, promote_options="permissive").to_pylist()) if runs else runs_frame([])
+    for n in CELL_PARTS:
+        frames = [t for t in parts[n] if t.num_rows]
+        if not frames:
+            tables[n] = parts[n][0].to_pandas() if parts[n] else _empty_table(n)
+            continue
+        df = pa.concat_tables(frames, promote_options="permissive").to_pandas()
+        keys = [k for k in _SORT_KEYS[n] if k in df.columns]
+        tables[n] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
+    return tables
+
+
+# -- reading ----------------------------------------------------------------------------------
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """Read and check ``manifest.json``; :class:`FormatError` names the file on any problem."""
+    p = folder / MANIFEST
+    if not folder.is_dir():
+        raise FormatError("no such results folder", path=str(folder))
+    if not p.is_file():
+        raise FormatError("no manifest.json; not an h9eval sweep results folder", path=str(folder))
+    try:
+        m = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise FormatError(f"cannot read manifest ({e})", path=str(p)) from None
+    except json.JSONDecodeError as e:
+        raise FormatError(f"manifest is not JSON ({e.msg})", path=str(p), where=f"line {e.lineno}") from None
+    if not isinstance(m, dict) or "schema_version" not in m:
+        raise FormatError("not an h9eval manifest (no schema_version)", path=str(p))
+    check_manifest_version(m["schema_version"], p)
+    if m.get("kind") != "sweep" or not isinstance(m.get("cells"), list):
+        raise FormatError(f"not an h9eval sweep manifest (kind {m.get('kind')!r}; expected 'sweep' with a cell list)", path=str(p))
+    for i, c in enumerate(m["cells"]):
+        if not isinstance(c, dict) or not isinstance(c.get("run_id"), str):
+            raise FormatError("cell entry lacks a run_id", path=str(p), where=f"cells[{i}]")
+    return m
+
+
+@dataclass
+class Results:
+    """A sweep's results as DataFrames (see the module docstring for the columns).
+
+    ``runs``: one row per cell that finished (ok or failed). ``calls``, ``compactions``,
+    ``probes``: tidy rows of the ok cells, joined to ``runs`` on ``run_id``. ``manifest``: the
+    parsed ``manifest.json``. ``from_parts``: True when the consolidated tables were stale or
+    missing and the tables were rebuilt from the cell parts.
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    runs: Any
+    calls: Any
+    compactions: Any
+    probes: Any
+    from_parts: bool = False
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> Any:
+        """The ``runs`` rows with status ``ok``."""
+        return self.runs[self.runs["status"] == "ok"]
+
+    @property
+    def failed(self) -> Any:
+        """The ``runs`` rows with status ``failed`` (see the ``error`` column)."""
+        return self.runs[self.runs["status"] == "failed"]
+
+    def pending(self) -> list[str]:
+        """Run ids in the manifest that have no run row yet (never finished)."""
+        have = set(self.runs["run_id"])
+        return [c["run_id"] for c in self.manifest["cells"] if c["run_id"] not in have]
+
+    def runs_with_params(self, which: str = "grid") -> Any:
+        """``runs`` with one column per parameter, prefixed ``param.``: the grid point
+        (``which="grid"``, default) or every resolved parameter (``which="params"``)."""
+        import pandas as pd
+
+        col = "grid_json" if which == "grid" else "params_json"
+        wide = pd.DataFrame([json.loads(s) if isinstance(s, str) and s else {} for s in self.runs[col]], index=self.runs.index)
+        return pd.concat([self.runs, wide.add_prefix("param.")], axis=1)
+
+    def __repr__(self) -> str:
+        n_ok = int((self.runs["status"] == "ok").sum()) if len(self.runs) else 0
+        return (
+            f"Results({str(self.path)!r}: {len(self.manifest['cells'])} cells, {n_ok} ok, "
+            f"{len(self.runs) - n_ok} failed, {len(self.skipped)} skipped; {len(self.calls)} calls)"
+        )
+
+
+def load_results(path: str | os.PathLike[str]) -> Results:
+    """Read ``results/<sweep>/`` into a :class:`Results`.
+
+    Uses the consolidated tables when they match the cell markers, else rebuilds them from the
+    cell parts (a sweep still running or killed). Raises :class:`~h9eval.core.errors.FormatError`
+    naming the file for a folder that is not a sweep's, a corrupted file, or a schema version
+    this h9eval does not read.
+    """
+    folder = Path(path)
+    m = read_manifest(folder)
+    run_ids = [c["run_id"] for c in m["cells"]]
+    tables: dict[str, Any] | None = None
+    cons = folder / CONSOLIDATED
+    if cons.is_file() and all((folder / f"{n}.parquet").is_file() for n in TABLES):
+        try:
+            stamp = json.loads(cons.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise FormatError(f"cannot read consolidation stamp ({e})", path=str(cons)) from None
+        if isinstance(stamp, dict) and stamp.get("fingerprint") == _fingerprint(folder, run_ids):
+            tables = {n: read_table(folder / f"{n}.parquet", n) for n in TABLES}
+    from_parts = tables is None
+    if tables is None:
+        tables = _tables_from_cells(folder, run_ids)
+    return Results(
+        path=folder,
+        manifest=m,
+        runs=tables["runs"],
+        calls=tables["calls"],
+        compactions=tables["compactions"],
+        probes=tables["probes"],
+        from_parts=from_parts,
+        skipped=list(m.get("skipped", [])),
+    )
+

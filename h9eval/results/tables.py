@@ -1,0 +1,62 @@
+"""Result rows built from h9eval's own values (compaction records -> the ``compactions`` table)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from h9eval.compaction.records import CompactionRecord
+from h9eval.results.schema import COMPACTION_COLUMNS, COMPACTIONS_SCHEMA_VERSION, _INT_COLUMNS
+
+__all__ = ["records_to_frame"]
+
+
+# -- compaction records -----------------------------------------------------------------------
+def _frame(rows: list[dict[str, Any]]) -> Any:
+    """Build the table with fixed dtypes: int64, float64 for the ratio, and ``object`` for the
+    text columns so that a missing JSON list stays ``None`` (pandas 3 would infer its ``str``
+    dtype and turn ``None`` into NaN) and an empty table has the same dtypes as a full one."""
+    import pandas as pd
+
+    def dtype(c: str) -> str:
+        return "int64" if c in _INT_COLUMNS else "float64" if c == "compression_ratio" else "object"
+
+    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=dtype(c)) for c in COMPACTION_COLUMNS})
+
+
+def _row(rec: CompactionRecord, *, run_id: str, session_id: str, index: int) -> dict[str, Any]:
+    anchors = [a.to_json() for a in rec.anchors] if rec.anchors is not None else None
+    off = [o.to_json() for o in rec.offloaded] if rec.offloaded is not None else None
+    return {
+        "schema_version": COMPACTIONS_SCHEMA_VERSION,
+        "run_id": run_id,
+        "session_id": session_id,
+        "record_index": index,
+        "record_id": rec.id,
+        "timestamp": rec.timestamp,
+        "tier": int(rec.tier),
+        "tier_name": rec.tier.label,
+        "tokens_before": rec.tokens_before,
+        "tokens_after": rec.tokens_after,
+        "msgs_before": rec.msgs_before,
+        "msgs_after": rec.msgs_after,
+        "n_anchors": len(anchors or ()),
+        "anchors_json": json.dumps(anchors, ensure_ascii=False) if anchors is not None else None,
+        "n_offloaded": len(off or ()),
+        "offloaded_bytes": sum(o.bytes for o in rec.offloaded or ()),
+        "offloaded_json": json.dumps(off, ensure_ascii=False) if off is not None else None,
+        "summarized": rec.summarized,
+        "preserved_tail": rec.preserved_tail,
+        "summary_text": rec.summary_text,
+        "compression_ratio": float(rec.compression_ratio),
+        "duration_ns": rec.duration_ns,
+        "error": rec.error,
+    }
+
+
+def records_to_frame(records: Iterable[CompactionRecord], *, run_id: str, session_id: str) -> Any:
+    """The ``compactions`` table (:data:`COMPACTION_COLUMNS`, one row per record, in order) for
+    one session's records. ``session_id`` is the column value; the records' own ``session_id``
+    field is not used (harness9's compactor may leave it empty)."""
+    return _frame([_row(r, run_id=run_id, session_id=session_id, index=i) for i, r in enumerate(records)])
