@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test demo bench conformance clean
+.PHONY: venv test lint demo bench conformance clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +17,11 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
+
+# ruff over the package, tests and benchmarks; mypy over the two bottom layers (core, compaction)
+lint: $(STAMP)
+	$(BIN)/ruff check h9eval tests benchmarks
+	$(BIN)/mypy
 
 demo: $(STAMP)
 	$(BIN)/h9eval demo

@@ -510,7 +510,8 @@ import pandas as pd
 from h9eval import metrics as M, plots, run_task
 from h9eval.core.paths import recorded_dir
 from h9eval.tasks import load_tasks_from_spec
-from h9eval.core.token_counters import BpeCounter, call_token_table, message_token_table
+from h9eval.analysis.token_accuracy import call_token_table, message_token_table
+from h9eval.core.token_counters import BpeCounter
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)

@@ -308,4 +308,4 @@ def test_free_text_variant() -> None:
 def test_picklable_without_the_client() -> None:
     s = make(Fake(ok()))
     s2 = pickle.loads(pickle.dumps(s))
-    assert s2.summarizer_id == s.summarizer_id and s2._client is None
+    assert s2.summarizer_id == s.summarizer_id and s2._api._client is None

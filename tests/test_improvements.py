@@ -134,7 +134,7 @@ def test_better_token_counts_raise_the_tier_on_dense_text(counter: str) -> None:
 
 
 def test_each_option_has_a_line_in_policies_output() -> None:
-    from h9eval.cli.describe import format_policies_table
+    from h9eval.cli.policies import format_policies_table
 
     text = format_policies_table()
     for opt in ("extra_anchors", "na_safe_merge", "tail_budget_tokens", "tier_token_counter", "anti_thrash_frac", "mask_observations_keep_turns"):

@@ -9,7 +9,7 @@ from h9eval.compaction.base import CompactionEnv, LogicalClock
 from h9eval.compaction.policies import make_policy, policy_from_dict, registry
 from h9eval.compaction.policies.clear_tool_uses import CLEAR_PLACEHOLDER, ClearToolUses
 from h9eval.compaction.policies.controls import DropAll, KeepAll
-from h9eval.cli.describe import describe_policies, format_policies_table
+from h9eval.cli.policies import describe_policies, format_policies_table
 from h9eval.compaction.policies.hybrid import Hybrid
 from h9eval.compaction.masking import MASK_PLACEHOLDER
 from h9eval.compaction.records import Tier

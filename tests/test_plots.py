@@ -104,7 +104,7 @@ def test_strategy_comparison_and_cost() -> None:
 
 
 def test_token_estimate_error() -> None:
-    from h9eval.core import token_counters as TC
+    from h9eval.analysis import token_accuracy as TC
     from h9eval.tasks.synthetic import generate
 
     t = generate("small", seed=0)

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from h9eval.analysis import token_accuracy as ta
 from h9eval.core import token_counters as tc
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.core.tokens import TokenCounter, make_counter
+from h9eval.core.token_counters import make_counter
+from h9eval.core.tokens import TokenCounter
 from tests.helpers import A, R, S, TC, U
 
 # sha256 of quicktok-v1 0.4.0's bundled vocabulary files, computed independently of the module.
@@ -140,10 +142,10 @@ def test_tables() -> None:
     from h9eval.tasks.synthetic import generate
 
     t = generate("small", seed=1)
-    mt = tc.message_token_table(t.messages, task_id=t.task_id)
+    mt = ta.message_token_table(t.messages, task_id=t.task_id)
     assert len(mt) == len(t.messages) and set(mt["kind"]) <= set(tc.CONTENT_KINDS)
     assert (mt["bpe_tokens"] >= 0).all()
-    ct = tc.call_token_table(t)
+    ct = ta.call_token_table(t)
     assert len(ct) == sum(1 for m in t.messages if m.role == "assistant")
     assert ct["history_tokens_bpe"].is_monotonic_increasing
     assert ct["history_tokens"].iloc[-1] > 0

@@ -25,6 +25,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from h9eval.compaction.policies import make_policy
+from h9eval.compaction.base import policy_params
+from h9eval.compaction.anchors import is_no_information
+from h9eval.tasks.model import ANCHOR_KINDS
 
 __all__ = [
     "TIER_NAMES",
@@ -72,7 +76,6 @@ _CONFIG_KEYS = ("policy_kind", "params_hash", "history_mode", "summarizer")
 @dataclass(frozen=True)
 class CI:
     """A mean with a bootstrap confidence interval; ``n`` values went in (NaNs dropped)."""
-
     mean: float
     lo: float
     hi: float
@@ -224,9 +227,6 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
 
 def _defaults(kind: str) -> dict[str, Any]:
     try:
-        from h9eval.compaction.policies import make_policy
-        from h9eval.compaction.base import policy_params
-
         return policy_params(make_policy(kind))
     except Exception:  # noqa: BLE001 - an unknown or unbuildable kind simply has no defaults
         return {}
@@ -368,7 +368,7 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
 def token_estimate_error(messages_table: Any) -> Any:
     """bytes/4 (and the calibrated estimate, when present) against BPE, per content kind.
 
-    Input: :func:`h9eval.core.token_counters.message_token_table` rows (``kind``, ``bytes``,
+    Input: :func:`h9eval.analysis.token_accuracy.message_token_table` rows (``kind``, ``bytes``,
     ``est_tokens``, ``bpe_tokens``, optional ``calibrated_tokens``). Output per kind (plus an
     ``all`` row): ``n_messages``, ``bytes``, ``bpe_tokens``, ``bytes_per_token`` (measured),
     ``est_error`` = ``sum(est)/sum(bpe) - 1`` (negative: bytes/4 undercounts),
@@ -422,7 +422,7 @@ def tier_misclassification(
     """Calls where the BPE count lands in another tier, or over the window, while the estimate
     does not (or vice versa).
 
-    Input: one row per call with both counts (e.g. :func:`h9eval.core.token_counters.call_token_table`).
+    Input: one row per call with both counts (e.g. :func:`h9eval.analysis.token_accuracy.call_token_table`).
     ``thresholds``: ``warn``/``soft``/``full``/``emergency`` fractions (default harness9's).
     ``window``: overrides ``window_col``. Output: the misclassified rows with ``est_tier``,
     ``bpe_tier``, ``est_over_window``, ``bpe_over_window``, ``direction`` (``under``: the
@@ -451,7 +451,6 @@ def anchor_presence(compactions: Any) -> Any:
     ``record_index``, ``anchor_type``, ``present``."""
     import pandas as pd
 
-    from h9eval.compaction.anchors import is_no_information
 
     rows = []
     for r in compactions.itertuples(index=False):
@@ -485,7 +484,6 @@ def anchor_retention(table: Any, *, method: str | None = "recall", scope: str | 
     """
     import pandas as pd
 
-    from h9eval.tasks.model import ANCHOR_KINDS
 
     if "anchors_json" in table.columns:
         long = anchor_presence(table).rename(columns={"record_index": "compaction_index", "present": "value"})

@@ -30,6 +30,12 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir
 from h9eval.analysis import metrics as M
+from h9eval.analysis import token_accuracy as TC
+from h9eval.tasks import load_tasks_from_spec
+from h9eval.analysis import plots as P
+from h9eval.results.store import load_results
+from h9eval.tasks.model import ANCHOR_KINDS
+from h9eval.harness9.records_dir import read_records_dir
 
 __all__ = ["ReportPaths", "write_report", "write_report_from_records"]
 
@@ -50,7 +56,6 @@ pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:12px}
 class ReportPaths:
     """Where a report went: ``html`` (self-contained), ``markdown`` (``report.md``), the PNG
     ``figures`` the Markdown links to, and the folder holding them all (``out_dir``)."""
-
     out_dir: Path
     html: Path
     markdown: Path
@@ -248,9 +253,6 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
         s.note("Not available: the runs table names no task specs.")
         return s, None
     try:
-        from h9eval.core import token_counters as TC
-        from h9eval.tasks import load_tasks_from_spec
-
         windows = res.calls.groupby("task_id")["context_window_tokens"].first().to_dict() if len(res.calls) else {}
         mts, cts, seen = [], [], set()
         for spec in list(dict.fromkeys(runs["task_spec"].dropna()))[: max_tasks * 2]:
@@ -293,7 +295,6 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
         )
     if len(bad):
         s.table(bad[["task_id", "call_index", "history_tokens", "history_tokens_bpe", "est_tier", "bpe_tier", "direction"]].head(20), "Misclassified calls (first 20)")
-    from h9eval.analysis import plots as P
 
     s.figure("token_estimate_error", P.token_estimate_error(mt, ct), "Token-estimate error per content kind; per-call estimate vs BPE with tier disagreements in red.")
     return s, err
@@ -398,9 +399,6 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     bootstrap resamples and seed (default 1,000 and 0). ``token_error_tasks``: tasks reloaded
     for the token-estimate section (default 4).
     """
-    from h9eval.analysis import plots as P
-    from h9eval.results.store import load_results
-
     res = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "report"
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
@@ -434,7 +432,6 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     secs.append(s)
 
     s = _Section("Anchor retention")
-    from h9eval.tasks.model import ANCHOR_KINDS
 
     has_anchor_probes = len(probes) and probes["probe_kind"].isin(ANCHOR_KINDS).any()
     if has_anchor_probes:
@@ -478,8 +475,6 @@ def write_report_from_records(records_dir: str | os.PathLike[str], out_dir: str 
     before/after, tier transitions between consecutive records, anchors filled per record."""
     import pandas as pd
 
-    from h9eval.analysis import plots as P
-    from h9eval.harness9.records_dir import read_records_dir
 
     rp = Path(records_dir)
     if rp.is_dir() and not any(rp.glob("*.jsonl")) and not any(rp.glob("*/*.jsonl")):

@@ -30,6 +30,14 @@ from typing import Any
 
 from h9eval.core.paths import prepare_out_dir
 from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.compaction.policies import make_policy
+from h9eval.sweeps.sweep import sweep
+from h9eval.analysis import metrics as M
+from h9eval.runs.run import make_probe_fn
+from h9eval.runs.replay import ReplayConfig, replay
+from h9eval.analysis.plots import tune_evidence
+from h9eval.compaction.policies.progressive import ProgressiveCompactor
+from h9eval.tasks import load_tasks_from_spec
 
 __all__ = ["MODELS", "DEFAULT_GRID", "TuneResult", "tune", "load_models", "model_info", "to_toml"]
 
@@ -111,8 +119,6 @@ def model_info(name: str, models: Mapping[str, Mapping[str, Any]] | None = None)
 
 # -- candidates --------------------------------------------------------------------------------
 def _valid(params: Mapping[str, Any]) -> bool:
-    from h9eval.compaction.policies import make_policy
-
     try:
         make_policy("progressive", **params)
     except ConfigError:
@@ -160,8 +166,6 @@ def _key(p: Mapping[str, Any]) -> str:
 
 # -- evaluation --------------------------------------------------------------------------------
 def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str) -> Any:
-    from h9eval.sweeps.sweep import sweep
-
     spec = {
         "name": out.name,
         "tasks": {"specs": list(specs)},
@@ -172,7 +176,6 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
     }
     r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=False)
     res = r.load()
-    from h9eval.analysis import metrics as M
 
     rm = M.run_metrics(res.calls, res.probes, res.runs)
     name_to_cfg = {f"cfg{i:03d}": i for i in range(len(configs))}
@@ -187,10 +190,6 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
 def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str) -> Any:
     import pandas as pd
 
-    from h9eval.analysis import metrics as M
-    from h9eval.runs.run import make_probe_fn
-    from h9eval.compaction.policies import make_policy
-    from h9eval.runs.replay import ReplayConfig, replay
 
     probe_fn = make_probe_fn(["recall"])
     rms, calls = [], []
@@ -253,7 +252,6 @@ class TuneResult:
     meets every constraint (else it is the least-violating config). ``paths``: files written
     to ``out_dir`` (``recommended.toml``, ``evidence.csv``, ``tune.png``), if any.
     """
-
     params: dict[str, Any]
     toml: str
     evidence: Any
@@ -265,8 +263,6 @@ class TuneResult:
 
     def figure(self) -> Any:
         """Tokens saved vs retention of every evaluated config (:func:`h9eval.analysis.plots.tune_evidence`)."""
-        from h9eval.analysis.plots import tune_evidence
-
         return tune_evidence(self.evidence)
 
 
@@ -340,7 +336,6 @@ def tune(
     if history_mode not in ("view", "write_back"):
         raise ConfigError(f"history_mode must be 'view' or 'write_back', got {history_mode!r}")
     g = dict(grid) if grid is not None else dict(DEFAULT_GRID)
-    from h9eval.compaction.policies.progressive import ProgressiveCompactor
 
     fields = {f.name for f in dataclasses.fields(ProgressiveCompactor)}
     for k in g:
@@ -351,15 +346,8 @@ def tune(
     base = {**(base_params or {}), "context_window_tokens": window}
     specs = [t for t in tasks if isinstance(t, str)]
     use_sweep = len(specs) == len(tasks)
-    if use_sweep:
-        try:
-            import h9eval.sweeps.sweep  # noqa: F401
-        except ImportError:
-            use_sweep = False
     task_objs: list[Any] = []
     if not use_sweep:
-        from h9eval.tasks import load_tasks_from_spec
-
         for t in tasks:
             task_objs.extend(load_tasks_from_spec(t) if isinstance(t, str) else [t])
 

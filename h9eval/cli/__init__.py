@@ -8,25 +8,18 @@ no traceback is shown unless ``H9EVAL_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
 
+from h9eval.cli import conformance, demo, policies, report, run, sweep, tasks, tune
 from h9eval.core.errors import H9InputError
+from h9eval.core.provenance import h9eval_version
 
 __all__ = ["main", "build_parser"]
 
-_COMMAND_MODULES = (
-    "conformance",
-    "policies",
-    "tasks",
-    "run",
-    "sweep",
-    "report",
-    "tune",
-    "demo",
-)
+# The commands, in the order ``h9eval --help`` lists them.
+_COMMANDS = (conformance, policies, tasks, run, sweep, report, tune, demo)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,18 +30,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps).")
-    from h9eval import __version__
-
-    p.add_argument("--version", action="version", version=f"h9eval {__version__}")
+    p.add_argument("--version", action="version", version=f"h9eval {h9eval_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in _COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"h9eval.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"h9eval.cli.{name}":
-                continue  # command not built yet
-            raise
+    for mod in _COMMANDS:
         mod.register(sub)
     return p
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from h9eval.analysis.report import write_report, write_report_from_records
 from h9eval.core.errors import ConfigError
 
 
@@ -17,7 +18,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.analysis.report import write_report, write_report_from_records
 
     if args.records is not None:
         if args.results_dir is not None:

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+from h9eval.tasks import _is_sqlite, tasks_to_jsonl
+from h9eval.tasks.recorded import inspect_task, summarize_task
+from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
+from h9eval.tasks.synthetic import generate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,9 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from h9eval.tasks import tasks_to_jsonl
-    from h9eval.tasks.synthetic import generate
-
     t = generate(args.preset, seed=args.seed)
     path = tasks_to_jsonl([t], args.out)
     print(f"wrote {path} ({len(t.messages)} messages, {t.n_calls} calls, {t.estimated_tokens} estimated tokens)")
@@ -34,15 +37,9 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from h9eval.tasks import _is_sqlite
-
     if _is_sqlite(Path(args.path)):
         info = _inspect_db(args.path, args.session)
     else:
-        from h9eval.tasks.recorded import inspect_task
-
         info = inspect_task(args.path, format=args.format)
     if args.json:
         print(json.dumps(info, ensure_ascii=False, sort_keys=True, default=str))
@@ -52,10 +49,7 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inspect_db(path: str, session: str | None) -> dict:
-    from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
-    from h9eval.tasks.recorded import summarize_task
-
+def _inspect_db(path: str, session: str | None) -> dict[str, object]:
     if session is None:
         return {"format": "harness9_db", "sessions": list_sessions(path)}
     t = load_session_task(path, session)

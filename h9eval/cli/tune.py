@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from h9eval.analysis.tune import load_models, tune
 from h9eval.core.errors import ConfigError
 
 
@@ -25,7 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.analysis.tune import load_models, tune
 
     grid = None
     if args.grid:

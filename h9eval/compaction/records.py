@@ -13,13 +13,13 @@ from typing import Any
 from h9eval.compaction.anchors import Anchor
 from h9eval.core.errors import FormatError
 from h9eval.core.tokens import go_escape
+from h9eval.core.paths import safe_name
 
 __all__ = ["Tier", "OffloadEntry", "CompactionRecord", "FileRecordStore", "go_json_dumps"]
 
 
 class Tier(IntEnum):
     """harness9's tiers; the integer is what the JSONL records store."""
-
     NONE = 0
     WARN = 1
     SOFT = 2
@@ -43,7 +43,6 @@ class Tier(IntEnum):
 @dataclass(frozen=True, slots=True)
 class OffloadEntry:
     """One offloaded tool result. ``file_path`` is relative to the offload root, ``/``-separated."""
-
     tool_call_id: str
     tool_name: str
     file_path: str
@@ -67,7 +66,6 @@ class CompactionRecord:
     ``anchors``/``offloaded`` are ``None`` where harness9 writes ``null``; ``duration_ns`` is
     nanoseconds (harness9's ``duration``); ``timestamp`` RFC 3339 with nanoseconds.
     """
-
     id: str = ""
     session_id: str = ""
     timestamp: str = ""
@@ -174,13 +172,10 @@ class FileRecordStore:
     Unlike harness9, a session id that is not a plain file name is mapped to a safe one
     (see :func:`h9eval.core.paths.safe_name`) so a record can never land outside ``dir``.
     """
-
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
     def path_for(self, session_id: str) -> Path:
-        from h9eval.core.paths import safe_name
-
         return self.directory / (safe_name(session_id, allow_empty=True) + ".jsonl")
 
     def _check_directory(self) -> None:

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
+from h9eval.core.errors import FormatError
 
 __all__ = [
     "shared_dir",
@@ -64,8 +65,6 @@ def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder"
     """Create ``path`` as a folder (parents too) or raise :class:`FormatError` naming it when a
     file is in the way (at ``path`` or above it) or it cannot be created; an existing folder is
     kept as it is. ``what`` names the folder in the messages."""
-    from h9eval.core.errors import FormatError
-
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise FormatError(f"{what} path exists and is not a folder", path=str(p))
@@ -104,8 +103,6 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     planted at a predictable ``<name>.tmp`` can never redirect the write; ``path`` itself being
     a symlink is refused (:class:`FormatError`), since the rename would leave a regular file
     where the link was and hide what the link pointed at."""
-    from h9eval.core.errors import FormatError
-
     p = Path(path)
     if p.is_symlink():
         raise FormatError("is a symbolic link; refusing to write through it", path=str(p))

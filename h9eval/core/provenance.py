@@ -11,7 +11,7 @@ from typing import Any
 
 from h9eval.core.paths import repo_root
 
-__all__ = ["provenance", "git_state", "package_versions"]
+__all__ = ["provenance", "git_state", "package_versions", "h9eval_version"]
 
 _PACKAGES = ("h9eval", "pandas", "pyarrow", "matplotlib", "anthropic", "datasets", "rapidfuzz", "tqdm", "dask", "distributed", "quicktok-v1")
 
@@ -24,12 +24,21 @@ def git_state() -> dict[str, Any]:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return {"git_commit": None, "git_dirty": None}
+        # Untracked files count: a new module that is not committed yet changes what ran.
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"], capture_output=True, text=True, timeout=10
         )
         return {"git_commit": sha.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": None, "git_dirty": None}
+
+
+def h9eval_version() -> str:
+    """The installed package's version (the one owner: ``pyproject.toml`` via package metadata)."""
+    try:
+        return importlib.metadata.version("h9eval")
+    except importlib.metadata.PackageNotFoundError:  # a checkout on sys.path without an install
+        return "0+unknown"
 
 
 @lru_cache(maxsize=1)
@@ -45,10 +54,8 @@ def package_versions() -> dict[str, str | None]:
 
 def provenance() -> dict[str, Any]:
     """Everything a manifest records about where results came from (no secrets)."""
-    from h9eval import __version__
-
     return {
-        "h9eval_version": __version__,
+        "h9eval_version": h9eval_version(),
         **git_state(),
         "python": platform.python_version(),
         "platform": platform.platform(),

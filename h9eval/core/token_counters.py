@@ -30,9 +30,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from h9eval.core.anthropic import AnthropicAPI
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
-from h9eval.core.tokens import TokenCounter
+from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
 
 __all__ = [
     "CONTENT_KINDS",
@@ -45,17 +46,15 @@ __all__ = [
     "BpeCounter",
     "CalibratedEstimate",
     "calibrate",
-    "calibration_corpus",
     "content_kind",
     "make",
+    "make_counter",
     "message_fields",
-    "message_token_table",
-    "call_token_table",
     "vocab_sha256",
 ]
 
 COUNTER_NAMES = ("calibrated", "bpe")
-"""Names :func:`make` accepts (``harness9`` is handled by :func:`h9eval.core.tokens.make_counter`)."""
+"""Names :func:`make` accepts (``harness9`` is handled by :func:`make_counter`)."""
 
 CONTENT_KINDS = ("prose", "code", "logs", "json", "cjk")
 
@@ -203,7 +202,6 @@ def vocab_sha256(encoding: str = DEFAULT_ENCODING) -> str:
 
 class _BoundedCache(dict):  # type: ignore[type-arg]
     """A dict that empties itself past ``limit`` entries (cheap, and enough for a replay)."""
-
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
@@ -222,7 +220,6 @@ class BpeCounter:
     :class:`ConfigError`). Per-message counts are cached (messages are frozen and hashable), so
     counting a growing history at every call costs only the new messages.
     """
-
     def __init__(self, encoding: str = DEFAULT_ENCODING, *, verify: bool = True, cache_size: int = 200_000) -> None:
         if encoding not in VOCAB_SHA256:
             raise ConfigError(did_you_mean(encoding, list(VOCAB_SHA256), what="BPE encoding"))
@@ -300,7 +297,6 @@ class CalibratedEstimate:
     out keep the default). Units are milli-tokens so that per-message rounding does not add up;
     ``finish`` floors to whole tokens, like harness9's one division over the list.
     """
-
     name = "calibrated"
 
     def __init__(self, bytes_per_token: Mapping[str, float] | None = None, *, cache_size: int = 200_000) -> None:
@@ -375,32 +371,6 @@ _CJK_SAMPLE = (
 )
 
 
-def calibration_corpus(recorded_dir: str | os.PathLike[str] | None = None) -> list[Message]:
-    """The messages :data:`DEFAULT_BYTES_PER_TOKEN` was measured on (see its comment).
-
-    ``recorded_dir``: recorded sessions folder (default ``<shared>/data/recorded``; skipped when
-    absent).
-    """
-    from h9eval.tasks.synthetic import generate
-
-    msgs: list[Message] = []
-    for preset, seeds in (("small", range(5)), ("long", (7,))):
-        for seed in seeds:
-            msgs.extend(generate(preset, seed=seed).messages)
-    if recorded_dir is None:
-        from h9eval.core.paths import shared_dir
-
-        recorded_dir = shared_dir() / "data" / "recorded"
-    p = Path(recorded_dir)
-    if p.exists():
-        from h9eval.tasks.recorded import load_tasks
-
-        for t in load_tasks(p):
-            msgs.extend(t.messages)
-    msgs.extend(Message("user", s) for s in _CJK_SAMPLE)
-    return msgs
-
-
 # -- Anthropic count_tokens ---------------------------------------------------------------------
 class AnthropicCountTokens:
     """Anthropic's ``messages.count_tokens`` for each message, cached by content hash.
@@ -413,7 +383,6 @@ class AnthropicCountTokens:
     cache is always on. ``http_client``/``base_url``: handed to the SDK (tests inject a fake
     transport). Network calls happen only for texts not in the cache.
     """
-
     def __init__(
         self,
         model: str = "claude-sonnet-4-6",
@@ -424,14 +393,14 @@ class AnthropicCountTokens:
         http_client: Any = None,
         max_retries: int = 2,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")
-        if not key:
-            raise ConfigError("the anthropic token counter needs an API key: set ANTHROPIC_API_KEY or pass api_key")
-        import anthropic  # lazy: only this counter needs the SDK
-
-        from h9eval.summarizers.anthropic import sdk_client
-
-        self._client = sdk_client(anthropic, key, max_retries=max_retries, base_url=base_url, http_client=http_client)
+        self._api = AnthropicAPI(
+            api_key=api_key,
+            who=f"anthropic token counter ({model})",
+            error=ConfigError,
+            max_retries=max_retries,
+            base_url=base_url,
+            http_client=http_client,
+        )
         self.model = model
         self.name = f"anthropic:{model}"
         self._mem: dict[str, int] = {}
@@ -464,7 +433,7 @@ class AnthropicCountTokens:
             if row is not None:
                 self._mem[k] = int(row[0])
                 return int(row[0])
-        resp = self._client.messages.count_tokens(model=self.model, messages=[{"role": "user", "content": text}])
+        resp = self._api.count_tokens(model=self.model, messages=[{"role": "user", "content": text}])
         self.api_calls += 1
         n = int(resp.input_tokens)
         self._mem[k] = n
@@ -503,77 +472,8 @@ def make(name: str) -> TokenCounter:
     raise ConfigError(did_you_mean(name, ("harness9", *COUNTER_NAMES), what="token counter"))
 
 
-def message_token_table(messages: Sequence[Message], *, counter: TokenCounter | None = None, task_id: str = "") -> Any:
-    """One row per message: ``task_id``, ``message_index``, ``role``, ``kind`` (content kind of
-    the content, or of the arguments for a call without content), ``bytes``, ``est_tokens``
-    (bytes/4, unfloored float), ``calibrated_tokens`` (float) and ``bpe_tokens`` (``counter``,
-    default ``BpeCounter()``). Input of :func:`h9eval.analysis.metrics.token_estimate_error`."""
-    import pandas as pd
-
-    bpe = counter or _bpe()
-    cal = CalibratedEstimate()
-    rows = []
-    for i, m in enumerate(messages):
-        fields = message_fields(m)
-        main = m.content or (m.tool_calls[0].arguments if m.tool_calls else "")
-        rows.append(
-            {
-                "task_id": task_id,
-                "message_index": i,
-                "role": m.role,
-                "kind": content_kind(main),
-                "bytes": m.nbytes,
-                "est_tokens": m.nbytes / 4,
-                "calibrated_tokens": sum(cal.field_units(s) for s in fields) / _MILLI,
-                "bpe_tokens": bpe.message_units(m),
-            }
-        )
-    return pd.DataFrame(
-        rows, columns=["task_id", "message_index", "role", "kind", "bytes", "est_tokens", "calibrated_tokens", "bpe_tokens"]
-    )
-
-
-def call_token_table(task: Any, *, counter: TokenCounter | None = None, context_window_tokens: int = 200_000) -> Any:
-    """Per model call of an uncompacted replay of ``task``: the history (transcript prefix
-    before each assistant message) counted by bytes/4 (``history_tokens``, floored once, as
-    harness9), by the calibrated estimate (``history_tokens_calibrated``) and by BPE
-    (``history_tokens_bpe``). Columns also ``task_id``, ``call_index``, ``message_index``,
-    ``context_window_tokens``. Input of :func:`h9eval.analysis.metrics.tier_misclassification`."""
-    import pandas as pd
-
-    bpe = counter or _bpe()
-    cal = CalibratedEstimate()
-    rows = []
-    b = bu = cu = 0
-    ci = -1
-    for i, m in enumerate(task.messages):
-        if m.role == "assistant":
-            ci += 1
-            rows.append(
-                {
-                    "task_id": task.task_id,
-                    "call_index": ci,
-                    "message_index": i,
-                    "context_window_tokens": context_window_tokens,
-                    "history_tokens": b // 4,
-                    "history_tokens_calibrated": cal.finish(cu),
-                    "history_tokens_bpe": bu,
-                }
-            )
-        b += m.nbytes
-        bu += bpe.message_units(m)
-        cu += cal.message_units(m)
-    return pd.DataFrame(
-        rows,
-        columns=["task_id", "call_index", "message_index", "context_window_tokens", "history_tokens", "history_tokens_calibrated", "history_tokens_bpe"],
-    )
-
-
-def _main() -> None:  # pragma: no cover - the measurement behind DEFAULT_BYTES_PER_TOKEN
-    corpus = calibration_corpus()
-    factors = calibrate(corpus)
-    print(json.dumps(factors, indent=2))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _main()
+def make_counter(name: str) -> TokenCounter:
+    """A token counter by name: ``harness9`` (bytes/4), ``calibrated``, ``bpe``."""
+    if name == "harness9":
+        return HARNESS9_ESTIMATE
+    return make(name)

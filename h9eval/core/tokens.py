@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from h9eval.core.messages import Message
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "TokenCounter",
     "Harness9Estimate",
     "message_bytes",
@@ -21,6 +22,9 @@ __all__ = [
     "format_token_count",
     "go_json",
 ]
+
+#: the model window a run uses when nothing sets one (harness9's default, a 200k-token model)
+DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
 
 
 def message_bytes(m: Message) -> int:
@@ -111,12 +115,3 @@ class Harness9Estimate:
 
 
 HARNESS9_ESTIMATE = Harness9Estimate()
-
-
-def make_counter(name: str) -> TokenCounter:
-    """A token counter by name: ``harness9`` (bytes/4), ``calibrated``, ``bpe``."""
-    if name == "harness9":
-        return HARNESS9_ESTIMATE
-    from h9eval.core import token_counters
-
-    return token_counters.make(name)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from h9eval.core.anthropic import AnthropicAPI, usage_of
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.probes.probe import Probe, normalize_arguments
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
@@ -182,20 +183,19 @@ class AnthropicTextClient:
             raise ConfigError("AnthropicTextClient.model must be a non-empty model id")
         if timeout_s <= 0:
             raise ConfigError(f"AnthropicTextClient.timeout_s must be > 0 seconds, got {timeout_s!r}")
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")
-        if not key:
-            raise ConfigError("the llm scorer's Anthropic client needs an API key: set ANTHROPIC_API_KEY or pass api_key")
-        import anthropic  # lazy: only the llm scorer needs the SDK
-
-        self._sdk = anthropic
-        self._api_key = key
+        self._api = AnthropicAPI(
+            api_key=api_key,
+            who=f"anthropic text client ({model})",
+            error=LLMClientError,
+            max_retries=max_retries,
+            base_url=base_url,
+            http_client=http_client,
+        )
         self.model = model
         self.temperature = temperature
         self.base_url = base_url
         self.max_retries = max_retries
         self.timeout_s = timeout_s
-        self._http_client = http_client
-        self._client: Any = None
         if cache is False:
             self.cache: PromptCache | None = None
         elif cache is None or cache is True:
@@ -212,13 +212,6 @@ class AnthropicTextClient:
     def __repr__(self) -> str:  # never shows the key
         return f"AnthropicTextClient(model={self.model!r}, temperature={self.temperature})"
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            from h9eval.summarizers.anthropic import sdk_client
-
-            self._client = sdk_client(self._sdk, self._api_key, max_retries=self.max_retries, base_url=self.base_url, http_client=self._http_client)
-        return self._client
-
     def complete(self, system: str, user: str, *, max_tokens: int) -> str:
         key = prompt_key(self.model, system, user, max_tokens, self.temperature)
         if self.cache is not None:
@@ -226,37 +219,23 @@ class AnthropicTextClient:
             if hit is not None:
                 self.cache_hits += 1
                 return hit
-        sdk = self._sdk
-        try:
-            resp = self._get_client().messages.create(
-                model=self.model,
-                max_tokens=max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-                extra_body={"temperature": self.temperature} if self.temperature is not None else None,
-                timeout=self.timeout_s,
-            )
-        except sdk.APIStatusError as e:
-            raise self._error(f"HTTP {e.status_code}: {getattr(e, 'message', '')}") from None
-        except sdk.APITimeoutError:
-            raise self._error(f"timed out after {self.timeout_s:g} s per attempt") from None
-        except sdk.APIConnectionError as e:
-            raise self._error(f"connection error: {e.message}") from None
-        except (sdk.AnthropicError, ValueError) as e:
-            raise self._error(f"malformed response: {type(e).__name__}: {e}") from None
+        resp = self._api.create(
+            model=self.model,
+            max_tokens=max_tokens,
+            system=system,
+            messages=[{"role": "user", "content": user}],
+            extra_body={"temperature": self.temperature} if self.temperature is not None else None,
+            timeout=self.timeout_s,
+        )
         self.calls += 1
-        usage = getattr(resp, "usage", None)
-        self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
-        self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
+        usage = usage_of(resp)
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
         content = getattr(resp, "content", None) or []
         text = "".join(b.text for b in content if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str))
         if self.cache is not None:
             self.cache.put(key, text)
         return text
-
-    def _error(self, detail: str) -> LLMClientError:
-        return LLMClientError(f"anthropic text client ({self.model}): {detail}".replace(self._api_key, "[redacted]"))
-
 
 # -- next action -------------------------------------------------------------------------------
 _JSON_OBJ = re.compile(r"\{.*\}", re.DOTALL)

@@ -31,14 +31,14 @@ tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from h9eval.core.errors import ConfigError, SummarizerError
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
+from h9eval.core.anthropic import AnthropicAPI, usage_of
+from h9eval.core.errors import ConfigError, SummarizerError
 
 __all__ = [
     "AnthropicSummarizer",
@@ -68,17 +68,6 @@ DEFAULT_PRICES_USD_PER_MTOK: dict[str, tuple[float, float]] = {
 
 
 _DATED = re.compile(r"-(\d{8}|latest)$")
-
-
-def sdk_client(sdk: Any, api_key: str, *, max_retries: int, base_url: str | None = None, http_client: Any = None) -> Any:
-    """An ``anthropic.Anthropic`` client; ``http_client`` is how tests inject a fake transport.
-    Shared by every h9eval part that calls the API (summaries, probes, token counts)."""
-    kwargs: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
-    if base_url is not None:
-        kwargs["base_url"] = base_url
-    if http_client is not None:
-        kwargs["http_client"] = http_client
-    return sdk.Anthropic(**kwargs)
 
 
 def price_for(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
@@ -137,15 +126,14 @@ class AnthropicSummarizer:
             raise ConfigError(f"max_retries ({max_retries}) must be >= 0")
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s ({timeout_s}) must be > 0 seconds")
-        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")
-        if not key:
-            raise ConfigError(
-                "the anthropic summarizer needs an API key: set ANTHROPIC_API_KEY or pass api_key"
-            )
-        import anthropic  # lazy: importing h9eval must not import the SDK
-
-        self._sdk = anthropic
-        self._api_key = key
+        self._api = AnthropicAPI(
+            api_key=api_key,
+            who=f"anthropic summarizer ({model})",
+            error=SummarizerError,
+            max_retries=max_retries,
+            base_url=base_url,
+            http_client=http_client,
+        )
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -153,25 +141,9 @@ class AnthropicSummarizer:
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
-        self._http_client = http_client
-        self._client: Any = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, max_tokens={self.max_tokens}, temperature={self.temperature})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Picklable for worker processes: the SDK client (sockets, locks) is rebuilt there.
-        state = self.__dict__.copy()
-        state["_client"] = None
-        state["_sdk"] = None
-        state["_http_client"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        import anthropic
-
-        self._sdk = anthropic
 
     @property
     def summarizer_id(self) -> str:
@@ -180,11 +152,6 @@ class AnthropicSummarizer:
         if self.base_url:
             params["base_url"] = self.base_url
         return f"{self.name}{json.dumps(params, sort_keys=True, separators=(',', ':'))}"
-
-    def _get_client(self) -> Any:
-        if self._client is None:
-            self._client = sdk_client(self._sdk, self._api_key, max_retries=self.max_retries, base_url=self.base_url, http_client=self._http_client)
-        return self._client
 
     # -- the call -----------------------------------------------------------------------------
 
@@ -202,26 +169,15 @@ class AnthropicSummarizer:
         max_tokens = self.max_tokens or request.max_output_tokens
         timeout = self.timeout_s if self.timeout_s is not None else request.timeout_s
         extra_body = {"temperature": self.temperature} if self.temperature is not None else None
-        sdk = self._sdk
         t0 = time.perf_counter()
-        try:
-            resp = self._get_client().messages.create(
-                model=self.model,
-                max_tokens=max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-                extra_body=extra_body,
-                timeout=timeout,
-            )
-        except sdk.APITimeoutError:
-            raise self._error(f"timed out after {timeout:g} s per attempt ({self.max_retries} retries)") from None
-        except sdk.APIStatusError as e:
-            raise self._error(f"HTTP {e.status_code} {_error_type(e.body)}: {_error_message(e)}") from None
-        except sdk.APIConnectionError as e:
-            raise self._error(f"connection error: {e.message}") from None
-        except (sdk.AnthropicError, ValueError) as e:
-            # ValueError covers a body that is not JSON (json.JSONDecodeError) and pydantic errors.
-            raise self._error(f"malformed response: {type(e).__name__}: {e}") from None
+        resp = self._api.create(
+            model=self.model,
+            max_tokens=max_tokens,
+            system=system,
+            messages=[{"role": "user", "content": user}],
+            extra_body=extra_body,
+            timeout=timeout,
+        )
         latency = time.perf_counter() - t0
         text = self._reply_text(resp)
         return self._reply(resp, text, latency)
@@ -229,7 +185,7 @@ class AnthropicSummarizer:
     def _reply_text(self, resp: Any) -> str | None:
         content = getattr(resp, "content", None)
         if not isinstance(content, list):
-            raise self._error(f"malformed response: no content list (got {type(resp).__name__})")
+            raise self._api.error(f"malformed response: no content list (got {type(resp).__name__})")
         texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
         texts = [t for t in texts if isinstance(t, str)]
         if not texts:
@@ -237,9 +193,8 @@ class AnthropicSummarizer:
         return "".join(texts)
 
     def _reply(self, resp: Any, text: str | None, latency: float) -> SummaryReply:
-        usage = getattr(resp, "usage", None)
-        tin = int(getattr(usage, "input_tokens", 0) or 0)
-        tout = int(getattr(usage, "output_tokens", 0) or 0)
+        usage = usage_of(resp)
+        tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
         cost = 0.0 if price is None else (tin * price[0] + tout * price[1]) / 1e6
         extra: dict[str, object] = {
@@ -247,12 +202,12 @@ class AnthropicSummarizer:
             "cost_known": price is not None,
             "response_model": getattr(resp, "model", None),
         }
-        if usage is None:
+        if usage.missing:
             extra["usage_missing"] = True
-        for k in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-            v = getattr(usage, k, None)
-            if v:
-                extra[k] = int(v)
+        if usage.cache_creation_input_tokens:
+            extra["cache_creation_input_tokens"] = usage.cache_creation_input_tokens
+        if usage.cache_read_input_tokens:
+            extra["cache_read_input_tokens"] = usage.cache_read_input_tokens
         return SummaryReply(
             text=text,
             input_tokens=tin,
@@ -262,29 +217,6 @@ class AnthropicSummarizer:
             model=self.model,
             extra=extra,
         )
-
-    def _error(self, detail: str) -> SummarizerError:
-        msg = f"anthropic summarizer ({self.model}): {detail}"
-        if self._api_key:
-            msg = msg.replace(self._api_key, "[redacted]")
-        return SummarizerError(msg)
-
-
-def _error_type(body: object) -> str:
-    if isinstance(body, Mapping):
-        err = body.get("error")
-        if isinstance(err, Mapping) and isinstance(err.get("type"), str):
-            return str(err["type"])
-    return "error"
-
-
-def _error_message(e: Any) -> str:
-    body = getattr(e, "body", None)
-    if isinstance(body, Mapping):
-        err = body.get("error")
-        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-            return str(err["message"])[:300]
-    return str(getattr(e, "message", "") or "")[:300]
 
 
 FREE_TEXT_SYSTEM_PROMPT = (

@@ -2,7 +2,7 @@
 
 Names: ``offline`` (the default), ``offline_free_text``, ``anthropic``, ``anthropic_free_text``.
 An unknown name or parameter raises :class:`~h9eval.core.errors.ConfigError` with a "did you
-mean" suggestion. The Anthropic classes (and the SDK) are imported only when asked for.
+mean" suggestion. The Anthropic SDK is imported only when an Anthropic summarizer is built.
 """
 
 from __future__ import annotations
@@ -10,59 +10,36 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable
 from typing import Any
 
-from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.registry import Registry
+from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer, AnthropicSummarizer
+from h9eval.summarizers.cache import CachedSummarizer
+from h9eval.summarizers.offline import OfflineFreeTextSummarizer, OfflineSummarizer
 
-__all__ = ["make_summarizer", "summarizer_names", "summarizer_params", "DEFAULT_SUMMARIZER"]
+__all__ = ["SUMMARIZERS", "make_summarizer", "summarizer_names", "summarizer_params", "DEFAULT_SUMMARIZER"]
 
 DEFAULT_SUMMARIZER = "offline"
 
 
-def _offline() -> type:
-    from h9eval.summarizers.offline import OfflineSummarizer
-
-    return OfflineSummarizer
-
-
-def _offline_free_text() -> type:
-    from h9eval.summarizers.offline import OfflineFreeTextSummarizer
-
-    return OfflineFreeTextSummarizer
-
-
-def _anthropic() -> type:
-    from h9eval.summarizers.anthropic import AnthropicSummarizer
-
-    return AnthropicSummarizer
-
-
-def _anthropic_free_text() -> type:
-    from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer
-
-    return AnthropicFreeTextSummarizer
-
-
-# Loaders, not classes: resolving a name must not import what it does not need.
-_REGISTRY: dict[str, Callable[[], type]] = {
-    "offline": _offline,
-    "offline_free_text": _offline_free_text,
-    "anthropic": _anthropic,
-    "anthropic_free_text": _anthropic_free_text,
-}
+SUMMARIZERS: Registry[type] = Registry("summarizer")
+for _name, _cls in (
+    ("offline", OfflineSummarizer),
+    ("offline_free_text", OfflineFreeTextSummarizer),
+    ("anthropic", AnthropicSummarizer),
+    ("anthropic_free_text", AnthropicFreeTextSummarizer),
+):
+    SUMMARIZERS.add(_name, _cls)
 
 
 def summarizer_names() -> list[str]:
     """The registered names, sorted."""
-    return sorted(_REGISTRY)
+    return SUMMARIZERS.names()
 
 
 def _class_for(name: str) -> type:
-    if name not in _REGISTRY:
-        raise ConfigError(did_you_mean(name, _REGISTRY, what="summarizer"))
-    return _REGISTRY[name]()
+    return SUMMARIZERS.get(name)
 
 
 def summarizer_params(name: str) -> dict[str, Any]:
@@ -92,12 +69,8 @@ def make_summarizer(
     """
     cls = _class_for(name)
     known = summarizer_params(name)
-    for p in params:
-        if p not in known:
-            raise ConfigError(did_you_mean(p, known, what=f"parameter of summarizer {name!r}"))
+    SUMMARIZERS.check_params(name, params, known)
     summarizer: Summarizer = cls(**params)
     if cache is not None:
-        from h9eval.summarizers.cache import CachedSummarizer
-
         summarizer = CachedSummarizer(summarizer, cache)
     return summarizer

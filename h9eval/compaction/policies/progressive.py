@@ -45,6 +45,7 @@ from h9eval.compaction.budget import (
 from h9eval.core.messages import Message
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.core.tokens import TokenCounter, estimate_tokens
+from h9eval.core.token_counters import make_counter
 
 __all__ = ["ProgressiveCompactor", "ProgressiveRun", "TIER_COUNTERS"]
 
@@ -71,7 +72,6 @@ class ProgressiveCompactor(Policy):
     ``summary_timeout_s``: a summary slower than this fails (default 60 s).
     ``prompt_file``: optional JSON prompt file (see :mod:`h9eval.compaction.prompts`).
     """
-
     kind: ClassVar[str] = "progressive"
     source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"
     #: one line per parameter for ``h9eval policies``
@@ -145,8 +145,8 @@ class ProgressiveCompactor(Policy):
             c(self.offload_threshold_bytes >= 0, "offload_threshold_bytes", "must be >= 0", self.offload_threshold_bytes)
         c(self.forced_truncation in FORCED_TRUNCATION_RULES, "forced_truncation", f"must be one of {', '.join(FORCED_TRUNCATION_RULES)}", self.forced_truncation)
         c(self.summary_timeout_s > 0, "summary_timeout_s", "must be > 0", self.summary_timeout_s)
-        for a in self.extra_anchors:
-            c(a in EXTRA_ANCHOR_TYPES, "extra_anchors", f"entries must be among {', '.join(EXTRA_ANCHOR_TYPES)}", a)
+        for extra in self.extra_anchors:
+            c(extra in EXTRA_ANCHOR_TYPES, "extra_anchors", f"entries must be among {', '.join(EXTRA_ANCHOR_TYPES)}", extra)
         if self.tail_budget_tokens is not None:
             c(self.tail_budget_tokens > 0, "tail_budget_tokens", "must be > 0", self.tail_budget_tokens)
         c(self.tier_token_counter in TIER_COUNTERS, "tier_token_counter", f"must be one of {', '.join(TIER_COUNTERS)}", self.tier_token_counter)
@@ -230,7 +230,6 @@ class ProgressiveCompactor(Policy):
 @dataclass
 class _Partial:
     """What a tier method returns before ``compact`` stamps the common fields."""
-
     result: list[Message]
     anchors: list[Anchor] | None = None
     offloaded: list[OffloadEntry] | None = None
@@ -244,7 +243,6 @@ class _Partial:
 class ProgressiveRun:
     """A progressive compactor bound to one session: keeps the incremental summary state
     (``last_summary``, ``last_anchors``; in memory only, as in harness9) and the offloader."""
-
     def __init__(self, policy: ProgressiveCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -263,8 +261,6 @@ class ProgressiveRun:
             )
         self._counter: TokenCounter | None = None
         if policy.tier_token_counter != "harness9":
-            from h9eval.core.tokens import make_counter
-
             self._counter = make_counter(policy.tier_token_counter)
         # anti-thrash state: the last effective compaction's input and view
         self._last_input: list[Message] | None = None

@@ -1,0 +1,188 @@
+"""The one wrapper around the official ``anthropic`` SDK, used by every h9eval part that calls the
+API (the summarizer, the llm probe client, the count_tokens counter, the live closed-loop agent).
+
+It owns: where the key comes from (an explicit ``api_key`` or ``ANTHROPIC_API_KEY``; missing
+either way is a :class:`~h9eval.core.errors.ConfigError` at construction), the client (built
+lazily; ``http_client`` is how tests inject a fake transport), the SDK's exceptions mapped to
+one h9eval error class with a message that names the HTTP status and the API's error type, the
+usage read off a response, and redaction: no message this module produces contains the key, nor
+its base64 form or a case variant, and the SDK exception (which holds the request headers) is
+never chained. The SDK is imported when an :class:`AnthropicAPI` is constructed, never when
+h9eval is imported.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from h9eval.core.errors import ConfigError, H9Error
+
+__all__ = ["API_KEY_ENV", "AnthropicAPI", "Usage", "redact", "resolve_api_key", "usage_of"]
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+#: characters of an API error message kept in an h9eval error (after redaction)
+ERROR_MESSAGE_CHARS = 300
+_REDACTED = "[redacted]"
+
+
+def resolve_api_key(api_key: str | None, *, who: str) -> str:
+    """``api_key``, else ``$ANTHROPIC_API_KEY``; ``who`` names the part in the error when neither
+    is set (``"the anthropic summarizer"``)."""
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+    if not key:
+        raise ConfigError(f"{who} needs an API key: set {API_KEY_ENV} or pass api_key")
+    return key
+
+
+def _variants(secret: str) -> list[str]:
+    raw = secret.encode("utf-8", "surrogatepass")
+    forms = {secret, secret.lower(), secret.upper()}
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        b = enc(raw).decode("ascii")
+        forms.update({b, b.rstrip("=")})
+    # longest first, so a form that contains another is replaced whole
+    return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (and its case and base64 variants, matched
+    case-insensitively) replaced by ``[redacted]``. Secrets shorter than 8 characters are not
+    searched for: they would redact ordinary words."""
+    if not secret or len(secret) < 8 or not text:
+        return text
+    for form in _variants(secret):
+        text = re.sub(re.escape(form), _REDACTED, text, flags=re.IGNORECASE)
+    return text
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one response; ``missing`` when the response carried no usage block."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    missing: bool = False
+
+
+def usage_of(resp: Any) -> Usage:
+    """The :class:`Usage` of an SDK response (zeros, ``missing=True`` when it has none)."""
+    usage = getattr(resp, "usage", None)
+    if usage is None:
+        return Usage(missing=True)
+
+    def n(name: str) -> int:
+        return int(getattr(usage, name, 0) or 0)
+
+    return Usage(n("input_tokens"), n("output_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens"))
+
+
+def _error_type(body: object) -> str:
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("type"), str):
+            return str(err["type"])
+    return "error"
+
+
+def _error_message(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
+            return str(err["message"])
+    return str(getattr(e, "message", "") or "")
+
+
+class AnthropicAPI:
+    """A lazily built ``anthropic.Anthropic`` client plus the error mapping.
+
+    ``who`` prefixes every error message (``"anthropic summarizer (claude-sonnet-4-6)"``);
+    ``error`` is the h9eval exception class raised for a failed call. Picklable (for worker
+    processes): the client and the SDK module are rebuilt after unpickling.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        who: str,
+        error: Callable[[str], H9Error],
+        max_retries: int = 2,
+        base_url: str | None = None,
+        http_client: Any = None,
+    ) -> None:
+        self._api_key = resolve_api_key(api_key, who=f"the {who}")
+        import anthropic  # lazy: importing h9eval must not import the SDK
+
+        self.sdk: Any = anthropic
+        self.who = who
+        self._error_cls = error
+        self.max_retries = max_retries
+        self.base_url = base_url
+        self._http_client = http_client
+        self._client: Any = None
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"AnthropicAPI(who={self.who!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_client=None, sdk=None, _http_client=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        import anthropic
+
+        self.sdk = anthropic
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            kwargs: dict[str, Any] = {"api_key": self._api_key, "max_retries": self.max_retries}
+            if self.base_url is not None:
+                kwargs["base_url"] = self.base_url
+            if self._http_client is not None:
+                kwargs["http_client"] = self._http_client
+            self._client = self.sdk.Anthropic(**kwargs)
+        return self._client
+
+    def redact(self, text: str) -> str:
+        """``text`` with this client's key (and its variants) removed."""
+        return redact(text, self._api_key)
+
+    def error(self, detail: str) -> H9Error:
+        """The h9eval error for ``detail``: redacted first, then cut, so no key prefix survives."""
+        return self._error_cls(self.redact(f"{self.who}: {detail}"))
+
+    def call(self, method: Callable[..., Any], /, *, timeout: float | None, **kwargs: Any) -> Any:
+        """``method(**kwargs, timeout=timeout)`` (an SDK method of :attr:`client`) with every SDK
+        failure mapped to :meth:`error`."""
+        sdk = self.sdk
+        try:
+            return method(timeout=timeout, **kwargs)
+        except sdk.APITimeoutError:
+            raise self.error(f"timed out after {timeout:g} s per attempt ({self.max_retries} retries)") from None
+        except sdk.APIStatusError as e:
+            msg = self.redact(_error_message(e))[:ERROR_MESSAGE_CHARS]
+            raise self.error(f"HTTP {e.status_code} {_error_type(e.body)}: {msg}") from None
+        except sdk.APIConnectionError as e:
+            raise self.error(f"connection error: {e.message}") from None
+        except (sdk.AnthropicError, ValueError) as e:
+            # ValueError covers a body that is not JSON (json.JSONDecodeError) and pydantic errors.
+            raise self.error(f"malformed response: {type(e).__name__}: {e}") from None
+
+    def create(self, *, timeout: float | None, **kwargs: Any) -> Any:
+        """``messages.create`` through :meth:`call`."""
+        return self.call(self.client.messages.create, timeout=timeout, **kwargs)
+
+    def count_tokens(self, **kwargs: Any) -> Any:
+        """``messages.count_tokens`` through :meth:`call`."""
+        return self.call(self.client.messages.count_tokens, timeout=None, **kwargs)
