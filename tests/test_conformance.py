@@ -51,3 +51,24 @@ def test_unreadable_case_exits_2(tmp_path: Path, content: str) -> None:
     f.write_text(content)
     p = subprocess.run([sys.executable, "-m", "h9eval", "conformance", str(f)], capture_output=True, text=True)
     assert p.returncode == 2 and "broken.json" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_timing_prints_one_json_line_per_case_before_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--timing``: one JSON line per case (steps, nanoseconds inside the compaction calls, a
+    median per tier), then the usual summary line; the replay case's steps are its 88 calls."""
+    import json
+
+    from h9eval.cli import main
+    from h9eval.core.paths import conformance_dir, shared_dir
+
+    replay_case = shared_dir() / "reference" / "replay"
+    assert main(["conformance", "--timing", str(conformance_dir()), str(replay_case)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "21 passed, 0 failed"
+    rows = [json.loads(line) for line in lines[:-1]]
+    assert len(rows) == 21 and all(set(r) == {"case", "steps", "compaction_ns", "tier_median_ns"} for r in rows)
+    replay = next(r for r in rows if r["case"].startswith("replay-"))
+    assert replay["steps"] == 88 and replay["compaction_ns"] > 0
+    assert set(replay["tier_median_ns"]) == {"none", "warn", "soft", "full", "emergency"}
+    estimate = next(r for r in rows if r["case"] == "ascii-conversation")
+    assert estimate["steps"] == 0 and estimate["compaction_ns"] == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from h9eval.harness9.conformance import run_conformance
+from h9eval.harness9.conformance import CaseResult, run_conformance
 from h9eval.core.paths import conformance_dir
 
 
@@ -12,13 +12,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("conformance", help="run harness9 conformance cases against the port")
     p.add_argument("paths", nargs="*", help="case files or folders (default: shared/reference/conformance)")
     p.add_argument("-v", "--verbose", action="store_true", help="list every difference of a failing case")
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="print one JSON line per case before the summary: steps, nanoseconds inside the compaction calls, median per tier",
+    )
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    report = run_conformance(args.paths or [str(conformance_dir())])
-    for r in report.results:
+    def show(r: CaseResult) -> None:
         if not r.passed:
             print(r.one_line(max_diffs=len(r.differences) if args.verbose else 3))
+        if args.timing and r.timing is not None:
+            print(r.timing.json_line(), flush=True)
+
+    report = run_conformance(args.paths or [str(conformance_dir())], on_case=show)
     print(report.summary_line())
     return 1 if report.n_failed else 0

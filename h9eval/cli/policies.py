@@ -12,6 +12,7 @@ import json
 import textwrap
 from typing import Any
 
+from h9eval.compaction.base import field_docs
 from h9eval.compaction.policies import registry
 
 __all__ = ["describe_policies", "format_policies_table", "register"]
@@ -57,13 +58,14 @@ def describe_policies() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for kind, cls in registry().items():
         doc = (cls.__doc__ or "").strip()
+        helps = field_docs(cls)
         params = [
             {
                 "name": f.name,
                 "type": _type_name(f.type),
                 "default": _default(f),
                 "required": f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                "help": getattr(cls, "param_help", {}).get(f.name, ""),
+                "help": _first_paragraph(helps.get(f.name, "")),
             }
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.init

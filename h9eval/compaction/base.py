@@ -8,7 +8,10 @@ state, e.g. harness9's incremental summary); ``compactor.compact(history)`` retu
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import textwrap
 import json
 import hashlib
 import os
@@ -33,6 +36,7 @@ __all__ = [
     "Compactor",
     "Policy",
     "register",
+    "field_docs",
     "POLICIES",
     "policy_params",
     "params_hash",
@@ -162,6 +166,31 @@ class Policy:
     def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
         if not ok:
             raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each dataclass field's docstring (the string literal right after the field, the one place
+    a parameter is documented), by field name, for ``cls`` and its bases; ``h9eval policies``
+    shows them as help."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or klass.__module__ == "builtins":
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, nxt in zip(body, body[1:]):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(nxt.value.value)
+    return docs
 
 
 def register(cls: type[P]) -> type[P]:

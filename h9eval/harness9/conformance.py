@@ -11,8 +11,10 @@ import json
 import lzma
 import math
 import os
+import statistics
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from h9eval.core.messages import Message, ToolCall, messages_from_json
 from h9eval.compaction.summary import ScriptedSummarizer
 from h9eval.core.tokens import estimate_tokens
 
-__all__ = ["KINDS", "LEGACY_TAG", "CaseResult", "ConformanceReport", "discover_cases", "load_case", "run_case", "run_conformance", "compare"]
+__all__ = ["KINDS", "LEGACY_TAG", "CaseResult", "CaseTiming", "CaseTimer", "ConformanceReport", "discover_cases", "load_case", "run_case", "run_conformance", "compare"]
 
 KINDS = (
     "estimate_tokens",
@@ -51,6 +53,7 @@ class CaseResult:
     kind: str
     passed: bool
     differences: list[str] = field(default_factory=list)
+    timing: CaseTiming | None = None
 
     def one_line(self, max_diffs: int = 3) -> str:
         shown = "; ".join(self.differences[:max_diffs])
@@ -155,19 +158,54 @@ def _files_under(root: Path) -> dict[str, str]:
 
 
 # -- running ----------------------------------------------------------------------------------
-def run_case(case: dict[str, Any], path: str = "<case>") -> dict[str, Any]:
-    """Compute the ``expected`` object of a case with the port."""
+class CaseTimer:
+    """Times the compaction calls of one case (never its parsing or comparison): total
+    nanoseconds and each call's nanoseconds under the tier it ended in."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self.by_tier: dict[str, list[int]] = {}
+
+    def add(self, tier: str, ns: int) -> None:
+        self.total_ns += ns
+        self.by_tier.setdefault(tier, []).append(ns)
+
+    def timing(self, name: str) -> CaseTiming:
+        return CaseTiming(
+            case=name,
+            steps=sum(len(v) for v in self.by_tier.values()),
+            compaction_ns=self.total_ns,
+            tier_median_ns={k: int(statistics.median(v)) for k, v in sorted(self.by_tier.items())},
+        )
+
+
+@dataclass(frozen=True)
+class CaseTiming:
+    """What ``h9eval conformance --timing`` prints for one case (one JSON line)."""
+
+    case: str
+    steps: int
+    compaction_ns: int
+    tier_median_ns: dict[str, int]
+
+    def json_line(self) -> str:
+        return json.dumps({"case": self.case, "steps": self.steps, "compaction_ns": self.compaction_ns, "tier_median_ns": self.tier_median_ns})
+
+
+def run_case(case: dict[str, Any], path: str = "<case>", timer: CaseTimer | None = None) -> dict[str, Any]:
+    """Compute the ``expected`` object of a case with the port (``timer`` collects the time spent
+    inside its compaction calls)."""
     kind, inp = case["kind"], case["input"]
     legacy = LEGACY_TAG in (case.get("tags") or [])
     try:
-        return _RUNNERS[kind](inp, path, legacy)
+        return _RUNNERS[kind](inp, path, legacy, timer or CaseTimer())
     except FormatError:
         raise
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise FormatError(f"malformed input for kind {kind!r}: {type(e).__name__}: {e}", path=path, where="input") from None
 
 
-def _estimate(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _estimate(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     ms = _msgs_in(inp["messages"], "input.messages", path)
     return {"tokens": estimate_tokens(ms), "per_message": [estimate_tokens([m]) for m in ms]}
 
@@ -196,7 +234,7 @@ def _policy(cfg: dict[str, Any], legacy: bool, fallback: Any = "default") -> Pro
     )
 
 
-def _tier(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _tier(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     cfg = inp["config"]
     p = _policy(cfg, legacy)
     ms = _msgs_in(inp["messages"], "input.messages", path)
@@ -233,7 +271,7 @@ def _record_out(rec: CompactionRecord | None) -> dict[str, Any] | None:
     }
 
 
-def _progressive(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _progressive(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     cfg = inp["config"]
     policy = _policy(cfg, legacy, cfg.get("fallback", "default"))
     sm = inp.get("summarizer")
@@ -261,11 +299,14 @@ def _progressive(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]
             n_calls = len(run.calls)
             op = step.get("op", "compact_with_record")
             if op == "compact_with_record":
+                t0 = time.perf_counter_ns()
                 res = run.compact(ms)
             elif op == "compact_force":
+                t0 = time.perf_counter_ns()
                 res = run.compact_force(ms)
             else:
                 raise ValueError(f"input.steps[{i}].op must be compact_with_record or compact_force, got {op!r}")
+            timer.add(res.tier.label, time.perf_counter_ns() - t0)
             if ms != snapshot:
                 raise AssertionError("compaction mutated its input")
             steps_out.append(
@@ -292,7 +333,7 @@ def _progressive(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]
     return {"steps": steps_out}
 
 
-def _token_budget(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _token_budget(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     c = inp["compactor"]
     if "context_window" in c:
         max_tokens, tail = budget_for_window(int(c["context_window"])), 6
@@ -300,20 +341,22 @@ def _token_budget(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any
         max_tokens, tail = int(c["max_tokens"]), int(c["min_tail_messages"])
     ms = _msgs_in(inp["messages"], "input.messages", path)
     op = inp["op"]
+    t0 = time.perf_counter_ns()
     if op == "compact":
         out = budget_compact(ms, max_tokens, tail)
     elif op == "compact_force":
         out = force_legacy_last1(ms) if legacy else force_anchor_greedy_v3(ms, max_tokens)
     else:
         raise ValueError(f"input.op must be compact or compact_force, got {op!r}")
+    timer.add(op, time.perf_counter_ns() - t0)
     return {"messages": _msgs_out(out), "tokens_before": estimate_tokens(ms), "tokens_after": estimate_tokens(out)}
 
 
-def _repair(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _repair(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     return {"messages": _msgs_out(repair_tool_pairs(_msgs_in(inp["messages"], "input.messages", path)))}
 
 
-def _parse(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _parse(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     text = inp["text"]
     if not isinstance(text, str):
         raise ValueError("input.text must be a string")
@@ -321,12 +364,12 @@ def _parse(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
     return {"anchors": _anchors_out(anchors), "summary": summary, "formatted": format_anchors(anchors)}
 
 
-def _merge(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _merge(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     merged = merge_anchors(_anchors_in(inp.get("old"), "input.old", path), _anchors_in(inp.get("new"), "input.new", path))
     return {"anchors": _anchors_out(merged), "formatted": format_anchors(merged)}
 
 
-def _hook(inp: dict[str, Any], path: str, legacy: bool) -> dict[str, Any]:
+def _hook(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
     cfg, tc, r = inp["config"], inp["tool_call"], inp["result"]
     with tempfile.TemporaryDirectory(prefix="h9conf-") as tmp:
         root = Path(tmp) / "work"
@@ -393,12 +436,18 @@ def _short(v: Any, n: int = 120) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def run_conformance(paths: Sequence[str | os.PathLike[str]]) -> ConformanceReport:
-    """Run every case under ``paths``. Raises :class:`FormatError` for an unreadable case."""
+def run_conformance(paths: Sequence[str | os.PathLike[str]], *, on_case: Callable[[CaseResult], None] | None = None) -> ConformanceReport:
+    """Run every case under ``paths``. Raises :class:`FormatError` for an unreadable case.
+    ``on_case`` sees each result as soon as its case has run (the CLI streams timing lines)."""
     results = []
     for p in discover_cases(paths):
         case = load_case(p)
-        actual = run_case(case, str(p))
+        timer = CaseTimer()
+        actual = run_case(case, str(p), timer)
         diffs = list(compare(case["expected"], actual))
-        results.append(CaseResult(str(p), str(case.get("name", p.stem)), case["kind"], not diffs, diffs))
+        name = str(case.get("name", p.stem))
+        r = CaseResult(str(p), name, case["kind"], not diffs, diffs, timer.timing(name))
+        results.append(r)
+        if on_case is not None:
+            on_case(r)
     return ConformanceReport(results)
