@@ -5,6 +5,7 @@ from h9eval.compaction import (  # noqa: F401
     controls,
     hybrid,
     observation_masking,
+    openhands_condenser,
     progressive,
     sliding_window,
     summary_single_threshold,

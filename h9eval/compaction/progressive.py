@@ -538,6 +538,8 @@ class ProgressiveRun:
 
     def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor]] | None:
         """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
+        if self.env.summarizer is None:
+            return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
         conv = serialize_conversation(head)
         req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
         text = request_summary(self.env.summarizer, self.calls, extra, req)
