@@ -52,6 +52,11 @@ SMALL: dict[str, list[dict[str, Any]]] = {
         {"style": "jetbrains", "summarize_every_turns": 4, "keep_last_turns": 2, "keep_recent_turns": 2, "window_unit": "tool_results"},
         {"style": "jetbrains", "summarize_every_turns": 40, "keep_last_turns": 3, "token_trigger": True, "context_window_tokens": 2000},
     ],
+    "codex_compact": [{"context_window_tokens": 2000}, {"context_window_tokens": 4000, "user_message_max_tokens": 60}],
+    "claude_code_compact": [
+        {"context_window_tokens": 2000, "output_reserve_tokens": 200, "buffer_tokens": 300},
+        {"context_window_tokens": 4000, "output_reserve_tokens": 500, "buffer_tokens": 500, "read_tools": ("read_file",), "todo_tools": ("memory",), "max_file_tokens": 600},
+    ],
     "openhands_condenser": [{"max_size": 12, "keep_first": 2}, {"max_size": 60, "keep_first": 3, "max_tokens": 1500}],
     "sliding_window": [{"max_messages": 8}, {"max_messages": 2}],
     "keep_all": [{}],

@@ -1,7 +1,9 @@
 """Imports every built-in policy module so that each registers itself."""
 
 from h9eval.compaction import (  # noqa: F401
+    claude_code_compact,
     clear_tool_uses,
+    codex_compact,
     controls,
     hybrid,
     observation_masking,
