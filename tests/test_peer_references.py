@@ -335,3 +335,245 @@ def test_openhands_summary_failure_leaves_the_view() -> None:
     assert c.tier == Tier.NONE and list(c.view) == h and c.record is not None and "summary failed" in c.record.error
     c = condenser(max_size=10, keep_first=2).start(env(None)).compact(h)  # type: ignore[attr-defined]
     assert c.tier == Tier.NONE and c.record is not None and "summary_calls" not in c.record.extra
+
+
+# -- JetBrains hybrid as published (SummarizeEveryNTurns + LastNObservations) -----------------
+
+
+def jetbrains(**kw: object) -> object:
+    params: dict[str, object] = {
+        "style": "jetbrains",
+        "summarize_every_turns": 3,
+        "keep_last_turns": 2,
+        "keep_recent_turns": 10,
+        "window_unit": "tool_results",
+        "placeholder": JETBRAINS_PLACEHOLDER,
+    }
+    params.update(kw)
+    return make_policy("hybrid", **params)
+
+
+def test_jetbrains_hybrid_checkpoint_after_the_first_two_messages() -> None:
+    """``SummarizeEveryNTurns`` (n=N, keep_last_m_turns=M, static checkpointing): nothing until
+    N+M unsummarised turns; then the oldest N raw turns go to the summarizer with the problem
+    statement, and the view is ``history[:2]`` + an assistant checkpoint + the kept turns."""
+    s = ScriptedSummarizer(["state after three turns", "state after six turns"])
+    runner = jetbrains().start(env(s))  # type: ignore[attr-defined]
+    h = [S(), U("the problem statement"), *rounds(4)]
+    assert runner.compact(h).tier == Tier.NONE and s.calls == []
+    h = h + rounds(5)[8:]  # turn 5 (ids c4)
+    c = runner.compact(h)
+    view = list(c.view)
+    assert c.tier == Tier.FULL and view[:2] == h[:2]
+    assert view[2] == Message("assistant", "Checkpoint for the last 3 turns:\nstate after three turns")
+    assert view[3:] == h[8:] and pairing_problems(view) == []
+    req = s.calls[0]
+    assert "<PROBLEM_STATEMENT>\nthe problem statement\n</PROBLEM_STATEMENT>" in req.user_prompt
+    # the summarizer saw the raw outputs, not placeholders
+    assert [m.content for m in req.head if m.tool_call_id] == [m.content for m in h[2:8] if m.tool_call_id]
+    assert c.record is not None and c.record.summarized == 6 and c.record.summary_text == "state after three turns"
+
+
+def test_jetbrains_hybrid_static_checkpoint_replaces_the_previous_one() -> None:
+    s = ScriptedSummarizer(["first", "second"])
+    runner = jetbrains().start(env(s))  # type: ignore[attr-defined]
+    raw = [S(), U("task")]
+    views = []
+    for i in range(8):
+        raw = raw + [A(f"step {i}", [TC(f"c{i}")]), R(f"c{i}", f"out {i}\n" + L(100))]
+        views.append(runner.compact(raw))
+    fulls = [i for i, c in enumerate(views) if c.tier == Tier.FULL]
+    assert fulls == [4, 7]  # 5 = 3 + 2 unsummarised turns; then 2 + 3 more
+    last = list(views[-1].view)
+    assert sum(m.content.startswith("Checkpoint for the last") for m in last) == 1
+    assert last[2].content == "Checkpoint for the last 3 turns:\nsecond"
+    assert "<PREVIOUS_CHECKPOINT>\nCheckpoint for the last 3 turns:\nfirst\n</PREVIOUS_CHECKPOINT>" in s.calls[1].user_prompt
+    assert last[3:] == raw[-4:]
+
+
+def test_jetbrains_hybrid_masks_after_summarising() -> None:
+    """The published chain runs ``last_n_observations`` after the summary: the kept turns'
+    older outputs are masked with the line count; the summarizer saw them raw."""
+    s = ScriptedSummarizer(["cp"])
+    h = [S(), U("task"), *rounds(5)]
+    c = jetbrains(keep_recent_turns=1).start(env(s)).compact(h)  # type: ignore[attr-defined]
+    results = [m for m in c.view if m.tool_call_id]
+    assert [m.content for m in results] == ["Old environment output: (2 lines omitted)", h[-1].content]
+    assert all("Old environment output" not in m.content for m in s.calls[0].head)
+
+
+def test_jetbrains_hybrid_view_and_write_back_agree() -> None:
+    def loop(write_back: bool) -> list[tuple[object, ...]]:
+        runner = jetbrains(keep_recent_turns=2).start(env(ScriptedSummarizer(["a", "b", "c"])))  # type: ignore[attr-defined]
+        history = [S(), U("task")]
+        out = []
+        for i in range(9):
+            c = runner.compact(history)
+            out.append(c.view)
+            history = (list(c.view) if write_back else history) + [A(f"s{i}", [TC(f"k{i}")]), R(f"k{i}", L(80))]
+        return out
+
+    assert loop(False) == loop(True)
+
+
+def test_jetbrains_hybrid_token_trigger_and_failure() -> None:
+    h = [S(), U("task"), *rounds(4, size=800)]
+    # turns alone would not trigger (N + M = 45); the token trigger folds all but M turns
+    p = jetbrains(summarize_every_turns=43, keep_last_turns=1, token_trigger=True, context_window_tokens=500, keep_recent_turns=10)
+    c = p.start(env(ScriptedSummarizer(["cp"]))).compact(h)  # type: ignore[attr-defined]
+    assert c.tier == Tier.FULL and c.view[2].content.startswith("Checkpoint for the last 3 turns:") and list(c.view[3:]) == h[-2:]
+    # a failed summary keeps the turns, records the error and retries at the next call
+    s = ScriptedSummarizer(["unused", "late"], fail_on_calls=[1])
+    runner = p.start(env(s))  # type: ignore[attr-defined]
+    c = runner.compact(h)
+    assert c.tier == Tier.NONE and list(c.view) == h and c.record is not None and "summary failed" in c.record.error
+    assert runner.compact(h).tier == Tier.FULL and len(s.calls) == 2
+
+
+# -- Codex CLI auto-compact --------------------------------------------------------------------
+
+
+def test_codex_trigger_is_nine_tenths_by_integer_arithmetic() -> None:
+    p = make_policy("codex_compact", context_window_tokens=1001)
+    assert p.limit_tokens == 900  # type: ignore[attr-defined]
+    at = [Message("system", "abcd"), U(L(3596))]
+    below = [Message("system", "abcd"), U(L(3595))]
+    assert p.start(env(ScriptedSummarizer(["s"]))).compact(at).tier == Tier.FULL  # type: ignore[attr-defined]
+    assert p.start(env(ScriptedSummarizer(["s"]))).compact(below).tier == Tier.NONE  # type: ignore[attr-defined]
+
+
+def test_codex_compacted_history_shape() -> None:
+    """``summarize_context_three_requests_and_instructions`` / ``build_compacted_history``: the
+    initial context, then the user messages (no assistant text, no tool output), then the
+    summary as a user message with the hand-off prefix."""
+    from h9eval.compaction.codex_compact import CODEX_SUMMARY_PREFIX
+
+    env_ctx = U("<environment_context>cwd=/tmp</environment_context>")
+    h = [S(), env_ctx, U("first request"), A("reply 1"), U("second request"), *rounds(2), U("third request")]
+    c = make_policy("codex_compact").start(env(ScriptedSummarizer(["SUMMARY"]))).compact_manual(h)  # type: ignore[attr-defined]
+    assert [m.content for m in c.view] == [
+        "sys",
+        env_ctx.content,
+        "first request",
+        "second request",
+        "third request",
+        CODEX_SUMMARY_PREFIX + "\nSUMMARY",
+    ]
+    assert all(m.role == "user" for m in c.view[1:]) and c.tier == Tier.FULL
+
+
+def test_codex_truncates_the_user_message_that_does_not_fit() -> None:
+    """``build_token_limited_compacted_history_truncates_overlong_user_messages``: limit 16
+    tokens, one message of ``"word " * 200``: two items, a truncation marker, not the full
+    text, then the summary."""
+    from h9eval.compaction.codex_compact import build_compacted_history
+
+    big = "word " * 200
+    out, truncated = build_compacted_history([], [big], "SUMMARY", 16)
+    assert len(out) == 2 and truncated and "tokens truncated" in out[0].content and big not in out[0].content
+    assert out[1] == U("SUMMARY") and len(out[0].content.encode()) < 16 * 4 + 40
+    # newest first within the budget, then in their order; the first that does not fit is cut
+    out, truncated = build_compacted_history([], ["old " * 40, "mid", "new"], "S", 5)
+    assert [m.content for m in out[1:-1]] == ["mid", "new"] and out[0].content.startswith("old") and truncated
+
+
+def test_codex_collects_user_messages_only() -> None:
+    """``collect_user_messages_extracts_user_text_only`` and ``..._filters_session_prefix_
+    entries``; previous summaries are not collected (``is_summary_message``)."""
+    from h9eval.compaction.codex_compact import CODEX_SUMMARY_PREFIX, collect_user_messages
+
+    h = [
+        A("ignored"),
+        U("# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"),
+        U("<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"),
+        U("real user message"),
+        R("c1", "tool output"),
+        U(CODEX_SUMMARY_PREFIX + "\nold summary"),
+    ]
+    assert collect_user_messages(h) == ["real user message"]
+
+
+def test_codex_retries_after_trimming_the_oldest_item() -> None:
+    """``manual_compact_retries_after_context_window_error``: the first compaction request fails,
+    the oldest history item is removed and the second request, one item shorter, succeeds."""
+    s = ScriptedSummarizer([None, "SUMMARY"], fail_on_calls=[1])
+    h = [S(), U("u1"), A("a1"), U("u2")]
+    c = make_policy("codex_compact").start(env(s)).compact_manual(h)  # type: ignore[attr-defined]
+    assert [len(r.head) for r in s.calls] == [3, 2] and s.calls[1].head == tuple(h[2:])
+    assert c.tier == Tier.FULL and c.record is not None and c.record.extra["trimmed_items"] == 1
+    # a trimmed call takes its results with it
+    s = ScriptedSummarizer([None, "S"], fail_on_calls=[1])
+    h = [S(), A("x", [TC("p")]), R("p", "out"), U("u")]
+    make_policy("codex_compact").start(env(s)).compact_manual(h)  # type: ignore[attr-defined]
+    assert s.calls[1].head == (U("u"),)
+    # every attempt failing: the history is left as it is
+    s = ScriptedSummarizer([], fail_on_calls=[1, 2, 3])
+    c = make_policy("codex_compact").start(env(s)).compact_manual([S(), U("u1"), A("a1"), U("u2")])  # type: ignore[attr-defined]
+    assert c.tier == Tier.NONE and len(s.calls) == 3 and c.record is not None and "summary failed" in c.record.error
+
+
+def test_codex_compact_twice_preserves_latest_user_messages() -> None:
+    """``manual_compact_twice_preserves_latest_user_messages``: after two compactions the user
+    messages are still there, in order, and only the latest summary is."""
+    from h9eval.compaction.codex_compact import CODEX_SUMMARY_PREFIX
+
+    runner = make_policy("codex_compact").start(env(ScriptedSummarizer(["S1", "S2"])))  # type: ignore[attr-defined]
+    h = [S(), U("first"), A("r1")]
+    c1 = runner.compact_manual(h)
+    h2 = list(c1.view) + [U("second"), A("r2")]
+    c2 = runner.compact_manual(h2)
+    assert [m.content for m in c2.view] == ["sys", "first", "second", CODEX_SUMMARY_PREFIX + "\nS2"]
+
+
+# -- Claude Code auto-compact --------------------------------------------------------------------
+
+
+def test_claude_code_threshold_is_effective_window_minus_13k() -> None:
+    p = make_policy("claude_code_compact")
+    assert p.threshold_tokens == 167_000 and abs(167_000 / 200_000 - 0.835) < 1e-12  # type: ignore[attr-defined]
+    small = make_policy("claude_code_compact", context_window_tokens=2000, output_reserve_tokens=500, buffer_tokens=500)
+    at = [Message("system", "abcd"), U(L(3996))]
+    assert small.start(env(ScriptedSummarizer(["s"]))).compact(at).tier == Tier.FULL  # type: ignore[attr-defined]
+    assert small.start(env(ScriptedSummarizer(["s"]))).compact(at[:1] + [U(L(3995))]).tier == Tier.NONE  # type: ignore[attr-defined]
+
+
+def test_claude_code_reattaches_recent_files_and_the_todo_list() -> None:
+    read = lambda i, path: A(f"r{i}", [TC(f"r{i}", "Read", '{"file_path": "%s"}' % path)])  # noqa: E731
+    h = [S(), U("task")]
+    for i, path in enumerate(["a.py", "b.py", "a.py", "c.py", "d.py", "e.py", "f.py", "big.py"]):
+        h += [read(i, path), R(f"r{i}", ("x" * 30000) if path == "big.py" else f"{path} v{i}")]
+    h += [A("plan", [TC("t1", "TodoWrite", '{"todos": [{"content": "fix bug", "status": "in_progress"}, {"content": "run tests", "status": "pending"}]}')]), R("t1", "ok")]
+    c = make_policy("claude_code_compact").start(env(ScriptedSummarizer(["the summary"]))).compact_manual(h)  # type: ignore[attr-defined]
+    view = list(c.view)
+    assert view[0] == h[0] and view[1].content.endswith("the summary")
+    files = [m.content.split("\n", 1) for m in view[2:-1]]
+    # newest first, each file once (its last read), the oversized one skipped, at most 5
+    assert [f[0] for f in files] == [f"[re-attached file {p}, as last read]" for p in ("f.py", "e.py", "d.py", "c.py", "a.py")]
+    assert files[-1][1] == "a.py v2"
+    assert view[-1].content == "[todo list]\n- [in_progress] fix bug\n- [pending] run tests"
+    assert c.record is not None and c.record.extra["reattached_files"] == ["f.py", "e.py", "d.py", "c.py", "a.py"]
+    assert pairing_problems(view) == []
+
+
+def test_claude_code_summary_failure_leaves_the_conversation() -> None:
+    h = [S(), U("task"), *rounds(3)]
+    c = make_policy("claude_code_compact").start(env(None)).compact_manual(h)  # type: ignore[attr-defined]
+    assert c.tier == Tier.NONE and list(c.view) == h and c.record is not None and "summary failed" in c.record.error
+    assert "summary_calls" not in c.record.extra
+
+
+# -- harness9 with no summarizer at all ----------------------------------------------------------
+
+
+def test_harness9_nil_provider_sends_and_logs_nothing() -> None:
+    """harness9 fails a nil provider before building any request (spec §3.10 step 1): no
+    summarizer call is logged; the fallback and the record's error are as before."""
+    h = [S(), U("task"), *rounds(10, size=400)]
+    p = make_policy("progressive", context_window_tokens=1200)
+    run = p.start(env(None))  # type: ignore[attr-defined]
+    c = run.compact(h)
+    assert c.tier == Tier.FULL and c.record is not None and c.record.error == "LLM summary failed in TierFull"
+    assert run.calls == [] and "summary_calls" not in c.record.extra
+    # the same view as with a provider that fails
+    failing = p.start(env(ScriptedSummarizer([], fail_on_calls=[1]))).compact(h)  # type: ignore[attr-defined]
+    assert failing.view == c.view and failing.record is not None and len(failing.record.extra["summary_calls"]) == 1

@@ -66,7 +66,7 @@ def clear_tool_uses(
             out[i] = m.with_content(placeholder)
             cleared.add(j)
     if clear_tool_inputs:
-        names = None if clear_tool_inputs is True else set(clear_tool_inputs)
+        names = None if isinstance(clear_tool_inputs, bool) else set(clear_tool_inputs)
         by_msg: dict[int, set[int]] = {}
         for j in sorted(clear_pos):
             i, k = calls[j]
