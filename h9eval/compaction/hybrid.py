@@ -67,7 +67,9 @@ class Hybrid(Policy):
     ``summarize_every_turns`` of them into the checkpoint (the paper's N=43, M=10, the
     defaults). ``token_trigger``: in the jetbrains style, also summarise every unsummarised
     turn but the last ``keep_last_turns`` when the view is still ``>= summary_threshold_frac``
-    of the window (default False: the study triggers on turns only).
+    of the window (default False: the study triggers on turns only). The jetbrains style does
+    not use ``keep_last_messages``, ``anchors`` or ``prompt_file`` (its summary is free text),
+    and uses ``summary_threshold_frac`` only with ``token_trigger``.
 
     Where this still differs from the study, and why:
 
@@ -224,7 +226,7 @@ class JetBrainsHybridRun:
         p = self.policy
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
-        raw, written_back = self.raw.raw(history)
+        raw, _ = self.raw.raw(history)
         k = _head_len(raw)
         head, turns = raw[:k], _turns(raw[k:])
         if self.summarized_turns > len(turns):  # an unrelated, shorter history: start over
