@@ -138,7 +138,9 @@ class CodexCompact(Policy):
     Where this still differs from Codex, and why:
 
     1. Codex trims and retries only on a context-window error and retries other errors with
-       backoff; h9eval's summarizers report no error kinds, so every failure trims.
+       backoff; h9eval's summarizers report no error kinds, so every failure trims. An item
+       here is one message (an assistant message goes with all its calls and their results);
+       Codex's items are finer (the text and each call are items, a call taking its output).
     2. Tokens are harness9's bytes/4 estimate of the messages (Codex compares the API's token
        usage); the re-insertion budget uses Codex's own bytes/4-rounded-up count of the text.
     3. The initial context is the system message plus the session-prefix user messages found
