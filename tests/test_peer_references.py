@@ -158,8 +158,6 @@ def test_context_editing_tool_uses_trigger() -> None:
 def test_context_editing_clear_tool_inputs_list() -> None:
     """``clear_tool_inputs`` as a list of tool names: only those tools' inputs are cleared
     (their results are cleared like any other)."""
-    h = [S(), U("task"), *rounds(2, name="bash"), *[m for m in rounds(2, name="edit") if True]]
-    # rounds() numbers ids from 0 each time: give the edit calls their own ids
     h = [S(), U("task"), *rounds(2, name="bash")]
     h += [A("e0", [TC("e0", "edit", '{"path": "a.py", "text": "xxxxxxxx"}')]), R("e0", L(300))]
     h += [A("e1", [TC("e1", "edit", '{"path": "b.py", "text": "yyyyyyyy"}')]), R("e1", L(300))]
