@@ -446,7 +446,7 @@ def test_codex_compacted_history_shape() -> None:
     summary as a user message with the hand-off prefix."""
     from h9eval.compaction.codex_compact import CODEX_SUMMARY_PREFIX
 
-    env_ctx = U("<environment_context>cwd=/tmp</environment_context>")
+    env_ctx = U("<environment_context>cwd=/repo</environment_context>")
     h = [S(), env_ctx, U("first request"), A("reply 1"), U("second request"), *rounds(2), U("third request")]
     c = make_policy("codex_compact").start(env(ScriptedSummarizer(["SUMMARY"]))).compact_manual(h)  # type: ignore[attr-defined]
     assert [m.content for m in c.view] == [
@@ -483,7 +483,7 @@ def test_codex_collects_user_messages_only() -> None:
     h = [
         A("ignored"),
         U("# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"),
-        U("<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"),
+        U("<ENVIRONMENT_CONTEXT>cwd=/repo</ENVIRONMENT_CONTEXT>"),
         U("real user message"),
         R("c1", "tool output"),
         U(CODEX_SUMMARY_PREFIX + "\nold summary"),
