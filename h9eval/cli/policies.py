@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import textwrap
 from typing import Any
 
@@ -51,6 +52,12 @@ def _first_paragraph(doc: str) -> str:
     return " ".join(line.strip() for line in para.splitlines())
 
 
+def _first_sentence(doc: str) -> str:
+    text = _first_paragraph(doc)
+    m = re.search(r"(?<=[.!?])\s", text)
+    return text[: m.start()] if m else text
+
+
 def describe_policies() -> list[dict[str, Any]]:
     """One dict per registered policy, sorted by kind: ``kind``, ``source``, ``summary`` (first
     paragraph of the class docstring, on one line), ``claims_budget`` and ``parameters`` (a list of dicts with
@@ -65,7 +72,7 @@ def describe_policies() -> list[dict[str, Any]]:
                 "type": _type_name(f.type),
                 "default": _default(f),
                 "required": f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                "help": _first_paragraph(helps.get(f.name, "")),
+                "help": _first_sentence(helps.get(f.name, "")),
             }
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             if f.init

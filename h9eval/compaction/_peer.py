@@ -24,8 +24,21 @@ from h9eval.compaction.base import CompactionEnv
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
+from h9eval.compaction.summary import request_summary, summary_request
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, serialize_conversation
 
-__all__ = ["Continuation", "peer_record", "split_system", "head_end", "tail_start", "fit_newest"]
+__all__ = [
+    "Continuation",
+    "RawHistory",
+    "peer_record",
+    "split_system",
+    "head_end",
+    "tail_start",
+    "fit_newest",
+    "call_positions",
+    "paired_calls",
+    "request_peer_summary",
+]
 
 
 def peer_record(
@@ -146,3 +159,84 @@ def fit_newest(fixed: Sequence[Message], rest: Sequence[Message], below_tokens: 
     if start == len(rest) and rest:
         start -= 1
     return start
+
+
+def call_positions(msgs: Sequence[Message]) -> list[tuple[int, int]]:
+    """Every tool call by position: ``(message index, call index within the message)``, in
+    transcript order. Only assistant messages carry calls that count."""
+    return [(i, k) for i, m in enumerate(msgs) if m.role == "assistant" for k in range(len(m.tool_calls))]
+
+
+def paired_calls(msgs: Sequence[Message]) -> dict[int, int]:
+    """``{result message index: position of its call in call_positions(msgs)}``.
+
+    A result is paired with the *nearest preceding* call of its id, so a provider that reuses
+    ids (every call ``call_0``) still pairs each result with its own call; this is how the
+    peers select (by position, never by id alone). A result with no preceding call of its id
+    is left out."""
+    latest: dict[str, int] = {}
+    out: dict[int, int] = {}
+    pos = 0
+    for i, m in enumerate(msgs):
+        if m.tool_call_id:
+            j = latest.get(m.tool_call_id)
+            if j is not None:
+                out[i] = j
+        if m.role == "assistant":
+            for tc in m.tool_calls:
+                latest[tc.id] = pos
+                pos += 1
+    return out
+
+
+class RawHistory:
+    """The raw (uncompacted) history behind a call, for policies that, like the JetBrains
+    study's history processors, recompute their view from the full raw history each step.
+
+    In view mode the replay passes the raw history itself. In write-back mode it passes the
+    last view followed by the new messages; ``raw(history)`` then returns the remembered raw
+    history followed by those new messages, so both modes see the same thing."""
+
+    def __init__(self) -> None:
+        self._raw: list[Message] | None = None
+        self._view: list[Message] | None = None
+
+    def raw(self, history: Sequence[Message]) -> tuple[list[Message], bool]:
+        """``(raw history, written_back)``."""
+        h = list(history)
+        if self._raw is not None and self._view is not None:
+            n, m = len(self._raw), len(self._view)
+            if len(h) >= n and h[:n] == self._raw:
+                return h, False
+            if len(h) >= m and h[:m] == self._view:
+                return self._raw + h[m:], True
+        return h, False
+
+    def remember(self, raw: Sequence[Message], view: Sequence[Message]) -> None:
+        self._raw, self._view = list(raw), list(view)
+
+
+def request_peer_summary(
+    env: CompactionEnv,
+    calls: list[Any],
+    extra: dict[str, Any],
+    head: Sequence[Message],
+    prompt: str,
+    *,
+    previous: str | None,
+    timeout_s: float,
+    template: str = "free_text",
+) -> str | None:
+    """One free-text summary for a peer policy: the reply text or ``None`` on any failure.
+
+    With no summarizer injected nothing is requested and no call is logged (the peers, like
+    harness9, fail before building a request); ``extra["summary_error"]`` says why."""
+
+    if env.summarizer is None:
+        extra["summary_error"] = "no summarizer"
+        return None
+    req = summary_request(
+        DEFAULT_PROMPTS, head, serialize_conversation(head), previous or "", None, (), timeout_s,
+        template=template, previous=previous, user_prompt=prompt,
+    )
+    return request_summary(env.summarizer, calls, extra, req)

@@ -9,10 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.base import POLICIES, Policy
+from h9eval.compaction.policies.claude_code_compact import ClaudeCodeCompact
 from h9eval.compaction.policies.clear_tool_uses import ClearToolUses
+from h9eval.compaction.policies.codex_compact import CodexCompact
 from h9eval.compaction.policies.controls import DropAll, KeepAll
 from h9eval.compaction.policies.hybrid import Hybrid
 from h9eval.compaction.policies.observation_masking import ObservationMasking
+from h9eval.compaction.policies.openhands_condenser import OpenHandsCondenser
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.compaction.policies.sliding_window import SlidingWindowCompactor
 from h9eval.compaction.policies.summary_single_threshold import SummarySingleThreshold
@@ -21,11 +24,14 @@ from h9eval.compaction.policies.window import Window
 from h9eval.core.errors import ConfigError
 
 __all__ = [
+    "ClaudeCodeCompact",
     "ClearToolUses",
+    "CodexCompact",
     "DropAll",
     "Hybrid",
     "KeepAll",
     "ObservationMasking",
+    "OpenHandsCondenser",
     "ProgressiveCompactor",
     "SlidingWindowCompactor",
     "SummarySingleThreshold",

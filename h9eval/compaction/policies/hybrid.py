@@ -1,5 +1,9 @@
 """The JetBrains hybrid: observation masking always, an LLM summary when masking is not enough.
 
+Two styles: ``h9eval`` (the default: token-triggered, masking first, harness9-format summary
+as by ``summary_single_threshold``) and ``jetbrains`` (the study's code: SWE-agent's
+``SummarizeEveryNTurns`` with a static checkpoint, then ``LastNObservations``).
+
 Tier mapping (see :mod:`h9eval.compaction._peer`): ``FULL`` when a summary replaced messages,
 ``SOFT`` when the summary failed and its fallback dropped messages, ``WARN`` when only tool
 outputs were masked, ``NONE`` otherwise.
@@ -11,15 +15,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
-from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
+from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, mask_observations
+from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.records import Tier
 from h9eval.compaction.policies.summary_single_threshold import SummarySingleThreshold, SummaryThresholdRun
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
 
-__all__ = ["Hybrid"]
+__all__ = ["Hybrid", "HYBRID_STYLES", "CHECKPOINT_PROMPT"]
+
+HYBRID_STYLES = ("h9eval", "jetbrains")
+
+#: h9eval's wording for the study's checkpoint request (its structure: the previous checkpoint,
+#: or the problem statement before the first one, then the turns to fold in)
+CHECKPOINT_PROMPT = (
+    "You keep a state checkpoint for a coding agent so that it can continue without the turns "
+    "below. Record the user's requirements, what has been completed and what is pending, the "
+    "current state of files, functions and tests, the changes made, and failed attempts. Be "
+    "concise; output only the checkpoint.\n\n{context}\nTurns to fold in:\n{conversation}"
+)
 
 
 @register
@@ -37,9 +54,37 @@ class Hybrid(Policy):
     ``anchors``, ``summary_timeout_s``, ``prompt_file``: as for ``summary_single_threshold``
     (defaults True, 60 s, none).
 
-    Deliberate differences: the study triggers its summaries on a turn count; h9eval triggers
-    on tokens, like every other policy here, so the peers can be compared at one window.
-    ``compact_force``/``compact_manual`` mask and summarise now, whatever the usage.
+    ``window_unit``: what ``keep_recent_turns`` counts, ``assistant_turns`` (default) or
+    ``tool_results`` (the study's ``LastNObservations``; see ``observation_masking``).
+
+    ``style``: ``h9eval`` (default, above) or ``jetbrains``, the study's code as published:
+    the summarizer sees the raw turns (before masking); the first two messages (system prompt
+    and task statement) are kept verbatim; the summary is an assistant message
+    ``Checkpoint for the last N turns:`` right after them and replaces the previous one (the
+    study's static checkpointing, which passes the previous checkpoint to the summarizer);
+    the kept turns follow, then the outputs are masked. It summarises when the unsummarised
+    turns reach ``summarize_every_turns + keep_last_turns``, folding the oldest
+    ``summarize_every_turns`` of them into the checkpoint (the paper's N=43, M=10, the
+    defaults). ``token_trigger``: in the jetbrains style, also summarise every unsummarised
+    turn but the last ``keep_last_turns`` when the view is still ``>= summary_threshold_frac``
+    of the window (default False: the study triggers on turns only). The jetbrains style does
+    not use ``keep_last_messages``, ``anchors`` or ``prompt_file`` (its summary is free text),
+    and uses ``summary_threshold_frac`` only with ``token_trigger``.
+
+    Where this still differs from the study, and why:
+
+    1. (h9eval style) Summaries are triggered on tokens, like every other policy here, so the
+       peers can be compared at one window; the summarizer sees the masked head.
+    2. (jetbrains style) A *turn* is an assistant message with everything up to the next
+       assistant message (its results, any user follow-up). The study pairs an assistant
+       message with the one observation after it and drops everything else once a checkpoint
+       exists; SWE-agent transcripts hold nothing else, but h9eval's recorded ones do, and a
+       follow-up the agent never sees again would be a loss the study never measured.
+    3. (jetbrains style) A failed summary keeps the turns unsummarised (the study does so when
+       its API-call limit is reached) and records the error; the next call tries again.
+    4. The prompt wording is h9eval's; the study's summary template is its own text.
+    5. ``compact_force``/``compact_manual`` mask and summarise now, whatever the usage (the
+       jetbrains style folds every unsummarised turn but the last ``keep_last_turns``).
     """
 
     kind: ClassVar[str] = "hybrid"
@@ -54,10 +99,19 @@ class Hybrid(Policy):
     anchors: bool = True
     summary_timeout_s: float = 60.0
     prompt_file: str | None = None
+    window_unit: str = "assistant_turns"
+    style: str = "h9eval"
+    summarize_every_turns: int = 43
+    keep_last_turns: int = 10
+    token_trigger: bool = False
 
     def __post_init__(self) -> None:
         c = self._check
         c(self.keep_recent_turns >= 0, "keep_recent_turns", "must be >= 0", self.keep_recent_turns)
+        c(self.window_unit in WINDOW_UNITS, "window_unit", f"must be one of {', '.join(WINDOW_UNITS)}", self.window_unit)
+        c(self.style in HYBRID_STYLES, "style", f"must be one of {', '.join(HYBRID_STYLES)}", self.style)
+        c(self.summarize_every_turns >= 1, "summarize_every_turns", "must be >= 1", self.summarize_every_turns)
+        c(self.keep_last_turns >= 0, "keep_last_turns", "must be >= 0", self.keep_last_turns)
         c(self.placeholder != "", "placeholder", "must not be empty", self.placeholder)
         c(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
         c(
@@ -80,7 +134,9 @@ class Hybrid(Policy):
             prompt_file=self.prompt_file,
         )
 
-    def start(self, env: CompactionEnv | None = None) -> HybridRun:
+    def start(self, env: CompactionEnv | None = None) -> HybridRun | JetBrainsHybridRun:
+        if self.style == "jetbrains":
+            return JetBrainsHybridRun(self, env or CompactionEnv())
         return HybridRun(self, env or CompactionEnv())
 
 
@@ -100,7 +156,7 @@ class HybridRun:
         tb = tokens if tokens is not None else estimate_tokens(history)
         # continue from the last summary's view, then mask that working list
         base, carried = self.summary.cont.base(history)
-        masked, n = mask_observations(base, self.policy.keep_recent_turns, self.policy.placeholder)
+        masked, n = mask_observations(base, self.policy.keep_recent_turns, self.policy.placeholder, window_unit=self.policy.window_unit)
         return self.summary.compact_base(
             history,
             masked,
@@ -112,6 +168,116 @@ class HybridRun:
             unchanged_tier=Tier.WARN if n else Tier.NONE,
             extra={"masked": n},
         )
+
+    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        return self._run(history, tokens, force=False)
+
+    def compact_force(self, history: Sequence[Message]) -> Compaction:
+        return self._run(history, None, force=True)
+
+    compact_manual = compact_force
+
+
+def _head_len(msgs: Sequence[Message]) -> int:
+    """The study keeps ``history[:2]`` (system prompt, task statement): the system message
+    and the first message after it when that is a plain user message."""
+    k = 1 if msgs and msgs[0].role == "system" else 0
+    if len(msgs) > k and msgs[k].role == "user" and not msgs[k].tool_call_id:
+        k += 1
+    return k
+
+
+def _turns(msgs: Sequence[Message]) -> list[list[Message]]:
+    """Split into turns: each assistant message starts one, which holds everything up to the
+    next assistant message (leading non-assistant messages form a turn of their own)."""
+    turns: list[list[Message]] = []
+    for m in msgs:
+        if m.role == "assistant" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return turns
+
+
+class JetBrainsHybridRun:
+    """The study's hybrid on one session: the checkpoint and how many raw turns it covers."""
+
+    def __init__(self, policy: Hybrid, env: CompactionEnv) -> None:
+        self.policy = policy
+        self.env = env
+        self.calls: list[SummaryCall] = []
+        self.checkpoint: Message | None = None
+        self.summarized_turns = 0
+        self.raw = RawHistory()
+
+    def _fold(self, head: list[Message], todo: list[list[Message]], extra: dict[str, object]) -> str | None:
+        p = self.policy
+        if self.checkpoint is not None:
+            context = f"<PREVIOUS_CHECKPOINT>\n{self.checkpoint.content}\n</PREVIOUS_CHECKPOINT>\n"
+        else:
+            task = head[-1].content if head and head[-1].role == "user" else ""
+            context = f"<PROBLEM_STATEMENT>\n{task}\n</PROBLEM_STATEMENT>\n"
+        raw_msgs = [m for t in todo for m in t]
+        prompt = CHECKPOINT_PROMPT.replace("{context}", context, 1).replace("{conversation}", serialize_conversation(raw_msgs), 1)
+        prev = self.checkpoint.content if self.checkpoint is not None else None
+        return request_peer_summary(self.env, self.calls, extra, raw_msgs, prompt, previous=prev, timeout_s=p.summary_timeout_s)
+
+    def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
+        p = self.policy
+        start_ns = self.env.clock.now_ns()
+        tb = tokens if tokens is not None else estimate_tokens(history)
+        raw, _ = self.raw.raw(history)
+        k = _head_len(raw)
+        head, turns = raw[:k], _turns(raw[k:])
+        if self.summarized_turns > len(turns):  # an unrelated, shorter history: start over
+            self.checkpoint, self.summarized_turns = None, 0
+        todo_n = 0
+        unprocessed = turns[self.summarized_turns :]
+        if len(unprocessed) >= p.summarize_every_turns + p.keep_last_turns:
+            todo_n = p.summarize_every_turns
+        elif (force or p.token_trigger) and len(unprocessed) > p.keep_last_turns:
+            over = force
+            if not over:
+                view_now = self._view(head, unprocessed)[0]
+                over = estimate_tokens(view_now) >= p.summary_threshold_frac * p.context_window_tokens
+            if over:
+                todo_n = len(unprocessed) - p.keep_last_turns
+        extra: dict[str, object] = {}
+        fields: dict[str, object] = {}
+        error = ""
+        summarized = False
+        if todo_n:
+            todo = unprocessed[:todo_n]
+            text = self._fold(head, todo, extra)
+            if text is None:
+                error = "summary failed: kept the turns unsummarised"
+            else:
+                self.checkpoint = Message("assistant", f"Checkpoint for the last {len(todo)} turns:\n{text}")
+                self.summarized_turns += len(todo)
+                unprocessed = unprocessed[todo_n:]
+                summarized = True
+                fields = {"summarized": sum(len(t) for t in todo), "preserved_tail": sum(len(t) for t in unprocessed), "summary_text": text}
+        view, n = self._view(head, unprocessed)
+        extra["masked"] = n
+        if summarized:
+            tier = Tier.FULL
+        elif n:
+            tier = Tier.WARN
+        else:
+            tier = Tier.NONE
+            if self.checkpoint is not None:
+                extra["carried_over"] = True
+        if self.checkpoint is None and n == 0:
+            view = list(history)  # nothing done: the input as it is
+        self.raw.remember(raw, view)
+        rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
+        return Compaction(tuple(view), rec)
+
+    def _view(self, head: list[Message], unprocessed: list[list[Message]]) -> tuple[list[Message], int]:
+        p = self.policy
+        body = [m for t in unprocessed for m in t]
+        view = [*head, self.checkpoint, *body] if self.checkpoint is not None else [*head, *body]
+        return mask_observations(view, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
 
     def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)

@@ -1,10 +1,10 @@
 """Observation masking: old tool outputs replaced by a placeholder, tool calls kept.
 
 Reproduces the strategy of the JetBrains study of agent context management ("The Complexity
-Trap", 2025) on SWE-agent, and OpenHands' ``ObservationMaskingCondenser``: the tool outputs of
-all but the last ``keep_recent_turns`` assistant turns are replaced by a short placeholder.
-Deliberate difference from OpenHands: the window is counted in assistant turns (the study's
-unit, default 10), not in events.
+Trap", 2025) on SWE-agent (its ``LastNObservations`` history processor), and OpenHands'
+``ObservationMaskingCondenser``: the tool outputs of all but the most recent ones are replaced
+by a short placeholder. Results are selected by position: each result belongs to the nearest
+preceding call of its id, so reused call ids (every call ``call_0``) do not mask recent outputs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
 from h9eval.compaction.records import CompactionRecord, Tier
-from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
+from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, drop_masked_calls, masked_positions, render_placeholder
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
 
@@ -25,17 +25,47 @@ __all__ = ["ObservationMasking"]
 @register
 @dataclass(frozen=True, kw_only=True)
 class ObservationMasking(Policy):
-    """Mask tool outputs older than the last ``keep_recent_turns`` assistant turns (default 10);
-    ``placeholder`` replaces each masked output (default ``<MASKED>``, as in OpenHands)."""
+    """Mask old tool outputs; tool calls (and every other message) are kept.
+
+    ``keep_recent_turns``: the most recent window kept unmasked, counted in ``window_unit``
+    (default 10, the study's window). ``window_unit``: ``assistant_turns`` (default: the
+    outputs of all but the last this many assistant messages are masked) or ``tool_results``
+    (all but the last this many tool results, as SWE-agent's ``LastNObservations`` counts).
+    ``placeholder``: what a masked output becomes (default ``<MASKED>``, as in OpenHands);
+    ``{lines}`` in it is replaced by the output's line count, so the study's
+    ``Old environment output: ({lines} lines omitted)`` reproduces its placeholder.
+    ``send_masked_calls``: keep a masked output's call and send the placeholder as its result
+    (default True); False reproduces what OpenHands actually sends: the placeholder as a plain
+    user message and the assistant message of that call held back with all its results.
+
+    Where this still differs from the references, and why:
+
+    1. JetBrains/SWE-agent ``LastNObservations``: its ``polling`` (re-mask only every k steps,
+       for prompt caching) and output tags (``keep_output``/``remove_output``) are not
+       reproduced: h9eval transcripts carry no tags, and polling=1 is the study's setting.
+    2. The study never masks its first observation, the instance template (the task). In
+       h9eval the task is a user message, which masking never touches, so this holds without
+       an option; with ``window_unit="tool_results"`` the count of kept outputs agrees too.
+    3. OpenHands ``ObservationMaskingCondenser`` counts its ``attention_window`` in events (every
+       action and observation; default 5), not in assistant turns or tool results; h9eval
+       has no event stream, so the window is one of the two units above.
+    4. With ``send_masked_calls=False`` an assistant message with parallel calls is held back as
+       soon as one of its results is masked; OpenHands' window (counted in events) can split
+       parallel results in the same way, so this matches, but the assistant's text goes with
+       it (as in OpenHands, where the text travels with the tool calls).
+    """
 
     kind: ClassVar[str] = "observation_masking"
     source: ClassVar[str] = "JetBrains 'Complexity Trap' observation masking / OpenHands ObservationMaskingCondenser"
 
     keep_recent_turns: int = 10
     placeholder: str = MASK_PLACEHOLDER
+    window_unit: str = "assistant_turns"
+    send_masked_calls: bool = True
 
     def __post_init__(self) -> None:
         self._check(self.keep_recent_turns >= 0, "keep_recent_turns", "must be >= 0", self.keep_recent_turns)
+        self._check(self.window_unit in WINDOW_UNITS, "window_unit", f"must be one of {', '.join(WINDOW_UNITS)}", self.window_unit)
 
     def start(self, env: CompactionEnv | None = None) -> _MaskingRun:
         return _MaskingRun(self, env or CompactionEnv())
@@ -47,7 +77,16 @@ class _MaskingRun:
         self.env = env
 
     def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        out, n = mask_observations(history, self.policy.keep_recent_turns, self.policy.placeholder)
+        p = self.policy
+        idx = masked_positions(history, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
+        n = len(idx)
+        out = list(history)
+        for i in idx:
+            out[i] = history[i].with_content(render_placeholder(p.placeholder, history[i].content))
+        extra: dict[str, object] = {"masked": n}
+        if not p.send_masked_calls and idx:
+            out, dropped = drop_masked_calls(history, idx, p.placeholder)
+            extra["held_back_calls"] = dropped
         tb = tokens if tokens is not None else estimate_tokens(history)
         ta = estimate_tokens(out) if n else tb
         rec = CompactionRecord(
@@ -60,7 +99,7 @@ class _MaskingRun:
             msgs_before=len(history),
             msgs_after=len(out),
             compression_ratio=ta / tb if tb else 0.0,
-            extra={"masked": n},
+            extra=extra,
         )
         return Compaction(tuple(out), rec)
 

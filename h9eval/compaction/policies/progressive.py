@@ -44,7 +44,7 @@ from h9eval.compaction.budget import (
 )
 from h9eval.core.messages import Message
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
-from h9eval.core.tokens import TokenCounter, estimate_tokens
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, TokenCounter, estimate_tokens
 from h9eval.core.token_counters import make_counter
 
 __all__ = ["ProgressiveCompactor", "ProgressiveRun", "TIER_COUNTERS"]
@@ -55,76 +55,59 @@ TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 @register
 @dataclass(frozen=True, kw_only=True)
 class ProgressiveCompactor(Policy):
-    """harness9's progressive compactor; the frozen fields are its configuration.
+    """harness9's progressive compactor; the frozen fields are its configuration, each
+    documented once, below (``h9eval policies`` shows the first sentence as help)."""
 
-    ``context_window_tokens``: the model window (tokens; default 200,000).
-    ``warn_frac``/``soft_frac``/``full_frac``/``emergency_frac``: tier thresholds as fractions
-    of the window (0.60/0.70/0.80/0.95; compared with ``>=``).
-    ``min_tail_messages``: messages (not turns) kept verbatim at the end (default 6).
-    ``offload_threshold_bytes``: head tool results of more bytes are offloaded to files in the
-    warn/soft/full tiers (default 4,000). ``offload_hook_threshold_bytes``: tool-time offload
-    threshold used by the replay's OffloadHook (default 10,000).
-    ``fallback_max_tokens``: budget of the TokenBudget fallback (default ``window*80//100``).
-    ``fallback_min_tail_messages``: its tail (default 6, independent of ``min_tail_messages``
-    as in harness9; ``None`` follows ``min_tail_messages``).
-    ``forced_truncation``: emergency rule, ``anchor_greedy_v3`` (default; reconstructed) or
-    ``legacy_last1`` (the rule the conformance cases pin).
-    ``summary_timeout_s``: a summary slower than this fails (default 60 s).
-    ``prompt_file``: optional JSON prompt file (see :mod:`h9eval.compaction.prompts`).
-    """
     kind: ClassVar[str] = "progressive"
     source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"
-    #: one line per parameter for ``h9eval policies``
-    param_help: ClassVar[dict[str, str]] = {
-        "context_window_tokens": "model window; tiers are fractions of it",
-        "warn_frac": "warn tier: offload large head tool results",
-        "soft_frac": "soft tier: summarise the oldest half of the head",
-        "full_frac": "full tier: summarise the whole head",
-        "emergency_frac": "emergency tier: forced truncation",
-        "min_tail_messages": "messages kept verbatim at the end",
-        "offload_threshold_bytes": "compaction-time offload of head tool results above this",
-        "offload_hook_threshold_bytes": "tool-time offload (OffloadHook) above this",
-        "fallback_max_tokens": "TokenBudget fallback budget (default 80% of the window)",
-        "fallback_min_tail_messages": "fallback's tail (harness9: 6, independent of min_tail_messages)",
-        "forced_truncation": "anchor_greedy_v3 (PR #121, reconstructed) or legacy_last1",
-        "summary_timeout_s": "a slower summary fails into the fallback",
-        "prompt_file": "JSON file with system/first/incremental prompt templates",
-        "compat": "accept harness9's silent values (conformance runner only)",
-        "extra_anchors": "OPTION: add 'constraint' and/or 'artifact' anchors",
-        "na_safe_merge": "OPTION: '- N/A', 'N/A.' and empty sections never overwrite an anchor",
-        "tail_budget_tokens": "OPTION: tail = newest messages within this many tokens, pairs kept",
-        "tier_token_counter": "OPTION: decide tiers on 'calibrated' or 'bpe' counts",
-        "anti_thrash_frac": "OPTION: no new compaction until history grew this share of the window",
-        "mask_observations_keep_turns": "OPTION: mask older tool outputs before any summary",
-    }
 
-    context_window_tokens: int = 200_000
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """Model window in tokens; the tiers are fractions of it."""
     warn_frac: float = 0.60
+    """Warn tier (offload large head tool results) from this fraction of the window (``>=``)."""
     soft_frac: float = 0.70
+    """Soft tier (summarise the oldest half of the head) from this fraction of the window."""
     full_frac: float = 0.80
+    """Full tier (summarise the whole head) from this fraction of the window."""
     emergency_frac: float = 0.95
+    """Emergency tier (forced truncation) from this fraction of the window."""
     min_tail_messages: int = 6
+    """Messages (not turns) kept verbatim at the end of the view."""
     offload_threshold_bytes: int = 4000
+    """Compaction-time offload of head tool results of more bytes than this, in the warn, soft
+    and full tiers."""
     offload_hook_threshold_bytes: int = 10_000
+    """Tool-time offload (the replay's OffloadHook) of tool outputs above this many bytes."""
     fallback_max_tokens: int | None = None
+    """TokenBudget fallback budget in tokens (``None``: 80 % of the window, Go's ``window*80/100``)."""
     fallback_min_tail_messages: int | None = 6
+    """The fallback's tail (harness9: 6, independent of ``min_tail_messages``; ``None`` follows
+    ``min_tail_messages``)."""
     forced_truncation: str = "anchor_greedy_v3"
+    """Emergency rule: ``anchor_greedy_v3`` (PR #121, reconstructed) or ``legacy_last1`` (the rule
+    the conformance cases pin)."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails into the fallback (seconds)."""
     prompt_file: str | None = None
+    """JSON file with system/first/incremental prompt templates (see :mod:`h9eval.compaction.prompts`)."""
     compat: bool = False
+    """Accept harness9's silent values (conformance runner only): zero thresholds meaning "always
+    emergency", a non-positive window meaning "never compact", a non-positive tail meaning 6, and
+    the compaction-time offloader fixed at 4,000 bytes whatever ``offload_threshold_bytes`` says."""
     # -- h9eval improvements (all off by default) -------------------------------------------
-    #: extra anchor sections: any of ``constraint``, ``artifact``
     extra_anchors: tuple[str, ...] = ()
-    #: ``- N/A``, ``N/A.`` and empty sections never overwrite a known anchor
+    """OPTION: add ``constraint`` and/or ``artifact`` anchor sections."""
     na_safe_merge: bool = False
-    #: keep the newest messages up to this many tokens as the tail (instead of a message count)
+    """OPTION: ``- N/A``, ``N/A.`` and empty sections never overwrite a known anchor."""
     tail_budget_tokens: int | None = None
-    #: token count the tiers are decided on: ``harness9`` (bytes/4), ``calibrated``, ``bpe``
+    """OPTION: the tail is the newest messages within this many tokens (tool pairs kept), instead
+    of a message count."""
     tier_token_counter: str = "harness9"
-    #: after a compaction, do not compact again until the history grew by this share of the window
+    """OPTION: decide tiers on ``calibrated`` or ``bpe`` counts instead of ``harness9`` (bytes/4)."""
     anti_thrash_frac: float | None = None
-    #: mask tool outputs older than this many assistant turns before any summary
+    """OPTION: after a compaction, no new one until the history grew by this share of the window."""
     mask_observations_keep_turns: int | None = None
+    """OPTION: mask tool outputs older than this many assistant turns before any summary."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra_anchors", tuple(self.extra_anchors))
@@ -448,6 +431,8 @@ class ProgressiveRun:
 
     def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor]] | None:
         """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
+        if self.env.summarizer is None:
+            return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
         conv = serialize_conversation(head)
         req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
         text = request_summary(self.env.summarizer, self.calls, extra, req)

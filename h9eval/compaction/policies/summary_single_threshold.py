@@ -65,23 +65,39 @@ class SummarySingleThreshold(Policy):
 
     ``context_window_tokens``: the model window (default 200,000 tokens).
     ``threshold_frac``: compact when the working history's tokens are ``>=`` this fraction of
-    the window (default 0.90: Codex CLI's auto-compact limit is 90 % of the window for its
-    GPT-5 models; Claude Code triggers a little later, at the window minus a ~13k-token reserve,
-    about 0.92-0.94 of 200k). ``keep_last_messages``: newest messages kept verbatim after the
-    summary (default 0: both tools replace the whole conversation by the summary; the boundary
-    moves back so a kept tool result keeps its call). ``anchors``: ask for harness9's anchor
-    format and emit the same ``[Context Compaction]`` message as the progressive policy
-    (default True); False sends a free-text prompt (``template="free_text"``) and emits
-    ``[Context Compaction]\\n## Summary\\n<reply>``. ``summary_timeout_s``: a slower summary
-    fails (default 60 s). ``prompt_file``: optional JSON prompt file for the anchor prompts.
+    the window (default 0.90: Codex CLI's auto-compact limit is 90 % of the window; Claude
+    Code triggers earlier, at its effective window (the window minus up to 20,000 output
+    tokens) minus 13,000 tokens, about 0.835 of 200k). ``keep_last_messages``: newest
+    messages kept verbatim after the summary (default 0: both tools replace the whole
+    conversation; the boundary moves back so a kept tool result keeps its call).
+    ``anchors``: ask for harness9's anchor format and emit the same ``[Context Compaction]``
+    message as the progressive policy (default True); False sends a free-text prompt
+    (``template="free_text"``) and emits ``[Context Compaction]\n## Summary\n<reply>``.
+    ``summary_timeout_s``: a slower summary fails (default 60 s). ``prompt_file``: optional
+    JSON prompt file for the anchor prompts.
 
     A second compaction summarises the previous summary with the new messages (harness9's
     incremental template). If the summarizer fails (or none is injected) the view falls back to
     the system message and the newest messages that stay under the threshold (at least the
-    newest one), tier ``SOFT``, with ``record.error`` set. Deliberate differences: Codex CLI
-    re-inserts the recent user messages after its summary and Claude Code re-reads recent
-    files; neither is reproduced. ``compact_force``/``compact_manual`` (``/compact``) summarise
-    now, whatever the usage.
+    newest one), tier ``SOFT``, with ``record.error`` set. ``compact_force``/``compact_manual``
+    (``/compact``) summarise now, whatever the usage.
+
+    This is the common core of both tools, for comparing one summarise-everything rule at a
+    chosen threshold; ``codex_compact`` and ``claude_code_compact`` reproduce each tool as
+    published. Where this policy still differs from them, and why:
+
+    1. Codex CLI re-inserts the most recent user messages (up to 20,000 tokens) *before* its
+       summary, and the summary is a user message with a hand-off prefix; here nothing is
+       re-inserted and the summary is harness9's ``[Context Compaction]`` message, so that
+       the summary's content is compared, not the re-insertion.
+    2. Claude Code re-attaches recently read files and the todo list after its summary; not
+       reproduced here (see ``claude_code_compact``).
+    3. On a failed summary both tools leave the conversation as it is (Codex first trims its
+       oldest items and retries); here the view falls back to the newest messages under the
+       threshold, so the agent loop can go on within the window.
+    4. Tokens are harness9's bytes/4 estimate, not the tools' tokenizers or API usage.
+    5. The prompts are harness9's anchor templates (or h9eval's free-text wording), not the
+       tools' own summarisation prompts.
     """
 
     kind: ClassVar[str] = "summary_single_threshold"
@@ -198,6 +214,10 @@ class SummaryThresholdRun:
         ok = self._summarize(head, extra)
         if ok is None:
             start = fit_newest(sys, rest, p.threshold_tokens)
+            # results whose call is not kept go (what the repair does with unique ids; by
+            # position, so that reused call ids keep the pairs valid too)
+            while start < len(rest) and rest[start].tool_call_id:
+                start += 1
             view = repair_tool_pairs([*sys, *rest[start:]])
             err = "summary failed: kept the newest messages under the threshold"
             return view, Tier.SOFT, {"preserved_tail": len(view) - len(sys)}, err
