@@ -32,7 +32,7 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
-from h9eval.core.tokens import TokenCounter
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, TokenCounter
 
 __all__ = [
     "CONTENT_KINDS",
@@ -533,7 +533,7 @@ def message_token_table(messages: Sequence[Message], *, counter: TokenCounter | 
     )
 
 
-def call_token_table(task: Any, *, counter: TokenCounter | None = None, context_window_tokens: int = 200_000) -> Any:
+def call_token_table(task: Any, *, counter: TokenCounter | None = None, context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS) -> Any:
     """Per model call of an uncompacted replay of ``task``: the history (transcript prefix
     before each assistant message) counted by bytes/4 (``history_tokens``, floored once, as
     harness9), by the calibrated estimate (``history_tokens_calibrated``) and by BPE

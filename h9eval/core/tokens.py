@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from h9eval.core.messages import Message
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "TokenCounter",
     "Harness9Estimate",
     "message_bytes",
@@ -21,6 +22,9 @@ __all__ = [
     "format_token_count",
     "go_json",
 ]
+
+DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
+"""The model window (tokens) a policy or run assumes when none is given (Claude's 200k)."""
 
 
 def message_bytes(m: Message) -> int:

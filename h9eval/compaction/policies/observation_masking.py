@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
-from h9eval.compaction.records import CompactionRecord, Tier
+from h9eval.compaction.records import EXTRA_MASKED, CompactionRecord, Tier
 from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
@@ -60,7 +60,7 @@ class _MaskingRun:
             msgs_before=len(history),
             msgs_after=len(out),
             compression_ratio=ta / tb if tb else 0.0,
-            extra={"masked": n},
+            extra={EXTRA_MASKED: n},
         )
         return Compaction(tuple(out), rec)
 
