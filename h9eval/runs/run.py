@@ -1,60 +1,32 @@
-"""The functions behind the CLI, for notebooks: resolve names and specs, then call the core."""
+"""The function behind ``h9eval run``, for notebooks: resolve names and specs once, then replay."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from h9eval.compaction.base import Policy
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.summary import Summarizer
+from h9eval.core.errors import FormatError
 from h9eval.core.paths import safe_name
+from h9eval.probes.runner import make_probe_fn
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
+from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
+from h9eval.tasks.model import Task
 
-__all__ = ["run_task", "make_probe_fn", "build_summarizer"]
-
-
-def build_summarizer(name: str | None, cache: str | os.PathLike[str] | None = None, **params: Any) -> Any:
-    """A registered summarizer by name, wrapped in the shared response cache when given."""
-    if name is None or name == "none":
-        return None
-    from h9eval.summarizers.registry import make_summarizer
-
-    return make_summarizer(name, cache=cache, **params)
-
-
-def make_probe_fn(scorers: Sequence[str]) -> Any:
-    """A replay ``probe_fn`` scoring each checkpoint view with the named scorers."""
-    if not scorers:
-        return None
-    from h9eval.probes import make_scorer, probe_view
-
-    for s in scorers:
-        make_scorer(s)  # validate names before the run starts
-
-    def fn(task: Any, view: Any, message_index: int, row: dict[str, Any]) -> list[dict[str, Any]]:
-        return probe_view(
-            task,
-            view,
-            message_index,
-            scorers=tuple(scorers),
-            checkpoint=row["call_index"],
-            run_id=row["run_id"],
-            tier=row["tier_name"],
-            tokens=row["tokens_sent"],
-            n_compactions=row.get("n_compactions"),
-        )
-
-    return fn
+__all__ = ["run_task"]
 
 
 def run_task(
-    task: str | Any,
-    policy: str | Any = "progressive",
+    task: str | Task,
+    policy: str | Policy = "progressive",
     *,
-    params: dict[str, Any] | None = None,
-    summarizer: str | Any = "offline",
+    params: Mapping[str, Any] | None = None,
+    summarizer: str | Summarizer | None = DEFAULT_SUMMARIZER,
     summarizer_cache: str | os.PathLike[str] | None = None,
     history_mode: str = "view",
     writeback_rules: str = "v3",
@@ -66,13 +38,12 @@ def run_task(
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
 
+    ``summarizer``: a registered name, ``"none"``/``None`` (no summarizer) or a Summarizer.
     With several tasks each gets ``<out_dir>/<task id>/``.
     """
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
     if not tasks:
         # A folder without sessions used to exit 0 having run nothing: say so instead.
-        from h9eval.core.errors import FormatError
-
         raise FormatError(
             "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
             path=str(task),

@@ -13,12 +13,14 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.errors import ConfigError, did_you_mean
 
-__all__ = ["make_summarizer", "summarizer_names", "summarizer_params", "DEFAULT_SUMMARIZER"]
+__all__ = ["DEFAULT_SUMMARIZER", "NO_SUMMARIZER", "build_summarizer", "make_summarizer", "summarizer_names", "summarizer_params"]
 
 DEFAULT_SUMMARIZER = "offline"
+NO_SUMMARIZER = "none"
+"""The name that asks for no summarizer (every summary fails, so policies fall back)."""
 
 
 def _offline() -> type:
@@ -101,3 +103,15 @@ def make_summarizer(
 
         summarizer = CachedSummarizer(summarizer, cache)
     return summarizer
+
+
+def build_summarizer(
+    name: str | None,
+    cache: str | os.PathLike[str] | None = None,
+    **params: Any,
+) -> Summarizer | None:
+    """:func:`make_summarizer`, where ``None`` or ``"none"`` (:data:`NO_SUMMARIZER`) is no
+    summarizer at all: the names a CLI option or a sweep spec can hold."""
+    if name is None or name == NO_SUMMARIZER:
+        return None
+    return make_summarizer(name, cache=cache, **params)
