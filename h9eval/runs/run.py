@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -10,15 +11,40 @@ from typing import Any
 from h9eval.compaction.base import Policy
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.summary import Summarizer
-from h9eval.core.errors import FormatError
+from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.paths import safe_name
 from h9eval.probes.runner import make_probe_fn
-from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
+from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["run_task"]
+__all__ = ["run_task", "with_run_window"]
+
+
+def with_run_window(policy: Policy, window: int | None, *, policy_window_explicit: bool) -> Policy:
+    """``policy`` running at the run's ``window``: the window has one owner per run.
+
+    No ``window`` (``None``): the policy as it is. A policy without a ``context_window_tokens``
+    field: as it is (the replay measures against ``window``). A policy whose window was left
+    at its default: a copy at ``window``. A policy whose window was set explicitly
+    (``policy_window_explicit``) to another value: :class:`ConfigError` naming both.
+    """
+    own = policy_window(policy)
+    if window is None or own is None or own == window:
+        return policy
+    if policy_window_explicit:
+        raise ConfigError(
+            f"window {window} conflicts with {policy.kind}'s context_window_tokens {own}: "
+            "a run has one window; set one of them (or both to the same value)"
+        )
+    return dataclasses.replace(policy, context_window_tokens=window)  # type: ignore[type-var]
+
+
+def _explicit_window(policy: Policy) -> bool:
+    """Whether a policy object's window differs from its field's default (was set by someone)."""
+    default = {f.name: f.default for f in dataclasses.fields(policy)}["context_window_tokens"]  # type: ignore[arg-type]
+    return policy_window(policy) != default
 
 
 def run_task(
@@ -39,7 +65,10 @@ def run_task(
     """Replay every task a spec names through a policy (by name or object).
 
     ``summarizer``: a registered name, ``"none"``/``None`` (no summarizer) or a Summarizer.
-    With several tasks each gets ``<out_dir>/<task id>/``.
+    ``window``: the run's context window (tokens): a policy with its own
+    ``context_window_tokens`` left at the default runs at it, one set to another value is a
+    :class:`ConfigError` (see :func:`with_run_window`). With several tasks each gets
+    ``<out_dir>/<task id>/``.
     """
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
     if not tasks:
@@ -48,7 +77,13 @@ def run_task(
             "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
             path=str(task),
         )
-    pol = make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
+    if isinstance(policy, str):
+        pol = make_policy(policy, **(params or {}))
+        explicit = "context_window_tokens" in (params or {})
+    else:
+        pol = policy
+        explicit = policy_window(pol) is not None and _explicit_window(pol)
+    pol = with_run_window(pol, window, policy_window_explicit=explicit)
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
     cfg = ReplayConfig(
         history_mode=history_mode,
