@@ -168,7 +168,7 @@ class ReplayResult:
         if p is None or not len(p) or "score" not in p.columns:
             return {}
         ok = p[p["answerable"].astype(bool)]
-        out: dict[str, Any] = {"probe_rows": int(len(p))}
+        out: dict[str, Any] = {"probe_rows": len(p)}
         for (method, scope), g in ok.groupby(["method", "scope"]):
             out[f"mean_{method}_{scope}"] = round(float(g["score"].mean()), 3)
         return out
@@ -178,7 +178,7 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
     """Every key of RUN_SUMMARY_KEYS, from a non-empty calls table."""
     tiers = c[c["compacted"]]["tier_name"].value_counts().to_dict()
     return {
-        "calls": int(len(c)),
+        "calls": len(c),
         "compactions_by_tier": {k: int(v) for k, v in sorted(tiers.items())},
         "peak_tokens_sent": int(c["tokens_sent"].max()),
         "final_tokens_sent": int(c["tokens_sent"].iloc[-1]),
@@ -360,6 +360,7 @@ class _RunOutputs:
         self.out = out
         self.session_id = session_id
         self.offload_root: str | os.PathLike[str] = offload_root if offload_root is not None else ""
+        self._root_given = offload_root is not None
         self.records: FileRecordStore | None = None
         self._title = title
         self._want_sessions = session_store
@@ -369,7 +370,7 @@ class _RunOutputs:
 
     def __enter__(self) -> Self:
         with ExitStack() as stack:  # undone if opening fails half way
-            if not self.offload_root:
+            if not self._root_given:
                 if self.out is not None:
                     self.offload_root = self.out / "work"
                 else:
