@@ -156,3 +156,100 @@ def test_v1_alias_offload_rewrites_view_mode_history() -> None:
     assert alias.calls["history_tokens"].iloc[-1] < plain.calls["history_tokens"].iloc[-1]
     with pytest.raises(Exception, match="needs history_mode='view'"):
         ReplayConfig(history_mode="write_back", v1_alias_offload=True)
+
+
+# -- the loop's named values and outputs (issue 14) ---------------------------------------------
+
+
+def test_summary_keys_have_one_owner() -> None:
+    from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
+
+    res = replay(crafted_task(), ProgressiveCompactor(context_window_tokens=6000, min_tail_messages=4))
+    s = res.summary()
+    head = ["run_id", "task_id", "policy", "history_mode", "context_window_tokens"]
+    assert list(s) == head + list(RUN_SUMMARY_KEYS)
+    assert s["context_window_tokens"] == 6000 and s["compactions_by_tier"] and s["peak_tokens_sent"] == res.calls["tokens_sent"].max()
+    # the sweep's run row takes every scalar headline number, under the same name
+    assert [k for k in RUN_SUMMARY_KEYS if k not in RUN_COLUMNS] == ["compactions_by_tier"]
+
+
+def test_summary_of_a_run_without_calls_names_the_run() -> None:
+    msgs = (Message("system", "s"), Message("user", "only a question"))
+    task = Task(task_id="empty", source=TaskSource(kind="synthetic", preset="crafted"), messages=msgs, intent=Intent(statement="q"))
+    s = replay(task, make_policy("keep_all")).summary()
+    assert s == {"run_id": s["run_id"], "task_id": "empty", "policy": "keep_all", "history_mode": "view", "context_window_tokens": 200_000, "calls": 0}
+
+
+def test_call_stats_is_a_frozen_named_value() -> None:
+    import dataclasses
+
+    from h9eval.runs.replay import CallStats
+
+    names = [f.name for f in dataclasses.fields(CallStats)]
+    assert "compactions" in names and "tokens_sent" in names and len(names) == 11
+    assert all(f.kw_only for f in dataclasses.fields(CallStats))
+    stats = CallStats(
+        call_index=0, message_index=1, history_tokens=10, history_messages=2, view_tokens=10, tokens_sent=12,
+        compactions=(), offloads_tool_time_count=0, offloads_tool_time_bytes=0, written_back=False, manual_compact=False,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.tokens_sent = 1  # type: ignore[misc]
+
+
+def test_record_extra_keys_feed_the_calls_table_and_never_the_jsonl(tmp_path: Path) -> None:
+    from h9eval.compaction.records import EXTRA_MASKED, EXTRA_SUMMARY_CALLS
+
+    masking = ProgressiveCompactor(context_window_tokens=6000, min_tail_messages=4, mask_observations_keep_turns=2)
+    res = replay(crafted_task(), masking, out_dir=tmp_path / "m")
+    masked = sum(int(r.extra.get(EXTRA_MASKED, 0)) for r in res.records)
+    assert masked > 0 and res.calls["masked_results"].sum() == masked
+    res = replay(crafted_task(), ProgressiveCompactor(context_window_tokens=6000, min_tail_messages=4), out_dir=tmp_path / "s")
+    summaries = sum(len(r.extra.get(EXTRA_SUMMARY_CALLS, [])) for r in res.records)
+    assert summaries > 0 and res.calls["summarizer_calls"].sum() == summaries
+    text = "".join(p.read_text() for p in tmp_path.glob("*/compaction_records/*.jsonl"))
+    assert text.count("\n") > 2 and '"extra"' not in text and f'"{EXTRA_MASKED}"' not in text and EXTRA_SUMMARY_CALLS not in text
+
+
+def test_a_failing_loop_closes_its_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outputs context manager removes the temporary offload folder and closes the session
+    store when the loop raises; nothing is half-written as a finished run."""
+    import sys
+    import tempfile
+
+    from h9eval.compaction.policies.progressive import ProgressiveCompactor as PC
+
+    made: list[str] = []
+    real = tempfile.TemporaryDirectory
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a: object, **k: object) -> None:
+            super().__init__(*a, **k)  # type: ignore[arg-type]
+            made.append(self.name)
+
+    monkeypatch.setattr(sys.modules["h9eval.runs.replay"].tempfile, "TemporaryDirectory", Recording)
+    calls = {"n": 0}
+
+    def boom(self: object, history: object, *, tokens: int | None = None) -> object:
+        calls["n"] += 1
+        raise RuntimeError("compactor broke")
+
+    pol = PC(context_window_tokens=6000)
+    comp_cls = type(pol.start())
+    monkeypatch.setattr(comp_cls, "compact", boom)
+    with pytest.raises(RuntimeError, match="compactor broke"):
+        replay(crafted_task(), pol)
+    assert calls["n"] == 1 and len(made) == 1 and not Path(made[0]).exists()
+    from h9eval.harness9.session_store import SessionStore
+
+    closed: list[object] = []
+    real_close = SessionStore.close
+
+    def close(self: SessionStore) -> None:
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(SessionStore, "close", close)
+    with pytest.raises(RuntimeError, match="compactor broke"):
+        replay(crafted_task(), pol, out_dir=tmp_path / "run")
+    assert len(closed) == 1 and (tmp_path / "run" / "sessions.db").exists()
+    assert not (tmp_path / "run" / "manifest.json").exists() and not (tmp_path / "run" / "calls.parquet").exists()

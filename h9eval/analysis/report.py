@@ -29,6 +29,7 @@ from typing import Any
 
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
 from h9eval.analysis import metrics as M
 from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
@@ -261,7 +262,7 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
                     continue
                 seen.add(t.task_id)
                 mts.append(TC.message_token_table(t.messages, task_id=t.task_id))
-                cts.append(TC.call_token_table(t, context_window_tokens=int(windows.get(t.task_id, 200_000))))
+                cts.append(TC.call_token_table(t, context_window_tokens=int(windows.get(t.task_id, DEFAULT_CONTEXT_WINDOW_TOKENS))))
     except Exception as e:  # noqa: BLE001 - a moved recording must not sink the whole report
         s.note(f"Not available: could not reload the tasks ({type(e).__name__}: {e}).")
         return s, None

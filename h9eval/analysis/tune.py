@@ -33,7 +33,8 @@ from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.policies import make_policy
 from h9eval.sweeps.sweep import sweep
 from h9eval.analysis import metrics as M
-from h9eval.runs.run import make_probe_fn
+from h9eval.probes.runner import make_probe_fn
+from h9eval.summarizers.registry import make_summarizer
 from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.analysis.plots import tune_evidence
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
@@ -196,7 +197,7 @@ def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], histor
     for i, c in enumerate(configs):
         pol = make_policy("progressive", **c)
         for t in tasks:
-            r = replay(t, pol, summarizer="offline", config=ReplayConfig(history_mode=history_mode), probe_fn=probe_fn, session_store=False)
+            r = replay(t, pol, summarizer=make_summarizer("offline"), config=ReplayConfig(history_mode=history_mode), probe_fn=probe_fn, session_store=False)
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
             rms.append(rm)

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
     p.add_argument("--history-mode", default="view", choices=["view", "write_back"])
     p.add_argument("--writeback-rules", default="v3", choices=["v2", "v3"])
-    p.add_argument("--window", type=int, default=None, help="context window for policies without one (tokens)")
+    p.add_argument("--window", type=int, default=None, help="the run's context window (tokens); sets the policy's context_window_tokens unless --set gives another")
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
     p.add_argument("--probe-every", type=int, default=None, help="also probe every K calls")

@@ -140,6 +140,11 @@ class Compactor(Protocol):
         """harness9's manual ``/compact`` entry point (see the engine's rules)."""
         ...
 
+    def compact_manual(self, history: Sequence[Message]) -> Compaction:
+        """A user's ``/compact`` as the replay runs it (the session is rewritten with the result,
+        spec §2.4); every policy declares it, most as ``compact_manual = compact_force``."""
+        ...
+
 
 P = TypeVar("P", bound="Policy")
 #: every policy class by kind; filled by the modules of :mod:`h9eval.compaction.policies`

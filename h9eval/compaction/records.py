@@ -15,7 +15,34 @@ from h9eval.core.errors import FormatError
 from h9eval.core.tokens import go_escape
 from h9eval.core.paths import safe_name
 
-__all__ = ["Tier", "OffloadEntry", "CompactionRecord", "FileRecordStore", "go_json_dumps"]
+__all__ = [
+    "EXTRA_MASKED",
+    "EXTRA_NA_OVERWRITES",
+    "EXTRA_NA_OVERWRITES_PREVENTED",
+    "EXTRA_OFFLOAD_PLACEHOLDERS",
+    "EXTRA_SUMMARY_CALLS",
+    "EXTRA_THRASH_AVOIDED",
+    "CompactionRecord",
+    "FileRecordStore",
+    "OffloadEntry",
+    "Tier",
+    "go_json_dumps",
+]
+
+# The keys of ``CompactionRecord.extra`` that the replay turns into columns of the calls table:
+# the one spelling of each, shared by the policies that write them and the replay that reads them.
+EXTRA_SUMMARY_CALLS = "summary_calls"
+"""``list[SummaryCall]``: every summarizer call the compaction made, in order."""
+EXTRA_THRASH_AVOIDED = "thrash_avoided"
+"""``True`` when the anti-thrash guard reused the previous view instead of compacting again."""
+EXTRA_MASKED = "masked"
+"""``int``: tool results replaced by the observation-masking placeholder."""
+EXTRA_NA_OVERWRITES = "na_overwrites"
+"""``list[str]``: anchor kinds whose known content harness9's merge overwrote with an N/A."""
+EXTRA_NA_OVERWRITES_PREVENTED = "na_overwrites_prevented"
+"""``list[str]``: anchor kinds the N/A-safe merge kept instead of overwriting."""
+EXTRA_OFFLOAD_PLACEHOLDERS = "offload_placeholders"
+"""``dict[str, str]``: tool-call id -> placeholder text of the results this compaction offloaded."""
 
 
 class Tier(IntEnum):
@@ -82,7 +109,8 @@ class CompactionRecord:
     compression_ratio: float = 0.0
     duration_ns: int = 0
     error: str = ""
-    # h9eval-only detail, never written to harness9's JSONL: summarizer usage, options' counters.
+    # h9eval-only detail, never written to harness9's JSONL: summarizer usage, options' counters
+    # (the keys the replay reads are the EXTRA_* constants above).
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from h9eval.compaction.anchors import Anchor
 from h9eval.compaction.prompts import PromptSet, previous_compaction_text
+from h9eval.compaction.records import EXTRA_SUMMARY_CALLS
 
 from h9eval.core.errors import SummarizerError
 from h9eval.core.messages import Message
@@ -167,11 +168,11 @@ def request_summary(
     request: SummaryRequest,
 ) -> str | None:
     """Call ``summarizer`` as harness9 does (spec §3.10 steps 4-5) and log the call in
-    ``calls`` and ``extra["summary_calls"]``: the reply text, or ``None`` on any failure (no
+    ``calls`` and ``extra[EXTRA_SUMMARY_CALLS]``: the reply text, or ``None`` on any failure (no
     summarizer, an error, a timeout, a nil message). Shared by every summarising policy."""
     call = SummaryCall(len(calls) + 1, request.template, request.previous_compaction, request.conversation, "error")
     calls.append(call)
-    extra.setdefault("summary_calls", []).append(call)
+    extra.setdefault(EXTRA_SUMMARY_CALLS, []).append(call)
     if summarizer is None:
         call.error = "provider is nil"
         return None

@@ -23,8 +23,8 @@ __all__ = [
     "go_json",
 ]
 
-#: the model window a run uses when nothing sets one (harness9's default, a 200k-token model)
 DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
+"""The model window (tokens) a policy or run assumes when none is given (Claude's 200k)."""
 
 
 def message_bytes(m: Message) -> int:

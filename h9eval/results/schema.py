@@ -158,6 +158,26 @@ RUN_COLUMNS: dict[str, str] = {
 }
 
 
+RUN_SUMMARY_KEYS: tuple[str, ...] = (
+    "calls",
+    "compactions_by_tier",
+    "peak_tokens_sent",
+    "final_tokens_sent",
+    "peak_history_tokens",
+    "offloads_tool_time",
+    "offloads_compaction",
+    "summarizer_calls",
+    "summarizer_cost_usd",
+    "fallbacks",
+    "forced_truncations",
+    "overflows",
+)
+"""The headline numbers of one run, in the order ``h9eval run`` prints them: what
+``ReplayResult.summary()`` computes and a sweep's run row copies (every key but
+``compactions_by_tier``, a dict the row spreads over ``n_compactions``/``compactions_<tier>``,
+is a column of :data:`RUN_COLUMNS`)."""
+
+
 EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("wall_time_s", "summarizer_cache_hits"),
     "calls": ("summarizer_latency_s", "summarizer_cache_hits"),

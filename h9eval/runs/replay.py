@@ -14,6 +14,9 @@ estimate plus the tool schemas'. Two history modes:
 Token totals are kept as running byte sums, so a call costs O(1) beyond what the policy itself
 does (harness9's view mode re-summarises the whole head at every call above the threshold:
 that cost is the policy's, not the replay's).
+
+The loop is :class:`_ReplayLoop` (one method per step of harness9's turn); the files of a run
+are :class:`_RunOutputs` (opened before the loop, the tables and manifest written after it).
 """
 
 from __future__ import annotations
@@ -21,27 +24,66 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
-from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
+from h9eval.compaction.base import (
+    Compaction,
+    CompactionEnv,
+    Compactor,
+    LogicalClock,
+    Policy,
+    WallClock,
+    params_hash,
+    policy_params,
+)
 from h9eval.compaction.offload import OffloadHook, ToolOutput
-from h9eval.core.paths import safe_name
-from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
+from h9eval.compaction.records import (
+    EXTRA_MASKED,
+    EXTRA_NA_OVERWRITES,
+    EXTRA_NA_OVERWRITES_PREVENTED,
+    EXTRA_OFFLOAD_PLACEHOLDERS,
+    EXTRA_SUMMARY_CALLS,
+    EXTRA_THRASH_AVOIDED,
+    CompactionRecord,
+    FileRecordStore,
+    Tier,
+)
+from h9eval.compaction.summary import Summarizer, SummaryCall
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.core.paths import prepare_out_dir, write_json_atomic
+from h9eval.core.paths import prepare_out_dir, safe_name, write_json_atomic
+from h9eval.core.provenance import provenance
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
+from h9eval.harness9.session_store import SessionStore
+from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
-from h9eval.results.schema import CALL_COLUMNS, CALLS_SCHEMA_VERSION, MANIFEST, MANIFEST_SCHEMA_VERSION
-from h9eval.compaction.summary import Summarizer
+from h9eval.results.schema import (
+    CALL_COLUMNS,
+    CALLS_SCHEMA_VERSION,
+    CELL_PARTS,
+    MANIFEST,
+    MANIFEST_SCHEMA_VERSION,
+    PROBE_COLUMNS,
+    RUN_SUMMARY_KEYS,
+)
+from h9eval.results.tables import records_to_frame
+from h9eval.summarizers.offline import OfflineSummarizer
 from h9eval.tasks.model import Task
-from h9eval.core.tokens import estimate_tool_tokens
 
-__all__ = ["ReplayConfig", "ReplayResult", "replay", "HISTORY_MODES"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["HISTORY_MODES", "CallStats", "ReplayConfig", "ReplayResult", "policy_window", "replay"]
 
 HISTORY_MODES = ("view", "write_back")
+
+# The default summarizer: stateless and frozen, so one instance serves every replay.
+_OFFLINE = OfflineSummarizer()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +95,8 @@ class ReplayConfig:
     which a ``/compact`` runs before the turn. ``tool_time_offload``: ``None`` → on for
     policies with ``offload_hook_threshold_bytes`` (harness9's), else off.
     ``context_window_tokens``: the window for ratios and overflow when the policy has none
-    (default 200,000). ``system_prompt``: prepended (never persisted) when a transcript has
+    (default :data:`~h9eval.core.tokens.DEFAULT_CONTEXT_WINDOW_TOKENS`). ``system_prompt``:
+    prepended (never persisted) when a transcript has
     no system message, as harness9's engine does. ``v1_alias_offload`` (view mode only):
     emulate harness9 V1's alias bug, where the compaction-time offload rewrote the engine's
     history in place, so offloaded tool results stay placeholders in later calls (approximate:
@@ -94,308 +137,133 @@ class ReplayResult:
     params: dict[str, Any]
     params_hash: str
     config: ReplayConfig
-    calls: Any
-    compactions: Any
-    probes: Any
+    calls: pd.DataFrame
+    compactions: pd.DataFrame
+    probes: pd.DataFrame
     records: list[CompactionRecord] = field(default_factory=list)
     views: list[tuple[Message, ...]] | None = None
     final_history: list[Message] = field(default_factory=list)
     out_dir: Path | None = None
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """The window the run's ratios and overflows were measured against."""
 
     def summary(self) -> dict[str, Any]:
-        """Headline numbers of the run (what ``h9eval run`` prints)."""
-        c = self.calls
-        if len(c) == 0:
-            return {"calls": 0}
-        tiers = c[c["compacted"]]["tier_name"].value_counts().to_dict()
-        return {
+        """Headline numbers of the run (what ``h9eval run`` prints): the run's identity and
+        window, then :data:`~h9eval.results.schema.RUN_SUMMARY_KEYS`, then probe means."""
+        head: dict[str, Any] = {
             "run_id": self.run_id,
             "task_id": self.task_id,
             "policy": self.policy_kind,
             "history_mode": self.config.history_mode,
-            "calls": int(len(c)),
-            "compactions_by_tier": {k: int(v) for k, v in sorted(tiers.items())},
-            "peak_tokens_sent": int(c["tokens_sent"].max()),
-            "final_tokens_sent": int(c["tokens_sent"].iloc[-1]),
-            "peak_history_tokens": int(c["history_tokens"].max()),
-            "offloads_tool_time": int(c["offloads_tool_time_count"].sum()),
-            "offloads_compaction": int(c["offloads_compaction_count"].sum()),
-            "summarizer_calls": int(c["summarizer_calls"].sum()),
-            "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
-            "fallbacks": int(c["fallback"].sum()),
-            "forced_truncations": int(c["forced_truncation"].sum()),
-            "overflows": int(c["overflow"].sum()),
-            **self._probe_summary(),
+            "context_window_tokens": self.context_window_tokens,
         }
+        c = self.calls
+        if len(c) == 0:
+            return {**head, "calls": 0}
+        numbers = _headline_numbers(c)
+        return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **self._probe_summary()}
 
     def _probe_summary(self) -> dict[str, Any]:
         p = self.probes
         if p is None or not len(p) or "score" not in p.columns:
             return {}
         ok = p[p["answerable"].astype(bool)]
-        out: dict[str, Any] = {"probe_rows": int(len(p))}
+        out: dict[str, Any] = {"probe_rows": len(p)}
         for (method, scope), g in ok.groupby(["method", "scope"]):
             out[f"mean_{method}_{scope}"] = round(float(g["score"].mean()), 3)
         return out
 
 
-def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
-    """harness9's write-back predicate (spec §2.3)."""
-    if rec is None or not view:
-        return False
-    if rules == "v2":
-        return rec.error == "" and (rec.msgs_after < rec.msgs_before or bool(rec.offloaded))
-    if rec.error != "" and rec.tier != Tier.EMERGENCY:
-        return False
-    return rec.msgs_after < rec.msgs_before or rec.tokens_after < rec.tokens_before or bool(rec.offloaded)
+def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
+    """Every key of RUN_SUMMARY_KEYS, from a non-empty calls table."""
+    tiers = c[c["compacted"]]["tier_name"].value_counts().to_dict()
+    return {
+        "calls": len(c),
+        "compactions_by_tier": {k: int(v) for k, v in sorted(tiers.items())},
+        "peak_tokens_sent": int(c["tokens_sent"].max()),
+        "final_tokens_sent": int(c["tokens_sent"].iloc[-1]),
+        "peak_history_tokens": int(c["history_tokens"].max()),
+        "offloads_tool_time": int(c["offloads_tool_time_count"].sum()),
+        "offloads_compaction": int(c["offloads_compaction_count"].sum()),
+        "summarizer_calls": int(c["summarizer_calls"].sum()),
+        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
+        "fallbacks": int(c["fallback"].sum()),
+        "forced_truncations": int(c["forced_truncation"].sum()),
+        "overflows": int(c["overflow"].sum()),
+    }
 
 
-ProbeFn = Callable[[Task, Sequence[Message], int, dict[str, Any]], list[dict[str, Any]]]
+def policy_window(policy: Policy) -> int | None:
+    """The policy's own ``context_window_tokens`` field, ``None`` when it declares none."""
+    if "context_window_tokens" not in _field_names(policy):
+        return None
+    return int(policy.context_window_tokens)  # type: ignore[attr-defined]
 
 
-def replay(
-    task: Task,
-    policy: Policy,
-    *,
-    summarizer: Summarizer | None | str = "offline",
-    config: ReplayConfig | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    run_id: str | None = None,
-    offload_root: str | os.PathLike[str] | None = None,
-    probe_fn: ProbeFn | None = None,
-    probe_every_k: int | None = None,
-    session_store: bool = True,
-    session_id: str | None = None,
-) -> ReplayResult:
-    """Run ``task`` through ``policy``; see the module docstring.
-
-    ``summarizer``: a Summarizer, ``None`` (no summarizer: summaries fail → fallback), or a
-    registered name (default ``offline``). ``out_dir``: when given, ``calls.parquet``,
-    ``compactions.parquet``, ``probes.parquet``, harness9's ``compaction_records/*.jsonl``,
-    ``sessions.db`` and ``manifest.json`` are written there. ``offload_root``: where offload
-    files go (default ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called
-    after every compaction, every ``probe_every_k`` calls and at the last call.
-    ``session_id``: names offload folders and record files (default: derived from the run
-    id); sweeps pass the task id so identical summary prompts hit the shared cache.
-    """
-    import pandas as pd
-
-    cfg = config or ReplayConfig()
-    if isinstance(summarizer, str):
-        from h9eval.summarizers.registry import make_summarizer
-
-        summarizer = make_summarizer(summarizer)
-    params = policy_params(policy)
-    phash = params_hash(policy.kind, params)
-    run_id = run_id or f"{task.task_id}--{policy.kind}-{phash}-{cfg.history_mode}"
-    session_id = safe_name(session_id if session_id is not None else run_id) or "session"
-    window = int(getattr(policy, "context_window_tokens", 0) or 0) or cfg.context_window_tokens or 200_000
-    if cfg.context_window_tokens is not None and not hasattr(policy, "context_window_tokens"):
-        window = cfg.context_window_tokens
-
-    out = Path(out_dir) if out_dir is not None else None
-    tmp_ctx = None
-    if offload_root is None:
-        if out is not None:
-            offload_root = out / "work"
-        else:
-            tmp_ctx = tempfile.TemporaryDirectory(prefix="h9eval-offload-")
-            offload_root = tmp_ctx.name
-    store = None
-    sessions = None
-    if out is not None:
-        prepare_out_dir(out, what="results folder")
-    if out is not None and session_store:
-        from h9eval.harness9.session_store import SessionStore
-
-        # Opened (and so validated) before anything already in ``out`` is replaced: a corrupt
-        # sessions.db must fail the run without deleting the previous run's records.
-        sessions = SessionStore(out / "sessions.db")
-    if out is not None:
-        store = FileRecordStore(out / "compaction_records")
-        store.remove(session_id)  # a rerun into the same folder replaces, never appends twice
-    if sessions is not None:
-        if sessions.has_session(session_id):
-            sessions.delete_session(session_id)  # a rerun into the same folder replaces it
-        sessions.create_session(session_id, title=task.task_id)
-
-    env = CompactionEnv(
-        summarizer=summarizer,
-        offload_root=offload_root,
-        session_id=session_id,
-        record_store=store,
-        clock=LogicalClock() if cfg.deterministic else WallClock(),
-        seed=cfg.seed if cfg.deterministic else None,
-    )
-    compactor = policy.start(env)
-    hook_on = cfg.tool_time_offload if cfg.tool_time_offload is not None else hasattr(policy, "offload_hook_threshold_bytes")
-    hook = (
-        OffloadHook(offload_root, session_id, threshold_bytes=int(getattr(policy, "offload_hook_threshold_bytes", 10_000)))
-        if hook_on
-        else None
-    )
-    tool_tokens = estimate_tool_tokens(task.tools)
-    manual = set(cfg.manual_compact_at)
-
-    history: list[Message] = []
-    if not task.messages or task.messages[0].role != "system":
-        # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
-        # its compactor leaves a list without a system message untouched.
-        history.append(Message("system", cfg.system_prompt))
-    hist_bytes = sum(m.nbytes for m in history)
-    pending: list[Message] = []  # messages not yet in the session store
-    calls_by_id: dict[str, ToolCall] = {}
-    rows: list[dict[str, Any]] = []
-    probe_rows: list[dict[str, Any]] = []
-    records: list[CompactionRecord] = []
-    views: list[tuple[Message, ...]] | None = [] if cfg.keep_views else None
-    hook_count = hook_bytes = 0
-    n_calls = sum(1 for m in task.messages if m.role == "assistant")
-    call_index = -1
-    n_compactions = 0
-
-    def persist_replace(new_history: list[Message]) -> None:
-        nonlocal pending
-        if sessions is not None:
-            sessions.replace_history(session_id, new_history)
-        pending = []
-
-    try:
-        for i, m in enumerate(task.messages):
-            if m.role != "assistant":
-                if m.tool_call_id and hook is not None:
-                    tc = calls_by_id.get(m.tool_call_id, ToolCall(m.tool_call_id, "", ""))
-                    before = len(hook.offloaded)
-                    res = hook.after_execute(tc, ToolOutput(m.tool_call_id, m.content, m.is_error))
-                    if len(hook.offloaded) > before:
-                        hook_count += 1
-                        hook_bytes += hook.offloaded[-1].bytes
-                        m = m.with_content(res.output)
-                history.append(m)
-                pending.append(m)
-                hist_bytes += m.nbytes
-                continue
-
-            call_index += 1
-            is_manual = call_index in manual
-            comps: list[Compaction] = []
-            written = False
-            if is_manual:
-                mc = compactor.compact_manual(history) if hasattr(compactor, "compact_manual") else compactor.compact_force(history)
-                comps.append(mc)
-                # harness9's /compact rewrites the session unconditionally (spec §2.4)
-                history = list(mc.view)
-                hist_bytes = sum(x.nbytes for x in history)
-                persist_replace(history)
-                written = True
-            h_tokens, h_msgs = hist_bytes // 4, len(history)
-            comp = compactor.compact(history, tokens=h_tokens)
-            comps.append(comp)
-            view = comp.view
-            rec = comp.record
-            if cfg.history_mode == "write_back" and _writes_back(rec, view, cfg.writeback_rules) and list(view) != history:
-                history = list(view)
-                hist_bytes = sum(x.nbytes for x in history)
-                persist_replace(history)
-                written = True
-            # the record already holds harness9's estimate of the view: no second O(n) pass
-            if cfg.v1_alias_offload and rec is not None and rec.extra.get("offload_placeholders"):
-                ph = rec.extra["offload_placeholders"]
-                history = [x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in history]
-                hist_bytes = sum(x.nbytes for x in history)
-            view_tokens = rec.tokens_after if rec is not None else sum(x.nbytes for x in view) // 4
-            sent = view_tokens + tool_tokens
-            row = _row(
-                task, policy, phash, cfg, call_index, i, window, h_tokens, h_msgs, tool_tokens, sent, view_tokens, comps,
-                hook_count, hook_bytes, written, is_manual,
-            )
-            row["run_id"] = run_id
-            hook_count = hook_bytes = 0
-            rows.append(row)
-            for c in comps:
-                if c.record is not None and c.record.tier != Tier.NONE:
-                    records.append(c.record)
-            if views is not None:
-                views.append(view)
-            n_compactions += int(row["compacted"])
-            if probe_fn is not None and (
-                row["compacted"]
-                or (probe_every_k and call_index % probe_every_k == 0)
-                or call_index == n_calls - 1
-            ):
-                # the view covers the transcript up to the message before this call's output
-                probe_rows.extend(probe_fn(task, view, i - 1, {**row, "run_id": run_id, "n_compactions": n_compactions}))
-            history.append(m)
-            pending.append(m)
-            hist_bytes += m.nbytes
-            for tc in m.tool_calls:
-                calls_by_id[tc.id] = tc
-        if sessions is not None and pending:
-            sessions.add_messages(session_id, [x for x in pending if x.role != "system"])
-    finally:
-        if sessions is not None:
-            sessions.close()
-        if tmp_ctx is not None:
-            tmp_ctx.cleanup()
-
-    calls_df = pd.DataFrame(rows, columns=list(CALL_COLUMNS))
-    from h9eval.results.tables import records_to_frame
-
-    comp_df = records_to_frame(records, run_id=run_id, session_id=session_id)
-    probes_df = _probe_frame(probe_rows)
-    result = ReplayResult(
-        run_id=run_id,
-        task_id=task.task_id,
-        policy_kind=policy.kind,
-        params=params,
-        params_hash=phash,
-        config=cfg,
-        calls=calls_df,
-        compactions=comp_df,
-        probes=probes_df,
-        records=records,
-        views=views,
-        final_history=history,
-        out_dir=out,
-    )
-    if out is not None:
-        _write_outputs(result, task, summarizer, out)
-    return result
+def _field_names(policy: Policy) -> set[str]:
+    return {f.name for f in dataclasses.fields(policy)}  # type: ignore[arg-type]
 
 
-def _probe_frame(rows: list[dict[str, Any]]) -> Any:
-    import pandas as pd
-
-    try:
-        from h9eval.probes import PROBE_COLUMNS
-    except ImportError:
-        return pd.DataFrame(rows)
-    return pd.DataFrame(rows, columns=list(PROBE_COLUMNS))
+def _run_window(policy: Policy, cfg: ReplayConfig) -> int:
+    """The window of a run: the policy's own, else the config's, else the default."""
+    own = policy_window(policy)
+    if own is not None:
+        return own
+    return cfg.context_window_tokens if cfg.context_window_tokens is not None else DEFAULT_CONTEXT_WINDOW_TOKENS
 
 
-def _row(
-    task: Task,
-    policy: Policy,
-    phash: str,
-    cfg: ReplayConfig,
-    call_index: int,
-    message_index: int,
-    window: int,
-    h_tokens: int,
-    h_msgs: int,
-    tool_tokens: int,
-    sent: int,
-    view_tokens: int,
-    comps: list[Compaction],
-    hook_count: int,
-    hook_bytes: int,
-    written: bool,
-    manual: bool,
-) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class _RunFacts:
+    """The columns every calls row of one run repeats."""
+
+    run_id: str
+    task_id: str
+    policy_kind: str
+    params_hash: str
+    history_mode: str
+    context_window_tokens: int
+    tool_schema_tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallStats:
+    """What one model call of the replay saw and did (with :class:`_RunFacts`: a calls row)."""
+
+    call_index: int
+    """0-based index of the model call."""
+    message_index: int
+    """Index in the transcript of the assistant message the call produced."""
+    history_tokens: int
+    """harness9's estimate of the history before compaction."""
+    history_messages: int
+    view_tokens: int
+    """harness9's estimate of the view sent (without the tool schemas)."""
+    tokens_sent: int
+    """``view_tokens`` plus the tool schemas' tokens."""
+    compactions: tuple[Compaction, ...]
+    """The call's compactions in order: a manual ``/compact`` (when asked), then the automatic one."""
+    offloads_tool_time_count: int
+    """Tool results the tool-time hook offloaded since the previous call."""
+    offloads_tool_time_bytes: int
+    written_back: bool
+    """Whether the history (and session store) was replaced at this call."""
+    manual_compact: bool
+
+
+def _summary_calls(rec: CompactionRecord) -> list[SummaryCall]:
+    calls: list[SummaryCall] = rec.extra.get(EXTRA_SUMMARY_CALLS, [])
+    return calls
+
+
+def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
+    """One row of the calls table (CALL_COLUMNS)."""
+    comps = call.compactions
     main = comps[-1]
     rec = main.record
+    window = run.context_window_tokens
+    sent = call.tokens_sent
     tier = rec.tier if rec is not None else Tier.NONE
-    summ = [sc for c in comps if c.record is not None for sc in c.record.extra.get("summary_calls", [])]
+    summ = [sc for c in comps if c.record is not None for sc in _summary_calls(c.record)]
     off = [o for c in comps if c.record is not None for o in (c.record.offloaded or [])]
     errors = [c.record.error for c in comps if c.record is not None and c.record.error]
     fallback_err = next((e for e in errors if e.startswith("LLM summary failed")), "")
@@ -405,27 +273,27 @@ def _row(
     )
     return {
         "schema_version": CALLS_SCHEMA_VERSION,
-        "run_id": "",  # set by the caller
-        "task_id": task.task_id,
-        "policy_kind": policy.kind,
-        "params_hash": phash,
-        "history_mode": cfg.history_mode,
-        "call_index": call_index,
-        "message_index": message_index,
+        "run_id": run.run_id,
+        "task_id": run.task_id,
+        "policy_kind": run.policy_kind,
+        "params_hash": run.params_hash,
+        "history_mode": run.history_mode,
+        "call_index": call.call_index,
+        "message_index": call.message_index,
         "context_window_tokens": window,
-        "history_tokens": h_tokens,
-        "history_messages": h_msgs,
-        "tool_schema_tokens": tool_tokens,
+        "history_tokens": call.history_tokens,
+        "history_messages": call.history_messages,
+        "tool_schema_tokens": run.tool_schema_tokens,
         "tokens_sent": sent,
         "ratio_to_window": sent / window,
         "tier": int(tier),
         "tier_name": tier.label,
         "compacted": compacted,
-        "msgs_before": rec.msgs_before if rec is not None else h_msgs,
+        "msgs_before": rec.msgs_before if rec is not None else call.history_messages,
         "msgs_after": len(main.view),
-        "view_tokens": view_tokens,
-        "offloads_tool_time_count": hook_count,
-        "offloads_tool_time_bytes": hook_bytes,
+        "view_tokens": call.view_tokens,
+        "offloads_tool_time_count": call.offloads_tool_time_count,
+        "offloads_tool_time_bytes": call.offloads_tool_time_bytes,
         "offloads_compaction_count": len(off),
         "offloads_compaction_bytes": sum(o.bytes for o in off),
         "summarizer_calls": len(summ),
@@ -439,30 +307,373 @@ def _row(
         "forced_truncation": any(c.record is not None and c.record.tier == Tier.EMERGENCY for c in comps),
         "overflow": sent > window,
         "overflow_tokens": max(sent - window, 0),
-        "written_back": written,
-        "manual_compact": manual,
-        "thrash_avoided": bool(rec is not None and rec.extra.get("thrash_avoided")),
-        "masked_results": int(rec.extra.get("masked", 0)) if rec is not None else 0,
-        "na_overwrites": len(rec.extra.get("na_overwrites", [])) if rec is not None else 0,
-        "na_overwrites_prevented": len(rec.extra.get("na_overwrites_prevented", [])) if rec is not None else 0,
+        "written_back": call.written_back,
+        "manual_compact": call.manual_compact,
+        "thrash_avoided": bool(rec is not None and rec.extra.get(EXTRA_THRASH_AVOIDED)),
+        "masked_results": int(rec.extra.get(EXTRA_MASKED, 0)) if rec is not None else 0,
+        "na_overwrites": len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
+        "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
     }
 
 
-def _write_outputs(result: ReplayResult, task: Task, summarizer: Any, out: Path) -> None:
-    from h9eval.core.provenance import provenance
+def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
+    """harness9's write-back predicate (spec §2.3)."""
+    if rec is None or not view:
+        return False
+    if rules == "v2":
+        return rec.error == "" and (rec.msgs_after < rec.msgs_before or bool(rec.offloaded))
+    if rec.error != "" and rec.tier != Tier.EMERGENCY:
+        return False
+    return rec.msgs_after < rec.msgs_before or rec.tokens_after < rec.tokens_before or bool(rec.offloaded)
 
-    for name in ("calls", "compactions", "probes"):
-        df = getattr(result, name)
-        write_table(df, out / f"{name}.parquet", name)
-    manifest = {
-        "schema_version": MANIFEST_SCHEMA_VERSION,
-        "kind": "run",
-        "run_id": result.run_id,
-        "task": {"task_id": task.task_id, "version": task.version, "source": dataclasses.asdict(task.source)},
-        "policy": {"kind": result.policy_kind, "params": result.params, "params_hash": result.params_hash},
-        "replay": dataclasses.asdict(result.config),
-        "summarizer": getattr(summarizer, "summarizer_id", None) if summarizer is not None else None,
-        "provenance": provenance(),
-        "summary": result.summary(),
-    }
-    write_json_atomic(out / MANIFEST, manifest)
+
+
+def _tool_time_hook(policy: Policy, cfg: ReplayConfig, root: str | os.PathLike[str], session_id: str) -> OffloadHook | None:
+    """harness9's tool-time offload hook, when the policy carries its threshold or it is asked for."""
+    has_threshold = "offload_hook_threshold_bytes" in _field_names(policy)
+    if not (cfg.tool_time_offload if cfg.tool_time_offload is not None else has_threshold):
+        return None
+    if has_threshold:
+        return OffloadHook(root, session_id, threshold_bytes=int(policy.offload_hook_threshold_bytes))  # type: ignore[attr-defined]
+    return OffloadHook(root, session_id)
+
+
+class _RunOutputs:
+    """The files of one run.
+
+    On entry: the offload folder (``<out>/work``, the caller's, or a fresh temporary one removed
+    on exit) and, with an ``out`` folder, harness9's record store and SQLite session store, both
+    emptied of a previous run of the same session. The session store mirrors the history
+    (:meth:`append`, :meth:`replace_history`, :meth:`flush`). After the loop :meth:`write`
+    writes the tables and the manifest.
+    """
+
+    def __init__(
+        self,
+        out: Path | None,
+        *,
+        session_id: str,
+        title: str,
+        session_store: bool,
+        offload_root: str | os.PathLike[str] | None,
+    ) -> None:
+        self.out = out
+        self.session_id = session_id
+        self.offload_root: str | os.PathLike[str] = offload_root if offload_root is not None else ""
+        self._root_given = offload_root is not None
+        self.records: FileRecordStore | None = None
+        self._title = title
+        self._want_sessions = session_store
+        self._sessions: SessionStore | None = None
+        self._pending: list[Message] = []  # messages not yet in the session store
+        self._close = ExitStack()
+
+    def __enter__(self) -> Self:
+        with ExitStack() as stack:  # undone if opening fails half way
+            if not self._root_given:
+                if self.out is not None:
+                    self.offload_root = self.out / "work"
+                else:
+                    self.offload_root = stack.enter_context(tempfile.TemporaryDirectory(prefix="h9eval-offload-"))
+            if self.out is not None:
+                self._open_stores(stack, self.out)
+            self._close = stack.pop_all()
+        return self
+
+    def _open_stores(self, stack: ExitStack, out: Path) -> None:
+        prepare_out_dir(out, what="results folder")
+        if self._want_sessions:
+            # Opened (and so validated) before anything already in ``out`` is replaced: a corrupt
+            # sessions.db must fail the run without deleting the previous run's records.
+            self._sessions = SessionStore(out / "sessions.db")
+            stack.callback(self._sessions.close)
+        self.records = FileRecordStore(out / "compaction_records")
+        self.records.remove(self.session_id)  # a rerun into the same folder replaces, never appends twice
+        if self._sessions is not None:
+            if self._sessions.has_session(self.session_id):
+                self._sessions.delete_session(self.session_id)  # a rerun into the same folder replaces it
+            self._sessions.create_session(self.session_id, title=self._title)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._close.close()
+
+    def append(self, m: Message) -> None:
+        """``m`` joined the history (the store gets it at :meth:`flush`)."""
+        self._pending.append(m)
+
+    def replace_history(self, history: list[Message]) -> None:
+        """The history was rewritten (a write-back or a ``/compact``): so is the stored session."""
+        if self._sessions is not None:
+            self._sessions.replace_history(self.session_id, history)
+        self._pending = []
+
+    def flush(self) -> None:
+        """Store the messages added since the last rewrite (the end of a run that completed)."""
+        if self._sessions is not None and self._pending:
+            self._sessions.add_messages(self.session_id, [x for x in self._pending if x.role != "system"])
+
+    def write(self, result: ReplayResult, task: Task, summarizer: Summarizer | None) -> None:
+        """The tables and ``manifest.json`` (nothing without an ``out`` folder)."""
+        if self.out is None:
+            return
+        for name in CELL_PARTS:
+            write_table(getattr(result, name), self.out / f"{name}.parquet", name)
+        manifest = {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "kind": "run",
+            "run_id": result.run_id,
+            "task": {"task_id": task.task_id, "version": task.version, "source": dataclasses.asdict(task.source)},
+            "policy": {"kind": result.policy_kind, "params": result.params, "params_hash": result.params_hash},
+            "replay": dataclasses.asdict(result.config),
+            "summarizer": summarizer.summarizer_id if summarizer is not None else None,
+            "provenance": provenance(),
+            "summary": result.summary(),
+        }
+        write_json_atomic(self.out / MANIFEST, manifest)
+
+
+class _ReplayLoop:
+    """harness9's agent loop over a recorded transcript, one method per step of a turn:
+    a message arrives (:meth:`_arrive`, a tool result through the tool-time hook first); before
+    a model call a manual ``/compact`` (:meth:`_manual_compact`), the compaction, the write-back
+    (:meth:`_write_back`) or V1's aliasing (:meth:`_alias_offloads`), then the call is logged
+    (:meth:`_log`) and probed (:meth:`_probe`) and its output joins the history."""
+
+    def __init__(
+        self,
+        task: Task,
+        compactor: Compactor,
+        cfg: ReplayConfig,
+        run: _RunFacts,
+        *,
+        hook: OffloadHook | None,
+        outputs: _RunOutputs,
+        probe_fn: ProbeFn | None,
+        probe_every_k: int | None,
+    ) -> None:
+        self.task = task
+        self.compactor = compactor
+        self.cfg = cfg
+        self.run_facts = run
+        self.hook = hook
+        self.outputs = outputs
+        self.probe_fn = probe_fn
+        self.probe_every_k = probe_every_k
+        self.history: list[Message] = []
+        if not task.messages or task.messages[0].role != "system":
+            # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
+            # its compactor leaves a list without a system message untouched.
+            self.history.append(Message("system", cfg.system_prompt))
+        self.hist_bytes = sum(m.nbytes for m in self.history)
+        self.calls_by_id: dict[str, ToolCall] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.probe_rows: list[dict[str, Any]] = []
+        self.records: list[CompactionRecord] = []
+        self.views: list[tuple[Message, ...]] | None = [] if cfg.keep_views else None
+        self.hook_count = self.hook_bytes = 0  # tool-time offloads since the last call
+        self.n_calls = sum(1 for m in task.messages if m.role == "assistant")
+        self.call_index = -1
+        self.n_compactions = 0
+        self._manual_at = set(cfg.manual_compact_at)
+
+    def run(self) -> None:
+        for i, m in enumerate(self.task.messages):
+            if m.role == "assistant":
+                self._model_call(i, m)
+            else:
+                self._arrive(m)
+        self.outputs.flush()
+
+    # -- the history ------------------------------------------------------------------------
+    def _append(self, m: Message) -> None:
+        self.history.append(m)
+        self.outputs.append(m)
+        self.hist_bytes += m.nbytes
+
+    def _set_history(self, new: Sequence[Message]) -> None:
+        self.history = list(new)
+        self.hist_bytes = sum(x.nbytes for x in self.history)
+
+    def _rewrite_history(self, new: Sequence[Message]) -> None:
+        self._set_history(new)
+        self.outputs.replace_history(self.history)
+
+    # -- the steps of a turn ----------------------------------------------------------------
+    def _arrive(self, m: Message) -> None:
+        if m.tool_call_id and self.hook is not None:
+            m = self._offload_at_tool_time(m, self.hook)
+        self._append(m)
+
+    def _offload_at_tool_time(self, m: Message, hook: OffloadHook) -> Message:
+        tc = self.calls_by_id.get(m.tool_call_id, ToolCall(m.tool_call_id, "", ""))
+        before = len(hook.offloaded)
+        res = hook.after_execute(tc, ToolOutput(m.tool_call_id, m.content, m.is_error))
+        if len(hook.offloaded) == before:
+            return m
+        self.hook_count += 1
+        self.hook_bytes += hook.offloaded[-1].bytes
+        return m.with_content(res.output)
+
+    def _manual_compact(self) -> Compaction:
+        mc = self.compactor.compact_manual(self.history)
+        # harness9's /compact rewrites the session unconditionally (spec §2.4)
+        self._rewrite_history(mc.view)
+        return mc
+
+    def _write_back(self, comp: Compaction) -> bool:
+        """Write-back mode: an effective compaction replaces the history (spec §2.3)."""
+        if self.cfg.history_mode != "write_back" or not _writes_back(comp.record, comp.view, self.cfg.writeback_rules):
+            return False
+        if list(comp.view) == self.history:
+            return False
+        self._rewrite_history(comp.view)
+        return True
+
+    def _alias_offloads(self, rec: CompactionRecord | None) -> None:
+        """harness9 V1's alias bug (ReplayConfig.v1_alias_offload): offloaded results stay
+        placeholders in the history."""
+        if not self.cfg.v1_alias_offload or rec is None:
+            return
+        ph: dict[str, str] = rec.extra.get(EXTRA_OFFLOAD_PLACEHOLDERS) or {}
+        if ph:
+            self._set_history([x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in self.history])
+
+    def _model_call(self, i: int, m: Message) -> None:
+        self.call_index += 1
+        manual = self.call_index in self._manual_at
+        comps: list[Compaction] = [self._manual_compact()] if manual else []
+        h_tokens, h_msgs = self.hist_bytes // 4, len(self.history)
+        comp = self.compactor.compact(self.history, tokens=h_tokens)
+        comps.append(comp)
+        written = self._write_back(comp) or manual
+        self._alias_offloads(comp.record)
+        # the record already holds harness9's estimate of the view: no second O(n) pass
+        view_tokens = comp.record.tokens_after if comp.record is not None else sum(x.nbytes for x in comp.view) // 4
+        call = CallStats(
+            call_index=self.call_index,
+            message_index=i,
+            history_tokens=h_tokens,
+            history_messages=h_msgs,
+            view_tokens=view_tokens,
+            tokens_sent=view_tokens + self.run_facts.tool_schema_tokens,
+            compactions=tuple(comps),
+            offloads_tool_time_count=self.hook_count,
+            offloads_tool_time_bytes=self.hook_bytes,
+            written_back=written,
+            manual_compact=manual,
+        )
+        self.hook_count = self.hook_bytes = 0
+        row = self._log(call, comp.view)
+        self._probe(call, row, comp.view)
+        self._append(m)
+        for tc in m.tool_calls:
+            self.calls_by_id[tc.id] = tc
+
+    def _log(self, call: CallStats, view: tuple[Message, ...]) -> dict[str, Any]:
+        row = _row(self.run_facts, call)
+        self.rows.append(row)
+        self.records.extend(c.record for c in call.compactions if c.record is not None and c.record.tier != Tier.NONE)
+        if self.views is not None:
+            self.views.append(view)
+        self.n_compactions += int(row["compacted"])
+        return row
+
+    def _probe(self, call: CallStats, row: dict[str, Any], view: tuple[Message, ...]) -> None:
+        if self.probe_fn is None:
+            return
+        k = self.probe_every_k
+        if not (row["compacted"] or (k and call.call_index % k == 0) or call.call_index == self.n_calls - 1):
+            return
+        at = CallCheckpoint(
+            run_id=self.run_facts.run_id,
+            call_index=call.call_index,
+            tier_name=row["tier_name"],
+            tokens_sent=call.tokens_sent,
+            n_compactions=self.n_compactions,
+        )
+        # the view covers the transcript up to the message before this call's output
+        self.probe_rows.extend(self.probe_fn(self.task, view, call.message_index - 1, at))
+
+
+def replay(
+    task: Task,
+    policy: Policy,
+    *,
+    summarizer: Summarizer | None = _OFFLINE,
+    config: ReplayConfig | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    run_id: str | None = None,
+    offload_root: str | os.PathLike[str] | None = None,
+    probe_fn: ProbeFn | None = None,
+    probe_every_k: int | None = None,
+    session_store: bool = True,
+    session_id: str | None = None,
+) -> ReplayResult:
+    """Run ``task`` through ``policy``; see the module docstring.
+
+    ``summarizer``: the summarizer (default: the offline one), or ``None`` (no summarizer:
+    summaries fail → fallback); names are resolved by the caller
+    (:func:`~h9eval.summarizers.registry.build_summarizer`). ``out_dir``: when given,
+    ``calls.parquet``, ``compactions.parquet``, ``probes.parquet``, harness9's
+    ``compaction_records/*.jsonl``, ``sessions.db`` (unless ``session_store`` is false) and
+    ``manifest.json`` are written there. ``offload_root``: where offload files go (default
+    ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called after every
+    compaction, every ``probe_every_k`` calls and at the last call. ``session_id``: names
+    offload folders and record files (default: derived from the run id); sweeps pass the task
+    id so identical summary prompts hit the shared cache.
+    """
+    import pandas as pd
+
+    cfg = config or ReplayConfig()
+    params = policy_params(policy)
+    phash = params_hash(policy.kind, params)
+    run_id = run_id or f"{task.task_id}--{policy.kind}-{phash}-{cfg.history_mode}"
+    session_id = safe_name(session_id if session_id is not None else run_id) or "session"
+    facts = _RunFacts(
+        run_id=run_id,
+        task_id=task.task_id,
+        policy_kind=policy.kind,
+        params_hash=phash,
+        history_mode=cfg.history_mode,
+        context_window_tokens=_run_window(policy, cfg),
+        tool_schema_tokens=estimate_tool_tokens(task.tools),
+    )
+    out = Path(out_dir) if out_dir is not None else None
+    with _RunOutputs(out, session_id=session_id, title=task.task_id, session_store=session_store, offload_root=offload_root) as outputs:
+        env = CompactionEnv(
+            summarizer=summarizer,
+            offload_root=outputs.offload_root,
+            session_id=session_id,
+            record_store=outputs.records,
+            clock=LogicalClock() if cfg.deterministic else WallClock(),
+            seed=cfg.seed if cfg.deterministic else None,
+        )
+        loop = _ReplayLoop(
+            task,
+            policy.start(env),
+            cfg,
+            facts,
+            hook=_tool_time_hook(policy, cfg, outputs.offload_root, session_id),
+            outputs=outputs,
+            probe_fn=probe_fn,
+            probe_every_k=probe_every_k,
+        )
+        loop.run()
+    result = ReplayResult(
+        run_id=run_id,
+        task_id=task.task_id,
+        policy_kind=policy.kind,
+        params=params,
+        params_hash=phash,
+        config=cfg,
+        calls=pd.DataFrame(loop.rows, columns=list(CALL_COLUMNS)),
+        compactions=records_to_frame(loop.records, run_id=run_id, session_id=session_id),
+        probes=pd.DataFrame(loop.probe_rows, columns=list(PROBE_COLUMNS)),
+        records=loop.records,
+        views=loop.views,
+        final_history=loop.history,
+        out_dir=out,
+        context_window_tokens=facts.context_window_tokens,
+    )
+    outputs.write(result, task, summarizer)
+    return result

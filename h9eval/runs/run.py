@@ -1,60 +1,58 @@
-"""The functions behind the CLI, for notebooks: resolve names and specs, then call the core."""
+"""The function behind ``h9eval run``, for notebooks: resolve names and specs once, then replay."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from h9eval.compaction.base import Policy
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.summary import Summarizer
+from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.paths import safe_name
-from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
+from h9eval.probes.runner import make_probe_fn
+from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
+from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
+from h9eval.tasks.model import Task
 
-__all__ = ["run_task", "make_probe_fn", "build_summarizer"]
-
-
-def build_summarizer(name: str | None, cache: str | os.PathLike[str] | None = None, **params: Any) -> Any:
-    """A registered summarizer by name, wrapped in the shared response cache when given."""
-    if name is None or name == "none":
-        return None
-    from h9eval.summarizers.registry import make_summarizer
-
-    return make_summarizer(name, cache=cache, **params)
+__all__ = ["run_task", "with_run_window"]
 
 
-def make_probe_fn(scorers: Sequence[str]) -> Any:
-    """A replay ``probe_fn`` scoring each checkpoint view with the named scorers."""
-    if not scorers:
-        return None
-    from h9eval.probes import make_scorer, probe_view
+def with_run_window(policy: Policy, window: int | None, *, policy_window_explicit: bool) -> Policy:
+    """``policy`` running at the run's ``window``: the window has one owner per run.
 
-    for s in scorers:
-        make_scorer(s)  # validate names before the run starts
-
-    def fn(task: Any, view: Any, message_index: int, row: dict[str, Any]) -> list[dict[str, Any]]:
-        return probe_view(
-            task,
-            view,
-            message_index,
-            scorers=tuple(scorers),
-            checkpoint=row["call_index"],
-            run_id=row["run_id"],
-            tier=row["tier_name"],
-            tokens=row["tokens_sent"],
-            n_compactions=row.get("n_compactions"),
+    No ``window`` (``None``): the policy as it is. A policy without a ``context_window_tokens``
+    field: as it is (the replay measures against ``window``). A policy whose window was left
+    at its default: a copy at ``window``. A policy whose window was set explicitly
+    (``policy_window_explicit``) to another value: :class:`ConfigError` naming both.
+    """
+    own = policy_window(policy)
+    if window is None or own is None or own == window:
+        return policy
+    if policy_window_explicit:
+        raise ConfigError(
+            f"window {window} conflicts with {policy.kind}'s context_window_tokens {own}: "
+            "a run has one window; set one of them (or both to the same value)"
         )
+    return dataclasses.replace(policy, context_window_tokens=window)  # type: ignore[type-var]
 
-    return fn
+
+def _explicit_window(policy: Policy) -> bool:
+    """Whether a policy object's window differs from its field's default (was set by someone)."""
+    default = {f.name: f.default for f in dataclasses.fields(policy)}["context_window_tokens"]  # type: ignore[arg-type]
+    return policy_window(policy) != default
 
 
 def run_task(
-    task: str | Any,
-    policy: str | Any = "progressive",
+    task: str | Task,
+    policy: str | Policy = "progressive",
     *,
-    params: dict[str, Any] | None = None,
-    summarizer: str | Any = "offline",
+    params: Mapping[str, Any] | None = None,
+    summarizer: str | Summarizer | None = DEFAULT_SUMMARIZER,
     summarizer_cache: str | os.PathLike[str] | None = None,
     history_mode: str = "view",
     writeback_rules: str = "v3",
@@ -66,18 +64,26 @@ def run_task(
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
 
-    With several tasks each gets ``<out_dir>/<task id>/``.
+    ``summarizer``: a registered name, ``"none"``/``None`` (no summarizer) or a Summarizer.
+    ``window``: the run's context window (tokens): a policy with its own
+    ``context_window_tokens`` left at the default runs at it, one set to another value is a
+    :class:`ConfigError` (see :func:`with_run_window`). With several tasks each gets
+    ``<out_dir>/<task id>/``.
     """
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
     if not tasks:
         # A folder without sessions used to exit 0 having run nothing: say so instead.
-        from h9eval.core.errors import FormatError
-
         raise FormatError(
             "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
             path=str(task),
         )
-    pol = make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
+    if isinstance(policy, str):
+        pol = make_policy(policy, **(params or {}))
+        explicit = "context_window_tokens" in (params or {})
+    else:
+        pol = policy
+        explicit = policy_window(pol) is not None and _explicit_window(pol)
+    pol = with_run_window(pol, window, policy_window_explicit=explicit)
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
     cfg = ReplayConfig(
         history_mode=history_mode,

@@ -18,9 +18,11 @@ from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer, AnthropicS
 from h9eval.summarizers.cache import CachedSummarizer
 from h9eval.summarizers.offline import OfflineFreeTextSummarizer, OfflineSummarizer
 
-__all__ = ["SUMMARIZERS", "make_summarizer", "summarizer_names", "summarizer_params", "DEFAULT_SUMMARIZER"]
+__all__ = ["SUMMARIZERS", "DEFAULT_SUMMARIZER", "NO_SUMMARIZER", "build_summarizer", "make_summarizer", "summarizer_names", "summarizer_params"]
 
 DEFAULT_SUMMARIZER = "offline"
+NO_SUMMARIZER = "none"
+"""The name that asks for no summarizer (every summary fails, so policies fall back)."""
 
 
 SUMMARIZERS: Registry[type] = Registry("summarizer")
@@ -74,3 +76,15 @@ def make_summarizer(
     if cache is not None:
         summarizer = CachedSummarizer(summarizer, cache)
     return summarizer
+
+
+def build_summarizer(
+    name: str | None,
+    cache: str | os.PathLike[str] | None = None,
+    **params: Any,
+) -> Summarizer | None:
+    """:func:`make_summarizer`, where ``None`` or ``"none"`` (:data:`NO_SUMMARIZER`) is no
+    summarizer at all: the names a CLI option or a sweep spec can hold."""
+    if name is None or name == NO_SUMMARIZER:
+        return None
+    return make_summarizer(name, cache=cache, **params)

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import ConfigError, FormatError, H9InputError
+from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
 
 __all__ = [
     "SweepSpec",
@@ -623,7 +624,7 @@ def _load_task(cell: Mapping[str, Any]) -> Any:
 
 
 def _summarizer(cell: Mapping[str, Any]) -> Any:
-    from h9eval.runs.run import build_summarizer
+    from h9eval.summarizers.registry import build_summarizer
 
     key = json.dumps([cell["summarizer"], cell["summarizer_params"], cell["summarizer_cache"]], sort_keys=True)
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
@@ -634,10 +635,7 @@ def _summarizer(cell: Mapping[str, Any]) -> Any:
 def _headline(summary: Mapping[str, Any], calls: Any) -> dict[str, Any]:
     tiers = summary.get("compactions_by_tier", {})
     hits = int(calls["summarizer_cache_hits"].sum()) if len(calls) else 0
-    row = {k: summary.get(k, 0) for k in (
-        "calls", "peak_tokens_sent", "final_tokens_sent", "peak_history_tokens", "offloads_tool_time",
-        "offloads_compaction", "summarizer_calls", "summarizer_cost_usd", "fallbacks", "forced_truncations", "overflows",
-    )}
+    row = {k: summary.get(k, 0) for k in RUN_SUMMARY_KEYS if k in RUN_COLUMNS}
     row.update({
         "n_compactions": int(sum(tiers.values())),
         **{f"compactions_{t}": int(tiers.get(t, 0)) for t in ("warn", "soft", "full", "emergency")},
@@ -674,7 +672,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
         "repeat": cell["repeat"],
     }
     try:
-        from h9eval.runs.run import make_probe_fn
+        from h9eval.probes.runner import make_probe_fn
         from h9eval.compaction.policies import make_policy
         from h9eval.runs.replay import ReplayConfig, replay
 

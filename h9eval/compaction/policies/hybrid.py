@@ -20,10 +20,10 @@ from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, mask_observations
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
-from h9eval.compaction.records import Tier
+from h9eval.compaction.records import EXTRA_MASKED, Tier
 from h9eval.compaction.policies.summary_single_threshold import SummarySingleThreshold, SummaryThresholdRun
 from h9eval.core.messages import Message
-from h9eval.core.tokens import estimate_tokens
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
 
 __all__ = ["Hybrid", "HYBRID_STYLES", "CHECKPOINT_PROMPT"]
 
@@ -93,7 +93,7 @@ class Hybrid(Policy):
 
     keep_recent_turns: int = 10
     placeholder: str = MASK_PLACEHOLDER
-    context_window_tokens: int = 200_000
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
     summary_threshold_frac: float = 0.80
     keep_last_messages: int = 6
     anchors: bool = True
@@ -166,7 +166,7 @@ class HybridRun:
             force=force,
             start_ns=start_ns,
             unchanged_tier=Tier.WARN if n else Tier.NONE,
-            extra={"masked": n},
+            extra={EXTRA_MASKED: n},
         )
 
     def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
-from h9eval.compaction.records import CompactionRecord, Tier
+from h9eval.compaction.records import EXTRA_MASKED, CompactionRecord, Tier
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, drop_masked_calls, masked_positions, render_placeholder
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
@@ -83,7 +83,7 @@ class _MaskingRun:
         out = list(history)
         for i in idx:
             out[i] = history[i].with_content(render_placeholder(p.placeholder, history[i].content))
-        extra: dict[str, object] = {"masked": n}
+        extra: dict[str, object] = {EXTRA_MASKED: n}
         if not p.send_masked_calls and idx:
             out, dropped = drop_masked_calls(history, idx, p.placeholder)
             extra["held_back_calls"] = dropped

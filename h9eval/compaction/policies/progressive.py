@@ -33,7 +33,16 @@ from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
 from h9eval.compaction.offload import CompactionOffloader, OffloadError
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
-from h9eval.compaction.records import CompactionRecord, OffloadEntry, Tier
+from h9eval.compaction.records import (
+    EXTRA_MASKED,
+    EXTRA_NA_OVERWRITES,
+    EXTRA_NA_OVERWRITES_PREVENTED,
+    EXTRA_OFFLOAD_PLACEHOLDERS,
+    EXTRA_THRASH_AVOIDED,
+    CompactionRecord,
+    OffloadEntry,
+    Tier,
+)
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.compaction.budget import (
     FORCED_TRUNCATION_RULES,
@@ -268,18 +277,18 @@ class ProgressiveRun:
         self._placeholders = {}
         guarded = self._anti_thrash(msgs, tokens_before)
         if guarded is not None:
-            tier, part = Tier.NONE, _Partial(guarded, extra={"thrash_avoided": True})
+            tier, part = Tier.NONE, _Partial(guarded, extra={EXTRA_THRASH_AVOIDED: True})
         else:
             tier = self._tier(msgs, tokens_before)
             work = msgs
             if tier != Tier.NONE and self.policy.mask_observations_keep_turns is not None:
                 work, n = mask_observations(msgs, self.policy.mask_observations_keep_turns, MASK_PLACEHOLDER)
-                extra["masked"] = n
+                extra[EXTRA_MASKED] = n
                 if n:
                     tier = self._tier(work, estimate_tokens(work))
             if tier == Tier.NONE:
                 part = _Partial(work)
-                if work is not msgs and extra.get("masked"):
+                if work is not msgs and extra.get(EXTRA_MASKED):
                     tier = Tier.WARN  # masking alone brought the history under the warn threshold
             elif tier == Tier.WARN:
                 part = self._warn(work)
@@ -291,7 +300,7 @@ class ProgressiveRun:
                 part = self._emergency(work)
         part.extra.update(extra)
         if self._placeholders:
-            part.extra["offload_placeholders"] = dict(self._placeholders)
+            part.extra[EXTRA_OFFLOAD_PLACEHOLDERS] = dict(self._placeholders)
         rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns, msgs)
         if self.env.record_store is not None and tier != Tier.NONE:
             self.env.record_store.append(rec)
@@ -442,7 +451,7 @@ class ProgressiveRun:
         if self.last_anchors is not None:
             overwrites: list[str] = []
             anchors = merge_anchors(self.last_anchors, anchors, self.types, na_safe=self.policy.na_safe_merge, overwrites=overwrites)
-            extra["na_overwrites" if not self.policy.na_safe_merge else "na_overwrites_prevented"] = overwrites
+            extra[EXTRA_NA_OVERWRITES if not self.policy.na_safe_merge else EXTRA_NA_OVERWRITES_PREVENTED] = overwrites
         return summary, anchors
 
     def _fallback(self, msgs: list[Message], reason: str) -> _Partial:

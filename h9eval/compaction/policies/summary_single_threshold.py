@@ -23,7 +23,7 @@ from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_fi
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
-from h9eval.core.tokens import estimate_tokens
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
 
 __all__ = ["SummarySingleThreshold", "SummaryThresholdRun", "summary_message", "FREE_TEXT_PROMPT", "FREE_TEXT_INCREMENTAL_PROMPT"]
 
@@ -104,7 +104,7 @@ class SummarySingleThreshold(Policy):
     source: ClassVar[str] = "Codex CLI / Claude Code auto-compact (summarise everything at one threshold)"
     claims_budget: ClassVar[bool] = False
 
-    context_window_tokens: int = 200_000
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
     threshold_frac: float = 0.90
     keep_last_messages: int = 0
     anchors: bool = True

@@ -23,7 +23,7 @@ from h9eval.compaction.budget import (
     force_legacy_last1,
 )
 from h9eval.core.messages import Message
-from h9eval.core.tokens import estimate_tokens
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
 
 __all__ = ["TokenBudgetCompactor"]
 
@@ -44,7 +44,7 @@ class TokenBudgetCompactor(Policy):
     source: ClassVar[str] = "harness9 TokenBudgetCompactor (the progressive policy's fallback), alone"
     claims_budget: ClassVar[bool] = False
 
-    context_window_tokens: int = 200_000
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
     max_tokens: int | None = None
     min_tail_messages: int = 6
     forced_truncation: str = "anchor_greedy_v3"

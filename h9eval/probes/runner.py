@@ -1,0 +1,66 @@
+"""The replay's probe hook: a :data:`ProbeFn` scores the view sent at one model call.
+
+The replay calls it after every compaction, every ``probe_every_k`` calls and at the last
+call; :func:`make_probe_fn` builds one from scorer names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from h9eval.core.messages import Message
+from h9eval.probes.drift import probe_view
+from h9eval.probes.scorers import make_scorer
+from h9eval.tasks.model import Task
+
+__all__ = ["CallCheckpoint", "ProbeFn", "make_probe_fn"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallCheckpoint:
+    """The model call a probed view was sent at."""
+
+    run_id: str
+    call_index: int
+    """0-based index of the model call."""
+    tier_name: str
+    """The tier of the call's compaction (``none`` .. ``emergency``)."""
+    tokens_sent: int
+    """harness9's estimate of the view plus the tool schemas."""
+    n_compactions: int
+    """Calls that compacted so far, this one included."""
+
+
+ProbeFn = Callable[[Task, Sequence[Message], int, CallCheckpoint], list[dict[str, Any]]]
+"""``fn(task, view, message_index, checkpoint)`` -> probe rows (the ``probes`` table's columns);
+``message_index`` is the last transcript message the view covers."""
+
+
+def make_probe_fn(scorers: Sequence[str]) -> ProbeFn | None:
+    """A :data:`ProbeFn` scoring each checkpoint view with the named scorers (``None`` for none).
+
+    Every name is checked here, before any replay starts: an unknown scorer is a
+    :class:`~h9eval.core.errors.ConfigError`, not a failure at the first checkpoint.
+    """
+    if not scorers:
+        return None
+    names = tuple(scorers)
+    for s in names:
+        make_scorer(s)
+
+    def fn(task: Task, view: Sequence[Message], message_index: int, at: CallCheckpoint) -> list[dict[str, Any]]:
+        return probe_view(
+            task,
+            view,
+            message_index,
+            scorers=names,
+            checkpoint=at.call_index,
+            run_id=at.run_id,
+            tier=at.tier_name,
+            tokens=at.tokens_sent,
+            n_compactions=at.n_compactions,
+        )
+
+    return fn
