@@ -27,7 +27,7 @@ Enforced by the harness, not trusted to the agent:
 ``read_file`` of an offload file (``.harness9/tool_results/...``, the path harness9's
 placeholders name) is served from the offload folder, as harness9's file tool would, and
 counted as a re-fetch: *justified* when that result's full text was not in the view the agent
-acted on, *wasted* when it was.
+acted on, *wasted* when it was (as the original result or an earlier re-fetch).
 """
 
 from __future__ import annotations
@@ -147,6 +147,8 @@ class StepRecord:
     refetch: str = ""
     redundant_read: bool = False
     offloaded_tool_time: bool = False
+    #: a stress compaction ran between this step's tool call and its result and changed the history
+    compacted_mid_call: bool = False
     summarizer_calls: int = 0
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
@@ -198,11 +200,15 @@ class Episode:
 
     @property
     def n_compactions(self) -> int:
-        return sum(1 for s in self.steps if s.compacted)
+        """Steps whose view was compacted, plus stress compactions between a call and its result."""
+        return sum(int(s.compacted) + int(s.compacted_mid_call) for s in self.steps)
 
     @property
     def first_compaction_step(self) -> int | None:
-        return next((s.step for s in self.steps if s.compacted), None)
+        """The first step that acted on a compacted view (a mid-call compaction at step s first
+        shows in the view of step s + 1)."""
+        cands = [s.step for s in self.steps if s.compacted] + [s.step + 1 for s in self.steps if s.compacted_mid_call]
+        return min(cands, default=None)
 
     @property
     def hard_failure(self) -> bool:
@@ -421,9 +427,12 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             break
         call = ToolCall(f"call_{step:03d}", action.tool or "", action.arguments)
         history.append(Message("assistant", action.note, (call,)))
+        mid_call = False
         if step in cfg.stress.compact_between_call_and_result_at:
             # harness9's /compact rewrites the session whatever the history mode
-            history = list(compactor.compact_force(history).view)
+            forced_view = list(compactor.compact_force(history).view)
+            mid_call = forced_view != history
+            history = forced_view
         args = action.args
         refetch = ""
         path = args.get("path") if call.name == "read_file" else None
@@ -433,7 +442,8 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             if not result.startswith("Error:"):
                 stem = posixpath.splitext(posixpath.basename(path))[0]
                 full = originals.get(stem)
-                in_view = full is not None and any(m.tool_call_id == stem and m.content == full for m in view)
+                # wasted: the full text was readable in the view (the original or an earlier re-fetch)
+                in_view = full is not None and any(m.is_tool_result and m.content == full for m in view)
                 refetch = "wasted" if in_view else "justified"
         else:
             result = world.step(call.name, args)
@@ -451,7 +461,9 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             content = hook.after_execute(call, ToolOutput(call.id, result, is_error)).output
             offloaded = len(hook.offloaded) > n
         history.append(Message("user", content, (), call.id, is_error))
-        records.append(StepRecord(**base, tool=call.name, arguments=call.arguments, is_error=is_error, refetch=refetch, redundant_read=redundant, offloaded_tool_time=offloaded))
+        records.append(
+            StepRecord(**base, tool=call.name, arguments=call.arguments, is_error=is_error, refetch=refetch, redundant_read=redundant, offloaded_tool_time=offloaded, compacted_mid_call=mid_call)
+        )
         reached = world.check().subgoals_reached
         if reached > best_subgoals:
             best_subgoals, stale = reached, 0
