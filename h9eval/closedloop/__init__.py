@@ -12,34 +12,42 @@ on the compacted view, and success is checked against a world's hidden state.
 * :mod:`h9eval.closedloop.analysis`: :func:`episodes_frame`, pass^k and the task export.
 """
 
-from h9eval.closedloop.agents import Action, Agent, AgentError, AnthropicAgent, Cassette, ReaderProfile, ScriptedAgent
-from h9eval.closedloop.analysis import episodes_frame, export_task, pass_hat_k, pass_k_frame, steps_frame
-from h9eval.closedloop.episode import Episode, EpisodeConfig, StepRecord, StressSettings, excess_steps, run_episode, run_oracle
-from h9eval.closedloop.worlds import Outcome, World, make_world, parse_world_spec, world_registry
+from typing import Any
 
-__all__ = [
-    "Action",
-    "Agent",
-    "AgentError",
-    "AnthropicAgent",
-    "Cassette",
-    "Episode",
-    "EpisodeConfig",
-    "Outcome",
-    "ReaderProfile",
-    "ScriptedAgent",
-    "StepRecord",
-    "StressSettings",
-    "World",
-    "episodes_frame",
-    "excess_steps",
-    "export_task",
-    "make_world",
-    "parse_world_spec",
-    "pass_hat_k",
-    "pass_k_frame",
-    "run_episode",
-    "run_oracle",
-    "steps_frame",
-    "world_registry",
-]
+# Lazy (PEP 562): importing the agents must not import the worlds, so that an agent provably
+# cannot reach them; the names below resolve on first use.
+_EXPORTS = {
+    "Action": "h9eval.closedloop.agents",
+    "Agent": "h9eval.closedloop.agents",
+    "AgentError": "h9eval.closedloop.agents",
+    "AnthropicAgent": "h9eval.closedloop.agents",
+    "Cassette": "h9eval.closedloop.agents",
+    "ReaderProfile": "h9eval.closedloop.agents",
+    "ScriptedAgent": "h9eval.closedloop.agents",
+    "episodes_frame": "h9eval.closedloop.analysis",
+    "export_task": "h9eval.closedloop.analysis",
+    "pass_hat_k": "h9eval.closedloop.analysis",
+    "pass_k_frame": "h9eval.closedloop.analysis",
+    "steps_frame": "h9eval.closedloop.analysis",
+    "Episode": "h9eval.closedloop.episode",
+    "EpisodeConfig": "h9eval.closedloop.episode",
+    "StepRecord": "h9eval.closedloop.episode",
+    "StressSettings": "h9eval.closedloop.episode",
+    "excess_steps": "h9eval.closedloop.episode",
+    "run_episode": "h9eval.closedloop.episode",
+    "run_oracle": "h9eval.closedloop.episode",
+    "Outcome": "h9eval.closedloop.worlds",
+    "World": "h9eval.closedloop.worlds",
+    "make_world": "h9eval.closedloop.worlds",
+    "parse_world_spec": "h9eval.closedloop.worlds",
+    "world_registry": "h9eval.closedloop.worlds",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'h9eval.closedloop' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
