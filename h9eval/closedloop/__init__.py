@@ -42,7 +42,12 @@ _EXPORTS = {
     "parse_world_spec": "h9eval.closedloop.worlds",
     "world_registry": "h9eval.closedloop.worlds",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "Action", "Agent", "AgentError", "AnthropicAgent", "Cassette", "Episode", "EpisodeConfig", "Outcome",
+    "ReaderProfile", "ScriptedAgent", "StepRecord", "StressSettings", "World", "episodes_frame", "excess_steps",
+    "export_task", "make_world", "parse_world_spec", "pass_hat_k", "pass_k_frame", "run_episode", "run_oracle",
+    "steps_frame", "world_registry",
+]
 
 
 def __getattr__(name: str) -> Any:

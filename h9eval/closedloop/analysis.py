@@ -21,10 +21,10 @@ __all__ = [
     "EPISODE_SCHEMA_VERSION",
     "PAIR_KEYS",
     "episodes_frame",
-    "steps_frame",
+    "export_task",
     "pass_hat_k",
     "pass_k_frame",
-    "export_task",
+    "steps_frame",
 ]
 
 EPISODE_SCHEMA_VERSION = 1

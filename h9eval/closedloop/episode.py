@@ -42,8 +42,27 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.closedloop.agents.base import Action, Agent, serialize_view
-from h9eval.closedloop.worlds.base import OFFLOAD_DIR_PREFIX, READ, GroundFact, LedgerEntry, Outcome, Violation, World, make_world, params_dict
-from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, make_policy, params_hash, policy_from_dict, policy_params
+from h9eval.closedloop.worlds.base import (
+    OFFLOAD_DIR_PREFIX,
+    READ,
+    GroundFact,
+    LedgerEntry,
+    Outcome,
+    Violation,
+    World,
+    make_world,
+    params_dict,
+)
+from h9eval.compaction.base import (
+    Compaction,
+    CompactionEnv,
+    LogicalClock,
+    Policy,
+    make_policy,
+    params_hash,
+    policy_from_dict,
+    policy_params,
+)
 from h9eval.compaction.offload import OffloadHook, ToolOutput
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.errors import ConfigError
@@ -52,17 +71,17 @@ from h9eval.summarizers.base import Summarizer
 from h9eval.tokens import estimate_tool_tokens
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "HISTORY_MODES",
     "TERMINATIONS",
-    "DEFAULT_CONTEXT_WINDOW_TOKENS",
-    "StressSettings",
+    "Episode",
     "EpisodeConfig",
     "StepRecord",
-    "Episode",
-    "run_episode",
-    "run_oracle",
+    "StressSettings",
     "excess_steps",
     "protocol_errors",
+    "run_episode",
+    "run_oracle",
 ]
 
 HISTORY_MODES = ("view", "write_back")
@@ -384,21 +403,21 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
                 history = list(view)
         compacted = _compacted(comps, before)
         summ = [sc for c in comps if c.record is not None for sc in c.record.extra.get("summary_calls", [])]
-        base = dict(
-            step=step,
-            history_messages=len(before),
-            view_messages=len(view),
-            view_tokens=_tokens(view),
-            tokens_sent=sent,
-            tier_name=max((c.tier for c in comps), default=Tier.NONE).label,
-            compacted=compacted,
-            forced_compactions=forced,
-            protocol_errors=len(protocol_errors(view)),
-            summarizer_calls=len(summ),
-            summarizer_input_tokens=sum(s.input_tokens for s in summ),
-            summarizer_output_tokens=sum(s.output_tokens for s in summ),
-            summarizer_cost_usd=float(sum(s.cost_usd for s in summ)),
-        )
+        base: dict[str, Any] = {
+            "step": step,
+            "history_messages": len(before),
+            "view_messages": len(view),
+            "view_tokens": _tokens(view),
+            "tokens_sent": sent,
+            "tier_name": max((c.tier for c in comps), default=Tier.NONE).label,
+            "compacted": compacted,
+            "forced_compactions": forced,
+            "protocol_errors": len(protocol_errors(view)),
+            "summarizer_calls": len(summ),
+            "summarizer_input_tokens": sum(s.input_tokens for s in summ),
+            "summarizer_output_tokens": sum(s.output_tokens for s in summ),
+            "summarizer_cost_usd": float(sum(s.cost_usd for s in summ)),
+        }
         if sent > window:
             # the API would refuse this call and no compaction can shrink the view any further
             records.append(StepRecord(**base, tool="", arguments=""))

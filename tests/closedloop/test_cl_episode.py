@@ -12,8 +12,21 @@ from pathlib import Path
 import pytest
 
 from h9eval.closedloop.agents import Action, ScriptedAgent, parse_view
-from h9eval.closedloop.analysis import episodes_frame, export_task, pass_hat_k, pass_k_frame, steps_frame
-from h9eval.closedloop.episode import Episode, StressSettings, excess_steps, protocol_errors, run_episode, run_oracle
+from h9eval.closedloop.analysis import (
+    episodes_frame,
+    export_task,
+    pass_hat_k,
+    pass_k_frame,
+    steps_frame,
+)
+from h9eval.closedloop.episode import (
+    Episode,
+    StressSettings,
+    excess_steps,
+    protocol_errors,
+    run_episode,
+    run_oracle,
+)
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.base import make_policy, registry
 from h9eval.errors import ConfigError
@@ -222,7 +235,7 @@ def test_rule_violations_are_split_at_the_first_compaction() -> None:
     assert not ep.success and {v.rule for v in ep.outcome.violations} >= {"grep_not_search"}
     assert ep.first_compaction_step is not None
     assert s["violations_before_compaction"] == 0 and s["violations_after_compaction"] > 0
-    before, after = ep.violations_split()
+    _, after = ep.violations_split()
     assert all(v.step >= ep.first_compaction_step for v in after)
 
 

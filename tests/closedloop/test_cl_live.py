@@ -16,13 +16,21 @@ import pytest
 httpx2 = pytest.importorskip("httpx2")
 pytest.importorskip("anthropic")
 
-from cl_fake_model import CASSETTE, CASSETTE_POLICY, CASSETTE_SEED, CASSETTE_WORLD, KEY, MODEL, FakeModel  # noqa: E402
+from cl_fake_model import (
+    CASSETTE,
+    CASSETTE_POLICY,
+    CASSETTE_SEED,
+    CASSETTE_WORLD,
+    KEY,
+    MODEL,
+    FakeModel,
+)
 
-from h9eval.closedloop.agents import AgentError, AnthropicAgent, Cassette, ScriptedAgent  # noqa: E402
-from h9eval.closedloop.agents.live import action_from_response, request_hash  # noqa: E402
-from h9eval.closedloop.episode import Episode, run_episode  # noqa: E402
-from h9eval.closedloop.worlds import make_world  # noqa: E402
-from h9eval.errors import ConfigError, FormatError  # noqa: E402
+from h9eval.closedloop.agents import AgentError, AnthropicAgent, Cassette, ScriptedAgent
+from h9eval.closedloop.agents.live import action_from_response, request_hash
+from h9eval.closedloop.episode import Episode, run_episode
+from h9eval.closedloop.worlds import make_world
+from h9eval.errors import ConfigError, FormatError
 
 
 def cassette_episode(agent: object, seed: int = CASSETTE_SEED) -> Episode:

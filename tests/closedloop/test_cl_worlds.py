@@ -95,7 +95,7 @@ def test_mini_repo_check_rules_fix_and_artifact_trail() -> None:
     o = w.check()
     assert not o.success
     assert sorted(v.rule for v in o.violations) == ["grep_not_search", "no_vendor_edits", "tests_before_commit"]
-    assert dict((g.name, g.reached) for g in o.subgoals)["artifact_trail"] is False  # the vendor edit is a modification too
+    assert {g.name: g.reached for g in o.subgoals}["artifact_trail"] is False  # the vendor edit is a modification too
     assert all(r for n, r in ((g.name, g.reached) for g in o.subgoals) if n.startswith("fix:"))
 
     w.reset(2)

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from h9eval.errors import H9Error
 from h9eval.messages import Message
 
-__all__ = ["Action", "CallUsage", "Agent", "AgentError", "serialize_view", "parse_view"]
+__all__ = ["Action", "Agent", "AgentError", "CallUsage", "parse_view", "serialize_view"]
 
 
 class AgentError(H9Error):

@@ -30,11 +30,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from h9eval.closedloop.agents.base import Action, AgentError, CallUsage, canonical_json, parse_view
+from h9eval.closedloop.agents.base import (
+    Action,
+    AgentError,
+    CallUsage,
+    canonical_json,
+    parse_view,
+)
 from h9eval.errors import ConfigError, FormatError
 from h9eval.messages import Message
 
-__all__ = ["AnthropicAgent", "Cassette", "request_hash", "to_anthropic_request", "action_from_response", "LIVE_MODES", "DEFAULT_AGENT_MODEL"]
+__all__ = ["DEFAULT_AGENT_MODEL", "LIVE_MODES", "AnthropicAgent", "Cassette", "action_from_response", "request_hash", "to_anthropic_request"]
 
 LIVE_MODES = ("replay", "record", "live")
 DEFAULT_AGENT_MODEL = "claude-sonnet-4-6"

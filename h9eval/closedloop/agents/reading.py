@@ -25,7 +25,7 @@ from typing import Any
 from h9eval.compaction.anchors import COMPACTION_MARKER
 from h9eval.messages import Message
 
-__all__ = ["ReaderProfile", "PROFILES", "SeenCall", "Reading", "read_view", "offload_path"]
+__all__ = ["PROFILES", "ReaderProfile", "Reading", "SeenCall", "offload_path", "read_view"]
 
 _HOOK_PATH = re.compile(r"^\[输出已保存至 (\S+?)，")
 _COMPACT_PATH = re.compile(r"^\[offloaded: (\S+) \|")
@@ -137,12 +137,12 @@ def read_view(messages: tuple[Message, ...], profile: ReaderProfile) -> Reading:
             if m.content and profile.read_notes:
                 notes.append(m.content)
             for tc in m.tool_calls:
-                r = results.get(tc.id)
-                text = r.content if r is not None else None
+                res = results.get(tc.id)
+                text = res.content if res is not None else None
                 path = offload_path(text) if text is not None else None
                 if path is not None and path in refetched:
                     text, path = refetched[path], None
-                calls.append(SeenCall(position=i, call_id=tc.id, name=tc.name, args=_args(tc.arguments), result=text, placeholder_path=path, is_error=bool(r is not None and r.is_error)))
+                calls.append(SeenCall(position=i, call_id=tc.id, name=tc.name, args=_args(tc.arguments), result=text, placeholder_path=path, is_error=bool(res is not None and res.is_error)))
         elif m.is_tool_result:
             continue
         elif m.content.lstrip().startswith(COMPACTION_MARKER):

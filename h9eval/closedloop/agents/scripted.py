@@ -34,7 +34,13 @@ import re
 from collections.abc import Callable
 
 from h9eval.closedloop.agents.base import Action, parse_view
-from h9eval.closedloop.agents.reading import PROFILES, ReaderProfile, Reading, SeenCall, read_view
+from h9eval.closedloop.agents.reading import (
+    PROFILES,
+    ReaderProfile,
+    Reading,
+    SeenCall,
+    read_view,
+)
 from h9eval.errors import ConfigError, did_you_mean
 
 __all__ = ["ScriptedAgent"]
@@ -208,9 +214,9 @@ _TEST_SUMMARY = re.compile(r"\d+ failed, \d+ passed|all \d+ tests passed")
 _EDITED = re.compile(r"Edited (\S+): 1 replacement")
 _COMMITTED = re.compile(r"Committed \d+ file")
 _MODIFIED_NOTE = re.compile(r"files modified so far: ([^\n]*)")
-_RULE_VENDOR = re.compile(r"never edit (?:files under )?vendor/", re.I)
-_RULE_TESTS = re.compile(r"run tests before commit", re.I)
-_RULE_GREP = re.compile(r"use grep,? not search", re.I)
+_RULE_VENDOR = re.compile(r"never edit (?:files under )?vendor/", re.IGNORECASE)
+_RULE_TESTS = re.compile(r"run tests before commit", re.IGNORECASE)
+_RULE_GREP = re.compile(r"use grep,? not search", re.IGNORECASE)
 
 
 def _modified_files(r: Reading) -> list[str]:
@@ -265,7 +271,7 @@ def _solve_mini_repo(r: Reading) -> Action:
         finds = [c for c in r.calls if c.name in ("grep", "search") and func in (c.arg("pattern") or c.arg("query"))]
         hits: list[str] = []
         for c in finds:
-            hits.extend(re.findall(rf"^(\S+\.py):\d+: def compute_{func}\(\):", c.result or "", re.M))
+            hits.extend(re.findall(rf"^(\S+\.py):\d+: def compute_{func}\(\):", c.result or "", re.MULTILINE))
         hits = [h for h in dict.fromkeys(hits) if h not in tried and not (no_vendor and h.startswith("vendor/"))]
         if hits:
             return Action.call("edit", path=hits[0], old=bad, new=good)

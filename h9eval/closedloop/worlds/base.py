@@ -30,21 +30,21 @@ from typing import Any, ClassVar
 from h9eval.errors import ConfigError, did_you_mean
 
 __all__ = [
-    "WorldParams",
-    "LedgerEntry",
-    "Violation",
-    "Subgoal",
-    "Outcome",
-    "GroundFact",
-    "World",
-    "register_world",
-    "world_registry",
-    "make_world",
-    "parse_world_spec",
     "FACT_POSITIONS",
+    "OFFLOAD_DIR_PREFIX",
     "READ",
     "SIDE_EFFECT",
-    "OFFLOAD_DIR_PREFIX",
+    "GroundFact",
+    "LedgerEntry",
+    "Outcome",
+    "Subgoal",
+    "Violation",
+    "World",
+    "WorldParams",
+    "make_world",
+    "parse_world_spec",
+    "register_world",
+    "world_registry",
 ]
 
 FACT_POSITIONS = ("head", "tail")

@@ -32,7 +32,7 @@ from h9eval.closedloop.worlds.base import (
     tool_spec,
 )
 
-__all__ = ["MiniRepo", "MiniRepoParams", "RULES_TEXT"]
+__all__ = ["RULES_TEXT", "MiniRepo", "MiniRepoParams"]
 
 _MODULES = ("header", "render", "config", "merge", "format", "schema", "cache", "router")
 RULES_TEXT = (

@@ -32,7 +32,7 @@ from h9eval.closedloop.worlds.base import (
     tool_spec,
 )
 
-__all__ = ["TicketQueue", "TicketQueueParams", "CORRECTION_PREFIX"]
+__all__ = ["CORRECTION_PREFIX", "TicketQueue", "TicketQueueParams"]
 
 CORRECTION_PREFIX = "Correction from the user:"
 
@@ -71,7 +71,7 @@ class TicketQueue(World):
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
         p = self.params
-        tickets = []
+        tickets: list[dict[str, Any]] = []
         for i in range(p.n_tickets):
             tid = self._nonce(rng, "T")
             if p.refer_back and i == p.n_tickets - 1:
