@@ -20,8 +20,9 @@ Enforced by the harness, not trusted to the agent:
   before it, a call without exactly one result) counts as a protocol error;
 * a view that still exceeds the window after ``overflow_retries`` forced compactions ends the
   episode as a loop (the API would refuse the call; an irreducible prefix larger than the
-  budget must end here, not hang), and so do ``loop_patience`` compacted steps in a row that
-  repeat an earlier call without reaching a new subgoal;
+  budget must end here, not hang), and so do ``loop_patience`` steps in a row without a new
+  subgoal that either repeat an earlier call after a compaction or re-read something that
+  returned exactly the same text before;
 * ``max_steps`` bounds every episode.
 
 ``read_file`` of an offload file (``.harness9/tool_results/...``, the path harness9's
@@ -124,7 +125,8 @@ class EpisodeConfig:
     context_window_tokens: int | None = None
     #: ``None``: the tool-time offload hook is on for policies with ``offload_hook_threshold_bytes``
     tool_time_offload: bool | None = None
-    #: compacted steps in a row that repeat an earlier call without a new subgoal: a loop
+    #: steps in a row without a new subgoal that repeat an earlier call after a compaction or
+    #: re-read an unchanged result: a loop
     loop_patience: int = 6
     #: forced compactions tried when a view exceeds the window, before the episode is a loop
     overflow_retries: int = 2
@@ -486,10 +488,11 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         reached = world.check().subgoals_reached
         if reached > best_subgoals:
             best_subgoals, stale = reached, 0
-        elif compacted and repeat:
+        elif (compacted and repeat) or redundant:
+            # no progress: a compaction made the agent repeat itself, or a read taught it nothing
             stale += 1
             if stale >= cfg.loop_patience:
-                terminated, loop_reason = "loop", f"{stale} compacted steps in a row without a new subgoal"
+                terminated, loop_reason = "loop", f"{stale} steps in a row repeated earlier calls without a new subgoal"
                 break
         else:
             stale = 0

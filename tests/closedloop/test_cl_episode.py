@@ -221,8 +221,10 @@ def test_compactions_without_progress_are_a_loop() -> None:
     ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), make_policy("progressive", context_window_tokens=1500), seed=1, max_steps=60, loop_patience=4)
     assert ep.terminated_by == "loop" and "without a new subgoal" in ep.loop_reason and ep.n_steps < 60
     assert ep.summary()["redundant_read_calls"] >= 4
-    # without compaction the same agent runs into max_steps, never a loop
-    ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=8)
+    # without compaction, re-reading an unchanged result is no progress either
+    ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=60, loop_patience=4)
+    assert ep.terminated_by == "loop" and ep.n_steps == 5 and ep.n_compactions == 0
+    ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=8, loop_patience=50)
     assert ep.terminated_by == "max_steps" and ep.n_steps == 8
 
 

@@ -32,7 +32,7 @@ def test_registry_and_bad_names() -> None:
 
 
 def test_reset_is_seeded_and_padding_exact() -> None:
-    a, b, c = (make_world("fact_chain", padding_bytes=777) for _ in range(3))
+    a, b, c = (make_world("fact_chain", padding_bytes=777, padding_jitter_frac=0.0) for _ in range(3))
     a.reset(5), b.reset(5), c.reset(6)
     assert a.task_prompt == b.task_prompt != c.task_prompt
     k0 = a._state["keys"][0]
@@ -40,6 +40,10 @@ def test_reset_is_seeded_and_padding_exact() -> None:
     assert out == b.step("lookup", {"key": k0})
     assert len(out.encode()) == len(out.split("\n", 1)[0].encode()) + 1 + 777
     assert out.startswith(f"lookup {k0} -> ")
+    jit = make_world("fact_chain", hops=5, padding_bytes=1000, padding_jitter_frac=0.5)
+    jit.reset(5)
+    sizes = [len(jit.step("lookup", {"key": k}).encode()) for k in jit._state["keys"][:-1]]
+    assert len(set(sizes)) > 1 and all(500 <= n - 32 <= 1500 for n in sizes)
     tail = make_world("fact_chain", padding_bytes=300, fact_position="tail")
     tail.reset(5)
     assert tail.step("lookup", {"key": k0}).split("\n")[-1].startswith(f"lookup {k0} -> ")

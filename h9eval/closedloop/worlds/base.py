@@ -65,6 +65,9 @@ class WorldParams:
 
     #: bytes of deterministic filler appended to every observation (0 = none)
     padding_bytes: int = 1500
+    #: each observation's filler varies by up to this share of ``padding_bytes`` (seeded by the
+    #: episode and the call), so that seeds differ in when compaction tiers are crossed
+    padding_jitter_frac: float = 0.25
     #: where the fact line sits in an observation: ``head`` (visible in an offload preview) or
     #: ``tail`` (after the padding: only a full read, or a re-fetch of the offloaded file, shows it)
     fact_position: str = "head"
@@ -73,6 +76,7 @@ class WorldParams:
 
     def __post_init__(self) -> None:
         self._check(self.padding_bytes >= 0, "padding_bytes", "must be >= 0", self.padding_bytes)
+        self._check(0.0 <= self.padding_jitter_frac < 1.0, "padding_jitter_frac", "must be in [0, 1)", self.padding_jitter_frac)
         self._check(self.fact_position in FACT_POSITIONS, "fact_position", f"must be one of {', '.join(FACT_POSITIONS)}", self.fact_position)
         self._check(0 <= self.todo_items <= 20, "todo_items", "must be between 0 and 20", self.todo_items)
 
@@ -292,12 +296,19 @@ class World:
     def _observe(self, fact_lines: str, *, tag: str = "") -> str:
         """``fact_lines`` plus this step's filler, placed per ``fact_position``."""
         # filler keyed by the call, not the step: the same call on the same state reads the same
-        pad = self._padding(self.params.padding_bytes, f"{self._state['pad_seed']}:{self._call_key}:{tag}")
+        pad = self._padding(self._pad_bytes(self._call_key), f"{self._state['pad_seed']}:{self._call_key}:{tag}")
         if not pad:
             return fact_lines
         if self.params.fact_position == "tail":
             return pad + "\n" + fact_lines
         return fact_lines + "\n" + pad
+
+    def _pad_bytes(self, key: str) -> int:
+        p = self.params
+        if not p.padding_bytes or not p.padding_jitter_frac:
+            return p.padding_bytes
+        u = random.Random(f"{self._state['pad_seed']}:jitter:{key}").uniform(-1.0, 1.0)
+        return max(int(round(p.padding_bytes * (1.0 + p.padding_jitter_frac * u))), 0)
 
     @staticmethod
     def _padding(nbytes: int, seed: str) -> str:

@@ -106,7 +106,7 @@ class MiniRepo(World):
         )
 
     def _files(self) -> dict[str, str]:
-        pad = self._padding(self.params.padding_bytes, f"{self._state['pad_seed']}:rules")
+        pad = self._padding(self._pad_bytes("RULES.md"), f"{self._state['pad_seed']}:rules")
         rules = (pad + "\n\n" + RULES_TEXT if self.params.fact_position == "tail" else RULES_TEXT + "\n\n" + pad) if pad else RULES_TEXT
         return {"RULES.md": rules, **self._state["files"]}
 
