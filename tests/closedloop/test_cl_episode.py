@@ -183,6 +183,14 @@ def test_refetch_through_the_offload_placeholder_is_justified() -> None:
     assert placeholder.startswith("[输出已保存至 .harness9/tool_results/fact_chain-2/call_001.txt")
 
 
+def test_refetch_of_a_compaction_time_offload() -> None:
+    # write-back history: harness9's warn tier replaces big head results by "[offloaded: path | ...]"
+    world = make_world("fact_chain", hops=4, gap_steps=2, padding_bytes=5000, fact_position="tail")
+    ep = run_episode(world, ScriptedAgent("raw_only"), make_policy("progressive", context_window_tokens=10_000, min_tail_messages=2), seed=0, history_mode="write_back")
+    assert any(m.content.startswith("[offloaded: .harness9/tool_results/") for m in ep.history)
+    assert ep.summary()["refetches_justified"] > 0 and ep.summary()["refetches_wasted"] == 0
+
+
 class DoubleReader:
     """Re-fetches the first offloaded result twice: the second read is wasted."""
 

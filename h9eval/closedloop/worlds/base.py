@@ -308,7 +308,7 @@ class World:
         if not p.padding_bytes or not p.padding_jitter_frac:
             return p.padding_bytes
         u = random.Random(f"{self._state['pad_seed']}:jitter:{key}").uniform(-1.0, 1.0)
-        return max(int(round(p.padding_bytes * (1.0 + p.padding_jitter_frac * u))), 0)
+        return max(round(p.padding_bytes * (1.0 + p.padding_jitter_frac * u)), 0)
 
     @staticmethod
     def _padding(nbytes: int, seed: str) -> str:
