@@ -369,7 +369,10 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
     window = int(getattr(policy, "context_window_tokens", 0) or 0) or cfg.context_window_tokens or DEFAULT_CONTEXT_WINDOW_TOKENS
     hook_threshold = getattr(policy, "offload_hook_threshold_bytes", None)
     hook_on = cfg.tool_time_offload if cfg.tool_time_offload is not None else hook_threshold is not None
-    hook = OffloadHook(root, session_id, threshold_bytes=int(hook_threshold or 10_000)) if hook_on else None
+    hook = None
+    if hook_on:
+        # the policy's threshold when it has one, else the hook's own default (harness9's 10,000)
+        hook = OffloadHook(root, session_id, threshold_bytes=int(hook_threshold)) if hook_threshold is not None else OffloadHook(root, session_id)
     read_kinds = {name for name, kind in world.tool_kinds.items() if kind == READ} | {"read_file"}
 
     history: list[Message] = [Message("system", system_prompt), Message("user", task_prompt)]

@@ -118,3 +118,15 @@ def test_api_errors_and_odd_replies(tmp_path: Path) -> None:
     assert two.tool == "a" and json.loads(two.arguments) == {"x": "1"}
     with pytest.raises(AgentError, match="no content list"):
         action_from_response({"usage": {}})
+
+
+@pytest.mark.parametrize("kind", ["fact_chain", "mini_repo", "ticket_queue"])
+def test_live_loop_through_the_sdk_matches_the_scripted_agent(kind: str, tmp_path: Path) -> None:
+    """Summaries, offload placeholders, a mid-episode correction (two user messages in a row,
+    merged into one API turn) and array arguments all survive the round trip through the SDK."""
+    policy = {"kind": "progressive", "context_window_tokens": 1500}
+    live = run_episode(make_world(kind, padding_bytes=600), recording_agent(tmp_path / "c.jsonl", FakeModel(), mode="live"), policy, seed=1)
+    scripted = run_episode(make_world(kind, padding_bytes=600), ScriptedAgent(), policy, seed=1)
+    assert live.n_compactions > 0 and live.success == scripted.success
+    assert [(x.tool, x.arguments) for x in live.steps] == [(x.tool, x.arguments) for x in scripted.steps]
+    assert not (tmp_path / "c.jsonl").exists()  # live mode records nothing
