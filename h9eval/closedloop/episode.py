@@ -178,6 +178,7 @@ class StepRecord:
     agent_output_tokens: int = 0
     agent_cache_read_tokens: int = 0
     agent_cache_creation_tokens: int = 0
+    agent_cost_usd: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,6 +286,7 @@ class Episode:
             "agent_output_tokens": sum(s.agent_output_tokens for s in st),
             "agent_cache_read_tokens": sum(s.agent_cache_read_tokens for s in st),
             "agent_cache_creation_tokens": sum(s.agent_cache_creation_tokens for s in st),
+            "agent_cost_usd": float(sum(s.agent_cost_usd for s in st)),
             "refetches_justified": sum(1 for s in st if s.refetch == "justified"),
             "refetches_wasted": sum(1 for s in st if s.refetch == "wasted"),
             "redundant_read_calls": sum(1 for s in st if s.redundant_read),
@@ -436,6 +438,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             agent_output_tokens=usage.output_tokens if usage else 0,
             agent_cache_read_tokens=usage.cache_read_input_tokens if usage else 0,
             agent_cache_creation_tokens=usage.cache_creation_input_tokens if usage else 0,
+            agent_cost_usd=usage.cost_usd if usage else 0.0,
         )
         views.append(view)
         actions.append(action)

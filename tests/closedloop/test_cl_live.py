@@ -55,6 +55,9 @@ def test_request_shape_caching_and_usage(tmp_path: Path) -> None:
     s = ep.summary()
     assert s["agent_input_tokens"] > 0 and s["agent_cache_creation_tokens"] > 0 and s["agent_cache_read_tokens"] > 0
     assert ep.steps[0].agent_cache_read_tokens == 0 and ep.steps[1].agent_cache_read_tokens > 0
+    u = ep.steps[1]  # claude-haiku-4-5: $1 in / $5 out per million; cache reads 0.1x, writes 1.25x
+    assert u.agent_cost_usd == pytest.approx((u.agent_input_tokens * 1.0 + u.agent_cache_read_tokens * 0.1 + u.agent_output_tokens * 5.0) / 1e6)
+    assert s["agent_cost_usd"] > 0
     # the live loop acts exactly as the scripted agent behind the fake does
     scripted = cassette_episode(ScriptedAgent())
     assert [(x.tool, x.arguments) for x in ep.steps] == [(x.tool, x.arguments) for x in scripted.steps]

@@ -34,6 +34,8 @@ class CallUsage:
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    #: list-price cost of the call (0.0 when the model's price is unknown)
+    cost_usd: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

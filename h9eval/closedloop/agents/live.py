@@ -7,7 +7,8 @@ the world's tools, ``temperature`` 0 (in the request body, as the summarizer sen
 prompt caching: ``cache_control: ephemeral`` on the system block and on the last tool, so the
 stable prefix is cached across steps. The reply's text is the note; its first ``tool_use``
 block is the action (no ``tool_use``: done). Usage per call (input, output, cache read, cache
-creation) is kept on the action and summed by the episode.
+creation) and its list-price cost (the summarizer's price table; cache reads at 0.1x and cache
+writes at 1.25x the input price) are kept on the action and summed by the episode.
 
 A :class:`Cassette` (JSONL, one ``{"request_hash", "response"}`` per line) records a live
 episode so that it replays offline: ``mode="replay"`` (the default) answers only from the
@@ -23,6 +24,7 @@ Temperature 0 is still not deterministic: repeat live episodes and report pass^k
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -133,9 +135,28 @@ def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, tempera
     return body
 
 
-def action_from_response(resp: Mapping[str, Any]) -> Action:
+#: Anthropic's prompt-caching multipliers of the input price: reads 0.1x, 5-minute writes 1.25x
+CACHE_READ_PRICE_FRAC = 0.1
+CACHE_WRITE_PRICE_FRAC = 1.25
+
+
+def call_cost_usd(usage: CallUsage, price: tuple[float, float] | None) -> float:
+    """List-price USD of one call; ``price`` is (input, output) USD per million tokens."""
+    if price is None:
+        return 0.0
+    pin, pout = price
+    return (
+        usage.input_tokens * pin
+        + usage.cache_read_input_tokens * pin * CACHE_READ_PRICE_FRAC
+        + usage.cache_creation_input_tokens * pin * CACHE_WRITE_PRICE_FRAC
+        + usage.output_tokens * pout
+    ) / 1e6
+
+
+def action_from_response(resp: Mapping[str, Any], *, price: tuple[float, float] | None = None) -> Action:
     """The action in a Messages API response: text blocks are the note, the first ``tool_use``
-    block the call (further ones are ignored: the system prompt asks for one per turn)."""
+    block the call (further ones are ignored: the system prompt asks for one per turn);
+    ``price`` (input, output USD per million tokens) prices the usage."""
     content = resp.get("content")
     if not isinstance(content, list):
         raise AgentError(f"malformed response: no content list (got {type(content).__name__})")
@@ -148,6 +169,7 @@ def action_from_response(resp: Mapping[str, Any]) -> Action:
         cache_read_input_tokens=int(u.get("cache_read_input_tokens") or 0),
         cache_creation_input_tokens=int(u.get("cache_creation_input_tokens") or 0),
     )
+    usage = dataclasses.replace(usage, cost_usd=call_cost_usd(usage, price))
     if use is None:
         return Action(note=note, usage=usage)
     args = use.get("input") or {}
@@ -229,13 +251,18 @@ class AnthropicAgent:
         if self.cassette is not None and self.mode != "live":
             hit = self.cassette.get(key)
             if hit is not None:
-                return action_from_response(hit)
+                return action_from_response(hit, price=self._price())
             if self.mode == "replay":
                 raise AgentError(f"cassette {self.cassette.path}: no recorded response for request {key[:16]} (replay mode never calls the API; record it with mode='record')")
         resp = self._call(body)
         if self.cassette is not None and self.mode == "record":
             self.cassette.put(key, resp)
-        return action_from_response(resp)
+        return action_from_response(resp, price=self._price())
+
+    def _price(self) -> tuple[float, float] | None:
+        from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
+
+        return price_for(self.model, DEFAULT_PRICES_USD_PER_MTOK)
 
     def _call(self, body: dict[str, Any]) -> dict[str, Any]:
         from h9eval.summarizers.anthropic import sdk_client
