@@ -133,3 +133,25 @@ def test_live_loop_through_the_sdk_matches_the_scripted_agent(kind: str, tmp_pat
     assert live.n_compactions > 0 and live.success == scripted.success
     assert [(x.tool, x.arguments) for x in live.steps] == [(x.tool, x.arguments) for x in scripted.steps]
     assert not (tmp_path / "c.jsonl").exists()  # live mode records nothing
+
+
+def test_server_side_context_editing_goes_through_the_beta_endpoint(tmp_path: Path) -> None:
+    fake = FakeModel()
+    seen: list[object] = []
+
+    def handler(request: object) -> object:
+        seen.append(request)
+        return fake(request)
+
+    cm = {"edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 2}}]}
+    agent = AnthropicAgent(
+        model=MODEL, mode="record", cassette=tmp_path / "cm.jsonl", api_key=KEY, base_url="http://fake.invalid",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)), context_management=cm,
+    )
+    ep = cassette_episode(agent)
+    assert ep.success and "context_management" in ep.agent_id
+    assert fake.requests[0]["context_management"] == cm
+    assert "context-management-2025-06-27" in seen[0].headers["anthropic-beta"]  # type: ignore[attr-defined]
+    assert "betas" not in fake.requests[0]  # sent as the header, not in the body
+    with pytest.raises(ConfigError, match="must have an 'edits' list"):
+        AnthropicAgent(mode="replay", cassette=tmp_path / "cm.jsonl", context_management={"clear": True})

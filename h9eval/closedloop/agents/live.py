@@ -20,6 +20,16 @@ JSON request body, so any change in the view, tools, model or parameters is a mi
 
 Temperature 0 is still not deterministic: repeat live episodes and report pass^k
 (:func:`h9eval.closedloop.analysis.pass_hat_k`).
+
+Server-side context editing as an extra live baseline: ``context_management`` (for example
+``{"edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 3}}]}``)
+sends the request through ``client.beta.messages.create`` with that configuration and the
+``betas`` it needs (default: ``context-management-2025-06-27``); run it with the ``keep_all``
+policy so that the server is the only compactor. The server edits its copy of each request,
+so the harness still sends the full history and the tokens it counts are those sent, not those
+the model saw (the response's usage says the latter). Server-side *compaction*
+(``compact_20260112``) returns a compaction block that must be sent back in later requests;
+the h9eval transcript has no place for it, so it is not supported here.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ __all__ = ["DEFAULT_AGENT_MODEL", "LIVE_MODES", "AnthropicAgent", "Cassette", "a
 
 LIVE_MODES = ("replay", "record", "live")
 DEFAULT_AGENT_MODEL = "claude-sonnet-4-6"
+#: the beta header server-side context editing needs (``clear_tool_uses_20250919``)
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 _EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -186,7 +198,10 @@ class AnthropicAgent:
     JSONL path (required for ``replay`` and ``record``); ``mode``: ``replay`` (default),
     ``record`` or ``live``; ``api_key`` (default ``ANTHROPIC_API_KEY``; not needed in replay);
     ``base_url``; ``max_retries`` (default 2); ``timeout_s`` per attempt (default 60);
-    ``http_client``: an ``httpx2.Client`` handed to the SDK (tests inject a fake transport).
+    ``http_client``: an ``httpx2.Client`` handed to the SDK (tests inject a fake transport);
+    ``context_management``: server-side context editing configuration (see the module
+    docstring; default ``None``: none); ``betas``: beta headers sent with it (default
+    ``context-management-2025-06-27`` when ``context_management`` is set).
     """
 
     def __init__(
@@ -202,7 +217,11 @@ class AnthropicAgent:
         max_retries: int = 2,
         timeout_s: float = 60.0,
         http_client: Any = None,
+        context_management: Mapping[str, Any] | None = None,
+        betas: tuple[str, ...] | None = None,
     ) -> None:
+        if context_management is not None and not isinstance(context_management.get("edits"), list):
+            raise ConfigError(f"AnthropicAgent.context_management must have an 'edits' list, got {context_management!r}")
         if mode not in LIVE_MODES:
             raise ConfigError(f"AnthropicAgent.mode must be one of {', '.join(LIVE_MODES)}, got {mode!r}")
         if not model:
@@ -222,6 +241,8 @@ class AnthropicAgent:
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         self._http_client = http_client
+        self.context_management = json.loads(json.dumps(context_management)) if context_management is not None else None
+        self.betas = tuple(betas) if betas is not None else ((CONTEXT_MANAGEMENT_BETA,) if context_management is not None else ())
         self._api_key = ""
         self._client: Any = None
         self._sdk: Any = None
@@ -239,11 +260,17 @@ class AnthropicAgent:
 
     @property
     def agent_id(self) -> str:
-        params = {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature}
+        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature}
+        if self.context_management is not None:
+            params["context_management"] = self.context_management
         return "anthropic" + json.dumps(params, sort_keys=True, separators=(",", ":"))
 
     def request(self, view_json: str) -> dict[str, Any]:
-        return to_anthropic_request(view_json, model=self.model, max_tokens=self.max_tokens, temperature=self.temperature)
+        body = to_anthropic_request(view_json, model=self.model, max_tokens=self.max_tokens, temperature=self.temperature)
+        if self.context_management is not None:
+            body["context_management"] = self.context_management
+            body["betas"] = list(self.betas)  # part of the hash: another beta is another request
+        return body
 
     def act(self, view_json: str) -> Action:
         body = self.request(view_json)
@@ -273,7 +300,10 @@ class AnthropicAgent:
         kwargs = {k: v for k, v in body.items() if k not in ("temperature",)}
         extra_body = {"temperature": body["temperature"]} if "temperature" in body else None
         try:
-            resp = self._client.messages.create(**kwargs, extra_body=extra_body, timeout=self.timeout_s)
+            if "context_management" in kwargs:
+                resp = self._client.beta.messages.create(**kwargs, extra_body=extra_body, timeout=self.timeout_s)
+            else:
+                resp = self._client.messages.create(**kwargs, extra_body=extra_body, timeout=self.timeout_s)
         except sdk.APIStatusError as e:
             raise self._error(f"HTTP {e.status_code}: {str(getattr(e, 'message', ''))[:300]}") from None
         except sdk.APIConnectionError as e:
