@@ -346,3 +346,19 @@ def test_frames_pass_k_and_export_task() -> None:
     r = replay(task, make_policy("progressive", context_window_tokens=1500))
     assert len(r.calls) == task.n_calls
     assert json.loads(json.dumps(task.to_dict()))["facts"][0]["answer"] == task.facts[0].answer
+
+
+def test_byte_identical_across_processes_and_hash_seeds() -> None:
+    code = (
+        "import hashlib, json\n"
+        "from h9eval.closedloop import run_episode, make_world, ScriptedAgent, episodes_frame\n"
+        "eps = [run_episode(make_world(k, padding_bytes=600), ScriptedAgent(), {'kind': 'progressive', 'context_window_tokens': 1500}, seed=3) for k in ('fact_chain', 'mini_repo', 'ticket_queue')]\n"
+        "blob = episodes_frame(eps).to_csv() + json.dumps([[m.to_json() for m in e.history] for e in eps])\n"
+        "print(hashlib.sha256(blob.encode()).hexdigest())\n"
+    )
+    root = AGENTS_DIR.parents[2]
+    outs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root, env={"PYTHONHASHSEED": h, "PATH": "/usr/bin:/bin"}).stdout
+        for h in ("1", "2")
+    }
+    assert len(outs) == 1 and len(next(iter(outs)).strip()) == 64
