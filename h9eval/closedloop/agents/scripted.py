@@ -16,7 +16,7 @@ compacted view still shows. It measures whether a compaction policy keeps the fa
 completion markers a task needs at the step it needs them, in closed loop, deterministically
 and for free. What it cannot stand in for: a model's judgement. It never infers a lost value
 from context, never asks the user, never checks the world (``lookup_order``) before redoing
-a side effect unless the view says so, reads summaries with fixed patterns (a summary that
+a side effect, reads summaries with fixed patterns (a summary that
 paraphrases a value it would have used is lost to it, where a model might recover it), and
 is not misled by plausible-looking but wrong text the way a model can be. Its success rates
 are therefore a measure of *information retention at the point of need*, not a prediction of
