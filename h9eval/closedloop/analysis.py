@@ -15,11 +15,13 @@ from typing import Any
 
 from h9eval.closedloop.episode import Episode
 from h9eval.errors import ConfigError
+from h9eval.messages import messages_to_json
 from h9eval.tasks.model import Fact, Intent, Task, TaskSource
 
 __all__ = [
     "EPISODE_SCHEMA_VERSION",
     "PAIR_KEYS",
+    "episode_to_dict",
     "episodes_frame",
     "export_task",
     "pass_hat_k",
@@ -45,6 +47,28 @@ def episodes_frame(episodes: Iterable[Episode]) -> Any:
     df["oracle_steps"] = oracle.reindex(keys).to_numpy()
     df["excess_steps"] = df["steps"] - df["oracle_steps"]
     return df
+
+
+def episode_to_dict(episode: Episode) -> dict[str, Any]:
+    """Everything about one episode as JSON-ready data (one line of an episodes JSONL): the
+    summary row, the outcome's subgoals and violations, every step, the ledger and the
+    transcript (FORMAT.md §2.1 messages)."""
+    o = episode.outcome
+    return {
+        "schema_version": EPISODE_SCHEMA_VERSION,
+        "summary": episode.summary(),
+        "policy_params": dict(episode.policy_params),
+        "config": dataclasses.asdict(episode.config),
+        "loop_reason": episode.loop_reason,
+        "invented_values": list(episode.invented_values),
+        "facts_at_need": [{"fact_id": f, "present": p} for f, p in episode.facts_at_need],
+        "subgoals": [{"name": g.name, "reached": g.reached} for g in o.subgoals],
+        "violations": [dataclasses.asdict(v) for v in o.violations],
+        "steps": [dataclasses.asdict(s) for s in episode.steps],
+        "ledger": [dataclasses.asdict(e) for e in episode.ledger],
+        "ground_truth": [dataclasses.asdict(g) for g in episode.ground_truth],
+        "messages": messages_to_json(episode.history),
+    }
 
 
 def steps_frame(episodes: Iterable[Episode]) -> Any:

@@ -362,3 +362,18 @@ def test_byte_identical_across_processes_and_hash_seeds() -> None:
         for h in ("1", "2")
     }
     assert len(outs) == 1 and len(next(iter(outs)).strip()) == 64
+
+
+def test_grid_helper_agent_specs_and_episode_json() -> None:
+    from h9eval.closedloop import episode_to_dict, make_agent, run_episodes
+
+    eps = run_episodes([("fact_chain", {"padding_bytes": 300}, (0, 1))], [make_agent("scripted"), make_agent("scripted:raw_only")], ["keep_all", "drop_all"])
+    assert len(eps) == 8 and [e.policy_kind for e in eps[:2]] == ["keep_all", "drop_all"]
+    assert eps[2].agent_id == "scripted:raw_only"
+    d = json.loads(json.dumps(episode_to_dict(eps[0])))
+    assert d["summary"]["success"] and d["messages"][1]["content"].startswith("TASK fact_chain")
+    assert len(d["steps"]) == eps[0].n_steps and d["subgoals"][0] == {"name": "hop1", "reached": True}
+    with pytest.raises(ConfigError, match="did you mean 'scripted'"):
+        make_agent("scriptd")
+    with pytest.raises(ConfigError, match="unknown reader profile 'raw' available: full, last_k, raw_only"):
+        make_agent("scripted:raw")
