@@ -21,8 +21,8 @@ Enforced by the harness, not trusted to the agent:
 * a view that still exceeds the window after ``overflow_retries`` forced compactions ends the
   episode as a loop (the API would refuse the call; an irreducible prefix larger than the
   budget must end here, not hang), and so do ``loop_patience`` steps in a row without a new
-  subgoal that either repeat an earlier call after a compaction or re-read something that
-  returned exactly the same text before;
+  subgoal that either repeat an earlier call after a compaction or repeat a call that returns
+  exactly the same text as before (a re-read, or a refused second commit);
 * ``max_steps`` bounds every episode.
 
 ``read_file`` of an offload file (``.harness9/tool_results/...``, the path harness9's
@@ -478,8 +478,9 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         is_error = result.startswith("Error:")
         key = (call.name, call.arguments)
         repeat = key in executed
+        same_result = executed.get(key) == result
         # a read-only call that returned exactly what the same call returned before: nothing learned
-        redundant = refetch == "" and call.name in read_kinds and executed.get(key) == result
+        redundant = refetch == "" and call.name in read_kinds and same_result
         executed[key] = result
         originals[call.id] = result
         content = result
@@ -495,8 +496,8 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         reached = world.check().subgoals_reached
         if reached > best_subgoals:
             best_subgoals, stale = reached, 0
-        elif (compacted and repeat) or redundant:
-            # no progress: a compaction made the agent repeat itself, or a read taught it nothing
+        elif (compacted and repeat) or same_result:
+            # no progress: a compaction made the agent repeat itself, or a call changed nothing
             stale += 1
             if stale >= cfg.loop_patience:
                 terminated, loop_reason = "loop", f"{stale} steps in a row repeated earlier calls without a new subgoal"

@@ -184,7 +184,7 @@ def _solve_fact_chain(r: Reading) -> Action:
         return Action.finish("Done: the task's details are gone.")
     start, hops = m.group(1), int(m.group(2))
     sections = re.findall(r"A-[0-9a-f]{8}", m.group(3))
-    if any(_ok(c) and "Submission recorded." in (c.result or "") for c in r.calls_named("submit")) or any(
+    if any(("Submission recorded." in (c.result or "") or "already submitted" in (c.result or "")) for c in r.calls_named("submit")) or any(
         "Submission recorded" in n for n in r.notes + r.summaries
     ):
         return Action.finish("Done: the answer was submitted.")
@@ -213,6 +213,7 @@ _GREEN = re.compile(r"all \d+ tests passed")
 _TEST_SUMMARY = re.compile(r"\d+ failed, \d+ passed|all \d+ tests passed")
 _EDITED = re.compile(r"Edited (\S+): 1 replacement")
 _COMMITTED = re.compile(r"Committed \d+ file")
+_ALREADY_COMMITTED = "the work was already committed"
 _MODIFIED_NOTE = re.compile(r"files modified so far: ([^\n]*)")
 _RULE_VENDOR = re.compile(r"never edit (?:files under )?vendor/", re.IGNORECASE)
 _RULE_TESTS = re.compile(r"run tests before commit", re.IGNORECASE)
@@ -228,7 +229,7 @@ def _modified_files(r: Reading) -> list[str]:
 
 
 def _solve_mini_repo(r: Reading) -> Action:
-    if any(_ok(c) and _COMMITTED.search(c.result or "") for c in r.calls_named("commit")) or any(
+    if any(_COMMITTED.search(c.result or "") or _ALREADY_COMMITTED in (c.result or "") for c in r.calls_named("commit")) or any(
         "Committed the work" in n for n in r.notes + r.summaries
     ):
         return Action.finish("Done: the work is committed.")
