@@ -1,0 +1,424 @@
+"""What every closed-loop world shares: parameters, the call ledger, outcomes, the registry.
+
+A world is a small deterministic program with hidden state. The episode loop (never the agent)
+holds it: ``reset(seed)`` plants per-episode random nonces, ``step(tool_name, args)`` runs one
+tool call and returns its result text, ``check()`` scores the hidden state as an
+:class:`Outcome`. Every call is appended to ``ledger``. ``snapshot()``/``restore()`` branch an
+episode (the state is plain data, so a deep copy is a faithful snapshot).
+
+Result texts that begin with ``Error:`` are tool errors (the episode marks the tool result
+``is_error``). Every observation carries ``padding_bytes`` of deterministic filler so that
+compaction and offloading really happen; where the world's fact line sits in the observation
+(``fact_position``) decides whether an offload preview still shows it.
+
+Every world also has ``read_file`` (harness9's file tool: offload placeholders name a path that
+``read_file`` returns; the episode serves those paths, see :mod:`h9eval.closedloop.episode`)
+and, with ``todo_items > 0``, ``mark_todo`` for a todo list stated in the task that must be
+worked off before finishing.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from h9eval.errors import ConfigError, did_you_mean
+
+__all__ = [
+    "FACT_POSITIONS",
+    "OFFLOAD_DIR_PREFIX",
+    "READ",
+    "SIDE_EFFECT",
+    "GroundFact",
+    "LedgerEntry",
+    "Outcome",
+    "Subgoal",
+    "Violation",
+    "World",
+    "WorldParams",
+    "make_world",
+    "parse_world_spec",
+    "register_world",
+    "world_registry",
+]
+
+FACT_POSITIONS = ("head", "tail")
+READ = "read"
+SIDE_EFFECT = "side_effect"
+#: paths below this folder are harness9 offload files (served by the episode, not the world)
+OFFLOAD_DIR_PREFIX = ".harness9/tool_results/"
+
+_FILLER_WORDS = (
+    "scanned", "shard", "index", "warm", "cache", "entry", "verified", "segment", "buffer",
+    "flushed", "worker", "queue", "batch", "stable", "record", "offset", "window", "block",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorldParams:
+    """Parameters every world has (subclasses add their own fields)."""
+
+    #: bytes of deterministic filler appended to every observation (0 = none)
+    padding_bytes: int = 1500
+    #: each observation's filler varies by up to this share of ``padding_bytes`` (seeded by the
+    #: episode and the call), so that seeds differ in when compaction tiers are crossed
+    padding_jitter_frac: float = 0.25
+    #: where the fact line sits in an observation: ``head`` (visible in an offload preview) or
+    #: ``tail`` (after the padding: only a full read, or a re-fetch of the offloaded file, shows it)
+    fact_position: str = "head"
+    #: items of a todo list stated in the task; each must be marked with ``mark_todo`` (0 = none)
+    todo_items: int = 0
+
+    def __post_init__(self) -> None:
+        self._check(self.padding_bytes >= 0, "padding_bytes", "must be >= 0", self.padding_bytes)
+        self._check(0.0 <= self.padding_jitter_frac < 1.0, "padding_jitter_frac", "must be in [0, 1)", self.padding_jitter_frac)
+        self._check(self.fact_position in FACT_POSITIONS, "fact_position", f"must be one of {', '.join(FACT_POSITIONS)}", self.fact_position)
+        self._check(0 <= self.todo_items <= 20, "todo_items", "must be between 0 and 20", self.todo_items)
+
+    def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
+        if not ok:
+            raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One tool call the world saw (or that the episode served for it, ``kind="refetch"``)."""
+
+    #: 1-based index of the call in the episode
+    step: int
+    tool: str
+    #: the arguments as canonical JSON text
+    arguments: str
+    #: ``read``, ``side_effect``, ``refetch`` or ``unknown``
+    kind: str
+    is_error: bool
+    result_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A broken rule: ``rule`` names it, ``step`` is the ledger step where it happened."""
+
+    step: int
+    rule: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Subgoal:
+    name: str
+    reached: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """A world's verdict on its hidden state (``check()``)."""
+
+    success: bool
+    subgoals: tuple[Subgoal, ...]
+    violations: tuple[Violation, ...] = ()
+    #: side-effect calls that changed the world (successful ones)
+    side_effects: int = 0
+    #: side effects repeated that must happen exactly once (a second refund, a second commit)
+    duplicate_side_effects: int = 0
+    #: side effects with a wrong value (a submit with the wrong key, a reply with the wrong id)
+    wrong_side_effects: int = 0
+    #: the world's final action (submit, commit, the queue emptied) happened
+    finished: bool = False
+    #: one short reason when not successful ("" on success)
+    failure: str = ""
+
+    @property
+    def subgoals_reached(self) -> int:
+        return sum(1 for s in self.subgoals if s.reached)
+
+    @property
+    def subgoals_total(self) -> int:
+        return len(self.subgoals)
+
+
+@dataclass(frozen=True, slots=True)
+class GroundFact:
+    """A hidden value the task needs, with where it is consumed (for planted facts and for
+    "fact present at the point of need")."""
+
+    fact_id: str
+    question: str
+    value: str
+    #: the tools whose call needs the value (the point of need is the first such call ...)
+    consumed_by: tuple[str, ...]
+    #: ... whose arguments or last visible message contain this text ("": the first such call)
+    cue: str = ""
+
+
+def canonical_args(args: Mapping[str, Any]) -> str:
+    return json.dumps(dict(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class World:
+    """Base class; subclasses set ``kind``, ``params_type`` and the ``_tool_*`` handlers.
+
+    ``tool_kinds`` maps each tool name to ``read`` or ``side_effect``; a handler
+    ``_tool_<name>(args) -> str`` implements it. ``_new_state(rng)`` builds the hidden state.
+    """
+
+    kind: ClassVar[str] = ""
+    params_type: ClassVar[type[WorldParams]] = WorldParams
+    tool_kinds: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, params: WorldParams | None = None) -> None:
+        if params is None:
+            params = self.params_type()
+        if not isinstance(params, self.params_type):
+            raise ConfigError(f"world {self.kind!r} needs {self.params_type.__name__}, got {type(params).__name__}")
+        self.params = params
+        self.seed: int | None = None
+        self.ledger: list[LedgerEntry] = []
+        self._step = 0
+        self._call_key = ""
+        self._state: dict[str, Any] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        """Start a fresh episode; every nonce and filler line derives from ``seed``."""
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ConfigError(f"world seed must be an integer, got {seed!r}")
+        self.seed = seed
+        rng = random.Random(f"{self.kind}:{seed}")
+        self.ledger = []
+        self._step = 0
+        self._state = self._new_state(rng)
+        self._state["todo"] = [self._nonce(rng, "TD") for _ in range(self.params.todo_items)]
+        self._state["todo_marked"] = []
+        self._state["pad_seed"] = rng.getrandbits(32)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A deep copy of everything mutable (state, ledger, step counter)."""
+        return copy.deepcopy({"state": self._state, "ledger": self.ledger, "step": self._step, "seed": self.seed})
+
+    def restore(self, snap: Mapping[str, Any]) -> None:
+        snap = copy.deepcopy(dict(snap))
+        self._state, self.ledger, self._step, self.seed = snap["state"], snap["ledger"], snap["step"], snap["seed"]
+
+    def _require_reset(self) -> None:
+        if self.seed is None:
+            raise ConfigError(f"world {self.kind!r}: call reset(seed) before using it")
+
+    # -- what the agent is shown ---------------------------------------------------------------
+    @property
+    def system_prompt(self) -> str:
+        return (
+            "You are an agent working in a tool environment. Use exactly one tool per turn and pass "
+            "only values you have seen in this conversation. Large tool results may be saved to a "
+            "file; the placeholder names the path, and read_file(path) returns the full text. "
+            "When the task is complete, reply without a tool call."
+        )
+
+    @property
+    def task_prompt(self) -> str:
+        self._require_reset()
+        text = self._task_text()
+        if self._state["todo"]:
+            text += "\nTodo list (mark each item with mark_todo before you finish): " + ", ".join(self._state["todo"]) + "."
+        return text
+
+    @property
+    def tool_specs(self) -> tuple[dict[str, Any], ...]:
+        """The tools in harness9's schema form (``name``, ``description``, ``input_schema``)."""
+        specs = list(self._tool_specs())
+        specs.append(_spec("read_file", "Read a file (also the full text of an offloaded tool result).", {"path": "string"}))
+        if self.params.todo_items:
+            specs.append(_spec("mark_todo", "Mark one todo list item as done.", {"item": "string"}))
+        return tuple(specs)
+
+    def interjection(self) -> str | None:
+        """A user message the world delivers before the next model call (``None``: none)."""
+        return None
+
+    # -- acting ------------------------------------------------------------------------------
+    def step(self, tool_name: str, args: Mapping[str, Any]) -> str:
+        """Run one tool call and return its result text (``Error: ...`` for a tool error)."""
+        self._require_reset()
+        self._step += 1
+        kinds = {**self.tool_kinds, "read_file": READ, "mark_todo": SIDE_EFFECT}
+        if tool_name not in kinds or (tool_name == "mark_todo" and not self.params.todo_items):
+            out, kind = f"Error: unknown tool {tool_name!r}", "unknown"
+        elif not isinstance(args, Mapping):
+            out, kind = "Error: arguments must be an object", kinds[tool_name]
+        else:
+            kind = kinds[tool_name]
+            missing = [k for k in self._required(tool_name) if k not in args]
+            if missing:
+                out = f"Error: missing argument {missing[0]!r} for {tool_name}"
+            else:
+                self._call_key = tool_name + canonical_args(args)
+                out = getattr(self, f"_tool_{tool_name}")(dict(args))
+        self.ledger.append(LedgerEntry(self._step, tool_name, canonical_args(args) if isinstance(args, Mapping) else "{}", kind, out.startswith("Error:"), len(out.encode("utf-8"))))
+        return out
+
+    def record_refetch(self, path: str, result: str) -> None:
+        """Ledger entry for a ``read_file`` of an offload file that the episode served."""
+        self._step += 1
+        self.ledger.append(LedgerEntry(self._step, "read_file", canonical_args({"path": path}), "refetch", result.startswith("Error:"), len(result.encode("utf-8"))))
+
+    def check(self) -> Outcome:
+        """Score the hidden state (subclasses add the todo subgoals with :meth:`_todo_subgoals`)."""
+        raise NotImplementedError
+
+    def ground_truth(self) -> tuple[GroundFact, ...]:
+        raise NotImplementedError
+
+    # -- helpers for subclasses ----------------------------------------------------------------
+    def _task_text(self) -> str:
+        raise NotImplementedError
+
+    def _tool_specs(self) -> tuple[dict[str, Any], ...]:
+        raise NotImplementedError
+
+    def _new_state(self, rng: random.Random) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _required(self, tool_name: str) -> tuple[str, ...]:
+        for s in self.tool_specs:
+            if s["name"] == tool_name:
+                return tuple(s["input_schema"].get("required", ()))
+        return ()
+
+    @staticmethod
+    def _nonce(rng: random.Random, prefix: str) -> str:
+        return f"{prefix}-{rng.getrandbits(32):08x}"
+
+    def _observe(self, fact_lines: str, *, tag: str = "") -> str:
+        """``fact_lines`` plus this step's filler, placed per ``fact_position``."""
+        # filler keyed by the call, not the step: the same call on the same state reads the same
+        pad = self._padding(self._pad_bytes(self._call_key), f"{self._state['pad_seed']}:{self._call_key}:{tag}")
+        if not pad:
+            return fact_lines
+        if self.params.fact_position == "tail":
+            return pad + "\n" + fact_lines
+        return fact_lines + "\n" + pad
+
+    def _pad_bytes(self, key: str) -> int:
+        p = self.params
+        if not p.padding_bytes or not p.padding_jitter_frac:
+            return p.padding_bytes
+        u = random.Random(f"{self._state['pad_seed']}:jitter:{key}").uniform(-1.0, 1.0)
+        return max(round(p.padding_bytes * (1.0 + p.padding_jitter_frac * u)), 0)
+
+    @staticmethod
+    def _padding(nbytes: int, seed: str) -> str:
+        """``nbytes`` (exactly) of log-like filler lines; never contains a nonce-shaped token."""
+        if nbytes <= 0:
+            return ""
+        rng = random.Random(seed)
+        lines: list[str] = []
+        total = 0
+        i = 0
+        while total < nbytes:
+            i += 1
+            words = " ".join(rng.choice(_FILLER_WORDS) for _ in range(6))
+            line = f"log {i:04d}: {words} {rng.randrange(1000)}"
+            lines.append(line)
+            total += len(line) + 1
+        return "\n".join(lines)[:nbytes]
+
+    def _tool_read_file(self, args: dict[str, Any]) -> str:
+        path = str(args["path"])
+        files = self._files()
+        if path in files:
+            return files[path]
+        return f"Error: no such file: {path}"
+
+    def _files(self) -> Mapping[str, str]:
+        """The world's readable files (none by default)."""
+        return {}
+
+    def _tool_mark_todo(self, args: dict[str, Any]) -> str:
+        item = str(args["item"])
+        if item not in self._state["todo"]:
+            return f"Error: {item} is not on the todo list"
+        self._state["todo_marked"].append(item)
+        return f"Marked {item} as done."
+
+    def _todo_subgoals(self) -> tuple[list[Subgoal], int]:
+        marked = self._state["todo_marked"]
+        goals = [Subgoal(f"todo:{t}", t in marked) for t in self._state["todo"]]
+        dups = sum(max(marked.count(t) - 1, 0) for t in set(marked))
+        return goals, dups
+
+
+def _spec(name: str, description: str, props: Mapping[str, str]) -> dict[str, Any]:
+    """A tool schema with every property required (``string``, ``number`` or ``array``)."""
+    properties: dict[str, Any] = {}
+    for k, t in props.items():
+        properties[k] = {"type": "array", "items": {"type": "string"}} if t == "array" else {"type": t}
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": {"type": "object", "properties": properties, "required": list(props)},
+    }
+
+
+tool_spec = _spec
+
+_WORLDS: dict[str, type[World]] = {}
+
+
+def register_world(cls: type[World]) -> type[World]:
+    """Class decorator: register a world under its ``kind`` (a second registration is an error)."""
+    if not cls.kind:
+        raise TypeError(f"{cls.__name__} has no kind")
+    if cls.kind in _WORLDS and _WORLDS[cls.kind] is not cls:
+        raise TypeError(f"world kind {cls.kind!r} is already registered by {_WORLDS[cls.kind].__name__}")
+    _WORLDS[cls.kind] = cls
+    return cls
+
+
+def world_registry() -> dict[str, type[World]]:
+    """All registered worlds by kind (imports the built-in ones on first use)."""
+    import h9eval.closedloop.worlds.builtin  # noqa: F401  (registers the built-ins)
+
+    return dict(sorted(_WORLDS.items()))
+
+
+def make_world(kind: str, /, **params: Any) -> World:
+    """A world by kind with validated parameters; unknown names get did-you-mean errors."""
+    reg = world_registry()
+    if kind not in reg:
+        raise ConfigError(did_you_mean(kind, reg, what="world"))
+    cls = reg[kind]
+    names = [f.name for f in dataclasses.fields(cls.params_type) if f.init]
+    for k in params:
+        if k not in names:
+            raise ConfigError(did_you_mean(k, names, what=f"parameter of world {kind!r}"))
+    defaults = {f.name: f.default for f in dataclasses.fields(cls.params_type)}
+    for k, v in params.items():
+        # a wrong basic type (``hops="3"`` from a config file) fails here, naming the field
+        d = defaults[k]
+        if v is None:
+            continue  # optional fields: the params' own validation decides
+        want = bool if isinstance(d, bool) else int if isinstance(d, int) else str if isinstance(d, str) else None
+        if want is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
+            raise ConfigError(f"world {kind!r}: {k} must be {want.__name__}, got {v!r}")
+    return cls(cls.params_type(**params))
+
+
+def parse_world_spec(text: str) -> tuple[str, int]:
+    """``"fact_chain:7"`` -> ``("fact_chain", 7)`` (the CLI's ``--world`` form)."""
+    kind, sep, seed = text.partition(":")
+    if not sep or not seed.strip().lstrip("-").isdigit():
+        raise ConfigError(f"--world must be KIND:SEED (an integer seed), got {text!r}")
+    world_registry_kinds = world_registry()
+    if kind not in world_registry_kinds:
+        raise ConfigError(did_you_mean(kind, world_registry_kinds, what="world"))
+    return kind, int(seed)
+
+
+def params_dict(params: WorldParams) -> dict[str, Any]:
+    return json.loads(json.dumps(dataclasses.asdict(params), default=list))
+
