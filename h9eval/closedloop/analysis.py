@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from h9eval.closedloop.episode import Episode
-from h9eval.errors import ConfigError
-from h9eval.messages import messages_to_json
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import messages_to_json
 from h9eval.tasks.model import Fact, Intent, Task, TaskSource
 
 __all__ = [

@@ -54,25 +54,16 @@ from h9eval.closedloop.worlds.base import (
     make_world,
     params_dict,
 )
-from h9eval.compaction.base import (
-    Compaction,
-    CompactionEnv,
-    LogicalClock,
-    Policy,
-    make_policy,
-    params_hash,
-    policy_from_dict,
-    policy_params,
-)
+from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, params_hash, policy_params
+from h9eval.compaction.policies import make_policy, policy_from_dict
 from h9eval.compaction.offload import OffloadHook, ToolOutput
 from h9eval.compaction.records import CompactionRecord, Tier
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall
-from h9eval.summarizers.base import Summarizer
-from h9eval.tokens import estimate_tool_tokens
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message, ToolCall
+from h9eval.compaction.summary import Summarizer
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 
 __all__ = [
-    "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "HISTORY_MODES",
     "TERMINATIONS",
     "Episode",
@@ -88,8 +79,6 @@ __all__ = [
 
 HISTORY_MODES = ("view", "write_back")
 TERMINATIONS = ("done", "max_steps", "loop", "hard_failure")
-#: the window for policies that have none (the replay's default too)
-DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
 _PREFIX_SENTENCE = "Reference handbook, keep verbatim: every tool call is logged and audited. "
 
 

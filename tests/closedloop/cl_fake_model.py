@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.closedloop.agents import ScriptedAgent, serialize_view
-from h9eval.messages import Message, ToolCall
+from h9eval.core.messages import Message, ToolCall
 
 DATA = Path(__file__).parent / "data"
 CASSETTE = DATA / "live_fact_chain_seed3.jsonl"

@@ -28,9 +28,9 @@ from h9eval.closedloop.episode import (
     run_oracle,
 )
 from h9eval.closedloop.worlds import make_world
-from h9eval.compaction.base import make_policy, registry
-from h9eval.errors import ConfigError
-from h9eval.messages import Message, ToolCall
+from h9eval.compaction.policies import make_policy, registry
+from h9eval.core.errors import ConfigError
+from h9eval.core.messages import Message, ToolCall
 
 WORLDS = {
     "fact_chain": {"hops": 3, "gap_steps": 2, "padding_bytes": 600},
@@ -341,7 +341,7 @@ def test_frames_pass_k_and_export_task() -> None:
         assert f.answer in task.messages[f.message_index].content
     with pytest.raises(ConfigError, match="needs a keep_all episode"):
         export_task(eps[2])
-    from h9eval.replay import replay  # the exported task replays open-loop
+    from h9eval.runs.replay import replay  # the exported task replays open-loop
 
     r = replay(task, make_policy("progressive", context_window_tokens=1500))
     assert len(r.calls) == task.n_calls

@@ -30,7 +30,7 @@ from h9eval.closedloop.agents import AgentError, AnthropicAgent, Cassette, Scrip
 from h9eval.closedloop.agents.live import action_from_response, request_hash
 from h9eval.closedloop.episode import Episode, run_episode
 from h9eval.closedloop.worlds import make_world
-from h9eval.errors import ConfigError, FormatError
+from h9eval.core.errors import ConfigError, FormatError
 
 
 def cassette_episode(agent: object, seed: int = CASSETTE_SEED) -> Episode:

@@ -6,7 +6,7 @@ import pytest
 
 from h9eval.closedloop.worlds import make_world, parse_world_spec, world_registry
 from h9eval.closedloop.worlds.mini_repo import MiniRepo
-from h9eval.errors import ConfigError
+from h9eval.core.errors import ConfigError
 
 
 def test_registry_and_bad_names() -> None:

@@ -17,7 +17,7 @@ from h9eval.closedloop.agents.base import (
 from h9eval.closedloop.agents.live import AnthropicAgent, Cassette
 from h9eval.closedloop.agents.reading import PROFILES, ReaderProfile
 from h9eval.closedloop.agents.scripted import ScriptedAgent
-from h9eval.errors import ConfigError, did_you_mean
+from h9eval.core.errors import ConfigError, did_you_mean
 
 __all__ = [
     "AGENT_KINDS",

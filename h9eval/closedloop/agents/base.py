@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from h9eval.errors import H9Error
-from h9eval.messages import Message
+from h9eval.core.errors import H9Error
+from h9eval.core.messages import Message
 
 __all__ = ["Action", "Agent", "AgentError", "CallUsage", "parse_view", "serialize_view"]
 
@@ -100,7 +100,7 @@ class ParsedView:
 
 def parse_view(view_json: str) -> ParsedView:
     """Back from :func:`serialize_view` (frozen messages; the tools as plain mappings)."""
-    from h9eval.messages import messages_from_json
+    from h9eval.core.messages import messages_from_json
 
     d = json.loads(view_json)
     return ParsedView(tuple(messages_from_json(d["messages"], where="view.messages")), tuple(d.get("tools", ())))

@@ -49,8 +49,10 @@ from h9eval.closedloop.agents.base import (
     canonical_json,
     parse_view,
 )
-from h9eval.errors import ConfigError, FormatError
-from h9eval.messages import Message
+from h9eval.core.anthropic import AnthropicAPI
+from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
+from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.messages import Message
 
 __all__ = ["DEFAULT_AGENT_MODEL", "LIVE_MODES", "AnthropicAgent", "Cassette", "action_from_response", "request_hash", "to_anthropic_request"]
 
@@ -243,17 +245,17 @@ class AnthropicAgent:
         self._http_client = http_client
         self.context_management = json.loads(json.dumps(context_management)) if context_management is not None else None
         self.betas = tuple(betas) if betas is not None else ((CONTEXT_MANAGEMENT_BETA,) if context_management is not None else ())
-        self._api_key = ""
-        self._client: Any = None
-        self._sdk: Any = None
+        # replay mode needs no key and never builds a client
+        self._api: AnthropicAPI | None = None
         if mode != "replay":
-            key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "")
-            if not key:
-                raise ConfigError("the live agent needs an API key: set ANTHROPIC_API_KEY or pass api_key (replay mode needs none)")
-            import anthropic  # lazy: only a recording or live run imports the SDK
-
-            self._sdk = anthropic
-            self._api_key = key
+            self._api = AnthropicAPI(
+                api_key=api_key,
+                who=f"anthropic agent ({model})",
+                error=AgentError,
+                max_retries=max_retries,
+                base_url=base_url,
+                http_client=http_client,
+            )
 
     def __repr__(self) -> str:  # never shows the key
         return f"AnthropicAgent(model={self.model!r}, mode={self.mode!r})"
@@ -287,33 +289,13 @@ class AnthropicAgent:
         return action_from_response(resp, price=self._price())
 
     def _price(self) -> tuple[float, float] | None:
-        from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
-
         return price_for(self.model, DEFAULT_PRICES_USD_PER_MTOK)
 
     def _call(self, body: dict[str, Any]) -> dict[str, Any]:
-        from h9eval.summarizers.anthropic import sdk_client
-
-        sdk = self._sdk
-        if self._client is None:
-            self._client = sdk_client(sdk, self._api_key, max_retries=self.max_retries, base_url=self.base_url, http_client=self._http_client)
+        assert self._api is not None  # only replay mode has none, and it never calls
+        api = self._api
         kwargs = {k: v for k, v in body.items() if k not in ("temperature",)}
         extra_body = {"temperature": body["temperature"]} if "temperature" in body else None
-        try:
-            if "context_management" in kwargs:
-                resp = self._client.beta.messages.create(**kwargs, extra_body=extra_body, timeout=self.timeout_s)
-            else:
-                resp = self._client.messages.create(**kwargs, extra_body=extra_body, timeout=self.timeout_s)
-        except sdk.APIStatusError as e:
-            raise self._error(f"HTTP {e.status_code}: {str(getattr(e, 'message', ''))[:300]}") from None
-        except sdk.APIConnectionError as e:
-            raise self._error(f"connection error: {e.message}") from None
-        except (sdk.AnthropicError, ValueError) as e:
-            raise self._error(f"malformed response: {type(e).__name__}: {e}") from None
+        method = api.client.beta.messages.create if "context_management" in kwargs else api.client.messages.create
+        resp = api.call(method, timeout=self.timeout_s, extra_body=extra_body, **kwargs)
         return dict(resp.model_dump(mode="json", exclude_none=True))
-
-    def _error(self, detail: str) -> AgentError:
-        msg = f"anthropic agent ({self.model}): {detail}"
-        if self._api_key:
-            msg = msg.replace(self._api_key, "[redacted]")
-        return AgentError(msg)

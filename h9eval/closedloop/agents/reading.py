@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from h9eval.compaction.anchors import COMPACTION_MARKER
-from h9eval.messages import Message
+from h9eval.core.messages import Message
 
 __all__ = ["PROFILES", "ReaderProfile", "Reading", "SeenCall", "offload_path", "read_view"]
 
@@ -42,7 +42,7 @@ class ReaderProfile:
     last_k_messages: int | None = None
 
     def __post_init__(self) -> None:
-        from h9eval.errors import ConfigError
+        from h9eval.core.errors import ConfigError
 
         if not self.name:
             raise ConfigError("ReaderProfile.name must be non-empty")

@@ -41,7 +41,7 @@ from h9eval.closedloop.agents.reading import (
     SeenCall,
     read_view,
 )
-from h9eval.errors import ConfigError, did_you_mean
+from h9eval.core.errors import ConfigError, did_you_mean
 
 __all__ = ["ScriptedAgent"]
 

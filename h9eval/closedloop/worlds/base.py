@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.errors import ConfigError, did_you_mean
+from h9eval.core.errors import ConfigError, did_you_mean
 
 __all__ = [
     "FACT_POSITIONS",
