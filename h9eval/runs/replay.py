@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
-from h9eval.compaction.offload import OffloadHook, ToolOutput
+from h9eval.compaction.offload import OFFLOAD_HOOK_THRESHOLD_BYTES, OffloadHook, ToolOutput
 from h9eval.core.paths import safe_name
 from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
 from h9eval.core.errors import ConfigError
@@ -230,7 +230,7 @@ def replay(
     compactor = policy.start(env)
     hook_on = cfg.tool_time_offload if cfg.tool_time_offload is not None else hasattr(policy, "offload_hook_threshold_bytes")
     hook = (
-        OffloadHook(offload_root, session_id, threshold_bytes=int(getattr(policy, "offload_hook_threshold_bytes", 10_000)))
+        OffloadHook(offload_root, session_id, threshold_bytes=int(getattr(policy, "offload_hook_threshold_bytes", OFFLOAD_HOOK_THRESHOLD_BYTES)))
         if hook_on
         else None
     )

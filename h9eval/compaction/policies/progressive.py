@@ -31,7 +31,12 @@ from h9eval.compaction.anchors import (
 )
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
-from h9eval.compaction.offload import CompactionOffloader, OffloadError
+from h9eval.compaction.offload import (
+    OFFLOAD_COMPACTION_THRESHOLD_BYTES,
+    OFFLOAD_HOOK_THRESHOLD_BYTES,
+    CompactionOffloader,
+    OffloadError,
+)
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import CompactionRecord, OffloadEntry, Tier
 from h9eval.compaction.repair import repair_tool_pairs
@@ -104,8 +109,8 @@ class ProgressiveCompactor(Policy):
     full_frac: float = 0.80
     emergency_frac: float = 0.95
     min_tail_messages: int = 6
-    offload_threshold_bytes: int = 4000
-    offload_hook_threshold_bytes: int = 10_000
+    offload_threshold_bytes: int = OFFLOAD_COMPACTION_THRESHOLD_BYTES
+    offload_hook_threshold_bytes: int = OFFLOAD_HOOK_THRESHOLD_BYTES
     fallback_max_tokens: int | None = None
     fallback_min_tail_messages: int | None = 6
     forced_truncation: str = "anchor_greedy_v3"
@@ -258,7 +263,7 @@ class ProgressiveRun:
             self.offloader = CompactionOffloader(
                 env.offload_root,
                 env.session_id,
-                threshold_bytes=4000 if policy.compat else policy.offload_threshold_bytes,
+                threshold_bytes=OFFLOAD_COMPACTION_THRESHOLD_BYTES if policy.compat else policy.offload_threshold_bytes,
                 harness9_paths=env.harness9_paths,
             )
         self._counter: TokenCounter | None = None
