@@ -706,3 +706,12 @@ def test_claude_code_response_merges_across_tool_results_and_skipped_records(tmp
     assert [m.role for m in t.messages] == ["user", "assistant", "tool", "tool"]
     assert [c.id for c in t.messages[1].tool_calls] == ["u1", "u2"]
     assert t.metadata["skipped_records"] == {"progress": 1, "system/info": 1} and t.metadata["models"] == {"claude-x": 1}
+
+
+def test_anthropic_system_file_with_a_late_non_object_message_is_a_format_error(tmp_path: Path) -> None:
+    """Format detection looked at every message's role without checking past the first 20."""
+    msgs: list[Any] = [{"role": "user", "content": "hi"}] * 21 + [5]
+    p = _write(tmp_path / "c.json", {"system": "s", "messages": msgs})
+    assert detect_format(p) == "anthropic_messages"
+    with pytest.raises(FormatError, match=r"c\.json:messages\[21\]: expected a message object, got int"):
+        load_tasks(p)

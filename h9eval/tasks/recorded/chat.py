@@ -77,7 +77,8 @@ def classify_chat(obj: Any) -> str | None:
     msgs = _messages_of(obj)
     if not msgs or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in msgs[:20]):
         return None
-    if isinstance(obj, dict) and "system" in obj and not any(m.get("role") == "system" for m in msgs):
+    # Only the first 20 messages are checked to be objects: the rest may be anything here.
+    if isinstance(obj, dict) and "system" in obj and not any(isinstance(m, dict) and m.get("role") == "system" for m in msgs):
         return ANTHROPIC
     for m in msgs:
         c = m.get("content") if isinstance(m, dict) else None
