@@ -144,7 +144,7 @@ def _load(p: Path, shown: str, text: str, cur: Cursor, keep_summary: bool) -> Ta
     return _task(p, shown, st)
 
 
-def _on_system(st: _State, n: int, rec: dict[str, Any]) -> None:
+def _on_system(st: _State, n: int, rec: Any) -> None:
     sub = rec.get("subtype")
     if sub != "compact_boundary":
         st.skipped[f"system/{sub}"] += 1
@@ -161,7 +161,7 @@ def _on_system(st: _State, n: int, rec: dict[str, Any]) -> None:
     )
 
 
-def _message_of(st: _State, rec: dict[str, Any], rtype: str) -> dict[str, Any] | None:
+def _message_of(st: _State, rec: Any, rtype: str) -> Any:
     """The ``message`` of a user/assistant record, or ``None`` for a record of the other chain."""
     side = bool(rec.get("isSidechain", False))
     if st.file_sidechain is None:
@@ -176,7 +176,7 @@ def _message_of(st: _State, rec: dict[str, Any], rtype: str) -> dict[str, Any] |
     return msg
 
 
-def _on_assistant(st: _State, n: int, rec: dict[str, Any]) -> None:
+def _on_assistant(st: _State, n: int, rec: Any) -> None:
     msg = _message_of(st, rec, "assistant")
     if msg is None:
         return
@@ -191,7 +191,7 @@ def _on_assistant(st: _State, n: int, rec: dict[str, Any]) -> None:
     _assistant_blocks(st.open_asst, msg.get("content"), st.blocks, st.cur)
 
 
-def _on_user(st: _State, n: int, rec: dict[str, Any]) -> None:
+def _on_user(st: _State, n: int, rec: Any) -> None:
     msg = _message_of(st, rec, "user")
     if msg is None:
         return
@@ -244,7 +244,7 @@ def _user_blocks(st: _State, content: list[Any], is_meta: bool) -> None:
             st.prompts.append(len(st.slots) - 1)
 
 
-_RECORD_HANDLERS: dict[str, Callable[[_State, int, dict[str, Any]], None]] = {
+_RECORD_HANDLERS: dict[str, Callable[[_State, int, Any], None]] = {
     "system": _on_system,
     "assistant": _on_assistant,
     "user": _on_user,

@@ -117,11 +117,11 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     return _task(p, shown, obj, st)
 
 
-def _on_exit(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_exit(st: _State, i: int, m: Any, content: str) -> None:
     st.exit_content = content
 
 
-def _on_assistant(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
     calls = openai_tool_calls(m.get("tool_calls") or [], st.cur) if st.tool_calling else ()
     if not st.tool_calling and st.synthesize:
         actions = ACTION_REGEX.findall(content)
@@ -134,13 +134,13 @@ def _on_assistant(st: _State, i: int, m: dict[str, Any], content: str) -> None:
     st.tr.add(Message("assistant", content, calls))
 
 
-def _on_tool(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
     tid = m.get("tool_call_id")
     expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", st.cur)
     st.tr.add(Message("tool", content, (), tid), returncode=_returncode(m, content))
 
 
-def _on_user(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_user(st: _State, i: int, m: Any, content: str) -> None:
     if st.pending_call is not None:  # the output of the synthesized action before it
         st.tr.add(Message("tool", content, (), st.pending_call), returncode=returncode_from_text(content))
         st.pending_call = None
@@ -150,17 +150,17 @@ def _on_user(st: _State, i: int, m: dict[str, Any], content: str) -> None:
         st.tr.add(Message("user", content))
 
 
-def _on_system(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_system(st: _State, i: int, m: Any, content: str) -> None:
     st.pending_call = None
     st.tr.add(Message("system", content))
 
 
-def _on_other(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_other(st: _State, i: int, m: Any, content: str) -> None:
     st.pending_call = None
     st.skipped[f"role:{m['role']}"] += 1
 
 
-_ROLE_HANDLERS: dict[str, Callable[[_State, int, dict[str, Any], str], None]] = {
+_ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
     "exit": _on_exit,
     "assistant": _on_assistant,
     "tool": _on_tool,
@@ -170,7 +170,7 @@ _ROLE_HANDLERS: dict[str, Callable[[_State, int, dict[str, Any], str], None]] = 
 """The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
 
 
-def _task(p: Path, shown: str, obj: dict[str, Any], st: _State) -> Task:
+def _task(p: Path, shown: str, obj: Any, st: _State) -> Task:
     """The task of a read trajectory: tools, outcome and metadata from ``info``."""
     tr = st.tr
     info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
@@ -205,7 +205,7 @@ def _task(p: Path, shown: str, obj: dict[str, Any], st: _State) -> Task:
     )
 
 
-def _returncode(m: dict[str, Any], content: str) -> int | None:
+def _returncode(m: Any, content: str) -> int | None:
     extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
     rc = extra.get("returncode")
     if isinstance(rc, int) and not isinstance(rc, bool):

@@ -175,7 +175,7 @@ def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
     return _task(p, shown, st, base, len(files), kinds)
 
 
-def _on_action(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) -> None:
+def _on_action(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
     cur = st.cur
     resp = ev.get("llm_response_id")
     tc = ev.get("tool_call") if isinstance(ev.get("tool_call"), dict) else {}
@@ -205,7 +205,7 @@ def _on_action(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) -
         st.finish_msg = action.get("message") if isinstance(action.get("message"), str) else None
 
 
-def _on_system_prompt(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) -> None:
+def _on_system_prompt(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
     sp = ev.get("system_prompt")
     text = sp.get("text") if isinstance(sp, dict) else sp
     expect(isinstance(text, str), "SystemPromptEvent needs 'system_prompt.text' (a string)", st.cur)
@@ -215,7 +215,7 @@ def _on_system_prompt(st: _State, ev: dict[str, Any], kind: str, eid: str, name:
     st.tools.extend(t for t in (openai_tool_schema(x) for x in raw_tools) if t)
 
 
-def _on_message(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) -> None:
+def _on_message(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
     cur = st.cur
     lm = ev.get("llm_message")
     expect(isinstance(lm, dict), "MessageEvent needs an 'llm_message' object", cur)
@@ -229,7 +229,7 @@ def _on_message(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) 
     st.event_index[eid] = st.tr.add_prompt(msg) if role == "user" else st.tr.add(msg)
 
 
-def _on_observation(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) -> None:
+def _on_observation(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
     tid = ev.get("tool_call_id")
     expect(isinstance(tid, str) and tid != "", f"{kind} needs a non-empty string 'tool_call_id'", st.cur)
     content, is_error, rc, wd = _observation(ev, kind, st.counts, st.cur)
@@ -237,7 +237,7 @@ def _on_observation(st: _State, ev: dict[str, Any], kind: str, eid: str, name: s
     st.event_index[eid] = st.tr.add(Message("tool", content, (), tid, is_error), returncode=rc)
 
 
-def _on_condensation(st: _State, ev: dict[str, Any], kind: str, eid: str, name: str) -> None:
+def _on_condensation(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
     forgotten = ev.get("forgotten_event_ids") or []
     expect(isinstance(forgotten, list), "Condensation 'forgotten_event_ids' must be a list", st.cur)
     st.condensations.append(
@@ -252,7 +252,7 @@ def _on_condensation(st: _State, ev: dict[str, Any], kind: str, eid: str, name: 
     )
 
 
-_EVENT_HANDLERS: dict[str, Callable[[_State, dict[str, Any], str, str, str], None]] = {
+_EVENT_HANDLERS: dict[str, Callable[[_State, Any, str, str, str], None]] = {
     "ActionEvent": _on_action,
     "SystemPromptEvent": _on_system_prompt,
     "MessageEvent": _on_message,
@@ -293,7 +293,7 @@ def _task(p: Path, shown: str, st: _State, base: dict[str, Any], n_events: int, 
     )
 
 
-def _observation(ev: dict[str, Any], kind: str, counts: Counter[str], cur: Cursor) -> tuple[str, bool, int | None, str | None]:
+def _observation(ev: Any, kind: str, counts: Counter[str], cur: Cursor) -> tuple[str, bool, int | None, str | None]:
     """(content, is_error, exit code, working dir) of an observation-like event."""
     if kind != "ObservationEvent":
         text = ev.get("error") or ev.get("rejection_reason") or ev.get("message") or ""

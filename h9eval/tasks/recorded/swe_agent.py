@@ -132,7 +132,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     return _task(p, shown, obj, st, n_demo)
 
 
-def _on_assistant(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
     calls: tuple[ToolCall, ...] = ()
     if st.function_calling:
         calls = openai_tool_calls(_literal(m.get("tool_calls") or [], "tool_calls", st.cur), st.cur)
@@ -150,7 +150,7 @@ def _on_assistant(st: _State, i: int, m: dict[str, Any], content: str) -> None:
     st.tr.add(Message("assistant", content, calls))
 
 
-def _on_tool(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
     ids = _literal(m.get("tool_call_ids") or m.get("tool_call_id") or [], "tool_call_ids", st.cur)
     if isinstance(ids, str):
         ids = [ids]
@@ -163,7 +163,7 @@ def _on_tool(st: _State, i: int, m: dict[str, Any], content: str) -> None:
             st.tr.add(Message("tool", "", (), extra))
 
 
-def _on_user(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_user(st: _State, i: int, m: Any, content: str) -> None:
     if st.pending is not None:  # the output of the synthesized action before it
         st.tr.add(Message("tool", content, (), st.pending))
         st.pending = None
@@ -173,17 +173,17 @@ def _on_user(st: _State, i: int, m: dict[str, Any], content: str) -> None:
         st.tr.add(Message("user", content))
 
 
-def _on_system(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_system(st: _State, i: int, m: Any, content: str) -> None:
     st.pending = None
     st.tr.add(Message("system", content))
 
 
-def _on_other(st: _State, i: int, m: dict[str, Any], content: str) -> None:
+def _on_other(st: _State, i: int, m: Any, content: str) -> None:
     st.pending = None
     st.skipped[f"role:{m['role']}"] += 1
 
 
-_ROLE_HANDLERS: dict[str, Callable[[_State, int, dict[str, Any], str], None]] = {
+_ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
     "assistant": _on_assistant,
     "tool": _on_tool,
     "user": _on_user,
@@ -192,7 +192,7 @@ _ROLE_HANDLERS: dict[str, Callable[[_State, int, dict[str, Any], str], None]] = 
 """The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
 
 
-def _task(p: Path, shown: str, obj: dict[str, Any], st: _State, n_demo: int) -> Task:
+def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int) -> Task:
     """The task of a read trajectory: model, outcome and metadata from the other fields."""
     tr = st.tr
     info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
