@@ -608,3 +608,110 @@ def test_corrupted_openhands_event_raises_only_format_error(
 def test_malformed_chat_values_raise_format_error(tmp_path: Path, obj: Any) -> None:
     with pytest.raises(FormatError):
         load_task(_write(tmp_path / "c.json", obj))
+
+
+# -- one OpenAI tool_calls parser; one handler per event kind ---------------------------------
+_TOOL_CALLS = [
+    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}},
+    {"id": "c2", "name": "read_file", "arguments": {"path": "a.py"}},  # the flat form
+]
+
+
+def _three_openai_style_files(tmp_path: Path, calls: Any) -> dict[str, Path]:
+    """The same assistant ``tool_calls`` in a mini-swe-agent, a SWE-agent and an OpenAI chat file."""
+    msgs = [{"role": "user", "content": "do it"}, {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]  # fmt: skip
+    swe = [dict(m) for m in msgs]
+    swe[2] = {"role": "tool", "tool_call_ids": ["c1"], "content": "ok"}
+    return {
+        "mini_swe_agent": _write(tmp_path / "m.traj.json", {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": msgs}),
+        "swe_agent": _write(tmp_path / "s.traj", {"history": swe, "trajectory": [], "info": {}}),
+        "openai_chat": _write(tmp_path / "c.json", {"messages": msgs}),
+    }
+
+
+def test_one_tool_calls_parser_for_every_openai_style_format(tmp_path: Path) -> None:
+    files = _three_openai_style_files(tmp_path, _TOOL_CALLS)
+    calls = {fmt: load_task(p, format=fmt).messages[1].tool_calls for fmt, p in files.items()}
+    assert [(c.id, c.name, c.arguments) for c in calls["openai_chat"]] == [
+        ("c1", "bash", "{\"command\": \"ls\"}"), ("c2", "read_file", "{\"path\":\"a.py\"}"),
+    ]
+    assert calls["mini_swe_agent"] == calls["swe_agent"] == calls["openai_chat"]
+    # SWE-agent may store the list as its Python repr: the same calls come out.
+    p = files["swe_agent"]
+    obj = json.loads(p.read_text(encoding="utf-8"))
+    obj["history"][1]["tool_calls"] = repr(_TOOL_CALLS)
+    _write(p, obj)
+    assert load_task(p, format="swe_agent").messages[1].tool_calls == calls["openai_chat"]
+    # A broken entry gives the same message in every format.
+    for fmt, p in _three_openai_style_files(tmp_path, [{"id": "c1", "function": {"arguments": "{}"}}]).items():
+        with pytest.raises(FormatError, match=r"(messages|history)\[1\]: tool_calls\[0\] needs a string function name"):
+            load_task(p, format=fmt)
+    for fmt, p in _three_openai_style_files(tmp_path, "not a list").items():
+        with pytest.raises(FormatError, match=r"\[1\]: "):
+            load_task(p, format=fmt)
+
+
+def _oh_event(kind: str, n: int, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "id": f"e{n}", "source": "agent", **fields}
+
+
+def _oh_action(n: int, call_id: str, resp: str) -> dict[str, Any]:
+    return _oh_event("ActionEvent", n, tool_call_id=call_id, tool_name="bash", llm_response_id=resp,
+                     thought=[{"type": "text", "text": f"step {n}"}],
+                     tool_call={"id": call_id, "function": {"name": "bash", "arguments": "{}"}})  # fmt: skip
+
+
+def _oh_obs(n: int, call_id: str) -> dict[str, Any]:
+    return _oh_event("ObservationEvent", n, tool_call_id=call_id, observation={"output": f"out {call_id}"})
+
+
+def _openhands_conv(tmp_path: Path, *events: dict[str, Any]) -> Path:
+    ev_dir = tmp_path / "conv" / "event_service" / "events"
+    ev_dir.mkdir(parents=True)
+    for n, ev in enumerate(events):
+        _write(ev_dir / f"event-{n:05d}-x.json", ev)
+    return tmp_path / "conv"
+
+
+def test_openhands_parallel_actions_merge_until_another_event(tmp_path: Path) -> None:
+    user = _oh_event("MessageEvent", 0, source="user", llm_message={"role": "user", "content": [{"type": "text", "text": "go"}]})
+    # Two actions of one response are one assistant message with two calls.
+    conv = _openhands_conv(tmp_path / "a", user, _oh_action(1, "t1", "r1"), _oh_action(2, "t2", "r1"), _oh_obs(3, "t1"), _oh_obs(4, "t2"))
+    t = load_task(conv)
+    assert [m.role for m in t.messages] == ["user", "assistant", "tool", "tool"]
+    assert [c.id for c in t.messages[1].tool_calls] == ["t1", "t2"] and t.messages[1].content == "step 1"
+    # Any other event between them, even an unknown (skipped) kind, ends the response.
+    conv = _openhands_conv(tmp_path / "b", user, _oh_action(1, "t1", "r1"), _oh_event("BrandNewEvent", 2),
+                           _oh_action(3, "t2", "r1"), _oh_obs(4, "t1"), _oh_obs(5, "t2"))  # fmt: skip
+    t = load_task(conv)
+    assert [m.role for m in t.messages] == ["user", "assistant", "assistant", "tool", "tool"]
+    assert [[c.id for c in m.tool_calls] for m in t.messages[1:3]] == [["t1"], ["t2"]]
+    assert t.metadata["skipped_records"] == {"BrandNewEvent": 1}
+    assert t.metadata["events_by_kind"] == {"ActionEvent": 2, "BrandNewEvent": 1, "MessageEvent": 1, "ObservationEvent": 2}
+
+
+def test_claude_code_response_merges_across_tool_results_and_skipped_records(tmp_path: Path) -> None:
+    def asst(block: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "assistant", "sessionId": "s1", "message": {"id": "m1", "model": "claude-x", "content": [block]}}
+
+    result = {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "u1", "content": "r1"}]}}  # fmt: skip
+    p = _lines(tmp_path / "s.jsonl", CC_LINE,
+               asst({"type": "tool_use", "id": "u1", "name": "Bash", "input": {"command": "ls"}}),
+               result, {"type": "progress", "sessionId": "s1"}, {"type": "system", "subtype": "info"},
+               asst({"type": "tool_use", "id": "u2", "name": "Bash", "input": {}}),
+               {**result, "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u2", "content": "r2"}]}})  # fmt: skip
+    t = load_task(p)
+    assert [m.role for m in t.messages] == ["user", "assistant", "tool", "tool"]
+    assert [c.id for c in t.messages[1].tool_calls] == ["u1", "u2"]
+    assert t.metadata["skipped_records"] == {"progress": 1, "system/info": 1} and t.metadata["models"] == {"claude-x": 1}
+
+
+def test_anthropic_system_file_with_a_late_non_object_message_is_a_format_error(tmp_path: Path) -> None:
+    """Format detection looked at every message's role without checking past the first 20."""
+    msgs: list[Any] = [{"role": "user", "content": "hi"}] * 21 + [5]
+    p = _write(tmp_path / "c.json", {"system": "s", "messages": msgs})
+    assert detect_format(p) == "anthropic_messages"
+    with pytest.raises(FormatError, match=r"c\.json:messages\[21\]: expected a message object, got int"):
+        load_tasks(p)

@@ -14,17 +14,22 @@ from hypothesis import strategies as st
 
 from h9eval.core.errors import ConfigError
 from h9eval.tasks.model import ANCHOR_KINDS, FACT_KINDS, Task, tasks_from_jsonl, tasks_to_jsonl
-from h9eval.tasks.synthetic import (
-    COMPACTION_OFFLOAD_THRESHOLD_BYTES,
-    GENERATOR_VERSION,
+from h9eval.compaction.offload import (
     HOOK_EXEMPT_TOOLS,
-    HOOK_OFFLOAD_THRESHOLD_BYTES,
+    CompactionOffloader,
+    OffloadHook,
+    OFFLOAD_COMPACTION_THRESHOLD_BYTES,
+    OFFLOAD_HOOK_THRESHOLD_BYTES,
+)
+from h9eval.tasks.synthetic import (
+    GENERATOR_VERSION,
     PRESETS,
     SyntheticSpec,
     generate,
     generate_from_spec,
     generate_many,
 )
+from h9eval.tasks.synthetic import content, spec
 
 # sha256 of generate("small", 0).content_hash(). Changing it means every stored small/0 task
 # changes: bump GENERATOR_VERSION and update this value on purpose.
@@ -154,9 +159,9 @@ def test_metadata_counts_match(long_tasks: list[Task]) -> None:
         res = tool_results(t)
         md = t.metadata
         assert md["n_tool_results"] == len(res)
-        assert md["n_outputs_over_10000_bytes"] == sum(b > HOOK_OFFLOAD_THRESHOLD_BYTES for _, b in res)
+        assert md["n_outputs_over_10000_bytes"] == sum(b > OFFLOAD_HOOK_THRESHOLD_BYTES for _, b in res)
         assert md["n_outputs_4000_to_10000_bytes"] == sum(
-            COMPACTION_OFFLOAD_THRESHOLD_BYTES < b <= HOOK_OFFLOAD_THRESHOLD_BYTES for _, b in res
+            OFFLOAD_COMPACTION_THRESHOLD_BYTES < b <= OFFLOAD_HOOK_THRESHOLD_BYTES for _, b in res
         )
         assert md["n_messages"] == len(t.messages) and md["estimated_tokens"] == t.estimated_tokens
         assert md["total_bytes"] == sum(m.nbytes for m in t.messages)
@@ -167,15 +172,15 @@ def test_size_shares(large: float, medium: float) -> None:
     t = generate("long", 5, large_output_share=large, medium_output_share=medium)
     res = tool_results(t)
     n = len(res)
-    hook = sum(b > HOOK_OFFLOAD_THRESHOLD_BYTES and tool not in HOOK_EXEMPT_TOOLS for tool, b in res)
-    mid = sum(COMPACTION_OFFLOAD_THRESHOLD_BYTES < b <= HOOK_OFFLOAD_THRESHOLD_BYTES for _, b in res)
-    big_read = sum(b > HOOK_OFFLOAD_THRESHOLD_BYTES and tool in HOOK_EXEMPT_TOOLS for tool, b in res)
+    hook = sum(b > OFFLOAD_HOOK_THRESHOLD_BYTES and tool not in HOOK_EXEMPT_TOOLS for tool, b in res)
+    mid = sum(OFFLOAD_COMPACTION_THRESHOLD_BYTES < b <= OFFLOAD_HOOK_THRESHOLD_BYTES for _, b in res)
+    big_read = sum(b > OFFLOAD_HOOK_THRESHOLD_BYTES and tool in HOOK_EXEMPT_TOOLS for tool, b in res)
     assert hook / n == pytest.approx(large, abs=0.01)
     assert mid / n == pytest.approx(medium, abs=0.01)
     assert big_read / n == pytest.approx(PRESETS["long"].large_read_share, abs=0.005)
     assert t.metadata["n_outputs_hook_offloadable"] == hook
     # Only read_file is big among the exempt tools (edits and writes stay small).
-    assert all(tool == "read_file" for tool, b in res if b > HOOK_OFFLOAD_THRESHOLD_BYTES and tool in HOOK_EXEMPT_TOOLS)
+    assert all(tool == "read_file" for tool, b in res if b > OFFLOAD_HOOK_THRESHOLD_BYTES and tool in HOOK_EXEMPT_TOOLS)
 
 
 def test_sizes_heavy_tailed(long0: Task) -> None:
@@ -224,7 +229,7 @@ def test_fact_sources(long0: Task) -> None:
     for f in long0.facts:
         m = long0.messages[f.message_index]
         if m.role == "tool":
-            assert len(m.content.encode()) <= HOOK_OFFLOAD_THRESHOLD_BYTES
+            assert len(m.content.encode()) <= OFFLOAD_HOOK_THRESHOLD_BYTES
 
 
 def test_anchor_key_terms_at_index(task: Task) -> None:
@@ -390,3 +395,18 @@ def test_marathon_once() -> None:
     assert md["n_outputs_hook_offloadable"] / md["n_tool_results"] == pytest.approx(0.05, abs=0.005)
     assert md["n_outputs_4000_to_10000_bytes"] / md["n_tool_results"] == pytest.approx(0.15, abs=0.01)
     assert len(t.intent.changes) == 6 and len(t.facts) > 120
+
+
+def test_every_action_has_a_renderer() -> None:
+    """The content renderer is a table keyed by action: every action ACTIONS can draw is in it."""
+    drawn = {a for by_cls in content.ACTIONS.values() for acts in by_cls.values() for a in acts}
+    assert drawn == set(content._RENDERERS)
+
+
+def test_offload_sizes_use_the_offload_owner() -> None:
+    """The generator's size classes are defined against the offloader's own thresholds."""
+    assert spec._SMALL_MAX_BYTES < OFFLOAD_COMPACTION_THRESHOLD_BYTES < spec._MEDIUM_MIN_BYTES
+    assert spec._MEDIUM_MAX_BYTES < OFFLOAD_HOOK_THRESHOLD_BYTES < spec._LARGE_MIN_BYTES
+    with tempfile.TemporaryDirectory() as d:
+        assert OffloadHook(d, "s").threshold_bytes == OFFLOAD_HOOK_THRESHOLD_BYTES
+        assert CompactionOffloader(d, "s").threshold_bytes == OFFLOAD_COMPACTION_THRESHOLD_BYTES

@@ -36,10 +36,19 @@ __all__ = [
     "OffloadOutcome",
     "HOOK_PREFIX",
     "HOOK_EXEMPT_TOOLS",
+    "OFFLOAD_HOOK_THRESHOLD_BYTES",
+    "OFFLOAD_COMPACTION_THRESHOLD_BYTES",
 ]
 
 HOOK_PREFIX = "[输出已保存至"
 HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
+"""Tools whose output the offload hook never touches (reference §7.1)."""
+OFFLOAD_HOOK_THRESHOLD_BYTES = 10_000
+"""harness9's ``OffloadHook`` default: outputs of more bytes are offloaded at tool time."""
+OFFLOAD_COMPACTION_THRESHOLD_BYTES = 4_000
+"""harness9's fixed ``CompactionOffloader`` threshold: larger tool results are offloaded in compaction."""
+
+
 def _go_join(*parts: str) -> str:
     """Go ``filepath.Join`` on relative parts: drop empty parts, then clean lexically."""
     kept = [p for p in parts if p]
@@ -135,7 +144,7 @@ class OffloadHook:
         root: str | os.PathLike[str],
         session_id: str,
         *,
-        threshold_bytes: int = 10_000,
+        threshold_bytes: int = OFFLOAD_HOOK_THRESHOLD_BYTES,
         preview_lines: int = 20,
         exempt_tools: tuple[str, ...] = HOOK_EXEMPT_TOOLS,
         harness9_paths: bool = False,
@@ -184,7 +193,7 @@ class CompactionOffloader:
         root: str | os.PathLike[str],
         session_id: str,
         *,
-        threshold_bytes: int = 4000,
+        threshold_bytes: int = OFFLOAD_COMPACTION_THRESHOLD_BYTES,
         preview_lines: int = 10,
         harness9_paths: bool = False,
     ) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from h9eval.compaction.anchors import Anchor, format_anchors, merge_anchors, parse_anchors_and_summary
 from h9eval.compaction.base import CompactionEnv
-from h9eval.compaction.offload import OffloadHook, ToolOutput
+from h9eval.compaction.offload import OFFLOAD_COMPACTION_THRESHOLD_BYTES, OFFLOAD_HOOK_THRESHOLD_BYTES, OffloadHook, ToolOutput
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.compaction.records import CompactionRecord
 from h9eval.compaction.repair import repair_tool_pairs
@@ -227,7 +227,7 @@ def _policy(cfg: dict[str, Any], legacy: bool, fallback: Any = "default") -> Pro
         full_frac=float(cfg["full_threshold"]),
         emergency_frac=float(cfg["emergency_threshold"]),
         min_tail_messages=int(cfg["min_tail_messages"]),
-        offload_threshold_bytes=int(cfg.get("offload_threshold", 4000)),
+        offload_threshold_bytes=int(cfg.get("offload_threshold", OFFLOAD_COMPACTION_THRESHOLD_BYTES)),
         fallback_max_tokens=fb_max,
         fallback_min_tail_messages=fb_tail,
         forced_truncation="legacy_last1" if legacy else "anchor_greedy_v3",
@@ -377,7 +377,7 @@ def _hook(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dic
         hook = OffloadHook(
             root,
             str(cfg.get("session_id", "")),
-            threshold_bytes=10_000 if cfg.get("threshold") is None else int(cfg["threshold"]),
+            threshold_bytes=OFFLOAD_HOOK_THRESHOLD_BYTES if cfg.get("threshold") is None else int(cfg["threshold"]),
             preview_lines=20 if cfg.get("preview_lines") is None else int(cfg["preview_lines"]),
             harness9_paths=True,
         )

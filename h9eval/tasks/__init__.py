@@ -25,6 +25,9 @@ from h9eval.tasks.model import (
     tasks_to_dataset,
     tasks_to_jsonl,
 )
+from h9eval.tasks.recorded import load_tasks
+from h9eval.tasks.recorded.harness9_db import load_db_tasks, load_session_task
+from h9eval.tasks.synthetic import generate
 
 __all__ = [
     "AnchorTruth",
@@ -74,19 +77,13 @@ def load_tasks_from_spec(spec: str) -> list[Task]:
                 seed = int(parts[2])
             except ValueError:
                 raise ConfigError(f"task spec {spec!r}: seed must be an integer, got {parts[2]!r}") from None
-        from h9eval.tasks.synthetic import generate
-
         return [generate(parts[1], seed=seed)]
     path_s, _, session = spec.partition("#")
     p = Path(path_s)
     if not p.exists():
         raise FormatError("no such file or folder", path=path_s)
     if _is_sqlite(p):
-        from h9eval.tasks.recorded.harness9_db import load_db_tasks, load_session_task
-
         return [load_session_task(p, session)] if session else load_db_tasks(p)
     if _is_task_jsonl(p):
         return tasks_from_jsonl(p)
-    from h9eval.tasks.recorded import load_tasks
-
     return load_tasks(p)

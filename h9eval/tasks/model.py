@@ -208,8 +208,6 @@ class Task:
             msgs = messages_from_json(d["messages"], where=f"{where}.messages", path=path)
             meta_list = d.get("message_meta")
             if meta_list:
-                from dataclasses import replace
-
                 msgs = [replace(m, meta=mm) if mm else m for m, mm in zip(msgs, meta_list)]
             it = d["intent"]
             intent = Intent(

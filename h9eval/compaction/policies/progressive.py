@@ -31,7 +31,12 @@ from h9eval.compaction.anchors import (
 )
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
-from h9eval.compaction.offload import CompactionOffloader, OffloadError
+from h9eval.compaction.offload import (
+    OFFLOAD_COMPACTION_THRESHOLD_BYTES,
+    OFFLOAD_HOOK_THRESHOLD_BYTES,
+    CompactionOffloader,
+    OffloadError,
+)
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import (
     EXTRA_MASKED,
@@ -82,10 +87,10 @@ class ProgressiveCompactor(Policy):
     """Emergency tier (forced truncation) from this fraction of the window."""
     min_tail_messages: int = 6
     """Messages (not turns) kept verbatim at the end of the view."""
-    offload_threshold_bytes: int = 4000
+    offload_threshold_bytes: int = OFFLOAD_COMPACTION_THRESHOLD_BYTES
     """Compaction-time offload of head tool results of more bytes than this, in the warn, soft
     and full tiers."""
-    offload_hook_threshold_bytes: int = 10_000
+    offload_hook_threshold_bytes: int = OFFLOAD_HOOK_THRESHOLD_BYTES
     """Tool-time offload (the replay's OffloadHook) of tool outputs above this many bytes."""
     fallback_max_tokens: int | None = None
     """TokenBudget fallback budget in tokens (``None``: 80 % of the window, Go's ``window*80/100``)."""
@@ -248,7 +253,7 @@ class ProgressiveRun:
             self.offloader = CompactionOffloader(
                 env.offload_root,
                 env.session_id,
-                threshold_bytes=4000 if policy.compat else policy.offload_threshold_bytes,
+                threshold_bytes=OFFLOAD_COMPACTION_THRESHOLD_BYTES if policy.compat else policy.offload_threshold_bytes,
                 harness9_paths=env.harness9_paths,
             )
         self._counter: TokenCounter | None = None

@@ -170,6 +170,24 @@ def blocks_text(content: Any, counts: Counter[str], *, what: str, cursor: Cursor
     return "\n\n".join(p for p in parts if p)
 
 
+def openai_tool_calls(raw: Any, cursor: Cursor) -> tuple[ToolCall, ...]:
+    """An OpenAI-style ``tool_calls`` list as tool calls (callers pass ``[]`` for a missing one).
+
+    Each entry is ``{id, type, function: {name, arguments}}`` or flat ``{id, name, arguments}``;
+    arguments are kept as recorded JSON text (see :func:`json_text`).
+    """
+    expect(isinstance(raw, list), "'tool_calls' must be a list", cursor)
+    out = []
+    for k, tc in enumerate(raw):
+        expect(isinstance(tc, dict), f"tool_calls[{k}] must be an object", cursor)
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+        tid, name = tc.get("id"), fn.get("name")
+        expect(isinstance(tid, str) and tid != "", f"tool_calls[{k}] needs a non-empty string 'id'", cursor)
+        expect(isinstance(name, str), f"tool_calls[{k}] needs a string function name", cursor)
+        out.append(ToolCall(tid, name, json_text(fn.get("arguments"))))
+    return tuple(out)
+
+
 # -- task statements -------------------------------------------------------------------------
 _TAGGED = re.compile(r"<(pr_description|issue_description|issue|task)>\s*(.*?)\s*</\1>", re.DOTALL)
 _SWE_ISSUE = re.compile(r"ISSUE:\s*\n(.*?)(?:\n\s*INSTRUCTIONS:|\Z)", re.DOTALL)

@@ -25,6 +25,7 @@ intent refinements.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from h9eval.tasks.recorded._common import (
     guarded,
     iter_jsonl,
     json_text,
+    openai_tool_calls,
     openai_tool_schema,
     read_text,
     stem,
@@ -75,7 +77,8 @@ def classify_chat(obj: Any) -> str | None:
     msgs = _messages_of(obj)
     if not msgs or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in msgs[:20]):
         return None
-    if isinstance(obj, dict) and "system" in obj and not any(m.get("role") == "system" for m in msgs):
+    # Only the first 20 messages are checked to be objects: the rest may be anything here.
+    if isinstance(obj, dict) and "system" in obj and not any(isinstance(m, dict) and m.get("role") == "system" for m in msgs):
         return ANTHROPIC
     for m in msgs:
         c = m.get("content") if isinstance(m, dict) else None
@@ -90,8 +93,6 @@ def read_chat_file(path: Path, shown: str) -> list[tuple[str, Any]]:
     A whole-file JSON value is one conversation; otherwise the file is read as JSONL: lines that
     are messages form one conversation, lines that hold ``{"messages": [...]}`` are one each.
     """
-    import json
-
     text = read_text(path, shown=shown)
     try:
         return [("file", json.loads(text))]
@@ -205,19 +206,10 @@ def _role(m: Any, cur: Cursor) -> str:
 def _openai_message(m: Any, tr: Transcript, counts: Counter[str], cur: Cursor) -> None:
     role = _role(m, cur)
     content = blocks_text(m.get("content"), counts, what="content", cursor=cur)
-    raw_calls = m.get("tool_calls") or []
-    expect(isinstance(raw_calls, list), "'tool_calls' must be a list", cur)
-    calls = []
-    for k, tc in enumerate(raw_calls):
-        expect(isinstance(tc, dict), f"tool_calls[{k}] must be an object", cur)
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-        tid, name = tc.get("id"), fn.get("name")
-        expect(isinstance(tid, str) and tid != "", f"tool_calls[{k}] needs a non-empty string 'id'", cur)
-        expect(isinstance(name, str), f"tool_calls[{k}] needs a string 'name'", cur)
-        calls.append(ToolCall(tid, name, json_text(fn.get("arguments"))))
+    calls = openai_tool_calls(m.get("tool_calls") or [], cur)
     tid = m.get("tool_call_id") or ""
     expect(isinstance(tid, str), "'tool_call_id' must be a string", cur)
-    msg = Message(role, content, tuple(calls), tid, bool(m.get("is_error", False)))
+    msg = Message(role, content, calls, tid, bool(m.get("is_error", False)))
     if role == "user" and not tid:
         tr.add_prompt(msg)
     else:

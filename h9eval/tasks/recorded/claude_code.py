@@ -30,6 +30,7 @@ Mapping (decisions documented here, tested in ``tests/test_recorded.py``):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,119 +101,167 @@ def load_claude_code(path: str | Path, *, keep_compact_summary: bool = True) -> 
         return _load(p, shown, text, cur, keep_compact_summary)
 
 
-def _load(p: Path, shown: str, text: str, cur: Cursor, keep_summary: bool) -> Task:
-    slots: list[Message | _Asst] = []
-    returncodes: dict[int, int] = {}
-    prompts: list[int] = []
-    skipped: Counter[str] = Counter()
-    blocks: Counter[str] = Counter()
-    models: Counter[str] = Counter()
-    compactions: list[dict[str, Any]] = []
+@dataclass
+class _State:
+    """What one pass over the session's records builds."""
+
+    cur: Cursor
+    keep_summary: bool
+    slots: list[Message | _Asst] = field(default_factory=list)
+    returncodes: dict[int, int] = field(default_factory=dict)
+    prompts: list[int] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    blocks: Counter[str] = field(default_factory=Counter)
+    models: Counter[str] = field(default_factory=Counter)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
     open_asst: _Asst | None = None
     file_sidechain: bool | None = None
     first_conv: dict[str, Any] | None = None
     first_model: str | None = None
-    n_records = 0
-    by_type: Counter[str] = Counter()
+    n_records: int = 0
+    by_type: Counter[str] = field(default_factory=Counter)
 
+
+def _load(p: Path, shown: str, text: str, cur: Cursor, keep_summary: bool) -> Task:
+    st = _State(cur, keep_summary)
     for n, rec in iter_jsonl(text, path=shown, expected=_EXPECTED):
         cur.where = f"line {n}"
-        n_records += 1
+        st.n_records += 1
         expect(isinstance(rec, dict), f"expected a JSON object, got {type(rec).__name__}", cur)
         rtype = rec.get("type")
-        by_type[rtype if isinstance(rtype, str) else "(no type)"] += 1
+        st.by_type[rtype if isinstance(rtype, str) else "(no type)"] += 1
         if not isinstance(rtype, str):
-            skipped["(no type)"] += 1
+            st.skipped["(no type)"] += 1
             continue
-        if rtype == "system":
-            sub = rec.get("subtype")
-            if sub == "compact_boundary":
-                cm = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
-                compactions.append(
-                    {
-                        "message_index": len(slots),
-                        "record": f"line {n}",
-                        "trigger": cm.get("trigger"),
-                        "pre_tokens": cm.get("preTokens"),
-                        "summary": None,
-                    }
-                )
-            else:
-                skipped[f"system/{sub}"] += 1
+        handler = _RECORD_HANDLERS.get(rtype)
+        if handler is None:
+            st.skipped[rtype] += 1
             continue
-        if rtype not in _CONVERSATION_TYPES:
-            skipped[rtype] += 1
-            continue
-        side = bool(rec.get("isSidechain", False))
-        if file_sidechain is None:
-            file_sidechain = side
-            first_conv = rec
-        elif side != file_sidechain:
-            # Older Claude Code wrote subagent turns into the main file; they are their own task.
-            skipped["sidechain" if side else "main_chain"] += 1
-            continue
-        msg = rec.get("message")
-        expect(isinstance(msg, dict), f"{rtype} record needs a 'message' object", cur)
-        content = msg.get("content")
-        if rtype == "assistant":
-            mid = msg.get("id") if isinstance(msg.get("id"), str) else None
-            if open_asst is None or mid is None or open_asst.msg_id != mid:
-                open_asst = _Asst(mid)
-                slots.append(open_asst)
-                model = msg.get("model")
-                if isinstance(model, str):
-                    models[model] += 1
-                    first_model = first_model or model
-            _assistant_blocks(open_asst, content, blocks, cur)
-            continue
-        # user record
-        if rec.get("isCompactSummary"):
-            summary = blocks_text(content, blocks, what="message.content", cursor=cur)
-            if compactions and compactions[-1]["summary"] is None:
-                entry = compactions[-1]
-            else:  # a summary without its boundary record: still a compaction
-                entry = {"message_index": len(slots), "record": None, "trigger": None, "pre_tokens": None}
-                compactions.append(entry)
-            entry.update(message_index=len(slots), summary=summary, summary_record=f"line {n}")
-            if keep_summary:
-                slots.append(Message("user", summary, meta={"is_compact_summary": True}))
-            continue
-        is_meta = bool(rec.get("isMeta"))
-        if isinstance(content, str):
-            slots.append(Message("user", content, meta={"is_meta": True} if is_meta else None))
-            if not is_meta and not content.lstrip().startswith(_HARNESS_PREFIXES):
-                prompts.append(len(slots) - 1)
-            continue
-        expect(isinstance(content, list), "user message.content must be a string or a list of blocks", cur)
-        other: list[Any] = []
-        for b in content:
-            expect(isinstance(b, dict), f"content block must be an object, got {type(b).__name__}", cur)
-            if b.get("type") != "tool_result":
-                other.append(b)
-                continue
-            tid = b.get("tool_use_id")
-            expect(isinstance(tid, str) and tid != "", "tool_result block needs a non-empty string 'tool_use_id'", cur)
-            out = blocks_text(b.get("content"), blocks, what="tool_result content", cursor=cur)
-            is_error = bool(b.get("is_error"))
-            slots.append(Message("tool", out, (), tid, is_error))
-            if is_error and (rc := returncode_from_text(out)) is not None:
-                returncodes[len(slots) - 1] = rc
-        if other:
-            txt = blocks_text(other, blocks, what="message.content", cursor=cur)
-            slots.append(Message("user", txt, meta={"is_meta": True} if is_meta else None))
-            if not is_meta and txt.strip() and not txt.lstrip().startswith(_HARNESS_PREFIXES):
-                prompts.append(len(slots) - 1)
-
+        handler(st, n, rec)
     cur.where = None
-    if not slots:
+    if not st.slots:
         raise FormatError("no user or assistant records; expected a Claude Code session", path=shown)
-    tr = Transcript()
-    for s in slots:
-        tr.add(s.build() if isinstance(s, _Asst) else s)
-    tr.returncodes = returncodes
-    tr.user_prompts = [(i, tr.messages[i].content) for i in prompts]
+    return _task(p, shown, st)
 
-    first_conv = first_conv or {}
+
+def _on_system(st: _State, n: int, rec: Any) -> None:
+    sub = rec.get("subtype")
+    if sub != "compact_boundary":
+        st.skipped[f"system/{sub}"] += 1
+        return
+    cm = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
+    st.compactions.append(
+        {
+            "message_index": len(st.slots),
+            "record": f"line {n}",
+            "trigger": cm.get("trigger"),
+            "pre_tokens": cm.get("preTokens"),
+            "summary": None,
+        }
+    )
+
+
+def _message_of(st: _State, rec: Any, rtype: str) -> Any:
+    """The ``message`` of a user/assistant record, or ``None`` for a record of the other chain."""
+    side = bool(rec.get("isSidechain", False))
+    if st.file_sidechain is None:
+        st.file_sidechain = side
+        st.first_conv = rec
+    elif side != st.file_sidechain:
+        # Older Claude Code wrote subagent turns into the main file; they are their own task.
+        st.skipped["sidechain" if side else "main_chain"] += 1
+        return None
+    msg = rec.get("message")
+    expect(isinstance(msg, dict), f"{rtype} record needs a 'message' object", st.cur)
+    return msg
+
+
+def _on_assistant(st: _State, n: int, rec: Any) -> None:
+    msg = _message_of(st, rec, "assistant")
+    if msg is None:
+        return
+    mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+    if st.open_asst is None or mid is None or st.open_asst.msg_id != mid:
+        st.open_asst = _Asst(mid)
+        st.slots.append(st.open_asst)
+        model = msg.get("model")
+        if isinstance(model, str):
+            st.models[model] += 1
+            st.first_model = st.first_model or model
+    _assistant_blocks(st.open_asst, msg.get("content"), st.blocks, st.cur)
+
+
+def _on_user(st: _State, n: int, rec: Any) -> None:
+    msg = _message_of(st, rec, "user")
+    if msg is None:
+        return
+    content = msg.get("content")
+    if rec.get("isCompactSummary"):
+        _compact_summary(st, n, content)
+        return
+    is_meta = bool(rec.get("isMeta"))
+    if isinstance(content, str):
+        st.slots.append(Message("user", content, meta={"is_meta": True} if is_meta else None))
+        if not is_meta and not content.lstrip().startswith(_HARNESS_PREFIXES):
+            st.prompts.append(len(st.slots) - 1)
+        return
+    expect(isinstance(content, list), "user message.content must be a string or a list of blocks", st.cur)
+    _user_blocks(st, content, is_meta)
+
+
+def _compact_summary(st: _State, n: int, content: Any) -> None:
+    summary = blocks_text(content, st.blocks, what="message.content", cursor=st.cur)
+    if st.compactions and st.compactions[-1]["summary"] is None:
+        entry = st.compactions[-1]
+    else:  # a summary without its boundary record: still a compaction
+        entry = {"message_index": len(st.slots), "record": None, "trigger": None, "pre_tokens": None}
+        st.compactions.append(entry)
+    entry.update(message_index=len(st.slots), summary=summary, summary_record=f"line {n}")
+    if st.keep_summary:
+        st.slots.append(Message("user", summary, meta={"is_compact_summary": True}))
+
+
+def _user_blocks(st: _State, content: list[Any], is_meta: bool) -> None:
+    """``tool_result`` blocks become tool messages; the other blocks one user message after them."""
+    cur = st.cur
+    other: list[Any] = []
+    for b in content:
+        expect(isinstance(b, dict), f"content block must be an object, got {type(b).__name__}", cur)
+        if b.get("type") != "tool_result":
+            other.append(b)
+            continue
+        tid = b.get("tool_use_id")
+        expect(isinstance(tid, str) and tid != "", "tool_result block needs a non-empty string 'tool_use_id'", cur)
+        out = blocks_text(b.get("content"), st.blocks, what="tool_result content", cursor=cur)
+        is_error = bool(b.get("is_error"))
+        st.slots.append(Message("tool", out, (), tid, is_error))
+        if is_error and (rc := returncode_from_text(out)) is not None:
+            st.returncodes[len(st.slots) - 1] = rc
+    if other:
+        txt = blocks_text(other, st.blocks, what="message.content", cursor=cur)
+        st.slots.append(Message("user", txt, meta={"is_meta": True} if is_meta else None))
+        if not is_meta and txt.strip() and not txt.lstrip().startswith(_HARNESS_PREFIXES):
+            st.prompts.append(len(st.slots) - 1)
+
+
+_RECORD_HANDLERS: dict[str, Callable[[_State, int, Any], None]] = {
+    "system": _on_system,
+    "assistant": _on_assistant,
+    "user": _on_user,
+}
+"""The handler of each record type; other types are skipped and counted."""
+
+
+def _task(p: Path, shown: str, st: _State) -> Task:
+    """The task of a read session: the merged transcript, session id and metadata."""
+    tr = Transcript()
+    for s in st.slots:
+        tr.add(s.build() if isinstance(s, _Asst) else s)
+    tr.returncodes = st.returncodes
+    tr.user_prompts = [(i, tr.messages[i].content) for i in st.prompts]
+
+    file_sidechain = st.file_sidechain
+    first_conv = st.first_conv or {}
     tr.cwd = first_conv.get("cwd") if isinstance(first_conv.get("cwd"), str) else None
     session_id = first_conv.get("sessionId") if isinstance(first_conv.get("sessionId"), str) else stem(p)
     agent_id = first_conv.get("agentId") if isinstance(first_conv.get("agentId"), str) else None
@@ -222,23 +271,23 @@ def _load(p: Path, shown: str, text: str, cur: Cursor, keep_summary: bool) -> Ta
     meta: dict[str, Any] = {
         "agent": "claude-code",
         "variant": "subagent" if file_sidechain else "main",
-        "model": first_model,
-        "models": dict(sorted(models.items())),
+        "model": st.first_model,
+        "models": dict(sorted(st.models.items())),
         "claude_code_version": first_conv.get("version"),
         "cwd": first_conv.get("cwd"),
         "git_branch": first_conv.get("gitBranch"),
         "is_sidechain": bool(file_sidechain),
         "agent_id": agent_id,
-        "n_records": n_records,
-        "records_by_type": dict(sorted(by_type.items())),
-        "thinking_blocks": blocks.get("thinking_blocks", 0),
-        "content_blocks_dropped": {k: v for k, v in sorted(blocks.items()) if k != "thinking_blocks"},
-        "compactions": compactions,
-        "compact_summary_in_transcript": keep_summary,
+        "n_records": st.n_records,
+        "records_by_type": dict(sorted(st.by_type.items())),
+        "thinking_blocks": st.blocks.get("thinking_blocks", 0),
+        "content_blocks_dropped": {k: v for k, v in sorted(st.blocks.items()) if k != "thinking_blocks"},
+        "compactions": st.compactions,
+        "compact_summary_in_transcript": st.keep_summary,
     }
     if file_sidechain:
         meta["agent_kind"] = "compaction" if (agent_id or stem(p)).removeprefix("agent-").startswith("acompact") else "subagent"
-    return finish_task(fmt=FORMAT, session=session, path_shown=shown, path=p, tr=tr, metadata=meta, skipped=skipped)
+    return finish_task(fmt=FORMAT, session=session, path_shown=shown, path=p, tr=tr, metadata=meta, skipped=st.skipped)
 
 
 def _assistant_blocks(a: _Asst, content: Any, counts: Counter[str], cur: Cursor) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from h9eval.tasks.recorded._common import (
     expect,
     finish_task,
     guarded,
-    json_text,
+    openai_tool_calls,
     openai_tool_schema,
     parse_json,
     read_text,
@@ -79,64 +81,100 @@ def load_mini_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True)
         return _load(p, shown, obj, cur, synthesize_tool_calls)
 
 
+@dataclass
+class _State:
+    """What one pass over the trajectory's messages builds."""
+
+    cur: Cursor
+    tool_calling: bool
+    synthesize: bool
+    tr: Transcript = field(default_factory=Transcript)
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    exit_content: str | None = None
+    pending_call: str | None = None  # text variant: id of the action awaiting its output
+    n_synth: int = 0
+
+
 def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     expect(isinstance(obj, dict), f"expected a JSON object, got {type(obj).__name__}", cur)
     raw = obj.get("messages")
     expect(isinstance(raw, list), "field 'messages' must be a list", cur)
-    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
     tool_calling = any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for m in raw)
-    variant = "tool_calling" if tool_calling else "text"
-
-    tr = Transcript()
-    counts: Counter[str] = Counter()
-    skipped: Counter[str] = Counter()
-    exit_content: str | None = None
-    pending_call: str | None = None  # text variant: id of the action awaiting its output
-    n_synth = 0
+    st = _State(cur, tool_calling, synthesize)
     for i, m in enumerate(raw):
         cur.where = f"messages[{i}]"
         expect(isinstance(m, dict), f"expected a message object, got {type(m).__name__}", cur)
         role = m.get("role")
         expect(isinstance(role, str), "message needs a string 'role'", cur)
-        content = blocks_text(m.get("content"), counts, what="content", cursor=cur)
-        if role == "exit":
-            exit_content = content
-            continue
-        if m.get("reasoning_content"):
-            counts["reasoning_blocks"] += 1
-        if role == "assistant":
-            calls = _tool_calls(m.get("tool_calls"), cur) if tool_calling else ()
-            if not tool_calling and synthesize:
-                actions = ACTION_REGEX.findall(content)
-                if len(actions) == 1:
-                    pending_call = f"call_{i}"
-                    calls = (ToolCall(pending_call, "bash", json.dumps({"command": actions[0]}, ensure_ascii=False)),)
-                    n_synth += 1
-                else:
-                    pending_call = None
-            tr.add(Message("assistant", content, calls))
-            continue
-        if role == "tool":
-            tid = m.get("tool_call_id")
-            expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", cur)
-            tr.add(Message("tool", content, (), tid), returncode=_returncode(m, content))
-            continue
-        if role == "user" and pending_call is not None:
-            tr.add(Message("tool", content, (), pending_call), returncode=returncode_from_text(content))
-            pending_call = None
-            continue
-        pending_call = None
-        if role == "user" and not tr.user_prompts:
-            tr.add_prompt(Message("user", content))
-        elif role in ("system", "user"):
-            tr.add(Message(role, content))
-        else:
-            skipped[f"role:{role}"] += 1
+        content = blocks_text(m.get("content"), st.counts, what="content", cursor=cur)
+        if role != "exit" and m.get("reasoning_content"):
+            st.counts["reasoning_blocks"] += 1
+        _ROLE_HANDLERS.get(role, _on_other)(st, i, m, content)
     cur.where = None
-    if not tr.messages:
+    if not st.tr.messages:
         raise FormatError("trajectory has no messages", path=shown, where="messages")
+    return _task(p, shown, obj, st)
 
+
+def _on_exit(st: _State, i: int, m: Any, content: str) -> None:
+    st.exit_content = content
+
+
+def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
+    calls = openai_tool_calls(m.get("tool_calls") or [], st.cur) if st.tool_calling else ()
+    if not st.tool_calling and st.synthesize:
+        actions = ACTION_REGEX.findall(content)
+        if len(actions) == 1:
+            st.pending_call = f"call_{i}"
+            calls = (ToolCall(st.pending_call, "bash", json.dumps({"command": actions[0]}, ensure_ascii=False)),)
+            st.n_synth += 1
+        else:
+            st.pending_call = None
+    st.tr.add(Message("assistant", content, calls))
+
+
+def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
+    tid = m.get("tool_call_id")
+    expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", st.cur)
+    st.tr.add(Message("tool", content, (), tid), returncode=_returncode(m, content))
+
+
+def _on_user(st: _State, i: int, m: Any, content: str) -> None:
+    if st.pending_call is not None:  # the output of the synthesized action before it
+        st.tr.add(Message("tool", content, (), st.pending_call), returncode=returncode_from_text(content))
+        st.pending_call = None
+    elif not st.tr.user_prompts:
+        st.tr.add_prompt(Message("user", content))
+    else:
+        st.tr.add(Message("user", content))
+
+
+def _on_system(st: _State, i: int, m: Any, content: str) -> None:
+    st.pending_call = None
+    st.tr.add(Message("system", content))
+
+
+def _on_other(st: _State, i: int, m: Any, content: str) -> None:
+    st.pending_call = None
+    st.skipped[f"role:{m['role']}"] += 1
+
+
+_ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
+    "exit": _on_exit,
+    "assistant": _on_assistant,
+    "tool": _on_tool,
+    "user": _on_user,
+    "system": _on_system,
+}
+"""The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
+
+
+def _task(p: Path, shown: str, obj: Any, st: _State) -> Task:
+    """The task of a read trajectory: tools, outcome and metadata from ``info``."""
+    tr = st.tr
+    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
     model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
     env_cfg = config.get("environment") if isinstance(config.get("environment"), dict) else {}
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
@@ -144,45 +182,30 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     tools = [t for t in (openai_tool_schema(x) for x in tools_raw if isinstance(tools_raw, list)) if t]
     tr.cwd = env_cfg.get("cwd") if isinstance(env_cfg.get("cwd"), str) else None
     exit_status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else None
-    submission = info.get("submission") if isinstance(info.get("submission"), str) else exit_content
+    submission = info.get("submission") if isinstance(info.get("submission"), str) else st.exit_content
     instance = obj.get("instance_id") if isinstance(obj.get("instance_id"), str) else stem(p)
     meta: dict[str, Any] = {
         "agent": "mini-swe-agent",
-        "variant": variant,
+        "variant": "tool_calling" if st.tool_calling else "text",
         "model": model_cfg.get("model_name"),
         "mini_version": info.get("mini_version"),
         "trajectory_format": obj.get("trajectory_format"),
         "instance_id": instance,
         "api_calls": stats.get("api_calls"),
         "instance_cost": stats.get("instance_cost"),
-        "reasoning_blocks": counts.get("reasoning_blocks", 0),
-        "synthesized_tool_calls": n_synth,
-        "has_exit_message": exit_content is not None,
+        "reasoning_blocks": st.counts.get("reasoning_blocks", 0),
+        "synthesized_tool_calls": st.n_synth,
+        "has_exit_message": st.exit_content is not None,
         "tools_known": bool(tools),
     }
     outcome = Outcome(exit_status=exit_status, submission=submission, message_index=len(tr.messages) - 1)
     return finish_task(
         fmt=FORMAT, session=instance, path_shown=shown, path=p, tr=tr, tools=tools, outcome=outcome,
-        metadata=meta, skipped=skipped,
+        metadata=meta, skipped=st.skipped,
     )
 
 
-def _tool_calls(raw: Any, cur: Cursor) -> tuple[ToolCall, ...]:
-    if not raw:
-        return ()
-    expect(isinstance(raw, list), "'tool_calls' must be a list", cur)
-    out = []
-    for k, tc in enumerate(raw):
-        expect(isinstance(tc, dict), f"tool_calls[{k}] must be an object", cur)
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-        tid, name = tc.get("id"), fn.get("name")
-        expect(isinstance(tid, str) and tid != "", f"tool_calls[{k}] needs a non-empty string 'id'", cur)
-        expect(isinstance(name, str), f"tool_calls[{k}] needs a string function name", cur)
-        out.append(ToolCall(tid, name, json_text(fn.get("arguments"))))
-    return tuple(out)
-
-
-def _returncode(m: dict[str, Any], content: str) -> int | None:
+def _returncode(m: Any, content: str) -> int | None:
     extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
     rc = extra.get("returncode")
     if isinstance(rc, int) and not isinstance(rc, bool):

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +98,35 @@ def load_openhands(path: str | Path) -> Task:
         return _load(p, shown, ev_dir, cur)
 
 
-def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
+@dataclass
+class _State:
+    """What one pass over the conversation's events builds."""
+
+    cur: Cursor
+    tr: Transcript = field(default_factory=Transcript)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    event_index: dict[str, int] = field(default_factory=dict)  # event id -> its message
+    condensations: list[dict[str, Any]] = field(default_factory=list)
+    # the assistant response being merged from consecutive actions
+    last_resp: str | None = None
+    asst_content: str = ""
+    asst_calls: list[ToolCall] = field(default_factory=list)
+    asst_slot: int | None = None
+    finish_at: int | None = None
+    finish_msg: str | None = None
+    cwd: str | None = None
+
+    def flush(self) -> None:
+        if self.asst_slot is not None:
+            self.tr.messages[self.asst_slot] = Message("assistant", self.asst_content, tuple(self.asst_calls))
+            self.asst_slot = None
+
+
+def _event_files(p: Path, shown: str, ev_dir: Path, skipped: Counter[str]) -> list[tuple[int, str, Path]]:
+    """``(number, name, path)`` of the event files, in event order."""
     files: list[tuple[int, str, Path]] = []
-    skipped: Counter[str] = Counter()
     for f in ev_dir.iterdir():
         m = _EVENT_FILE.match(f.name)
         if m and f.is_file():
@@ -108,7 +136,12 @@ def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
     files.sort()
     if not files:
         raise FormatError("no event-NNNNN-*.json files in events/", path=shown, where=str(ev_dir.relative_to(p)))
+    return files
 
+
+def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
+    st = _State(cur)
+    files = _event_files(p, shown, ev_dir, st.skipped)
     base: dict[str, Any] = {}
     base_path = ev_dir.parent / "base_state.json"
     if base_path.is_file():
@@ -117,26 +150,7 @@ def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
         expect(isinstance(b, dict), "base_state.json must be a JSON object", cur)
         base = b
 
-    tr = Transcript()
-    tools: list[dict[str, Any]] = []
-    counts: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
-    event_index: dict[str, int] = {}
-    condensations: list[dict[str, Any]] = []
-    last_resp: str | None = None
-    asst_content = ""
-    asst_calls: list[ToolCall] = []
-    asst_slot: int | None = None
-    finish_at: int | None = None
-    finish_msg: str | None = None
-    cwd: str | None = None
-
-    def flush() -> None:
-        nonlocal asst_slot
-        if asst_slot is not None:
-            tr.messages[asst_slot] = Message("assistant", asst_content, tuple(asst_calls))
-            asst_slot = None
-
     for _, name, f in files:
         cur.where = name
         ev = parse_json(read_text(f, shown=shown), path=shown, where=name, expected=_EXPECTED)
@@ -145,82 +159,116 @@ def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
         expect(isinstance(kind, str), "event needs a string 'kind'", cur)
         kinds[kind] += 1
         eid = ev.get("id") if isinstance(ev.get("id"), str) else name
-        if kind == "ActionEvent":
-            resp = ev.get("llm_response_id")
-            tc = ev.get("tool_call") if isinstance(ev.get("tool_call"), dict) else {}
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-            tid = ev.get("tool_call_id") or tc.get("id")
-            tname = ev.get("tool_name") or fn.get("name")
-            expect(isinstance(tid, str) and tid != "", "ActionEvent needs a non-empty string 'tool_call_id'", cur)
-            expect(isinstance(tname, str), "ActionEvent needs a string 'tool_name'", cur)
-            call = ToolCall(tid, tname, json_text(fn.get("arguments")))
-            if ev.get("reasoning_content"):
-                counts["reasoning_blocks"] += 1
-            tbs = ev.get("thinking_blocks") or []
-            counts["thinking_blocks"] += len(tbs) if isinstance(tbs, list) else 1
-            if asst_slot is not None and isinstance(resp, str) and resp == last_resp:
-                asst_calls.append(call)  # parallel tool call of the same response
-            else:
-                flush()
-                asst_content = blocks_text(ev.get("thought") or [], counts, what="thought", cursor=cur)
-                asst_calls = [call]
-                asst_slot = tr.add(Message("assistant", asst_content))
-            tr.messages[asst_slot] = Message("assistant", asst_content, tuple(asst_calls))
-            last_resp = resp if isinstance(resp, str) else None
-            event_index[eid] = asst_slot
-            action = ev.get("action") if isinstance(ev.get("action"), dict) else {}
-            if action.get("kind") == "FinishAction":
-                finish_at = asst_slot
-                finish_msg = action.get("message") if isinstance(action.get("message"), str) else None
-            continue
-        flush()
-        last_resp = None
-        if kind == "SystemPromptEvent":
-            sp = ev.get("system_prompt")
-            text = sp.get("text") if isinstance(sp, dict) else sp
-            expect(isinstance(text, str), "SystemPromptEvent needs 'system_prompt.text' (a string)", cur)
-            event_index[eid] = tr.add(Message("system", text))
-            raw_tools = ev.get("tools") or []
-            expect(isinstance(raw_tools, list), "SystemPromptEvent 'tools' must be a list", cur)
-            tools.extend(t for t in (openai_tool_schema(x) for x in raw_tools) if t)
-        elif kind == "MessageEvent":
-            lm = ev.get("llm_message")
-            expect(isinstance(lm, dict), "MessageEvent needs an 'llm_message' object", cur)
-            text = blocks_text(lm.get("content"), counts, what="llm_message.content", cursor=cur)
-            ext = ev.get("extended_content") or []
-            if ext:
-                extra = blocks_text(ext, counts, what="extended_content", cursor=cur)
-                text = f"{text}\n\n{extra}" if text and extra else text or extra
-            role = lm.get("role") if isinstance(lm.get("role"), str) else ("user" if ev.get("source") == "user" else "assistant")
-            msg = Message(role, text)
-            event_index[eid] = tr.add_prompt(msg) if role == "user" else tr.add(msg)
-        elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
-            tid = ev.get("tool_call_id")
-            expect(isinstance(tid, str) and tid != "", f"{kind} needs a non-empty string 'tool_call_id'", cur)
-            content, is_error, rc, wd = _observation(ev, kind, counts, cur)
-            cwd = cwd or wd
-            event_index[eid] = tr.add(Message("tool", content, (), tid, is_error), returncode=rc)
-        elif kind == "Condensation":
-            forgotten = ev.get("forgotten_event_ids") or []
-            expect(isinstance(forgotten, list), "Condensation 'forgotten_event_ids' must be a list", cur)
-            condensations.append(
-                {
-                    "message_index": len(tr.messages),
-                    "event": name,
-                    "summary": ev.get("summary") if isinstance(ev.get("summary"), str) else None,
-                    "summary_offset": ev.get("summary_offset"),
-                    "n_forgotten_events": len(forgotten),
-                    "forgotten_message_indices": sorted({event_index[x] for x in forgotten if x in event_index}),
-                }
-            )
+        if kind not in _CONTINUES_RESPONSE:
+            st.flush()
+            st.last_resp = None
+        handler = _EVENT_HANDLERS.get(kind)
+        if handler is None:
+            st.skipped[kind] += 1
         else:
-            skipped[kind] += 1
-    flush()
+            handler(st, ev, kind, eid, name)
+    st.flush()
     cur.where = None
-    if not tr.messages:
+    if not st.tr.messages:
         raise FormatError("conversation has no LLM-visible events", path=shown)
-    tr.cwd = cwd
+    st.tr.cwd = st.cwd
+    return _task(p, shown, st, base, len(files), kinds)
 
+
+def _on_action(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
+    cur = st.cur
+    resp = ev.get("llm_response_id")
+    tc = ev.get("tool_call") if isinstance(ev.get("tool_call"), dict) else {}
+    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+    tid = ev.get("tool_call_id") or tc.get("id")
+    tname = ev.get("tool_name") or fn.get("name")
+    expect(isinstance(tid, str) and tid != "", "ActionEvent needs a non-empty string 'tool_call_id'", cur)
+    expect(isinstance(tname, str), "ActionEvent needs a string 'tool_name'", cur)
+    call = ToolCall(tid, tname, json_text(fn.get("arguments")))
+    if ev.get("reasoning_content"):
+        st.counts["reasoning_blocks"] += 1
+    tbs = ev.get("thinking_blocks") or []
+    st.counts["thinking_blocks"] += len(tbs) if isinstance(tbs, list) else 1
+    if st.asst_slot is not None and isinstance(resp, str) and resp == st.last_resp:
+        st.asst_calls.append(call)  # parallel tool call of the same response
+    else:
+        st.flush()
+        st.asst_content = blocks_text(ev.get("thought") or [], st.counts, what="thought", cursor=cur)
+        st.asst_calls = [call]
+        st.asst_slot = st.tr.add(Message("assistant", st.asst_content))
+    st.tr.messages[st.asst_slot] = Message("assistant", st.asst_content, tuple(st.asst_calls))
+    st.last_resp = resp if isinstance(resp, str) else None
+    st.event_index[eid] = st.asst_slot
+    action = ev.get("action") if isinstance(ev.get("action"), dict) else {}
+    if action.get("kind") == "FinishAction":
+        st.finish_at = st.asst_slot
+        st.finish_msg = action.get("message") if isinstance(action.get("message"), str) else None
+
+
+def _on_system_prompt(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
+    sp = ev.get("system_prompt")
+    text = sp.get("text") if isinstance(sp, dict) else sp
+    expect(isinstance(text, str), "SystemPromptEvent needs 'system_prompt.text' (a string)", st.cur)
+    st.event_index[eid] = st.tr.add(Message("system", text))
+    raw_tools = ev.get("tools") or []
+    expect(isinstance(raw_tools, list), "SystemPromptEvent 'tools' must be a list", st.cur)
+    st.tools.extend(t for t in (openai_tool_schema(x) for x in raw_tools) if t)
+
+
+def _on_message(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
+    cur = st.cur
+    lm = ev.get("llm_message")
+    expect(isinstance(lm, dict), "MessageEvent needs an 'llm_message' object", cur)
+    text = blocks_text(lm.get("content"), st.counts, what="llm_message.content", cursor=cur)
+    ext = ev.get("extended_content") or []
+    if ext:
+        extra = blocks_text(ext, st.counts, what="extended_content", cursor=cur)
+        text = f"{text}\n\n{extra}" if text and extra else text or extra
+    role = lm.get("role") if isinstance(lm.get("role"), str) else ("user" if ev.get("source") == "user" else "assistant")
+    msg = Message(role, text)
+    st.event_index[eid] = st.tr.add_prompt(msg) if role == "user" else st.tr.add(msg)
+
+
+def _on_observation(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
+    tid = ev.get("tool_call_id")
+    expect(isinstance(tid, str) and tid != "", f"{kind} needs a non-empty string 'tool_call_id'", st.cur)
+    content, is_error, rc, wd = _observation(ev, kind, st.counts, st.cur)
+    st.cwd = st.cwd or wd
+    st.event_index[eid] = st.tr.add(Message("tool", content, (), tid, is_error), returncode=rc)
+
+
+def _on_condensation(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
+    forgotten = ev.get("forgotten_event_ids") or []
+    expect(isinstance(forgotten, list), "Condensation 'forgotten_event_ids' must be a list", st.cur)
+    st.condensations.append(
+        {
+            "message_index": len(st.tr.messages),
+            "event": name,
+            "summary": ev.get("summary") if isinstance(ev.get("summary"), str) else None,
+            "summary_offset": ev.get("summary_offset"),
+            "n_forgotten_events": len(forgotten),
+            "forgotten_message_indices": sorted({st.event_index[x] for x in forgotten if x in st.event_index}),
+        }
+    )
+
+
+_EVENT_HANDLERS: dict[str, Callable[[_State, Any, str, str, str], None]] = {
+    "ActionEvent": _on_action,
+    "SystemPromptEvent": _on_system_prompt,
+    "MessageEvent": _on_message,
+    "ObservationEvent": _on_observation,
+    "AgentErrorEvent": _on_observation,
+    "UserRejectObservation": _on_observation,
+    "Condensation": _on_condensation,
+}
+"""The handler of each event kind; other kinds are skipped and counted."""
+
+_CONTINUES_RESPONSE = frozenset({"ActionEvent"})
+"""Event kinds that may continue the open assistant response; any other event ends it."""
+
+
+def _task(p: Path, shown: str, st: _State, base: dict[str, Any], n_events: int, kinds: Counter[str]) -> Task:
+    """The task of a read conversation: outcome and metadata from ``base_state.json``."""
     agent = base.get("agent") if isinstance(base.get("agent"), dict) else {}
     llm = agent.get("llm") if isinstance(agent.get("llm"), dict) else {}
     status = base.get("agent_status") if isinstance(base.get("agent_status"), str) else None
@@ -232,20 +280,20 @@ def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
         "conversation_id": base.get("id"),
         "agent_status": status,
         "max_iterations": base.get("max_iterations"),
-        "n_events": len(files),
+        "n_events": n_events,
         "events_by_kind": dict(sorted(kinds.items())),
-        "condensations": condensations,
-        "thinking_blocks": counts.get("thinking_blocks", 0),
-        "reasoning_blocks": counts.get("reasoning_blocks", 0),
+        "condensations": st.condensations,
+        "thinking_blocks": st.counts.get("thinking_blocks", 0),
+        "reasoning_blocks": st.counts.get("reasoning_blocks", 0),
     }
-    outcome = Outcome(exit_status=status, message_index=finish_at, finish_message=finish_msg)
+    outcome = Outcome(exit_status=status, message_index=st.finish_at, finish_message=st.finish_msg)
     return finish_task(
-        fmt=FORMAT, session=session, path_shown=shown, path=p, tr=tr, tools=tools, outcome=outcome,
-        metadata=meta, skipped=skipped,
+        fmt=FORMAT, session=session, path_shown=shown, path=p, tr=st.tr, tools=st.tools, outcome=outcome,
+        metadata=meta, skipped=st.skipped,
     )
 
 
-def _observation(ev: dict[str, Any], kind: str, counts: Counter[str], cur: Cursor) -> tuple[str, bool, int | None, str | None]:
+def _observation(ev: Any, kind: str, counts: Counter[str], cur: Cursor) -> tuple[str, bool, int | None, str | None]:
     """(content, is_error, exit code, working dir) of an observation-like event."""
     if kind != "ObservationEvent":
         text = ev.get("error") or ev.get("rejection_reason") or ev.get("message") or ""

@@ -22,6 +22,8 @@ import ast
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from h9eval.tasks.recorded._common import (
     expect,
     finish_task,
     guarded,
-    json_text,
+    openai_tool_calls,
     parse_json,
     read_text,
     stem,
@@ -92,72 +94,108 @@ def load_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True) -> T
         return _load(p, shown, obj, cur, synthesize_tool_calls)
 
 
+@dataclass
+class _State:
+    """What one pass over the trajectory's history builds."""
+
+    cur: Cursor
+    function_calling: bool
+    synthesize: bool
+    tr: Transcript = field(default_factory=Transcript)
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    pending: str | None = None  # text variant: id of the action awaiting its output
+    n_synth: int = 0
+    multi_id: int = 0
+
+
 def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     expect(isinstance(obj, dict), f"expected a JSON object, got {type(obj).__name__}", cur)
     hist = obj.get("history")
     expect(isinstance(hist, list), "field 'history' must be a list", cur)
-    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
     live = [(i, m) for i, m in enumerate(hist) if not (isinstance(m, dict) and _truthy(m.get("is_demo")))]
     fc = any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for _, m in live)
-
-    tr = Transcript()
-    counts: Counter[str] = Counter()
-    skipped: Counter[str] = Counter()
+    st = _State(cur, fc, synthesize)
     n_demo = len(hist) - len(live)
     if n_demo:
-        skipped["is_demo"] = n_demo
-    pending: str | None = None
-    n_synth = multi_id = 0
+        st.skipped["is_demo"] = n_demo
     for i, m in live:
         cur.where = f"history[{i}]"
         expect(isinstance(m, dict), f"expected a message object, got {type(m).__name__}", cur)
         role = m.get("role")
         expect(isinstance(role, str), "message needs a string 'role'", cur)
-        content = blocks_text(m.get("content"), counts, what="content", cursor=cur)
-        if role == "assistant":
-            calls: tuple[ToolCall, ...] = ()
-            if fc:
-                calls = _tool_calls(_literal(m.get("tool_calls") or [], "tool_calls", cur), cur)
-            elif synthesize:
-                action = m.get("action")
-                if not isinstance(action, str):
-                    blocks = _FENCED.findall(content)
-                    action = blocks[-1] if blocks else None
-                if action and action.strip():
-                    pending = f"call_{i}"
-                    calls = (ToolCall(pending, "bash", json.dumps({"command": action.strip()}, ensure_ascii=False)),)
-                    n_synth += 1
-                else:
-                    pending = None
-            tr.add(Message("assistant", content, calls))
-            continue
-        if role == "tool":
-            ids = _literal(m.get("tool_call_ids") or m.get("tool_call_id") or [], "tool_call_ids", cur)
-            if isinstance(ids, str):
-                ids = [ids]
-            expect(isinstance(ids, list) and len(ids) > 0 and all(isinstance(x, str) and x for x in ids),
-                   "tool message needs 'tool_call_ids' (a non-empty list of strings)", cur)
-            tr.add(Message("tool", content, (), ids[0]))
-            if len(ids) > 1:
-                multi_id += 1
-                for extra in ids[1:]:
-                    tr.add(Message("tool", "", (), extra))
-            continue
-        if role == "user" and pending is not None:
-            tr.add(Message("tool", content, (), pending))
-            pending = None
-            continue
-        pending = None
-        if role == "user" and not tr.user_prompts:
-            tr.add_prompt(Message("user", content))
-        elif role in ("system", "user"):
-            tr.add(Message(role, content))
-        else:
-            skipped[f"role:{role}"] += 1
+        content = blocks_text(m.get("content"), st.counts, what="content", cursor=cur)
+        _ROLE_HANDLERS.get(role, _on_other)(st, i, m, content)
     cur.where = None
-    if not tr.messages:
+    if not st.tr.messages:
         raise FormatError("history has no (non-demo) messages", path=shown, where="history")
+    return _task(p, shown, obj, st, n_demo)
 
+
+def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
+    calls: tuple[ToolCall, ...] = ()
+    if st.function_calling:
+        calls = openai_tool_calls(_literal(m.get("tool_calls") or [], "tool_calls", st.cur), st.cur)
+    elif st.synthesize:
+        action = m.get("action")
+        if not isinstance(action, str):
+            blocks = _FENCED.findall(content)
+            action = blocks[-1] if blocks else None
+        if action and action.strip():
+            st.pending = f"call_{i}"
+            calls = (ToolCall(st.pending, "bash", json.dumps({"command": action.strip()}, ensure_ascii=False)),)
+            st.n_synth += 1
+        else:
+            st.pending = None
+    st.tr.add(Message("assistant", content, calls))
+
+
+def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
+    ids = _literal(m.get("tool_call_ids") or m.get("tool_call_id") or [], "tool_call_ids", st.cur)
+    if isinstance(ids, str):
+        ids = [ids]
+    expect(isinstance(ids, list) and len(ids) > 0 and all(isinstance(x, str) and x for x in ids),
+           "tool message needs 'tool_call_ids' (a non-empty list of strings)", st.cur)
+    st.tr.add(Message("tool", content, (), ids[0]))
+    if len(ids) > 1:
+        st.multi_id += 1
+        for extra in ids[1:]:
+            st.tr.add(Message("tool", "", (), extra))
+
+
+def _on_user(st: _State, i: int, m: Any, content: str) -> None:
+    if st.pending is not None:  # the output of the synthesized action before it
+        st.tr.add(Message("tool", content, (), st.pending))
+        st.pending = None
+    elif not st.tr.user_prompts:
+        st.tr.add_prompt(Message("user", content))
+    else:
+        st.tr.add(Message("user", content))
+
+
+def _on_system(st: _State, i: int, m: Any, content: str) -> None:
+    st.pending = None
+    st.tr.add(Message("system", content))
+
+
+def _on_other(st: _State, i: int, m: Any, content: str) -> None:
+    st.pending = None
+    st.skipped[f"role:{m['role']}"] += 1
+
+
+_ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
+    "assistant": _on_assistant,
+    "tool": _on_tool,
+    "user": _on_user,
+    "system": _on_system,
+}
+"""The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
+
+
+def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int) -> Task:
+    """The task of a read trajectory: model, outcome and metadata from the other fields."""
+    tr = st.tr
+    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
     replay = obj.get("replay_config")
     if isinstance(replay, str):
         try:
@@ -176,14 +214,14 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     traj = obj.get("trajectory")
     meta: dict[str, Any] = {
         "agent": "swe-agent",
-        "variant": "function_calling" if fc else "text",
+        "variant": "function_calling" if st.function_calling else "text",
         "model": model,
         "environment": obj.get("environment") if isinstance(obj.get("environment"), str) else None,
         "n_steps": len(traj) if isinstance(traj, list) else None,
         "api_calls": stats.get("api_calls"),
         "demo_messages_skipped": n_demo,
-        "synthesized_tool_calls": n_synth,
-        "multi_id_tool_messages": multi_id,
+        "synthesized_tool_calls": st.n_synth,
+        "multi_id_tool_messages": st.multi_id,
     }
     outcome = Outcome(
         exit_status=info.get("exit_status") if isinstance(info.get("exit_status"), str) else None,
@@ -191,7 +229,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
         message_index=len(tr.messages) - 1,
     )
     return finish_task(
-        fmt=FORMAT, session=stem(p), path_shown=shown, path=p, tr=tr, outcome=outcome, metadata=meta, skipped=skipped
+        fmt=FORMAT, session=stem(p), path_shown=shown, path=p, tr=tr, outcome=outcome, metadata=meta, skipped=st.skipped
     )
 
 
@@ -200,16 +238,3 @@ def _literal_or_none(s: str) -> Any:
         return ast.literal_eval(s)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
-
-
-def _tool_calls(raw: Any, cur: Cursor) -> tuple[ToolCall, ...]:
-    expect(isinstance(raw, list), "'tool_calls' must be a list", cur)
-    out = []
-    for k, tc in enumerate(raw):
-        expect(isinstance(tc, dict), f"tool_calls[{k}] must be an object", cur)
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-        tid, name = tc.get("id"), fn.get("name")
-        expect(isinstance(tid, str) and tid != "", f"tool_calls[{k}] needs a non-empty string 'id'", cur)
-        expect(isinstance(name, str), f"tool_calls[{k}] needs a string function name", cur)
-        out.append(ToolCall(tid, name, json_text(fn.get("arguments"))))
-    return tuple(out)

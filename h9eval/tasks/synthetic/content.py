@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 # --------------------------------------------------------------------------------------------
@@ -566,6 +566,21 @@ def _fit(rng: random.Random, pool: Pool, header: list[str], footer: list[str], e
     return "\n".join(header + body + footer)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One call to render, once its action is drawn (the arguments of :func:`render`)."""
+
+    action: str
+    cls: str
+    target: int
+    cjk: bool
+    extra: Sequence[str]
+    failure: Failure | None
+    passing: bool
+    edit_path: str | None
+    edit_desc: str | None
+
+
 def render(
     rng: random.Random,
     w: World,
@@ -584,102 +599,160 @@ def render(
     ``cls``). ``extra`` lines (planted facts) are embedded in the output; ``failure`` makes a
     run_tests output fail with that error; ``edit_path`` fixes the file an edit touches."""
     action = rng.choice(ACTIONS[tool][cls])
+    renderer = _RENDERERS.get(action)
+    if renderer is None:  # pragma: no cover - ACTIONS and _RENDERERS disagree
+        raise AssertionError(f"unhandled action {action!r}")
+    return renderer(rng, w, _Call(action, cls, target, cjk, extra, failure, passing, edit_path, edit_desc))
+
+
+def _render_read_code(rng: random.Random, w: World, c: _Call) -> Rendered:
+    path = rng.choice(w.src_files if c.action == "read_code" else w.alt_files)
+    is_go = path.endswith(".go")
+    pool = w.pools["go"] if is_go else w.pools["py"]
+    if is_go:
+        pkgname = path.rsplit("/", 2)[-2] if "/" in path else "main"
+        header = [f"package {pkgname}", "", "import (", '\t"context"', '\t"errors"', '\t"fmt"', '\t"time"', "", '\t"go.uber.org/zap"', ")", ""]
+    else:
+        header = [f'"""{path.rsplit("/", 1)[-1][:-3].capitalize()} helpers for {w.pkg}."""', "", "from __future__ import annotations", "",
+                  "import logging", "from typing import Any", "", "import httpx", "", "logger = logging.getLogger(__name__)", ""]  # fmt: skip
+    args: dict[str, object] = {"path": path}
+    if c.cls != SMALL and rng.random() < 0.3:
+        args.update(offset=1, limit=2000)
+    lead = rng.choice(("Let me read {p} to see how {f} is implemented.", "Opening {p}.", "I need the current contents of {p}.",
+                       "Checking {p} for where {c} is used.")).format(p=path, f=rng.choice(w.functions), c=rng.choice(w.consts))  # fmt: skip
+    return Rendered(args, lead, _fit(rng, pool, header, [], c.extra, c.target))
+
+
+def _render_read_config(rng: random.Random, w: World, c: _Call) -> Rendered:
+    path = rng.choice(w.config_files)
+    lines = _config_lines(rng, w, path)
+    body = lines + list(c.extra)
+    return Rendered({"path": path}, f"Reading {path} for the relevant settings.", "\n".join(body))
+
+
+def _render_read_doc(rng: random.Random, w: World, c: _Call) -> Rendered:
+    if c.cjk:
+        path = rng.choice(w.cjk_doc_files)
+        header = [rng.choice(CJK_TITLES), ""]
+        pool = w.pools["cjk"]
+    else:
+        path = rng.choice(w.doc_files)
+        header = [f"# {w.repo}: {path.rsplit('/', 1)[-1][:-3]}", ""]
+        pool = w.pools["en"]
+    return Rendered({"path": path}, f"Reading {path} for background.", _fit(rng, pool, header, [], c.extra, c.target))
+
+
+def _render_tests_call(rng: random.Random, w: World, c: _Call) -> Rendered:
+    return _render_tests(rng, w, c.cls, c.target, c.extra, c.failure, c.passing)
+
+
+def _render_build(rng: random.Random, w: World, c: _Call) -> Rendered:
+    if w.lang == "python":
+        cmd = rng.choice(("pip install -e '.[test]'", "docker build -t {r}:dev .", "python -m build")).format(r=w.repo)
+    else:
+        cmd = rng.choice(("go build -v ./...", "docker build -t {r}:dev .", "go vet ./...")).format(r=w.repo)
+    footer = [rng.choice(("Successfully installed " + " ".join(f"{d}-{v}" for d, v in w.deps[:3]), f"#19 naming to docker.io/library/{w.repo}:dev done", "ok"))]
+    return Rendered({"command": cmd}, f"Rebuilding with `{cmd}`.", _fit(rng, w.pools["build"], [f"$ {cmd}"], footer, c.extra, c.target))
+
+
+def _render_gitlog(rng: random.Random, w: World, c: _Call) -> Rendered:
+    cmd = rng.choice(("git log --oneline -n 200", "git log --oneline -- {f}", "git log --oneline --since=2.weeks")).format(f=rng.choice(w.src_files))
+    return Rendered({"command": cmd}, "Looking at recent history.", _fit(rng, w.pools["gitlog"], [], [], c.extra, c.target))
+
+
+def _render_curl(rng: random.Random, w: World, c: _Call) -> Rendered:
+    svc = rng.choice(w.services)
+    cmd = rng.choice((f"curl -s http://localhost:8080/debug/events?service={svc}", f"kubectl logs deploy/{svc} --since=1h -n {w.pkg}", f"jq -c '.[]' logs/{svc}.json"))
+    return Rendered({"command": cmd}, f"Pulling recent {svc} logs.", _fit(rng, w.pools["jsonl"], [], [], c.extra, c.target))
+
+
+def _render_repro(rng: random.Random, w: World, c: _Call) -> Rendered:
     p = w.pools
-    if action in ("read_code", "read_alt"):
-        path = rng.choice(w.src_files if action == "read_code" else w.alt_files)
-        is_go = path.endswith(".go")
-        pool = p["go"] if is_go else p["py"]
-        if is_go:
-            pkgname = path.rsplit("/", 2)[-2] if "/" in path else "main"
-            header = [f"package {pkgname}", "", "import (", '\t"context"', '\t"errors"', '\t"fmt"', '\t"time"', "", '\t"go.uber.org/zap"', ")", ""]
-        else:
-            header = [f'"""{path.rsplit("/", 1)[-1][:-3].capitalize()} helpers for {w.pkg}."""', "", "from __future__ import annotations", "",
-                      "import logging", "from typing import Any", "", "import httpx", "", "logger = logging.getLogger(__name__)", ""]  # fmt: skip
-        args: dict[str, object] = {"path": path}
-        if cls != SMALL and rng.random() < 0.3:
-            args.update(offset=1, limit=2000)
-        lead = rng.choice(("Let me read {p} to see how {f} is implemented.", "Opening {p}.", "I need the current contents of {p}.",
-                           "Checking {p} for where {c} is used.")).format(p=path, f=rng.choice(w.functions), c=rng.choice(w.consts))  # fmt: skip
-        return Rendered(args, lead, _fit(rng, pool, header, [], extra, target))
-    if action == "read_config":
-        path = rng.choice(w.config_files)
-        lines = _config_lines(rng, w, path)
-        body = lines + list(extra)
-        return Rendered({"path": path}, f"Reading {path} for the relevant settings.", "\n".join(body))
-    if action == "read_doc":
-        if cjk:
-            path = rng.choice(w.cjk_doc_files)
-            header = [rng.choice(CJK_TITLES), ""]
-            pool = p["cjk"]
-        else:
-            path = rng.choice(w.doc_files)
-            header = [f"# {w.repo}: {path.rsplit('/', 1)[-1][:-3]}", ""]
-            pool = p["en"]
-        return Rendered({"path": path}, f"Reading {path} for background.", _fit(rng, pool, header, [], extra, target))
-    if action == "tests":
-        return _render_tests(rng, w, cls, target, extra, failure, passing)
-    if action == "build":
-        if w.lang == "python":
-            cmd = rng.choice(("pip install -e '.[test]'", "docker build -t {r}:dev .", "python -m build")).format(r=w.repo)
-        else:
-            cmd = rng.choice(("go build -v ./...", "docker build -t {r}:dev .", "go vet ./...")).format(r=w.repo)
-        footer = [rng.choice(("Successfully installed " + " ".join(f"{d}-{v}" for d, v in w.deps[:3]), f"#19 naming to docker.io/library/{w.repo}:dev done", "ok"))]
-        return Rendered({"command": cmd}, f"Rebuilding with `{cmd}`.", _fit(rng, p["build"], [f"$ {cmd}"], footer, extra, target))
-    if action == "gitlog":
-        cmd = rng.choice(("git log --oneline -n 200", "git log --oneline -- {f}", "git log --oneline --since=2.weeks")).format(f=rng.choice(w.src_files))
-        return Rendered({"command": cmd}, "Looking at recent history.", _fit(rng, p["gitlog"], [], [], extra, target))
-    if action == "curl":
-        svc = rng.choice(w.services)
-        cmd = rng.choice((f"curl -s http://localhost:8080/debug/events?service={svc}", f"kubectl logs deploy/{svc} --since=1h -n {w.pkg}", f"jq -c '.[]' logs/{svc}.json"))
-        return Rendered({"command": cmd}, f"Pulling recent {svc} logs.", _fit(rng, p["jsonl"], [], [], extra, target))
-    if action == "repro":
-        script = f"scripts/repro_{rng.choice(NOUNS)}.{'py' if w.lang == 'python' else 'go'}"
-        cmd = f"python {script}" if w.lang == "python" else f"go run ./{script}"
-        text = _fit(rng, p["log"], [f"$ {cmd}"], [rng.choice(p["trace"].items), "exit status 1"], extra, target)
-        return Rendered({"command": cmd, "timeout_s": 120}, f"Running the reproduction script {script}.", text, is_error=True)
-    if action == "find":
-        cmd = rng.choice(("find . -name '*.{e}' -not -path './.venv/*'", "find . -type f -newer {f}")).format(e="py" if w.lang == "python" else "go", f=rng.choice(w.config_files))
-        return Rendered({"command": cmd}, "Listing candidate files.", _fit(rng, p["find"], [], [], extra, target))
-    if action == "misc":
-        cmd, out = rng.choice((
-            ("git status --short", "\n".join(f" M {f}" for f in rng.sample(w.src_files, 3)) + "\n?? " + rng.choice(w.test_files)),
-            ("python --version" if w.lang == "python" else "go version", "Python 3.11.9" if w.lang == "python" else "go version go1.22.4 linux/amd64"),
-            (f"wc -l {' '.join(w.src_files[:3])}", "\n".join(f"  {rng.randint(40, 900)} {f}" for f in w.src_files[:3])),
-            ("git branch --show-current", f"fix/{w.ticket_prefix.lower()}-{rng.randint(100, 999)}-{rng.choice(NOUNS)}"),
-        ))  # fmt: skip
-        return Rendered({"command": cmd}, f"Quick check: `{cmd}`.", "\n".join([out, *extra]))
-    if action == "grep":
-        sym = rng.choice(w.functions + w.consts)
-        return Rendered({"pattern": sym, "path": "."}, f"Searching for usages of {sym}.", _fit(rng, p["grep"], [], [], extra, target))
-    if action in ("ls", "tree"):
-        d = rng.choice(w.dirs)
-        if action == "ls":
-            return Rendered({"path": d}, f"Listing {d} to get oriented.", _fit(rng, p["ls"], [f"total {rng.randint(8, 400)}"], [], extra, target))
-        return Rendered({"path": d, "recursive": True}, f"Walking {d} recursively.", _fit(rng, p["find"], [d], [], extra, target))
-    if action == "diff":
-        path = rng.choice(w.src_files)
-        header = [f"diff --git a/{path} b/{path}", f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644", f"--- a/{path}", f"+++ b/{path}"]
-        return Rendered({"path": path}, f"Reviewing my changes to {path} so far.", _fit(rng, p["diff"], header, [], extra, target))
-    if action == "edit":
-        path = edit_path or rng.choice(w.src_files + w.test_files)
-        code = p["go" if path.endswith(".go") else "py"]
-        block = code.items[int(rng.random() * len(code.items))].split("\n")
-        old = block[rng.randrange(len(block))] or block[0]
-        new = _edit_line(rng, old, path.endswith(".go"))
-        desc = edit_desc or rng.choice(("tightening the bounds check", "clamping the value to the cap", "handling the empty case", "renaming for clarity"))
-        out = f"Edited {path}: replaced 1 occurrence ({1 + old.count(chr(10))} line -> {1 + new.count(chr(10))} line)."
-        if extra:
-            out += "\n" + "\n".join(extra)
-        return Rendered({"path": path, "old_string": old, "new_string": new}, f"Editing {path}: {desc}.", out, path=path)
-    if action == "write":
-        path = edit_path or _new_file(rng, w)
-        code = p["go" if path.endswith(".go") else "py"]
-        content = "\n".join(code.items[int(rng.random() * len(code.items))] for _ in range(rng.randint(1, 3)))
-        out = f"Wrote {len(content.encode('utf-8'))} bytes to {path}."
-        if extra:
-            out += "\n" + "\n".join(extra)
-        return Rendered({"path": path, "content": content}, f"Creating {path}.", out, path=path)
-    raise AssertionError(f"unhandled action {action!r}")  # pragma: no cover - ACTIONS and render() disagree
+    script = f"scripts/repro_{rng.choice(NOUNS)}.{'py' if w.lang == 'python' else 'go'}"
+    cmd = f"python {script}" if w.lang == "python" else f"go run ./{script}"
+    text = _fit(rng, p["log"], [f"$ {cmd}"], [rng.choice(p["trace"].items), "exit status 1"], c.extra, c.target)
+    return Rendered({"command": cmd, "timeout_s": 120}, f"Running the reproduction script {script}.", text, is_error=True)
+
+
+def _render_find(rng: random.Random, w: World, c: _Call) -> Rendered:
+    cmd = rng.choice(("find . -name '*.{e}' -not -path './.venv/*'", "find . -type f -newer {f}")).format(e="py" if w.lang == "python" else "go", f=rng.choice(w.config_files))
+    return Rendered({"command": cmd}, "Listing candidate files.", _fit(rng, w.pools["find"], [], [], c.extra, c.target))
+
+
+def _render_misc(rng: random.Random, w: World, c: _Call) -> Rendered:
+    cmd, out = rng.choice((
+        ("git status --short", "\n".join(f" M {f}" for f in rng.sample(w.src_files, 3)) + "\n?? " + rng.choice(w.test_files)),
+        ("python --version" if w.lang == "python" else "go version", "Python 3.11.9" if w.lang == "python" else "go version go1.22.4 linux/amd64"),
+        (f"wc -l {' '.join(w.src_files[:3])}", "\n".join(f"  {rng.randint(40, 900)} {f}" for f in w.src_files[:3])),
+        ("git branch --show-current", f"fix/{w.ticket_prefix.lower()}-{rng.randint(100, 999)}-{rng.choice(NOUNS)}"),
+    ))  # fmt: skip
+    return Rendered({"command": cmd}, f"Quick check: `{cmd}`.", "\n".join([out, *c.extra]))
+
+
+def _render_grep(rng: random.Random, w: World, c: _Call) -> Rendered:
+    sym = rng.choice(w.functions + w.consts)
+    return Rendered({"pattern": sym, "path": "."}, f"Searching for usages of {sym}.", _fit(rng, w.pools["grep"], [], [], c.extra, c.target))
+
+
+def _render_ls(rng: random.Random, w: World, c: _Call) -> Rendered:
+    d = rng.choice(w.dirs)
+    return Rendered({"path": d}, f"Listing {d} to get oriented.", _fit(rng, w.pools["ls"], [f"total {rng.randint(8, 400)}"], [], c.extra, c.target))
+
+
+def _render_tree(rng: random.Random, w: World, c: _Call) -> Rendered:
+    d = rng.choice(w.dirs)
+    return Rendered({"path": d, "recursive": True}, f"Walking {d} recursively.", _fit(rng, w.pools["find"], [d], [], c.extra, c.target))
+
+
+def _render_diff(rng: random.Random, w: World, c: _Call) -> Rendered:
+    path = rng.choice(w.src_files)
+    header = [f"diff --git a/{path} b/{path}", f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644", f"--- a/{path}", f"+++ b/{path}"]
+    return Rendered({"path": path}, f"Reviewing my changes to {path} so far.", _fit(rng, w.pools["diff"], header, [], c.extra, c.target))
+
+
+def _render_edit(rng: random.Random, w: World, c: _Call) -> Rendered:
+    path = c.edit_path or rng.choice(w.src_files + w.test_files)
+    code = w.pools["go" if path.endswith(".go") else "py"]
+    block = code.items[int(rng.random() * len(code.items))].split("\n")
+    old = block[rng.randrange(len(block))] or block[0]
+    new = _edit_line(rng, old, path.endswith(".go"))
+    desc = c.edit_desc or rng.choice(("tightening the bounds check", "clamping the value to the cap", "handling the empty case", "renaming for clarity"))
+    out = f"Edited {path}: replaced 1 occurrence ({1 + old.count(chr(10))} line -> {1 + new.count(chr(10))} line)."
+    if c.extra:
+        out += "\n" + "\n".join(c.extra)
+    return Rendered({"path": path, "old_string": old, "new_string": new}, f"Editing {path}: {desc}.", out, path=path)
+
+
+def _render_write(rng: random.Random, w: World, c: _Call) -> Rendered:
+    path = c.edit_path or _new_file(rng, w)
+    code = w.pools["go" if path.endswith(".go") else "py"]
+    content = "\n".join(code.items[int(rng.random() * len(code.items))] for _ in range(rng.randint(1, 3)))
+    out = f"Wrote {len(content.encode('utf-8'))} bytes to {path}."
+    if c.extra:
+        out += "\n" + "\n".join(c.extra)
+    return Rendered({"path": path, "content": content}, f"Creating {path}.", out, path=path)
+
+
+_RENDERERS: dict[str, Callable[[random.Random, World, _Call], Rendered]] = {
+    "read_code": _render_read_code,
+    "read_alt": _render_read_code,
+    "read_config": _render_read_config,
+    "read_doc": _render_read_doc,
+    "tests": _render_tests_call,
+    "build": _render_build,
+    "gitlog": _render_gitlog,
+    "curl": _render_curl,
+    "repro": _render_repro,
+    "find": _render_find,
+    "misc": _render_misc,
+    "grep": _render_grep,
+    "ls": _render_ls,
+    "tree": _render_tree,
+    "diff": _render_diff,
+    "edit": _render_edit,
+    "write": _render_write,
+}
+"""The renderer of each action (content kind) that :data:`ACTIONS` can draw."""
 
 
 def _edit_line(rng: random.Random, old: str, go: bool) -> str:
