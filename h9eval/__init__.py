@@ -5,12 +5,9 @@ The public API is what this module exports; the CLI calls the same functions.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from h9eval.core.provenance import h9eval_version
 
-try:
-    __version__ = version("h9eval")
-except PackageNotFoundError:  # a checkout on sys.path without an install
-    __version__ = "0+unknown"
+__version__ = h9eval_version()
 
 from h9eval.compaction import (
     Anchor,

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from h9eval.core.paths import repo_root
 
-__all__ = ["provenance", "git_state", "package_versions"]
+__all__ = ["git_state", "h9eval_version", "package_versions", "provenance", "source_hash", "tree_hash"]
 
 _PACKAGES = ("h9eval", "pandas", "pyarrow", "matplotlib", "anthropic", "datasets", "rapidfuzz", "tqdm", "dask", "distributed", "quicktok-v1")
 
@@ -43,15 +45,43 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+@lru_cache(maxsize=1)
+def h9eval_version() -> str:
+    """h9eval's version from the installed package's metadata (``0+unknown`` for a checkout on
+    ``sys.path`` without an install); ``h9eval.__version__`` is this value."""
+    try:
+        return importlib.metadata.version("h9eval")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 def provenance() -> dict[str, Any]:
     """Everything a manifest records about where results came from (no secrets)."""
-    from h9eval import __version__
-
     return {
-        "h9eval_version": __version__,
+        "h9eval_version": h9eval_version(),
         **git_state(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
     }
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 (hex) of every ``.py`` file under ``root``: relative path and bytes, in sorted
+    path order, so the same tree gives the same hash on any machine and any checkout path."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py"), key=lambda q: q.relative_to(root).as_posix()):
+        data = p.read_bytes()
+        rel = p.relative_to(root).as_posix().encode()
+        # lengths delimit the fields, so no two different trees feed the same byte stream
+        h.update(b"%d:%s%d:" % (len(rel), rel, len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """:func:`tree_hash` of the h9eval package this process runs, computed once per process: a
+    sweep reuses a finished cell only when the code that produced it is the same."""
+    return tree_hash(Path(__file__).resolve().parents[1])
