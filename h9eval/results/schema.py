@@ -6,7 +6,11 @@ from __future__ import annotations
 
 
 CALLS_SCHEMA_VERSION = 1
-"""Version of the ``calls`` table (one row per model call; bump on a change of meaning)."""
+"""Version of the ``calls`` table (one row per model call; bump on a change of meaning).
+
+Columns are only ever appended at the end, without a bump: a column added later is absent
+from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
+as a value. Added since version 1 was first written: ``raw_tokens_sent``."""
 
 
 CALL_COLUMNS = (
@@ -51,6 +55,7 @@ CALL_COLUMNS = (
     "masked_results",
     "na_overwrites",
     "na_overwrites_prevented",
+    "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
 )
 
 

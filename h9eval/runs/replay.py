@@ -240,6 +240,11 @@ class CallStats:
     """harness9's estimate of the view sent (without the tool schemas)."""
     tokens_sent: int
     """``view_tokens`` plus the tool schemas' tokens."""
+    raw_tokens_sent: int
+    """What the uncompacted transcript would send at this call: harness9's estimate of every
+    transcript message before the call as recorded (no tool-time offload, no write-back; plus
+    the system prompt the replay prepends) plus the tool schemas' tokens. The one baseline of
+    tokens saved, the same for every policy and history mode."""
     compactions: tuple[Compaction, ...]
     """The call's compactions in order: a manual ``/compact`` (when asked), then the automatic one."""
     offloads_tool_time_count: int
@@ -313,6 +318,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "masked_results": int(rec.extra.get(EXTRA_MASKED, 0)) if rec is not None else 0,
         "na_overwrites": len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
         "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
+        "raw_tokens_sent": call.raw_tokens_sent,
     }
 
 
@@ -465,6 +471,7 @@ class _ReplayLoop:
             # its compactor leaves a list without a system message untouched.
             self.history.append(Message("system", cfg.system_prompt))
         self.hist_bytes = sum(m.nbytes for m in self.history)
+        self.raw_bytes = self.hist_bytes  # the uncompacted transcript so far, as recorded
         self.calls_by_id: dict[str, ToolCall] = {}
         self.rows: list[dict[str, Any]] = []
         self.probe_rows: list[dict[str, Any]] = []
@@ -482,6 +489,7 @@ class _ReplayLoop:
                 self._model_call(i, m)
             else:
                 self._arrive(m)
+            self.raw_bytes += m.nbytes
         self.outputs.flush()
 
     # -- the history ------------------------------------------------------------------------
@@ -556,6 +564,7 @@ class _ReplayLoop:
             history_messages=h_msgs,
             view_tokens=view_tokens,
             tokens_sent=view_tokens + self.run_facts.tool_schema_tokens,
+            raw_tokens_sent=self.raw_bytes // 4 + self.run_facts.tool_schema_tokens,
             compactions=tuple(comps),
             offloads_tool_time_count=self.hook_count,
             offloads_tool_time_bytes=self.hook_bytes,
