@@ -178,3 +178,25 @@ def test_anchor_retention_from_compactions() -> None:
     w = M.anchor_retention(comps)
     assert list(w.index) == ["user_intent", "key_decision"]
     assert w.loc["key_decision", 0] == 0.0 and w.loc["key_decision", 1] == 1.0
+
+
+def test_retention_after_compaction_is_a_separate_conditional_view() -> None:
+    """The main number is every grid checkpoint; the conditional view only those after the
+    first compaction; unknown after_compaction (old rows) never counts as after."""
+    p = pd.DataFrame(
+        {
+            "run_id": ["r"] * 4,
+            "checkpoint_call_index": [4, 9, 14, 19],
+            "probe_kind": ["fact"] * 4,
+            "method": ["recall"] * 4,
+            "scope": ["view"] * 4,
+            "score": [1.0, 1.0, 0.5, 0.0],
+            "answerable": [True] * 4,
+            "after_compaction": [False, None, True, True],
+        }
+    )
+    c = calls_frame("r", ["none"] * 20)
+    rm = M.run_metrics(c, p).set_index("run_id")
+    assert math.isclose(rm.loc["r", "retention"], 2.5 / 4)
+    assert math.isclose(rm.loc["r", "retention_after_compaction"], 0.25)
+    assert len(M.retention(p.drop(columns=["after_compaction"]), by=("run_id",), after_compaction_only=True)) == 0

@@ -575,7 +575,9 @@ def test_checkpoints_selection() -> None:
         {"call_index": 4, "message_index": 9, "tier": "none", "tokens": None, "view": v, "compacted": True},
         (5, 11, "none", 100, v),
     ]
-    cps = checkpoints(rows)
+    # the default is the grid shared by every policy: here (no every_k) only the last call
+    assert [(c.call_index, c.n_compactions, c.reasons) for c in checkpoints(rows)] == [(5, 3, ("end",))]
+    cps = checkpoints(rows, after_compaction=True)
     assert [(c.call_index, c.n_compactions, c.reasons) for c in cps] == [
         (1, 1, ("compaction",)),
         (3, 2, ("compaction",)),
@@ -602,7 +604,7 @@ def test_tables_columns_and_intent_lost_after_compaction() -> None:
         (2, END, Tier.FULL, None, dropped),
         (3, END, Tier.FULL, None, dropped),
     ]
-    rows = probe_checkpoints(task, calls, run_id="r1", scorers=["recall"])
+    rows = probe_checkpoints(task, calls, run_id="r1", scorers=["recall"], after_compaction=True)
     assert rows and all(tuple(r) == PROBE_COLUMNS for r in rows)
     df = drift_table(rows)
     assert tuple(df.columns) == DRIFT_COLUMNS and df.attrs["schema_version"] == 1
@@ -672,3 +674,32 @@ def test_synthetic_controls() -> None:
     rest = [v for k, v in s.items() if not k.startswith("fact:")]
     assert facts and max(facts) == 0.0, s
     assert sum(rest) / len(rest) >= 0.9, s
+
+
+def test_checkpoint_grid_is_the_tasks_and_the_same_for_every_policy() -> None:
+    """Every policy is probed at the same calls (every k-th call index and the last), however
+    often it compacts; the post-compaction rows are a labelled column, not extra checkpoints."""
+    from h9eval.compaction import make_policy
+    from h9eval.probes.drift import checkpoint_grid
+    from h9eval.probes.runner import make_probe_fn
+    from h9eval.runs.replay import ReplayConfig, replay
+    from h9eval.tasks.synthetic import generate
+
+    assert checkpoint_grid(10, 4) == (3, 7, 9) and checkpoint_grid(8, 4) == (3, 7) and checkpoint_grid(3, None) == (2,)
+    assert checkpoint_grid(0, 3) == ()
+    with pytest.raises(ConfigError, match="every_k"):
+        checkpoint_grid(5, 0)
+    task = generate("small", seed=0)
+    fn = make_probe_fn(["recall"])
+    grids, after = {}, {}
+    for kind, params in (("keep_all", {}), ("drop_all", {}), ("progressive", {"context_window_tokens": 6000})):
+        r = replay(task, make_policy(kind, **params), config=ReplayConfig(context_window_tokens=6000), probe_fn=fn, probe_every_k=5)
+        grids[kind] = sorted(set(r.probes["checkpoint_call_index"]))
+        after[kind] = r.probes
+        if kind != "keep_all":
+            assert r.calls["compacted"].sum() > len(grids[kind]), "the policy must compact off the grid too"
+    assert grids["keep_all"] == grids["drop_all"] == grids["progressive"] == list(checkpoint_grid(task.n_calls, 5))
+    assert not after["keep_all"]["after_compaction"].any()
+    p = after["progressive"]
+    assert p["after_compaction"].any() and not p["after_compaction"].all()
+    assert (p["after_compaction"] == (p["n_compactions"] > 0)).all()

@@ -17,7 +17,10 @@ Definitions used throughout:
 * **peak tokens sent** / **peak ratio to the window** of a run: the largest ``tokens_sent``,
   and that over the run's ``context_window_tokens`` (> 1: some call overflowed).
 * **retention** of a run: mean probe ``score`` over *answerable* probes (method ``recall`` and
-  scope ``view`` unless told otherwise), overall and per ``probe_kind``.
+  scope ``view`` unless told otherwise), overall and per ``probe_kind``, on the task's
+  checkpoint grid (the same calls for every policy). **retention after compaction** is the
+  conditional view "after the policy compacted at least once" (grid checkpoints with
+  ``after_compaction``): its own column, never mixed into ``retention``.
 * a **config**: ``policy_kind`` + ``params_hash`` (+ ``history_mode``, ``summarizer``); its
   label names the parameters that differ from the policy's defaults.
 """
@@ -170,15 +173,26 @@ def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
     return p[p["score"].notna()]
 
 
-def retention(probes: Any, *, by: Sequence[str] = ("run_id", "probe_kind"), method: str | None = "recall", scope: str | None = "view") -> Any:
+def retention(
+    probes: Any,
+    *,
+    by: Sequence[str] = ("run_id", "probe_kind"),
+    method: str | None = "recall",
+    scope: str | None = "view",
+    after_compaction_only: bool = False,
+) -> Any:
     """Mean score over answerable probes, grouped by ``by`` (default per run and probe kind).
 
     Columns: ``by`` + ``retention`` (mean score) + ``n_probes``. ``method``/``scope``: filters
-    (default ``recall``/``view``; ``None`` keeps all).
+    (default ``recall``/``view``; ``None`` keeps all). ``after_compaction_only``: the
+    conditional view, only checkpoints after the policy's first compaction (rows without the
+    ``after_compaction`` column or with it unknown are left out).
     """
     import pandas as pd
 
     p = _probe_subset(probes, method, scope)
+    if after_compaction_only:
+        p = p[p["after_compaction"].fillna(False).astype(bool)] if "after_compaction" in p.columns else p.iloc[0:0]
     if len(p) == 0:
         return pd.DataFrame(columns=[*by, "retention", "n_probes"])
     g = p.groupby(list(by), sort=True)["score"].agg(["mean", "size"]).reset_index()
@@ -216,7 +230,8 @@ def _run_info(runs: Any | None, calls: Any) -> Any:
 def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, *, method: str = "recall") -> Any:
     """One row per run: config columns, ``tokens_saved``, ``peak_tokens_sent``,
     ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds),
-    ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
+    ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
+    before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
     ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``n_compactions`` (calls
     that compacted), ``never_compacted`` (the run never compacted: its scores say nothing
     about the policy), ``calls``, ``label`` (see :func:`config_label`). ``runs`` (optional): the sweep's runs table,
@@ -244,12 +259,15 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
         out = out.merge(overall, on="run_id", how="left")
+        cond = retention(probes, by=("run_id",), method=method, after_compaction_only=True)[["run_id", "retention"]]
+        out = out.merge(cond.rename(columns={"retention": "retention_after_compaction"}), on="run_id", how="left")
         per = retention(probes, by=("run_id", "probe_kind"), method=method)
         if len(per):
             wide = per.pivot(index="run_id", columns="probe_kind", values="retention").add_prefix("retention_").reset_index()
             out = out.merge(wide, on="run_id", how="left")
     else:
         out["retention"] = math.nan
+        out["retention_after_compaction"] = math.nan
     for c in ("overflows", "emergencies", "fallbacks", "summarizer_calls", "calls", "n_compactions"):
         if c in out.columns:
             out[c] = out[c].fillna(0).astype(int)

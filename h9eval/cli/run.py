@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=int, default=None, help="the run's context window (tokens); sets the policy's context_window_tokens unless --set gives another")
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
-    p.add_argument("--probe-every", type=int, default=None, help="also probe every K calls")
+    p.add_argument("--probe-every", type=int, default=None, help="probe every K-th call (and always the last): the same calls for every policy")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=_run)
 

@@ -37,6 +37,7 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "PASS_THRESHOLD",
     "Checkpoint",
+    "checkpoint_grid",
     "checkpoints",
     "probe_view",
     "probe_checkpoints",
@@ -58,7 +59,9 @@ PASS_THRESHOLD = 0.5
 compactions performed up to and including this call (``None`` when the caller did not say).
 ``tier_at_checkpoint``: the tier label (``none``, ``warn``, ``soft``, ``full``, ``emergency``)
 or ``None``. ``tokens_at_checkpoint``: tokens of the view (default: harness9's estimate).
-``method``: ``recall``, ``semantic``, ``llm``, ``llm_exact``. ``scope``: ``view`` or
+``after_compaction``: the policy had compacted at least once by this call (``None`` when
+unknown): the conditional view, never mixed into the main number. ``method``: ``recall``,
+``semantic``, ``llm``, ``llm_exact``. ``scope``: ``view`` or
 ``anchors``. ``score``/``baseline_score``: [0, 1] or NaN.
 """
 
@@ -129,21 +132,37 @@ def _tier(v: Any) -> Tier:
         raise ConfigError(str(e)) from None
 
 
+def checkpoint_grid(n_calls: int, every_k: int | None) -> tuple[int, ...]:
+    """The calls a task is probed at, whatever the policy: every ``every_k``-th call on the
+    task's own call index (0-based indices ``k-1, 2k-1, ...``; ``None`` = none) plus its last
+    call. A function of the task alone, so every policy is scored at the same moments; a
+    checkpoint chosen by a policy's own compactions would compare each policy at different
+    moments (a policy that compacts often is probed often, right after it dropped things)."""
+    if every_k is not None and (isinstance(every_k, bool) or not isinstance(every_k, int) or every_k < 1):
+        raise ConfigError(f"every_k must be >= 1 calls (or None), got {every_k!r}")
+    if n_calls <= 0:
+        return ()
+    grid = set(range(every_k - 1, n_calls, every_k)) if every_k is not None else set()
+    grid.add(n_calls - 1)
+    return tuple(sorted(grid))
+
+
 def checkpoints(
     call_rows: Sequence[Any],
     every_k: int | None = None,
-    after_compaction: bool = True,
+    after_compaction: bool = False,
     at_end: bool = True,
 ) -> list[Checkpoint]:
-    """Pick the calls to probe.
+    """Pick the calls to probe (by default :func:`checkpoint_grid`'s, shared by every policy).
 
     ``call_rows``: one per replayed model call, in call order: a mapping with keys
     ``call_index``, ``message_index`` (last transcript message the view covers), ``tier``
     (:class:`Tier`, its int or label), ``tokens`` (int or ``None``) and ``view`` (the messages
     sent), optionally ``compacted`` (bool), or a 5-tuple in that order. A call counts as a
     compaction when ``compacted`` is true or, when absent, its tier is not ``none``.
-    ``every_k``: also every k-th call (the k-th, 2k-th, ... row; default ``None`` = off).
-    ``after_compaction``: every call that compacted (default True). ``at_end``: the last call
+    ``every_k``: every k-th call by call index (indices k-1, 2k-1, ...; default ``None`` = off).
+    ``after_compaction``: also every call that compacted (default False: those moments differ
+    per policy, so scores there are not comparable across policies). ``at_end``: the last call
     (default True).
     """
     if every_k is not None and every_k < 1:
@@ -158,7 +177,7 @@ def checkpoints(
         reasons = []
         if after_compaction and compacted:
             reasons.append("compaction")
-        if every_k is not None and (i + 1) % every_k == 0:
+        if every_k is not None and (int(r["call_index"]) + 1) % every_k == 0:
             reasons.append("every_k")
         if at_end and i == len(rows) - 1:
             reasons.append("end")
@@ -240,6 +259,7 @@ def probe_view(
         "tier_at_checkpoint": tier_label,
         "tokens_at_checkpoint": n_tokens,
     }
+    after = None if n_compactions is None else bool(n_compactions > 0)
     rows: list[dict[str, Any]] = []
     nan = float("nan")
     for s in objs:
@@ -271,6 +291,7 @@ def probe_view(
                             "baseline_score": nan if b is None else float(b),
                             "passed": bool(sc >= PASS_THRESHOLD),
                             "answerable": True,
+                            "after_compaction": after,
                         }
                     )
             for p in plist:
@@ -286,6 +307,7 @@ def probe_view(
                             "baseline_score": nan,
                             "passed": False,
                             "answerable": False,
+                            "after_compaction": after,
                         }
                     )
     return rows
@@ -334,6 +356,9 @@ def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
     import pandas as pd
 
     df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(PROBE_COLUMNS))
+    if "after_compaction" not in df.columns and "n_compactions" in df.columns:
+        # rows written before the column existed: derived from what they do say
+        df["after_compaction"] = [None if pd.isna(n) else bool(n > 0) for n in df["n_compactions"]]
     missing = [c for c in PROBE_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"probe rows lack columns {', '.join(missing)} (expected PROBE_COLUMNS)")

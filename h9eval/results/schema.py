@@ -200,7 +200,13 @@ _SORT_KEYS: dict[str, tuple[str, ...]] = {
 
 
 PROBE_SCHEMA_VERSION = 1
-"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope)."""
+"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope).
+
+As for the calls table, columns are appended without a bump (older files lack them; readers
+derive or treat them as unknown). Added since version 1 was first written:
+``after_compaction``. Since then the replay also probes one checkpoint grid per task
+(:func:`h9eval.probes.drift.checkpoint_grid`) instead of after every compaction: the rows
+mean the same, there are fewer of them."""
 
 
 PROBE_COLUMNS: tuple[str, ...] = (
@@ -220,6 +226,7 @@ PROBE_COLUMNS: tuple[str, ...] = (
     "baseline_score",
     "passed",
     "answerable",
+    "after_compaction",  # bool | None: the policy had compacted at least once by this checkpoint
 )
 
 

@@ -60,6 +60,7 @@ from h9eval.core.paths import prepare_out_dir, safe_name, write_json_atomic
 from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
+from h9eval.probes.drift import checkpoint_grid
 from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
 from h9eval.results.schema import (
@@ -464,7 +465,6 @@ class _ReplayLoop:
         self.hook = hook
         self.outputs = outputs
         self.probe_fn = probe_fn
-        self.probe_every_k = probe_every_k
         self.history: list[Message] = []
         if not task.messages or task.messages[0].role != "system":
             # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
@@ -479,6 +479,7 @@ class _ReplayLoop:
         self.views: list[tuple[Message, ...]] | None = [] if cfg.keep_views else None
         self.hook_count = self.hook_bytes = 0  # tool-time offloads since the last call
         self.n_calls = sum(1 for m in task.messages if m.role == "assistant")
+        self.grid = frozenset(checkpoint_grid(self.n_calls, probe_every_k))
         self.call_index = -1
         self.n_compactions = 0
         self._manual_at = set(cfg.manual_compact_at)
@@ -590,8 +591,7 @@ class _ReplayLoop:
     def _probe(self, call: CallStats, row: dict[str, Any], view: tuple[Message, ...]) -> None:
         if self.probe_fn is None:
             return
-        k = self.probe_every_k
-        if not (row["compacted"] or (k and call.call_index % k == 0) or call.call_index == self.n_calls - 1):
+        if call.call_index not in self.grid:
             return
         at = CallCheckpoint(
             run_id=self.run_facts.run_id,
@@ -626,8 +626,9 @@ def replay(
     ``calls.parquet``, ``compactions.parquet``, ``probes.parquet``, harness9's
     ``compaction_records/*.jsonl``, ``sessions.db`` (unless ``session_store`` is false) and
     ``manifest.json`` are written there. ``offload_root``: where offload files go (default
-    ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called after every
-    compaction, every ``probe_every_k`` calls and at the last call. ``session_id``: names
+    ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called on the task's
+    checkpoint grid (:func:`~h9eval.probes.drift.checkpoint_grid`: every ``probe_every_k``-th
+    call and the last one, the same calls for every policy). ``session_id``: names
     offload folders and record files (default: derived from the run id); sweeps pass the task
     id so identical summary prompts hit the shared cache.
     """
