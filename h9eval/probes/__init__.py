@@ -2,7 +2,9 @@
 
 ``probes_for(task, i)`` builds the questions; ``probe_view(task, view, i, scorers=...)`` scores
 a view (one row per probe, method and scope, see :data:`PROBE_COLUMNS`); ``drift_table`` and
-``summarize_drift`` turn rows into tables; ``checkpoints`` picks the replay calls to probe.
+``summarize_drift`` turn rows into tables; ``checkpoints`` picks the replay calls to probe;
+``placebo_results``/``placebo_table`` score every probe against unrelated tasks' histories
+(chance passes) and ``with_placebo`` fills those rates into probe rows.
 
 Scorers (by name, :func:`make_scorer`): ``recall`` (offline, default), ``semantic`` (the
 ``semantic`` extra), ``llm`` (Anthropic or any injected text client). Importing this package
@@ -25,6 +27,17 @@ from h9eval.probes.drift import (
     summarize_drift,
 )
 from h9eval.probes.llm import AnthropicTextClient, LLMScorer, PromptCache, TextClient, judge_agreement
+from h9eval.probes.placebo import (
+    DEFAULT_PLACEBO_PARTNERS,
+    PLACEBO_COLUMNS,
+    PLACEBO_MAX_PASS_RATE,
+    PlaceboResult,
+    placebo_by_kind,
+    placebo_partners,
+    placebo_results,
+    placebo_table,
+    with_placebo,
+)
 from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, normalize_arguments, probes_for
 from h9eval.probes.recall import RecallScorer
 from h9eval.probes.scorers import ProbeInput, Scorer, make_scorer, register_scorer, scorer_registry
@@ -34,9 +47,13 @@ from h9eval.probes.text import TextIndex, normalize, render_messages
 __all__ = [
     "AnthropicTextClient",
     "Checkpoint",
+    "DEFAULT_PLACEBO_PARTNERS",
     "DRIFT_COLUMNS",
     "LLMScorer",
     "PASS_THRESHOLD",
+    "PLACEBO_COLUMNS",
+    "PLACEBO_MAX_PASS_RATE",
+    "PlaceboResult",
     "PROBE_COLUMNS",
     "PROBE_KINDS",
     "PROBE_SCHEMA_VERSION",
@@ -58,6 +75,10 @@ __all__ = [
     "next_action_probe",
     "normalize",
     "normalize_arguments",
+    "placebo_by_kind",
+    "placebo_partners",
+    "placebo_results",
+    "placebo_table",
     "probe_checkpoints",
     "probe_view",
     "probes_for",
@@ -66,4 +87,5 @@ __all__ = [
     "scorer_registry",
     "semantic_available",
     "summarize_drift",
+    "with_placebo",
 ]
