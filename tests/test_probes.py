@@ -23,6 +23,7 @@ from h9eval.probes import (
     PROBE_COLUMNS,
     PROBE_KINDS,
     SUMMARY_COLUMNS,
+    JudgeAgreement,
     LLMScorer,
     PromptCache,
     RecallScorer,
@@ -446,7 +447,7 @@ def test_llm_with_informed_fakes_scores_full_history_high() -> None:
     n_questions = len({p.question for p in probes_for(task, END) if p.answerable})
     assert len(answerer.calls) == 2 * n_questions and len(judge.calls) == 2 * 8
     assert all(r["baseline_score"] == 1.0 for r in rows if r["answerable"])
-    assert judge_agreement(drift_table(rows)) == {"n": 2, "agreement": 1.0, "judge_yes_exact_no": 0, "judge_no_exact_yes": 0}
+    assert judge_agreement(drift_table(rows)) == JudgeAgreement(n=2, agreement=1.0, judge_yes_exact_no=0, judge_no_exact_yes=0)
 
 
 def test_llm_low_when_answerer_is_wrong() -> None:
@@ -461,7 +462,7 @@ def test_llm_low_when_answerer_is_wrong() -> None:
     lenient = FakeClient(lambda s, u: "Yes.")
     rows = probe_view(task, task.messages[: END + 1], END, scorers=[LLMScorer(answerer=wrong, judge=lenient)], baseline=False)
     agr = judge_agreement(drift_table(rows))
-    assert agr["n"] == 2 and agr["agreement"] == 0.0 and agr["judge_yes_exact_no"] == 2
+    assert agr.n == 2 and agr.agreement == 0.0 and agr.judge_yes_exact_no == 2
 
 
 def test_llm_drop_all_low_and_anchors_scope_without_compaction() -> None:

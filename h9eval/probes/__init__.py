@@ -26,7 +26,17 @@ from h9eval.probes.drift import (
     probe_view,
     summarize_drift,
 )
-from h9eval.probes.llm import AnthropicTextClient, LLMScorer, PromptCache, TextClient, judge_agreement
+from h9eval.probes.llm import (
+    AUDIT_COLUMNS,
+    AnthropicTextClient,
+    JudgeAgreement,
+    LLMScorer,
+    PromptCache,
+    TextClient,
+    TextReply,
+    judge_agreement,
+    judge_agreement_table,
+)
 from h9eval.probes.placebo import (
     DEFAULT_PLACEBO_PARTNERS,
     PLACEBO_COLUMNS,
@@ -45,10 +55,12 @@ from h9eval.probes.semantic import SemanticScorer, semantic_available
 from h9eval.probes.text import TextIndex, normalize, render_messages
 
 __all__ = [
+    "AUDIT_COLUMNS",
     "AnthropicTextClient",
     "Checkpoint",
     "DEFAULT_PLACEBO_PARTNERS",
     "DRIFT_COLUMNS",
+    "JudgeAgreement",
     "LLMScorer",
     "PASS_THRESHOLD",
     "PLACEBO_COLUMNS",
@@ -66,11 +78,13 @@ __all__ = [
     "SemanticScorer",
     "TextClient",
     "TextIndex",
+    "TextReply",
     "anchor_overwrites",
     "checkpoints",
     "count_anchor_overwrites",
     "drift_table",
     "judge_agreement",
+    "judge_agreement_table",
     "make_scorer",
     "next_action_probe",
     "normalize",

@@ -264,7 +264,8 @@ def probe_view(
             plist.append(na)
     live = [p for p in plist if p.answerable]
     tool_names = _tool_names(task)
-    inp = ProbeInput(tuple(view), tool_names=tool_names)
+    tags = {"task_id": task.task_id, "run_id": run_id, "checkpoint_call_index": int(checkpoint), "message_index": int(message_index)}
+    inp = ProbeInput(tuple(view), tool_names=tool_names, tags={**tags, "context": "view"})
     hist: ProbeInput | None = None
     tier_label = None if tier is None else _tier(tier).label
     n_tokens = estimate_tokens(view) if tokens is None else int(tokens)
@@ -297,7 +298,7 @@ def probe_view(
             base = {m: [1.0] * len(live) for m in s.methods}
         elif baseline and live:
             if hist is None:
-                hist = ProbeInput(tuple(task.messages[: message_index + 1]), tool_names=tool_names)
+                hist = ProbeInput(tuple(task.messages[: message_index + 1]), tool_names=tool_names, tags={**tags, "context": "history"})
             # The uncompacted history has no compaction message: its "anchors" are the whole
             # history, so every scope's baseline is the history's view score.
             base = s.score(live, hist, "view")

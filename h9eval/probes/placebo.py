@@ -204,9 +204,12 @@ def placebo_table(results: Iterable[PlaceboResult] | Sequence[Task], **kw: Any) 
     to :func:`placebo_results`)."""
     import pandas as pd
 
-    items = list(results)
-    if items and isinstance(items[0], Task):
-        items = placebo_results(items, **kw)  # type: ignore[arg-type]
+    given = list(results)
+    items: list[PlaceboResult] = (
+        placebo_results([t for t in given if isinstance(t, Task)], **kw) if given and isinstance(given[0], Task) else [r for r in given if isinstance(r, PlaceboResult)]
+    )
+    if len(items) != len(given) and not (given and isinstance(given[0], Task)):
+        raise ConfigError("placebo_table takes PlaceboResult items or Task items, not a mix")
     rows = [{k: v for k, v in asdict(r).items() if k in PLACEBO_COLUMNS} for r in items]
     return pd.DataFrame(rows, columns=list(PLACEBO_COLUMNS))
 

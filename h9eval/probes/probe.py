@@ -177,17 +177,21 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
     Order: intent, anchor items (transcript order), facts and derived facts (task order), key
     terms. Contents:
 
-    * ``intent``: the intent in force (``task.intent.at``), its key terms (extracted from the
-      statement when it has none);
+    * ``intent``: the intent in force (``task.intent.at``; its id and reference), probed on the
+      whole intent: the statement's key terms followed by those of every change so far (each
+      extracted from its statement when it has none);
     * one probe per anchor truth item current at the index (``message_index <= idx`` and
-      ``until_index`` is ``None`` or ``> idx``), kind = the anchor's kind;
+      ``until_index`` is ``None`` or ``> idx``), kind = the anchor's kind, unless it repeats a
+      live fact (see the module docstring);
     * one per fact live at the index (``Fact.live_at``): kind ``derived_fact`` for
-      ``Fact.kind == "derived"`` (recorded tasks), else ``fact``;
-    * ``key_terms``: the original task statement's key terms (equal to the intent probe's
-      until the first intent change).
+      ``Fact.kind == "derived"`` (recorded tasks), else ``fact``; a fact with the same answer
+      and variants as an earlier one is left out;
+    * ``key_terms``: the original task statement's key terms, only when they differ from the
+      intent probe's (i.e. after an intent change that added terms).
 
-    ``check_answerable``: mark probes against the uncompacted history (default ``True``); with
-    ``False`` every probe is answerable and keeps all its terms.
+    ``check_answerable``: mark probes against the uncompacted history and the pinned messages
+    (default ``True``); with ``False`` every probe is answerable, unpinned and keeps all its
+    terms.
     """
     idx = message_index
     out: list[Probe] = []

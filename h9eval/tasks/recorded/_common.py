@@ -583,7 +583,7 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
         n_failed += 1
         call = calls.get(m.tool_call_id)
         label = call_label(call[1]) if call else f"tool call {m.tool_call_id}"
-        answer, variants = error_summary(m.content, rc)
+        answer, err_variants = error_summary(m.content, rc)
         # The same command often fails more than once; say which failure is meant.
         seen_labels[label] = seen_labels.get(label, 0) + 1
         if is_generic_error(answer):
@@ -596,7 +596,7 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
             continue
         seen_answers.add(answer)
         n_fail_facts += 1
-        variants = tuple(v for v in variants if not is_generic_error(v))
+        err_variants = tuple(v for v in err_variants if not is_generic_error(v))
         nth = f" the {_ordinal(seen_labels[label])} time it failed" if seen_labels[label] > 1 else ""
         facts.append(
             Fact(
@@ -605,7 +605,7 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
                 answer=answer,
                 kind="derived",
                 message_index=i,
-                variants=variants,
+                variants=err_variants,
             )
         )
     last = max(len(msgs) - 1, 0)
