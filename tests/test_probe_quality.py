@@ -32,7 +32,7 @@ from h9eval.probes import (
     with_placebo,
 )
 from h9eval.probes.placebo import lifetime_probes, task_family
-from h9eval.probes.probe import Probe, answer_found
+from h9eval.probes.probe import FINAL_KEY_TERMS, Probe, answer_found
 from h9eval.probes.recall import recall_score
 from h9eval.tasks.keyterms import filter_key_terms, is_generic_term
 from h9eval.tasks.model import AnchorTruth, Fact, Intent, IntentChange, Task, TaskSource
@@ -271,21 +271,23 @@ def _failure_transcript(outputs: list[tuple[str, int | None, bool]]) -> Transcri
 
 def test_failure_facts_need_the_specific_error_and_are_deduplicated() -> None:
     assert is_generic_error("TypeError") and is_generic_error("exit code 1") and is_generic_error("Exit code 128")
+    assert is_generic_error("<tool_use_error>Sibling tool call errored</tool_use_error>")
     assert not is_generic_error("TypeError: required field 'lineno' missing")
     tr = _failure_transcript(
         [
             ("Traceback\nTypeError: bad operand", 1, False),
             ("", 1, False),  # only "exit code 1": no fact
-            ("<tool_use_error>Sibling tool call errored</tool_use_error>", None, True),
-            ("<tool_use_error>Sibling tool call errored</tool_use_error>", None, True),
-            ("<tool_use_error>Sibling tool call errored</tool_use_error>", None, True),
+            ("<tool_use_error>Sibling tool call errored</tool_use_error>", None, True),  # names no error
+            ("cp: cannot create regular file '/etc/x': Permission denied", 1, False),
+            ("cp: cannot create regular file '/etc/x': Permission denied", 1, False),
+            ("cp: cannot create regular file '/etc/x': Permission denied", 1, False),
         ]
     )
     facts, meta = derive_facts(tr, None)
     fails = [f for f in facts if f.fact_id.startswith("failed_command_")]
-    assert [f.answer for f in fails] == ["TypeError: bad operand", "<tool_use_error>Sibling tool call errored</tool_use_error>"]
+    assert [f.answer for f in fails] == ["TypeError: bad operand", "cp: cannot create regular file '/etc/x': Permission denied"]
     assert all(f.variants == () for f in fails)
-    assert (meta["n_failed_commands"], meta["n_generic_failures"], meta["n_duplicate_failures"]) == (5, 1, 2)
+    assert (meta["n_failed_commands"], meta["n_generic_failures"], meta["n_duplicate_failures"]) == (6, 2, 2)
     # Another failure with the same class no longer passes the probe.
     t = Task(task_id="f", source=TaskSource(kind="recorded"), messages=tuple(tr.messages), intent=Intent(statement="task"), facts=tuple(facts))
     p = next(q for q in probes_for(t, len(tr.messages) - 1) if q.probe_id == "fact:failed_command_01")
@@ -423,3 +425,15 @@ class FakeText:
 
 def test_placebo_threshold_is_a_documented_constant() -> None:
     assert PLACEBO_MAX_PASS_RATE == 0.25
+
+
+def test_filtered_key_terms_are_not_re_extracted_from_the_statement() -> None:
+    msgs = (system("s"), user("Work on bead spotter-4te."), assistant("ok"))
+
+    def intent_probe(meta: dict[str, Any]) -> Probe:
+        t = Task(task_id="k", source=TaskSource(kind="recorded"), messages=msgs, intent=Intent(statement=msgs[1].content), metadata=meta)
+        return next(p for p in probes_for(t, 2) if p.kind == "intent")
+
+    assert intent_probe({}).expected == ("spotter-4te",)  # a task without terms: extracted
+    final = intent_probe({FINAL_KEY_TERMS: True})  # the loader's filter left none: ask for the statement
+    assert final.scoring == "answer" and final.expected == (msgs[1].content,) and final.answer_pinned

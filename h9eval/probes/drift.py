@@ -13,6 +13,12 @@ recorded tool name; for semantic, a cosine of 0.5 (a rough cut, see
 :mod:`h9eval.probes.semantic`). Unanswerable probes get one row per scorer and scope with
 ``answerable=False``, ``score`` NaN and ``passed=False``, and are excluded from every
 aggregate: they are not lost, they were never there.
+
+Validity flags: ``answer_pinned`` (the answer sits in the system or first task message, so the
+row measures pinning, not memory) and, when :func:`probe_view` is given a placebo table
+(:mod:`h9eval.probes.placebo`), ``placebo_rate`` and ``placebo_excluded`` (the probe passes
+against unrelated histories too often to mean anything); :func:`summarize_drift` leaves
+excluded rows out and counts both.
 """
 
 from __future__ import annotations

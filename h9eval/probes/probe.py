@@ -47,6 +47,7 @@ from h9eval.tasks.model import ANCHOR_KINDS, Fact, Task
 __all__ = [
     "PROBE_KINDS",
     "ANCHOR_PROBE_KINDS",
+    "FINAL_KEY_TERMS",
     "QUESTIONS",
     "Probe",
     "probes_for",
@@ -127,6 +128,12 @@ class Probe:
         return self.expected + self.variants
 
 
+FINAL_KEY_TERMS = "key_terms_final"
+"""Task metadata flag: the intent's key terms are final (the recorded loaders filter generic
+ones); when a statement has none, the probe asks for the statement itself instead of
+re-extracting terms from it."""
+
+
 # -- the uncompacted history -------------------------------------------------------------------
 def history_index(task: Task, message_index: int, **kw: Any) -> TextIndex:
     """A :class:`TextIndex` of the uncompacted ``task.messages[:message_index + 1]``."""
@@ -156,9 +163,9 @@ def answer_found(p: Probe, idx: TextIndex) -> bool:
 
 
 # -- building probes ---------------------------------------------------------------------------
-def _terms_or_extract(terms: Sequence[str], text: str) -> tuple[str, ...]:
+def _terms_or_extract(terms: Sequence[str], text: str, *, final: bool = False) -> tuple[str, ...]:
     terms = tuple(t for t in terms if normalize(t))
-    return terms if terms else extract_key_terms(text)
+    return terms if terms or final else extract_key_terms(text)
 
 
 def _term_probe(probe_id: str, kind: str, question: str, terms: tuple[str, ...], reference: str, at: int) -> Probe:
@@ -198,10 +205,11 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
     cur = task.intent.at(idx)
     # The whole intent in force: the statement's terms and those of every change so far (a
     # change's own terms may name only what it adds).
-    intent_terms = _terms_or_extract(task.intent.key_terms, task.intent.statement)
+    final = bool(task.metadata.get(FINAL_KEY_TERMS))
+    intent_terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
     for ch in task.intent.changes:
         if ch.message_index <= idx:
-            intent_terms = tuple(dict.fromkeys(intent_terms + _terms_or_extract(ch.key_terms, ch.statement)))
+            intent_terms = tuple(dict.fromkeys(intent_terms + _terms_or_extract(ch.key_terms, ch.statement, final=final)))
     out.append(_term_probe(f"intent@{cur.message_index}", "intent", QUESTIONS["intent"], intent_terms, cur.statement, cur.message_index))
     live_facts = [f for f in task.facts if f.live_at(idx)]
     fact_answers = {(f.message_index, c) for f in live_facts for c in (f.answer, *f.variants)}
@@ -234,7 +242,7 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
                 after=_ordinal_after(f, by_id),
             )
         )
-    terms = _terms_or_extract(task.intent.key_terms, task.intent.statement)
+    terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
     if terms and set(terms) != set(intent_terms):
         out.append(
             Probe(

@@ -478,12 +478,17 @@ def patch_files(patch: str) -> list[str]:
     return list(dict.fromkeys(m.group(2) for m in _DIFF_FILE.finditer(patch)))
 
 
-_GENERIC_ERROR = re.compile(r"(?:[A-Z][A-Za-z0-9_]*(?:Error|Exception)|exit code -?\d+|error \(no output\))", re.IGNORECASE)
+_GENERIC_ERROR = re.compile(
+    r"(?:[A-Z][A-Za-z0-9_]*(?:Error|Exception)|exit code -?\d+|error \(no output\)"
+    r"|(?:<tool_use_error>)?Sibling tool call errored(?:</tool_use_error>)?)",
+    re.IGNORECASE,
+)
 
 
 def is_generic_error(text: str) -> bool:
     """An error description that fits any failure: a bare error class (``TypeError``),
-    ``exit code N`` or the placeholder for a failure without output."""
+    ``exit code N``, the placeholder for a failure without output, or Claude Code's note that
+    a parallel call failed (it names no error of its own)."""
     return bool(_GENERIC_ERROR.fullmatch(text.strip()))
 
 
@@ -642,7 +647,8 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
                         answer=", ".join(files),
                         kind="derived",
                         message_index=at,
-                        variants=tuple(files) + tuple(os.path.basename(f) for f in files if os.path.basename(f) != f),
+                        variants=tuple(files)
+                        + tuple(os.path.basename(f) for f in files if os.path.basename(f) != f and not _generic_file_name(os.path.basename(f))),
                     )
                 )
             elif len(sub) <= MAX_ANSWER_CHARS:
@@ -727,6 +733,9 @@ def finish_task(
         "skipped_records": dict(sorted((skipped or Counter()).items())),
         **fact_meta,
     }
+    # The key terms are already filtered: probes must not re-extract generic ones when the
+    # filter left none (see h9eval.probes.probe.FINAL_KEY_TERMS).
+    meta["key_terms_final"] = True
     meta.update(metadata or {})
     return Task(
         task_id=f"{fmt}:{session}",
