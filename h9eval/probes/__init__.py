@@ -48,9 +48,21 @@ from h9eval.probes.placebo import (
     placebo_table,
     with_placebo,
 )
-from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, normalize_arguments, probes_for
+from h9eval.probes.probe import (
+    PROBE_KINDS,
+    Probe,
+    next_action_probe,
+    normalize_arguments,
+    probes_for,
+)
 from h9eval.probes.recall import RecallScorer
-from h9eval.probes.scorers import ProbeInput, Scorer, make_scorer, register_scorer, scorer_registry
+from h9eval.probes.scorers import (
+    ProbeInput,
+    Scorer,
+    make_scorer,
+    register_scorer,
+    scorer_registry,
+)
 from h9eval.probes.semantic import SemanticScorer, semantic_available
 from h9eval.probes.text import TextIndex, normalize, render_messages
 

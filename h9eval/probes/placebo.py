@@ -27,7 +27,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from h9eval.errors import ConfigError
-from h9eval.probes.probe import Probe, history_index, mark_answerable, mark_pinned, pinned_indexes, probes_for
+from h9eval.probes.probe import (
+    Probe,
+    history_index,
+    mark_answerable,
+    mark_pinned,
+    pinned_indexes,
+    probes_for,
+)
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
 from h9eval.tasks.model import Task
 

@@ -668,7 +668,10 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
 def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
     """Key-term filter of this transcript (:func:`h9eval.tasks.keyterms.filter_key_terms`):
     documents are the messages other than the first prompt, matched as the probes match."""
-    from h9eval.probes.text import TextIndex, normalized_message  # lazy: probes import the task model
+    from h9eval.probes.text import (  # lazy: probes import the task model
+        TextIndex,
+        normalized_message,
+    )
 
     docs = [normalized_message(m) for j, m in enumerate(tr.messages) if j != prompt_at]
     cache: dict[str, TextIndex] = {}
