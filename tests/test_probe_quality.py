@@ -437,3 +437,18 @@ def test_filtered_key_terms_are_not_re_extracted_from_the_statement() -> None:
     assert intent_probe({}).expected == ("spotter-4te",)  # a task without terms: extracted
     final = intent_probe({FINAL_KEY_TERMS: True})  # the loader's filter left none: ask for the statement
     assert final.scoring == "answer" and final.expected == (msgs[1].content,) and final.answer_pinned
+
+
+def test_prompt_cache_refuses_an_old_layout_file_and_the_scorer_cache_needs_the_default_client(tmp_path: Any) -> None:
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"
+    with sqlite3.connect(old) as conn:
+        conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, text TEXT NOT NULL, created_at REAL NOT NULL)")
+    with pytest.raises(ConfigError, match="earlier layout"):
+        PromptCache(old)
+    mem = PromptCache()
+    mem.put("k", "v")
+    assert mem.get("k") == "v" and len(mem) == 1 and mem.get_reply("k").cache_hit  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="default Anthropic client"):
+        LLMScorer(answerer=FakeText(lambda s, u: "x"), cache=tmp_path / "c.sqlite")

@@ -52,6 +52,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from h9eval.errors import ConfigError, H9Error
@@ -155,6 +156,25 @@ def prompt_key(model: str, system: str, user: str, max_tokens: int, temperature:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _refuse_old_layout(path: Path) -> None:
+    # Earlier versions wrote their own table (key, text, created_at) under the same name; the
+    # shared store cannot read it, and a raw sqlite error would not say why.
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(replies)")}
+    except sqlite3.DatabaseError:
+        return  # not SQLite at all: the store's own check names the problem
+    if cols and "summarizer_id" not in cols:
+        raise ConfigError(
+            f"cache {str(path)!r} is an llm probe cache of an earlier layout (table replies without summarizer_id); "
+            "delete it or give another path"
+        )
+
+
 class PromptCache:
     """Replies by prompt key: in memory (``path=None``, the default) or persistent in the
     summarizer's SQLite store (a path or a :class:`~h9eval.summarizers.cache.ResponseCache`).
@@ -175,6 +195,7 @@ class PromptCache:
         elif isinstance(path, ResponseCache):
             self.store = path
         else:
+            _refuse_old_layout(Path(path))
             self.store = ResponseCache(path)
         self.path = None if self.store is None else self.store.path
 
