@@ -24,21 +24,25 @@ def build_summarizer(name: str | None, cache: str | os.PathLike[str] | None = No
     return make_summarizer(name, cache=cache, **params)
 
 
-def make_probe_fn(scorers: Sequence[str]) -> Any:
-    """A replay ``probe_fn`` scoring each checkpoint view with the named scorers."""
+def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None = None) -> Any:
+    """A replay ``probe_fn`` scoring each checkpoint view with the named scorers.
+
+    The scorers are built once (so the llm scorer's cache and audit span the run); ``cache``:
+    the SQLite file the llm scorer's replies persist in (the summarizer's, so reruns and a
+    sweep's cells share it)."""
     if not scorers:
         return None
     from h9eval.probes import make_scorer, probe_view
 
-    for s in scorers:
-        make_scorer(s)  # validate names before the run starts
+    # Built before the run starts, which also validates the names.
+    objs = tuple(make_scorer(s, cache=cache) if s == "llm" and cache is not None else make_scorer(s) for s in scorers)
 
     def fn(task: Any, view: Any, message_index: int, row: dict[str, Any]) -> list[dict[str, Any]]:
         return probe_view(
             task,
             view,
             message_index,
-            scorers=tuple(scorers),
+            scorers=objs,
             checkpoint=row["call_index"],
             run_id=row["run_id"],
             tier=row["tier_name"],
@@ -85,7 +89,7 @@ def run_task(
         manual_compact_at=tuple(manual_compact_at),
         context_window_tokens=window,
     )
-    probe_fn = make_probe_fn(probes)
+    probe_fn = make_probe_fn(probes, cache=summarizer_cache)
     results = []
     for t in tasks:
         out = None

@@ -452,3 +452,13 @@ def test_prompt_cache_refuses_an_old_layout_file_and_the_scorer_cache_needs_the_
     assert mem.get("k") == "v" and len(mem) == 1 and mem.get_reply("k").cache_hit  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match="default Anthropic client"):
         LLMScorer(answerer=FakeText(lambda s, u: "x"), cache=tmp_path / "c.sqlite")
+
+
+def test_run_probe_fn_builds_the_llm_scorer_once_on_the_given_cache_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("anthropic")
+    from h9eval.api import make_probe_fn
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    cache_file = tmp_path / "summary_cache.sqlite"
+    assert make_probe_fn(["recall", "llm"], cache=cache_file) is not None
+    assert cache_file.is_file() and len(PromptCache(cache_file)) == 0  # the sweep's file, not a private one
