@@ -29,7 +29,7 @@ def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None =
 
     The scorers are built once (so the llm scorer's cache and audit span the run); ``cache``:
     the SQLite file the llm scorer's replies persist in (the summarizer's, so reruns and a
-    sweep's cells share it)."""
+    sweep's cells share it). The scorer objects are the function's ``scorers`` attribute."""
     if not scorers:
         return None
     from h9eval.probes import make_scorer, probe_view
@@ -50,6 +50,7 @@ def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None =
             n_compactions=row.get("n_compactions"),
         )
 
+    fn.scorers = objs  # type: ignore[attr-defined]  # for the caller: e.g. the llm scorer's audit_frame()
     return fn
 
 

@@ -460,5 +460,7 @@ def test_run_probe_fn_builds_the_llm_scorer_once_on_the_given_cache_file(tmp_pat
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
     cache_file = tmp_path / "summary_cache.sqlite"
-    assert make_probe_fn(["recall", "llm"], cache=cache_file) is not None
+    fn = make_probe_fn(["recall", "llm"], cache=cache_file)
     assert cache_file.is_file() and len(PromptCache(cache_file)) == 0  # the sweep's file, not a private one
+    llm = fn.scorers[1]
+    assert isinstance(llm, LLMScorer) and llm.answerer.cache.path == cache_file and llm.audit_frame().empty
