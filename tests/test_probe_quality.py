@@ -464,3 +464,10 @@ def test_run_probe_fn_builds_the_llm_scorer_once_on_the_given_cache_file(tmp_pat
     assert cache_file.is_file() and len(PromptCache(cache_file)) == 0  # the sweep's file, not a private one
     llm = fn.scorers[1]
     assert isinstance(llm, LLMScorer) and llm.answerer.cache.path == cache_file and llm.audit_frame().empty
+
+
+def test_placebo_table_is_deterministic_per_seed() -> None:
+    tasks = [generate("small", s, n_turns=20) for s in (1, 2, 3)]
+    a = placebo_table(tasks, seed=3)
+    assert a.equals(placebo_table(list(reversed(tasks)), seed=3)) and len(a) > 0
+    assert set(a["n_partners"]) == {2}  # each task against both others (fewer than 4 exist)
