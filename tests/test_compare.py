@@ -204,3 +204,45 @@ def test_cli_refuses_a_folder_that_is_not_a_sweep(tmp_path: Path, capsys: pytest
     assert main(["compare", str(tmp_path), "a", "b"]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path) in err and "not an h9eval sweep results folder" in err and len(err.strip().splitlines()) == 1
+
+
+def _with_a_second_mode(res: Any) -> Any:
+    """The sweep's results plus a copy of every run in write_back mode, where the anti-thrash
+    variant made one more summarizer call per run than it did in view mode."""
+    import dataclasses
+
+    import pandas as pd
+
+    def twin(df: Any) -> Any:
+        d = df.copy()
+        d["run_id"] = d["run_id"] + "-wb"
+        if "history_mode" in d.columns:
+            d["history_mode"] = "write_back"
+        return d
+
+    calls = twin(res.calls)
+    extra = calls["run_id"].str.startswith("synthetic") & calls["run_id"].str.contains("--thrash-") & (calls["call_index"] == 0)
+    calls.loc[extra, "summarizer_calls"] += 1
+    return dataclasses.replace(
+        res,
+        runs=pd.concat([res.runs, twin(res.runs)], ignore_index=True),
+        calls=pd.concat([res.calls, calls], ignore_index=True),
+        probes=pd.concat([res.probes, twin(res.probes)], ignore_index=True),
+    )
+
+
+def test_history_modes_nest_inside_the_task(res: Any) -> None:
+    two = _with_a_second_mode(res)
+    view = C.compare(res, "thrash:offline", "base:offline", metric="summarizer_calls").comparisons[0]
+    both = C.compare(two, "thrash:offline", "base:offline", metric="summarizer_calls")
+    (pc,) = both.comparisons
+    assert both.history_modes == ("view", "write_back")
+    assert pc.n_tasks == N_TASKS  # not 2 x 6 independent pairs
+    assert pc.mean_diff == pytest.approx(view.mean_diff + 0.5)  # the mean of the two modes' differences
+    only_wb = C.compare(two, "thrash:offline", "base:offline", metric="summarizer_calls", history_mode="write_back").comparisons[0]
+    assert only_wb.mean_diff == pytest.approx(view.mean_diff + 1)
+    f = C.compare_factor(two, "history_mode", metric="summarizer_calls")
+    by = {(x.a, x.b): x for x in f.comparisons}
+    assert set(by) >= {("thrash:offline@write_back", "thrash:offline@view"), ("base:offline@write_back", "base:offline@view")}
+    assert by[("thrash:offline@write_back", "thrash:offline@view")].mean_diff == pytest.approx(1.0)
+    assert by[("base:offline@write_back", "base:offline@view")].n_differ == 0

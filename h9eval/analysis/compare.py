@@ -229,7 +229,8 @@ class Comparison:
         last: tuple[str, str] | None = None
         for c in self.comparisons:
             if (c.a, c.b) != last:
-                out.append(f"{c.a} vs {c.b} (A - B, paired by task within history mode {', '.join(self.history_modes) or '-'}):")
+                within = f" within history mode {', '.join(self.history_modes)}" if self.history_modes else ""
+                out.append(f"{c.a} vs {c.b} (A - B, paired by task{within}):")
                 last = (c.a, c.b)
             out.append("  " + c.line())
         fam = len([c for c in self.comparisons if c.p_value == c.p_value])
@@ -324,13 +325,13 @@ _FACTOR_COLUMNS = ("summarizer", "history_mode")
 _PREFERRED_BASELINE = {"summarizer": "offline", "history_mode": "view"}
 
 
+_MISSING = object()
+
+
 def _factor_value(row: Mapping[str, Any], factor: str) -> Any:
     if factor in _FACTOR_COLUMNS:
         return row.get(factor)
     return _params(row.get("params_json")).get(factor, _MISSING)
-
-
-_MISSING = object()
 
 
 def _key(v: Any) -> str:
@@ -374,12 +375,15 @@ def compare_factor(
     table["_value"] = [_key(v) if v is not _MISSING else None for v in vals]
     if factor == "history_mode":
         table["config"] = table["config"] + "@" + table["history_mode"].astype(str)
-    others = []
-    for r in rows:
-        p = {k: v for k, v in _params(r.get("params_json")).items() if k != factor}
-        ctx = {c: r.get(c) for c in _FACTOR_COLUMNS if c != factor}
-        others.append(_key({"kind": r.get("policy_kind"), "params": p, **ctx}) if factor != "history_mode" else _key({"kind": r.get("policy_kind"), "params": p, "summarizer": r.get("summarizer")}))
-    table["_group"] = others
+    # everything but the factor (and the entry's name) must agree for two runs to be paired
+    table["_group"] = [
+        _key({
+            "kind": r.get("policy_kind"),
+            "params": {k: v for k, v in _params(r.get("params_json")).items() if k != factor},
+            **{c: r.get(c) for c in _FACTOR_COLUMNS if c != factor},
+        })
+        for r in rows
+    ]
     table = table[table["_value"].notna()]
     pairs: list[TaskPairs] = []
     seen: set[tuple[str, str]] = set()
