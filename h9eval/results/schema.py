@@ -199,14 +199,13 @@ _SORT_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-PROBE_SCHEMA_VERSION = 1
-"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope).
-
-As for the calls table, columns are appended without a bump (older files lack them; readers
-derive or treat them as unknown). Added since version 1 was first written:
-``after_compaction``. Since then the replay also probes one checkpoint grid per task
-(:func:`h9eval.probes.drift.checkpoint_grid`) instead of after every compaction: the rows
-mean the same, there are fewer of them."""
+PROBE_SCHEMA_VERSION = 2
+"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope). Version 2
+appended ``answer_pinned``, ``placebo_rate``, ``placebo_excluded`` and ``after_compaction``;
+version-1 tables are still read (pinned unknown: False; no placebo: NaN / False;
+``after_compaction`` derived from ``n_compactions``). Since version 2 the replay probes one
+checkpoint grid per task (:func:`h9eval.probes.drift.checkpoint_grid`) instead of after
+every compaction: the rows mean the same, there are fewer of them."""
 
 
 PROBE_COLUMNS: tuple[str, ...] = (
@@ -226,6 +225,9 @@ PROBE_COLUMNS: tuple[str, ...] = (
     "baseline_score",
     "passed",
     "answerable",
+    "answer_pinned",
+    "placebo_rate",
+    "placebo_excluded",
     "after_compaction",  # bool | None: the policy had compacted at least once by this checkpoint
 )
 
@@ -238,5 +240,5 @@ SCHEMA_VERSIONS: dict[str, int] = {
 }
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
-READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1,)}
+READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2)}
 """The versions of each table the readers accept; a file of any other version is refused by name."""
