@@ -635,9 +635,10 @@ def test_tables_columns_and_intent_lost_after_compaction() -> None:
     with pytest.raises(ConfigError, match="schema_version"):
         drift_table(bad)
     # Version-1 rows (before answer_pinned / placebo) are read with neutral defaults.
-    v1 = df[list(PROBE_COLUMNS[:-3])].assign(schema_version=1)
+    v1 = df[list(PROBE_COLUMNS[:-4])].assign(schema_version=1)
     up = drift_table(v1)
     assert tuple(up.columns) == DRIFT_COLUMNS and not up["answer_pinned"].any() and up["placebo_rate"].isna().all()
+    assert list(up["after_compaction"]) == [bool(n > 0) for n in v1["n_compactions"]]
 
 
 def test_probe_view_rejects_out_of_range_index() -> None:
