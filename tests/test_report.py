@@ -17,6 +17,7 @@ SECTIONS = (
     "Policies compared",
     "Token curves",
     "Tier transitions",
+    "Coverage: did the data exercise the policies?",
     "Anchor retention",
     "Drift",
     "Summarizer calls and cost",
@@ -69,6 +70,8 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
     assert "na_safe_merge=True" in md
     assert re.search(r"(helps|hurts|no clear effect|negligible)", md)
     assert "Use progressive" in md and "highest mean retention" in md
+    # the coverage table: every configuration compacted on both tasks at this window
+    assert "reached_soft" in md and "never_compacted_tasks" in md and "after the policy compacted at least once" in md
 
 
 def test_html_is_self_contained(report) -> None:  # type: ignore[no-untyped-def]

@@ -30,6 +30,7 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
+from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
 from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
@@ -406,7 +407,7 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     calls, probes, comps = res.calls, res.probes, res.compactions
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
     cm = M.config_metrics(rm, n=n_boot, seed=seed) if len(rm) else rm
-    secs = [_setup_section(res), _policies_section(cm)]
+    secs = [_setup_section(res), _policies_section(cm), _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(calls, res.runs, rm))]
 
     labels = _run_labels(res.runs)
     s = _Section("Token curves")
