@@ -1,4 +1,5 @@
-"""Summarizers: the deterministic offline default, Anthropic on request, and a response cache.
+"""Summarizers: the deterministic offline ones (``offline``, the default; ``offline_recent``;
+``offline_free_text``), Anthropic on request, and a response cache.
 
 ``AnthropicSummarizer`` and ``AnthropicFreeTextSummarizer`` are resolved lazily (module
 ``__getattr__``) so that importing h9eval never imports the ``anthropic`` SDK.
@@ -8,7 +9,9 @@ from typing import Any
 
 from h9eval.summarizers.base import ScriptedSummarizer, Summarizer, SummaryReply, SummaryRequest
 from h9eval.summarizers.cache import CachedSummarizer, ResponseCache
-from h9eval.summarizers.offline import OfflineFreeTextSummarizer, OfflineSummarizer
+from h9eval.summarizers.offline import OfflineSummarizer
+from h9eval.summarizers.offline_free_text import OfflineFreeTextSummarizer
+from h9eval.summarizers.offline_recent import OfflineRecentSummarizer
 from h9eval.summarizers.registry import make_summarizer, summarizer_names
 
 __all__ = [
@@ -18,6 +21,7 @@ __all__ = [
     "ScriptedSummarizer",
     "OfflineSummarizer",
     "OfflineFreeTextSummarizer",
+    "OfflineRecentSummarizer",
     "AnthropicSummarizer",
     "AnthropicFreeTextSummarizer",
     "CachedSummarizer",

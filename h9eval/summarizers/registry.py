@@ -1,6 +1,7 @@
 """Summarizers by name: ``make_summarizer("offline", max_items=4)``.
 
-Names: ``offline`` (the default), ``offline_free_text``, ``anthropic``, ``anthropic_free_text``.
+Names: ``offline`` (the default), ``offline_recent``, ``offline_free_text``, ``anthropic``,
+``anthropic_free_text``.
 An unknown name or parameter raises :class:`~h9eval.errors.ConfigError` with a "did you
 mean" suggestion. The Anthropic classes (and the SDK) are imported only when asked for.
 """
@@ -28,9 +29,15 @@ def _offline() -> type:
 
 
 def _offline_free_text() -> type:
-    from h9eval.summarizers.offline import OfflineFreeTextSummarizer
+    from h9eval.summarizers.offline_free_text import OfflineFreeTextSummarizer
 
     return OfflineFreeTextSummarizer
+
+
+def _offline_recent() -> type:
+    from h9eval.summarizers.offline_recent import OfflineRecentSummarizer
+
+    return OfflineRecentSummarizer
 
 
 def _anthropic() -> type:
@@ -49,6 +56,7 @@ def _anthropic_free_text() -> type:
 _REGISTRY: dict[str, Callable[[], type]] = {
     "offline": _offline,
     "offline_free_text": _offline_free_text,
+    "offline_recent": _offline_recent,
     "anthropic": _anthropic,
     "anthropic_free_text": _anthropic_free_text,
 }
