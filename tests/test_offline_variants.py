@@ -126,6 +126,18 @@ def test_free_text_keeps_newest_events_within_budget() -> None:
     assert len(small.encode()) <= 400 and "earlier events omitted" in small
 
 
+def test_free_text_keeps_the_task_of_the_previous_digest() -> None:
+    first = OfflineFreeTextSummarizer().summarize(req(HEAD)).text or ""
+    summary = anchors(first)[1]
+    # A later head starts with a user message that is not the task (write-back: the task is
+    # gone from history); it is an event, the previous digest's task stays the task.
+    head2 = [user("FYI: the staging database moved to db2.internal, use that one."), assistant("Noted, switching to db2.")]
+    text = OfflineFreeTextSummarizer().summarize(req(head2, previous_summary=summary)).text or ""
+    lines = anchors(text)[1].split("\n")
+    assert lines[0] == "Task: Fix the crash in parse_config() when the YAML file is empty."
+    assert lines[-2:] == ["User: FYI: the staging database moved to db2.internal, use that one.", "Assistant: Noted, switching to db2."]
+
+
 def test_ids_and_cache_keys_differ_by_variant_and_params(tmp_path: object) -> None:
     summs = [
         OfflineSummarizer(),

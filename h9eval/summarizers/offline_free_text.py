@@ -77,8 +77,10 @@ class OfflineFreeTextSummarizer(OfflineSummarizer):
         prev_task, prior_events, prior_omitted = _read_digest(p.prior_summary)
         if not prev_task and p.prior_anchors.get("user_intent"):
             prev_task = _intent_lines(p.prior_anchors["user_intent"])[0]
-        task = p.task or prev_task
-        events = prior_events + self._event_lines(p)
+        # A previous digest's task wins: the head's first user message is then a later request
+        # (the head of a later compaction no longer holds the task), kept as an event.
+        task = prev_task or p.task
+        events = prior_events + self._event_lines(p, skip_task=not prev_task)
         digest = _Section(
             "events",
             events,
@@ -89,7 +91,7 @@ class OfflineFreeTextSummarizer(OfflineSummarizer):
         # The task and count lines are not events: only the digest shrinks.
         return _fit(lambda cap: _prose(head, digest, cap), [digest], [], request, self.max_item_chars)
 
-    def _event_lines(self, p: ParsedHead) -> list[str]:
+    def _event_lines(self, p: ParsedHead, *, skip_task: bool) -> list[str]:
         c = self.max_item_chars
         out: list[str] = []
         steps: list[ToolStep] = []
@@ -107,7 +109,7 @@ class OfflineFreeTextSummarizer(OfflineSummarizer):
             flush()
             first = _first_sentence(e.text, c)
             if e.kind == "user":
-                if p.task and _same_task(first, p.task):
+                if skip_task and p.task and _same_task(first, p.task):
                     continue  # the task has its own line
                 out.append(f"User: {first}")
             elif first:
