@@ -291,6 +291,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
+print(tuned.holdout.line() if tuned.holdout is not None else "no held-out check (too few tasks)")
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
