@@ -469,7 +469,10 @@ def to_toml(params: Mapping[str, Any], *, comment: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _held_out(tasks: Sequence[Task], params: Mapping[str, Any], history_mode: str, *, tuning_retention: float, margin: float, level: float, n_resamples: int, seed: int) -> HeldOutCheck:
+def _held_out(
+    tasks: Sequence[Task], params: Mapping[str, Any], history_mode: str, *,
+    tuning_retention: float, margin: float, level: float, n_resamples: int, seed: int,
+) -> HeldOutCheck:
     import pandas as pd
 
     rm, _ = _evaluate_direct(tasks, [dict(params)], history_mode)

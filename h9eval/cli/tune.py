@@ -23,8 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history-mode", default="write_back", choices=["view", "write_back"])
     p.add_argument("--holdout-frac", type=float, default=0.25, help="share of tasks held out of the search and replayed with the recommendation (default 0.25)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the tuning/held-out split (default 0)")
-    p.add_argument("--safety-margin-frac", type=float, default=0.05, help="headroom the worst task's peak tokens sent (tool schemas counted) must keep below the window (default 0.05)")
-    p.add_argument("--allow-unexercised", action="store_true", help="tune even when some tasks never reach the warn tier at this window (a loud warning instead of an error)")
+    p.add_argument(
+        "--safety-margin-frac", type=float, default=0.05,
+        help="headroom the worst task's peak tokens sent (tool schemas counted) must keep below the window (default 0.05)",
+    )
+    p.add_argument(
+        "--allow-unexercised", action="store_true",
+        help="tune even when some tasks never reach the warn tier at this window (a loud warning instead of an error)",
+    )
     p.add_argument("--workers", type=int, default=1, help="sweep worker processes (1 = in-process)")
     p.add_argument("--out", default=None, help="folder for sweeps, recommended.toml, evidence.csv, tune.png")
     p.set_defaults(func=_run)
