@@ -200,3 +200,23 @@ def test_retention_after_compaction_is_a_separate_conditional_view() -> None:
     assert math.isclose(rm.loc["r", "retention"], 2.5 / 4)
     assert math.isclose(rm.loc["r", "retention_after_compaction"], 0.25)
     assert len(M.retention(p.drop(columns=["after_compaction"]), by=("run_id",), after_compaction_only=True)) == 0
+
+
+def test_recommend_applies_the_emergency_filter() -> None:
+    """The best-retention config hit the emergency tier: the recommendation is the best of
+    those that did not; only when every config did is one of them recommended (and the reason
+    says so)."""
+    cm = pd.DataFrame(
+        {
+            "label": ["a", "b", "c"],
+            "retention": [0.95, 0.80, 0.70],
+            "tokens_saved": [0.5, 0.4, 0.6],
+            "overflows": [0, 0, 0],
+            "emergencies": [2, 0, 0],
+        }
+    )
+    best = M.recommend(cm)
+    assert best is not None and best["label"] == "b" and "no emergency" in best["reason"]
+    every = M.recommend(cm.assign(emergencies=[2, 1, 3]))
+    assert every is not None and every["label"] == "a" and "every one of them hit the emergency tier" in every["reason"]
+    assert M.recommend(cm.assign(overflows=[1, 1, 1])) is None

@@ -712,3 +712,28 @@ def test_checkpoint_grid_is_the_tasks_and_the_same_for_every_policy() -> None:
     p = after["progressive"]
     assert p["after_compaction"].any() and not p["after_compaction"].all()
     assert (p["after_compaction"] == (p["n_compactions"] > 0)).all()
+
+
+def test_a_key_term_probe_with_no_term_in_the_history_is_unanswerable_and_left_out() -> None:
+    """The task statement's key terms were never said in the transcript: the key-term probe is
+    unanswerable (score NaN, never passed) and no aggregate counts it; counting it as
+    answerable would score every policy 0 on it, keep_all included."""
+    import dataclasses
+
+    from h9eval.analysis import metrics as M
+
+    base = make_task()
+    task = dataclasses.replace(base, intent=dataclasses.replace(base.intent, key_terms=("never-said-term-123", "ZZZ_UNSEEN_42")))
+    kt = next(p for p in probes_for(task, END) if p.kind == "key_terms")
+    assert not kt.answerable and kt.unseen == ("never-said-term-123", "ZZZ_UNSEEN_42")
+    rows = probe_view(task, task.messages[: END + 1], END, run_id="r")  # the uncompacted view: keep_all
+    kt_rows = [r for r in rows if r["probe_kind"] == "key_terms"]
+    assert kt_rows and all(not r["answerable"] and math.isnan(r["score"]) and not r["passed"] for r in kt_rows)
+    live = [r for r in rows if r["answerable"] and r["scope"] == "view"]
+    assert live and all(r["score"] == 1.0 for r in live)
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    ret = M.retention(df, by=("run_id",))
+    assert ret["retention"].iloc[0] == 1.0 and ret["n_probes"].iloc[0] == len(live)
+    assert "key_terms" not in set(M.retention(df, by=("probe_kind",))["probe_kind"])
