@@ -491,6 +491,51 @@ def _held_out(
     )
 
 
+def _check_args(
+    tasks: Sequence[Any], *, window: int | None, model: str | None, models: Mapping[str, Mapping[str, Any]] | None,
+    refine_rounds: int, workers: int, history_mode: str, safety_margin_frac: float,
+) -> tuple[dict[str, Any] | None, int]:
+    """The arguments of :func:`tune` checked; returns the model's entry and the window."""
+    if not tasks:
+        raise ConfigError("tune needs at least one task")
+    if refine_rounds < 0:
+        raise ConfigError(f"refine_rounds must be >= 0, got {refine_rounds}")
+    minfo = model_info(model, models) if model is not None else None
+    if window is None:
+        if minfo is None:
+            raise ConfigError("tune needs a window (tokens) or a model name to look one up")
+        window = int(minfo["context_window_tokens"])
+    if window <= 0:
+        raise ConfigError(f"window must be > 0 tokens, got {window}")
+    if workers < 0:
+        raise ConfigError(f"workers must be >= 0 (0 or 1 = in this process), got {workers}")
+    if history_mode not in ("view", "write_back"):
+        raise ConfigError(f"history_mode must be 'view' or 'write_back', got {history_mode!r}")
+    if not 0 <= safety_margin_frac < 1:
+        raise ConfigError(f"safety_margin_frac must be in [0, 1), got {safety_margin_frac!r}")
+    return minfo, window
+
+
+def _comment(b: Any, *, window: int, model: str | None, history_mode: str, margin: float, n_configs: int, n_tied: int,
+             check: HeldOutCheck | None, feasible: bool, warns: Sequence[str]) -> str:
+    """The recommended TOML's comment: what it achieved, how it was chosen, the held-out check, warnings."""
+    return (
+        f"h9eval tune: recommended ProgressiveCompactor for a {window:,}-token window"
+        + (f" ({model})" if model else "")
+        + f", {history_mode} history mode"
+        + f"\nmean retention {b['retention']:.3f} [{b['retention_ci_lo']:.3f}, {b['retention_ci_hi']:.3f}] "
+        f"(worst task {b['retention_min']:.3f}) over {int(b['n_tasks'])} tuning task(s), tokens saved {b['tokens_saved']:.3f}, "
+        f"{b['summarizer_calls_per_run']:.1f} summarizer calls per run, {int(b['overflows'])} overflows, "
+        f"{int(b['emergencies'])} emergency truncations, worst peak {b['worst_peak_ratio']:.2f} of the window "
+        f"(tool schemas counted; margin {margin:g}); {n_configs} configs evaluated"
+        + f"\n{n_tied} config(s) not distinguishable from the best by retention (paired by task, Holm-adjusted); "
+        "this is the most robust of them (best worst-task retention, then most headroom)"
+        + (f"\n{check.line()}" if check is not None else "")
+        + ("" if feasible else "\nWARNING: no config met every constraint; this one violates the fewest")
+        + "".join(f"\nWARNING: {w}" for w in warns)
+    )
+
+
 def tune(
     tasks: Sequence[Any],
     *,
@@ -541,23 +586,10 @@ def tune(
     """
     import pandas as pd
 
-    if not tasks:
-        raise ConfigError("tune needs at least one task")
-    if refine_rounds < 0:
-        raise ConfigError(f"refine_rounds must be >= 0, got {refine_rounds}")
-    minfo = model_info(model, models) if model is not None else None
-    if window is None:
-        if minfo is None:
-            raise ConfigError("tune needs a window (tokens) or a model name to look one up")
-        window = int(minfo["context_window_tokens"])
-    if window <= 0:
-        raise ConfigError(f"window must be > 0 tokens, got {window}")
-    if workers < 0:
-        raise ConfigError(f"workers must be >= 0 (0 or 1 = in this process), got {workers}")
-    if history_mode not in ("view", "write_back"):
-        raise ConfigError(f"history_mode must be 'view' or 'write_back', got {history_mode!r}")
-    if not 0 <= safety_margin_frac < 1:
-        raise ConfigError(f"safety_margin_frac must be in [0, 1), got {safety_margin_frac!r}")
+    minfo, window = _check_args(
+        tasks, window=window, model=model, models=models, refine_rounds=refine_rounds, workers=workers,
+        history_mode=history_mode, safety_margin_frac=safety_margin_frac,
+    )
     g = dict(grid) if grid is not None else dict(DEFAULT_GRID)
 
     fields = {f.name for f in dataclasses.fields(ProgressiveCompactor)}
@@ -648,22 +680,8 @@ def tune(
             if held
             else None
         )
-        n_tasks = int(b["n_tasks"])
-        comment = (
-            f"h9eval tune: recommended ProgressiveCompactor for a {window:,}-token window"
-            + (f" ({model})" if model else "")
-            + f", {history_mode} history mode"
-            + f"\nmean retention {b['retention']:.3f} [{b['retention_ci_lo']:.3f}, {b['retention_ci_hi']:.3f}] "
-            f"(worst task {b['retention_min']:.3f}) over {n_tasks} tuning task(s), tokens saved {b['tokens_saved']:.3f}, "
-            f"{b['summarizer_calls_per_run']:.1f} summarizer calls per run, {int(b['overflows'])} overflows, "
-            f"{int(b['emergencies'])} emergency truncations, worst peak {b['worst_peak_ratio']:.2f} of the window "
-            f"(tool schemas counted; margin {safety_margin_frac:g}); {len(ev)} configs evaluated"
-            + f"\n{len(choice.tied)} config(s) not distinguishable from the best by retention (paired by task, Holm-adjusted); "
-            "this is the most robust of them (best worst-task retention, then most headroom)"
-            + (f"\n{check.line()}" if check is not None else "")
-            + ("" if is_feasible else "\nWARNING: no config met every constraint; this one violates the fewest")
-            + "".join(f"\nWARNING: {w}" for w in warns)
-        )
+        comment = _comment(b, window=window, model=model, history_mode=history_mode, margin=safety_margin_frac, n_configs=len(ev),
+                           n_tied=len(choice.tied), check=check, feasible=is_feasible, warns=warns)
         toml = to_toml(params, comment=comment)
         result = TuneResult(
             params=params, toml=toml, evidence=ev.drop(columns=["_per_task"]), feasible=is_feasible, window=window, model=model,
