@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, paired_calls, call_positions, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -129,7 +129,7 @@ class ClaudeCodeCompact(Policy):
     The view after a compaction is the system message, then one user message with the
     summary, then one user message per re-attached file (newest first, as read last in the
     transcript) and one with the todo list. If the summary fails the conversation is left as
-    it is and ``record.error`` says so. ``compact_force``/``compact_manual`` (``/compact``)
+    it is and ``record.error`` says so. ``compact(force=True)``/``compact(manual=True)`` (``/compact``)
     compact now.
 
     Where this still differs from Claude Code, and why:
@@ -193,7 +193,7 @@ class ClaudeCodeCompact(Policy):
         return ClaudeCodeCompactRun(self, env or CompactionEnv())
 
 
-class ClaudeCodeCompactRun:
+class ClaudeCodeCompactRun(PolicyRun):
     def __init__(self, policy: ClaudeCodeCompact, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -237,11 +237,9 @@ class ClaudeCodeCompactRun:
         rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
         return Compaction(tuple(view), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Claude Code's ``/compact``: compact now, whatever the usage."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

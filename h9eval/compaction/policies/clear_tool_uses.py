@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from h9eval.compaction._peer import call_positions, paired_calls, peer_record
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
@@ -116,7 +116,7 @@ class ClearToolUses(Policy):
     4. ``clear_thinking_20251015`` is not reproduced: h9eval messages carry no thinking blocks
        (every transcript loader drops them and only counts them in the task metadata), so
        there is nothing to clear and the token counts already exclude them.
-    5. ``compact_force``/``compact_manual`` clear regardless of the trigger and of
+    5. ``compact(force=True)``/``compact(manual=True)`` clear regardless of the trigger and of
        ``clear_at_least_tokens`` (the API has no manual entry point).
     """
 
@@ -157,7 +157,7 @@ class ClearToolUses(Policy):
         return ClearToolUsesRun(self, env or CompactionEnv())
 
 
-class ClearToolUsesRun:
+class ClearToolUsesRun(PolicyRun):
     """A stateless runner: every call clears from the history it is given."""
 
     def __init__(self, policy: ClearToolUses, env: CompactionEnv) -> None:
@@ -194,11 +194,9 @@ class ClearToolUsesRun:
         rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, extra=extra)
         return Compaction(tuple(out), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Clear now, ignoring ``trigger_tokens`` and ``clear_at_least_tokens``."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

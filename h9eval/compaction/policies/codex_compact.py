@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -133,7 +133,7 @@ class CodexCompact(Policy):
     The summarizer sees the whole history after the initial context. If it fails, the oldest
     item is trimmed and the summary retried (Codex does so when the compaction request itself
     overflows the window), until one item is left; then the history is left as it is and
-    ``record.error`` says so. ``compact_force``/``compact_manual`` (``/compact``) compact now.
+    ``record.error`` says so. ``compact(force=True)``/``compact(manual=True)`` (``/compact``) compact now.
 
     Where this still differs from Codex, and why:
 
@@ -178,7 +178,7 @@ class CodexCompact(Policy):
         return CodexCompactRun(self, env or CompactionEnv())
 
 
-class CodexCompactRun:
+class CodexCompactRun(PolicyRun):
     def __init__(self, policy: CodexCompact, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -237,11 +237,9 @@ class CodexCompactRun:
         rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
         return Compaction(tuple(view), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Codex's ``/compact``: compact now, whatever the usage."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

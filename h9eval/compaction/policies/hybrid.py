@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, mask_observations
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
@@ -83,7 +83,7 @@ class Hybrid(Policy):
     3. (jetbrains style) A failed summary keeps the turns unsummarised (the study does so when
        its API-call limit is reached) and records the error; the next call tries again.
     4. The prompt wording is h9eval's; the study's summary template is its own text.
-    5. ``compact_force``/``compact_manual`` mask and summarise now, whatever the usage (the
+    5. ``compact(force=True)``/``compact(manual=True)`` mask and summarise now, whatever the usage (the
        jetbrains style folds every unsummarised turn but the last ``keep_last_turns``).
     """
 
@@ -140,7 +140,7 @@ class Hybrid(Policy):
         return HybridRun(self, env or CompactionEnv())
 
 
-class HybridRun:
+class HybridRun(PolicyRun):
     def __init__(self, policy: Hybrid, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -169,13 +169,11 @@ class HybridRun:
             extra={EXTRA_MASKED: n},
         )
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force
 
 
 def _head_len(msgs: Sequence[Message]) -> int:
@@ -199,7 +197,7 @@ def _turns(msgs: Sequence[Message]) -> list[list[Message]]:
     return turns
 
 
-class JetBrainsHybridRun:
+class JetBrainsHybridRun(PolicyRun):
     """The study's hybrid on one session: the checkpoint and how many raw turns it covers."""
 
     def __init__(self, policy: Hybrid, env: CompactionEnv) -> None:
@@ -279,10 +277,8 @@ class JetBrainsHybridRun:
         view = [*head, self.checkpoint, *body] if self.checkpoint is not None else [*head, *body]
         return mask_observations(view, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

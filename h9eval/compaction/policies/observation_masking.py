@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import EXTRA_MASKED, CompactionRecord, Tier
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, drop_masked_calls, masked_positions, render_placeholder
 from h9eval.core.messages import Message
@@ -71,12 +71,12 @@ class ObservationMasking(Policy):
         return _MaskingRun(self, env or CompactionEnv())
 
 
-class _MaskingRun:
+class _MaskingRun(PolicyRun):
     def __init__(self, policy: ObservationMasking, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         p = self.policy
         idx = masked_positions(history, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
         n = len(idx)
@@ -103,7 +103,5 @@ class _MaskingRun:
         )
         return Compaction(tuple(out), rec)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        return self.compact(history)
-
-    compact_manual = compact_force
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._auto(history)

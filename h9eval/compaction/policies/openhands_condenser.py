@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -55,7 +55,7 @@ def forgetting_range(
     """``((start, end), reasons)``: the events ``msgs[start:end]`` to forget, as
     ``LLMSummarizingCondenser._get_forgotten_events`` chooses them, or ``(None, reasons)`` when
     no condensation is due (no reasons) or none can be computed. ``request`` is an explicit
-    condensation request (``/condense``; h9eval's ``compact_force``)."""
+    condensation request (``/condense``; h9eval's ``compact(force=True)``)."""
     n = len(msgs)
     reasons: list[str] = []
     total = estimate_tokens(msgs)
@@ -114,7 +114,7 @@ class OpenHandsCondenser(Policy):
 
     A condensation forgets the events after the first ``keep_first`` down to ``max_size // 2``
     in all (head, summary, newest events), or to half the view for a request
-    (``compact_force``/``compact_manual``, OpenHands' condensation request); with several
+    (``compact(force=True)``/``compact(manual=True)``, OpenHands' condensation request); with several
     reasons the one keeping fewest events wins. Both cut points move forward to the next
     message that is not a tool result. The summary is a user message holding the summarizer's
     reply (OpenHands' ``CondensationSummaryEvent`` is sent as a user message).
@@ -171,7 +171,7 @@ class OpenHandsCondenser(Policy):
         return OpenHandsCondenserRun(self, env or CompactionEnv())
 
 
-class OpenHandsCondenserRun:
+class OpenHandsCondenserRun(PolicyRun):
     """The condenser on one session: the summary calls and the carried-forward view."""
 
     def __init__(self, policy: OpenHandsCondenser, env: CompactionEnv) -> None:
@@ -219,11 +219,9 @@ class OpenHandsCondenserRun:
         rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
         return Compaction(tuple(out), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """OpenHands' condensation request: condense now, down to half the view."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

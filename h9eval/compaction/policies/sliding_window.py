@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import peer_record
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
@@ -52,12 +52,12 @@ class SlidingWindowCompactor(Policy):
         return _SlidingRun(self, env or CompactionEnv())
 
 
-class _SlidingRun:
+class _SlidingRun(PolicyRun):
     def __init__(self, policy: SlidingWindowCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         out = sliding_window(history, self.policy.max_messages)
         changed = len(out) != len(history) or out != list(history)
@@ -65,7 +65,5 @@ class _SlidingRun:
         rec = peer_record(self.env, history, view, Tier.SOFT if changed else Tier.NONE, tokens_before=tokens, start_ns=start_ns)
         return Compaction(tuple(out), rec)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        return self.compact(history)
-
-    compact_manual = compact_force
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._auto(history)

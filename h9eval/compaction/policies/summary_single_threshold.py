@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, peer_record, split_system, fit_newest
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import Tier
@@ -79,7 +79,7 @@ class SummarySingleThreshold(Policy):
     A second compaction summarises the previous summary with the new messages (harness9's
     incremental template). If the summarizer fails (or none is injected) the view falls back to
     the system message and the newest messages that stay under the threshold (at least the
-    newest one), tier ``SOFT``, with ``record.error`` set. ``compact_force``/``compact_manual``
+    newest one), tier ``SOFT``, with ``record.error`` set. ``compact(force=True)``/``compact(manual=True)``
     (``/compact``) summarise now, whatever the usage.
 
     This is the common core of both tools, for comparing one summarise-everything rule at a
@@ -135,7 +135,7 @@ class SummarySingleThreshold(Policy):
         return SummaryThresholdRun(self, env or CompactionEnv())
 
 
-class SummaryThresholdRun:
+class SummaryThresholdRun(PolicyRun):
     """A summary policy bound to one session: the previous summary and anchors (for the
     incremental template), the summary calls made, and the carried-forward view."""
 
@@ -150,19 +150,17 @@ class SummaryThresholdRun:
         self.cont = Continuation()
 
     # -- API -------------------------------------------------------------------------------
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
         base, carried = self.cont.base(history)
         return self.compact_base(history, base, tokens_before=tb, base_tokens=None if carried else tb, carried=carried, force=False, start_ns=start_ns)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Summarise now (Claude Code's and Codex's manual ``/compact``)."""
         start_ns = self.env.clock.now_ns()
         base, carried = self.cont.base(history)
         return self.compact_base(history, base, tokens_before=None, base_tokens=None, carried=carried, force=True, start_ns=start_ns)
-
-    compact_manual = compact_force
 
     # -- shared with the hybrid policy -----------------------------------------------------
     def compact_base(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.compaction.budget import (
     FORCED_TRUNCATION_RULES,
@@ -84,7 +84,7 @@ class TokenBudgetCompactor(Policy):
         return _TokenBudgetRun(self, env or CompactionEnv())
 
 
-class _TokenBudgetRun:
+class _TokenBudgetRun(PolicyRun):
     def __init__(self, policy: TokenBudgetCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -105,17 +105,16 @@ class _TokenBudgetRun:
             error=err,
         )
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         out = self.policy.compact_messages(history)
         # harness9's TokenBudgetCompactor keeps no records; h9eval reports a dropped-messages
         # compaction as tier "soft"-equivalent so the replay can count it.
         changed = len(out) != len(history) or out != list(history)
         return Compaction(tuple(out), self._record(history, out, Tier.SOFT if changed else Tier.NONE))
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         out = self.policy.force_messages(history)
         return Compaction(tuple(out), self._record(history, out, Tier.EMERGENCY, "forced truncation"))
 
-    # harness9's /compact prefers CompactWithRecord, which TokenBudgetCompactor lacks, so it
-    # falls through to CompactForce (spec §2.4).
-    compact_manual = compact_force
+    # _manual stays PolicyRun's: harness9's /compact prefers CompactWithRecord, which
+    # TokenBudgetCompactor lacks, so it falls through to CompactForce (spec §2.4).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import Continuation, head_end, peer_record, split_system, tail_start
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
@@ -55,7 +55,7 @@ class Window(Policy):
     boundary never separates a tool call from its results, so a part may keep a few more
     messages; the amortized window carries its last view forward when the replay keeps the
     original history (OpenHands records the forgetting in its event log).
-    ``compact_force``/``compact_manual``: the plain window is the same as ``compact``; the
+    ``compact(force=True)``/``compact(manual=True)``: the plain window is the same as ``compact``; the
     amortized window forgets down to ``max_messages // 2`` now, whatever the length.
     """
 
@@ -85,7 +85,7 @@ class Window(Policy):
         return WindowRun(self, env or CompactionEnv())
 
 
-class WindowRun:
+class WindowRun(PolicyRun):
     def __init__(self, policy: Window, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -120,10 +120,8 @@ class WindowRun:
         rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, extra=extra)
         return Compaction(tuple(out), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force
