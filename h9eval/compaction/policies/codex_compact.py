@@ -123,17 +123,10 @@ def build_compacted_history(
 class CodexCompact(Policy):
     """Codex CLI auto-compact: summarise everything, re-insert the recent user messages.
 
-    ``context_window_tokens``: the model window (default 272,000, Codex's GPT-5 window).
-    ``auto_compact_token_limit``: compact when the conversation is ``>=`` this many tokens
-    (default None: ``context_window_tokens * 9 // 10``, Codex's integer arithmetic).
-    ``user_message_max_tokens``: recent user messages re-inserted before the summary, newest
-    first, up to this many tokens (Codex's ``COMPACT_USER_MESSAGE_MAX_TOKENS``, default
-    20,000; 0 re-inserts none). ``summary_timeout_s``: a slower summary fails (default 60 s).
-
     The summarizer sees the whole history after the initial context. If it fails, the oldest
     item is trimmed and the summary retried (Codex does so when the compaction request itself
     overflows the window), until one item is left; then the history is left as it is and
-    ``record.error`` says so. ``compact(force=True)``/``compact(manual=True)`` (``/compact``) compact now.
+    ``record.error`` says so. A forced or manual compaction (``/compact``) compacts now.
 
     Where this still differs from Codex, and why:
 
@@ -155,9 +148,15 @@ class CodexCompact(Policy):
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = 272_000
+    """Model window in tokens. 272,000 is Codex's GPT-5 window."""
     auto_compact_token_limit: int | None = None
+    """Compact at this many tokens (``>=``; ``None``: 90 % of the window). The default is
+    ``context_window_tokens * 9 // 10``, Codex's integer arithmetic."""
     user_message_max_tokens: int = 20_000
+    """Tokens of recent user messages re-inserted before the summary (0: none). Newest first;
+    Codex's ``COMPACT_USER_MESSAGE_MAX_TOKENS``."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails (seconds)."""
 
     def __post_init__(self) -> None:
         c = self._check

@@ -69,8 +69,10 @@ TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 @register
 @dataclass(frozen=True, kw_only=True)
 class ProgressiveCompactor(Policy):
-    """harness9's progressive compactor; the frozen fields are its configuration, each
-    documented once, below (``h9eval policies`` shows the first sentence as help)."""
+    """harness9's progressive compactor: five tiers by window usage, a verbatim tail, offload.
+
+    The frozen fields are its configuration, each documented once, below (``h9eval policies``
+    shows the first sentence as help)."""
 
     kind: ClassVar[str] = "progressive"
     source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"

@@ -34,15 +34,19 @@ def sliding_window(msgs: Sequence[Message], max_messages: int) -> list[Message]:
 @register
 @dataclass(frozen=True, kw_only=True)
 class SlidingWindowCompactor(Policy):
-    """harness9's ``SlidingWindowCompactor``: keep the system message and the newest messages,
-    ``max_messages`` in all (default 100; harness9 treats ``<= 0`` as 100 and ``< 2`` as 2,
-    which ``compat=True`` accepts and otherwise is rejected)."""
+    """harness9's ``SlidingWindowCompactor``: keep the system message and the newest messages.
+
+    A forced or manual compaction is the same as the automatic one.
+    """
 
     kind: ClassVar[str] = "sliding_window"
     source: ClassVar[str] = "harness9 SlidingWindowCompactor (system + newest messages)"
 
     max_messages: int = 100
+    """Messages kept, the system message included."""
     compat: bool = False
+    """Accept harness9's silent values instead of rejecting them. ``max_messages <= 0`` means 100,
+    ``< 2`` means 2."""
 
     def __post_init__(self) -> None:
         if not self.compat:
