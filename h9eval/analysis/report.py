@@ -257,7 +257,8 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     try:
         windows = res.calls.groupby("task_id")["context_window_tokens"].first().to_dict() if len(res.calls) else {}
         mts, cts, seen = [], [], set()
-        for spec in list(dict.fromkeys(runs["task_spec"].dropna()))[: max_tasks * 2]:
+        # closed-loop worlds (world:KIND:SEED) are not task files: nothing to reload
+        for spec in [x for x in dict.fromkeys(runs["task_spec"].dropna()) if not str(x).startswith("world:")][: max_tasks * 2]:
             for t in load_tasks_from_spec(str(spec)):
                 if t.task_id in seen or t.task_id not in set(runs["task_id"]) or len(seen) >= max_tasks:
                     continue

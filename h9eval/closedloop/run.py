@@ -147,10 +147,9 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> Any:
             "overflow_tokens": max(0, s.tokens_sent - window),
         }
         rows.append({c: known.get(c, _ZERO.get(c, 0)) for c in CALL_COLUMNS})
-    df = pd.DataFrame(rows, columns=list(CALL_COLUMNS))
-    if df.empty:
-        return df
-    return df.astype({c: t for c, t in _DTYPES.items()})
+    if not rows:
+        return pd.DataFrame(columns=list(CALL_COLUMNS))
+    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=_DTYPES[c]) for c in CALL_COLUMNS})
 
 
 _ZERO: dict[str, Any] = {"summarizer_latency_s": 0.0, "fallback": False, "fallback_error": "", "written_back": False, "manual_compact": False, "thrash_avoided": False}

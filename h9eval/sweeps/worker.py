@@ -44,7 +44,7 @@ _SUMMARIZERS: dict[str, Any] = {}
 
 def _load_task(cell: Cell) -> Task:
     if cell.world_kind:  # an exported world: its keep_all episode, rebuilt (deterministic, fast)
-        return world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps)
+        return _world_task(cell)
     for spec in dict.fromkeys((cell.task_source, cell.task_spec)):
         if spec in _TASK_CACHE:
             _TASK_CACHE.move_to_end(spec)
@@ -99,6 +99,26 @@ def _identity_row(cell: Cell) -> dict[str, Any]:
     }
 
 
+_ORACLE_STEPS: OrderedDict[str, int] = OrderedDict()
+_WORLD_TASKS: OrderedDict[str, Task] = OrderedDict()
+_WORLD_CACHE_SIZE = 64  # per process: a world's keep_all episode is shared by every cell of that world
+
+
+def _cached(cache: OrderedDict[str, Any], key: str, make: Any) -> Any:
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    cache[key] = value = make()
+    while len(cache) > _WORLD_CACHE_SIZE:
+        cache.popitem(last=False)
+    return value
+
+
+def _world_task(cell: Cell) -> Task:
+    key = json.dumps([cell.world_kind, cell.world_params, cell.world_seed, cell.max_steps], sort_keys=True)
+    return _cached(_WORLD_TASKS, key, lambda: world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps))
+
+
 def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run an episode cell and its keep_all oracle: (run-row headline, the cell's parts)."""
     import pandas as pd
@@ -110,8 +130,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     agent = make_agent(cell.agent)
     ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, make_policy(cell.policy_kind, **cell.spec_params),
                      summarizer=_summarizer(cell), **common)
-    oracle = ep if cell.policy_kind == "keep_all" else run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common)
-    row = episode_row(ep, oracle_steps=oracle.n_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
+    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
+    oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else _cached(
+        _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
+    row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
                       params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat)
     calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id)
     sent = [s.tokens_sent for s in ep.steps]
@@ -136,10 +158,13 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = {
         "episodes": episodes_table([row]),
         "calls": calls,
-        "compactions": records_to_frame([], run_id=cell.run_id, session_id=cell.task_id),
+        "compactions": _EMPTY_COMPACTIONS,
         "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
     }
     return head, parts
+
+
+_EMPTY_COMPACTIONS = records_to_frame([], run_id="", session_id="")
 
 
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
