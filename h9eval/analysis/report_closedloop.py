@@ -154,13 +154,21 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
         for config, c in g.groupby("config", sort=False):
             s_mean, s_lo, s_hi = _ci(_task_means(c.assign(success=c["success"].astype(float)), "success"), n_boot, seed)
             t_mean, t_lo, t_hi = _ci(_task_means(c, "tokens_sent_sum"), n_boot, seed)
-            rows.append({
-                "agent": agent, "config": config, "n_tasks": int(c["task_id"].nunique()),
-                "success": s_mean, "success_lo": s_lo, "success_hi": s_hi,
-                "tokens_sent": t_mean, "tokens_sent_lo": t_lo, "tokens_sent_hi": t_hi,
-                "excess_steps": float(c["excess_steps"].astype(float).mean()),
-                "summarizer_cost_usd": float(c["summarizer_cost_usd"].astype(float).mean()),
-            })
+            rows.append(
+                {
+                    "agent": agent,
+                    "config": config,
+                    "n_tasks": int(c["task_id"].nunique()),
+                    "success": s_mean,
+                    "success_lo": s_lo,
+                    "success_hi": s_hi,
+                    "tokens_sent": t_mean,
+                    "tokens_sent_lo": t_lo,
+                    "tokens_sent_hi": t_hi,
+                    "excess_steps": float(c["excess_steps"].astype(float).mean()),
+                    "summarizer_cost_usd": float(c["summarizer_cost_usd"].astype(float).mean()),
+                }
+            )
             if config != baseline and baseline in set(g["config"]):
                 t = g.assign(success=g["success"].astype(float))
                 pairs_s.append(S.task_pairs(t, config, baseline, metric="success", within=("history_mode",)))
@@ -199,11 +207,16 @@ def failure_modes(ep: Any) -> Any:
         }
         reasons = g.loc[~g["success"].astype(bool), "failure"].astype(str)
         counts = reasons[reasons != ""].value_counts()
-        rows.append({
-            "agent": agent, "config": config, "episodes": len(g), "failed": int((~g["success"].astype(bool)).sum()),
-            **{k: int(v.sum()) for k, v in flags.items()},
-            "world_failures": "; ".join(f"{r} ×{n}" for r, n in sorted(counts.items())),
-        })
+        rows.append(
+            {
+                "agent": agent,
+                "config": config,
+                "episodes": len(g),
+                "failed": int((~g["success"].astype(bool)).sum()),
+                **{k: int(v.sum()) for k, v in flags.items()},
+                "world_failures": "; ".join(f"{r} ×{n}" for r, n in sorted(counts.items())),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -357,10 +370,30 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
     for agent, g in pairs.groupby("agent_id", sort=True):
         for config, c in g.groupby("config", sort=True):
             rho, lo, hi, nv = _rho_ci(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
-            per.append({"agent": agent, "config": config, "n_tasks": int(c["task_id"].nunique()), "mean_retention": float(c["retention"].mean()),
-                        "success": float(c["success"].mean()), "rho": rho, "rho_lo": lo, "rho_hi": hi})
+            per.append(
+                {
+                    "agent": agent,
+                    "config": config,
+                    "n_tasks": int(c["task_id"].nunique()),
+                    "mean_retention": float(c["retention"].mean()),
+                    "success": float(c["success"].mean()),
+                    "rho": rho,
+                    "rho_lo": lo,
+                    "rho_hi": hi,
+                }
+            )
         rho, lo, hi, nv = _rho_ci(g.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
-        pooled.append({"agent": agent, "n_configs": int(g["config"].nunique()), "n_tasks": int(g["task_id"].nunique()), "n_pairs": len(g), "rho": rho, "rho_lo": lo, "rho_hi": hi})
+        pooled.append(
+            {
+                "agent": agent,
+                "n_configs": int(g["config"].nunique()),
+                "n_tasks": int(g["task_id"].nunique()),
+                "n_pairs": len(g),
+                "rho": rho,
+                "rho_lo": lo,
+                "rho_hi": hi,
+            }
+        )
     # per probe: its retention per (config, task) against success, pooled over configurations
     pr = open_loop_retention(res, by=("run_id", "probe_id"))
     pr = pr.merge(info, on="run_id")
@@ -396,39 +429,93 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
     secs = []
     sc = success_cost(ep, n_boot=n_boot, seed=seed)
     s = ClosedLoopSection("Closed loop: success and cost")
-    s.blocks.append(("text", (
-        f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds ({', '.join(sorted(ep['world_kind'].unique()))}), "
-        f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next action "
-        "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % task-level "
-        "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted over "
-        "an agent's configurations. The scripted agent is a stand-in: see the README on what it can and cannot say.")))
+    s.blocks.append(
+        (
+            "text",
+            (
+                f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds ({', '.join(sorted(ep['world_kind'].unique()))}), "
+                f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next action "
+                "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % task-level "
+                "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted over "
+                "an agent's configurations. The scripted agent is a stand-in: see the README on what it can and cannot say."
+            ),
+        )
+    )
     show = sc.assign(
         success_ci=[_fmt_ci(*v) for v in zip(sc["success"], sc["success_lo"], sc["success_hi"])],
         tokens_sent_ci=[_fmt_ci(*v) for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])],
         success_vs_keep_all=[_fmt_ci(*v) for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])],
-    )[["agent", "config", "n_tasks", "success_ci", "success_vs_keep_all", "success_verdict", "tokens_sent_ci", "tokens_verdict", "excess_steps", "summarizer_cost_usd"]]
-    s.blocks.append(("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict.")))
-    s.blocks.append(("figure", ("closedloop_frontier", PC.cost_success_frontier(sc), "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; dashed: the frontier (no configuration is cheaper and at least as successful).")))
+    )[
+        [
+            "agent",
+            "config",
+            "n_tasks",
+            "success_ci",
+            "success_vs_keep_all",
+            "success_verdict",
+            "tokens_sent_ci",
+            "tokens_verdict",
+            "excess_steps",
+            "summarizer_cost_usd",
+        ]
+    ]
+    s.blocks.append(
+        ("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict."))
+    )
+    s.blocks.append(
+        (
+            "figure",
+            (
+                "closedloop_frontier",
+                PC.cost_success_frontier(sc),
+                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; dashed: the frontier (no configuration is cheaper and at least as successful).",
+            ),
+        )
+    )
     secs.append(s)
 
     fm = failure_modes(ep)
     s = ClosedLoopSection("Closed loop: failure modes")
-    s.blocks.append(("table", (fm, "Episodes per configuration showing each failure kind (an episode may show several); world_failures: the worlds' own reasons for the episodes that failed.")))
-    s.blocks.append(("figure", ("closedloop_failures", PC.failure_modes(fm, [k for k, _ in FAILURE_KINDS]), "Share of episodes showing each failure kind, per configuration.")))
+    s.blocks.append(
+        (
+            "table",
+            (
+                fm,
+                "Episodes per configuration showing each failure kind (an episode may show several); world_failures: the worlds' own reasons for the episodes that failed.",
+            ),
+        )
+    )
+    s.blocks.append(
+        (
+            "figure",
+            ("closedloop_failures", PC.failure_modes(fm, [k for k, _ in FAILURE_KINDS]), "Share of episodes showing each failure kind, per configuration."),
+        )
+    )
     s.blocks.append(("text", "Kinds: " + "; ".join(f"{k}: {d}" for k, d in FAILURE_KINDS) + "."))
     secs.append(s)
 
     v = validation_study(res, n_boot=n_boot, seed=seed)
     s = ClosedLoopSection("Validation: does open-loop retention predict closed-loop success?")
     if not len(v.pairs):
-        s.blocks.append(("note", "No open-loop replays of the worlds with probes: set open_loop = true on the [tasks] worlds entries and add [probes] scorers = [\"recall\"]."))
+        s.blocks.append(
+            (
+                "note",
+                'No open-loop replays of the worlds with probes: set open_loop = true on the [tasks] worlds entries and add [probes] scorers = ["recall"].',
+            )
+        )
     else:
-        s.blocks.append(("text", (
-            "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same configurations; "
-            "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across tasks, "
-            "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a configuration "
-            "that always succeeds or always fails has nothing to predict). A high pooled rho says open-loop replay ranks "
-            "configurations as the closed loop does; a low one says run the closed loop.")))
+        s.blocks.append(
+            (
+                "text",
+                (
+                    "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same configurations; "
+                    "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across tasks, "
+                    "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a configuration "
+                    "that always succeeds or always fails has nothing to predict). A high pooled rho says open-loop replay ranks "
+                    "configurations as the closed loop does; a low one says run the closed loop."
+                ),
+            )
+        )
         s.blocks.append(("table", (v.pooled, "Pooled over configurations, per agent.")))
         s.blocks.append(("table", (v.per_config, "Per configuration.")))
         if len(v.probes):
@@ -437,7 +524,24 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
             k = 3
             best = v.probes[v.probes["rho"].notna()]
             pick = pd.concat([pd.concat([g.head(k), g.tail(k)]).drop_duplicates() for _, g in best.groupby("agent", sort=True)]) if len(best) else best
-            s.blocks.append(("table", (pick, f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho; probes with a constant side left out).")))
-        s.blocks.append(("figure", ("closedloop_validation", PC.retention_vs_success(v.pairs), "Open-loop retention against closed-loop success per task, one panel per agent, one colour per configuration.")))
+            s.blocks.append(
+                (
+                    "table",
+                    (
+                        pick,
+                        f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho; probes with a constant side left out).",
+                    ),
+                )
+            )
+        s.blocks.append(
+            (
+                "figure",
+                (
+                    "closedloop_validation",
+                    PC.retention_vs_success(v.pairs),
+                    "Open-loop retention against closed-loop success per task, one panel per agent, one colour per configuration.",
+                ),
+            )
+        )
     secs.append(s)
     return secs

@@ -152,11 +152,26 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> Any:
     return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=_DTYPES[c]) for c in CALL_COLUMNS})
 
 
-_ZERO: dict[str, Any] = {"summarizer_latency_s": 0.0, "fallback": False, "fallback_error": "", "written_back": False, "manual_compact": False, "thrash_avoided": False}
+_ZERO: dict[str, Any] = {
+    "summarizer_latency_s": 0.0,
+    "fallback": False,
+    "fallback_error": "",
+    "written_back": False,
+    "manual_compact": False,
+    "thrash_avoided": False,
+}
 _DTYPES: dict[str, str] = {
     **{c: "int64" for c in CALL_COLUMNS},
-    "run_id": "str", "task_id": "str", "policy_kind": "str", "params_hash": "str", "history_mode": "str", "tier_name": "str", "fallback_error": "str",
-    "ratio_to_window": "float64", "summarizer_latency_s": "float64", "summarizer_cost_usd": "float64",
+    "run_id": "str",
+    "task_id": "str",
+    "policy_kind": "str",
+    "params_hash": "str",
+    "history_mode": "str",
+    "tier_name": "str",
+    "fallback_error": "str",
+    "ratio_to_window": "float64",
+    "summarizer_latency_s": "float64",
+    "summarizer_cost_usd": "float64",
     **{c: "bool" for c in ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided")},
 }
 
@@ -196,7 +211,13 @@ def run_world(
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
         pol = policy
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
-    common: dict[str, Any] = {"seed": seed, "history_mode": history_mode, "writeback_rules": writeback_rules, "context_window_tokens": window, "max_steps": max_steps}
+    common: dict[str, Any] = {
+        "seed": seed,
+        "history_mode": history_mode,
+        "writeback_rules": writeback_rules,
+        "context_window_tokens": window,
+        "max_steps": max_steps,
+    }
     ep = run_episode(make_world(kind, **wparams), ag, pol, summarizer=summ, **common)
     oracle = None if pol.kind == "keep_all" else run_oracle(make_world(kind, **wparams), ag, **common)
     task_id = world_task_id(kind, wparams, seed)
@@ -213,11 +234,29 @@ def run_world(
 
 
 _SHOWN = (
-    "success", "failure", "terminated_by", "steps", "excess_steps", "subgoals_reached", "subgoals_total",
-    "n_compactions", "first_compaction_step", "tokens_sent_sum", "tokens_sent_peak", "summarizer_calls",
-    "summarizer_cost_usd", "refetches_justified", "refetches_wasted", "redundant_read_calls",
-    "duplicate_side_effects", "violations_before_compaction", "violations_after_compaction",
-    "hallucinated_completion", "protocol_errors", "facts_present_at_need", "facts_needed",
+    "success",
+    "failure",
+    "terminated_by",
+    "steps",
+    "excess_steps",
+    "subgoals_reached",
+    "subgoals_total",
+    "n_compactions",
+    "first_compaction_step",
+    "tokens_sent_sum",
+    "tokens_sent_peak",
+    "summarizer_calls",
+    "summarizer_cost_usd",
+    "refetches_justified",
+    "refetches_wasted",
+    "redundant_read_calls",
+    "duplicate_side_effects",
+    "violations_before_compaction",
+    "violations_after_compaction",
+    "hallucinated_completion",
+    "protocol_errors",
+    "facts_present_at_need",
+    "facts_needed",
 )
 
 

@@ -30,8 +30,21 @@ SMALL = {"padding_bytes": 600}
 # -- h9eval run --world ---------------------------------------------------------------------------
 def test_cli_run_world_prints_the_episode_and_writes_its_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "ep"
-    rc = main(["run", "--world", "fact_chain:1", "--policy", "progressive", "--set", "context_window_tokens=1500",
-               "--world-set", "padding_bytes=600", "--out", str(out)])
+    rc = main(
+        [
+            "run",
+            "--world",
+            "fact_chain:1",
+            "--policy",
+            "progressive",
+            "--set",
+            "context_window_tokens=1500",
+            "--world-set",
+            "padding_bytes=600",
+            "--out",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0
     assert text.startswith("episode world-fact_chain-")
@@ -91,8 +104,12 @@ def _spec(tasks: dict, **extra: object) -> dict:
 
 
 def test_spec_parses_worlds_and_agents() -> None:
-    sp = load_spec(_spec({"worlds": [{"kind": "mini_repo", "seeds": [0, 2], "params": {"n_bugs": 2}, "max_steps": 30, "open_loop": False}]},
-                         agents=["scripted", "scripted:raw_only"]))
+    sp = load_spec(
+        _spec(
+            {"worlds": [{"kind": "mini_repo", "seeds": [0, 2], "params": {"n_bugs": 2}, "max_steps": 30, "open_loop": False}]},
+            agents=["scripted", "scripted:raw_only"],
+        )
+    )
     (w,) = sp.worlds
     assert (w.kind, w.seeds, w.params, w.max_steps, w.open_loop) == ("mini_repo", (0, 2), {"n_bugs": 2}, 30, False)
     assert sp.agents == ("scripted", "scripted:raw_only")
@@ -107,7 +124,11 @@ def test_spec_parses_worlds_and_agents() -> None:
     [
         ({"worlds": [{"kind": "mini_rep"}]}, {}, "tasks.worlds[0].kind: unknown world 'mini_rep'; did you mean 'mini_repo'?"),
         ({"worlds": [{"seeds": [0]}]}, {}, "tasks.worlds[0].kind: required"),
-        ({"worlds": [{"kind": "mini_repo", "params": {"n_bug": 2}}]}, {}, "tasks.worlds[0].params: unknown parameter of world 'mini_repo' 'n_bug'; did you mean 'n_bugs'?"),
+        (
+            {"worlds": [{"kind": "mini_repo", "params": {"n_bug": 2}}]},
+            {},
+            "tasks.worlds[0].params: unknown parameter of world 'mini_repo' 'n_bug'; did you mean 'n_bugs'?",
+        ),
         ({"worlds": [{"kind": "mini_repo", "params": {"n_bugs": "2"}}]}, {}, "tasks.worlds[0].params: world 'mini_repo': n_bugs must be int, got '2'"),
         ({"worlds": [{"kind": "mini_repo", "seeds": [1, 1]}]}, {}, "tasks.worlds[0].seeds: must not repeat a seed"),
         ({"worlds": [{"kind": "mini_repo", "seeds": [-1]}]}, {}, "tasks.worlds[0].seeds: expected a non-empty list of non-negative integers"),
@@ -136,11 +157,15 @@ def test_spec_bad_world_in_a_toml_file_is_one_line_on_the_cli(tmp_path: Path, ca
 
 
 def test_cells_of_worlds(tmp_path: Path) -> None:
-    sp = load_spec({
-        "name": "cl", "agents": ["scripted", "scripted:raw_only"], "history_modes": ["view", "write_back"],
-        "tasks": {"worlds": [{"kind": "fact_chain", "seeds": [0, 1], "params": SMALL}, {"kind": "mini_repo", "seeds": [0], "open_loop": False}]},
-        "policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_frac": [0.5, 0.6]}}],
-    })
+    sp = load_spec(
+        {
+            "name": "cl",
+            "agents": ["scripted", "scripted:raw_only"],
+            "history_modes": ["view", "write_back"],
+            "tasks": {"worlds": [{"kind": "fact_chain", "seeds": [0, 1], "params": SMALL}, {"kind": "mini_repo", "seeds": [0], "open_loop": False}]},
+            "policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_frac": [0.5, 0.6]}}],
+        }
+    )
     cells, _ = expand_cells(sp, out_dir=tmp_path)
     episodes = [c for c in cells if c.cell_kind == "episode"]
     replays = [c for c in cells if c.cell_kind == "replay"]
