@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", default=None, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
     p.add_argument("--world", default=None, help="closed loop instead of a task: KIND:SEED (fact_chain, mini_repo, ticket_queue)")
     p.add_argument("--agent", default="scripted", help="with --world: scripted (default), scripted:raw_only, scripted:last_k or anthropic")
+    p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic")
     p.add_argument("--world-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: a world parameter (repeatable), e.g. hops=4")
     p.add_argument("--max-steps", type=int, default=60, help="with --world: agent steps before the episode is cut off (default 60)")
     p.add_argument("--policy", default="progressive", help="policy name (see `h9eval policies`)")
@@ -101,6 +102,7 @@ def _run_world(args: argparse.Namespace) -> int:
     run = run_world(
         args.world,
         agent=args.agent,
+        agent_params=parse_set(args.agent_set),
         policy=args.policy,
         params=parse_set(args.set),
         world_params=parse_set(args.world_set),

@@ -74,12 +74,16 @@ class WorldRun:
     out_dir: Path | None = None
 
     @property
-    def oracle_steps(self) -> int:
-        return (self.oracle or self.episode).n_steps
+    def oracle_steps(self) -> int | None:
+        """Steps of the keep_all episode; ``None`` when no oracle was run (a live agent)."""
+        if self.episode.policy_kind == "keep_all":
+            return self.episode.n_steps
+        return self.oracle.n_steps if self.oracle is not None else None
 
     @property
-    def excess_steps(self) -> int:
-        return self.episode.n_steps - self.oracle_steps
+    def excess_steps(self) -> int | None:
+        o = self.oracle_steps
+        return None if o is None else self.episode.n_steps - o
 
     def row(self, **identity: Any) -> dict[str, Any]:
         """The episode's ``episodes`` row; ``identity`` adds the sweep's columns."""
@@ -187,6 +191,7 @@ def run_world(
     world: str,
     *,
     agent: str = "scripted",
+    agent_params: Mapping[str, Any] | None = None,
     policy: str | Policy = "progressive",
     params: Mapping[str, Any] | None = None,
     world_params: Mapping[str, Any] | None = None,
@@ -196,14 +201,18 @@ def run_world(
     writeback_rules: str = "v3",
     window: int | None = None,
     max_steps: int = 60,
+    oracle: bool | None = None,
     out_dir: str | os.PathLike[str] | None = None,
 ) -> WorldRun:
-    """Run the episode ``world`` (``KIND:SEED``) × ``agent`` × ``policy`` (a name with
-    ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring."""
+    """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
+    ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
+    with ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring.
+    ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
+    second paid episode, and a cassette holds only the episode it recorded)."""
     kind, seed = parse_world_spec(world)
     wparams = dict(world_params or {})
     make_world(kind, **wparams)  # refuse a bad parameter before anything runs
-    ag = make_agent(agent)
+    ag = make_agent(agent, **dict(agent_params or {}))
     if isinstance(policy, str):
         pol = make_policy(policy, **dict(params or {}))
     else:
@@ -219,13 +228,14 @@ def run_world(
         "max_steps": max_steps,
     }
     ep = run_episode(make_world(kind, **wparams), ag, pol, summarizer=summ, **common)
-    oracle = None if pol.kind == "keep_all" else run_oracle(make_world(kind, **wparams), ag, **common)
+    want_oracle = agent.partition(":")[0] == "scripted" if oracle is None else oracle
+    orc = run_oracle(make_world(kind, **wparams), ag, **common) if want_oracle and pol.kind != "keep_all" else None
     task_id = world_task_id(kind, wparams, seed)
     run_id = f"{task_id}--{pol.kind}-{params_hash(pol.kind, policy_params(pol))}-{history_mode}--{agent}"
     out = None
     if out_dir is not None:
         out = prepare_out_dir(out_dir)
-    run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=oracle, out_dir=out)
+    run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
         write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
         write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")

@@ -131,7 +131,8 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, make_policy(cell.policy_kind, **cell.spec_params),
                      summarizer=_summarizer(cell), **common)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
-    oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else _cached(
+    # a live agent's oracle would be a second paid episode (and is not in its cassette)
+    oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
         _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
     row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
                       params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat)

@@ -327,3 +327,24 @@ def test_demo_closed_loop_spec_covers_the_policies_and_worlds(tmp_path: Path) ->
     assert {p.kind for p in sp.policies} == {"progressive", "observation_masking", "hybrid", "summary_single_threshold", "keep_all", "drop_all"}
     cells, _ = expand_cells(sp, out_dir=tmp_path)
     assert sum(c.cell_kind == "episode" for c in cells) == 12 * 2 * 6 and sum(c.cell_kind == "replay" for c in cells) == 12 * 6
+
+
+def test_cli_run_world_replays_a_live_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live agent from the CLI, offline: an episode recorded through the fake model replays
+    from its cassette; no oracle is run (a second paid episode, and not in the cassette)."""
+    from cl_fake_model import CASSETTE_WORLD, KEY, MODEL, FakeModel
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    wparams = {k: v for k, v in CASSETTE_WORLD.items() if k != "kind"}
+    cassette = tmp_path / "c.jsonl"
+    common = {"policy": "progressive", "params": {"context_window_tokens": 1300}, "world_params": wparams, "max_steps": 30}
+    rec = run_world("fact_chain:3", agent="anthropic", **common,  # type: ignore[arg-type]
+                    agent_params={"model": MODEL, "max_tokens": 512, "cassette": str(cassette), "mode": "record", "api_key": KEY,
+                                  "base_url": "http://fake.invalid", "http_client": FakeModel().client()})
+    assert rec.episode.success and rec.oracle is None and rec.excess_steps is None
+    wset = [x for k, v in wparams.items() for x in ("--world-set", f"{k}={v}")]
+    argv = ["run", "--world", "fact_chain:3", "--agent", "anthropic", "--agent-set", f"cassette={cassette}", "--agent-set", f"model={MODEL}",
+            "--agent-set", "max_tokens=512", "--policy", "progressive", "--set", "context_window_tokens=1300", "--max-steps", "30", *wset]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "success: True" in text and "excess_steps: None" in text and f"steps: {rec.episode.n_steps}" in text
