@@ -617,8 +617,7 @@ from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import report_closedloop as R
 from h9eval.closedloop import steps_frame
 from h9eval.closedloop.run import format_episode, run_world
-from h9eval.results.store import load_results
-from h9eval.sweeps.sweep import sweep
+from h9eval import load_results, sweep
 
 pd.set_option("display.max_columns", 40)
 pd.set_option("display.width", 200)
