@@ -54,6 +54,8 @@ __all__ = [
     "without_episode_runs",
 ]
 
+_NONCE_RE = r"\b[A-Z]+-[0-9a-f]{6,}\b"
+
 BASELINE = "keep_all"
 """The configuration success and cost are paired against (the oracle control)."""
 
@@ -205,7 +207,8 @@ def failure_modes(ep: Any) -> Any:
             "protocol_errors": g["protocol_errors"].astype(int) > 0,
             "wasted_refetches": g["refetches_wasted"].astype(int) > 0,
         }
-        reasons = g.loc[~g["success"].astype(bool), "failure"].astype(str)
+        # per-episode nonces (ticket ids) make every reason unique; counted by their kind
+        reasons = g.loc[~g["success"].astype(bool), "failure"].astype(str).str.replace(_NONCE_RE, "<id>", regex=True)
         counts = reasons[reasons != ""].value_counts()
         rows.append(
             {
