@@ -34,6 +34,7 @@ from h9eval.analysis import metrics as M
 from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.analysis import plots as P
+from h9eval.analysis import report_closedloop as CL
 from h9eval.results.store import load_results
 from h9eval.tasks.model import ANCHOR_KINDS
 from h9eval.harness9.records_dir import read_records_dir
@@ -256,7 +257,8 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     try:
         windows = res.calls.groupby("task_id")["context_window_tokens"].first().to_dict() if len(res.calls) else {}
         mts, cts, seen = [], [], set()
-        for spec in list(dict.fromkeys(runs["task_spec"].dropna()))[: max_tasks * 2]:
+        # closed-loop worlds (world:KIND:SEED) are not task files: nothing to reload
+        for spec in [x for x in dict.fromkeys(runs["task_spec"].dropna()) if not str(x).startswith("world:")][: max_tasks * 2]:
             for t in load_tasks_from_spec(str(spec)):
                 if t.task_id in seen or t.task_id not in set(runs["task_id"]) or len(seen) >= max_tasks:
                     continue
@@ -403,6 +405,8 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     res = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "report"
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
+    closed_loop = [_Section(c.title, list(c.blocks)) for c in CL.closedloop_sections(res, n_boot=n_boot, seed=seed)]
+    res = CL.without_episode_runs(res)  # the open-loop sections see the replays only
     calls, probes, comps = res.calls, res.probes, res.compactions
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
     cm = M.config_metrics(rm, n=n_boot, seed=seed) if len(rm) else rm
@@ -466,6 +470,7 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     secs.append(tok_sec)
     secs.append(_options_section(rm, n_boot, seed) if len(rm) else _Section("h9eval improvement options vs the faithful default"))
     secs.append(_recommendation_section(cm) if len(cm) else _Section("Recommendation"))
+    secs += closed_loop
     return _render(f"h9eval report: {res.manifest.get('name', Path(results_dir).name)}", secs, out)
 
 

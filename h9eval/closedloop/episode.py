@@ -154,6 +154,8 @@ class StepRecord:
     #: the action: a tool name, ``""`` for done
     tool: str
     arguments: str
+    #: tokens of the history before this step's compaction (0 in episodes recorded without it)
+    history_tokens: int = 0
     is_error: bool = False
     #: ``justified``, ``wasted`` or ``""`` (not a re-fetch)
     refetch: str = ""
@@ -402,6 +404,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         base: dict[str, Any] = {
             "step": step,
             "history_messages": len(before),
+            "history_tokens": _tokens(before),
             "view_messages": len(view),
             "view_tokens": _tokens(view),
             "tokens_sent": sent,
