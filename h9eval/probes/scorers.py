@@ -43,11 +43,14 @@ class ProbeInput:
     ``messages``: the view. ``tool_names``: tools the agent could call (the llm scorer's
     next-action prompt). ``normalized_text``: the view's normalised text
     (:func:`~h9eval.probes.text.normalize_messages`); computed on first use when ``None``.
+    ``tags``: where the input comes from (``task_id``, ``run_id``, ``checkpoint_call_index``,
+    ``message_index``, ``context`` = ``view`` or ``history``), copied into scorer audit rows.
     """
 
     messages: tuple[Message, ...]
     tool_names: tuple[str, ...] = ()
     normalized_text: str | None = None
+    tags: dict[str, Any] = field(default_factory=dict)
     _indexes: dict[tuple[Any, ...], TextIndex] = field(default_factory=dict, repr=False)
 
     @cached_property
