@@ -140,7 +140,7 @@ def _config_rows(n_configs: int, modes: tuple[str, ...] = ("view", "write_back")
         for c in range(n_configs):
             for t in range(3):
                 rows.append({"run_id": f"t{t}--c{c}--{mode}", "task_id": f"t{t}", "label": f"cfg-{c:02d}", "policy_kind": "progressive" if c % 2 else "window", "history_mode": mode,
-                             "tokens_saved": 0.2 + 0.01 * c + 0.005 * t, "retention": 0.95 - 0.01 * c + 0.01 * t, "overflows": int(c == 3)})
+                             "tokens_saved": 0.2 + 0.01 * c + 0.005 * t, "retention": 0.975 - 0.005 * c + 0.01 * t, "overflows": int(c == 3)})
         for kind, ts, ret in (("keep_all", 0.0, 1.0), ("drop_all", 0.95, 0.05)):
             for t in range(3):
                 rows.append({"run_id": f"t{t}--{kind}--{mode}", "task_id": f"t{t}", "label": kind, "policy_kind": kind, "history_mode": mode, "tokens_saved": ts, "retention": ret, "overflows": 0})

@@ -407,10 +407,11 @@ def strategy_comparison(
         if not lo:
             return 0.0, 1.0
         a, b = min(lo), max(hi)
-        # a control at most one data span away is worth the room: it is then drawn, not named
-        span = max(b - a, 0.01)
+        # a control close to the data (within a quarter of its span) is drawn; one further away is
+        # named at the edge, so it never squeezes the configurations into a corner
+        span = max(b - a, 0.02)
         for v in (c.get(m) for md, _, _, cs, _ in layout if md == mode for c in cs):
-            if v is not None and v == v and a - span <= v <= b + span:
+            if v is not None and v == v and a - span / 4 <= v <= b + span / 4:
                 a, b = min(a, v), max(b, v)
         pad = max((b - a) * 0.08, 0.01)
         return a - pad, b + pad

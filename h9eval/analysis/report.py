@@ -223,7 +223,12 @@ def _setup_section(res: Any) -> _Section:
     if spec:
         s.text("Sweep specification (as resolved):")
         # one line per top-level key: readable without scrolling through a nested dump
-        s.code("\n".join(f"{k} = {json.dumps(v, sort_keys=True, default=str)}" for k, v in sorted(spec.items()))[:6000])
+        s.code(
+            "\n".join(
+                f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
+                for k, v in sorted(spec.items())
+            )[:6000]
+        )
     if len(runs) and n_ok < len(runs):
         bad = runs[runs["status"] != "ok"][["run_id", "error"]]
         s.table(bad, "Failed runs (excluded from every number below)")
@@ -557,7 +562,12 @@ def _setup_section(ctx: _Ctx) -> _Section:
     if spec:
         s.text("Sweep specification (as resolved):")
         # one line per top-level key: readable without scrolling through a nested dump
-        s.code("\n".join(f"{k} = {json.dumps(v, sort_keys=True, default=str)}" for k, v in sorted(spec.items()))[:6000])
+        s.code(
+            "\n".join(
+                f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
+                for k, v in sorted(spec.items())
+            )[:6000]
+        )
     if len(runs) and n_ok < len(runs):
         bad = runs[runs["status"] != "ok"][["run_id", "error"]]
         s.table(bad, "Failed runs (excluded from every number below)")
@@ -609,7 +619,8 @@ def _policies_section(ctx: _Ctx) -> _Section:
     s.table(t, f"One row per configuration and history mode, best retention first; CIs are percentile bootstraps ({ctx.n_boot:,} resamples, seed {ctx.seed}) across tasks.")
     s.text(
         "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
-        "score over answerable probes of the sent view; summary-only retention scores the summary's anchors alone. "
+        "score over answerable probes of the sent view; summary-only retention scores the summary's anchors alone, at "
+        "checkpoints after the run's first compaction (– when the configuration never compacted). "
         "Overflows and emergencies are totals over the runs."
     )
     if (cm["history_mode"] == "write_back").any():
@@ -671,8 +682,14 @@ def _tiers_section(ctx: _Ctx) -> _Section:
     return s
 
 
+def _after_compaction(probes: Any) -> Any:
+    """Checkpoints after the run's first compaction: before it there is no summary to score, so
+    summary-only scores there are 0 by construction, not a loss."""
+    return probes[probes["n_compactions"].fillna(0) > 0] if "n_compactions" in probes.columns else probes
+
+
 def _kind_heatmap(ctx: _Ctx, kinds: Sequence[str] | None, exclude: Sequence[str] = (), scope: str = "view") -> Any:
-    p = ctx.res.probes
+    p = ctx.res.probes if scope == "view" else _after_compaction(ctx.res.probes)
     if kinds is not None:
         p = p[p["probe_kind"].isin(list(kinds))]
     p = p[~p["probe_kind"].isin(list(exclude))]
@@ -691,7 +708,7 @@ def _anchors_section(ctx: _Ctx) -> _Section:
     if "scope" in probes.columns and (probes["scope"] == "anchors").any():
         ts = _kind_heatmap(ctx, ANCHOR_KINDS, scope="anchors")
         if len(ts):
-            s.figure("anchor_retention_summary", P.config_heatmap(ts, title="Anchor-probe retention, summary only"), "The same probes scored against the summary's anchors alone (no verbatim tail).")
+            s.figure("anchor_retention_summary", P.config_heatmap(ts, title="Anchor-probe retention, summary only (after the first compaction)"), "The same probes scored against the summary's anchors alone (no verbatim tail), at checkpoints after the run's first compaction.")
     return s
 
 
@@ -786,7 +803,7 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         rm["label"] = [names.get(r, l) for r, l in zip(rm["run_id"], rm["label"])]
         metrics: tuple[str, ...] = ("tokens_saved", "retention")
         if len(probes) and "scope" in probes.columns and (probes["scope"] == "anchors").any():
-            summ = M.retention(probes, by=("run_id",), scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "retention_summary"})
+            summ = M.retention(_after_compaction(probes), by=("run_id",), scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "retention_summary"})
             rm = rm.merge(summ, on="run_id", how="left")
             metrics += ("retention_summary",)
         cm = M.config_metrics(rm, metrics, n=n_boot, seed=seed)
