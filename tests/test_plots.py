@@ -91,6 +91,10 @@ def test_tier_swimlane_and_transition_matrix(calls: pd.DataFrame) -> None:
     ax = fig.axes[0]
     assert len(ax.images) == 1 and ax.images[0].get_array().shape == (2, 6)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A (view)", "B (view)"]
+    fig = P.tier_swimlane(calls, labels={"t1--a": "A", "t1--b": "B"}, groups={"progressive": ["t1--a"], "other strategies": ["t1--b"]})
+    lanes = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title(loc="left") for ax in lanes] == ["progressive", "other strategies"]
+    assert [[t.get_text() for t in ax.get_yticklabels()] for ax in lanes] == [["A"], ["B"]]
     fig = P.tier_transition_matrix(calls)
     ax = fig.axes[0]
     assert len(ax.images) == 1 and len(ax.texts) == 25
@@ -121,6 +125,17 @@ def test_config_heatmap_writes_n_in_every_cell(probes: pd.DataFrame) -> None:
     texts = [x.get_text() for x in panels[0].texts]
     assert len(texts) == 4 and all("\nn=4" in x for x in texts)  # 4 kinds, 4 checkpoints each
     assert "0.50\nn=4" in texts  # key_decision scores 0.5
+
+
+
+def test_config_heatmap_splits_long_panels_by_family() -> None:
+    rows = [{"label": f"c{i:02d}", "family": P.family("progressive" if i < 8 else "window"), "history_mode": "view", "probe_kind": k, "retention": 0.5, "n_probes": 3} for i in range(16) for k in ("fact", "intent")]
+    fig = P.config_heatmap(pd.DataFrame(rows))
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["view · progressive", "view · other strategies"]
+    assert [len(ax.get_yticklabels()) for ax in panels] == [8, 8]
+    # 12 rows or fewer stay in one panel
+    assert len([ax for ax in P.config_heatmap(pd.DataFrame(rows[:24])).axes if ax.images]) == 1
 
 
 def test_drift_curves_label_runs_by_configuration(probes: pd.DataFrame) -> None:

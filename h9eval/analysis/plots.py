@@ -20,6 +20,7 @@ __all__ = [
     "TIER_COLORS",
     "token_curve",
     "tier_swimlane",
+    "family",
     "tier_transition_matrix",
     "anchor_retention_heatmap",
     "config_heatmap",
@@ -174,30 +175,60 @@ def token_curve(
     return fig
 
 
-def tier_swimlane(calls: Any, run_ids: Sequence[str] | None = None, *, labels: Mapping[str, str] | None = None, title: str = "Tier per call") -> Any:
+def family(kind: Any) -> str:
+    """The panel a configuration goes to when a mode has too many to show at once: harness9's
+    ``progressive`` family or the other strategies."""
+    return "progressive" if str(kind) == "progressive" else "other strategies"
+
+
+def tier_swimlane(
+    calls: Any,
+    run_ids: Sequence[str] | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    title: str = "Tier per call",
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> Any:
     """One lane per run, one cell per call, coloured by the tier of that call's compaction
-    (grey: none); ``labels``: lane names per run id (default the run id)."""
+    (grey: none); ``labels``: lane names per run id (default the run id). ``groups``: one
+    panel per entry (panel title -> run ids, in lane order), sharing the call axis; default
+    one panel with ``run_ids`` (default all runs)."""
     import numpy as np
     from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.figure import Figure
 
-    ids = list(run_ids) if run_ids is not None else list(dict.fromkeys(calls["run_id"])) if len(calls) else []
-    fig, (ax,) = _figure(size=(9.0, 1.0 + 0.35 * max(len(ids), 1)))
-    if not ids:
+    if groups is None:
+        ids = list(run_ids) if run_ids is not None else list(dict.fromkeys(calls["run_id"])) if len(calls) else []
+        panels = [("", ids)]
+    else:
+        panels = [(k, list(v)) for k, v in groups.items() if len(v)]
+    total = sum(len(v) for _, v in panels)
+    if total == 0:
+        fig, (ax,) = _figure(size=(9.0, 1.4))
         _empty(ax, "calls")
         return fig
+    fig = Figure(figsize=(9.0, 0.9 + 0.3 * total + 0.45 * len(panels)), layout="constrained")
+    gs = fig.add_gridspec(len(panels), 1, height_ratios=[len(v) + 1.2 for _, v in panels])
     n = int(calls["call_index"].max()) + 1
-    grid = np.full((len(ids), n), np.nan)
     order = {t: i for i, t in enumerate(M.TIER_NAMES)}
-    for i, rid in enumerate(ids):
-        g = calls[calls["run_id"] == rid]
-        grid[i, g["call_index"].to_numpy(dtype=int)] = [order.get(str(t), 0) for t in g["tier_name"]]
     cmap = ListedColormap([TIER_COLORS[t] for t in M.TIER_NAMES]).with_extremes(bad="white")
-    im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, norm=BoundaryNorm(np.arange(-0.5, 5.5), 5))
-    ax.set_yticks(range(len(ids)), [_short((labels or {}).get(r, r), 40) for r in ids], fontsize=7)
-    ax.set_xlabel("call index")
-    cb = fig.colorbar(im, ax=ax, ticks=range(5), fraction=0.03)
+    axes, im, first = [], None, None
+    for k, (name, ids) in enumerate(panels):
+        ax = fig.add_subplot(gs[k, 0], sharex=first)
+        first = first or ax
+        grid = np.full((len(ids), n), np.nan)
+        for i, rid in enumerate(ids):
+            g = calls[calls["run_id"] == rid]
+            grid[i, g["call_index"].to_numpy(dtype=int)] = [order.get(str(t), 0) for t in g["tier_name"]]
+        im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, norm=BoundaryNorm(np.arange(-0.5, 5.5), 5))
+        ax.set_yticks(range(len(ids)), [_short((labels or {}).get(r, r), 40) for r in ids], fontsize=7)
+        if name:
+            ax.set_title(name, fontsize=8, loc="left")
+        axes.append(ax)
+    axes[-1].set_xlabel("call index")
+    cb = fig.colorbar(im, ax=axes, ticks=range(5), fraction=0.03)
     cb.ax.set_yticklabels(M.TIER_NAMES, fontsize=7)
-    ax.set_title(title)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -256,39 +287,65 @@ def anchor_retention_heatmap(table: Any, *, method: str | None = "recall") -> An
     return fig
 
 
-def config_heatmap(table: Any, *, value: str = "retention", n_col: str = "n_probes", column: str = "probe_kind", row: str = "label", panel: str | None = "history_mode", title: str = "Retention by configuration", value_label: str = "retention") -> Any:
+def config_heatmap(
+    table: Any,
+    *,
+    value: str = "retention",
+    n_col: str = "n_probes",
+    column: str = "probe_kind",
+    row: str = "label",
+    panel: str | None = "history_mode",
+    split: str | None = "family",
+    max_rows: int = _MAX_ROWS,
+    title: str = "Retention by configuration",
+    value_label: str = "retention",
+) -> Any:
     """Configuration × kind heatmap of an already aggregated table (e.g.
     :func:`h9eval.analysis.metrics.retention` by label, history mode and probe kind): one
-    panel per ``panel`` value, each cell the ``value`` with its ``n`` written under it; rows
-    ordered by their mean over the columns (best first)."""
+    panel column per ``panel`` value, each cell the ``value`` with its ``n`` written under it;
+    rows ordered by their mean over the columns (best first). When a panel would hold more
+    than ``max_rows`` rows and the table has a ``split`` column (e.g. :func:`family`), the
+    rows are split into one panel row per ``split`` value."""
     import numpy as np
+    from matplotlib.figure import Figure
 
     if len(table) == 0:
         fig, (ax,) = _figure(size=(6.0, 2.0))
         _empty(ax, "data")
         return fig
-    panels = list(dict.fromkeys(table[panel])) if panel and panel in table.columns else [None]
+    cols_p = list(dict.fromkeys(table[panel])) if panel and panel in table.columns else [None]
+    sel = lambda d, key, v: d if v is None else d[d[key] == v]  # noqa: E731
+    too_many = max(sel(table, panel, p)[row].nunique() for p in cols_p) > max_rows
+    rows_s = list(dict.fromkeys(table[split])) if too_many and split and split in table.columns else [None]
     cols = list(dict.fromkeys(table[column]))
-    n_rows = max(table[table[panel] == p][row].nunique() if p is not None else table[row].nunique() for p in panels)
-    fig, axes = _figure(1, len(panels), size=(min(4.6 * len(panels), 10.0) + 0.8, 1.3 + 0.36 * n_rows))
-    im = None
-    for ax, p in zip(axes, panels):
-        sub = table[table[panel] == p] if p is not None else table
-        v = sub.pivot_table(index=row, columns=column, values=value, aggfunc="first").reindex(columns=cols)
-        n = sub.pivot_table(index=row, columns=column, values=n_col, aggfunc="first").reindex(index=v.index, columns=cols)
-        order = v.mean(axis=1).sort_values(ascending=False, kind="stable").index
-        v, n = v.loc[order], n.loc[order]
-        im = ax.imshow(v.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-        for i in range(v.shape[0]):
-            for j in range(v.shape[1]):
-                x, k = v.iat[i, j], n.iat[i, j]
-                if isinstance(x, float) and np.isnan(x):
-                    continue
-                ax.text(j, i, f"{x:.2f}\nn={int(k)}", ha="center", va="center", fontsize=6, color="black" if x > 0.6 else "white")
-        ax.set_xticks(range(len(cols)), [str(c).replace("_", " ") for c in cols], rotation=25, ha="right", fontsize=7)
-        ax.set_yticks(range(len(order)), [_short(str(r), 34) for r in order], fontsize=7)
-        if p is not None:
-            ax.set_title(f"{p}", fontsize=9)
+    heights = [max(sel(sel(table, split, f), panel, p)[row].nunique() for p in cols_p) for f in rows_s]
+    fig = Figure(figsize=(min(4.6 * len(cols_p), 10.0) + 0.8, 1.0 + 0.36 * sum(heights) + 0.5 * len(rows_s)), layout="constrained")
+    gs = fig.add_gridspec(len(rows_s), len(cols_p), height_ratios=[max(h, 1) + 0.8 for h in heights])
+    im, axes = None, []
+    for a, f in enumerate(rows_s):
+        for b, p in enumerate(cols_p):
+            ax = fig.add_subplot(gs[a, b])
+            axes.append(ax)
+            sub = sel(sel(table, split, f), panel, p)
+            if len(sub) == 0:
+                ax.set_axis_off()
+                continue
+            v = sub.pivot_table(index=row, columns=column, values=value, aggfunc="first").reindex(columns=cols)
+            n = sub.pivot_table(index=row, columns=column, values=n_col, aggfunc="first").reindex(index=v.index, columns=cols)
+            order = v.mean(axis=1).sort_values(ascending=False, kind="stable").index
+            v, n = v.loc[order], n.loc[order]
+            im = ax.imshow(v.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+            for i in range(v.shape[0]):
+                for j in range(v.shape[1]):
+                    x, k = v.iat[i, j], n.iat[i, j]
+                    if isinstance(x, float) and np.isnan(x):
+                        continue
+                    ax.text(j, i, f"{x:.2f}\nn={int(k)}", ha="center", va="center", fontsize=6, color="black" if x > 0.6 else "white")
+            ax.set_xticks(range(len(cols)), [str(c).replace("_", " ") for c in cols], rotation=25, ha="right", fontsize=7)
+            ax.set_yticks(range(len(order)), [_short(str(r), 34) for r in order], fontsize=7)
+            head = " · ".join(str(t) for t in (p, f) if t is not None)
+            if head:
+                ax.set_title(head, fontsize=9)
     if im is not None:
         fig.colorbar(im, ax=axes, fraction=0.03, label=value_label)
     fig.suptitle(title, fontsize=10)
@@ -338,7 +395,7 @@ def _is_control(r: Mapping[str, Any]) -> bool:
 def _panels(rows: list[dict[str, Any]], max_rows: int) -> list[tuple[str, list[dict[str, Any]]]]:
     """Split one mode's configurations into panels of at most ``max_rows``: harness9's
     progressive family and the other strategies apart, then by rank."""
-    fams = [("progressive", [r for r in rows if r.get("policy_kind") == "progressive"]), ("other strategies", [r for r in rows if r.get("policy_kind") != "progressive"])]
+    fams = [(f, [r for r in rows if family(r.get("policy_kind")) == f]) for f in ("progressive", "other strategies")]
     if len(rows) <= max_rows or not all(f for _, f in fams):
         fams = [("", rows)]
     out = []

@@ -620,7 +620,7 @@ def _policies_section(ctx: _Ctx) -> _Section:
     s.text(
         "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
         "score over answerable probes of the sent view; summary-only retention scores the summary's anchors alone, at "
-        "checkpoints after the run's first compaction (– when the configuration never compacted). "
+        "checkpoints after the run's first compaction (– when the configuration never wrote a summary). "
         "Overflows and emergencies are totals over the runs."
     )
     if (cm["history_mode"] == "write_back").any():
@@ -673,10 +673,13 @@ def _tiers_section(ctx: _Ctx) -> _Section:
     sub = ctx.non_control(sub)
     for k, mode in enumerate(dict.fromkeys(sub["history_mode"])):
         ms = sub[sub["history_mode"] == mode]
-        order = ctx.rm[ctx.rm["run_id"].isin(set(ms["run_id"]))].sort_values("label")["run_id"].tolist()
+        lanes = ctx.rm[ctx.rm["run_id"].isin(set(ms["run_id"]))].sort_values("label")
+        groups = {"": list(lanes["run_id"])}
+        if len(lanes) > _MAX_LANES:
+            groups = {f: list(lanes[[P.family(x) == f for x in lanes["policy_kind"]]]["run_id"]) for f in ("progressive", "other strategies")}
         s.figure(
             "tier_swimlane" if k == 0 else f"tier_swimlane_{k}",
-            P.tier_swimlane(ms, order, labels={r: ctx.names.get(r, r) for r in order}, title=f"Tier per call: {ex}, {mode} mode"),
+            P.tier_swimlane(ms, labels=ctx.names, title=f"Tier per call: {ex}, {mode} mode", groups=groups),
             f"Tier per call for task {ex} in {mode} mode, one lane per configuration (controls left out).",
         )
     return s
@@ -688,13 +691,23 @@ def _after_compaction(probes: Any) -> Any:
     return probes[probes["n_compactions"].fillna(0) > 0] if "n_compactions" in probes.columns else probes
 
 
+_MAX_LANES = 12  # labelled rows per panel before a figure splits them by family
+
+
 def _kind_heatmap(ctx: _Ctx, kinds: Sequence[str] | None, exclude: Sequence[str] = (), scope: str = "view") -> Any:
     p = ctx.res.probes if scope == "view" else _after_compaction(ctx.res.probes)
     if kinds is not None:
         p = p[p["probe_kind"].isin(list(kinds))]
     p = p[~p["probe_kind"].isin(list(exclude))]
     p = ctx.non_control(ctx.labelled(p))
-    return M.retention(p, by=("label", "history_mode", "probe_kind"), scope=scope)
+    if scope != "view":
+        # a summary-only score means nothing for a configuration that never wrote a summary
+        summarizing = set(ctx.rm[ctx.rm["summarizer_calls"] > 0]["run_id"]) if "summarizer_calls" in ctx.rm.columns else set(p["run_id"])
+        p = p[p["run_id"].isin(summarizing)]
+    t = M.retention(p, by=("label", "policy_kind", "history_mode", "probe_kind"), scope=scope)
+    t = t.assign(family=[P.family(k) for k in t["policy_kind"]])
+    # harness9's family first, then the other strategies
+    return t.sort_values("family", key=lambda f: f != "progressive", kind="stable")
 
 
 def _anchors_section(ctx: _Ctx) -> _Section:
@@ -708,7 +721,7 @@ def _anchors_section(ctx: _Ctx) -> _Section:
     if "scope" in probes.columns and (probes["scope"] == "anchors").any():
         ts = _kind_heatmap(ctx, ANCHOR_KINDS, scope="anchors")
         if len(ts):
-            s.figure("anchor_retention_summary", P.config_heatmap(ts, title="Anchor-probe retention, summary only (after the first compaction)"), "The same probes scored against the summary's anchors alone (no verbatim tail), at checkpoints after the run's first compaction.")
+            s.figure("anchor_retention_summary", P.config_heatmap(ts, title="Anchor-probe retention, summary only (after the first compaction)"), "The same probes scored against the summary's anchors alone (no verbatim tail), at checkpoints after the run's first compaction; configurations that never call the summarizer are left out.")
     return s
 
 
@@ -805,6 +818,8 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         if len(probes) and "scope" in probes.columns and (probes["scope"] == "anchors").any():
             summ = M.retention(_after_compaction(probes), by=("run_id",), scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "retention_summary"})
             rm = rm.merge(summ, on="run_id", how="left")
+            if "summarizer_calls" in rm.columns:
+                rm.loc[rm["summarizer_calls"] == 0, "retention_summary"] = math.nan
             metrics += ("retention_summary",)
         cm = M.config_metrics(rm, metrics, n=n_boot, seed=seed)
     else:
