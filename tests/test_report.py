@@ -203,3 +203,12 @@ def test_cli_sweep_report_and_errors(sweep_dir: Path, tmp_path: Path, capsys: py
     assert main(["report", "--records", str(sweep_dir)]) == 2
     assert "--records needs --out" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_offline_summarizers_are_recognised_for_the_caveat() -> None:
+    from h9eval.analysis.report import _is_offline
+    from h9eval.summarizers.registry import summarizer_names
+
+    offline = {n for n in summarizer_names() if _is_offline(n)}
+    assert {"offline", "offline_free_text"} <= offline
+    assert not offline & {"anthropic", "anthropic_free_text"}

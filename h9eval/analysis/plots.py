@@ -406,6 +406,28 @@ def _panels(rows: list[dict[str, Any]], max_rows: int) -> list[tuple[str, list[d
     return out
 
 
+def _draw_controls(ax: Any, controls: list[dict[str, Any]], m: str, x_range: tuple[float, float]) -> None:
+    """The controls' values of metric ``m`` as vertical lines, or named at the edge with their
+    value when outside ``x_range``."""
+    from matplotlib.transforms import blended_transform_factory
+
+    tr = blended_transform_factory(ax.transData, ax.transAxes)
+    lo_x, hi_x = x_range
+    for c in controls:
+        cv = c.get(m)
+        if cv is None or cv != cv:
+            continue
+        kind = str(c.get("policy_kind"))
+        ls, col = _CONTROL_STYLE.get(kind, ("--", "0.5"))
+        if lo_x <= cv <= hi_x:
+            ax.axvline(cv, ls=ls, color=col, lw=1.1, gid=f"control-{kind}")
+            ax.text(cv, 1.0, f" {kind}", transform=tr, fontsize=6, color=col, va="bottom", ha="center", clip_on=False)
+        elif cv < lo_x:
+            ax.text(0.0, 1.0, f"← {kind} {cv:.2f}", transform=ax.transAxes, fontsize=6, color=col, va="bottom", ha="left", gid=f"control-{kind}-offscale")
+        else:
+            ax.text(1.0, 1.0, f"{kind} {cv:.2f} →", transform=ax.transAxes, fontsize=6, color=col, va="bottom", ha="right", gid=f"control-{kind}-offscale")
+
+
 def strategy_comparison(
     runs_metrics: Any,
     *,
@@ -428,7 +450,6 @@ def strategy_comparison(
     :func:`h9eval.analysis.metrics.config_metrics`) or ``config_metrics`` rows.
     """
     from matplotlib.lines import Line2D
-    from matplotlib.transforms import blended_transform_factory
 
     if len(runs_metrics) == 0:
         fig, (ax,) = _figure(size=(9.0, 2.5))
@@ -497,20 +518,7 @@ def strategy_comparison(
             else:
                 ax.set_yticks(ys, [""] * len(ys))
             ax.tick_params(axis="x", labelsize=7)
-            tr = blended_transform_factory(ax.transData, ax.transAxes)
-            lo_x, hi_x = ranges[(mode, m)]
-            for c in controls:
-                cv = c.get(m)
-                if cv is None or cv != cv:
-                    continue
-                ls, col = _CONTROL_STYLE.get(str(c.get("policy_kind")), ("--", "0.5"))
-                kind = str(c.get("policy_kind"))
-                if lo_x <= cv <= hi_x:
-                    ax.axvline(cv, ls=ls, color=col, lw=1.1, gid=f"control-{kind}")
-                    ax.text(cv, 1.0, f" {kind}", transform=tr, fontsize=6, color=col, va="bottom", ha="center", clip_on=False)
-                else:
-                    at_left = cv < lo_x
-                    ax.text(0.0 if at_left else 1.0, 1.0, ("← " if at_left else "") + f"{kind} {cv:.2f}" + ("" if at_left else " →"), transform=ax.transAxes, fontsize=6, color=col, va="bottom", ha="left" if at_left else "right", gid=f"control-{kind}-offscale")
+            _draw_controls(ax, controls, m, ranges[(mode, m)])
             what = (y if j == 0 else x).replace("_", " ")
             head = (f"{mode} mode" if mode is not None else "") + (f" · {name}" if name else "")
             ax.set_title(f"{head}: {what}" if head else what, fontsize=8, loc="left", pad=10)

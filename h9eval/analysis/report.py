@@ -123,7 +123,7 @@ def _md_table(df: Any) -> str:
 def _html_table(df: Any) -> str:
     cols, rows = _rows(df)
     # text columns may wrap (so a wide table fits the page); numbers never do
-    text = [not (df[c].dtype.kind in "biuf") for c in df.columns]
+    text = [df[c].dtype.kind not in "biuf" for c in df.columns]
     head = "".join(f"<th{' class=t' if t else ''}>{html.escape(c)}</th>" for c, t in zip(cols, text))
     body = "".join(
         "<tr>" + "".join(f"<td{' class=t' if t else ''}>{html.escape(v)}</td>" for v, t in zip(r, text)) + "</tr>" for r in rows
@@ -469,7 +469,7 @@ def _reference_label(ctx: _Ctx) -> str | None:
     if len(rm) == 0:
         return None
     prog = rm[rm["policy_kind"] == "progressive"]
-    named = [l for l in dict.fromkeys(prog["label"]) if "default" in l]
+    named = [lab for lab in dict.fromkeys(prog["label"]) if "default" in lab]
     if named:
         return named[0]
     for r in prog.drop_duplicates("label").to_dict("records"):
@@ -488,7 +488,12 @@ def _choose(ctx: _Ctx) -> None:
         return
     modes = list(dict.fromkeys(rm["history_mode"]))
     chosen = [(ref, m) for m in modes]
-    thr = [r for r in ctx.non_control(rm).drop_duplicates(["label", "history_mode"]).to_dict("records") if r["label"] != ref and r.get("policy_kind") == "progressive" and _tier_fracs("progressive", r.get("params_json")) != _tier_fracs("progressive", None)]
+    default_fracs = _tier_fracs("progressive", None)
+    thr = [
+        r
+        for r in ctx.non_control(rm).drop_duplicates(["label", "history_mode"]).to_dict("records")
+        if r["label"] != ref and r.get("policy_kind") == "progressive" and _tier_fracs("progressive", r.get("params_json")) != default_fracs
+    ]
     if thr:
         chosen.append((thr[0]["label"], thr[0]["history_mode"]))
     best = M.recommend(ctx.non_control(ctx.cm)) if len(ctx.cm) else None
@@ -605,7 +610,7 @@ def _policies_section(ctx: _Ctx) -> _Section:
         return s
     cm = cm.assign(_ctl=cm["policy_kind"].isin(P.CONTROL_KINDS)).sort_values(["history_mode", "_ctl", "retention"], ascending=[True, True, False], kind="stable")
     t = cm[["label", "history_mode", "n_runs"]].copy()
-    t["label"] = [l + (" (control)" if c else "") for l, c in zip(cm["label"], cm["_ctl"])]
+    t["label"] = [lab + (" (control)" if c else "") for lab, c in zip(cm["label"], cm["_ctl"])]
     t = t.rename(columns={"label": "configuration", "history_mode": "mode", "n_runs": "tasks"})
     t["retention [95% CI]"] = _ci_col(cm, "retention")
     if "retention_summary" in cm.columns and cm["retention_summary"].notna().any():
@@ -649,7 +654,9 @@ def _token_curves_section(ctx: _Ctx) -> _Section:
     for label, mode in ctx.chosen:
         ids += ctx.runs_of(label, mode, ctx.example_task)[:1]
     info = runs.set_index("run_id") if runs is not None and len(runs) else None
-    th = {rid: _tier_fracs(str(info.at[rid, "policy_kind"]), info.at[rid, "params_json"]) for rid in ids} if info is not None and "params_json" in info.columns else None
+    th = None
+    if info is not None and "params_json" in info.columns:
+        th = {rid: _tier_fracs(str(info.at[rid, "policy_kind"]), info.at[rid, "params_json"]) for rid in ids}
     labels = {rid: f"{ctx.names.get(rid, rid)} ({mode})" for rid, mode in zip(ids, ctx.rm.set_index("run_id").loc[ids, "history_mode"])} if ids else {}
     s.figure(
         "token_curve_0",
@@ -813,7 +820,7 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
     names = config_names(res.runs)
     if len(rm):
-        rm["label"] = [names.get(r, l) for r, l in zip(rm["run_id"], rm["label"])]
+        rm["label"] = [names.get(r, lab) for r, lab in zip(rm["run_id"], rm["label"])]
         metrics: tuple[str, ...] = ("tokens_saved", "retention")
         if len(probes) and "scope" in probes.columns and (probes["scope"] == "anchors").any():
             summ = M.retention(_after_compaction(probes), by=("run_id",), scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "retention_summary"})
