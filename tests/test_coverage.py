@@ -108,3 +108,9 @@ def test_the_demo_exercises_harness9s_default_on_every_task(tmp_path, monkeypatc
     per_run = C.run_coverage(res.calls, res.runs).set_index("task_id")
     medium = per_run[per_run.index.str.startswith("synthetic-medium")]
     assert len(medium) == 2 and (medium["n_compactions"] >= 10).all()
+
+
+def test_coverage_uses_the_given_configuration_names() -> None:
+    calls = pd.concat([_calls("a--p", "a", ["none", "soft"]), _calls("b--p", "b", ["none"])], ignore_index=True)
+    cov = C.coverage(calls, names={"a--p": "h9-default", "b--p": "h9-default"})
+    assert list(cov["label"]) == ["h9-default"] and cov["never_compacted_task_ids"].iloc[0] == "b"

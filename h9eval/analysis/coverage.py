@@ -59,9 +59,10 @@ COVERAGE_COLUMNS: tuple[str, ...] = (
 """Columns of :func:`coverage` (counts of tasks, except ``n_compactions``: compacting calls)."""
 
 
-def run_coverage(calls: Any, runs: Any | None = None) -> Any:
+def run_coverage(calls: Any, runs: Any | None = None, *, names: Mapping[str, str] | None = None) -> Any:
     """One row per run (:data:`RUN_COVERAGE_COLUMNS`); ``runs`` (a sweep's runs table) gives
-    the config labels and keeps only ok runs."""
+    the config labels and keeps only ok runs; ``names``: run id -> the configuration's name
+    to use as its label (a report's names)."""
     import numpy as np
     import pandas as pd
 
@@ -80,17 +81,19 @@ def run_coverage(calls: Any, runs: Any | None = None) -> Any:
     for c in _CONFIG:
         if c not in out.columns:
             out[c] = ""
+    if names:
+        out["label"] = [names.get(r, lab) for r, lab in zip(out["run_id"], out["label"])]
     return out[list(RUN_COVERAGE_COLUMNS)].sort_values("run_id", kind="stable").reset_index(drop=True)
 
 
-def coverage(calls: Any, runs: Any | None = None, *, warn_frac: float = M.DEFAULT_THRESHOLDS["warn"]) -> Any:
+def coverage(calls: Any, runs: Any | None = None, *, warn_frac: float = M.DEFAULT_THRESHOLDS["warn"], names: Mapping[str, str] | None = None) -> Any:
     """One row per configuration (label, history mode, summarizer; :data:`COVERAGE_COLUMNS`):
     tasks that reached each tier, compacting calls in all, tasks never compacted on (and
     their ids), tasks whose uncompacted peak reaches ``warn_frac`` of the window (default
     harness9's 0.6). Repeats of a task count once (a task reached a tier if any repeat did)."""
     import pandas as pd
 
-    rc = run_coverage(calls, runs)
+    rc = run_coverage(calls, runs, names=names)
     if len(rc) == 0:
         return pd.DataFrame(columns=list(COVERAGE_COLUMNS))
     order = {t: i for i, t in enumerate(M.TIER_NAMES)}
@@ -111,10 +114,10 @@ def coverage(calls: Any, runs: Any | None = None, *, warn_frac: float = M.DEFAUL
     return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
 
 
-def never_compacted(calls: Any, runs: Any | None = None) -> dict[str, list[str]]:
+def never_compacted(calls: Any, runs: Any | None = None, *, names: Mapping[str, str] | None = None) -> dict[str, list[str]]:
     """Config label -> the tasks it never compacted on (only labels with at least one)."""
     out: dict[str, list[str]] = {}
-    for r in coverage(calls, runs).itertuples(index=False):
+    for r in coverage(calls, runs, names=names).itertuples(index=False):
         if r.never_compacted_tasks:
             label = f"{r.label} ({r.history_mode})" if r.history_mode else str(r.label)
             out.setdefault(label, []).extend(r.never_compacted_task_ids.split(", "))
@@ -148,12 +151,15 @@ def conditional_retention(run_metrics_df: Any) -> Any:
     return pd.DataFrame(rows)
 
 
-def coverage_blocks(calls: Any, runs: Any | None = None, run_metrics_df: Any | None = None) -> list[tuple[str, Any]]:
+def coverage_blocks(
+    calls: Any, runs: Any | None = None, run_metrics_df: Any | None = None, *, names: Mapping[str, str] | None = None
+) -> list[tuple[str, Any]]:
     """The report's coverage section as blocks (``("text", str)``, ``("note", str)``,
-    ``("table", (DataFrame, caption))``)."""
+    ``("table", (DataFrame, caption))``); ``names``: as for :func:`run_coverage` (the run
+    metrics' labels are used as they are)."""
     if len(calls) == 0:
         return [("note", "No calls: nothing to cover.")]
-    cov = coverage(calls, runs)
+    cov = coverage(calls, runs, names=names)
     blocks: list[tuple[str, Any]] = [
         (
             "table",
@@ -165,7 +171,7 @@ def coverage_blocks(calls: Any, runs: Any | None = None, run_metrics_df: Any | N
             ),
         )
     ]
-    flagged: Mapping[str, list[str]] = never_compacted(calls, runs)
+    flagged: Mapping[str, list[str]] = never_compacted(calls, runs, names=names)
     if flagged:
         blocks.append(
             (

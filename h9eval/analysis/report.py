@@ -795,7 +795,7 @@ SECTIONS: tuple[Any, ...] = (
     _setup_section,
     _configurations_section,
     _policies_section,
-    lambda ctx: _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(ctx.res.calls, ctx.res.runs, ctx.rm)),
+    lambda ctx: _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(ctx.res.calls, ctx.res.runs, ctx.rm, names=ctx.names)),
     _token_curves_section,
     _tiers_section,
     _anchors_section,
