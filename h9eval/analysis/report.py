@@ -23,7 +23,7 @@ import io
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from h9eval.analysis import metrics as M
 from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.analysis import plots as P
+from h9eval.analysis.report_model import Section as _Section
+from h9eval.analysis import report_sections as RS
 from h9eval.results.store import load_results
 from h9eval.tasks.model import ANCHOR_KINDS
 from h9eval.harness9.records_dir import read_records_dir
@@ -61,30 +63,6 @@ class ReportPaths:
     html: Path
     markdown: Path
     figures: tuple[Path, ...] = ()
-
-
-@dataclass
-class _Section:
-    title: str
-    blocks: list[tuple[str, Any]] = field(default_factory=list)  # (kind, payload)
-
-    def text(self, s: str) -> None:
-        self.blocks.append(("text", s))
-
-    def note(self, s: str) -> None:
-        self.blocks.append(("note", s))
-
-    def rec(self, s: str) -> None:
-        self.blocks.append(("rec", s))
-
-    def code(self, s: str) -> None:
-        self.blocks.append(("code", s))
-
-    def table(self, df: Any, caption: str = "") -> None:
-        self.blocks.append(("table", (df, caption)))
-
-    def figure(self, name: str, fig: Any, caption: str) -> None:
-        self.blocks.append(("figure", (name, fig, caption)))
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -406,7 +384,10 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     calls, probes, comps = res.calls, res.probes, res.compactions
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
     cm = M.config_metrics(rm, n=n_boot, seed=seed) if len(rm) else rm
-    secs = [_setup_section(res), _policies_section(cm)]
+    secs = [_setup_section(res)]
+    secs += RS.provenance_sections(res)
+    secs.append(_policies_section(cm))
+    secs += RS.headline_sections(res, n_resamples=n_boot, seed=seed)
 
     labels = _run_labels(res.runs)
     s = _Section("Token curves")
@@ -454,6 +435,8 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     else:
         s.note("The sweep ran no probes: no drift data. Add [probes] scorers = [\"recall\"] to the spec.")
     secs.append(s)
+    secs += RS.probe_validity_sections(res, seed=seed)
+    secs += RS.emergency_sections(res, n_resamples=n_boot, seed=seed)
 
     s = _Section("Summarizer calls and cost")
     if len(calls):
@@ -464,7 +447,8 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
 
     tok_sec, _ = _token_estimate_section(res, token_error_tasks)
     secs.append(tok_sec)
-    secs.append(_options_section(rm, n_boot, seed) if len(rm) else _Section("h9eval improvement options vs the faithful default"))
+    secs += RS.option_sections(res, n_resamples=n_boot, seed=seed)
+    secs += RS.llm_sections(res)
     secs.append(_recommendation_section(cm) if len(cm) else _Section("Recommendation"))
     return _render(f"h9eval report: {res.manifest.get('name', Path(results_dir).name)}", secs, out)
 
