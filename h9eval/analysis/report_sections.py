@@ -108,8 +108,8 @@ def provenance_sections(results: Results) -> list[Section]:
         s.table(
             t,
             "Per configuration, mean over tasks of the per-task mean. View: the whole request sent (pinned messages, summary, "
-            "kept tail). Summary only: the compaction summary alone (probe scope \"anchors\"); – where the configuration never "
-            "wrote one. A view score well above the summary-only score is carried by the kept tail, not by the summary.",
+            "kept tail). Summary only: the compaction summary alone (probe scope \"anchors\"); – for a configuration that never "
+            "called the summarizer. A view score well above the summary-only score is carried by the kept tail, not by the summary.",
         )
         never = sc[sc["n_tasks_compacted"] < sc["n_tasks"]]
         if len(never):
@@ -191,7 +191,7 @@ def option_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0,
         "Each option is judged on what it exists to change (its targets) and on retention as a guard, variant minus baseline "
         f"(same parameters without the option), paired by task; {_family_text('holm', fam, level)} ({len(vs)} variant(s) × their "
         f"metrics). Overall: {O.OVERALL_RULE}. Verdict words as defined in the strategy comparison; \"inconclusive\" means "
-        "no clear effect on this data, not that the option does not help."
+        "no clear effect on this data: it is not evidence against the option."
     )
     rows = []
     for v in vs:

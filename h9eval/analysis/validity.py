@@ -208,7 +208,7 @@ def _task_mean(table: Any, col: str) -> Any:
 
 def scope_retention(results: Results, *, method: str = "recall") -> Any:
     """Per configuration: ``view_retention`` and ``anchors_retention`` (the summary alone; NaN
-    for a configuration that never wrote a summary), each the mean over tasks of the per-task
+    for runs that never called the summarizer), each the mean over tasks of the per-task
     mean; ``n_tasks``; ``n_tasks_compacted``."""
     import pandas as pd
 
@@ -219,6 +219,8 @@ def scope_retention(results: Results, *, method: str = "recall") -> Any:
         return pd.DataFrame(columns=cols)
     a = M.retention(probes, by=("run_id",), method=method, scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "anchors_retention"})
     t = table.merge(a, on="run_id", how="left")
+    # a run that never called the summarizer has no summary to score: its 0 would read as "lost"
+    t.loc[t["summarizer_calls"].fillna(0) == 0, "anchors_retention"] = math.nan
     comp = t.assign(_c=t["n_compactions"].fillna(0) > 0).groupby(["config", "task_id"])["_c"].any().groupby(level="config")
     out = pd.DataFrame(
         {
