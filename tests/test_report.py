@@ -14,11 +14,15 @@ from h9eval.cli import main
 
 SECTIONS = (
     "Setup and provenance",
+    "What produced these numbers",
     "Policies compared",
+    "Strategy comparison: each configuration vs",
     "Token curves",
     "Tier transitions",
     "Anchor retention",
     "Drift",
+    "Probe validity",
+    "Emergency checkpoints",
     "Summarizer calls and cost",
     "Token-estimate error",
     "improvement options vs the faithful default",
@@ -59,6 +63,9 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
     h = report.html.read_text(encoding="utf-8")
     for s in SECTIONS:
         assert s in md and s in h, s
+    heads = re.findall(r"^## \d+\. (.*)$", md, re.M)
+    pos = [next(i for i, t in enumerate(heads) if s in t) for s in SECTIONS]
+    assert pos == sorted(pos), heads
     names = {p.name for p in report.figures}
     assert {"token_curve_0.png", "token_curve_1.png", "strategy_comparison.png", "tier_transitions.png", "tier_swimlane.png", "anchor_retention_probes.png", "drift.png", "summarizer_cost.png", "token_estimate_error.png"} <= names
     for p in report.figures:

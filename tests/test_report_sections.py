@@ -251,23 +251,3 @@ def test_llm_section_reports_agreement_with_n_and_the_audit(res: Any) -> None:
     summ = V.audit_summary(audit).set_index("role")
     assert summ.loc["all", "n"] == 3 and summ.loc["judge", "judge_yes"] == 1 and summ.loc["all", "cost_usd"] == pytest.approx(0.002)
     assert summ.loc["all", "cache_hits"] == 1
-
-
-# -- the whole report -----------------------------------------------------------------------------------
-def test_report_carries_the_sections_in_order(results_dir: Path, tmp_path: Path) -> None:
-    from h9eval.analysis.report import write_report
-
-    md = write_report(results_dir, tmp_path / "rep", n_boot=200, token_error_tasks=1).markdown.read_text(encoding="utf-8")
-    titles = [
-        "What produced these numbers",
-        "Policies compared",
-        "Strategy comparison: each configuration vs harness9's default",
-        "Drift",
-        "Probe validity",
-        "Emergency checkpoints",
-        RS.OPTIONS_TITLE,
-        "Recommendation",
-    ]
-    pos = [md.find(t) for t in titles]
-    assert all(p >= 0 for p in pos) and pos == sorted(pos), dict(zip(titles, pos))
-    assert "does not help" not in md and "LLM scorer" not in md
