@@ -110,10 +110,10 @@ def test_headline_section_states_method_family_and_words(res: Any) -> None:
     md = _md([s])
     assert "Holm-adjusted over a family of 6 comparisons" in md
     for word, meaning in VERDICT_DEFINITIONS.items():
-        assert f"{word}: {meaning}" in md
+        assert f"“{word}”: {meaning}." in md
     tab = _table(s, "Metrics:")
     assert list(tab["configuration"]) == ["drop_all", "legacy", "thrash"]
-    assert tab.loc[tab["configuration"] == "drop_all", "retention verdict"].item() == "worse"
+    assert tab.loc[tab["configuration"] == "drop_all", "retention verdict (tasks differ)"].item() == f"worse ({N_TASKS}/{N_TASKS})"
     assert (tab["tasks compacted"] == f"{N_TASKS}/{N_TASKS}").all()
 
 

@@ -75,7 +75,8 @@ def _family_text(method: str, family_size: int, level: float) -> str:
 
 def verdict_words(section: Section) -> None:
     """Add the verdict words' definitions (:data:`VERDICT_DEFINITIONS`) to ``section``."""
-    section.code("\n".join(f"{k}: {v}" for k, v in VERDICT_DEFINITIONS.items()))
+    for k, v in VERDICT_DEFINITIONS.items():
+        section.text(f"“{k}”: {v}.")
 
 
 # -- which summarizer ----------------------------------------------------------------------------
@@ -132,8 +133,7 @@ def _headline_table(h: H.Headline) -> Any:
             r["tasks compacted"] = f"{int(cov['n_tasks_compacted'].get(c.a, 0))}/{int(cov['n_tasks'].get(c.a, 0))}"
         r[f"{c.metric}"] = c.mean_a
         r[f"Δ {c.metric} [adj. CI]"] = _diff(c)
-        r[f"{c.metric} verdict"] = _verdict(c)
-        r[f"{c.metric}: tasks differ"] = f"{c.n_differ}/{c.n_tasks}"
+        r[f"{c.metric} verdict (tasks differ)"] = f"{_verdict(c)} ({c.n_differ}/{c.n_tasks})"
     t = pd.DataFrame(list(by.values()))
     return t.drop(columns="vs") if len(h.baselines) == 1 else t
 
