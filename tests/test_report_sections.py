@@ -113,8 +113,11 @@ def test_headline_section_states_method_family_and_words(res: Any) -> None:
         assert f"“{word}”: {meaning}." in md
     tab = _table(s, "Metrics:")
     assert list(tab["configuration"]) == ["drop_all", "legacy", "thrash"]
-    assert tab.loc[tab["configuration"] == "drop_all", "retention verdict (tasks differ)"].item() == f"worse ({N_TASKS}/{N_TASKS})"
+    assert tab.loc[tab["configuration"] == "drop_all", "retention verdict"].item() == f"worse ({N_TASKS}/{N_TASKS})"
     assert (tab["tasks compacted"] == f"{N_TASKS}/{N_TASKS}").all()
+    assert "Overflowed the window" not in md and H.overflowing(run_table(res)) == {}
+    fake = pd.DataFrame({"config": ["a", "a", "b"], "overflows": [2.0, 1.0, 0.0]})
+    assert H.overflowing(fake) == {"a": 3}
 
 
 def test_no_default_is_said_not_invented(res: Any) -> None:

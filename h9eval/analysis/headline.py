@@ -34,6 +34,7 @@ __all__ = [
     "legacy_variant",
     "versus_default",
     "compacted_tasks",
+    "overflowing",
 ]
 
 DEFAULT_NAME = "harness9-default"
@@ -92,6 +93,13 @@ def compacted_tasks(table: Any) -> Any:
     per_task = table.assign(_c=table["n_compactions"].fillna(0) > 0).groupby(["config", "task_id"])["_c"].any()
     g = per_task.groupby(level="config")
     return pd.DataFrame({"n_tasks": g.size(), "n_tasks_compacted": g.sum().astype(int)})
+
+
+def overflowing(table: Any) -> dict[str, int]:
+    """Configuration -> calls whose request exceeded the window, over all its runs (only
+    configurations with at least one)."""
+    g = table.groupby("config", sort=True)["overflows"].sum()
+    return {str(k): int(v) for k, v in g.items() if v > 0}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -62,8 +62,11 @@ def _diff(c: PairedComparison) -> str:
 
 
 def _verdict(c: PairedComparison) -> str:
-    need = min_tasks_for(c.adjusted_level)
-    return c.verdict + (f" (n={c.n_tasks} < {need})" if c.n_tasks < need else "")
+    """The verdict, starred when too few tasks were paired for a verdict at its adjusted level."""
+    return c.verdict + ("*" if c.n_tasks < min_tasks_for(c.adjusted_level) else "")
+
+
+_STAR = "*: too few tasks paired for a verdict at the comparison's adjusted level, so it reads inconclusive whatever the mean."
 
 
 def _family_text(method: str, family_size: int, level: float) -> str:
@@ -132,8 +135,8 @@ def _headline_table(h: H.Headline) -> Any:
         if "tasks compacted" not in r:
             r["tasks compacted"] = f"{int(cov['n_tasks_compacted'].get(c.a, 0))}/{int(cov['n_tasks'].get(c.a, 0))}"
         r[f"{c.metric}"] = c.mean_a
-        r[f"Δ {c.metric} [adj. CI]"] = _diff(c)
-        r[f"{c.metric} verdict (tasks differ)"] = f"{_verdict(c)} ({c.n_differ}/{c.n_tasks})"
+        r[f"Δ {c.metric} [CI]"] = _diff(c)
+        r[f"{c.metric} verdict"] = f"{_verdict(c)} ({c.n_differ}/{c.n_tasks})"
     t = pd.DataFrame(list(by.values()))
     return t.drop(columns="vs") if len(h.baselines) == 1 else t
 
@@ -155,7 +158,7 @@ def headline_sections(results: Results, *, n_resamples: int = 1000, seed: int = 
         "Verdicts are read from the adjusted interval, never from the mean:"
     )
     verdict_words(s)
-    s.table(_headline_table(h), "Metrics: " + "; ".join(f"{m} = {_METRIC_TEXT[m]}" for m in H.HEADLINE_METRICS) + ". \"tasks differ\": tasks whose paired difference is not 0.")
+    s.table(_headline_table(h), "Metrics: " + "; ".join(f"{m} = {_METRIC_TEXT[m]}" for m in H.HEADLINE_METRICS) + ". Verdict (k/n): k of the n paired tasks have a paired difference that is not 0. " + _STAR)
     cov = h.coverage
     low = [c for c in cov.index if cov.loc[c, "n_tasks_compacted"] < cov.loc[c, "n_tasks"]]
     if low:
@@ -166,8 +169,14 @@ def headline_sections(results: Results, *, n_resamples: int = 1000, seed: int = 
     small = sorted({c.n_tasks for c in h.comparisons if c.n_tasks < min_tasks_for(c.adjusted_level)})
     if small:
         s.note(
-            f"Some comparisons rest on {', '.join(map(str, small))} task(s): too few for a verdict at their adjusted level "
+            f"Starred verdicts rest on {', '.join(map(str, small))} task(s): too few for a verdict at their adjusted level "
             f"(at least {min_tasks_for(level)} at {level:g}, more after adjustment), so they read inconclusive whatever the mean."
+        )
+    over = H.overflowing(run_table(results))
+    if over:
+        s.note(
+            "Overflowed the window (some request larger than the window, so its retention is of a request no model would "
+            "accept): " + ", ".join(f"{k} ({v} calls)" for k, v in over.items()) + "."
         )
     return [s]
 
@@ -212,7 +221,7 @@ def option_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0,
                 )
         for u in v.unmeasured:
             rows.append({"option": v.option, "overall": v.overall, "role": "target", "metric": u, "baseline": math.nan, "with option": math.nan, "Δ [adj. CI]": "not measured here", "verdict": "–", "tasks differ": "–"})
-    s.table(pd.DataFrame(rows), "One row per option and metric; baseline/with option: means over tasks. Smaller is better for calls, emergencies, overwrites and peak tokens.")
+    s.table(pd.DataFrame(rows), "One row per option and metric; baseline/with option: means over tasks. Smaller is better for calls, emergencies, overwrites and peak tokens. " + _STAR)
     for v in vs:
         why = " (meant to: " + "; ".join(O.option_target(o).rationale for o in v.options) + ")"
         differ = max((c.n_differ for c in (*v.targets, *v.guard)), default=0)
@@ -315,7 +324,7 @@ def emergency_sections(results: Results, *, n_resamples: int = 1000, seed: int =
             }
             for c in base.comparisons
         ]
-        s.table(pd.DataFrame(rows), f"The retention comparison against the default under each emergency rule; each column one family ({_family_text(base.method, base.family_size, level)}). A verdict that changes between the columns depends on the reconstructed rule.")
+        s.table(pd.DataFrame(rows), f"The retention comparison against the default under each emergency rule; each column one family ({_family_text(base.method, base.family_size, level)}). A verdict that changes between the columns depends on the reconstructed rule. " + _STAR)
         changed = [r["configuration"] for r in rows if r["verdict (anchor_greedy_v3)"] != r["verdict (legacy_last1)"]]
         if changed:
             s.note(f"{len(changed)} verdict(s) change with the emergency rule: " + ", ".join(changed) + ".")
