@@ -118,7 +118,7 @@ def provenance_sections(results: Results) -> list[Section]:
         never = sc[sc["n_tasks_compacted"] < sc["n_tasks"]]
         if len(never):
             s.note(
-                f"{len(never)} configuration(s) did not compact on every task (\"tasks compacted\" column): on those tasks "
+                f"Did not compact on every task (\"tasks compacted\" column): {', '.join(never['config'])}; on those tasks "
                 "their score is the uncompacted history's and says nothing about their compaction."
             )
     return [s]
@@ -163,8 +163,8 @@ def headline_sections(results: Results, *, n_resamples: int = 1000, seed: int = 
     low = [c for c in cov.index if cov.loc[c, "n_tasks_compacted"] < cov.loc[c, "n_tasks"]]
     if low:
         s.note(
-            f"{len(low)} configuration(s) never compacted on some tasks (\"tasks compacted\" < tasks run): a difference on "
-            "those tasks is not a difference in compaction."
+            f"Never compacted on some tasks (\"tasks compacted\" < tasks run): {', '.join(sorted(map(str, low)))}; a difference "
+            "on those tasks is not a difference in compaction."
         )
     small = sorted({c.n_tasks for c in h.comparisons if c.n_tasks < min_tasks_for(c.adjusted_level)})
     if small:
