@@ -6,9 +6,13 @@ PNG files in ``figures/`` next to it. Every number comes from :mod:`h9eval.analy
 figure from :mod:`h9eval.analysis.plots`; the recommendation is chosen from the data
 (:func:`h9eval.analysis.metrics.recommend`), never written in advance.
 
-Sections: setup and provenance, policies compared, token curves, tier transitions, anchor
-retention, drift, summarizer calls and cost, token-estimate error, h9eval's improvement
-options against the faithful default, recommendation.
+Sections: setup and provenance, what produced the numbers (summarizer, summary-only retention),
+policies compared, each configuration vs harness9's default (task-level paired, adjusted), token
+curves, tier transitions, anchor retention, drift, probe validity (placebo floor, pinned answers),
+emergency checkpoints (and the comparison under ``legacy_last1``), summarizer calls and cost,
+token-estimate error, h9eval's improvement options judged on their targets, the llm scorer's
+agreement (when it ran), recommendation. The trust and comparison sections come from
+:mod:`h9eval.analysis.report_sections`.
 
 ``write_report_from_records(records_dir, out_dir)`` does the same for harness9's
 ``compaction_records/*.jsonl`` (token curve from tokens before/after, tier transitions between
@@ -277,48 +281,6 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
 
     s.figure("token_estimate_error", P.token_estimate_error(mt, ct), "Token-estimate error per content kind; per-call estimate vs BPE with tier disagreements in red.")
     return s, err
-
-
-def _options_section(rm: Any, n: int, seed: int) -> _Section:
-    s = _Section("h9eval improvement options vs the faithful default")
-    oc = M.option_comparison(rm, n=n, seed=seed)
-    if len(oc) == 0:
-        s.note(
-            "No progressive configuration in this sweep differs from a faithful-default baseline only in "
-            f"improvement options ({', '.join(M.IMPROVEMENT_OPTIONS)}), so nothing can be compared here."
-        )
-        return s
-    t = oc[["option", "n_tasks"]].copy()
-    for m in ("retention", "tokens_saved"):
-        if f"{m}_delta" in oc.columns:
-            t[f"{m} baseline"] = oc[f"{m}_baseline"]
-            t[f"{m} with option"] = oc[f"{m}_variant"]
-            t[f"{m} Δ [95% CI]"] = [
-                "–" if isinstance(d, float) and math.isnan(d) else f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-                for d, lo, hi in zip(oc[f"{m}_delta"], oc[f"{m}_delta_ci_lo"], oc[f"{m}_delta_ci_hi"])
-            ]
-        t[f"{m} verdict"] = oc.get(f"{m}_verdict")
-    if "overflows_delta" in oc.columns:
-        t["overflows Δ"] = oc["overflows_delta"]
-    s.table(t, "Paired by task (same history mode, summarizer and other parameters); Δ = option - default.")
-    for r in oc.to_dict("records"):
-        rv, tv = r.get("retention_verdict", "no data"), r.get("tokens_saved_verdict", "no data")
-        if rv == "helps":
-            msg = f"{r['option']}: improves retention by {r['retention_delta']:+.3f} (CI {r['retention_delta_ci_lo']:+.3f} to {r['retention_delta_ci_hi']:+.3f})"
-            msg += f"; tokens saved {tv}." if tv != "helps" else ", and saves more tokens."
-            s.text(msg)
-        elif tv == "helps" and rv not in ("hurts",):
-            s.text(f"{r['option']}: saves more tokens ({r['tokens_saved_delta']:+.3f}) without a clear retention change ({rv}).")
-        else:
-            s.note(
-                f"{r['option']} does not help on this data: retention {rv}"
-                + (f" ({r['retention_delta']:+.3f})" if "retention_delta" in r and not math.isnan(r["retention_delta"]) else "")
-                + f", tokens saved {tv}"
-                + (f" ({r['tokens_saved_delta']:+.3f})" if "tokens_saved_delta" in r and not math.isnan(r["tokens_saved_delta"]) else "")
-                + (f", overflows {int(r['overflows_delta']):+d}" if r.get("overflows_delta") else "")
-                + "."
-            )
-    return s
 
 
 def _recommendation_section(cm: Any) -> _Section:

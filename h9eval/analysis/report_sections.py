@@ -84,7 +84,7 @@ def verdict_words(section: Section) -> None:
 
 # -- which summarizer ----------------------------------------------------------------------------
 def provenance_sections(results: Results) -> list[Section]:
-    """"What produced these numbers": the summarizer(s), the offline caveat, and retention of
+    """ "What produced these numbers": the summarizer(s), the offline caveat, and retention of
     the summary alone beside retention of the whole view."""
     s = Section("What produced these numbers: summarizer and scope")
     sr = V.summarizer_runs(results)
@@ -112,13 +112,13 @@ def provenance_sections(results: Results) -> list[Section]:
         s.table(
             t,
             "Per configuration, mean over tasks of the per-task mean. View: the whole request sent (pinned messages, summary, "
-            "kept tail). Summary only: the compaction summary alone (probe scope \"anchors\"); – for a configuration that never "
+            'kept tail). Summary only: the compaction summary alone (probe scope "anchors"); – for a configuration that never '
             "called the summarizer. A view score well above the summary-only score is carried by the kept tail, not by the summary.",
         )
         never = sc[sc["n_tasks_compacted"] < sc["n_tasks"]]
         if len(never):
             s.note(
-                f"Did not compact on every task (\"tasks compacted\" column): {', '.join(never['config'])}; on those tasks "
+                f'Did not compact on every task ("tasks compacted" column): {", ".join(never["config"])}; on those tasks '
                 "their score is the uncompacted history's and says nothing about their compaction."
             )
     return [s]
@@ -158,12 +158,18 @@ def headline_sections(results: Results, *, n_resamples: int = 1000, seed: int = 
         "Verdicts are read from the adjusted interval, never from the mean:"
     )
     verdict_words(s)
-    s.table(_headline_table(h), "Metrics: " + "; ".join(f"{m} = {_METRIC_TEXT[m]}" for m in H.HEADLINE_METRICS) + ". Verdict (k/n): k of the n paired tasks have a paired difference that is not 0. " + _STAR)
+    s.table(
+        _headline_table(h),
+        "Metrics: "
+        + "; ".join(f"{m} = {_METRIC_TEXT[m]}" for m in H.HEADLINE_METRICS)
+        + ". Verdict (k/n): k of the n paired tasks have a paired difference that is not 0. "
+        + _STAR,
+    )
     cov = h.coverage
     low = [c for c in cov.index if cov.loc[c, "n_tasks_compacted"] < cov.loc[c, "n_tasks"]]
     if low:
         s.note(
-            f"Never compacted on some tasks (\"tasks compacted\" < tasks run): {', '.join(sorted(map(str, low)))}; a difference "
+            f'Never compacted on some tasks ("tasks compacted" < tasks run): {", ".join(sorted(map(str, low)))}; a difference '
             "on those tasks is not a difference in compaction."
         )
     small = sorted({c.n_tasks for c in h.comparisons if c.n_tasks < min_tasks_for(c.adjusted_level)})
@@ -199,7 +205,7 @@ def option_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0,
     s.text(
         "Each option is judged on what it exists to change (its targets) and on retention as a guard, variant minus baseline "
         f"(same parameters without the option), paired by task; {_family_text('holm', fam, level)} ({len(vs)} variant(s) × their "
-        f"metrics). Overall: {O.OVERALL_RULE}. Verdict words as defined in the strategy comparison; \"inconclusive\" means "
+        f'metrics). Overall: {O.OVERALL_RULE}. Verdict words as defined in the strategy comparison; "inconclusive" means '
         "no clear effect on this data: it is not evidence against the option."
     )
     rows = []
@@ -220,8 +226,23 @@ def option_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0,
                     }
                 )
         for u in v.unmeasured:
-            rows.append({"option": v.option, "overall": v.overall, "role": "target", "metric": u, "baseline": math.nan, "with option": math.nan, "Δ [adj. CI]": "not measured here", "verdict": "–", "tasks differ": "–"})
-    s.table(pd.DataFrame(rows), "One row per option and metric; baseline/with option: means over tasks. Smaller is better for calls, emergencies, overwrites and peak tokens. " + _STAR)
+            rows.append(
+                {
+                    "option": v.option,
+                    "overall": v.overall,
+                    "role": "target",
+                    "metric": u,
+                    "baseline": math.nan,
+                    "with option": math.nan,
+                    "Δ [adj. CI]": "not measured here",
+                    "verdict": "–",
+                    "tasks differ": "–",
+                }
+            )
+    s.table(
+        pd.DataFrame(rows),
+        "One row per option and metric; baseline/with option: means over tasks. Smaller is better for calls, emergencies, overwrites and peak tokens. " + _STAR,
+    )
     for v in vs:
         why = " (meant to: " + "; ".join(O.option_target(o).rationale for o in v.options) + ")"
         differ = max((c.n_differ for c in (*v.targets, *v.guard)), default=0)
@@ -260,7 +281,8 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
         chance = pv[pv["placebo_rate"].notna() & (pv["placebo_rate"] >= 0.5 * pv["retention"])]
         if len(chance):
             s.note(
-                "Near chance: for " + ", ".join(f"{r.probe_kind} (placebo {r.placebo_rate:.2f} vs retention {r.retention:.2f})" for r in chance.itertuples())
+                "Near chance: for "
+                + ", ".join(f"{r.probe_kind} (placebo {r.placebo_rate:.2f} vs retention {r.retention:.2f})" for r in chance.itertuples())
                 + " the placebo floor is at least half the retention: those probes pass largely by coincidence."
             )
         n_ex = int(pv["n_excluded"].sum())
@@ -269,7 +291,11 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
         pinned = pv[pv["n_pinned_rows"] > 0]
         if len(pinned):
             s.note(
-                "Pinned answers: " + ", ".join(f"{r.probe_kind} {r.n_pinned_rows} row(s), retention {_num(r.retention_pinned)} pinned vs {_num(r.retention_unpinned)} not" for r in pinned.itertuples())
+                "Pinned answers: "
+                + ", ".join(
+                    f"{r.probe_kind} {r.n_pinned_rows} row(s), retention {_num(r.retention_pinned)} pinned vs {_num(r.retention_unpinned)} not"
+                    for r in pinned.itertuples()
+                )
                 + "."
             )
     return [s]
@@ -288,10 +314,13 @@ def emergency_sections(results: Results, *, n_resamples: int = 1000, seed: int =
     table = run_table(results)
     defaults = [d for d in (H.default_config(table, sm) for sm in sorted(table["summarizer"].dropna().unique())) if d]
     s.text(
-        "harness9's emergency truncation rule (anchor_greedy_v3, forced_truncation=\"anchor_greedy_v3\") is reconstructed from "
+        'harness9\'s emergency truncation rule (anchor_greedy_v3, forced_truncation="anchor_greedy_v3") is reconstructed from '
         "harness9's description, not verified against its code; checkpoints taken at the emergency tier score that rule."
     )
-    s.table(es.rename(columns={"emergency_frac": "share of checkpoints", "emergency_row_frac": "share of probe rows"}), "Per configuration: checkpoints (run × call) with probe rows, how many were at the emergency tier, and runs with at least one forced truncation.")
+    s.table(
+        es.rename(columns={"emergency_frac": "share of checkpoints", "emergency_row_frac": "share of probe rows"}),
+        "Per configuration: checkpoints (run × call) with probe rows, how many were at the emergency tier, and runs with at least one forced truncation.",
+    )
     for d in defaults:
         r = es[es["config"] == d]
         if len(r) and r["emergency_frac"].iloc[0] > 0:
@@ -300,17 +329,25 @@ def emergency_sections(results: Results, *, n_resamples: int = 1000, seed: int =
                 "are at the emergency tier, scored under the reconstructed rule."
             )
     legacy = [(d, H.legacy_variant(table, d)) for d in defaults]
-    legacy = [(d, l) for d, l in legacy if l]
+    legacy = [(d, v) for d, v in legacy if v]
     if not legacy:
         s.text(
-            "These results hold no legacy_last1 variant of the default (a progressive entry with forced_truncation=\"legacy_last1\" "
+            'These results hold no legacy_last1 variant of the default (a progressive entry with forced_truncation="legacy_last1" '
             "and otherwise the default's parameters), so the comparison is not repeated under the other rule."
         )
         return [s]
-    for d, l in legacy:
-        base = H.versus_default(results, baseline=d, metrics=("retention",), n_resamples=n_resamples, seed=seed, level=level, exclude=[l])
-        alt = H.versus_default(results, baseline=l, metrics=("retention",), n_resamples=n_resamples, seed=seed, level=level, exclude=[d])
-        direct = H.versus_default(results, baseline=d, metrics=H.HEADLINE_METRICS, n_resamples=n_resamples, seed=seed, level=level, exclude=[c for c in set(table["config"]) if c not in (d, l)])
+    for d, lg in legacy:
+        base = H.versus_default(results, baseline=d, metrics=("retention",), n_resamples=n_resamples, seed=seed, level=level, exclude=[lg])
+        alt = H.versus_default(results, baseline=lg, metrics=("retention",), n_resamples=n_resamples, seed=seed, level=level, exclude=[d])
+        direct = H.versus_default(
+            results,
+            baseline=d,
+            metrics=H.HEADLINE_METRICS,
+            n_resamples=n_resamples,
+            seed=seed,
+            level=level,
+            exclude=[c for c in set(table["config"]) if c not in (d, lg)],
+        )
         if base is None or alt is None:
             continue
         by_a = {c.a: c for c in alt.comparisons}
@@ -319,19 +356,24 @@ def emergency_sections(results: Results, *, n_resamples: int = 1000, seed: int =
                 "configuration": c.a,
                 f"Δ retention vs {d} [adj. CI]": _diff(c),
                 "verdict (anchor_greedy_v3)": _verdict(c),
-                f"Δ retention vs {l} [adj. CI]": _diff(by_a[c.a]) if c.a in by_a else "–",
+                f"Δ retention vs {lg} [adj. CI]": _diff(by_a[c.a]) if c.a in by_a else "–",
                 "verdict (legacy_last1)": _verdict(by_a[c.a]) if c.a in by_a else "–",
             }
             for c in base.comparisons
         ]
-        s.table(pd.DataFrame(rows), f"The retention comparison against the default under each emergency rule; each column one family ({_family_text(base.method, base.family_size, level)}). A verdict that changes between the columns depends on the reconstructed rule. " + _STAR)
+        s.table(
+            pd.DataFrame(rows),
+            "The retention comparison against the default under each emergency rule; each column one family "
+            f"({_family_text(base.method, base.family_size, level)}). A verdict that changes between the columns depends on "
+            "the reconstructed rule. " + _STAR,
+        )
         changed = [r["configuration"] for r in rows if r["verdict (anchor_greedy_v3)"] != r["verdict (legacy_last1)"]]
         if changed:
             s.note(f"{len(changed)} verdict(s) change with the emergency rule: " + ", ".join(changed) + ".")
         else:
             s.text("No verdict changes with the emergency rule.")
         if direct is not None:
-            s.text(f"{l} vs {d} directly: " + "; ".join(f"{c.metric} {_diff(c)} → {_verdict(c)}" for c in direct.comparisons) + ".")
+            s.text(f"{lg} vs {d} directly: " + "; ".join(f"{c.metric} {_diff(c)} → {_verdict(c)}" for c in direct.comparisons) + ".")
     return [s]
 
 
@@ -349,7 +391,8 @@ def llm_sections(results: Results, audit: Any = None) -> list[Section]:
     else:
         s.text(
             f"On answerable fact probes the judge agrees with exact matching on {overall.agreement:.1%} of n={overall.n} observations "
-            f"({overall.judge_yes_exact_no} judge yes / exact no: a lenient judge or a paraphrased value; {overall.judge_no_exact_yes} judge no / exact yes: a strict judge)."
+            f"({overall.judge_yes_exact_no} judge yes / exact no: a lenient judge or a paraphrased value; "
+            f"{overall.judge_no_exact_yes} judge no / exact yes: a strict judge)."
         )
         s.table(per, "Per configuration: n paired observations (same run, checkpoint, probe and scope) and the agreement.")
         if overall.n < 30:

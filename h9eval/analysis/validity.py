@@ -276,7 +276,9 @@ def llm_agreement(results: Results) -> tuple[Any, Any]:
     probes = results.probes
     cols = ["config", "n", "agreement", "judge_yes_exact_no", "judge_no_exact_yes"]
     if probes is None or len(probes) == 0:
-        return judge_agreement(pd.DataFrame(columns=["method", "answerable", "passed", "run_id", "task_id", "checkpoint_call_index", "probe_id", "scope"])), pd.DataFrame(columns=cols)
+        return judge_agreement(
+            pd.DataFrame(columns=["method", "answerable", "passed", "run_id", "task_id", "checkpoint_call_index", "probe_id", "scope"])
+        ), pd.DataFrame(columns=cols)
     overall = judge_agreement(probes)
     if overall.n == 0:
         return overall, pd.DataFrame(columns=cols)
@@ -287,7 +289,15 @@ def llm_agreement(results: Results) -> tuple[Any, Any]:
     for cfg, g in m.groupby("config", sort=True):
         n = int(g["n"].sum())
         agree = float((g["agreement"] * g["n"]).sum() / n) if n else math.nan
-        rows.append({"config": cfg, "n": n, "agreement": agree, "judge_yes_exact_no": int(g["judge_yes_exact_no"].sum()), "judge_no_exact_yes": int(g["judge_no_exact_yes"].sum())})
+        rows.append(
+            {
+                "config": cfg,
+                "n": n,
+                "agreement": agree,
+                "judge_yes_exact_no": int(g["judge_yes_exact_no"].sum()),
+                "judge_no_exact_yes": int(g["judge_no_exact_yes"].sum()),
+            }
+        )
     return overall, pd.DataFrame(rows, columns=cols)
 
 
