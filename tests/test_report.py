@@ -23,6 +23,7 @@ SECTIONS = (
     "Strategy comparison: each configuration vs",
     "Token curves",
     "Tier transitions",
+    "Coverage: did the data exercise the policies?",
     "Anchor retention",
     "Drift",
     "Probe validity",
@@ -82,6 +83,8 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
     assert "na_safe_merge=True" in md
     assert re.search(r"(better|worse|inconclusive|equivalent within)", md) and "does not help" not in md
     assert re.search(r"Use (progressive \[na_safe_merge=(True|False)\]|tight) \(write_back mode", md) and "highest mean retention" in md
+    # the coverage table: every configuration compacted on both tasks at this window
+    assert "reached_soft" in md and "never_compacted_tasks" in md and "after the policy compacted at least once" in md
 
 
 def test_summarizer_caveat_comes_first(report) -> None:  # type: ignore[no-untyped-def]

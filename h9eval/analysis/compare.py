@@ -273,6 +273,13 @@ def _notes(table: Any, a: str, b: str) -> list[str]:
     for x, only in ((a, ta - tb), (b, tb - ta)):
         if only:
             notes.append(f"{len(only)} task(s) only {x} ran, left out: {', '.join(sorted(only))}")
+    if "n_compactions" in table.columns:
+        # a score where the configuration never compacted is the uncompacted transcript's: flag it
+        for x in (a, b):
+            rows = table[(table["config"] == x) & (table["n_compactions"].fillna(0) == 0)]
+            if len(rows):
+                tasks = sorted(set(rows["task_id"]))
+                notes.append(f"{x} never compacted on {len(tasks)} task(s) (its scores there are the uncompacted transcript's): {', '.join(tasks)}")
     return notes
 
 

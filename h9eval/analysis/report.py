@@ -35,6 +35,7 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
+from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
 from h9eval.analysis.compare import config_labels
 from h9eval.analysis import token_accuracy as TC
@@ -228,16 +229,16 @@ def _policies_section(cm: Any) -> _Section:
         if c in cm.columns:
             t[c if c not in ("summarizer_calls", "summarizer_cost_usd") else c + "_per_run"] = cm[c]
     s.table(t, "One row per configuration; CIs are percentile bootstraps (1,000 resamples, seed 0) across tasks.")
+    if "never_compacted_runs" in cm.columns:
+        # a score of a configuration that never compacted says nothing about it: flag it next to the score
+        t["never compacted (runs)"] = cm["never_compacted_runs"]
     s.text(
-        "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
-        "score over answerable probes of the sent view. Overflows and emergencies are totals over the runs."
+        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
+        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
+        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
+        "policy. Overflows and emergencies are totals over the runs; 'never compacted' counts runs on which the "
+        "configuration never compacted (its scores there are those of the uncompacted transcript)."
     )
-    if "history_mode" in cm.columns and (cm["history_mode"] == "write_back").any():
-        s.note(
-            "In write_back mode the history is the written-back (already compacted) history, so tokens saved only "
-            "counts each call's own compaction and may be slightly negative (tool schemas); compare write_back "
-            "configurations by retention and peak tokens sent rather than by tokens saved."
-        )
     return s
 
 
@@ -544,19 +545,19 @@ def _policies_section(ctx: _Ctx) -> _Section:
             t[name] = cm[c].to_numpy()
     if "summarizer_cost_usd" in cm.columns and float(cm["summarizer_cost_usd"].fillna(0).sum()) > 0:
         t["summarizer USD per run"] = cm["summarizer_cost_usd"].to_numpy()
+    if "never_compacted_runs" in cm.columns:
+        # a score where the configuration never compacted is the uncompacted transcript's: flagged next to it
+        t["tasks never compacted"] = cm["never_compacted_runs"].to_numpy()
     s.table(t, f"One row per configuration and history mode, best retention first; CIs are percentile bootstraps ({ctx.n_boot:,} resamples, seed {ctx.seed}) across tasks.")
     s.text(
-        "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
-        "score over answerable probes of the sent view; summary-only retention scores the summary's anchors alone, at "
+        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
+        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
+        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
+        "policy; 'tasks never compacted': runs on which the configuration never compacted (its scores there are the "
+        "uncompacted transcript's; see the coverage section); summary-only retention scores the summary's anchors alone, at "
         "checkpoints after the run's first compaction (– when the configuration never wrote a summary). "
         "Overflows and emergencies are totals over the runs."
     )
-    if (cm["history_mode"] == "write_back").any():
-        s.note(
-            "In write_back mode the history is the written-back (already compacted) history, so tokens saved only "
-            "counts each call's own compaction and may be slightly negative (tool schemas); compare write_back "
-            "configurations by retention and peak tokens sent rather than by tokens saved."
-        )
     s.figure(
         "strategy_comparison",
         P.strategy_comparison(cm),
@@ -713,6 +714,7 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
     _configurations_section,
     _policies_section,
     lambda ctx: RS.headline_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
+    lambda ctx: _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(ctx.res.calls, ctx.res.runs, ctx.rm)),
     _token_curves_section,
     _tiers_section,
     _anchors_section,
