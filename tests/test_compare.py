@@ -65,7 +65,7 @@ def test_labels_carry_the_spec_name_and_the_summarizer(res: Any) -> None:
 def test_unnamed_entries_of_one_kind_get_their_parameters_in_the_label(res: Any) -> None:
     r = res.runs[res.runs["summarizer"] == "offline"].copy()
     r["policy_name"] = "progressive"
-    assert set(C.config_labels(r)) == {"progressive(context_window_tokens=6000)", "progressive(anti_thrash_frac=0.1, context_window_tokens=6000)"}
+    assert set(C.config_labels(r)) == {"progressive [context_window_tokens=6000]", "progressive [anti_thrash_frac=0.1, context_window_tokens=6000]"}
 
 
 def _per_task(res: Any, policy: str, summ: str, col: str) -> dict[str, float]:
