@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.paths import prepare_out_dir
+from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.policies import make_policy
 from h9eval.sweeps.sweep import sweep
@@ -416,11 +416,12 @@ def tune(
         result = TuneResult(params=params, toml=toml, evidence=ev, feasible=is_feasible, window=window, model=model, history_mode=history_mode)
         if out_dir is not None:
             result.paths["toml"] = root / "recommended.toml"
-            result.paths["toml"].write_text(toml, encoding="utf-8")
+            write_text_atomic(result.paths["toml"], toml)
             result.paths["evidence"] = root / "evidence.csv"
-            ev.to_csv(result.paths["evidence"], index=False)
+            write_text_atomic(result.paths["evidence"], ev.to_csv(index=False))
             result.paths["figure"] = root / "tune.png"
-            result.figure().savefig(result.paths["figure"], dpi=110)
+            with atomic_write(result.paths["figure"]) as f:
+                result.figure().savefig(f, dpi=110, format="png")
         return result
     finally:
         if tmp is not None:

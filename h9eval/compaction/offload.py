@@ -106,6 +106,8 @@ class _Writer:
                 raise OffloadError(f"offload path {rel!r} would leave the offload root")
             if "\x00" in rel:  # compatibility mode keeps raw ids; the OS would raise ValueError
                 raise OffloadError(f"offload path {rel!r} contains a NUL character")
+        if os.path.islink(self.root):
+            raise OffloadError(f"offload root {self.root} is a symbolic link")
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         cur = self.root
         for part in rel_dir.split("/"):

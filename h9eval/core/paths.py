@@ -24,6 +24,8 @@ __all__ = [
     "atomic_write",
     "write_text_atomic",
     "write_json_atomic",
+    "refuse_symlink",
+    "check_db_file",
 ]
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]+")
@@ -66,6 +68,8 @@ def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder"
     file is in the way (at ``path`` or above it) or it cannot be created; an existing folder is
     kept as it is. ``what`` names the folder in the messages."""
     p = Path(path)
+    # A linked output folder would put every file h9eval writes wherever the link points.
+    refuse_symlink(p, what=what)
     if p.exists() and not p.is_dir():
         raise FormatError(f"{what} path exists and is not a folder", path=str(p))
     blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
@@ -76,6 +80,26 @@ def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder"
     except OSError as e:
         raise FormatError(f"cannot create the {what} ({e.strerror or e})", path=str(p)) from None
     return p
+
+
+def refuse_symlink(path: str | os.PathLike[str], *, what: str = "path") -> None:
+    """Raise :class:`FormatError` naming ``path`` when it is a symbolic link (dangling or not):
+    h9eval never writes through a link, so a link planted in an output folder cannot send a
+    write outside it."""
+    if os.path.islink(path):
+        raise FormatError(f"{what} is a symbolic link; refusing to write through it", path=str(path))
+
+
+def check_db_file(path: str | os.PathLike[str], *, what: str = "database") -> None:
+    """Before SQLite opens ``path``: refuse it (:class:`FormatError` naming it) when it, or
+    its ``-wal`` / ``-shm`` / ``-journal`` companion, is a symbolic link, or when it exists
+    and is not a regular file (a folder, a FIFO, a device). SQLite follows links and would
+    modify the database they point at."""
+    p = str(path)
+    for q in (p, p + "-wal", p + "-shm", p + "-journal"):
+        refuse_symlink(q, what=what)
+    if os.path.exists(p) and not os.path.isfile(p):
+        raise FormatError(f"{what} is not a regular file", path=p)
 
 
 def safe_name(raw: str, *, allow_empty: bool = True) -> str:

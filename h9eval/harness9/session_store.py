@@ -52,6 +52,7 @@ from typing import Any
 from h9eval.core.errors import FormatError, H9InputError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import go_json
+from h9eval.core.paths import check_db_file
 
 __all__ = [
     "SCHEMA_SQL",
@@ -302,6 +303,7 @@ class SessionStore:
         self.path = str(path)
         self._clock = clock
         if self.path != ":memory:":
+            check_db_file(self.path, what="session database")
             Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Autocommit mode: every statement commits on its own unless inside an explicit BEGIN,
         # which is how Go's database/sql behaves and what harness9's Clear/AddMessages rely on.

@@ -46,6 +46,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from h9eval.core.anthropic import AnthropicAPI, usage_of
 from h9eval.core.errors import ConfigError, H9Error
+from h9eval.core.paths import check_db_file
 from h9eval.probes.probe import Probe, normalize_arguments
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
 from h9eval.probes.text import TextIndex
@@ -124,6 +125,7 @@ class PromptCache:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if self.path is not None:
+            check_db_file(self.path, what="probe reply cache")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not self.path.exists():
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))

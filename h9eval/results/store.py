@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import FormatError
-from h9eval.core.paths import safe_name, write_json_atomic
+from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_table
 from h9eval.results.schema import (
     _SORT_KEYS,
@@ -100,6 +100,9 @@ def runs_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
 def clear_cell(out: Path, run_id: str) -> Path:
     """Remove a cell's marker and parts (marker first: a half-cleared cell is "not done")."""
     d = out / "cells" / cell_dir_name(run_id)
+    # Never clear through a link: it would delete files wherever the link points.
+    refuse_symlink(out / "cells", what="cells folder")
+    refuse_symlink(d, what="cell folder")
     for name in (MARKER, *(f"{p}.parquet" for p in CELL_PARTS)):
         try:
             (d / name).unlink()
@@ -111,7 +114,8 @@ def clear_cell(out: Path, run_id: str) -> Path:
 def write_cell(out: Path, run_id: str, row: Mapping[str, Any], parts: Mapping[str, Any] | None) -> None:
     """Write a cell's part tables, then its run row (the completion marker) last."""
     d = clear_cell(out, run_id)
-    d.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(out / "cells", what="cells folder")
+    prepare_out_dir(d, what="cell folder")
     for name, df in (parts or {}).items():
         write_table(df, d / f"{name}.parquet", name)
     write_table(runs_frame([row]), d / MARKER, "runs")

@@ -56,7 +56,7 @@ from h9eval.compaction.records import (
 from h9eval.compaction.summary import Summarizer, SummaryCall
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.core.paths import prepare_out_dir, safe_name, write_json_atomic
+from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
@@ -373,6 +373,7 @@ class _RunOutputs:
             if not self._root_given:
                 if self.out is not None:
                     self.offload_root = self.out / "work"
+                    refuse_symlink(self.offload_root, what="offload folder")
                 else:
                     self.offload_root = stack.enter_context(tempfile.TemporaryDirectory(prefix="h9eval-offload-"))
             if self.out is not None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import messages_to_json
+from h9eval.core.paths import check_db_file
 from h9eval.compaction.summary import Summarizer, SummaryReply, SummaryRequest
 
 __all__ = ["ResponseCache", "CachedSummarizer", "cache_key", "CACHE_SCHEMA_VERSION"]
@@ -93,6 +94,7 @@ class ResponseCache:
         self.busy_timeout_s = busy_timeout_s
         if self.path.exists() and self.path.is_dir():
             raise ConfigError(f"cache path {str(self.path)!r} is a directory; expected a database file")
+        check_db_file(self.path, what="summary cache")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
             # Created 0600 before SQLite opens it: replies may quote private code or data.
