@@ -115,7 +115,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
             summarizer=_summarizer(cell),
             config=cfg,
             run_id=cell.run_id,
-            probe_fn=make_probe_fn(cell.scorers),
+            probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
             probe_every_k=cell.probe_every_k,
             session_store=False,
             # Offload placeholders name the session folder; one session id per task (not per
