@@ -18,6 +18,7 @@ created 0700 and files 0600.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 from dataclasses import dataclass
@@ -83,16 +84,27 @@ class _Writer:
         self.root = Path(root)
         self.session_id = session_id
         self.harness9_paths = harness9_paths
+        self._first: dict[str, str] = {}  # tool call id -> digest of the first output written for it
 
     def rel_dir(self) -> str:
         if self.harness9_paths:
             return _go_join(".harness9", "tool_results", self.session_id)
         return _go_join(".harness9", "tool_results", safe_name(self.session_id))
 
-    def rel_file(self, tool_call_id: str) -> str:
+    def rel_file(self, tool_call_id: str, content: str | None = None) -> str:
+        """The file of ``tool_call_id``'s output ``content``. Tool call ids repeat in some
+        transcripts: the first output of an id gets harness9's name, a different output of the
+        same id gets ``<id>~c<first 12 hex of its SHA-256>.txt``, so it never overwrites the
+        first and each placeholder names its own output. (``~c`` is never in a :func:`safe_name`
+        result; compatibility mode keeps harness9's one name per id.)"""
         if self.harness9_paths:
             return _go_join(".harness9", "tool_results", self.session_id, tool_call_id + ".txt")
-        return _go_join(".harness9", "tool_results", safe_name(self.session_id), safe_name(tool_call_id) + ".txt")
+        name = safe_name(tool_call_id)
+        if content is not None:
+            digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+            if self._first.setdefault(tool_call_id, digest) != digest:
+                name += f"~c{digest[:12]}"
+        return _go_join(".harness9", "tool_results", safe_name(self.session_id), name + ".txt")
 
     def write(self, rel_file: str, content: str) -> None:
         """mkdir -p the session folder (0700), then write ``rel_file`` (0600, truncating).
@@ -166,7 +178,7 @@ class OffloadHook:
         nbytes = len(result.output.encode("utf-8", "surrogatepass"))
         if nbytes <= self.threshold_bytes:
             return result
-        rel = self._w.rel_file(tool_call.id)
+        rel = self._w.rel_file(tool_call.id, result.output)
         try:
             self._w.write(rel, result.output)
         except (OSError, OffloadError):
@@ -223,13 +235,13 @@ class CompactionOffloader:
             raise OffloadError(f"content too small to offload ({nbytes} bytes)")
         if content.startswith(HOOK_PREFIX):
             raise OffloadError("content was already offloaded at tool time")
-        rel = self._w.rel_file(msg.tool_call_id)
-        if msg.tool_call_id not in self._cache:
+        rel = self._w.rel_file(msg.tool_call_id, content)
+        if rel not in self._cache:  # by file, not id: a repeated id with new content has its own file
             try:
                 self._w.write(rel, content)
             except OSError as e:
                 raise OffloadError(str(e)) from None
-            self._cache.add(msg.tool_call_id)
+            self._cache.add(rel)
         lines = content.split("\n")
         n = min(self.preview_lines, len(lines))
         placeholder = (

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ __all__ = [
     "write_json_atomic",
     "refuse_symlink",
     "check_db_file",
+    "cell_work_dir",
 ]
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]+")
@@ -100,6 +102,16 @@ def check_db_file(path: str | os.PathLike[str], *, what: str = "database") -> No
         refuse_symlink(q, what=what)
     if os.path.exists(p) and not os.path.isfile(p):
         raise FormatError(f"{what} is not a regular file", path=p)
+
+
+def cell_work_dir(out: str | os.PathLike[str], run_id: str) -> Path:
+    """A fresh, empty offload folder for one run inside results folder ``out``
+    (``<out>/work/<safe run id>``; whatever a killed earlier attempt left there is removed)."""
+    work = prepare_out_dir(Path(out) / "work", what="sweep work folder")
+    d = work / safe_name(run_id, allow_empty=False)
+    refuse_symlink(d, what="cell work folder")
+    shutil.rmtree(d, ignore_errors=True)
+    return d
 
 
 def safe_name(raw: str, *, allow_empty: bool = True) -> str:

@@ -165,7 +165,7 @@ def consolidate(out: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """
     run_ids = [c["run_id"] for c in manifest.get("cells", [])]
     fp = _fingerprint(out, run_ids)
-    tables = _tables_from_cells(out, run_ids)
+    tables = _tables_from_cells(out, run_ids, _cell_hashes(manifest))
     try:
         (out / CONSOLIDATED).unlink()
     except FileNotFoundError:
@@ -188,7 +188,20 @@ def _empty_table(name: str) -> Any:
     return runs_frame([])
 
 
-def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
+def _cell_hashes(manifest: Mapping[str, Any]) -> dict[str, str]:
+    return {c["run_id"]: c["cell_hash"] for c in manifest.get("cells", []) if isinstance(c.get("cell_hash"), str)}
+
+
+def _check_part(t: Any, rid: str, path: Path) -> None:
+    """A part copied from another cell would add its rows under the wrong cell: refuse it."""
+    if "run_id" not in t.column_names:
+        raise FormatError("cell part has no run_id column", path=str(path))
+    found = {v for v in t.column("run_id").unique().to_pylist()}
+    if found - {rid}:
+        raise FormatError(f"cell part holds rows of run {sorted(map(str, found - {rid}))[0]!r}; expected only {rid!r}", path=str(path))
+
+
+def _tables_from_cells(out: Path, run_ids: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
     import pyarrow as pa
 
     runs: list[Any] = []
@@ -201,6 +214,9 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
         run = read_arrow(marker, "runs")
         if run.num_rows != 1 or "run_id" not in run.column_names or run.column("run_id")[0].as_py() != rid:
             raise FormatError(f"expected one run row for {rid!r}", path=str(marker))
+        want = (hashes or {}).get(rid)
+        if want is not None and "cell_hash" in run.column_names and run.column("cell_hash")[0].as_py() not in (want, None):
+            continue  # written for other inputs or code (a resume not yet past it): not this cell's rows
         runs.append(run)
         if run.column("status")[0].as_py() != "ok":
             continue
@@ -208,7 +224,9 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
             p = d / f"{n}.parquet"
             if not p.exists():
                 raise FormatError(f"cell marked ok but its {n} part is missing", path=str(p))
-            parts[n].append(read_arrow(p, n))
+            t = read_arrow(p, n)
+            _check_part(t, rid, p)
+            parts[n].append(t)
     # Concatenating in Arrow, then converting once, is ~10x faster than per-part pandas frames;
     # "permissive" promotes a column that is all-null in one part to the type it has elsewhere.
     tables: dict[str, Any] = {}
@@ -322,7 +340,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
             tables = {n: read_table(folder / f"{n}.parquet", n) for n in TABLES}
     from_parts = tables is None
     if tables is None:
-        tables = _tables_from_cells(folder, run_ids)
+        tables = _tables_from_cells(folder, run_ids, _cell_hashes(m))
     return Results(
         path=folder,
         manifest=m,

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -367,6 +369,11 @@ class _RunOutputs:
         self._sessions: SessionStore | None = None
         self._pending: list[Message] = []  # messages not yet in the session store
         self._close = ExitStack()
+        # Nothing of an earlier run in ``out`` is replaced before this run is complete: the
+        # session store is a copy swapped in at the end, the earlier records are kept aside.
+        self._sessions_tmp: Path | None = None
+        self._records_prev: Path | None = None
+        self._done = False
 
     def __enter__(self) -> Self:
         with ExitStack() as stack:  # undone if opening fails half way
@@ -385,10 +392,23 @@ class _RunOutputs:
         prepare_out_dir(out, what="results folder")
         if self._want_sessions:
             # Opened (and so validated) before anything already in ``out`` is replaced: a corrupt
-            # sessions.db must fail the run without deleting the previous run's records.
-            self._sessions = SessionStore(out / "sessions.db")
+            # sessions.db must fail the run without deleting the previous run's records. The run
+            # writes a copy (closing the store first folds its WAL into the file).
+            final = out / "sessions.db"
+            if final.exists():
+                SessionStore(final).close()
+            self._sessions_tmp = out / f".sessions.db.{uuid.uuid4().hex[:12]}.tmp"
+            stack.callback(self._drop_sessions_tmp)
+            if final.exists():
+                shutil.copyfile(final, self._sessions_tmp)
+            self._sessions = SessionStore(self._sessions_tmp)
             stack.callback(self._sessions.close)
         self.records = FileRecordStore(out / "compaction_records")
+        rec = self.records.path_for(self.session_id)
+        if not os.path.islink(self.records.directory) and os.path.isfile(rec) and not os.path.islink(rec):
+            # Kept aside, not deleted: restored if this run does not complete.
+            self._records_prev = rec.with_name(f".{rec.name}.prev")
+            os.replace(rec, self._records_prev)
         self.records.remove(self.session_id)  # a rerun into the same folder replaces, never appends twice
         if self._sessions is not None:
             if self._sessions.has_session(self.session_id):
@@ -396,7 +416,39 @@ class _RunOutputs:
             self._sessions.create_session(self.session_id, title=self._title)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        # After a run that completed, the session copy and the kept-aside records wait for
+        # :meth:`write`, which swaps them in with the tables; after a failure they are undone.
+        self._done = exc_type is None
         self._close.close()
+        if not self._done:
+            self._undo()
+
+    def _drop_sessions_tmp(self) -> None:
+        """Remove the unfinished copy of the session store (after a failed run)."""
+        if self._sessions_tmp is not None and not self._done:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(f"{self._sessions_tmp}{suffix}")
+                except FileNotFoundError:
+                    pass
+            self._sessions_tmp = None
+
+    def _undo(self) -> None:
+        """Drop this run's session copy and put the earlier records back."""
+        self._done = False
+        self._drop_sessions_tmp()
+        if self._records_prev is not None and self.records is not None:
+            os.replace(self._records_prev, self.records.path_for(self.session_id))
+            self._records_prev = None
+
+    def _commit(self) -> None:
+        """Swap this run's session store in and drop the earlier records (the tables are in)."""
+        if self._sessions_tmp is not None:
+            os.replace(self._sessions_tmp, self._sessions_tmp.parent / "sessions.db")
+            self._sessions_tmp = None
+        if self._records_prev is not None:
+            os.unlink(self._records_prev)
+            self._records_prev = None
 
     def append(self, m: Message) -> None:
         """``m`` joined the history (the store gets it at :meth:`flush`)."""
@@ -417,8 +469,6 @@ class _RunOutputs:
         """The tables and ``manifest.json`` (nothing without an ``out`` folder)."""
         if self.out is None:
             return
-        for name in CELL_PARTS:
-            write_table(getattr(result, name), self.out / f"{name}.parquet", name)
         manifest = {
             "schema_version": MANIFEST_SCHEMA_VERSION,
             "kind": "run",
@@ -430,7 +480,29 @@ class _RunOutputs:
             "provenance": provenance(),
             "summary": result.summary(),
         }
-        write_json_atomic(self.out / MANIFEST, manifest)
+        # Each table is staged under a hidden name and all are renamed at the end, so a failure
+        # (a full disk) leaves the earlier run's tables as they were, not a mix of two runs.
+        staged: list[tuple[Path, Path]] = []
+        try:
+            refuse_symlink(self.out / MANIFEST, what="run manifest")
+            staged.append((self.out / f".{MANIFEST}.staged", self.out / MANIFEST))
+            write_json_atomic(staged[-1][0], manifest)
+            for name in CELL_PARTS:
+                final = self.out / f"{name}.parquet"
+                refuse_symlink(final, what="results table")
+                staged.append((self.out / f".{name}.parquet.staged", final))
+                write_table(getattr(result, name), staged[-1][0], name)
+        except BaseException:
+            for tmp, _ in staged:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            self._undo()
+            raise
+        for tmp, final in staged[1:] + staged[:1]:  # the manifest last, as before
+            os.replace(tmp, final)
+        self._commit()
 
 
 class _ReplayLoop:

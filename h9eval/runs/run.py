@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from h9eval.compaction.base import Policy
+from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError, FormatError
@@ -68,7 +68,8 @@ def run_task(
     ``window``: the run's context window (tokens): a policy with its own
     ``context_window_tokens`` left at the default runs at it, one set to another value is a
     :class:`ConfigError` (see :func:`with_run_window`). With several tasks each gets
-    ``<out_dir>/<task id>/``.
+    ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
+    ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
     """
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
     if not tasks:
@@ -93,9 +94,15 @@ def run_task(
     )
     probe_fn = make_probe_fn(probes, cache=summarizer_cache)
     results = []
+    seen: dict[str, int] = {}
     for t in tasks:
+        seen[t.task_id] = seen.get(t.task_id, 0) + 1
+        key = t.task_id if seen[t.task_id] == 1 else f"{t.task_id}~{seen[t.task_id]}"
+        run_id = None
+        if key != t.task_id:
+            run_id = f"{key}--{pol.kind}-{params_hash(pol.kind, policy_params(pol))}-{cfg.history_mode}"
         out = None
         if out_dir is not None:
-            out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(t.task_id)
-        results.append(replay(t, pol, summarizer=summ, config=cfg, out_dir=out, probe_fn=probe_fn, probe_every_k=probe_every_k))
+            out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(key)
+        results.append(replay(t, pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k))
     return results

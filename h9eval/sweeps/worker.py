@@ -9,6 +9,7 @@ connection); it writes the cell's rows under ``cells/`` and its run row last (se
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import traceback
 from collections import OrderedDict
@@ -18,6 +19,7 @@ from typing import Any
 
 from h9eval.compaction.policies import make_policy
 from h9eval.core.errors import FormatError
+from h9eval.core.paths import cell_work_dir
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.runs.replay import ReplayConfig, replay
@@ -100,6 +102,9 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     out = Path(out_dir)
     t0 = time.perf_counter()
     row = _identity_row(cell)
+    # The offload files (copies of tool outputs) live inside the results folder, never in the
+    # system temp folder: a killed cell's are removed when the cell is rerun, and here.
+    work = cell_work_dir(out, cell.run_id)
     try:
         task = _load_task(cell)
         policy = make_policy(cell.policy_kind, **cell.spec_params)
@@ -118,6 +123,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
             probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
             probe_every_k=cell.probe_every_k,
             session_store=False,
+            offload_root=work,
             # Offload placeholders name the session folder; one session id per task (not per
             # cell) keeps summary requests equal across cells, so the shared cache can hit.
             session_id=cell.task_id,
@@ -130,6 +136,8 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
         at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
         row.update(status="failed", error=f"{type(e).__name__}: {e}{at}", wall_time_s=time.perf_counter() - t0)
         parts = None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     write_cell(out, cell.run_id, row, parts)
     return row
 
