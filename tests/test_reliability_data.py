@@ -252,3 +252,99 @@ def test_sweep_offload_folders_stay_in_the_results_folder(tmp_path: Path, monkey
     assert r.ok == 2
     assert not any(p.name.startswith("h9eval-offload-") for p in tmp.iterdir())
     assert not (out / "work").exists() or not any((out / "work").iterdir())  # a killed cell's copies are gone
+
+
+# -- a full offload folder, a cache that cannot be written -------------------------------------
+def _enospc_on_offload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every offload file write finds the disk full (as a small file system would)."""
+    import h9eval.compaction.offload as off
+
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fd: int) -> None:
+            self.f = real_fdopen(fd, "w")
+
+        def __enter__(self) -> "Full":
+            return self
+
+        def __exit__(self, *a: object) -> None:
+            self.f.close()
+
+        def write(self, s: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    class FullOs:  # the offload module's ``os``, with a full disk behind fdopen
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        @staticmethod
+        def fdopen(fd: int, *a: object, **k: object) -> Full:
+            return Full(fd)
+
+    monkeypatch.setattr(off, "os", FullOs())
+
+
+def test_a_full_offload_folder_is_recorded_and_the_cell_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from h9eval.compaction.policies import make_policy
+    from h9eval.runs.replay import replay
+    from h9eval.tasks.synthetic import generate
+
+    task = generate("small", seed=1)
+    pol = make_policy("progressive", context_window_tokens=16000)
+    ok = replay(task, pol)
+    assert ok.summary()["offloads_compaction"] > 0 and not ok.offload_write_failures
+    _enospc_on_offload(monkeypatch)
+    full = replay(task, pol)
+    assert full.offload_write_failures and set(full.offload_write_failures) == {"No space left on device"}
+    assert full.summary()["offload_write_failures"] == len(full.offload_write_failures)
+    r = sweep(TWO_CELLS, out_dir=tmp_path / "two", workers=0, progress=False)
+    res = load_results(tmp_path / "two")
+    assert r.ok == 2 and all(e.startswith("offload writes failed: ") and "No space left" in e for e in res.runs["error"])
+    assert not list((tmp_path / "two").rglob("*.txt"))  # no half-written offload file left behind
+
+
+def test_a_cache_write_failure_never_changes_the_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from h9eval.compaction.policies import make_policy
+    from h9eval.results.store import drop_execution_columns
+    from h9eval.runs.replay import replay
+    from h9eval.summarizers.cache import CachedSummarizer, ResponseCache
+    from h9eval.summarizers.offline import OfflineSummarizer
+    from h9eval.tasks.synthetic import generate
+
+    task = generate("small", seed=1)
+    pol = make_policy("progressive", context_window_tokens=16000)
+    plain = replay(task, pol, summarizer=OfflineSummarizer())
+    cache = ResponseCache(tmp_path / "c.sqlite")
+
+    def full(*a: object, **k: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(cache, "_insert", full)
+    with pytest.warns(RuntimeWarning, match="cannot store replies .*going on uncached"):
+        cached = replay(task, pol, summarizer=CachedSummarizer(OfflineSummarizer(), cache))
+    assert cache.write_failures > 0 and len(cache) == 0
+    assert int(cached.calls["fallback"].sum()) == 0
+    cols = [c for c in plain.calls.columns if c not in ("summarizer_latency_s", "summarizer_cache_hits")]
+    assert plain.calls[cols].equals(cached.calls[cols])  # same replies, same run
+
+
+def test_a_read_only_cache_serves_its_hits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from h9eval.compaction.summary import SummaryReply
+    from h9eval.summarizers.cache import ResponseCache
+
+    p = tmp_path / "c.sqlite"
+    w = ResponseCache(p)
+    w.put("k", SummaryReply(text="stored", input_tokens=1, output_tokens=1), summarizer_id="x")
+    w.close()
+    for q in tmp_path.iterdir():
+        if q.name != "c.sqlite":
+            q.unlink()
+    monkeypatch.setattr(ResponseCache, "read_only", property(lambda self: True))  # tests run as root: chmod would not bite
+    before = _digest(p)
+    r = ResponseCache(p)
+    assert r.get("k").text == "stored"  # type: ignore[union-attr]
+    with pytest.warns(RuntimeWarning, match="read-only"):
+        r.put("k2", SummaryReply(text="new"), summarizer_id="x")
+    assert r.get("k2") is None and _digest(p) == before
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["c.sqlite"]  # no -wal/-shm beside it

@@ -39,7 +39,22 @@ __all__ = [
     "HOOK_EXEMPT_TOOLS",
     "OFFLOAD_HOOK_THRESHOLD_BYTES",
     "OFFLOAD_COMPACTION_THRESHOLD_BYTES",
+    "write_failures",
+    "reset_write_failures",
 ]
+
+# Offloads fail open (harness9 goes on with the output in place), but a write the file system
+# refused (a full disk) changes the run, so it is counted per offload root for the caller.
+_WRITE_FAILURES: dict[str, list[str]] = {}
+
+
+def write_failures(root: str | os.PathLike[str]) -> list[str]:
+    """The OS errors of offload writes under ``root`` since :func:`reset_write_failures`."""
+    return list(_WRITE_FAILURES.get(os.fspath(root), ()))
+
+
+def reset_write_failures(root: str | os.PathLike[str]) -> None:
+    _WRITE_FAILURES.pop(os.fspath(root), None)
 
 HOOK_PREFIX = "[输出已保存至"
 HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
@@ -140,9 +155,18 @@ class _Writer:
         try:
             fd = os.open(target, flags, 0o600)
         except OSError as e:
+            _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))
             raise OffloadError(f"cannot write {target}: {e.strerror}") from None
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(content)
+        except OSError as e:  # ENOSPC mid-write: no half file for a placeholder to point at
+            _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))
+            try:
+                os.unlink(target)
+            except OSError:
+                pass
+            raise OffloadError(f"cannot write {target}: {e.strerror}") from None
 
 
 class OffloadHook:

@@ -43,7 +43,7 @@ from h9eval.compaction.base import (
     params_hash,
     policy_params,
 )
-from h9eval.compaction.offload import OffloadHook, ToolOutput
+from h9eval.compaction.offload import OffloadHook, ToolOutput, reset_write_failures, write_failures
 from h9eval.compaction.records import (
     EXTRA_MASKED,
     EXTRA_NA_OVERWRITES,
@@ -147,6 +147,8 @@ class ReplayResult:
     final_history: list[Message] = field(default_factory=list)
     out_dir: Path | None = None
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    offload_write_failures: tuple[str, ...] = ()
+    """OS errors of offload writes that failed (the run went on without them, as harness9 does)."""
     """The window the run's ratios and overflows were measured against."""
 
     def summary(self) -> dict[str, Any]:
@@ -163,7 +165,8 @@ class ReplayResult:
         if len(c) == 0:
             return {**head, "calls": 0}
         numbers = _headline_numbers(c)
-        return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **self._probe_summary()}
+        failed = {"offload_write_failures": len(self.offload_write_failures)} if self.offload_write_failures else {}
+        return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **failed, **self._probe_summary()}
 
     def _probe_summary(self) -> dict[str, Any]:
         p = self.probes
@@ -713,6 +716,7 @@ def replay(
     )
     out = Path(out_dir) if out_dir is not None else None
     with _RunOutputs(out, session_id=session_id, title=task.task_id, session_store=session_store, offload_root=offload_root) as outputs:
+        reset_write_failures(outputs.offload_root)
         env = CompactionEnv(
             summarizer=summarizer,
             offload_root=outputs.offload_root,
@@ -747,6 +751,8 @@ def replay(
         final_history=loop.history,
         out_dir=out,
         context_window_tokens=facts.context_window_tokens,
+        offload_write_failures=tuple(write_failures(outputs.offload_root)),
     )
+    reset_write_failures(outputs.offload_root)
     outputs.write(result, task, summarizer)
     return result
