@@ -146,3 +146,41 @@ def test_the_check_catches_an_upward_and_a_hidden_import(tmp_path: Path, monkeyp
     assert any("core (rank 0) imports h9eval.runs.replay" in b for b in bad), bad
     assert any("imports h9eval.compaction.base inside a function" in b for b in bad), bad
     assert not any("json" in b for b in bad), bad
+
+
+def package_edges() -> dict[str, set[str]]:
+    """Which sub-packages each sub-package imports (``h9eval`` for the top-level modules)."""
+    edges: dict[str, set[str]] = {}
+    for name, path in _modules():
+        own = _package_of(name) or "h9eval"
+        edges.setdefault(own, set())
+        for target, _line, _top in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if target.split(".")[0] != "h9eval" or target == "h9eval":
+                continue
+            theirs = _package_of(target) or "h9eval"
+            if theirs != own:
+                edges[own].add(theirs)
+    return edges
+
+
+def layer_diagram() -> str:
+    """The README's Architecture diagram: one line per package, top layer first, with the packages
+    it imports (drawn from the code, so it cannot drift)."""
+
+    def rank(p: str) -> int:
+        return RANKS["" if p == "h9eval" else p]
+
+    edges = package_edges()
+    lines = []
+    for p in sorted(edges, key=lambda p: (-rank(p), p)):
+        deps = ", ".join(sorted(edges[p], key=lambda q: (-rank(q), q))) or "(nothing of h9eval)"
+        lines.append(f"{p:<12} -> {deps}")
+    return "\n".join(lines)
+
+
+def test_readme_architecture_diagram_matches_the_imports() -> None:
+    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    begin, end = "<!-- layers:begin -->", "<!-- layers:end -->"
+    assert begin in readme and end in readme, "README.md lacks the Architecture diagram markers"
+    block = readme.split(begin, 1)[1].split(end, 1)[0].strip().strip("`").strip()
+    assert block == layer_diagram(), "README's Architecture diagram is stale; the code's is:\n" + layer_diagram()
