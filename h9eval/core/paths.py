@@ -28,7 +28,42 @@ __all__ = [
     "refuse_symlink",
     "check_db_file",
     "cell_work_dir",
+    "check_input_path",
+    "max_input_bytes",
 ]
+
+DEFAULT_MAX_INPUT_BYTES = 2 * 1024**3
+"""The largest input file h9eval reads unless ``$H9EVAL_MAX_INPUT_BYTES`` says otherwise."""
+
+
+def max_input_bytes() -> int:
+    """``$H9EVAL_MAX_INPUT_BYTES`` (a positive integer), else :data:`DEFAULT_MAX_INPUT_BYTES`."""
+    raw = os.environ.get("H9EVAL_MAX_INPUT_BYTES", "")
+    if not raw:
+        return DEFAULT_MAX_INPUT_BYTES
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise FormatError(f"H9EVAL_MAX_INPUT_BYTES must be a positive integer, got {raw!r}")
+    return n
+
+
+def check_input_path(path: str | os.PathLike[str], *, what: str = "input") -> None:
+    """Refuse (one :class:`FormatError` naming it) an input that is neither a folder nor a
+    regular file (``/dev/zero`` would be read until memory runs out, a FIFO blocks forever),
+    or a file larger than :func:`max_input_bytes`."""
+    p = Path(path)
+    if p.is_dir():
+        return
+    if not p.exists():
+        raise FormatError("no such file or folder", path=str(p))
+    if not p.is_file():
+        raise FormatError(f"{what} is not a regular file or a folder (a device, FIFO or socket)", path=str(p))
+    size, limit = p.stat().st_size, max_input_bytes()
+    if size > limit:
+        raise FormatError(f"{what} is {size:,} bytes, above the limit of {limit:,} (set H9EVAL_MAX_INPUT_BYTES to raise it)", path=str(p))
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]+")
 # Longer plain ids are mapped too: a file name must stay under NAME_MAX (255 bytes) with its

@@ -103,6 +103,8 @@ def clear_cell(out: Path, run_id: str) -> Path:
     # Never clear through a link: it would delete files wherever the link points.
     refuse_symlink(out / "cells", what="cells folder")
     refuse_symlink(d, what="cell folder")
+    if d.exists() and not d.is_dir():
+        raise FormatError("cell folder path exists and is not a folder", path=str(d))
     for name in (MARKER, *(f"{p}.parquet" for p in CELL_PARTS)):
         try:
             (d / name).unlink()

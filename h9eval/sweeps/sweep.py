@@ -41,7 +41,24 @@ from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.sweeps.spec import SweepSpec, load_spec
 
-__all__ = ["SweepResult", "sweep"]
+__all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
+
+DEFAULT_MAX_CELLS = 100_000
+"""The most cells a sweep plans unless ``max_cells`` (``--max-cells``) raises it."""
+
+
+def min_cell_count(sp: SweepSpec) -> int:
+    """The least number of cells ``sp`` gives, computed without loading a task or building a
+    cell (each recorded path or task spec counted as one task): a 10^6-cell grid is refused
+    before planning it takes minutes or all the memory."""
+    tasks = sum(len(s.seeds) for s in sp.synthetic) + len(sp.recorded) + len(sp.specs)
+    points = 0
+    for g in sp.policies:
+        n = 1
+        for values in g.grid.values():
+            n *= max(1, len(values))
+        points += n
+    return tasks * points * max(1, len(sp.summarizers)) * max(1, len(sp.history_modes)) * max(1, sp.repeats)
 
 
 @dataclass
@@ -139,6 +156,7 @@ def sweep(
     resume: bool = True,
     progress: bool = True,
     skip_invalid: bool = False,
+    max_cells: int = DEFAULT_MAX_CELLS,
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -149,7 +167,8 @@ def sweep(
     Dask scheduler address ``tcp://host:port`` (its workers must see ``out_dir`` at the same
     path). ``resume``: keep cells that finished ``ok`` with the same cell hash (default); with
     ``False`` every cell is rerun. ``progress``: a tqdm bar (notebook-aware). ``skip_invalid``:
-    skip grid cells the policy rejects (also the spec key ``skip_invalid``).
+    skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
+    spec of more cells is refused (:class:`ConfigError`) before it is planned.
 
     Raises :class:`ConfigError` for an invalid spec (before anything runs). A cell that raises
     is recorded as failed; a KeyboardInterrupt stops the sweep, keeping finished cells. The
@@ -162,7 +181,15 @@ def sweep(
     refuse_symlink(out, what="results folder")  # before resolve(), which would follow it
     out = out.resolve()
     _prepare_out(out)  # before planning: a foreign folder is refused at once
+    n_min = min_cell_count(sp)
+    if n_min > max_cells:
+        raise ConfigError(f"the spec gives at least {n_min:,} cells, above max_cells={max_cells:,}; "
+                          "shrink the grid, seeds or repeats, or raise the limit (--max-cells)")
+    if progress and n_min > 1000:  # planning a large grid takes a while: say what is coming
+        print(f"sweep {sp.name}: planning at least {n_min:,} cells", file=sys.stderr)
     cells, skipped = expand_cells(sp, out_dir=out, skip_invalid=skip_invalid or sp.skip_invalid)
+    if len(cells) > max_cells:
+        raise ConfigError(f"the spec gives {len(cells):,} cells, above max_cells={max_cells:,}; raise the limit (--max-cells)")
     n_workers = _default_workers() if workers is None else workers
     if not isinstance(n_workers, int) or isinstance(n_workers, bool) or n_workers < 0:
         raise ConfigError(f"workers must be an integer >= 0, got {n_workers!r}")
