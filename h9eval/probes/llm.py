@@ -350,6 +350,7 @@ class AnthropicTextClient:
         self.output_tokens += tout
         content = getattr(resp, "content", None) or []
         text = "".join(b.text for b in content if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str))
+        text = self._api.redact(text)  # a reply echoing the key is never stored with it
 
         price = price_for(self.model, self.prices if self.prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         cost = float("nan") if price is None else (tin * price[0] + tout * price[1]) / 1e6

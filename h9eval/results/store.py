@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_table
@@ -85,7 +86,8 @@ def drop_execution_columns(df: Any, table: str) -> Any:
 # -- writing ----------------------------------------------------------------------------------
 def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
     """Write ``manifest.json`` atomically."""
-    write_json_atomic(out / MANIFEST, dict(manifest))
+    # A key given as a summarizer parameter (``params = { api_key = ... }``) is never written.
+    write_json_atomic(out / MANIFEST, redact_secret_params(dict(manifest)))
 
 
 def runs_frame(rows: Sequence[Mapping[str, Any]]) -> Any:

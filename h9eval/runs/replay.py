@@ -56,6 +56,7 @@ from h9eval.compaction.records import (
     Tier,
 )
 from h9eval.compaction.summary import Summarizer, SummaryCall
+from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
@@ -489,7 +490,7 @@ class _RunOutputs:
         try:
             refuse_symlink(self.out / MANIFEST, what="run manifest")
             staged.append((self.out / f".{MANIFEST}.staged", self.out / MANIFEST))
-            write_json_atomic(staged[-1][0], manifest)
+            write_json_atomic(staged[-1][0], redact_secret_params(manifest))
             for name in CELL_PARTS:
                 final = self.out / f"{name}.parquet"
                 refuse_symlink(final, what="results table")
