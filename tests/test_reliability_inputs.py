@@ -144,3 +144,34 @@ def test_a_full_disk_in_a_sweep_is_one_line(tmp_path: Path, monkeypatch: pytest.
     err = _one_line(capsys, ["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "0", "--no-progress"],
                     match="No space left on device")
     assert "[OSError]" in err
+
+
+def test_nan_in_a_recorded_session_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from h9eval.core.paths import shared_dir
+
+    src = shared_dir() / "data/recorded/claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+    if not src.is_file():
+        pytest.skip("shared recorded data not available")
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)[:40]
+    lines[5] = lines[5].rstrip().removesuffix("}") + ', "costUSD": NaN}\n'
+    p = tmp_path / "nan.jsonl"
+    p.write_text("".join(lines), encoding="utf-8")
+    _one_line(capsys, ["tasks", "inspect", str(p)], match="NaN is not a JSON value")
+
+
+def test_a_harness9_database_with_deeply_nested_tool_calls_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    from h9eval.core.messages import ToolCall
+    from h9eval.harness9.session_store import SessionStore
+
+    db = tmp_path / "h9.db"
+    s = SessionStore(db)
+    s.create_session("s1", title="t")
+    s.add_messages("s1", [Message("user", "hi"), Message("assistant", "", (ToolCall("c1", "bash", "{}"),)), Message("user", "out", (), "c1")])
+    s.close()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE messages SET tool_calls = ? WHERE role = 'assistant'", ("[" * 100_000 + "]" * 100_000,))
+    con.commit()
+    con.close()
+    _one_line(capsys, ["run", "--task", f"{db}#s1", "--out", str(tmp_path / "o")], match="JSON nested too deeply")
