@@ -128,7 +128,7 @@ recorded = [                     # under recorded_dir() (or absolute paths)
 synthetic_preset = "small"
 synthetic_seeds = [0, 1]
 history_modes = ["view"]         # add "write_back" to compare both
-probe_every_k = 10               # probe checkpoints every k calls (and after each compaction)
+probe_every_k = 10               # probe every k-th call and the last: one checkpoint grid per task, shared by every policy
 curve_policies = ["harness9-default", "observation_masking", "summary_single_threshold", "keep_all"]  # token-curve lines
 workers = 2
 out_dir = None                   # None: a fresh temporary folder""",
@@ -195,7 +195,7 @@ comparison.sort_values("retention", ascending=False)[[
     ("md", "Retention per probe kind (mean over tasks):"),
     (
         "code",
-        """kinds = sorted(c for c in run_metrics.columns if c.startswith("retention_"))
+        """kinds = sorted(c for c in run_metrics.columns if c.startswith("retention_") and c != "retention_after_compaction")
 M.config_metrics(run_metrics, kinds, n=0).set_index(["label", "history_mode"])[kinds].round(3)""",
     ),
     ("md", "## Tokens saved vs retention"),
@@ -291,6 +291,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
+print(tuned.holdout.line() if tuned.holdout is not None else "no held-out check (too few tasks)")
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),

@@ -6,9 +6,13 @@ PNG files in ``figures/`` next to it. Every number comes from :mod:`h9eval.analy
 figure from :mod:`h9eval.analysis.plots`; the recommendation is chosen from the data
 (:func:`h9eval.analysis.metrics.recommend`), never written in advance.
 
-Sections: setup and provenance, policies compared, token curves, tier transitions, anchor
-retention, drift, summarizer calls and cost, token-estimate error, h9eval's improvement
-options against the faithful default, recommendation.
+Sections: setup and provenance, what produced the numbers (summarizer, summary-only retention),
+policies compared, each configuration vs harness9's default (task-level paired, adjusted), token
+curves, tier transitions, anchor retention, drift, probe validity (placebo floor, pinned answers),
+emergency checkpoints (and the comparison under ``legacy_last1``), summarizer calls and cost,
+token-estimate error, h9eval's improvement options judged on their targets, the llm scorer's
+agreement (when it ran), recommendation. The trust and comparison sections come from
+:mod:`h9eval.analysis.report_sections`.
 
 ``write_report_from_records(records_dir, out_dir)`` does the same for harness9's
 ``compaction_records/*.jsonl`` (token curve from tokens before/after, tier transitions between
@@ -25,17 +29,21 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
+from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
+from h9eval.analysis.compare import config_labels
 from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.analysis import plots as P
 from h9eval.analysis import report_closedloop as CL
+from h9eval.analysis import report_sections as RS
+from h9eval.analysis.report_model import Section as _Section
 from h9eval.results.store import load_results
 from h9eval.tasks.model import ANCHOR_KINDS
 from h9eval.harness9.records_dir import read_records_dir
@@ -66,33 +74,6 @@ class ReportPaths:
     html: Path
     markdown: Path
     figures: tuple[Path, ...] = ()
-
-
-@dataclass
-class _Section:
-    title: str
-    blocks: list[tuple[str, Any]] = field(default_factory=list)  # (kind, payload)
-
-    def text(self, s: str) -> None:
-        self.blocks.append(("text", s))
-
-    def note(self, s: str) -> None:
-        self.blocks.append(("note", s))
-
-    def rec(self, s: str) -> None:
-        self.blocks.append(("rec", s))
-
-    def caveat(self, s: str) -> None:
-        self.blocks.append(("caveat", s))
-
-    def code(self, s: str) -> None:
-        self.blocks.append(("code", s))
-
-    def table(self, df: Any, caption: str = "") -> None:
-        self.blocks.append(("table", (df, caption)))
-
-    def figure(self, name: str, fig: Any, caption: str) -> None:
-        self.blocks.append(("figure", (name, fig, caption)))
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -246,16 +227,16 @@ def _policies_section(cm: Any) -> _Section:
         if c in cm.columns:
             t[c if c not in ("summarizer_calls", "summarizer_cost_usd") else c + "_per_run"] = cm[c]
     s.table(t, "One row per configuration; CIs are percentile bootstraps (1,000 resamples, seed 0) across tasks.")
+    if "never_compacted_runs" in cm.columns:
+        # a score of a configuration that never compacted says nothing about it: flag it next to the score
+        t["never compacted (runs)"] = cm["never_compacted_runs"]
     s.text(
-        "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
-        "score over answerable probes of the sent view. Overflows and emergencies are totals over the runs."
+        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
+        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
+        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
+        "policy. Overflows and emergencies are totals over the runs; 'never compacted' counts runs on which the "
+        "configuration never compacted (its scores there are those of the uncompacted transcript)."
     )
-    if "history_mode" in cm.columns and (cm["history_mode"] == "write_back").any():
-        s.note(
-            "In write_back mode the history is the written-back (already compacted) history, so tokens saved only "
-            "counts each call's own compaction and may be slightly negative (tool schemas); compare write_back "
-            "configurations by retention and peak tokens sent rather than by tokens saved."
-        )
     return s
 
 
@@ -317,48 +298,6 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     return s, err
 
 
-def _options_section(rm: Any, n: int, seed: int) -> _Section:
-    s = _Section("h9eval improvement options vs the faithful default")
-    oc = M.option_comparison(rm, n=n, seed=seed)
-    if len(oc) == 0:
-        s.note(
-            "No progressive configuration in this sweep differs from a faithful-default baseline only in "
-            f"improvement options ({', '.join(M.IMPROVEMENT_OPTIONS)}), so nothing can be compared here."
-        )
-        return s
-    t = oc[["option", "n_tasks"]].copy()
-    for m in ("retention", "tokens_saved"):
-        if f"{m}_delta" in oc.columns:
-            t[f"{m} baseline"] = oc[f"{m}_baseline"]
-            t[f"{m} with option"] = oc[f"{m}_variant"]
-            t[f"{m} Δ [95% CI]"] = [
-                "–" if isinstance(d, float) and math.isnan(d) else f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-                for d, lo, hi in zip(oc[f"{m}_delta"], oc[f"{m}_delta_ci_lo"], oc[f"{m}_delta_ci_hi"])
-            ]
-        t[f"{m} verdict"] = oc.get(f"{m}_verdict")
-    if "overflows_delta" in oc.columns:
-        t["overflows Δ"] = oc["overflows_delta"]
-    s.table(t, "Paired by task (same history mode, summarizer and other parameters); Δ = option - default.")
-    for r in oc.to_dict("records"):
-        rv, tv = r.get("retention_verdict", "no data"), r.get("tokens_saved_verdict", "no data")
-        if rv == "helps":
-            msg = f"{r['option']}: improves retention by {r['retention_delta']:+.3f} (CI {r['retention_delta_ci_lo']:+.3f} to {r['retention_delta_ci_hi']:+.3f})"
-            msg += f"; tokens saved {tv}." if tv != "helps" else ", and saves more tokens."
-            s.text(msg)
-        elif tv == "helps" and rv not in ("hurts",):
-            s.text(f"{r['option']}: saves more tokens ({r['tokens_saved_delta']:+.3f}) without a clear retention change ({rv}).")
-        else:
-            s.note(
-                f"{r['option']} does not help on this data: retention {rv}"
-                + (f" ({r['retention_delta']:+.3f})" if "retention_delta" in r and not math.isnan(r["retention_delta"]) else "")
-                + f", tokens saved {tv}"
-                + (f" ({r['tokens_saved_delta']:+.3f})" if "tokens_saved_delta" in r and not math.isnan(r["tokens_saved_delta"]) else "")
-                + (f", overflows {int(r['overflows_delta']):+d}" if r.get("overflows_delta") else "")
-                + "."
-            )
-    return s
-
-
 def _recommendation_section(cm: Any) -> _Section:
     s = _Section("Recommendation")
     best = M.recommend(cm)
@@ -388,28 +327,11 @@ def _recommendation_section(cm: Any) -> _Section:
 
 
 def config_names(runs: Any) -> dict[str, str]:
-    """The configuration's name per run id: the name the user gave the ``[[policies]]`` entry
-    (``policy_name``), made unique only where needed, by the grid point (``tail
-    [min_tail_messages=2]``) and then the summarizer variant (``tail · offline_free_text``).
-    Tables and figures use these names; history mode is shown apart (a column or a panel)."""
+    """The configuration's name per run id (of the ok runs): :func:`h9eval.analysis.compare.config_labels`."""
     if runs is None or not len(runs):
         return {}
     r = runs[runs["status"] == "ok"] if "status" in runs.columns else runs
-    recs = r.to_dict("records")
-    base = {x["run_id"]: str(x.get("policy_name") or M.config_label(x.get("policy_kind"), x.get("params_json"))) for x in recs}
-    names = dict(base)
-    by_base: dict[str, list[dict[str, Any]]] = {}
-    for x in recs:
-        by_base.setdefault(base[x["run_id"]], []).append(x)
-    for b, xs in by_base.items():
-        if len({x.get("params_hash") for x in xs}) > 1:
-            for x in xs:
-                point = M._params(x.get("grid_json")) or M.params_diff(str(x.get("policy_kind", "")), x.get("params_json"))
-                names[x["run_id"]] = b + " [" + ", ".join(f"{k}={v}" for k, v in sorted(point.items())) + "]"
-        if len({x.get("summarizer") for x in xs}) > 1:
-            for x in xs:
-                names[x["run_id"]] = names[x["run_id"]] + f" · {x.get('summarizer')}"
-    return names
+    return dict(zip(r["run_id"], config_labels(r)))
 
 
 def _is_offline(name: str) -> bool:
@@ -621,19 +543,19 @@ def _policies_section(ctx: _Ctx) -> _Section:
             t[name] = cm[c].to_numpy()
     if "summarizer_cost_usd" in cm.columns and float(cm["summarizer_cost_usd"].fillna(0).sum()) > 0:
         t["summarizer USD per run"] = cm["summarizer_cost_usd"].to_numpy()
+    if "never_compacted_runs" in cm.columns:
+        # a score where the configuration never compacted is the uncompacted transcript's: flagged next to it
+        t["tasks never compacted"] = cm["never_compacted_runs"].to_numpy()
     s.table(t, f"One row per configuration and history mode, best retention first; CIs are percentile bootstraps ({ctx.n_boot:,} resamples, seed {ctx.seed}) across tasks.")
     s.text(
-        "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
-        "score over answerable probes of the sent view; summary-only retention scores the summary's anchors alone, at "
+        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
+        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
+        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
+        "policy; 'tasks never compacted': runs on which the configuration never compacted (its scores there are the "
+        "uncompacted transcript's; see the coverage section); summary-only retention scores the summary's anchors alone, at "
         "checkpoints after the run's first compaction (– when the configuration never wrote a summary). "
         "Overflows and emergencies are totals over the runs."
     )
-    if (cm["history_mode"] == "write_back").any():
-        s.note(
-            "In write_back mode the history is the written-back (already compacted) history, so tokens saved only "
-            "counts each call's own compaction and may be slightly negative (tool schemas); compare write_back "
-            "configurations by retention and peak tokens sent rather than by tokens saved."
-        )
     s.figure(
         "strategy_comparison",
         P.strategy_comparison(cm),
@@ -779,29 +701,32 @@ def _token_error_section(ctx: _Ctx) -> _Section:
     return _token_estimate_section(ctx.res, ctx.token_error_tasks)[0]
 
 
-def _options_wrap(ctx: _Ctx) -> _Section:
-    return _options_section(ctx.rm, ctx.n_boot, ctx.seed) if len(ctx.rm) else _Section("h9eval improvement options vs the faithful default")
-
-
 def _recommendation_wrap(ctx: _Ctx) -> _Section:
     return _recommendation_section(ctx.non_control(ctx.cm)) if len(ctx.cm) else _Section("Recommendation")
 
 
-SECTIONS: tuple[Any, ...] = (
+SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
     _caveat_section,
     _setup_section,
+    lambda ctx: RS.provenance_sections(ctx.res),
     _configurations_section,
     _policies_section,
+    lambda ctx: RS.headline_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
+    lambda ctx: _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(ctx.res.calls, ctx.res.runs, ctx.rm)),
     _token_curves_section,
     _tiers_section,
     _anchors_section,
     _drift_section,
+    lambda ctx: RS.probe_validity_sections(ctx.res, seed=ctx.seed),
+    lambda ctx: RS.emergency_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
     _summarizer_section,
     _token_error_section,
-    _options_wrap,
+    lambda ctx: RS.option_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
+    lambda ctx: RS.llm_sections(ctx.res),
     _recommendation_wrap,
 )
-"""The sweep report's sections in order: each takes the shared context and returns one section."""
+"""The sweep report's sections in order: each takes the shared context and returns a section or
+a list of them."""
 
 
 def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4) -> ReportPaths:
@@ -836,7 +761,10 @@ def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     ctx = _Ctx(res=res, rm=rm, cm=cm, names=names, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks)
     if len(rm):
         _choose(ctx)
-    secs = [f(ctx) for f in SECTIONS]
+    secs: list[_Section] = []
+    for f in SECTIONS:
+        made = f(ctx)
+        secs.extend(made if isinstance(made, list) else [made])
     secs += closed_loop
     return _render(f"h9eval report: {res.manifest.get('name', Path(results_dir).name)}", secs, out)
 

@@ -57,9 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history-mode", default="view", choices=["view", "write_back"])
     p.add_argument("--writeback-rules", default="v3", choices=["v2", "v3"])
     p.add_argument("--window", type=int, default=None, help="the run's context window (tokens); sets the policy's context_window_tokens unless --set gives another")
+    p.add_argument(
+        "--window-peak-frac", type=float, default=None, metavar="FRAC",
+        help="instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, so every task compacts",
+    )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
-    p.add_argument("--probe-every", type=int, default=None, help="also probe every K calls")
+    p.add_argument("--probe-every", type=int, default=None, help="probe every K-th call (and always the last): the same calls for every policy")
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
     p.set_defaults(func=_run)
 
@@ -81,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         history_mode=args.history_mode,
         writeback_rules=args.writeback_rules,
         window=args.window,
+        window_peak_frac=args.window_peak_frac,
         manual_compact_at=manual,
         probes=[s for s in args.probes.split(",") if s],
         probe_every_k=args.probe_every,

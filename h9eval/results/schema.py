@@ -6,7 +6,11 @@ from __future__ import annotations
 
 
 CALLS_SCHEMA_VERSION = 1
-"""Version of the ``calls`` table (one row per model call; bump on a change of meaning)."""
+"""Version of the ``calls`` table (one row per model call; bump on a change of meaning).
+
+Columns are only ever appended at the end, without a bump: a column added later is absent
+from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
+as a value. Added since version 1 was first written: ``raw_tokens_sent``."""
 
 
 CALL_COLUMNS = (
@@ -51,6 +55,7 @@ CALL_COLUMNS = (
     "masked_results",
     "na_overwrites",
     "na_overwrites_prevented",
+    "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
 )
 
 
@@ -201,8 +206,11 @@ _SORT_KEYS: dict[str, tuple[str, ...]] = {
 
 PROBE_SCHEMA_VERSION = 2
 """Version of the ``probes`` table (one row per checkpoint, probe, method and scope). Version 2
-appended ``answer_pinned``, ``placebo_rate`` and ``placebo_excluded``; version-1 tables are still
-read (pinned unknown: False; no placebo: NaN / False)."""
+appended ``answer_pinned``, ``placebo_rate``, ``placebo_excluded`` and ``after_compaction``;
+version-1 tables are still read (pinned unknown: False; no placebo: NaN / False;
+``after_compaction`` derived from ``n_compactions``). Since version 2 the replay probes one
+checkpoint grid per task (:func:`h9eval.probes.drift.checkpoint_grid`) instead of after
+every compaction: the rows mean the same, there are fewer of them."""
 
 
 PROBE_COLUMNS: tuple[str, ...] = (
@@ -225,6 +233,7 @@ PROBE_COLUMNS: tuple[str, ...] = (
     "answer_pinned",
     "placebo_rate",
     "placebo_excluded",
+    "after_compaction",  # bool | None: the policy had compacted at least once by this checkpoint
 )
 
 

@@ -19,6 +19,7 @@ from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, H9InputError
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import cell_dir_name
+from h9eval.runs.run import peak_frac_window
 from h9eval.closedloop.run import world_task_id
 from h9eval.sweeps.spec import PolicyGrid, SweepSpec
 from h9eval.tasks import load_tasks_from_spec
@@ -30,7 +31,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # What determines a cell's results, besides the code that runs it. The cache location is left
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
-           "window", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
+           "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
            "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps")
 CELL_KINDS = ("replay", "episode")
 
@@ -67,6 +68,10 @@ class Cell:
     history_mode: str
     writeback_rules: str
     window: int | None
+    """The run's window (tokens); with ``window_peak_frac``, this task's own."""
+    window_peak_frac: float | None
+    """``window = { peak_frac = f }``: ``window`` is ``f`` times the task's uncompacted peak, and
+    every policy runs at it (``params`` then leave ``context_window_tokens`` out: it is per task)."""
     summarizer: str
     summarizer_params: dict[str, Any]
     summarizer_cache: str
@@ -147,6 +152,8 @@ class _TaskRef:
     source: str
     """The narrow spec workers reload the task from."""
     task_id: str
+    peak_window: int | None = None
+    """With ``window = { peak_frac = f }``: the task's window (else ``None``)."""
 
 
 def _fmt_point(point: Mapping[str, Any]) -> str:
@@ -197,7 +204,8 @@ def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
                 narrow = str(Path(src.path).resolve())
             elif src.kind == "harness9_db" and src.path and src.session:
                 narrow = f"{Path(src.path).resolve()}#{src.session}"
-            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id))
+            peak_window = peak_frac_window(t, spec.window_peak_frac) if spec.window_peak_frac is not None else None
+            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_window=peak_window))
         del tasks  # transcripts are not kept in the parent
     return out
 
@@ -227,6 +235,9 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
                 skipped.append(SkippedCell(where=where, policy_kind=pg.kind, policy_name=pg.name, grid=point, error=str(e)))
                 continue
             resolved = policy_params(pol)
+            if spec.window_peak_frac is not None:
+                # the window is sized per task: not part of the policy's identity across tasks
+                resolved.pop("context_window_tokens", None)
             points.append(_Point(entry=f"policies[{i}]", grid=pg, point=point, given=given, resolved=resolved,
                                  params_hash=params_hash(pg.kind, resolved)))
     return points, skipped
@@ -278,7 +289,8 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                             params_hash=p.params_hash,
                             history_mode=mode,
                             writeback_rules=spec.writeback_rules,
-                            window=spec.window,
+                            window=t.peak_window if spec.window_peak_frac is not None else spec.window,
+                            window_peak_frac=spec.window_peak_frac,
                             summarizer=variant,
                             summarizer_params=dict(spec.summarizer_params),
                             summarizer_cache=_cache_for_repeat(cache, r),

@@ -5,6 +5,7 @@
     name = "small"                      # results go to results/<name>/ by default
     repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
     window = 40000                      # context window (tokens) for policies without one
+    # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's uncompacted peak
     history_modes = ["view", "write_back"]
     skip_invalid = false                # skip grid cells the policy rejects instead of failing
 
@@ -97,6 +98,7 @@ SYNTHETIC_KEYS = ("preset", "seeds")
 POLICY_KEYS = ("kind", "name", "params", "grid")
 SUMMARIZER_KEYS = ("name", "variants", "cache", "params")
 PROBE_KEYS = ("scorers", "every_k")
+WINDOW_KEYS = ("peak_frac",)
 WRITEBACK_RULES = ("v2", "v3")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VAR_RE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
@@ -150,7 +152,10 @@ class SweepSpec:
     ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
     (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
     default). ``repeats``: ≥ 1 (default 1). ``window``: tokens, for policies without a
-    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``writeback_rules``:
+    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``window_peak_frac``
+(``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
+own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
+the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
     ``v3`` (default) or ``v2``. ``source``: the spec as passed (for the manifest).
     """
 
@@ -170,6 +175,7 @@ class SweepSpec:
     probe_every_k: int | None = None
     repeats: int = 1
     window: int | None = None
+    window_peak_frac: float | None = None
     writeback_rules: str = "v3"
     skip_invalid: bool = False
     description: str = ""
@@ -201,7 +207,7 @@ class SweepSpec:
             "summarizer": {"variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache},
             "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
             "repeats": self.repeats,
-            "window": self.window,
+            "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},
             "writeback_rules": self.writeback_rules,
             "skip_invalid": self.skip_invalid,
         }
@@ -301,8 +307,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     scorers, every_k = _parse_probes(d)
     repeats = d.get("repeats", 1)
     _expect(_is_int(repeats) and repeats >= 1, "repeats", "must be an integer >= 1", repeats)
-    window = d.get("window")
-    _expect(window is None or (_is_int(window) and window > 0), "window", "must be a positive integer (tokens)", window)
+    window, peak_frac = _parse_window(d, policies)
     rules = d.get("writeback_rules", "v3")
     _expect(rules in WRITEBACK_RULES, "writeback_rules", "must be 'v2' or 'v3'", rules)
     skip = d.get("skip_invalid", False)
@@ -325,6 +330,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         probe_every_k=every_k,
         repeats=repeats,
         window=window,
+        window_peak_frac=peak_frac,
         writeback_rules=rules,
         skip_invalid=skip,
         description=desc,
@@ -473,6 +479,23 @@ def _parse_policy(e: Any, path: str) -> PolicyGrid:
     label = e.get("name", kind)
     _expect(isinstance(label, str) and bool(label), f"{path}.name", "expected a non-empty string", label)
     return PolicyGrid(kind=kind, params=dict(params), grid={k: list(v) for k, v in grid.items()}, name=label)
+
+
+def _parse_window(d: Mapping[str, Any], policies: Sequence[PolicyGrid]) -> tuple[int | None, float | None]:
+    """``window = 40000`` (tokens) or ``window = { peak_frac = 0.5 }`` → (window, peak_frac)."""
+    window = d.get("window")
+    if isinstance(window, dict):
+        _check_keys(window, WINDOW_KEYS, "window")
+        frac = window.get("peak_frac")
+        _expect(isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1,
+                "window.peak_frac", "must be a number in (0, 1] (a fraction of each task's uncompacted peak)", frac)
+        for i, p in enumerate(policies):
+            for section, table in (("params", p.params), ("grid", p.grid)):
+                _expect("context_window_tokens" not in table, f"policies[{i}].{section}.context_window_tokens",
+                        "conflicts with window.peak_frac, which sizes every policy's window per task; drop one", table.get("context_window_tokens"))
+        return None, float(frac)
+    _expect(window is None or (_is_int(window) and window > 0), "window", "must be a positive integer (tokens) or { peak_frac = f }", window)
+    return window, None
 
 
 def _parse_history_modes(d: Mapping[str, Any]) -> tuple[str, ...]:

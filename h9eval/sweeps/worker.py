@@ -29,6 +29,7 @@ from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
 from h9eval.runs.replay import ReplayConfig, replay
+from h9eval.runs.run import with_run_window
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
 from h9eval.summarizers.registry import build_summarizer
@@ -191,6 +192,9 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
             return row
         task = _load_task(cell)
         policy = make_policy(cell.policy_kind, **cell.spec_params)
+        if cell.window_peak_frac is not None:
+            # the task's own window, for every policy (the spec refused an explicit one)
+            policy = with_run_window(policy, cell.window, policy_window_explicit=False)
         cfg = ReplayConfig(
             history_mode=cell.history_mode,
             writeback_rules=cell.writeback_rules,
