@@ -268,7 +268,7 @@ def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
     tokens = sum(m.nbytes for m in task.messages) // 4
     window = max(1_000, tokens // 2)
     pol = make_policy("progressive", context_window_tokens=window)
-    t_replay = _best(lambda: replay(task, pol, summarizer="offline"), repeat)
+    t_replay = _best(lambda: replay(task, pol), repeat)
     size = f"{path.name} ({path.stat().st_size / 1e6:.1f} MB, {task.n_calls} calls)"
     return [
         Target("largest recorded session: load / JSON parse", t_load / t_parse, 3.0, "x",
