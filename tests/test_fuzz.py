@@ -303,7 +303,7 @@ def test_conformance_loader_and_runner_on_corrupted_cases(tmp_path_factory: pyte
 # -- sweep specs ------------------------------------------------------------------------------------
 
 try:
-    from h9eval.sweeps.sweep import TOP_LEVEL_KEYS, load_spec
+    from h9eval.sweeps.spec import TOP_LEVEL_KEYS, load_spec
 
     HAVE_SWEEP = True
 except ImportError:  # pragma: no cover - the sweep module is optional while it is being written

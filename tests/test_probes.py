@@ -23,6 +23,7 @@ from h9eval.probes import (
     PROBE_COLUMNS,
     PROBE_KINDS,
     SUMMARY_COLUMNS,
+    JudgeAgreement,
     LLMScorer,
     PromptCache,
     RecallScorer,
@@ -171,8 +172,11 @@ def test_probes_for_kinds_and_currency() -> None:
         "fact:F3",
         "key_terms",
     }
-    assert ps["intent@9"].expected == ("CACHE_MAX_ENTRIES",)
+    # The whole intent in force after the change, not only the change's own term.
+    assert ps["intent@9"].expected == (*task.intent.key_terms, "CACHE_MAX_ENTRIES")
     assert ps["key_terms"].expected == task.intent.key_terms
+    # Before the change the two are one question: only the intent probe is asked.
+    assert [p.kind for p in probes_for(task, 8)].count("key_terms") == 0
     assert ps["fact:F1"].scoring == "answer" and ps["fact:F1"].candidates == ("24077", "port 24077")
     assert all(p.kind in PROBE_KINDS for p in ps.values())
     # Before the intent change, before the decision; after next_step's until_index.
@@ -201,7 +205,7 @@ def test_unanswerable_probe_flagged_and_excluded() -> None:
         messages=task.messages,
         intent=Intent(statement="x", key_terms=("acme/widgets", "never-said-term-123")),
     )
-    kt = next(p for p in probes_for(t, END) if p.kind == "key_terms")
+    kt = next(p for p in probes_for(t, END) if p.kind == "intent")
     assert kt.expected == ("acme/widgets",) and kt.unseen == ("never-said-term-123",) and kt.answerable
 
     rows = probe_view(task, [task.messages[0]], END, checkpoint=3)
@@ -443,7 +447,7 @@ def test_llm_with_informed_fakes_scores_full_history_high() -> None:
     n_questions = len({p.question for p in probes_for(task, END) if p.answerable})
     assert len(answerer.calls) == 2 * n_questions and len(judge.calls) == 2 * 8
     assert all(r["baseline_score"] == 1.0 for r in rows if r["answerable"])
-    assert judge_agreement(drift_table(rows)) == {"n": 2, "agreement": 1.0, "judge_yes_exact_no": 0, "judge_no_exact_yes": 0}
+    assert judge_agreement(drift_table(rows)) == JudgeAgreement(n=2, agreement=1.0, judge_yes_exact_no=0, judge_no_exact_yes=0)
 
 
 def test_llm_low_when_answerer_is_wrong() -> None:
@@ -458,7 +462,7 @@ def test_llm_low_when_answerer_is_wrong() -> None:
     lenient = FakeClient(lambda s, u: "Yes.")
     rows = probe_view(task, task.messages[: END + 1], END, scorers=[LLMScorer(answerer=wrong, judge=lenient)], baseline=False)
     agr = judge_agreement(drift_table(rows))
-    assert agr["n"] == 2 and agr["agreement"] == 0.0 and agr["judge_yes_exact_no"] == 2
+    assert agr.n == 2 and agr.agreement == 0.0 and agr.judge_yes_exact_no == 2
 
 
 def test_llm_drop_all_low_and_anchors_scope_without_compaction() -> None:
@@ -605,7 +609,7 @@ def test_tables_columns_and_intent_lost_after_compaction() -> None:
     rows = probe_checkpoints(task, calls, run_id="r1", scorers=["recall"])
     assert rows and all(tuple(r) == PROBE_COLUMNS for r in rows)
     df = drift_table(rows)
-    assert tuple(df.columns) == DRIFT_COLUMNS and df.attrs["schema_version"] == 1
+    assert tuple(df.columns) == DRIFT_COLUMNS and df.attrs["schema_version"] == 2
     assert sorted(df.checkpoint_call_index.unique()) == [1, 2, 3]
     assert (df.loc[df.checkpoint_call_index == 1, "tokens_at_checkpoint"] > 0).all()  # estimated
     recs = [
@@ -628,6 +632,10 @@ def test_tables_columns_and_intent_lost_after_compaction() -> None:
     bad = df[list(PROBE_COLUMNS)].assign(schema_version=99)
     with pytest.raises(ConfigError, match="schema_version"):
         drift_table(bad)
+    # Version-1 rows (before answer_pinned / placebo) are read with neutral defaults.
+    v1 = df[list(PROBE_COLUMNS[:-3])].assign(schema_version=1)
+    up = drift_table(v1)
+    assert tuple(up.columns) == DRIFT_COLUMNS and not up["answer_pinned"].any() and up["placebo_rate"].isna().all()
 
 
 def test_probe_view_rejects_out_of_range_index() -> None:

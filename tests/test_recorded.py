@@ -134,7 +134,9 @@ def test_claude_code_main_session() -> None:
     assert md["thinking_blocks"] == 6 and md["model"] == "claude-opus-4-6"
     assert t.task_id == "claude_code:ae4a77f8-aedd-4bc1-888f-c94edc91af04"
     assert t.intent.statement.startswith("Work on bead spotter-4te")
-    assert "spotter-4te" in t.intent.key_terms
+    # The bead id is in every command's working directory: extracted, then dropped as a term
+    # most messages repeat (it measures nothing about memory).
+    assert "spotter-4te" in extract_key_terms(t.intent.statement) and "spotter-4te" not in t.intent.key_terms
     assert [c.statement.endswith("continue implementation") for c in t.intent.changes] == [True]
     # One compaction: boundary + summary, the summary kept in place and flagged.
     (comp,) = md["compactions"]
@@ -147,7 +149,8 @@ def test_claude_code_main_session() -> None:
     assert all(call_at[m.tool_call_id] < i for i, m in enumerate(t.messages) if m.is_tool_result)
     assert max(len(m.tool_calls) for m in t.messages) > 1  # parallel calls were merged
     assert any(f.fact_id.startswith("edited_file_") and f.answer.endswith("mix.exs") for f in t.facts)
-    assert sum(f.fact_id.startswith("failed_command_") for f in t.facts) == md["n_failed_commands"] == 12
+    n_fail_facts = sum(f.fact_id.startswith("failed_command_") for f in t.facts)
+    assert md["n_failed_commands"] == 12 and n_fail_facts == 12 - md["n_generic_failures"] - md["n_duplicate_failures"] < 12
     without = load_task(RECORDED / CC_MAIN1, keep_compact_summary=False)
     assert len(without.messages) == len(t.messages) - 1
     assert not any(m.meta and m.meta.get("is_compact_summary") for m in without.messages)
@@ -185,8 +188,10 @@ def test_mini_swe_agent_tool_calling() -> None:
     assert facts["outcome_patch_files"].answer == "django/db/migrations/operations/models.py"
     assert "django/db/migrations/operations/models.py" in md["edited_files"]
     failures = [f for f in t.facts if f.fact_id.startswith("failed_command_")]
-    assert len(failures) == md["n_failed_commands"] == 9
-    assert any("ModuleNotFoundError" in f.variants for f in failures)
+    assert md["n_failed_commands"] == 9 and len(failures) == 9 - md["n_generic_failures"] - md["n_duplicate_failures"]
+    # Only the specific error line answers: never the bare class name or an exit code.
+    assert any(f.answer.startswith("ModuleNotFoundError: No module named") for f in failures)
+    assert all(not f.variants for f in failures) and len({f.answer for f in failures}) == len(failures)
     assert task(MSA_SQLFLUFF).metadata["reasoning_blocks"] == 103
 
 
@@ -362,7 +367,7 @@ def test_mini_swe_agent_text_format(tmp_path: Path) -> None:
     assert t.intent.statement == "foo() raises ZeroDivisionError in src/foo.py"
     facts = {f.fact_id: f for f in t.facts}
     assert facts["failed_command_01"].answer == "ZeroDivisionError: division by zero"
-    assert facts["failed_command_01"].variants == ("ZeroDivisionError", "exit code 1")
+    assert facts["failed_command_01"].variants == ()  # "ZeroDivisionError"/"exit code 1" fit any failure
     assert facts["edited_file_01"].answer == "src/foo.py" and facts["edited_file_01"].message_index == 6
     assert facts["outcome_patch_files"].answer == "src/foo.py"
     raw = load_task(p, synthesize_tool_calls=False)

@@ -17,7 +17,9 @@ import pytest
 
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.results.store import TABLES, drop_execution_columns, load_results
-from h9eval.sweeps.sweep import expand_cells, load_spec, sweep
+from h9eval.sweeps.cells import Cell, expand_cells
+from h9eval.sweeps.spec import load_spec
+from h9eval.sweeps.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALLEST_SWE = "data/recorded/swe-agent/pydicom__pydicom-1458.traj"  # 25 messages, 12 calls
@@ -124,8 +126,8 @@ def test_toml_spec_parses_with_relative_paths_and_env(tmp_path: Path, shared: Pa
         cells, skipped = expand_cells(sp, out_dir=tmp_path / "out")
         # 2 tasks × 4 grid points × 2 summarizers × 1 mode × 2 repeats
         assert len(cells) == 32 and not skipped
-        assert len({c["run_id"] for c in cells}) == 32
-        assert {c["summarizer_cache"] for c in cells} == {
+        assert len({c.run_id for c in cells}) == 32
+        assert {c.summarizer_cache for c in cells} == {
             str((tmp_path / "sub" / "cache.sqlite").resolve()), str((tmp_path / "sub" / "cache.r1.sqlite").resolve())
         }
 
@@ -158,9 +160,9 @@ def _base(shared: Path) -> dict[str, Any]:
         ({"policies": [{"kind": "progresive"}]}, r"^policies\[0\]\.kind: unknown policy 'progresive'; did you mean 'progressive'"),
         ({"policies": [{"grid": {}}]}, r"^policies\[0\]\.kind: required"),
         ({"policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_fracc": [0.5]}}]},
-         r"^policies\[1\]\.grid\.warn_fracc: unknown parameter of policy 'progressive'; did you mean 'warn_frac'"),
+         r"^policies\[1\]\.grid\.warn_fracc: unknown parameter of policy 'progressive' 'warn_fracc'; did you mean 'warn_frac'"),
         ({"policies": [{"kind": "progressive", "params": {"min_tail": 3}}]},
-         r"^policies\[0\]\.params\.min_tail: unknown parameter of policy 'progressive'; did you mean 'min_tail_messages'"),
+         r"^policies\[0\]\.params\.min_tail: unknown parameter of policy 'progressive' 'min_tail'; did you mean 'min_tail_messages'"),
         ({"policies": [{"kind": "progressive", "gird": {}}]}, r"^policies\[0\]\.gird: unknown key 'gird'; did you mean 'grid'"),
         ({"policies": [{"kind": "progressive", "grid": {"warn_frac": 0.5}}]}, r"^policies\[0\]\.grid\.warn_frac: expected a non-empty list"),
         ({"policies": [{"kind": "progressive", "grid": {"warn_frac": [0.5]}, "params": {"warn_frac": 0.4}}]},
@@ -172,7 +174,7 @@ def _base(shared: Path) -> dict[str, Any]:
         ({"summarizer": {"name": "offlin"}}, r"^summarizer\.name: unknown summarizer 'offlin'; did you mean 'offline'"),
         ({"summarizer": {"nmae": "offline"}}, r"^summarizer\.nmae: unknown key 'nmae'; did you mean 'name'"),
         ({"summarizer": {"name": "offline", "variants": ["offline"]}}, r"^summarizer: give name or variants"),
-        ({"summarizer": {"params": {"max_itemz": 3}}}, r"^summarizer\.params\.max_itemz: unknown parameter of summarizer 'offline'"),
+        ({"summarizer": {"params": {"max_itemz": 3}}}, r"^summarizer\.params\.max_itemz: unknown parameter of summarizer 'offline' 'max_itemz'"),
         ({"probes": {"every_k": 0}}, r"^probes\.every_k: must be a positive integer"),
         ({"probes": {"scorer": ["recall"]}}, r"^probes\.scorer: unknown key 'scorer'; did you mean 'scorers'"),
         ({"repeats": 0}, r"^repeats: must be an integer >= 1"),
@@ -199,9 +201,9 @@ def test_invalid_grid_cell_names_the_cell_or_is_skipped(shared: Path, tmp_path: 
         expand_cells(load_spec(d), out_dir=tmp_path)
     cells, skipped = expand_cells(load_spec(d), out_dir=tmp_path, skip_invalid=True)
     assert len(cells) == 2
-    assert [s["where"] for s in skipped] == ["policies[1] cell {warn_frac=0.8, soft_frac=0.7}"]
+    assert [s.where for s in skipped] == ["policies[1] cell {warn_frac=0.8, soft_frac=0.7}"]
     cells2, skipped2 = expand_cells(load_spec({**d, "skip_invalid": True}), out_dir=tmp_path)
-    assert [c["run_id"] for c in cells2] == [c["run_id"] for c in cells] and skipped2 == skipped
+    assert [c.run_id for c in cells2] == [c.run_id for c in cells] and skipped2 == skipped
 
 
 def test_duplicate_cells_are_refused(shared: Path, tmp_path: Path) -> None:
@@ -298,12 +300,12 @@ def test_failed_cell_is_recorded_and_rerun_on_resume(shared: Path, tmp_path: Pat
 
 
 def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import h9eval.sweeps.sweep as sw
+    import h9eval.sweeps.worker as sw
 
     real = sw._load_task
 
-    def flaky(cell: dict[str, Any]) -> Any:
-        if cell["history_mode"] == "write_back":
+    def flaky(cell: Cell) -> Any:
+        if cell.history_mode == "write_back":
             raise RuntimeError("boom")
         return real(cell)
 
@@ -314,6 +316,67 @@ def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, m
     monkeypatch.setattr(sw, "_load_task", real)
     r2 = sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)
     assert (r2.ok, r2.ran, r2.reused) == (2, 1, 1)
+
+
+def test_resume_reruns_cells_when_h9eval_code_changed(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import h9eval.core.provenance as prov
+
+    d = {**_base(shared), "history_modes": ["view", "write_back"]}
+    out = tmp_path / "o"
+
+    def manifest_cells() -> list[dict[str, Any]]:
+        return json.loads((out / "manifest.json").read_text())["cells"]
+
+    def run_hashes() -> set[str]:
+        return set(load_results(out).runs["cell_hash"])
+
+    r1 = sweep(d, out_dir=out, workers=0, progress=False)
+    assert (r1.ok, r1.ran, r1.reused) == (2, 2, 0)
+    real = prov.source_hash()
+    assert {(c["h9eval_version"], c["source_hash"]) for c in manifest_cells()} == {(prov.h9eval_version(), real)}
+    hashes1 = run_hashes()
+
+    r2 = sweep(d, out_dir=out, workers=0, progress=False)  # same code: both cells kept
+    assert (r2.ok, r2.ran, r2.reused) == (2, 0, 2) and run_hashes() == hashes1
+
+    monkeypatch.setattr(prov, "source_hash", lambda: "0" * 64)  # h9eval's source changed
+    r3 = sweep(d, out_dir=out, workers=0, progress=False)
+    assert (r3.ok, r3.ran, r3.reused) == (2, 2, 0)
+    assert {c["source_hash"] for c in manifest_cells()} == {"0" * 64}
+    assert json.loads((out / "manifest.json").read_text())["source_hash"] == "0" * 64
+    hashes3 = run_hashes()
+    assert hashes3.isdisjoint(hashes1) and hashes3 == {c["cell_hash"] for c in manifest_cells()}
+
+    r4 = sweep(d, out_dir=out, workers=0, progress=False)  # unchanged again: reused
+    assert (r4.ran, r4.reused) == (0, 2)
+
+    monkeypatch.setattr(prov, "h9eval_version", lambda: "999.0")  # a new release, same source
+    r5 = sweep(d, out_dir=out, workers=0, progress=False)
+    assert (r5.ran, r5.reused) == (2, 0) and {c["h9eval_version"] for c in manifest_cells()} == {"999.0"}
+
+
+def test_tree_hash_covers_every_py_file_by_relative_path(tmp_path: Path) -> None:
+    from h9eval.core.provenance import source_hash, tree_hash
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        (root / "pkg").mkdir(parents=True)
+        (root / "x.py").write_text("X = 1\n")
+        (root / "pkg" / "y.py").write_text("Y = 2\n")
+    h = tree_hash(a)
+    assert h == tree_hash(b)  # the checkout's location does not matter
+    (a / "notes.txt").write_text("not code")
+    (a / "pkg" / "y.pyc").write_bytes(b"\0")
+    assert tree_hash(a) == h
+    (a / "pkg" / "y.py").write_text("Y = 3\n")
+    assert tree_hash(a) != h
+    (a / "pkg" / "y.py").write_text("Y = 2\n")
+    (a / "pkg" / "y.py").rename(a / "pkg" / "z.py")
+    assert tree_hash(a) != h
+    (a / "pkg" / "z.py").rename(a / "pkg" / "y.py")
+    (a / "pkg" / "new.py").write_text("")
+    assert tree_hash(a) != h
+    assert source_hash() == tree_hash(ROOT / "h9eval")
 
 
 def test_dask_local_cluster_gives_the_same_tables(reference: Path, spec: dict[str, Any], tmp_path: Path) -> None:

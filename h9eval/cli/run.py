@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from h9eval.core.errors import ConfigError
+from h9eval.runs.run import run_task
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -57,8 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.runs.run import run_task
-
     manual = parse_indices(args.compact_at, "--compact-at")
     results = run_task(
         args.task,

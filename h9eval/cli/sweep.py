@@ -1,4 +1,4 @@
-"""``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`) and say where results are.
+"""``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`; the spec: :mod:`h9eval.sweeps.spec`) and say where results are.
 
 Exit status: 0 when every cell is ok, 1 when some cells failed (rerun the same command to
 retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupted.
@@ -7,6 +7,8 @@ retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupte
 from __future__ import annotations
 
 import argparse
+
+from h9eval.sweeps.sweep import sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from h9eval.sweeps.sweep import sweep
-
     r = sweep(
         args.spec,
         out_dir=args.out,
@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"sweep {r.name}: {r.n_cells} cells: {r.ok} ok, {r.failed} failed, {len(r.skipped)} skipped (invalid)")
     print(f"  {r.ran} run now, {r.reused} reused from an earlier run; {r.wall_time_s:.1f} s")
     for s in r.skipped:
-        print(f"  skipped {s['where']}: {s['error']}")
+        print(f"  skipped {s.where}: {s.error}")
     for rid, err in r.failures:
         print(f"  failed {rid}: {err}")
     print(f"results: {r.out_dir}  (h9eval.results.load_results({str(r.out_dir)!r}))")

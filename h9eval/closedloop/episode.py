@@ -51,9 +51,9 @@ from h9eval.closedloop.worlds.base import (
     Outcome,
     Violation,
     World,
-    make_world,
     params_dict,
 )
+from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy, policy_from_dict
 from h9eval.compaction.offload import OffloadHook, ToolOutput
@@ -62,6 +62,7 @@ from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
+from h9eval.summarizers.registry import make_summarizer
 
 __all__ = [
     "HISTORY_MODES",
@@ -340,8 +341,6 @@ def run_episode(
     elif isinstance(policy, Mapping):
         policy = policy_from_dict(policy)
     if isinstance(summarizer, str):
-        from h9eval.summarizers.registry import make_summarizer
-
         summarizer = make_summarizer(summarizer)
     if offload_root is None:
         with tempfile.TemporaryDirectory(prefix="h9eval-closedloop-") as tmp:

@@ -46,10 +46,11 @@ class SummarizerError(H9Error):
     """A summarizer call failed (timeout, API error, empty reply)."""
 
 
-def did_you_mean(name: str, choices: Iterable[str], *, what: str) -> str:
-    """Return ``unknown <what> 'x'; did you mean 'y'? available: a, b`` for an unknown name."""
+def did_you_mean(name: str, choices: Iterable[str], *, what: str, cutoff: float = 0.6) -> str:
+    """Return ``unknown <what> 'x'; did you mean 'y'? available: a, b`` for an unknown name.
+    ``cutoff``: the least :mod:`difflib` similarity of a suggestion (lower it for short names)."""
     choices = sorted(choices)
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=cutoff)
     msg = f"unknown {what} {name!r}"
     if close:
         msg += "; did you mean " + " or ".join(repr(c) for c in close) + "?"

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from h9eval.core.paths import repo_root
 
-__all__ = ["provenance", "git_state", "package_versions", "h9eval_version"]
+__all__ = ["git_state", "h9eval_version", "package_versions", "provenance", "source_hash", "tree_hash"]
 
 _PACKAGES = ("h9eval", "pandas", "pyarrow", "matplotlib", "anthropic", "datasets", "rapidfuzz", "tqdm", "dask", "distributed", "quicktok-v1")
 
@@ -33,14 +35,6 @@ def git_state() -> dict[str, Any]:
         return {"git_commit": None, "git_dirty": None}
 
 
-def h9eval_version() -> str:
-    """The installed package's version (the one owner: ``pyproject.toml`` via package metadata)."""
-    try:
-        return importlib.metadata.version("h9eval")
-    except importlib.metadata.PackageNotFoundError:  # a checkout on sys.path without an install
-        return "0+unknown"
-
-
 @lru_cache(maxsize=1)
 def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
@@ -50,6 +44,16 @@ def package_versions() -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             out[p] = None
     return out
+
+
+@lru_cache(maxsize=1)
+def h9eval_version() -> str:
+    """h9eval's version from the installed package's metadata (``0+unknown`` for a checkout on
+    ``sys.path`` without an install); ``h9eval.__version__`` is this value."""
+    try:
+        return importlib.metadata.version("h9eval")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 def provenance() -> dict[str, Any]:
@@ -62,3 +66,23 @@ def provenance() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
     }
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 (hex) of every ``.py`` file under ``root``: relative path and bytes, in sorted
+    path order, so the same tree gives the same hash on any machine and any checkout path."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py"), key=lambda q: q.relative_to(root).as_posix()):
+        data = p.read_bytes()
+        rel = p.relative_to(root).as_posix().encode()
+        # lengths delimit the fields, so no two different trees feed the same byte stream
+        h.update(b"%d:%s%d:" % (len(rel), rel, len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """:func:`tree_hash` of the h9eval package this process runs, computed once per process: a
+    sweep reuses a finished cell only when the code that produced it is the same."""
+    return tree_hash(Path(__file__).resolve().parents[1])

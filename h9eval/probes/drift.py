@@ -13,6 +13,12 @@ recorded tool name; for semantic, a cosine of 0.5 (a rough cut, see
 :mod:`h9eval.probes.semantic`). Unanswerable probes get one row per scorer and scope with
 ``answerable=False``, ``score`` NaN and ``passed=False``, and are excluded from every
 aggregate: they are not lost, they were never there.
+
+Validity flags: ``answer_pinned`` (the answer sits in the system or first task message, so the
+row measures pinning, not memory) and, when :func:`probe_view` is given a placebo table
+(:mod:`h9eval.probes.placebo`), ``placebo_rate`` and ``placebo_excluded`` (the probe passes
+against unrelated histories too often to mean anything); :func:`summarize_drift` leaves
+excluded rows out and counts both.
 """
 
 from __future__ import annotations
@@ -22,20 +28,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from h9eval.compaction.anchors import is_no_information
-from h9eval.compaction.records import Tier
+from h9eval.compaction.anchors import Anchor, is_no_information
+from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
-from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, probes_for
+from h9eval.probes.probe import PASS_THRESHOLD, PROBE_KINDS, Probe, next_action_probe, probes_for
+from h9eval.probes.placebo import placebo_lookup
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
-from h9eval.results.schema import PROBE_COLUMNS, PROBE_SCHEMA_VERSION
+from h9eval.results.schema import PROBE_COLUMNS, PROBE_SCHEMA_VERSION, READABLE_VERSIONS
 from h9eval.tasks.model import Task
 from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
     "DRIFT_COLUMNS",
     "SUMMARY_COLUMNS",
-    "PASS_THRESHOLD",
     "Checkpoint",
     "checkpoints",
     "probe_view",
@@ -46,10 +52,9 @@ __all__ = [
     "count_anchor_overwrites",
 ]
 
-"""Version of the probe row schema (column ``schema_version``)."""
+_READABLE_VERSIONS = set(READABLE_VERSIONS["probes"])
+_V2_DEFAULTS: dict[str, Any] = {"answer_pinned": False, "placebo_rate": float("nan"), "placebo_excluded": False}
 
-PASS_THRESHOLD = 0.5
-"""``passed = score >= PASS_THRESHOLD``."""
 
 """Columns of a :func:`probe_view` row, in order.
 
@@ -59,7 +64,11 @@ compactions performed up to and including this call (``None`` when the caller di
 ``tier_at_checkpoint``: the tier label (``none``, ``warn``, ``soft``, ``full``, ``emergency``)
 or ``None``. ``tokens_at_checkpoint``: tokens of the view (default: harness9's estimate).
 ``method``: ``recall``, ``semantic``, ``llm``, ``llm_exact``. ``scope``: ``view`` or
-``anchors``. ``score``/``baseline_score``: [0, 1] or NaN.
+``anchors``. ``score``/``baseline_score``: [0, 1] or NaN. ``answer_pinned``: the answer is
+in the system message or the first task message (see :mod:`h9eval.probes.probe`): such rows
+measure pinning, not memory. ``placebo_rate``: fraction of unrelated histories the probe
+passes against (:mod:`h9eval.probes.placebo`; NaN when no placebo table was given);
+``placebo_excluded``: that rate exceeds the placebo threshold, so aggregates leave the row out.
 """
 
 DRIFT_COLUMNS: tuple[str, ...] = PROBE_COLUMNS + ("retention",)
@@ -77,6 +86,9 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "intent_lost_at_call",
     "intent_lost_after_compaction",
     "n_anchor_overwrites",
+    "n_placebo_excluded",
+    "n_answer_pinned",
+    "mean_retention_unpinned",
 )
 """Columns of :func:`summarize_drift`."""
 
@@ -201,6 +213,7 @@ def probe_view(
     baseline: bool = True,
     next_action: bool | None = None,
     probes: Sequence[Probe] | None = None,
+    placebo: Any = None,
 ) -> list[dict[str, Any]]:
     """Score ``view`` (the messages sent at one call) against ``task``'s probes.
 
@@ -212,6 +225,8 @@ def probe_view(
     scorers whose baseline is not 1.0 by construction (default True; for llm that doubles the
     API calls). ``next_action``: add the recorded next tool call as a probe (default ``None`` =
     for recorded tasks when a scorer handles it). ``probes``: override :func:`probes_for`.
+    ``placebo``: placebo results or table (:func:`h9eval.probes.placebo.placebo_lookup`) to
+    fill ``placebo_rate``/``placebo_excluded`` (default ``None``: NaN / False).
     Returns rows with the keys of :data:`PROBE_COLUMNS`.
     """
     if not 0 <= message_index < len(task.messages):
@@ -226,7 +241,8 @@ def probe_view(
             plist.append(na)
     live = [p for p in plist if p.answerable]
     tool_names = _tool_names(task)
-    inp = ProbeInput(tuple(view), tool_names=tool_names)
+    tags = {"task_id": task.task_id, "run_id": run_id, "checkpoint_call_index": int(checkpoint), "message_index": int(message_index)}
+    inp = ProbeInput(tuple(view), tool_names=tool_names, tags={**tags, "context": "view"})
     hist: ProbeInput | None = None
     tier_label = None if tier is None else _tier(tier).label
     n_tokens = estimate_tokens(view) if tokens is None else int(tokens)
@@ -242,13 +258,22 @@ def probe_view(
     }
     rows: list[dict[str, Any]] = []
     nan = float("nan")
+    if placebo is not None:
+        look = placebo_lookup(placebo)
+    else:
+        look = {}
+
+    def flags(p: Probe) -> dict[str, Any]:
+        rate, excluded = look.get((task.task_id, p.probe_id), (nan, False))
+        return {"answer_pinned": bool(p.answer_pinned), "placebo_rate": rate, "placebo_excluded": excluded}
+
     for s in objs:
         base: dict[str, list[float | None]] | None = None
         if s.baseline_is_one:
             base = {m: [1.0] * len(live) for m in s.methods}
         elif baseline and live:
             if hist is None:
-                hist = ProbeInput(tuple(task.messages[: message_index + 1]), tool_names=tool_names)
+                hist = ProbeInput(tuple(task.messages[: message_index + 1]), tool_names=tool_names, tags={**tags, "context": "history"})
             # The uncompacted history has no compaction message: its "anchors" are the whole
             # history, so every scope's baseline is the history's view score.
             base = s.score(live, hist, "view")
@@ -271,6 +296,7 @@ def probe_view(
                             "baseline_score": nan if b is None else float(b),
                             "passed": bool(sc >= PASS_THRESHOLD),
                             "answerable": True,
+                            **flags(p),
                         }
                     )
             for p in plist:
@@ -286,6 +312,7 @@ def probe_view(
                             "baseline_score": nan,
                             "passed": False,
                             "answerable": False,
+                            **flags(p),
                         }
                     )
     return rows
@@ -333,13 +360,21 @@ def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
     import numpy as np
     import pandas as pd
 
-    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(PROBE_COLUMNS))
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if "schema_version" in df.columns:
+        versions = set(df["schema_version"].dropna().unique().tolist())
+        if versions - _READABLE_VERSIONS:
+            raise ConfigError(f"probe rows have schema_version {sorted(versions)}; this h9eval reads {sorted(_READABLE_VERSIONS)}")
+        if 1 in versions:
+            for c, v in _V2_DEFAULTS.items():
+                if c not in df.columns:
+                    df[c] = v
+            df["schema_version"] = PROBE_SCHEMA_VERSION
+    if not len(df.columns):
+        df = pd.DataFrame(columns=list(PROBE_COLUMNS))
     missing = [c for c in PROBE_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"probe rows lack columns {', '.join(missing)} (expected PROBE_COLUMNS)")
-    versions = set(df["schema_version"].dropna().unique().tolist())
-    if versions - {PROBE_SCHEMA_VERSION}:
-        raise ConfigError(f"probe rows have schema_version {sorted(versions)}; this h9eval reads {PROBE_SCHEMA_VERSION}")
     score = df["score"].astype(float)
     base = df["baseline_score"].astype(float)
     ok = df["answerable"].astype(bool) & (base > 0)
@@ -352,7 +387,7 @@ def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
 def _anchor_map(rec: Any) -> dict[str, str] | None:
     if isinstance(rec, Mapping):
         anchors = rec.get("anchors")
-    elif hasattr(rec, "anchors"):
+    elif isinstance(rec, CompactionRecord):
         anchors = rec.anchors
     else:
         anchors = rec  # a plain anchor list
@@ -362,7 +397,7 @@ def _anchor_map(rec: Any) -> dict[str, str] | None:
     for a in anchors:
         if isinstance(a, Mapping):
             out[str(a["type"])] = str(a["content"])
-        elif hasattr(a, "type"):
+        elif isinstance(a, Anchor):
             out[str(a.type)] = str(a.content)
         else:
             t, c = a
@@ -401,7 +436,10 @@ def summarize_drift(df: Any, records: Mapping[str, Sequence[Any]] | None = None)
     """One row per (run_id, task_id, method, scope) with :data:`SUMMARY_COLUMNS`.
 
     ``df``: a :func:`drift_table` (or rows; converted). ``mean_retention`` and
-    ``retention_<kind>``: means of ``retention`` over answerable rows (NaN when none).
+    ``retention_<kind>``: means of ``retention`` over answerable rows that the placebo control
+    did not exclude (NaN when none); ``n_placebo_excluded``: answerable rows it excluded;
+    ``n_answer_pinned``: answerable, kept rows whose answer is pinned;
+    ``mean_retention_unpinned``: the mean over the kept rows that are not pinned.
     ``intent_lost_at_call``: the first checkpoint (by call index) at which the intent probe was
     answerable and not passed; ``intent_lost_after_compaction``: ``n_compactions`` at that
     checkpoint, i.e. intent was first lost after that many compactions (NaN: never lost or
@@ -415,7 +453,11 @@ def summarize_drift(df: Any, records: Mapping[str, Sequence[Any]] | None = None)
     out: list[dict[str, Any]] = []
     nan = float("nan")
     for (run_id, task_id, method, scope), g in df.groupby(["run_id", "task_id", "method", "scope"], sort=True, dropna=False):
-        a = g[g["answerable"].astype(bool)]
+        ans = g[g["answerable"].astype(bool)]
+        excl = ans["placebo_excluded"].fillna(False).astype(bool)
+        a = ans[~excl]
+        pinned = a["answer_pinned"].fillna(False).astype(bool)
+        unpinned = a.loc[~pinned, "retention"]
         row: dict[str, Any] = {
             "run_id": run_id,
             "task_id": task_id,
@@ -440,6 +482,9 @@ def summarize_drift(df: Any, records: Mapping[str, Sequence[Any]] | None = None)
             row["intent_lost_after_compaction"] = nan
         recs = records.get(run_id) if records is not None else None
         row["n_anchor_overwrites"] = count_anchor_overwrites(recs) if recs is not None else nan
+        row["n_placebo_excluded"] = int(excl.sum())
+        row["n_answer_pinned"] = int(pinned.sum())
+        row["mean_retention_unpinned"] = float(unpinned.mean()) if len(unpinned) else nan
         out.append(row)
     res = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     res.attrs["schema_version"] = PROBE_SCHEMA_VERSION

@@ -10,31 +10,59 @@ matcher as the recall scorer). For key-term probes only the terms that occur the
 ``expected`` (the rest go to ``unseen``): no policy can keep what the agent has not seen, so
 the recall score of the uncompacted history is 1.0 by construction. Unanswerable probes are
 reported but excluded from aggregate scores.
+
+Pinned answers: every policy keeps the system message, and most keep the first task message
+(harness9's emergency truncation, the windowed peers' ``keep_first``). A key term found in
+the system message is moved from ``expected`` to ``pinned`` (it can never be lost, so it would
+only add a floor: the repository name gave synthetic key terms 1/3 under ``drop_all``), unless
+every term is there. A probe whose remaining answer is in the system message or the first
+non-system message has ``answer_pinned=True``: it measures pinning, not memory, and reports
+count it separately.
+
+One question, one probe: the ``key_terms`` probe is left out while it equals the intent probe
+(before any intent change, and on recorded sessions without one); an anchor item whose key
+terms are all a fact's answer planted at the same message is probed once, as the fact; two
+facts with the same answers are probed once.
+
+Ordinals: a ``derived_fact`` that asks for the k-th distinct file edited (``edited_file_NN``)
+carries the (k-1)-th file's candidates in ``after``; it is found only when an occurrence of the
+(k-1)-th file precedes an occurrence of the k-th, so a view that lost the earlier edits cannot
+place the file (the llm judge reads the ordinal from the question instead).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
-from h9eval.probes.text import TextIndex, normalize, normalize_messages
+from h9eval.tasks.text import TextIndex, normalize, normalize_messages
 from h9eval.tasks.keyterms import extract_key_terms
-from h9eval.tasks.model import ANCHOR_KINDS, Task
+from h9eval.tasks.model import ANCHOR_KINDS, Fact, Task
 
 __all__ = [
+    "PASS_THRESHOLD",
     "PROBE_KINDS",
     "ANCHOR_PROBE_KINDS",
+    "FINAL_KEY_TERMS",
     "QUESTIONS",
     "Probe",
     "probes_for",
     "next_action_probe",
     "history_index",
+    "pinned_indexes",
+    "answer_found",
+    "mark_answerable",
+    "mark_pinned",
     "normalize_arguments",
 ]
+
+PASS_THRESHOLD = 0.5
+"""A probe row passes when ``score >= PASS_THRESHOLD``."""
 
 ANCHOR_PROBE_KINDS: tuple[str, ...] = tuple(ANCHOR_KINDS)
 PROBE_KINDS: tuple[str, ...] = (
@@ -72,7 +100,10 @@ class Probe:
     ``variants`` is found, else 0). ``reference``: the ground-truth text (task statement, anchor
     item, fact answer) that the semantic scorer embeds and the llm judge reads.
     ``message_index``: where the ground truth was introduced. ``answerable`` and ``unseen``:
-    see the module docstring.
+    see the module docstring. ``pinned``: key terms dropped from ``expected`` because the
+    system message holds them; ``answer_pinned``: the answer is in the system message or the
+    first task message; ``after``: for ordinal facts, the preceding item's candidates (see the
+    module docstring).
     """
 
     probe_id: str
@@ -85,6 +116,9 @@ class Probe:
     reference: str = ""
     answerable: bool = True
     unseen: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    answer_pinned: bool = False
+    after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in PROBE_KINDS:
@@ -98,16 +132,44 @@ class Probe:
         return self.expected + self.variants
 
 
+FINAL_KEY_TERMS = "key_terms_final"
+"""Task metadata flag: the intent's key terms are final (the recorded loaders filter generic
+ones); when a statement has none, the probe asks for the statement itself instead of
+re-extracting terms from it."""
+
+
 # -- the uncompacted history -------------------------------------------------------------------
 def history_index(task: Task, message_index: int, **kw: Any) -> TextIndex:
     """A :class:`TextIndex` of the uncompacted ``task.messages[:message_index + 1]``."""
     return TextIndex(normalize_messages(task.messages[: message_index + 1]), **kw)
 
 
+def pinned_indexes(task: Task, **kw: Any) -> tuple[TextIndex, TextIndex]:
+    """``(system, pinned)`` indexes: the leading system message(s), and those plus the first
+    non-system message (the task statement in most sessions)."""
+    msgs = task.messages
+    n_sys = 0
+    while n_sys < len(msgs) and msgs[n_sys].role == "system":
+        n_sys += 1
+    system = TextIndex(normalize_messages(msgs[:n_sys]), **kw)
+    return system, TextIndex(normalize_messages(msgs[: n_sys + 1]), **kw)
+
+
+def answer_found(p: Probe, idx: TextIndex) -> bool:
+    """Is an ``answer`` probe's answer (or a variant) in the text, after its ``after`` item?"""
+    if not p.after:
+        return idx.any_present(p.candidates)
+    first_prev = min((x for x in (idx.first_position(t) for t in p.after) if x is not None), default=None)
+    if first_prev is None:
+        return False
+    last = max((x for x in (idx.last_position(t) for t in p.candidates) if x is not None), default=None)
+    return last is not None and last > first_prev
+
+
 # -- building probes ---------------------------------------------------------------------------
-def _terms_or_extract(terms: Sequence[str], text: str) -> tuple[str, ...]:
+def _terms_or_extract(terms: Sequence[str], text: str, *, final: bool = False) -> tuple[str, ...]:
     terms = tuple(t for t in terms if normalize(t))
-    return terms if terms else extract_key_terms(text)
+    return terms if terms or final else extract_key_terms(text)
 
 
 def _term_probe(probe_id: str, kind: str, question: str, terms: tuple[str, ...], reference: str, at: int) -> Probe:
@@ -126,54 +188,66 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
     Order: intent, anchor items (transcript order), facts and derived facts (task order), key
     terms. Contents:
 
-    * ``intent``: the intent in force (``task.intent.at``), its key terms (extracted from the
-      statement when it has none);
+    * ``intent``: the intent in force (``task.intent.at``; its id and reference), probed on the
+      whole intent: the statement's key terms followed by those of every change so far (each
+      extracted from its statement when it has none);
     * one probe per anchor truth item current at the index (``message_index <= idx`` and
-      ``until_index`` is ``None`` or ``> idx``), kind = the anchor's kind;
+      ``until_index`` is ``None`` or ``> idx``), kind = the anchor's kind, unless it repeats a
+      live fact (see the module docstring);
     * one per fact live at the index (``Fact.live_at``): kind ``derived_fact`` for
-      ``Fact.kind == "derived"`` (recorded tasks), else ``fact``;
-    * ``key_terms``: the original task statement's key terms (equal to the intent probe's
-      until the first intent change).
+      ``Fact.kind == "derived"`` (recorded tasks), else ``fact``; a fact with the same answer
+      and variants as an earlier one is left out;
+    * ``key_terms``: the original task statement's key terms, only when they differ from the
+      intent probe's (i.e. after an intent change that added terms).
 
-    ``check_answerable``: mark probes against the uncompacted history (default ``True``); with
-    ``False`` every probe is answerable and keeps all its terms.
+    ``check_answerable``: mark probes against the uncompacted history and the pinned messages
+    (default ``True``); with ``False`` every probe is answerable, unpinned and keeps all its
+    terms.
     """
     idx = message_index
     out: list[Probe] = []
     cur = task.intent.at(idx)
-    out.append(
-        _term_probe(
-            f"intent@{cur.message_index}",
-            "intent",
-            QUESTIONS["intent"],
-            _terms_or_extract(cur.key_terms, cur.statement),
-            cur.statement,
-            cur.message_index,
-        )
-    )
+    # The whole intent in force: the statement's terms and those of every change so far (a
+    # change's own terms may name only what it adds).
+    final = bool(task.metadata.get(FINAL_KEY_TERMS))
+    intent_terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
+    for ch in task.intent.changes:
+        if ch.message_index <= idx:
+            intent_terms = tuple(dict.fromkeys(intent_terms + _terms_or_extract(ch.key_terms, ch.statement, final=final)))
+    out.append(_term_probe(f"intent@{cur.message_index}", "intent", QUESTIONS["intent"], intent_terms, cur.statement, cur.message_index))
+    live_facts = [f for f in task.facts if f.live_at(idx)]
+    fact_answers = {(f.message_index, c) for f in live_facts for c in (f.answer, *f.variants)}
     for i, a in enumerate(task.anchors):
         if a.message_index <= idx and (a.until_index is None or a.until_index > idx):
             if a.kind not in ANCHOR_PROBE_KINDS:
                 continue  # an anchor kind this version does not probe; never guess one
+            if a.key_terms and all((a.message_index, t) in fact_answers for t in a.key_terms):
+                continue  # the same item as a fact (synthetic constraints): probed once, as the fact
             out.append(
                 _term_probe(f"anchor:{a.kind}:{i}", a.kind, QUESTIONS[a.kind], _terms_or_extract(a.key_terms, a.text), a.text, a.message_index)
             )
-    for f in task.facts:
-        if f.live_at(idx):
-            out.append(
-                Probe(
-                    probe_id=f"fact:{f.fact_id}",
-                    kind="derived_fact" if f.kind == "derived" else "fact",
-                    question=f.question,
-                    expected=(f.answer,),
-                    variants=tuple(f.variants),
-                    message_index=f.message_index,
-                    scoring="answer",
-                    reference=f.answer,
-                )
+    by_id = {f.fact_id: f for f in task.facts}
+    seen_answers: set[tuple[str, ...]] = set()
+    for f in live_facts:
+        cands = (f.answer, *f.variants)
+        if cands in seen_answers:
+            continue
+        seen_answers.add(cands)
+        out.append(
+            Probe(
+                probe_id=f"fact:{f.fact_id}",
+                kind="derived_fact" if f.kind == "derived" else "fact",
+                question=f.question,
+                expected=(f.answer,),
+                variants=tuple(f.variants),
+                message_index=f.message_index,
+                scoring="answer",
+                reference=f.answer,
+                after=_ordinal_after(f, by_id),
             )
-    terms = _terms_or_extract(task.intent.key_terms, task.intent.statement)
-    if terms:
+        )
+    terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
+    if terms and set(terms) != set(intent_terms):
         out.append(
             Probe(
                 probe_id="key_terms",
@@ -186,8 +260,33 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
         )
     if check_answerable:
         hist = history_index(task, idx)
-        out = [mark_answerable(p, hist) for p in out]
+        system, pinned = pinned_indexes(task)
+        out = [mark_pinned(mark_answerable(p, hist), system, pinned) for p in out]
     return out
+
+
+_ORDINAL_FACT = re.compile(r"^edited_file_(\d+)$")
+
+
+def _ordinal_after(f: Fact, by_id: Mapping[str, Fact]) -> tuple[str, ...]:
+    m = _ORDINAL_FACT.match(f.fact_id)
+    if m is None or f.kind != "derived":
+        return ()
+    prev = by_id.get(f"edited_file_{int(m.group(1)) - 1:0{len(m.group(1))}d}")
+    return () if prev is None else (prev.answer, *prev.variants)
+
+
+def mark_pinned(p: Probe, system: TextIndex, pinned: TextIndex) -> Probe:
+    """``p`` with ``pinned``/``answer_pinned`` set (see the module docstring); ``system`` and
+    ``pinned`` are :func:`pinned_indexes`. Unanswerable probes are returned as they are."""
+    if p.kind == "next_action" or not p.answerable:
+        return p
+    if p.scoring == "answer":
+        return replace(p, answer_pinned=pinned.any_present(p.candidates))
+    in_system = tuple(t for t in p.expected if system.present(t))
+    if in_system and len(in_system) < len(p.expected):
+        p = replace(p, expected=tuple(t for t in p.expected if t not in in_system), pinned=in_system)
+    return replace(p, answer_pinned=all(pinned.present(t) for t in p.expected))
 
 
 def mark_answerable(p: Probe, history: TextIndex) -> Probe:
@@ -195,7 +294,7 @@ def mark_answerable(p: Probe, history: TextIndex) -> Probe:
     if p.kind == "next_action":
         return p  # a prediction: its answer is, by definition, not in the history
     if p.scoring == "answer":
-        seen = history.any_present(p.candidates)
+        seen = answer_found(p, history)
         return p if seen else replace(p, answerable=False)
     kept = tuple(t for t in p.expected if history.present(t))
     unseen = tuple(t for t in p.expected if t not in kept)

@@ -1,8 +1,9 @@
 """The ``recall`` scorer (offline, the default): are the probe's key terms / answer still in the text?
 
 Per probe, in [0, 1]: for key-term probes the fraction of ``expected`` terms present; for
-answer probes (facts) 1 when the answer or any variant is present, else 0. Presence is
-:meth:`h9eval.probes.text.TextIndex.present` (normalised, word-bounded exact match, then fuzzy
+answer probes (facts) 1 when the answer or any variant is present (for ordinal facts: after
+the preceding item, see :mod:`h9eval.probes.probe`), else 0. Presence is
+:meth:`h9eval.tasks.text.TextIndex.present` (normalised, word-bounded exact match, then fuzzy
 ``partial_ratio`` >= ``fuzzy_threshold`` with equal numbers). Reported for ``scope="view"``
 (the whole rendered view) and ``scope="anchors"`` (the latest compaction message's anchors and
 summary only; 0 when the view holds no compaction message).
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.core.errors import ConfigError
-from h9eval.probes.probe import Probe
+from h9eval.probes.probe import Probe, answer_found
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
-from h9eval.probes.text import DEFAULT_FUZZY_MIN_CHARS, DEFAULT_FUZZY_THRESHOLD, TextIndex
+from h9eval.tasks.text import DEFAULT_FUZZY_MIN_CHARS, DEFAULT_FUZZY_THRESHOLD, TextIndex
 
 __all__ = ["RecallScorer", "recall_score"]
 
@@ -33,7 +34,7 @@ __all__ = ["RecallScorer", "recall_score"]
 def recall_score(p: Probe, idx: TextIndex) -> float:
     """One probe's recall score against an index (see the module docstring)."""
     if p.scoring == "answer":
-        return 1.0 if idx.any_present(p.candidates) else 0.0
+        return 1.0 if answer_found(p, idx) else 0.0
     if not p.expected:
         return 0.0
     return sum(idx.present(t) for t in p.expected) / len(p.expected)

@@ -6,6 +6,7 @@ call; :func:`make_probe_fn` builds one from scorer names.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,17 +39,18 @@ ProbeFn = Callable[[Task, Sequence[Message], int, CallCheckpoint], list[dict[str
 ``message_index`` is the last transcript message the view covers."""
 
 
-def make_probe_fn(scorers: Sequence[str]) -> ProbeFn | None:
+def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None = None) -> ProbeFn | None:
     """A :data:`ProbeFn` scoring each checkpoint view with the named scorers (``None`` for none).
 
-    Every name is checked here, before any replay starts: an unknown scorer is a
-    :class:`~h9eval.core.errors.ConfigError`, not a failure at the first checkpoint.
+    The scorers are built once, here, before any replay starts (so an unknown scorer is a
+    :class:`~h9eval.core.errors.ConfigError`, not a failure at the first checkpoint, and the llm
+    scorer's cache and audit span the run). ``cache``: the SQLite file the llm scorer's replies
+    persist in (the summarizer's, so reruns and a sweep's cells share it). The scorer objects
+    are the function's ``scorers`` attribute (e.g. for the llm scorer's ``audit_frame()``).
     """
     if not scorers:
         return None
-    names = tuple(scorers)
-    for s in names:
-        make_scorer(s)
+    names = tuple(make_scorer(s, cache=cache) if s == "llm" and cache is not None else make_scorer(s) for s in scorers)
 
     def fn(task: Task, view: Sequence[Message], message_index: int, at: CallCheckpoint) -> list[dict[str, Any]]:
         return probe_view(
@@ -63,4 +65,5 @@ def make_probe_fn(scorers: Sequence[str]) -> ProbeFn | None:
             n_compactions=at.n_compactions,
         )
 
+    fn.scorers = names  # type: ignore[attr-defined]
     return fn

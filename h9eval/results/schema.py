@@ -194,8 +194,10 @@ _SORT_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-PROBE_SCHEMA_VERSION = 1
-"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope)."""
+PROBE_SCHEMA_VERSION = 2
+"""Version of the ``probes`` table (one row per checkpoint, probe, method and scope). Version 2
+appended ``answer_pinned``, ``placebo_rate`` and ``placebo_excluded``; version-1 tables are still
+read (pinned unknown: False; no placebo: NaN / False)."""
 
 
 PROBE_COLUMNS: tuple[str, ...] = (
@@ -215,6 +217,9 @@ PROBE_COLUMNS: tuple[str, ...] = (
     "baseline_score",
     "passed",
     "answerable",
+    "answer_pinned",
+    "placebo_rate",
+    "placebo_excluded",
 )
 
 
@@ -226,5 +231,5 @@ SCHEMA_VERSIONS: dict[str, int] = {
 }
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
-READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1,)}
+READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2)}
 """The versions of each table the readers accept; a file of any other version is refused by name."""

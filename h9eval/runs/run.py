@@ -91,7 +91,7 @@ def run_task(
         manual_compact_at=tuple(manual_compact_at),
         context_window_tokens=window,
     )
-    probe_fn = make_probe_fn(probes)
+    probe_fn = make_probe_fn(probes, cache=summarizer_cache)
     results = []
     for t in tasks:
         out = None

@@ -184,6 +184,14 @@ class ResponseCache:
         with self._lock:
             return int(self._connect().execute("SELECT COUNT(*) FROM replies").fetchone()[0])
 
+    def count(self, *, summarizer_id_prefix: str = "") -> int:
+        """Stored replies whose ``summarizer_id`` starts with the prefix (other users of one
+        file, such as the llm probe scorer, store theirs under their own ids)."""
+        pattern = summarizer_id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._lock:
+            row = self._connect().execute("SELECT COUNT(*) FROM replies WHERE summarizer_id LIKE ? ESCAPE '\\'", (pattern,)).fetchone()
+        return int(row[0])
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():

@@ -9,16 +9,54 @@ Order: terms are grouped by category, in decreasing order of how specific they a
 (paths, then error names, then code identifiers, then ids/slugs, then numbers); within a
 category, by first occurrence in the text. Duplicates (exact string) are dropped; the list is
 capped at ``max_terms``.
+
+Generic terms (:func:`filter_key_terms`): a term that any session would contain (``print``,
+``curl``, ``10``) or that this transcript repeats in a large share of its messages cannot tell
+a policy that remembers from one that does not (the recent tail holds it anyway). The
+recorded loaders drop both kinds before the terms become probes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
-__all__ = ["extract_key_terms", "DEFAULT_MAX_TERMS"]
+__all__ = [
+    "extract_key_terms",
+    "filter_key_terms",
+    "is_generic_term",
+    "DEFAULT_MAX_TERMS",
+    "GENERIC_TERMS",
+    "KEYTERM_MAX_DF_FRAC",
+    "KEYTERM_MIN_DOCS",
+]
 
 DEFAULT_MAX_TERMS = 20
 """Default cap on the number of key terms (terms, not characters)."""
+
+KEYTERM_MAX_DF_FRAC = 0.3
+"""A key term present in more than this fraction of a transcript's messages (the task prompt
+not counted) is dropped: it is in every recent tail, so it measures nothing about memory.
+Chosen on the shipped recorded sessions, where it drops ``curl``, ``hex.pm``, a bead id that is
+part of every command's working directory and ``Dataset`` (60 % of messages), and keeps task
+subjects such as ``RenameIndex`` (29 %)."""
+
+KEYTERM_MIN_DOCS = 20
+"""The document-frequency filter needs at least this many messages (besides the prompt): in
+a 2-message transcript every term has a frequency of 0 or 1."""
+
+GENERIC_TERMS = frozenset(
+    {
+        # builtins and everyday calls of the languages in the shipped sessions
+        "print", "len", "str", "int", "float", "dict", "list", "set", "tuple", "bool", "type",
+        "range", "open", "getattr", "setattr", "hasattr", "isinstance", "repr", "format", "super",
+        "self", "none", "true", "false", "null", "main", "__init__", "__main__", "console.log",
+        # shell commands every agent runs
+        "curl", "wget", "ls", "cat", "grep", "sed", "awk", "echo", "cd", "git", "pip", "python",
+        "python3", "pytest", "bash", "sh", "make", "npm", "node", "mix", "go", "cargo", "sudo",
+    }
+)
+"""Tokens (casefolded) too common in agent sessions to identify a task."""
 
 # URLs are removed first: their pieces look like paths and dotted identifiers but a probe that
 # looks for "docs.pytest.org" in a summary measures nothing useful.
@@ -140,3 +178,31 @@ def extract_key_terms(text: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> tuple
                 found[term] = (4, m.start())
     ordered = sorted(found.items(), key=lambda kv: (kv[1][0], kv[1][1], kv[0]))
     return tuple(t for t, _ in ordered[:max_terms])
+
+
+def is_generic_term(term: str) -> bool:
+    """``True`` for :data:`GENERIC_TERMS` and for numbers of at most two digits (``10``,
+    ``42``: counts, line offsets, exit codes, found in any session)."""
+    t = term.strip()
+    return t.casefold() in GENERIC_TERMS or (t.isdigit() and len(t) <= 2)
+
+
+def filter_key_terms(
+    terms: Sequence[str],
+    documents: Sequence[str],
+    *,
+    present: Callable[[str, str], bool],
+    max_df_frac: float = KEYTERM_MAX_DF_FRAC,
+    min_docs: int = KEYTERM_MIN_DOCS,
+) -> tuple[str, ...]:
+    """``terms`` without generic ones (:func:`is_generic_term`) and, when ``documents`` has at
+    least ``min_docs`` entries, without those ``present`` in more than ``max_df_frac`` of them.
+
+    ``documents``: one text per transcript message (the task prompt left out); ``present(term,
+    document)``: the probes' matcher, so a term counts where a probe would find it. Order kept.
+    """
+    kept = [t for t in terms if not is_generic_term(t)]
+    if len(documents) < min_docs or not kept:
+        return tuple(kept)
+    limit = max_df_frac * len(documents)
+    return tuple(t for t in kept if sum(1 for d in documents if present(t, d)) <= limit)

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from h9eval.core.errors import H9Error
 from h9eval.core.messages import Message
+from h9eval.core.messages import messages_from_json
 
 __all__ = ["Action", "Agent", "AgentError", "CallUsage", "parse_view", "serialize_view"]
 
@@ -100,7 +101,6 @@ class ParsedView:
 
 def parse_view(view_json: str) -> ParsedView:
     """Back from :func:`serialize_view` (frozen messages; the tools as plain mappings)."""
-    from h9eval.core.messages import messages_from_json
 
     d = json.loads(view_json)
     return ParsedView(tuple(messages_from_json(d["messages"], where="view.messages")), tuple(d.get("tools", ())))

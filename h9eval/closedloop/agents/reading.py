@@ -24,6 +24,7 @@ from typing import Any
 
 from h9eval.compaction.anchors import COMPACTION_MARKER
 from h9eval.core.messages import Message
+from h9eval.core.errors import ConfigError
 
 __all__ = ["PROFILES", "ReaderProfile", "Reading", "SeenCall", "offload_path", "read_view"]
 
@@ -42,8 +43,6 @@ class ReaderProfile:
     last_k_messages: int | None = None
 
     def __post_init__(self) -> None:
-        from h9eval.core.errors import ConfigError
-
         if not self.name:
             raise ConfigError("ReaderProfile.name must be non-empty")
         if self.last_k_messages is not None and self.last_k_messages < 1:

@@ -31,7 +31,8 @@ comes from the view.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from h9eval.closedloop.agents.base import Action, parse_view
 from h9eval.closedloop.agents.reading import (
@@ -228,10 +229,41 @@ def _modified_files(r: Reading) -> list[str]:
     return sorted(set(files))
 
 
-def _solve_mini_repo(r: Reading) -> Action:
-    if any(_COMMITTED.search(c.result or "") or _ALREADY_COMMITTED in (c.result or "") for c in r.calls_named("commit")) or any(
+def _mini_repo_committed(r: Reading) -> bool:
+    return any(_COMMITTED.search(c.result or "") or _ALREADY_COMMITTED in (c.result or "") for c in r.calls_named("commit")) or any(
         "Committed the work" in n for n in r.notes + r.summaries
-    ):
+    )
+
+
+def _mini_repo_failures(source: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Failing function -> (bad, good) value, from the texts that hold the latest test state."""
+    failures: dict[str, tuple[str, str]] = {}
+    for t in source:
+        for m in _FAILED.finditer(t):
+            failures.setdefault(m.group(1), (m.group(2), m.group(3)))
+    return failures
+
+
+def _mini_repo_fix(r: Reading, func: str, bad: str, good: str, ok_edits: Sequence[Any], after: int, *, no_vendor: bool, use_grep: bool) -> Action:
+    """The next step towards fixing ``compute_<func>``: edit a file a search found, else fetch the
+    search again, else search."""
+    # a target edited before the latest run that still fails was the wrong file
+    tried = {c.arg("path") for c in ok_edits if c.arg("new") == good and c.position < after}
+    finds = [c for c in r.calls if c.name in ("grep", "search") and func in (c.arg("pattern") or c.arg("query"))]
+    hits: list[str] = []
+    for c in finds:
+        hits.extend(re.findall(rf"^(\S+\.py):\d+: def compute_{func}\(\):", c.result or "", re.MULTILINE))
+    hits = [h for h in dict.fromkeys(hits) if h not in tried and not (no_vendor and h.startswith("vendor/"))]
+    if hits:
+        return Action.call("edit", path=hits[0], old=bad, new=good)
+    fetch = _refetch(finds)
+    if fetch is not None:
+        return fetch
+    return Action.call("grep", pattern=f"compute_{func}") if use_grep else Action.call("search", query=f"compute_{func}")
+
+
+def _solve_mini_repo(r: Reading) -> Action:
+    if _mini_repo_committed(r):
         return Action.finish("Done: the work is committed.")
     no_vendor = bool(r.search(_RULE_VENDOR))
     tests_first = bool(r.search(_RULE_TESTS))
@@ -243,22 +275,21 @@ def _solve_mini_repo(r: Reading) -> Action:
     runs = [c for c in r.calls_named("run_tests") if c.result is not None]
     if runs and not _TEST_SUMMARY.search(runs[-1].result or "") and runs[-1].placeholder_path:
         return Action.call("read_file", path=runs[-1].placeholder_path)
+    return _mini_repo_work(r, runs, no_vendor=no_vendor, tests_first=tests_first, use_grep=use_grep)
+
+
+def _mini_repo_work(r: Reading, runs: Sequence[Any], *, no_vendor: bool, tests_first: bool, use_grep: bool) -> Action:
+    """With the rules read: fix what the latest visible test run says fails, then commit."""
     edits = [c for c in r.calls_named("edit") if c.result is not None]
     ok_edits = [c for c in edits if _ok(c)]
-    last_edit_pos = max((c.position for c in ok_edits), default=-1)
     latest = next((c for c in reversed(runs) if _TEST_SUMMARY.search(c.result or "")), None)
     # the latest visible test run is the truth; without one, whatever notes and summaries say
-    source = [latest.result or ""] if latest is not None else list(r.texts())
-    failures: dict[str, tuple[str, str]] = {}
-    for t in source:
-        for m in _FAILED.finditer(t):
-            failures.setdefault(m.group(1), (m.group(2), m.group(3)))
+    failures = _mini_repo_failures([latest.result or ""] if latest is not None else list(r.texts()))
     after = latest.position if latest is not None else -1
     if not failures:
+        last_edit_pos = max((c.position for c in ok_edits), default=-1)
         green = latest is not None and bool(_GREEN.search(latest.result or ""))
-        if green and latest.position > last_edit_pos:  # type: ignore[union-attr]
-            return Action.call("commit", files=_modified_files(r))
-        if ok_edits and not tests_first:
+        if (green and after > last_edit_pos) or (ok_edits and not tests_first):
             return Action.call("commit", files=_modified_files(r))
         return Action.call("run_tests")
     goods = {good for _, good in failures.values()}
@@ -267,19 +298,7 @@ def _solve_mini_repo(r: Reading) -> Action:
     pending = [(f, bad, good) for f, (bad, good) in failures.items() if not any(c.arg("new") == good and c.position > after for c in ok_edits)]
     if pending:
         func, bad, good = pending[0]
-        # a target edited before the latest run that still fails was the wrong file
-        tried = {c.arg("path") for c in ok_edits if c.arg("new") == good and c.position < after}
-        finds = [c for c in r.calls if c.name in ("grep", "search") and func in (c.arg("pattern") or c.arg("query"))]
-        hits: list[str] = []
-        for c in finds:
-            hits.extend(re.findall(rf"^(\S+\.py):\d+: def compute_{func}\(\):", c.result or "", re.MULTILINE))
-        hits = [h for h in dict.fromkeys(hits) if h not in tried and not (no_vendor and h.startswith("vendor/"))]
-        if hits:
-            return Action.call("edit", path=hits[0], old=bad, new=good)
-        fetch = _refetch(finds)
-        if fetch is not None:
-            return fetch
-        return Action.call("grep", pattern=f"compute_{func}") if use_grep else Action.call("search", query=f"compute_{func}")
+        return _mini_repo_fix(r, func, bad, good, ok_edits, after, no_vendor=no_vendor, use_grep=use_grep)
     if tests_first:
         return Action.call("run_tests")
     return Action.call("commit", files=_modified_files(r))

@@ -39,6 +39,7 @@ __all__ = [
     "Window",
     "make_policy",
     "policy_from_dict",
+    "policy_param_names",
     "registry",
 ]
 
@@ -51,12 +52,17 @@ def registry() -> dict[str, type[Policy]]:
 def make_policy(kind: str, /, **params: Any) -> Policy:
     """Build a registered policy; unknown kinds and parameters get did-you-mean errors."""
     cls = POLICIES.get(kind)
-    POLICIES.check_params(kind, params, [f.name for f in dataclasses.fields(cls) if f.init])  # type: ignore[arg-type]
+    POLICIES.check_params(kind, params, policy_param_names(kind))
     _check_param_types(cls, kind, params)
     try:
         return cls(**params)  # type: ignore[call-arg]
     except TypeError as e:
         raise ConfigError(f"policy {kind!r}: {e}") from None
+
+
+def policy_param_names(kind: str) -> list[str]:
+    """The parameters policy ``kind`` accepts (its init fields); an unknown kind gets a did-you-mean."""
+    return [f.name for f in dataclasses.fields(POLICIES.get(kind)) if f.init]  # type: ignore[arg-type]
 
 
 def _check_param_types(cls: type, kind: str, params: Mapping[str, Any]) -> None:

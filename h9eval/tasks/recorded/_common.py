@@ -10,9 +10,16 @@ Derived facts (``Fact.kind == "derived"``) are read off the transcript, never in
   ``printf`` redirections, ``tee``, heredoc patches ``+++ b/<path>``, Python
   ``open(<path>, "w")`` / ``Path(<path>).write_text``). One fact per distinct path, at the
   assistant message that first edited it; the question asks for the n-th distinct file edited.
+  Scratch files (:func:`is_scratch_path`: reproduction and check scripts at the top of the
+  working directory, files outside it) are not counted: they are most of what agents write and
+  say nothing about the task. A bare file name is a variant only when it is not a name every
+  project has (``README.md``, ``utils.py``; see :data:`GENERIC_FILE_STEMS`).
 * ``failed_command_NN``: a tool result with ``is_error`` or a non-zero return code; the answer
   is the error line (last ``...Error``/``...Exception`` line, else the first line mentioning an
-  error, else ``exit code N``). At most :data:`MAX_FAILURE_FACTS`; the total is in metadata.
+  error). The error class alone (``TypeError``) and ``exit code N`` are never variants, and a
+  failure whose only description is one of them gets no fact: any other failure would "answer"
+  it. Failures with the same answer text give one fact (the first). At most
+  :data:`MAX_FAILURE_FACTS`; the totals are in metadata.
 * ``outcome_*``: the recorded end of the run (exit status, files of the submitted patch, a
   non-patch submission such as a CTF flag, OpenHands' finish status).
 """
@@ -24,7 +31,7 @@ import os
 import re
 import shlex
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +39,8 @@ from typing import Any
 
 from h9eval.core.errors import FormatError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.tasks.keyterms import DEFAULT_MAX_TERMS, extract_key_terms
+from h9eval.tasks.keyterms import DEFAULT_MAX_TERMS, extract_key_terms, filter_key_terms
+from h9eval.tasks.text import TextIndex, normalized_message
 from h9eval.tasks.model import Fact, Intent, IntentChange, Task, TaskSource
 
 MAX_FAILURE_FACTS = 20
@@ -489,6 +497,69 @@ def patch_files(patch: str) -> list[str]:
     return list(dict.fromkeys(m.group(2) for m in _DIFF_FILE.finditer(patch)))
 
 
+_GENERIC_ERROR = re.compile(
+    r"(?:[A-Z][A-Za-z0-9_]*(?:Error|Exception)|exit code -?\d+|error \(no output\)"
+    r"|(?:<tool_use_error>)?Sibling tool call errored(?:</tool_use_error>)?)",
+    re.IGNORECASE,
+)
+
+
+def is_generic_error(text: str) -> bool:
+    """An error description that fits any failure: a bare error class (``TypeError``),
+    ``exit code N``, the placeholder for a failure without output, or Claude Code's note that
+    a parallel call failed (it names no error of its own)."""
+    return bool(_GENERIC_ERROR.fullmatch(text.strip()))
+
+
+SCRATCH_EXTENSIONS = frozenset({".py", ".sh", ".js", ".ts", ".pl", ".rb", ".sql", ".txt", ".diff", ".patch", ".go", ".exs"})
+"""Extensions of the throwaway scripts agents write at the top of the working directory."""
+
+PROJECT_TOP_FILES = frozenset({"setup.py", "conftest.py", "manage.py", "noxfile.py", "fabfile.py", "tasks.py", "mix.exs", "main.go"})
+"""Top-level files that are part of a project, not scratch, despite a script extension."""
+
+GENERIC_FILE_STEMS = frozenset(
+    {"readme", "utils", "util", "test", "tests", "config", "setup", "index", "app", "main", "models",
+     "views", "settings", "runtime", "dev", "prod", "mix", "__init__", "conftest", "package", "types"}
+)  # fmt: skip
+"""File names (without extension, casefolded) so common that a bare ``utils.py`` in a summary
+does not show it is this session's file; such a file is matched by its path only."""
+
+
+def _generic_file_name(base: str) -> bool:
+    return os.path.splitext(base)[0].casefold() in GENERIC_FILE_STEMS
+
+
+_KNOWN_ROOTS = re.compile(r"^/(?:testbed|repo|workspace|app)/")
+
+
+def is_scratch_path(path: str, cwd: str | None) -> bool:
+    """A file the agent wrote for itself rather than for the task.
+
+    Scratch: an absolute path outside ``cwd`` (a plan file in the home folder, ``/tmp/x.py``
+    while working elsewhere), or a file at the top of the working directory (``cwd``, or
+    ``/testbed``-like roots when ``cwd`` is unknown) with a script extension
+    (:data:`SCRATCH_EXTENSIONS`) that is not a known project file (:data:`PROJECT_TOP_FILES`):
+    ``reproduce.py``, ``test_fix.py``, ``final_test2.py``.
+    """
+    p = os.path.normpath(path) if path.strip() else path
+    root = os.path.normpath(cwd) if cwd else None
+    if os.path.isabs(p):
+        if root is not None and os.path.isabs(root):
+            if not (p + "/").startswith(root.rstrip("/") + "/"):
+                return True
+            rel = os.path.relpath(p, root)
+        elif m := _KNOWN_ROOTS.match(p):
+            rel = p[m.end():]
+        else:
+            return False
+    else:
+        rel = p
+    if "/" in rel:
+        return False
+    ext = os.path.splitext(rel)[1].casefold()
+    return ext in SCRATCH_EXTENSIONS and rel not in PROJECT_TOP_FILES
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -507,9 +578,11 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
             for p in call_edited_paths(tc, state):
                 # "./x.py" and "x.py" are one file; absolute paths stay absolute.
                 edited.setdefault(os.path.normpath(p) if p.strip() else p, i)
-    for k, (p, i) in enumerate(sorted(edited.items(), key=lambda kv: (kv[1], kv[0])), 1):
+    real = [(p, i) for p, i in sorted(edited.items(), key=lambda kv: (kv[1], kv[0])) if not is_scratch_path(p, tr.cwd)]
+    n_scratch = len(edited) - len(real)
+    for k, (p, i) in enumerate(real, 1):
         base = os.path.basename(p.rstrip("/"))
-        variants = [base] if base and base != p else []
+        variants = [base] if base and base != p and not _generic_file_name(base) else []
         if tr.cwd and p.startswith(tr.cwd.rstrip("/") + "/"):
             variants.insert(0, p[len(tr.cwd.rstrip("/")) + 1 :])
         facts.append(
@@ -522,8 +595,9 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
                 variants=tuple(dict.fromkeys(variants)),
             )
         )
-    n_failed = 0
+    n_failed = n_fail_facts = n_generic = n_duplicate = 0
     seen_labels: dict[str, int] = {}
+    seen_answers: set[str] = set()
     for i, m in enumerate(msgs):
         if not m.is_tool_result:
             continue
@@ -531,26 +605,41 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
         if not (m.is_error or (rc is not None and rc != 0)):
             continue
         n_failed += 1
-        if n_failed > MAX_FAILURE_FACTS:
-            continue
         call = calls.get(m.tool_call_id)
         label = call_label(call[1]) if call else f"tool call {m.tool_call_id}"
-        answer, variants = error_summary(m.content, rc)
+        answer, err_variants = error_summary(m.content, rc)
         # The same command often fails more than once; say which failure is meant.
         seen_labels[label] = seen_labels.get(label, 0) + 1
+        if is_generic_error(answer):
+            n_generic += 1
+            continue
+        if answer in seen_answers:
+            n_duplicate += 1
+            continue
+        if n_fail_facts >= MAX_FAILURE_FACTS:
+            continue
+        seen_answers.add(answer)
+        n_fail_facts += 1
+        err_variants = tuple(v for v in err_variants if not is_generic_error(v))
         nth = f" the {_ordinal(seen_labels[label])} time it failed" if seen_labels[label] > 1 else ""
         facts.append(
             Fact(
-                fact_id=f"failed_command_{n_failed:02d}",
+                fact_id=f"failed_command_{n_fail_facts:02d}",
                 question=f"What error did `{label}` produce{nth}?",
                 answer=answer,
                 kind="derived",
                 message_index=i,
-                variants=variants,
+                variants=err_variants,
             )
         )
     last = max(len(msgs) - 1, 0)
-    meta: dict[str, Any] = {"edited_files": list(edited), "n_failed_commands": n_failed}
+    meta: dict[str, Any] = {
+        "edited_files": list(edited),
+        "n_scratch_files": n_scratch,
+        "n_failed_commands": n_failed,
+        "n_generic_failures": n_generic,
+        "n_duplicate_failures": n_duplicate,
+    }
     if outcome is not None:
         at = outcome.message_index if outcome.message_index is not None else last
         if outcome.exit_status:
@@ -577,7 +666,8 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
                         answer=", ".join(files),
                         kind="derived",
                         message_index=at,
-                        variants=tuple(files) + tuple(os.path.basename(f) for f in files if os.path.basename(f) != f),
+                        variants=tuple(files)
+                        + tuple(os.path.basename(f) for f in files if os.path.basename(f) != f and not _generic_file_name(os.path.basename(f))),
                     )
                 )
             elif len(sub) <= MAX_ANSWER_CHARS:
@@ -594,18 +684,35 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
 
 
 # -- the task --------------------------------------------------------------------------------
+def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
+    """Key-term filter of this transcript (:func:`h9eval.tasks.keyterms.filter_key_terms`):
+    documents are the messages other than the first prompt, matched as the probes match."""
+    docs = [normalized_message(m) for j, m in enumerate(tr.messages) if j != prompt_at]
+    cache: dict[str, TextIndex] = {}
+
+    def present(term: str, doc: str) -> bool:
+        idx = cache.get(doc)
+        if idx is None:
+            idx = cache[doc] = TextIndex(doc, fuzzy=False)
+        return idx.present(term)
+
+    return lambda terms: filter_key_terms(terms, docs, present=present)
+
+
 def build_intent(tr: Transcript) -> Intent:
     """Statement = the first real user prompt (template-stripped); later prompts refine it.
 
     A refinement keeps the original task in force: its statement is the previous one plus the
     new prompt, and its key terms are the previous terms followed by the new prompt's terms
-    (at most :data:`MAX_INTENT_TERMS` in all).
+    (at most :data:`MAX_INTENT_TERMS` in all). Generic terms and terms most messages repeat
+    are dropped (:func:`h9eval.tasks.keyterms.filter_key_terms`).
     """
     if not tr.user_prompts:
         return Intent(statement="", key_terms=())
-    _, first = tr.user_prompts[0]
+    first_at, first = tr.user_prompts[0]
     statement = extract_statement(first)
-    terms = extract_key_terms(statement)
+    keep = _specific_terms(tr, first_at)
+    terms = keep(extract_key_terms(statement))
     changes: list[IntentChange] = []
     cur_statement, cur_terms = statement, terms
     for i, text in tr.user_prompts[1:]:
@@ -613,7 +720,7 @@ def build_intent(tr: Transcript) -> Intent:
         if not text:
             continue
         cur_statement = f"{cur_statement}\n\n{text}"
-        cur_terms = tuple(dict.fromkeys(cur_terms + extract_key_terms(text)))[:MAX_INTENT_TERMS]
+        cur_terms = tuple(dict.fromkeys(cur_terms + keep(extract_key_terms(text))))[:MAX_INTENT_TERMS]
         changes.append(IntentChange(message_index=i, statement=cur_statement, key_terms=cur_terms))
     return Intent(statement=statement, key_terms=terms, changes=tuple(changes))
 
@@ -643,6 +750,9 @@ def finish_task(
         "skipped_records": dict(sorted((skipped or Counter()).items())),
         **fact_meta,
     }
+    # The key terms are already filtered: probes must not re-extract generic ones when the
+    # filter left none (see h9eval.probes.probe.FINAL_KEY_TERMS).
+    meta["key_terms_final"] = True
     meta.update(metadata or {})
     return Task(
         task_id=f"{fmt}:{session}",

@@ -193,6 +193,35 @@ class TextIndex:
             i = text.find(t, i + 1)
         return False
 
+    def first_position(self, term: str) -> int | None:
+        """Offset of the first occurrence of ``term`` (as :meth:`present` finds it), or ``None``."""
+        return self._position(term, last=False)
+
+    def last_position(self, term: str) -> int | None:
+        """Offset of the last exact occurrence of ``term`` (a fuzzy match's offset when only
+        the fuzzy test finds it), or ``None``."""
+        return self._position(term, last=True)
+
+    def _position(self, term: str, *, last: bool) -> int | None:
+        t = normalize(term)
+        if not t or not self.present(t):
+            return None
+        text = self.text
+        guard_l, guard_r = _is_word(t[0]), _is_word(t[-1])
+        found: int | None = None
+        i = text.find(t)
+        while i >= 0:
+            j = i + len(t)
+            if not (guard_l and i > 0 and _is_word(text[i - 1])) and not (guard_r and j < len(text) and _is_word(text[j])):
+                found = i
+                if not last:
+                    return i
+            i = text.find(t, i + 1)
+        if found is not None:
+            return found
+        al = fuzz.partial_ratio_alignment(t, text, score_cutoff=self.fuzzy_threshold)
+        return None if al is None else al.dest_start
+
     def fuzzy_present(self, t: str) -> bool:
         """A ``partial_ratio`` alignment >= threshold with the same digit runs as ``t``.
 

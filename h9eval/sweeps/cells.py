@@ -1,0 +1,250 @@
+"""The cells of a sweep: one :class:`Cell` per task × policy grid point × summarizer variant ×
+history mode × repeat, and the cell hash that decides whether a finished cell is reused."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from h9eval.compaction.base import params_hash, policy_params
+from h9eval.compaction.policies import make_policy
+from h9eval.core import provenance
+from h9eval.core.errors import ConfigError, H9InputError
+from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
+from h9eval.results.store import cell_dir_name
+from h9eval.sweeps.spec import PolicyGrid, SweepSpec
+from h9eval.tasks import load_tasks_from_spec
+
+__all__ = ["DEFAULT_CACHE_NAME", "Cell", "SkippedCell", "expand_cells"]
+
+DEFAULT_CACHE_NAME = "summary_cache.sqlite"
+
+# What determines a cell's results, besides the code that runs it. The cache location is left
+# out: where replies are stored does not change them.
+_HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
+           "window", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """Everything a worker needs to run one replay: names and values only (no task, no
+    objects), so it pickles small and goes into the manifest as JSON (:meth:`to_dict`).
+
+    The dict fields are not to be mutated (the cell hash was computed from them).
+    """
+
+    run_id: str
+    """``<task>--<policy name>-<params hash>-<history mode>--<summarizer>--r<repeat>``."""
+    cell_dir: str
+    """The cell's folder name under ``cells/``."""
+    sweep: str
+    task_id: str
+    task_spec: str
+    """The spec the task was listed under (a folder, a file, ``synthetic:...``)."""
+    task_source: str
+    """The narrowest spec that loads the task (its one file when known): what workers load."""
+    policy_entry: str
+    """Key path of the ``[[policies]]`` entry, e.g. ``policies[0]``."""
+    policy_name: str
+    policy_kind: str
+    spec_params: dict[str, Any]
+    """The parameters as the spec gives them (fixed params and the grid point)."""
+    params: dict[str, Any]
+    """Every parameter of the built policy, defaults resolved."""
+    grid: dict[str, Any]
+    """The grid point (the varied parameters only)."""
+    params_hash: str
+    history_mode: str
+    writeback_rules: str
+    window: int | None
+    summarizer: str
+    summarizer_params: dict[str, Any]
+    summarizer_cache: str
+    scorers: tuple[str, ...]
+    probe_every_k: int | None
+    repeat: int
+    h9eval_version: str
+    """The version of h9eval that planned the cell (and so produced its results)."""
+    source_hash: str
+    """:func:`h9eval.core.provenance.source_hash` of the code that planned the cell."""
+    cell_hash: str = field(init=False)
+    """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
+    manifest schema, the h9eval version and the source hash."""
+
+    def __post_init__(self) -> None:
+        blob = json.dumps(
+            {
+                "schema": MANIFEST_SCHEMA_VERSION,
+                "h9eval_version": self.h9eval_version,
+                "source_hash": self.source_hash,
+                **{k: getattr(self, k) for k in _HASHED},
+            },
+            sort_keys=True, separators=(",", ":"),
+        )
+        object.__setattr__(self, "cell_hash", hashlib.sha256(blob.encode()).hexdigest()[:16])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The cell as JSON-ready values, in field order (the manifest's ``cells`` entries)."""
+        d = dataclasses.asdict(self)
+        d["scorers"] = list(self.scorers)
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedCell:
+    """A grid point the policy rejected, skipped because of ``skip_invalid``."""
+
+    where: str
+    """``policies[<i>] cell {param=value, ...}``."""
+    policy_kind: str
+    policy_name: str
+    grid: dict[str, Any]
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Point:
+    """A valid grid point of one ``[[policies]]`` entry."""
+
+    entry: str
+    grid: PolicyGrid
+    point: dict[str, Any]
+    given: dict[str, Any]
+    resolved: dict[str, Any]
+    params_hash: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class _TaskRef:
+    """One task of the spec, by id (the transcript is not kept)."""
+
+    path: str
+    """Key path of the task source in the spec, e.g. ``tasks.recorded[0]``."""
+    spec: str
+    source: str
+    """The narrow spec workers reload the task from."""
+    task_id: str
+
+
+def _fmt_point(point: Mapping[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}={json.dumps(v)}" for k, v in point.items()) + "}"
+
+
+def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
+    """Every task of ``spec``, in spec order.
+
+    Tasks are loaded here once, to learn their ids; workers reload them from the *narrow*
+    spec (the one file a task came from, when known) so a folder is not re-read per cell.
+    """
+    out = []
+    for path, ts in spec.task_specs():
+        try:
+            tasks = load_tasks_from_spec(ts)
+        except H9InputError as e:
+            raise ConfigError(f"{path}: {e}") from None
+        if not tasks:
+            raise ConfigError(f"{path}: no sessions found in {ts!r}")
+        for t in tasks:
+            src = t.source
+            narrow = ts
+            if src.kind == "recorded" and src.path and Path(src.path).is_file():
+                narrow = str(Path(src.path).resolve())
+            elif src.kind == "harness9_db" and src.path and src.session:
+                narrow = f"{Path(src.path).resolve()}#{src.session}"
+            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id))
+        del tasks  # transcripts are not kept in the parent
+    return out
+
+
+def _cache_for_repeat(cache: str, repeat: int) -> str:
+    """Repeat 0 uses ``cache``; repeat r > 0 its own file ``<stem>.r<r><suffix>``: a shared
+    cache would replay repeat 0's replies, making repeats of an LLM summarizer identical."""
+    if repeat == 0:
+        return cache
+    p = Path(cache)
+    return str(p.with_name(f"{p.stem}.r{repeat}{p.suffix}"))
+
+
+def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell]]:
+    """Every grid point of every policy entry, each checked by building the policy."""
+    points: list[_Point] = []
+    skipped: list[SkippedCell] = []
+    for i, pg in enumerate(spec.policies):
+        for point in pg.points():
+            given = {**pg.params, **point}
+            try:
+                pol = make_policy(pg.kind, **given)
+            except H9InputError as e:
+                where = f"policies[{i}] cell {_fmt_point(point)}"
+                if not skip:
+                    raise ConfigError(f"{where}: {e} (set skip_invalid = true to skip invalid cells)") from None
+                skipped.append(SkippedCell(where=where, policy_kind=pg.kind, policy_name=pg.name, grid=point, error=str(e)))
+                continue
+            resolved = policy_params(pol)
+            points.append(_Point(entry=f"policies[{i}]", grid=pg, point=point, given=given, resolved=resolved,
+                                 params_hash=params_hash(pg.kind, resolved)))
+    return points, skipped
+
+
+def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:
+    """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
+    × repeats) and the skipped invalid grid cells.
+
+    A grid point the policy rejects raises :class:`ConfigError` naming the entry and the point
+    (``policies[0] cell {warn_frac=0.8, soft_frac=0.7}: ...``) unless ``skip_invalid`` (default:
+    the spec's ``skip_invalid``), in which case it is listed in the second return value.
+    """
+    skip = spec.skip_invalid if skip_invalid is None else skip_invalid
+    cache = spec.summarizer_cache or str(Path(out_dir).resolve() / DEFAULT_CACHE_NAME)
+    points, skipped = _points(spec, skip)
+    version, code = provenance.h9eval_version(), provenance.source_hash()
+    cells: list[Cell] = []
+    seen: dict[str, str] = {}
+    for t in _task_refs(spec):
+        for p in points:
+            for variant in spec.summarizers:
+                for mode in spec.history_modes:
+                    for r in range(spec.repeats):
+                        run_id = f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}"
+                        here = f"{p.entry} cell {_fmt_point(p.point)} on task {t.task_id!r} ({t.path})"
+                        if run_id in seen:
+                            raise ConfigError(f"{here} duplicates {seen[run_id]}; remove one of the two")
+                        seen[run_id] = here
+                        cells.append(Cell(
+                            run_id=run_id,
+                            cell_dir=cell_dir_name(run_id),
+                            sweep=spec.name,
+                            task_id=t.task_id,
+                            task_spec=t.spec,
+                            task_source=t.source,
+                            policy_entry=p.entry,
+                            policy_name=p.grid.name,
+                            policy_kind=p.grid.kind,
+                            spec_params=dict(p.given),
+                            params=p.resolved,
+                            grid=p.point,
+                            params_hash=p.params_hash,
+                            history_mode=mode,
+                            writeback_rules=spec.writeback_rules,
+                            window=spec.window,
+                            summarizer=variant,
+                            summarizer_params=dict(spec.summarizer_params),
+                            summarizer_cache=_cache_for_repeat(cache, r),
+                            scorers=tuple(spec.scorers),
+                            probe_every_k=spec.probe_every_k,
+                            repeat=r,
+                            h9eval_version=version,
+                            source_hash=code,
+                        ))
+    if not cells:
+        raise ConfigError("the spec gives no valid cells" + (f" ({len(skipped)} skipped as invalid)" if skipped else ""))
+    return cells, skipped

@@ -1,0 +1,124 @@
+"""Where a sweep's cells run: in this process, in a local process pool, or on Dask.
+
+Every executor calls ``record(row)`` once per cell, in completion order, with the cell's run
+row. A cell whose worker could not write its own row (a lost worker, a pickling error) gets a
+failed row written by the parent, so it is rerun on resume.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+from h9eval.core.errors import ConfigError
+from h9eval.sweeps.cells import Cell
+from h9eval.sweeps.worker import failed_row, run_cell
+
+__all__ = ["Record", "execute"]
+
+Record = Callable[[dict[str, Any]], None]
+"""Called with each finished cell's run row."""
+
+DASK_ADDRESS_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://")
+
+# Imported once in the fork server, then inherited by every worker it forks (saves ~1 s of
+# imports per worker). pandas/pyarrow start no threads at import, so forking after is safe.
+_PRELOAD = [
+    "pandas",
+    "pyarrow.parquet",
+    "h9eval.sweeps.worker",
+    "h9eval.runs.replay",
+    "h9eval.runs.run",
+    "h9eval.results.store",
+    "h9eval.results.tables",
+    "h9eval.compaction.policies",
+    "h9eval.summarizers.offline",
+    "h9eval.summarizers.cache",
+]
+
+
+def execute(pending: Sequence[Cell], out: Path, *, workers: int, scheduler: str | None, record: Record) -> None:
+    """Run ``pending``: ``workers == 0`` in this process, serially; else ``scheduler`` ``None``
+    (a process pool of ``workers``), ``"local"`` (a Dask ``LocalCluster``) or a Dask address."""
+    if not pending:
+        return
+    if workers == 0:
+        run_in_process(pending, out, record)
+    elif scheduler is None:
+        run_pool(pending, out, min(workers, len(pending)), record)
+    else:
+        run_dask(pending, out, scheduler, max(1, workers), record)
+
+
+def run_in_process(pending: Sequence[Cell], out: Path, record: Record) -> None:
+    """For debugging, and the only mode where monkeypatches apply."""
+    for c in pending:
+        record(run_cell(c, str(out)))
+
+
+def _mp_context() -> Any:
+    methods = mp.get_all_start_methods()
+    # Never "fork": the parent may hold threads (tqdm, SQLite, Jupyter) and forked locks.
+    if "forkserver" in methods:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
+
+
+def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None:
+    """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else ``spawn``)."""
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context())
+    try:
+        futs = {ex.submit(run_cell, c, str(out)): c for c in pending}
+        left = set(futs)
+        while left:
+            finished, left = wait(left, return_when=FIRST_COMPLETED)
+            for f in finished:
+                c = futs[f]
+                try:
+                    record(f.result())
+                except BrokenProcessPool as e:
+                    record(failed_row(c, out, f"worker process died: {e}"))
+                except Exception as e:  # pickling or writing errors outside the cell's own try
+                    record(failed_row(c, out, f"{type(e).__name__}: {e}"))
+    except BaseException:
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+
+
+def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record: Record) -> None:
+    """On Dask: ``"local"`` starts a ``LocalCluster`` of ``n`` single-threaded processes; an
+    address (``tcp://host:8786``) uses that scheduler, whose workers must see ``out``."""
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ConfigError("scheduler needs Dask: pip install 'h9eval[dist]'") from None
+    cluster = None
+    if scheduler == "local":
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    elif scheduler.startswith(DASK_ADDRESS_SCHEMES):
+        client = Client(scheduler)
+    else:
+        raise ConfigError(f"scheduler must be 'local' or a Dask address like tcp://host:8786, got {scheduler!r}")
+    try:
+        futs = {}
+        for c in pending:
+            f = client.submit(run_cell, c, str(out), pure=False, key=f"h9eval-cell-{c.cell_dir}-{c.cell_hash}")
+            futs[f.key] = (f, c)
+        for f in as_completed([v[0] for v in futs.values()]):
+            c = futs[f.key][1]
+            try:
+                record(f.result())
+            except Exception as e:  # a worker lost: the cell fails, and is rerun on resume
+                record(failed_row(c, out, f"{type(e).__name__}: {e}"))
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

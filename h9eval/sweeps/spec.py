@@ -1,0 +1,447 @@
+"""The sweep spec: a TOML file or the equivalent dict, parsed and validated into a :class:`SweepSpec`.
+
+::
+
+    name = "small"                      # results go to results/<name>/ by default
+    repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
+    window = 40000                      # context window (tokens) for policies without one
+    history_modes = ["view", "write_back"]
+    skip_invalid = false                # skip grid cells the policy rejects instead of failing
+
+    [tasks]
+    recorded = ["${H9EVAL_SHARED}/data/recorded/swe-agent"]   # files or folders
+    synthetic = [{preset = "small", seeds = [0, 1, 2]}]
+    specs = ["synthetic:small:5"]       # any task spec load_tasks_from_spec understands
+
+    [[policies]]
+    kind = "progressive"
+    params = {context_window_tokens = 40000}
+    grid = {warn_frac = [0.5, 0.6], min_tail_messages = [4, 6]}
+
+    [summarizer]
+    name = "offline"                    # or variants = ["offline", "offline_free_text"]
+    cache = "summary_cache.sqlite"      # default <out>/summary_cache.sqlite, shared by all cells
+
+    [probes]
+    scorers = ["recall"]
+    every_k = 10
+
+Relative paths in a TOML file are relative to the file's folder (in a dict: to the current
+directory); ``$VAR``/``${VAR}`` and ``~`` are expanded, and ``${H9EVAL_SHARED}`` defaults to
+:func:`h9eval.core.paths.shared_dir`. A ``tasks`` key may also be a plain list of task specs.
+
+One function per section parses it; names (policies, their parameters, summarizers, scorers,
+presets, history modes) are checked against their registries, so a rule lives with its owner
+and the spec only adds the key path to the owner's message.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from h9eval.compaction.base import POLICIES
+from h9eval.compaction.policies import policy_param_names
+from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
+from h9eval.core.paths import shared_dir
+from h9eval.probes.scorers import make_scorer
+from h9eval.runs.replay import HISTORY_MODES
+from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
+from h9eval.tasks.synthetic import PRESETS
+
+__all__ = [
+    "TOP_LEVEL_KEYS",
+    "PolicyGrid",
+    "SweepSpec",
+    "SyntheticTasks",
+    "load_spec",
+]
+
+TOP_LEVEL_KEYS = (
+    "name",
+    "tasks",
+    "policies",
+    "history_modes",
+    "summarizer",
+    "probes",
+    "repeats",
+    "window",
+    "writeback_rules",
+    "skip_invalid",
+    "description",
+)
+TASK_KEYS = ("recorded", "synthetic", "specs")
+SYNTHETIC_KEYS = ("preset", "seeds")
+POLICY_KEYS = ("kind", "name", "params", "grid")
+SUMMARIZER_KEYS = ("name", "variants", "cache", "params")
+PROBE_KEYS = ("scorers", "every_k")
+WRITEBACK_RULES = ("v2", "v3")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VAR_RE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticTasks:
+    """``{preset = "small", seeds = [0, 1, 2]}``: one synthetic task per seed."""
+
+    preset: str
+    seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyGrid:
+    """One ``[[policies]]`` entry: ``kind``; fixed ``params``; ``grid``: parameter → list of
+    values (the cartesian product, in the order written, gives the cells); ``name``: a label
+    for the entry in the results (default: ``kind``)."""
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    name: str = ""
+
+    def points(self) -> list[dict[str, Any]]:
+        """The grid points (each a dict of the varied parameters), in order."""
+        keys = list(self.grid)
+        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.grid[k] for k in keys))]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSpec:
+    """A validated sweep description (build with :func:`load_spec`; see the module docstring).
+
+    ``recorded``/``specs``: task specs (paths resolved, absolute). ``synthetic``: preset and
+    seeds. ``history_modes``: default ``("view",)``. ``summarizers``: variant names (default
+    ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
+    (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
+    default). ``repeats``: ≥ 1 (default 1). ``window``: tokens, for policies without a
+    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``writeback_rules``:
+    ``v3`` (default) or ``v2``. ``source``: the spec as passed (for the manifest).
+    """
+
+    name: str
+    recorded: tuple[str, ...] = ()
+    synthetic: tuple[SyntheticTasks, ...] = ()
+    specs: tuple[str, ...] = ()
+    policies: tuple[PolicyGrid, ...] = ()
+    history_modes: tuple[str, ...] = ("view",)
+    summarizers: tuple[str, ...] = (DEFAULT_SUMMARIZER,)
+    summarizer_params: dict[str, Any] = field(default_factory=dict)
+    summarizer_cache: str | None = None
+    scorers: tuple[str, ...] = ()
+    probe_every_k: int | None = None
+    repeats: int = 1
+    window: int | None = None
+    writeback_rules: str = "v3"
+    skip_invalid: bool = False
+    description: str = ""
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+    source_path: str | None = field(default=None, compare=False)
+
+    def task_specs(self) -> list[tuple[str, str]]:
+        """``(key path, task spec)`` for every task source, in spec order."""
+        out = [(f"tasks.recorded[{i}]", s) for i, s in enumerate(self.recorded)]
+        for i, syn in enumerate(self.synthetic):
+            out += [(f"tasks.synthetic[{i}]", f"synthetic:{syn.preset}:{seed}") for seed in syn.seeds]
+        out += [(f"tasks.specs[{i}]", s) for i, s in enumerate(self.specs)]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved spec (defaults filled in, paths absolute), as the manifest stores it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "tasks": {
+                "recorded": list(self.recorded),
+                "synthetic": [{"preset": s.preset, "seeds": list(s.seeds)} for s in self.synthetic],
+                "specs": list(self.specs),
+            },
+            "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
+            "history_modes": list(self.history_modes),
+            "summarizer": {"variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache},
+            "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
+            "repeats": self.repeats,
+            "window": self.window,
+            "writeback_rules": self.writeback_rules,
+            "skip_invalid": self.skip_invalid,
+        }
+
+
+# -- small checks -----------------------------------------------------------------------------
+@contextmanager
+def _at(path: str) -> Iterator[None]:
+    """Prefix an owner's error (a registry's did-you-mean, a scorer's refusal) with the key path."""
+    try:
+        yield
+    except H9InputError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+def _check_keys(d: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
+    for k in d:
+        if k not in allowed:
+            if not path:
+                raise ConfigError(did_you_mean(k, allowed, what="top-level key"))
+            raise ConfigError(f"{path}.{k}: " + did_you_mean(k, allowed, what="key"))
+
+
+def _expect(cond: bool, path: str, rule: str, value: Any) -> None:
+    if not cond:
+        raise ConfigError(f"{path}: {rule}, got {value!r}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _str_list(v: Any, path: str, *, allow_empty: bool = False) -> list[str]:
+    _expect(isinstance(v, list | tuple) and (allow_empty or len(v) > 0) and all(isinstance(x, str) for x in v),
+            path, "expected a non-empty list of strings" if not allow_empty else "expected a list of strings", v)
+    return list(v)
+
+
+def _resolve_path(raw: str, base: Path | None) -> str:
+    """Expand ``$VAR``/``~`` (``H9EVAL_SHARED`` defaults to the shared folder) and make a
+    relative path absolute against ``base`` (the spec file's folder) or the current folder."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if name == "H9EVAL_SHARED":
+            return str(shared_dir())
+        return m.group(0)
+
+    spec_path, sep, session = raw.partition("#")
+    p = Path(os.path.expanduser(_VAR_RE.sub(sub, spec_path)))
+    if not p.is_absolute():
+        p = (base or Path.cwd()) / p
+    return str(p.resolve()) + sep + session
+
+
+# -- entry point ------------------------------------------------------------------------------
+def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike[str]) -> SweepSpec:
+    """Parse and validate a sweep spec: a :class:`SweepSpec` (returned as is), a dict, or a
+    path to a TOML file. Errors (:class:`ConfigError`) name the key path, e.g.
+    ``policies[1].grid.warn_fracc: unknown parameter of policy 'progressive' 'warn_fracc'; did
+    you mean 'warn_frac'?``; a TOML syntax error is a :class:`FormatError` naming the file and
+    line. Grid cells are checked later, by :func:`h9eval.sweeps.cells.expand_cells`.
+    """
+    if isinstance(spec, SweepSpec):
+        return spec
+    base: Path | None = None
+    source_path: str | None = None
+    if isinstance(spec, str | os.PathLike):
+        p = Path(spec)
+        if not p.is_file():
+            raise FormatError("no such sweep spec file", path=str(p))
+        try:
+            d: Any = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise FormatError(f"not valid TOML ({e})", path=str(p)) from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise FormatError(f"cannot read sweep spec ({e})", path=str(p)) from None
+        base, source_path = p.resolve().parent, str(p.resolve())
+    elif isinstance(spec, Mapping):
+        d = copy.deepcopy(dict(spec))
+    else:
+        raise ConfigError(f"sweep spec must be a SweepSpec, a dict or a TOML path, got {type(spec).__name__}")
+    return _parse(d, base, source_path)
+
+
+def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> SweepSpec:
+    source = copy.deepcopy(d)
+    _check_keys(d, TOP_LEVEL_KEYS, "")
+    name = _parse_name(d)
+    recorded, synthetic, specs = _parse_tasks(d, base)
+    policies = _parse_policies(d)
+    modes = _parse_history_modes(d)
+    variants, sparams, cache_path = _parse_summarizer(d, base)
+    scorers, every_k = _parse_probes(d)
+    repeats = d.get("repeats", 1)
+    _expect(_is_int(repeats) and repeats >= 1, "repeats", "must be an integer >= 1", repeats)
+    window = d.get("window")
+    _expect(window is None or (_is_int(window) and window > 0), "window", "must be a positive integer (tokens)", window)
+    rules = d.get("writeback_rules", "v3")
+    _expect(rules in WRITEBACK_RULES, "writeback_rules", "must be 'v2' or 'v3'", rules)
+    skip = d.get("skip_invalid", False)
+    _expect(isinstance(skip, bool), "skip_invalid", "must be true or false", skip)
+    desc = d.get("description", "")
+    _expect(isinstance(desc, str), "description", "expected a string", desc)
+    return SweepSpec(
+        name=name,
+        recorded=recorded,
+        synthetic=synthetic,
+        specs=specs,
+        policies=policies,
+        history_modes=modes,
+        summarizers=variants,
+        summarizer_params=sparams,
+        summarizer_cache=cache_path,
+        scorers=scorers,
+        probe_every_k=every_k,
+        repeats=repeats,
+        window=window,
+        writeback_rules=rules,
+        skip_invalid=skip,
+        description=desc,
+        source=source,
+        source_path=source_path,
+    )
+
+
+# -- one function per section -----------------------------------------------------------------
+def _parse_name(d: Mapping[str, Any]) -> str:
+    _expect("name" in d, "name", "required (names the results folder)", None)
+    name = d["name"]
+    _expect(isinstance(name, str) and bool(_NAME_RE.fullmatch(name)), "name",
+            "must start with a letter or digit and contain only letters, digits, '.', '_' or '-'", name)
+    return str(name)
+
+
+def _parse_tasks(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...]]:
+    """``[tasks]`` (or a plain list of task specs) → (recorded, synthetic, specs)."""
+    _expect("tasks" in d, "tasks", "required: a [tasks] table or a list of task specs", None)
+    tasks = d["tasks"]
+    if isinstance(tasks, list):
+        tasks = {"specs": tasks}
+    _expect(isinstance(tasks, dict), "tasks", "expected a table (recorded/synthetic/specs) or a list of task specs", tasks)
+    _check_keys(tasks, TASK_KEYS, "tasks")
+    recorded = tuple(_resolve_path(s, base) for s in _str_list(tasks.get("recorded", []), "tasks.recorded", allow_empty=True))
+    for i, s in enumerate(recorded):
+        _expect(Path(s.partition("#")[0]).exists(), f"tasks.recorded[{i}]", "no such file or folder", s)
+    specs = []
+    for i, s in enumerate(_str_list(tasks.get("specs", []), "tasks.specs", allow_empty=True)):
+        specs.append(s if s.startswith("synthetic:") else _resolve_path(s, base))
+        if not s.startswith("synthetic:"):
+            _expect(Path(specs[-1].partition("#")[0]).exists(), f"tasks.specs[{i}]", "no such file or folder", specs[-1])
+    synthetic = _parse_synthetic(tasks.get("synthetic", []))
+    _expect(bool(recorded or specs or synthetic), "tasks", "no tasks given (recorded, synthetic or specs)", tasks)
+    return recorded, synthetic, tuple(specs)
+
+
+def _parse_synthetic(raw: Any) -> tuple[SyntheticTasks, ...]:
+    """``tasks.synthetic``: one ``{preset, seeds}`` table or a list of them."""
+    if isinstance(raw, dict):
+        raw = [raw]
+    _expect(isinstance(raw, list), "tasks.synthetic", "expected a list of {preset, seeds} tables", raw)
+    out = []
+    for i, e in enumerate(raw):
+        path = f"tasks.synthetic[{i}]"
+        _expect(isinstance(e, dict), path, "expected a table {preset = ..., seeds = [...]}", e)
+        _check_keys(e, SYNTHETIC_KEYS, path)
+        preset = e.get("preset", "small")
+        _expect(isinstance(preset, str), f"{path}.preset", "expected a preset name", preset)
+        if preset not in PRESETS:
+            raise ConfigError(f"{path}.preset: " + did_you_mean(preset, PRESETS, what="preset"))
+        seeds = e.get("seeds", [0])
+        if _is_int(seeds):
+            seeds = [seeds]
+        _expect(isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
+                f"{path}.seeds", "expected a non-empty list of non-negative integers", seeds)
+        _expect(len(set(seeds)) == len(seeds), f"{path}.seeds", "must not repeat a seed", seeds)
+        out.append(SyntheticTasks(preset=preset, seeds=tuple(seeds)))
+    return tuple(out)
+
+
+def _parse_policies(d: Mapping[str, Any]) -> tuple[PolicyGrid, ...]:
+    """``[[policies]]``: kind and parameter names checked against the policy registry (the
+    values are checked per grid cell, by building the policy, in ``expand_cells``)."""
+    raw: Any = d.get("policies")
+    _expect(isinstance(raw, list) and len(raw) > 0, "policies", "required: a non-empty list of [[policies]] tables", raw)
+    policies = [_parse_policy(e, f"policies[{i}]") for i, e in enumerate(raw)]
+    labels = [p.name for p in policies]
+    for i, lab in enumerate(labels):
+        if labels.index(lab) != i and any(p.name == lab and p.kind != policies[i].kind for p in policies):
+            raise ConfigError(f"policies[{i}].name: {lab!r} already names an entry of another kind; give each entry its own name")
+    return tuple(policies)
+
+
+def _parse_policy(e: Any, path: str) -> PolicyGrid:
+    _expect(isinstance(e, dict), path, "expected a table with kind, params, grid", e)
+    _check_keys(e, POLICY_KEYS, path)
+    _expect("kind" in e, f"{path}.kind", "required", None)
+    kind = e["kind"]
+    _expect(isinstance(kind, str), f"{path}.kind", "expected a policy name", kind)
+    with _at(f"{path}.kind"):
+        names = policy_param_names(kind)
+    params = e.get("params", {})
+    grid = e.get("grid", {})
+    _expect(isinstance(params, dict), f"{path}.params", "expected a table of parameter values", params)
+    _expect(isinstance(grid, dict), f"{path}.grid", "expected a table of parameter lists", grid)
+    for section, table in (("params", params), ("grid", grid)):
+        for k in table:
+            with _at(f"{path}.{section}.{k}"):
+                POLICIES.check_params(kind, [k], names)
+    for k, v in grid.items():
+        _expect(isinstance(v, list) and len(v) > 0, f"{path}.grid.{k}", "expected a non-empty list of values", v)
+        _expect(k not in params, f"{path}.grid.{k}", "is also set in params; set it in one place", v)
+    label = e.get("name", kind)
+    _expect(isinstance(label, str) and bool(label), f"{path}.name", "expected a non-empty string", label)
+    return PolicyGrid(kind=kind, params=dict(params), grid={k: list(v) for k, v in grid.items()}, name=label)
+
+
+def _parse_history_modes(d: Mapping[str, Any]) -> tuple[str, ...]:
+    modes = d.get("history_modes", ["view"])
+    if isinstance(modes, str):
+        modes = [modes]
+    modes = _str_list(modes, "history_modes")
+    for i, m in enumerate(modes):
+        if m not in HISTORY_MODES:
+            # a looser cutoff: the modes are short words ('vue' -> 'view')
+            raise ConfigError(f"history_modes[{i}]: " + did_you_mean(m, HISTORY_MODES, what="history mode", cutoff=0.5))
+    _expect(len(set(modes)) == len(modes), "history_modes", "must not repeat a mode", modes)
+    return tuple(modes)
+
+
+def _parse_summarizer(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ...], dict[str, Any], str | None]:
+    """``[summarizer]`` (or a bare name) → (variants, params, cache path); names and parameter
+    names are checked against the summarizer registry."""
+    summ = d.get("summarizer", {})
+    if isinstance(summ, str):
+        summ = {"name": summ}
+    _expect(isinstance(summ, dict), "summarizer", "expected a table (name or variants, cache, params)", summ)
+    _check_keys(summ, SUMMARIZER_KEYS, "summarizer")
+    _expect(not ("name" in summ and "variants" in summ), "summarizer", "give name or variants, not both", summ)
+    if "variants" in summ:
+        variants = _str_list(summ["variants"], "summarizer.variants")
+        vpaths = [f"summarizer.variants[{i}]" for i in range(len(variants))]
+    else:
+        variants = [summ.get("name", DEFAULT_SUMMARIZER)]
+        _expect(isinstance(variants[0], str), "summarizer.name", "expected a summarizer name", variants[0])
+        vpaths = ["summarizer.name"]
+    known: dict[str, dict[str, Any]] = {}
+    for vp, v in zip(vpaths, variants):
+        with _at(vp):
+            known[v] = summarizer_params(v)
+    _expect(len(set(variants)) == len(variants), "summarizer.variants", "must not repeat a summarizer", variants)
+    sparams = summ.get("params", {})
+    _expect(isinstance(sparams, dict), "summarizer.params", "expected a table of parameter values", sparams)
+    for v in variants:
+        for k in sparams:
+            if k not in known[v]:
+                raise ConfigError(f"summarizer.params.{k}: " + did_you_mean(k, known[v], what=f"parameter of summarizer {v!r}"))
+    cache = summ.get("cache")
+    _expect(cache is None or (isinstance(cache, str) and bool(cache)), "summarizer.cache", "expected a file path", cache)
+    return tuple(variants), dict(sparams), _resolve_path(cache, base) if cache else None
+
+
+def _parse_probes(d: Mapping[str, Any]) -> tuple[tuple[str, ...], int | None]:
+    """``[probes]`` → (scorer names, every_k); each scorer is built once to check it."""
+    probes = d.get("probes", {})
+    _expect(isinstance(probes, dict), "probes", "expected a table (scorers, every_k)", probes)
+    _check_keys(probes, PROBE_KEYS, "probes")
+    scorers = _str_list(probes.get("scorers", []), "probes.scorers", allow_empty=True)
+    for i, s in enumerate(scorers):
+        with _at(f"probes.scorers[{i}]"):
+            make_scorer(s)
+    every_k = probes.get("every_k")
+    _expect(every_k is None or (_is_int(every_k) and every_k > 0), "probes.every_k", "must be a positive integer (calls)", every_k)
+    return tuple(scorers), every_k
