@@ -366,6 +366,7 @@ class _RunOutputs:
         self._want_sessions = session_store
         self._sessions: SessionStore | None = None
         self._pending: list[Message] = []  # messages not yet in the session store
+        self._stored: list[Message] = []  # what the session store holds (system messages aside)
         self._close = ExitStack()
 
     def __enter__(self) -> Self:
@@ -402,9 +403,17 @@ class _RunOutputs:
         self._pending.append(m)
 
     def replace_history(self, history: list[Message]) -> None:
-        """The history was rewritten (a write-back or a ``/compact``): so is the stored session."""
+        """The history was rewritten (a write-back or a ``/compact``): so is the stored session,
+        from the first message that differs from what it holds (a compaction keeps the
+        messages it does not change as the same objects, so the kept prefix costs nothing)."""
         if self._sessions is not None:
-            self._sessions.replace_history(self.session_id, history)
+            new = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
+            old = self._stored
+            k, n = 0, min(len(old), len(new))
+            while k < n and (old[k] is new[k] or old[k] == new[k]):
+                k += 1
+            self._sessions.replace_tail(self.session_id, k, new[k:], old[k:])
+            self._stored = new
         self._pending = []
 
     def flush(self) -> None:
