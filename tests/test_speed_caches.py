@@ -9,7 +9,10 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from h9eval.compaction.base import CompactionEnv, LogicalClock, WallClock, _rfc3339, _uuid4_text
+from h9eval.compaction.masking import IncrementalMasking, mask_observations
 from h9eval.compaction.offload import CompactionOffloader, _first_lines
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, serialize_conversation
@@ -78,3 +81,44 @@ def test_serialization_and_templates_as_before() -> None:
     assert ps.render_first("x {conversation}") == "A x {conversation} {previous_compaction} {other}"
     assert ps.render_incremental("p", "c") == "P=p C=c"
     assert DEFAULT_PROMPTS.render_first("CONV").endswith("Conversation:\nCONV")
+
+
+def _random_history(rng: random.Random, n: int, placeholder: str) -> list[Message]:
+    msgs = [Message("system", "s"), Message("user", "task")]
+    for t in range(n):
+        ids = [rng.choice(["call_0", f"c{t}", f"c{t}b", "x"]) for _ in range(rng.choice([0, 1, 1, 2]))]
+        msgs.append(Message("assistant", f"a{t}", tuple(ToolCall(i, "run", "{}") for i in ids)))
+        for i in ids + ([rng.choice(["orphan", "call_0"])] if rng.random() < 0.1 else []):
+            body = placeholder if rng.random() < 0.05 else "\n".join(f"out {t} {k}" for k in range(rng.randint(1, 5)))
+            msgs.append(Message("tool", body, (), i))
+        if rng.random() < 0.3:
+            msgs.append(Message("user", f"u{t}"))
+    return msgs
+
+
+@pytest.mark.parametrize("unit", ["assistant_turns", "tool_results"])
+@pytest.mark.parametrize("placeholder", ["<MASKED>", "Old environment output: ({lines} lines omitted)"])
+@pytest.mark.parametrize("keep", [0, 1, 3])
+def test_incremental_masking_equals_masking_the_whole_history(unit: str, placeholder: str, keep: int) -> None:
+    for seed in range(6):
+        rng = random.Random(seed)
+        full = _random_history(rng, 40, placeholder)
+        cuts = sorted(rng.sample(range(3, len(full) + 1), 15))
+        view, wb = IncrementalMasking(keep, placeholder, window_unit=unit), IncrementalMasking(keep, placeholder, window_unit=unit)
+        wb_hist: list[Message] = []
+        prev = 0
+        for c in cuts:
+            out, n, nbytes = view.mask(full[:c])
+            want, want_n = mask_observations(full[:c], keep, placeholder, window_unit=unit)
+            assert (list(out), n, nbytes) == (want, want_n, sum(m.nbytes for m in want))
+            # write-back: the history is the previous masked list plus the new messages
+            wb_hist = wb_hist + full[prev:c]
+            out, n, nbytes = wb.mask(wb_hist)
+            want, want_n = mask_observations(wb_hist, keep, placeholder, window_unit=unit)
+            assert (list(out), n, nbytes) == (want, want_n, sum(m.nbytes for m in want))
+            if n:
+                wb_hist = list(out)
+            prev = c
+        # a history that is neither extension starts over
+        out, n, _ = view.mask(full[: cuts[0]])
+        assert (list(out), n) == mask_observations(full[: cuts[0]], keep, placeholder, window_unit=unit)
