@@ -22,6 +22,7 @@ are :class:`_RunOutputs` (opened before the loop, the tables and manifest writte
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import tempfile
 from collections.abc import Sequence
@@ -316,6 +317,16 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     }
 
 
+def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages ``a`` and ``b`` share as the same objects (compared at C speed:
+    a compaction keeps the messages it does not change)."""
+    same = list(map(operator.is_, a, b))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
+
+
 def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
     """harness9's write-back predicate (spec §2.3)."""
     if rec is None or not view:
@@ -386,7 +397,7 @@ class _RunOutputs:
         if self._want_sessions:
             # Opened (and so validated) before anything already in ``out`` is replaced: a corrupt
             # sessions.db must fail the run without deleting the previous run's records.
-            self._sessions = SessionStore(out / "sessions.db")
+            self._sessions = SessionStore(out / "sessions.db", sync_each_commit=False)
             stack.callback(self._sessions.close)
         self.records = FileRecordStore(out / "compaction_records")
         self.records.remove(self.session_id)  # a rerun into the same folder replaces, never appends twice
@@ -409,9 +420,7 @@ class _RunOutputs:
         if self._sessions is not None:
             new = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
             old = self._stored
-            k, n = 0, min(len(old), len(new))
-            while k < n and (old[k] is new[k] or old[k] == new[k]):
-                k += 1
+            k = common_prefix_len(old, new)
             self._sessions.replace_tail(self.session_id, k, new[k:], old[k:])
             self._stored = new
         self._pending = []
@@ -504,7 +513,11 @@ class _ReplayLoop:
         self.hist_bytes = sum(x.nbytes for x in self.history)
 
     def _rewrite_history(self, new: Sequence[Message]) -> None:
-        self._set_history(new)
+        # bytes of the replaced span only: a write-back keeps most of the history as it was
+        old, new = self.history, list(new)
+        k = common_prefix_len(old, new)
+        self.hist_bytes += sum(x.nbytes for x in new[k:]) - sum(x.nbytes for x in old[k:])
+        self.history = new
         self.outputs.replace_history(self.history)
 
     # -- the steps of a turn ----------------------------------------------------------------
