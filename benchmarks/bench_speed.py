@@ -218,7 +218,7 @@ def bench_per_call_ratio(
     out = []
     with tempfile.TemporaryDirectory(prefix="h9eval-bench-") as d:
         tmp = Path(d)
-        for pol in policies or registry().names():
+        for pol in policies or sorted(registry()):
             for mode in modes:
                 t_small = min(_run_seconds(small, pol, mode, window, tmp) for _ in range(2))
                 t_large = _run_seconds(large, pol, mode, window, tmp)
