@@ -43,6 +43,8 @@ __all__ = [
     "bench_synthetic_replays",
     "bench_per_call_ratio",
     "bench_recorded_load",
+    "bench_sweeps",
+    "sweep_bench_spec",
 ]
 
 GO_SHARED_REPLAY_MS = 25.0
@@ -57,21 +59,28 @@ _ANCHOR_REPLY = (
 
 @dataclass(frozen=True)
 class Target:
-    """One benchmark target: what was measured, its value, the limit and whether it is met."""
+    """One benchmark target: what was measured, its value, the limit and whether it is met
+    (``at_least``: the value must reach the limit; ``limit=None``: shown for information)."""
 
     name: str
     value: float
-    limit: float
+    limit: float | None
     unit: str
     notes: str = ""
+    at_least: bool = False
 
     @property
     def met(self) -> bool:
-        return self.value <= self.limit
+        if self.limit is None:
+            return True
+        return self.value >= self.limit if self.at_least else self.value <= self.limit
 
     def row(self) -> tuple[str, str, str]:
+        if self.limit is None:
+            return (self.name, f"{self.value:.2f} {self.unit}", self.notes)
         verdict = "met" if self.met else "NOT met"
-        return (self.name, f"{self.value:.2f} {self.unit} (limit {self.limit:g}: {verdict})", self.notes)
+        rel = ">=" if self.at_least else "<="
+        return (self.name, f"{self.value:.2f} {self.unit} (target {rel} {self.limit:g}: {verdict})", self.notes)
 
 
 def time_case(case: dict[str, Any], repeat: int) -> tuple[float, dict[str, int], int]:
@@ -276,3 +285,66 @@ def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
         Target(f"largest recorded session: replay (window {window:,}) / load", t_replay / t_load, 1.0, "x",
                f"progressive, replay {t_replay * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms"),
     ]
+
+
+def _timed_sweep(spec: Any, out: Path, workers: int, scheduler: str | None = None) -> tuple[float, Any]:
+    from h9eval.sweeps.sweep import sweep
+
+    t0 = time.perf_counter()
+    r = sweep(spec, out_dir=out, workers=workers, scheduler=scheduler, progress=False, resume=False)
+    if r.failed:
+        raise RuntimeError(f"benchmark sweep had {r.failed} failed cells: {r.failures}")
+    return time.perf_counter() - t0, r
+
+
+def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 250) -> dict[str, Any]:
+    """A sweep of ``n_tasks`` synthetic tasks of ``n_turns`` turns x a 3x3 progressive grid x
+    2 history modes (108 cells of roughly 0.1-0.7 s each by default)."""
+    from h9eval.tasks import tasks_to_jsonl
+    from h9eval.tasks.synthetic import generate
+
+    path = tmp / "bench-tasks.jsonl"
+    tasks_to_jsonl([generate("long", seed=s, n_turns=n_turns) for s in range(n_tasks)], path)
+    return {
+        "name": "bench-scaling",
+        "window": 16_000,
+        "tasks": {"specs": [str(path)]},
+        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16_000},
+                      "grid": {"warn_frac": [0.5, 0.6, 0.65], "min_tail_messages": [4, 6, 8]}}],
+        "history_modes": ["view", "write_back"],
+    }
+
+
+def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turns: int = 250, dask: bool = True) -> list[Target]:
+    """2 workers over 1 on the scaling sweep, Dask (local cluster) over the process pool, and
+    the share of start-up plus consolidation in ``small_toml``'s wall time (in-process run:
+    wall time minus the cells' own times)."""
+    spec = sweep_bench_spec(tmp, n_tasks, n_turns)
+    t1, r1 = _timed_sweep(spec, tmp / "w1", 1)
+    t2, _ = _timed_sweep(spec, tmp / "w2", 2)
+    cell_s = r1.load().runs["wall_time_s"].astype(float)
+    out = [Target(
+        f"sweep speed-up, 2 workers vs 1 ({r1.n_cells} cells)",
+        t1 / t2, 1.8, "x",
+        f"1 worker {t1:.1f} s, 2 workers {t2:.1f} s; cells {cell_s.median():.2f} s median",
+        at_least=True,
+    )]
+    if dask:
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            td, _ = _timed_sweep(spec, tmp / "dask", 2, "local")
+            out.append(Target("sweep Dask local (2 workers) / process pool (2 workers)", td / t2, 1.10, "x",
+                              f"Dask {td:.1f} s, pool {t2:.1f} s, same sweep"))
+    if small_toml is not None and small_toml.exists():
+        t0, r0 = _timed_sweep(small_toml, tmp / "small-inproc", 0)
+        cells = float(r0.load().runs["wall_time_s"].astype(float).sum())
+        out.append(Target(f"sweep {small_toml.name}: start-up + consolidation / wall time (in process)",
+                          100 * (t0 - cells) / t0, 15.0, "%", f"wall {t0:.2f} s, cells {cells:.2f} s, {r0.n_cells} cells"))
+        for w in (1, 2):
+            tw, _ = _timed_sweep(small_toml, tmp / f"small-{w}", w)
+            out.append(Target(f"sweep {small_toml.name}: wall time with {w} worker(s) / in process", tw / t0, None, "x",
+                              f"{tw:.2f} s vs {t0:.2f} s in process (informational)"))
+    return out

@@ -210,6 +210,8 @@ def speed_targets(*, quick: bool = False) -> list[Any]:
     files = [p for p in recorded_dir().rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".traj")]
     if files:
         targets += bs.bench_recorded_load(max(files, key=lambda p: p.stat().st_size))
+    with tempfile.TemporaryDirectory(prefix="h9eval-bench-sweeps-") as d:
+        targets += bs.bench_sweeps(Path(d), ROOT / "examples" / "sweep-small.toml", n_tasks=2 if quick else 6)
     return targets
 
 

@@ -35,6 +35,13 @@ def test_targets_report_met_and_not_met() -> None:
     t = bs.Target("x", 2.0, 1.2, "x")
     assert not t.met and "NOT met" in t.row()[1]
     assert bs.Target("y", 1.0, 1.2, "x").met
+    assert not bs.Target("z", 1.5, 1.8, "x", at_least=True).met and bs.Target("z", 1.9, 1.8, "x", at_least=True).met
+    assert bs.Target("i", 9.0, None, "x").met
+
+
+def test_sweep_bench_runs_on_a_tiny_sweep(tmp_path: Path) -> None:
+    ts = bs.bench_sweeps(tmp_path, None, n_tasks=1, n_turns=60, dask=False)
+    assert ts[0].name.startswith("sweep speed-up, 2 workers vs 1 (18 cells)") and ts[0].value > 0
 
 
 @pytest.mark.parametrize("fn", ["synthetic", "ratio"])
