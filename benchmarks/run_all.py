@@ -81,7 +81,7 @@ def bench_replay_scaling(sizes: list[int]) -> list[Row]:
             ("progressive", make_policy("progressive", context_window_tokens=100_000), ReplayConfig(history_mode="write_back")),
         ):
             res_holder: list[Any] = []
-            t = _best(lambda: res_holder.append(replay(task, pol, config=cfg, summarizer="offline")), 3 if n <= 1000 else 1)
+            t = _best(lambda: res_holder.append(replay(task, pol, config=cfg)), 3 if n <= 1000 else 1)
             res = res_holder[-1]
             n_comp = int(res.calls["compacted"].sum())
             per_call[(label, n)] = t / calls
@@ -114,7 +114,7 @@ def bench_recorded() -> list[Row]:
     rows: list[Row] = []
     for label in ("keep_all", "progressive"):
         pol = make_policy(label)
-        t = _best(lambda: replay(task, pol, summarizer="offline"), 3)
+        t = _best(lambda: replay(task, pol), 3)
         rows.append((
             f"replay {label} / load, largest recorded session",
             f"{t / t_load:.2f}x",
@@ -222,8 +222,14 @@ def table(rows: list[Row]) -> str:
 
 
 def write_readme(text: str) -> None:
-    readme = HERE / "README.md"
+    """The table into ``benchmarks/README.md`` and, between the same markers, the project
+    README's Benchmarks section."""
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    top = ROOT / "README.md"
+    if top.exists() and begin in top.read_text():
+        old = top.read_text()
+        top.write_text(re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S))
+    readme = HERE / "README.md"
     if readme.exists() and begin in readme.read_text():
         old = readme.read_text()
         new = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S)
