@@ -306,7 +306,6 @@ def test_a_full_offload_folder_is_recorded_and_the_cell_flagged(tmp_path: Path, 
 
 def test_a_cache_write_failure_never_changes_the_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from h9eval.compaction.policies import make_policy
-    from h9eval.results.store import drop_execution_columns
     from h9eval.runs.replay import replay
     from h9eval.summarizers.cache import CachedSummarizer, ResponseCache
     from h9eval.summarizers.offline import OfflineSummarizer

@@ -241,6 +241,7 @@ class CompactionOffloader:
         self.preview_lines = preview_lines
         self._w = _Writer(root, session_id, harness9_paths)
         self._cache: set[str] = set()
+        self._outcomes: dict[tuple[str, str], OffloadOutcome] = {}
 
     @property
     def root(self) -> Path:
@@ -254,7 +255,13 @@ class CompactionOffloader:
         if msg.tool_call_id == "":
             raise OffloadError("message is not a tool result")
         content = msg.content
-        nbytes = len(content.encode("utf-8", "surrogatepass"))
+        # Keyed by id AND content: two results sharing an id but not their text never share an
+        # outcome (a compaction sees the same head result again and again; build it once).
+        key = (msg.tool_call_id, content)
+        done = self._outcomes.get(key)
+        if done is not None:
+            return done
+        nbytes = msg.content_nbytes
         if nbytes <= self.threshold_bytes:
             raise OffloadError(f"content too small to offload ({nbytes} bytes)")
         if content.startswith(HOOK_PREFIX):
@@ -266,10 +273,24 @@ class CompactionOffloader:
             except OSError as e:
                 raise OffloadError(str(e)) from None
             self._cache.add(rel)
-        lines = content.split("\n")
-        n = min(self.preview_lines, len(lines))
+        n_lines = content.count("\n") + 1
+        n = min(self.preview_lines, n_lines)
         placeholder = (
-            f"[offloaded: {rel} | {len(lines)} 行 / {nbytes} bytes]\n"
-            f"预览（前 {n} 行）：\n" + "\n".join(lines[:n]) + "\n...（完整结果已保存至文件，可通过 read_file 检索）"
+            f"[offloaded: {rel} | {n_lines} 行 / {nbytes} bytes]\n"
+            f"预览（前 {n} 行）：\n" + _first_lines(content, n) + "\n...（完整结果已保存至文件，可通过 read_file 检索）"
         )
-        return OffloadOutcome(OffloadEntry(msg.tool_call_id, "", rel, nbytes, content.count("\n") + 1), placeholder)
+        done = OffloadOutcome(OffloadEntry(msg.tool_call_id, "", rel, nbytes, n_lines), placeholder)
+        self._outcomes[key] = done
+        return done
+
+
+def _first_lines(text: str, n: int) -> str:
+    """``"\n".join(text.split("\n")[:n])`` without splitting the whole text."""
+    if n <= 0:
+        return ""
+    end = -1
+    for _ in range(n):
+        end = text.find("\n", end + 1)
+        if end < 0:
+            return text
+    return text[:end]

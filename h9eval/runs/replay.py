@@ -22,6 +22,7 @@ are :class:`_RunOutputs` (opened before the loop, the tables and manifest writte
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import shutil
 import tempfile
@@ -329,6 +330,16 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     }
 
 
+def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages ``a`` and ``b`` share as the same objects (compared at C speed:
+    a compaction keeps the messages it does not change)."""
+    same = list(map(operator.is_, a, b))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
+
+
 def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
     """harness9's write-back predicate (spec §2.3)."""
     if rec is None or not view:
@@ -379,6 +390,7 @@ class _RunOutputs:
         self._want_sessions = session_store
         self._sessions: SessionStore | None = None
         self._pending: list[Message] = []  # messages not yet in the session store
+        self._stored: list[Message] = []  # what the session store holds (system messages aside)
         self._close = ExitStack()
         # Nothing of an earlier run in ``out`` is replaced before this run is complete: the
         # session store is a copy swapped in at the end, the earlier records are kept aside.
@@ -412,7 +424,7 @@ class _RunOutputs:
             stack.callback(self._drop_sessions_tmp)
             if final.exists():
                 shutil.copyfile(final, self._sessions_tmp)
-            self._sessions = SessionStore(self._sessions_tmp)
+            self._sessions = SessionStore(self._sessions_tmp, sync_each_commit=False)
             stack.callback(self._sessions.close)
         self.records = FileRecordStore(out / "compaction_records")
         rec = self.records.path_for(self.session_id)
@@ -466,9 +478,15 @@ class _RunOutputs:
         self._pending.append(m)
 
     def replace_history(self, history: list[Message]) -> None:
-        """The history was rewritten (a write-back or a ``/compact``): so is the stored session."""
+        """The history was rewritten (a write-back or a ``/compact``): so is the stored session,
+        from the first message that differs from what it holds (a compaction keeps the
+        messages it does not change as the same objects, so the kept prefix costs nothing)."""
         if self._sessions is not None:
-            self._sessions.replace_history(self.session_id, history)
+            new = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
+            old = self._stored
+            k = common_prefix_len(old, new)
+            self._sessions.replace_tail(self.session_id, k, new[k:], old[k:])
+            self._stored = new
         self._pending = []
 
     def flush(self) -> None:
@@ -581,7 +599,11 @@ class _ReplayLoop:
         self.hist_bytes = sum(x.nbytes for x in self.history)
 
     def _rewrite_history(self, new: Sequence[Message]) -> None:
-        self._set_history(new)
+        # bytes of the replaced span only: a write-back keeps most of the history as it was
+        old, new = self.history, list(new)
+        k = common_prefix_len(old, new)
+        self.hist_bytes += sum(x.nbytes for x in new[k:]) - sum(x.nbytes for x in old[k:])
+        self.history = new
         self.outputs.replace_history(self.history)
 
     # -- the steps of a turn ----------------------------------------------------------------

@@ -36,7 +36,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "run_cell"]
+__all__ = ["failed_row", "run_cell", "run_batch"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -230,6 +230,12 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
     write_cell(out, cell.run_id, row, parts)
     return row
+
+
+def run_batch(cells: list[Cell], out_dir: str) -> list[dict[str, Any]]:
+    """:func:`run_cell` for each of ``cells`` in turn, in one worker call: a batch of cells of
+    the same task loads it once and pays one round trip to the pool. Returns the run rows."""
+    return [run_cell(c, out_dir) for c in cells]
 
 
 def failed_row(cell: Cell, out: Path, error: str) -> dict[str, Any]:
