@@ -13,6 +13,9 @@ Prints ONE markdown table and writes it into ``benchmarks/README.md`` (between t
 * the synthetic generator's own benchmark (``benchmarks/bench_synthetic.py``), when present,
   run as a subprocess.
 
+First the speed targets (``bench_speed.py``): each printed with its measured value, its limit
+and "met" or "NOT met".
+
 Usage: ``python benchmarks/run_all.py [--quick] [--no-write]``. ``--quick`` uses 250/1,000
 calls only (a smoke run).
 """
@@ -34,6 +37,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
 Row = tuple[str, str, str]  # benchmark, value, notes
 
@@ -77,7 +81,7 @@ def bench_replay_scaling(sizes: list[int]) -> list[Row]:
             ("progressive", make_policy("progressive", context_window_tokens=100_000), ReplayConfig(history_mode="write_back")),
         ):
             res_holder: list[Any] = []
-            t = _best(lambda: res_holder.append(replay(task, pol, config=cfg, summarizer="offline")), 3 if n <= 1000 else 1)
+            t = _best(lambda: res_holder.append(replay(task, pol, config=cfg)), 3 if n <= 1000 else 1)
             res = res_holder[-1]
             n_comp = int(res.calls["compacted"].sum())
             per_call[(label, n)] = t / calls
@@ -110,7 +114,7 @@ def bench_recorded() -> list[Row]:
     rows: list[Row] = []
     for label in ("keep_all", "progressive"):
         pol = make_policy(label)
-        t = _best(lambda: replay(task, pol, summarizer="offline"), 3)
+        t = _best(lambda: replay(task, pol), 3)
         rows.append((
             f"replay {label} / load, largest recorded session",
             f"{t / t_load:.2f}x",
@@ -191,6 +195,26 @@ def bench_synthetic_generator() -> tuple[list[Row], str]:
     return rows, proc.stdout
 
 
+def speed_targets(*, quick: bool = False) -> list[Any]:
+    """The targets of the speed issue (``bench_speed``), each with its value and met / not met."""
+    import bench_speed as bs
+    from h9eval.core.paths import recorded_dir, shared_dir
+
+    # the shared long replay cases: progressive, one step per assistant message, Go's expectations
+    replays = sorted((shared_dir() / "reference" / "replay").glob("*.json.xz"))
+    targets = bs.bench_shared_replay(replays, repeat=3 if quick else 10)
+    targets += bs.bench_synthetic_replays([1, 2] if quick else [1, 2, 3], steps=140, repeat=3 if quick else 5)
+    # Every registered policy in both modes through run_task; quick: the two sizes are smaller.
+    small, large = (100, 400) if quick else (250, 4_000)
+    targets += bs.bench_per_call_ratio(small, large, on_result=lambda t: print(" | ".join(t.row()), file=sys.stderr, flush=True))
+    files = [p for p in recorded_dir().rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".traj")]
+    if files:
+        targets += bs.bench_recorded_load(max(files, key=lambda p: p.stat().st_size))
+    with tempfile.TemporaryDirectory(prefix="h9eval-bench-sweeps-") as d:
+        targets += bs.bench_sweeps(Path(d), ROOT / "examples" / "sweep-small.toml", n_tasks=2 if quick else 6)
+    return targets
+
+
 def table(rows: list[Row]) -> str:
     out = ["| benchmark | value | notes |", "|---|---:|---|"]
     out += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -198,8 +222,14 @@ def table(rows: list[Row]) -> str:
 
 
 def write_readme(text: str) -> None:
-    readme = HERE / "README.md"
+    """The table into ``benchmarks/README.md`` and, between the same markers, the project
+    README's Benchmarks section."""
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    top = ROOT / "README.md"
+    if top.exists() and begin in top.read_text():
+        old = top.read_text()
+        top.write_text(re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S))
+    readme = HERE / "README.md"
     if readme.exists() and begin in readme.read_text():
         old = readme.read_text()
         new = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S)
@@ -221,6 +251,7 @@ def main() -> int:
 
     rows: list[Row] = []
     started = time.perf_counter()
+    rows += [t.row() for t in speed_targets(quick=args.quick)]
     rows += bench_replay_scaling([250, 1000] if args.quick else [250, 1000, 4000])
     rows += bench_recorded()
     with tempfile.TemporaryDirectory(prefix="h9eval-bench-") as d:

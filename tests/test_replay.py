@@ -251,7 +251,9 @@ def test_a_failing_loop_closes_its_outputs(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(SessionStore, "close", close)
     with pytest.raises(RuntimeError, match="compactor broke"):
         replay(crafted_task(), pol, out_dir=tmp_path / "run")
-    assert len(closed) == 1 and (tmp_path / "run" / "sessions.db").exists()
+    # The session store of an unfinished run is a copy that is dropped: nothing is left of it.
+    assert len(closed) == 1 and not (tmp_path / "run" / "sessions.db").exists()
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".sessions.db")]
     assert not (tmp_path / "run" / "manifest.json").exists() and not (tmp_path / "run" / "calls.parquet").exists()
 
 
@@ -275,3 +277,15 @@ def test_raw_tokens_sent_is_the_uncompacted_transcript_in_every_mode() -> None:
     after = wb.calls[wb.calls["call_index"] > wb.calls.loc[wb.calls["written_back"], "call_index"].min()]
     assert (after["tokens_sent"] < after["raw_tokens_sent"]).all()
     assert (wb.calls["history_tokens"] < wb.calls["raw_tokens_sent"] - schema).any()
+def test_write_back_session_store_holds_the_final_history(tmp_path: Path) -> None:
+    from h9eval.harness9.session_store import SessionStore
+    from h9eval.tasks.synthetic import generate
+
+    task = generate("small", seed=3)
+    res = replay(task, make_policy("progressive", context_window_tokens=6_000), config=ReplayConfig(history_mode="write_back"), out_dir=tmp_path / "run")
+    assert res.calls["written_back"].sum() >= 3  # several write-backs, each writing only the changed span
+    with SessionStore(tmp_path / "run" / "sessions.db") as s:
+        (info,) = s.list_sessions()
+        stored = s.get_messages(info.id)
+    want = [m for m in res.final_history if m.role != "system"]
+    assert [(m.content, m.tool_call_id, m.tool_calls) for m in stored] == [(m.content, m.tool_call_id, m.tool_calls) for m in want]

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from h9eval.core.errors import FormatError
-from h9eval.core.paths import prepare_out_dir
+from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
 from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
@@ -121,8 +121,7 @@ def _png(fig: Any, dpi: int = 110) -> bytes:
 
 def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
     prepare_out_dir(out, what="report folder")
-    figdir = out / "figures"
-    figdir.mkdir(exist_ok=True)
+    figdir = prepare_out_dir(out / "figures", what="report figures folder")
     md: list[str] = [f"# {title}", ""]
     hs: list[str] = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
@@ -153,7 +152,8 @@ def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
                 name, fig, cap = payload
                 data = _png(fig)
                 p = figdir / f"{name}.png"
-                p.write_bytes(data)
+                with atomic_write(p) as f:
+                    f.write(data)
                 figures.append(p)
                 md += [f"![{cap}](figures/{p.name})", "", f"*{cap}*", ""]
                 b64 = base64.b64encode(data).decode("ascii")
@@ -171,9 +171,7 @@ def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text + "\n")
 
 
 # -- the sweep report --------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.paths import prepare_out_dir
+from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.policies import make_policy
 from h9eval.sweeps.sweep import sweep
@@ -689,11 +689,12 @@ def tune(
         )
         if out_dir is not None:
             result.paths["toml"] = root / "recommended.toml"
-            result.paths["toml"].write_text(toml, encoding="utf-8")
+            write_text_atomic(result.paths["toml"], toml)
             result.paths["evidence"] = root / "evidence.csv"
-            result.evidence.to_csv(result.paths["evidence"], index=False)
+            write_text_atomic(result.paths["evidence"], result.evidence.to_csv(index=False))
             result.paths["figure"] = root / "tune.png"
-            result.figure().savefig(result.paths["figure"], dpi=110)
+            with atomic_write(result.paths["figure"]) as f:
+                result.figure().savefig(f, dpi=110, format="png")
         return result
     finally:
         if tmp is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -47,6 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
         if os.environ.get("H9EVAL_DEBUG"):
             raise
+        return 2
+    except (OSError, sqlite3.Error, RecursionError) as e:
+        # The environment, not the input: a full or read-only disk, a locked database, input
+        # nested too deeply to parse. Still one line (the traceback would hide the cause).
+        if isinstance(e, BrokenPipeError):
+            return 0
+        if os.environ.get("H9EVAL_DEBUG"):
+            raise
+        where = f" ({e.filename})" if isinstance(e, OSError) and e.filename and str(e.filename) not in str(e) else ""
+        msg = " ".join(str(e).split()) or type(e).__name__
+        print(f"h9eval {args.command}: error: {msg[:500]}{where} [{type(e).__name__}]", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("h9eval: interrupted", file=sys.stderr)

@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-invalid", action="store_true", help="skip grid cells the policy rejects instead of failing")
     p.add_argument("--no-resume", action="store_true", help="rerun every cell, even those already finished")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
     p.set_defaults(func=_run)
 
 
@@ -32,6 +33,7 @@ def _run(args: argparse.Namespace) -> int:
         resume=not args.no_resume,
         progress=not args.no_progress,
         skip_invalid=args.skip_invalid,
+        **({} if args.max_cells is None else {"max_cells": args.max_cells}),
     )
     print(f"sweep {r.name}: {r.n_cells} cells: {r.ok} ok, {r.failed} failed, {len(r.skipped)} skipped (invalid)")
     print(f"  {r.ran} run now, {r.reused} reused from an earlier run; {r.wall_time_s:.1f} s")

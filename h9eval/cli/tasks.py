@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from h9eval.core.errors import FormatError
+from h9eval.core.paths import check_input_path
 from h9eval.tasks import _is_sqlite, tasks_to_jsonl
 from h9eval.tasks.recorded import inspect_task, summarize_task
 from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
@@ -37,10 +39,19 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    check_input_path(args.path, what="task")
     if _is_sqlite(Path(args.path)):
         info = _inspect_db(args.path, args.session)
     else:
-        info = inspect_task(args.path, format=args.format)
+        try:
+            info = inspect_task(args.path, format=args.format)
+        except FormatError as e:
+            if Path(args.path).is_dir() and "load_tasks()" in str(e):  # the library's advice, not a CLI user's
+                raise FormatError(
+                    "is a folder of sessions; `tasks inspect` reads one session: give one of its files, "
+                    "or run them all with `h9eval run --task FOLDER`", path=args.path,
+                ) from None
+            raise
     if args.json:
         print(json.dumps(info, ensure_ascii=False, sort_keys=True, default=str))
     else:

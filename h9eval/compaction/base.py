@@ -70,7 +70,20 @@ class WallClock:
         return time.perf_counter_ns()
 
     def timestamp(self) -> str:
-        return _rfc3339(datetime.now(timezone.utc).astimezone())
+        ns = time.time_ns()
+        sec, us = divmod(ns // 1000, 1_000_000)
+        if sec != self._sec:
+            # the date, time and offset change once a second: format them once a second
+            self._sec = sec
+            s = datetime.fromtimestamp(sec, timezone.utc).astimezone().isoformat(timespec="seconds")
+            self._head, self._off = s[:19], s[19:]
+            if self._off == "+00:00":
+                self._off = "Z"
+        return f"{self._head}.{us:06d}000{self._off}"
+
+    _sec: int = -1
+    _head: str = ""
+    _off: str = ""
 
 
 class LogicalClock:
@@ -87,7 +100,14 @@ class LogicalClock:
 
     def timestamp(self) -> str:
         self._t += timedelta(milliseconds=1)
-        return _rfc3339(self._t)
+        if self._t.tzinfo is None or self._t.microsecond == 0 or self._t.second != self._sec:
+            self._sec = self._t.second if self._t.microsecond != 0 else -1
+            self._head, self._off = _rfc3339(self._t.replace(microsecond=1)).split(".000001000")
+        return f"{self._head}.{self._t.microsecond:06d}000{self._off}"
+
+    _sec: int = -1
+    _head: str = ""
+    _off: str = ""
 
 
 def _rfc3339(t: datetime) -> str:
@@ -128,7 +148,17 @@ class CompactionEnv:
             return str(uuid.uuid4())
         if self._rng is None:
             self._rng = random.Random(self.seed)
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        return _uuid4_text(self._rng.getrandbits(128))
+
+
+# ``str(uuid.UUID(int=n, version=4))`` without building a UUID: the same bits, a tenth of the time.
+_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID4_SET = (0x8000 << 48) | (4 << 76)
+
+
+def _uuid4_text(n: int) -> str:
+    h = "%032x" % ((n & _UUID4_CLEAR) | _UUID4_SET)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class Compactor(Protocol):

@@ -5,6 +5,8 @@ position (a result pairs with the nearest earlier call of its id), so providers 
 
 from __future__ import annotations
 
+import heapq
+import operator
 from collections.abc import Sequence
 
 from h9eval.compaction._peer import call_positions, paired_calls
@@ -19,6 +21,7 @@ __all__ = [
     "masked_positions",
     "mask_observations",
     "drop_masked_calls",
+    "IncrementalMasking",
 ]
 
 MASK_PLACEHOLDER = "<MASKED>"
@@ -109,3 +112,85 @@ def drop_masked_calls(msgs: Sequence[Message], masked: Sequence[int], placeholde
         else:
             out.append(m)
     return out, len(dropped_msgs)
+
+
+class IncrementalMasking:
+    """:func:`mask_observations` kept up to date between the calls of one run: the same list and
+    count, with Python work only for the messages added since the previous call.
+
+    A call's history either extends the previous call's history (view mode), extends the
+    previous call's masked list (write-back mode, after the replay replaced its history with
+    it), or is anything else, which starts over. Both prefixes are recognised by identity of
+    their messages, checked at C speed. Masking only ever grows as a history grows: a
+    result's pairing (the nearest earlier call of its id) and the cutoff only move forward.
+    """
+
+    def __init__(self, keep_recent: int, placeholder: str = MASK_PLACEHOLDER, *, window_unit: str = "assistant_turns") -> None:
+        self.keep_recent = keep_recent
+        self.placeholder = placeholder
+        self.window_unit = window_unit
+        self._reset()
+
+    def _reset(self) -> None:
+        self._src: list[Message] = []  # the history the state describes
+        self._out: list[Message] = []  # its masked list
+        self._out_bytes = 0
+        self._latest: dict[str, int] = {}  # call id -> message index of its latest call
+        self._assistants: list[int] = []  # indices of assistant messages
+        self._waiting: list[tuple[int, int]] = []  # heap of (call message index, result index), not yet masked
+        self._results: list[int] = []  # paired result indices in order (tool_results unit)
+        self._next_result = 0  # results before this one are masked (tool_results unit)
+        self._n_real = 0  # masked results whose content in ``_src`` was not a placeholder yet
+
+    def mask(self, history: Sequence[Message]) -> tuple[tuple[Message, ...], int, int]:
+        """The masked messages, the number of results masked in it (as :func:`mask_observations`
+        counts) and the list's harness9 byte total."""
+        n_src, n_out = len(self._src), len(self._out)
+        if n_src and len(history) >= n_src and history[n_src - 1] is self._src[-1] and all(map(operator.is_, history[:n_src], self._src)):
+            start = n_src
+        elif n_out and len(history) >= n_out and history[n_out - 1] is self._out[-1] and all(map(operator.is_, history[:n_out], self._out)):
+            # the replay wrote the masked list back: its masked results are placeholders now
+            start, self._src, self._n_real = n_out, list(self._out), 0
+        else:
+            start = 0
+            self._reset()
+        for i in range(start, len(history)):
+            self._add(i, history[i])
+        self._advance(history)
+        return tuple(self._out), self._n_real, self._out_bytes
+
+    def _add(self, i: int, m: Message) -> None:
+        self._src.append(m)
+        self._out.append(m)
+        self._out_bytes += m.nbytes
+        if m.tool_call_id:
+            j = self._latest.get(m.tool_call_id)
+            if j is not None:
+                heapq.heappush(self._waiting, (j, i))
+                self._results.append(i)
+        if m.role == "assistant":
+            self._assistants.append(i)
+            for tc in m.tool_calls:
+                self._latest[tc.id] = i
+
+    def _advance(self, history: Sequence[Message]) -> None:
+        if self.window_unit == "tool_results":
+            stop = max(len(self._results) - self.keep_recent, 0)
+            while self._next_result < stop:
+                self._mask_one(self._results[self._next_result])
+                self._next_result += 1
+            return
+        if len(self._assistants) <= self.keep_recent:
+            return
+        cutoff = self._assistants[len(self._assistants) - self.keep_recent] if self.keep_recent > 0 else len(self._src)
+        while self._waiting and self._waiting[0][0] < cutoff:
+            self._mask_one(heapq.heappop(self._waiting)[1])
+
+    def _mask_one(self, i: int) -> None:
+        m = self._src[i]
+        if is_placeholder(self.placeholder, m.content):
+            return
+        masked = m.with_content(render_placeholder(self.placeholder, m.content))
+        self._out_bytes += masked.nbytes - self._out[i].nbytes
+        self._out[i] = masked
+        self._n_real += 1

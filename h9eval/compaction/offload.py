@@ -18,6 +18,7 @@ created 0700 and files 0600.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 from dataclasses import dataclass
@@ -38,7 +39,22 @@ __all__ = [
     "HOOK_EXEMPT_TOOLS",
     "OFFLOAD_HOOK_THRESHOLD_BYTES",
     "OFFLOAD_COMPACTION_THRESHOLD_BYTES",
+    "write_failures",
+    "reset_write_failures",
 ]
+
+# Offloads fail open (harness9 goes on with the output in place), but a write the file system
+# refused (a full disk) changes the run, so it is counted per offload root for the caller.
+_WRITE_FAILURES: dict[str, list[str]] = {}
+
+
+def write_failures(root: str | os.PathLike[str]) -> list[str]:
+    """The OS errors of offload writes under ``root`` since :func:`reset_write_failures`."""
+    return list(_WRITE_FAILURES.get(os.fspath(root), ()))
+
+
+def reset_write_failures(root: str | os.PathLike[str]) -> None:
+    _WRITE_FAILURES.pop(os.fspath(root), None)
 
 HOOK_PREFIX = "[输出已保存至"
 HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
@@ -83,16 +99,27 @@ class _Writer:
         self.root = Path(root)
         self.session_id = session_id
         self.harness9_paths = harness9_paths
+        self._first: dict[str, str] = {}  # tool call id -> digest of the first output written for it
 
     def rel_dir(self) -> str:
         if self.harness9_paths:
             return _go_join(".harness9", "tool_results", self.session_id)
         return _go_join(".harness9", "tool_results", safe_name(self.session_id))
 
-    def rel_file(self, tool_call_id: str) -> str:
+    def rel_file(self, tool_call_id: str, content: str | None = None) -> str:
+        """The file of ``tool_call_id``'s output ``content``. Tool call ids repeat in some
+        transcripts: the first output of an id gets harness9's name, a different output of the
+        same id gets ``<id>~c<first 12 hex of its SHA-256>.txt``, so it never overwrites the
+        first and each placeholder names its own output. (``~c`` is never in a :func:`safe_name`
+        result; compatibility mode keeps harness9's one name per id.)"""
         if self.harness9_paths:
             return _go_join(".harness9", "tool_results", self.session_id, tool_call_id + ".txt")
-        return _go_join(".harness9", "tool_results", safe_name(self.session_id), safe_name(tool_call_id) + ".txt")
+        name = safe_name(tool_call_id)
+        if content is not None:
+            digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+            if self._first.setdefault(tool_call_id, digest) != digest:
+                name += f"~c{digest[:12]}"
+        return _go_join(".harness9", "tool_results", safe_name(self.session_id), name + ".txt")
 
     def write(self, rel_file: str, content: str) -> None:
         """mkdir -p the session folder (0700), then write ``rel_file`` (0600, truncating).
@@ -106,6 +133,8 @@ class _Writer:
                 raise OffloadError(f"offload path {rel!r} would leave the offload root")
             if "\x00" in rel:  # compatibility mode keeps raw ids; the OS would raise ValueError
                 raise OffloadError(f"offload path {rel!r} contains a NUL character")
+        if os.path.islink(self.root):
+            raise OffloadError(f"offload root {self.root} is a symbolic link")
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         cur = self.root
         for part in rel_dir.split("/"):
@@ -126,9 +155,18 @@ class _Writer:
         try:
             fd = os.open(target, flags, 0o600)
         except OSError as e:
+            _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))
             raise OffloadError(f"cannot write {target}: {e.strerror}") from None
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(content)
+        except OSError as e:  # ENOSPC mid-write: no half file for a placeholder to point at
+            _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))
+            try:
+                os.unlink(target)
+            except OSError:
+                pass
+            raise OffloadError(f"cannot write {target}: {e.strerror}") from None
 
 
 class OffloadHook:
@@ -164,7 +202,7 @@ class OffloadHook:
         nbytes = len(result.output.encode("utf-8", "surrogatepass"))
         if nbytes <= self.threshold_bytes:
             return result
-        rel = self._w.rel_file(tool_call.id)
+        rel = self._w.rel_file(tool_call.id, result.output)
         try:
             self._w.write(rel, result.output)
         except (OSError, OffloadError):
@@ -203,6 +241,7 @@ class CompactionOffloader:
         self.preview_lines = preview_lines
         self._w = _Writer(root, session_id, harness9_paths)
         self._cache: set[str] = set()
+        self._outcomes: dict[tuple[str, str], OffloadOutcome] = {}
 
     @property
     def root(self) -> Path:
@@ -216,22 +255,42 @@ class CompactionOffloader:
         if msg.tool_call_id == "":
             raise OffloadError("message is not a tool result")
         content = msg.content
-        nbytes = len(content.encode("utf-8", "surrogatepass"))
+        # Keyed by id AND content: two results sharing an id but not their text never share an
+        # outcome (a compaction sees the same head result again and again; build it once).
+        key = (msg.tool_call_id, content)
+        done = self._outcomes.get(key)
+        if done is not None:
+            return done
+        nbytes = msg.content_nbytes
         if nbytes <= self.threshold_bytes:
             raise OffloadError(f"content too small to offload ({nbytes} bytes)")
         if content.startswith(HOOK_PREFIX):
             raise OffloadError("content was already offloaded at tool time")
-        rel = self._w.rel_file(msg.tool_call_id)
-        if msg.tool_call_id not in self._cache:
+        rel = self._w.rel_file(msg.tool_call_id, content)
+        if rel not in self._cache:  # by file, not id: a repeated id with new content has its own file
             try:
                 self._w.write(rel, content)
             except OSError as e:
                 raise OffloadError(str(e)) from None
-            self._cache.add(msg.tool_call_id)
-        lines = content.split("\n")
-        n = min(self.preview_lines, len(lines))
+            self._cache.add(rel)
+        n_lines = content.count("\n") + 1
+        n = min(self.preview_lines, n_lines)
         placeholder = (
-            f"[offloaded: {rel} | {len(lines)} 行 / {nbytes} bytes]\n"
-            f"预览（前 {n} 行）：\n" + "\n".join(lines[:n]) + "\n...（完整结果已保存至文件，可通过 read_file 检索）"
+            f"[offloaded: {rel} | {n_lines} 行 / {nbytes} bytes]\n"
+            f"预览（前 {n} 行）：\n" + _first_lines(content, n) + "\n...（完整结果已保存至文件，可通过 read_file 检索）"
         )
-        return OffloadOutcome(OffloadEntry(msg.tool_call_id, "", rel, nbytes, content.count("\n") + 1), placeholder)
+        done = OffloadOutcome(OffloadEntry(msg.tool_call_id, "", rel, nbytes, n_lines), placeholder)
+        self._outcomes[key] = done
+        return done
+
+
+def _first_lines(text: str, n: int) -> str:
+    """``"\n".join(text.split("\n")[:n])`` without splitting the whole text."""
+    if n <= 0:
+        return ""
+    end = -1
+    for _ in range(n):
+        end = text.find("\n", end + 1)
+        if end < 0:
+            return text
+    return text[:end]

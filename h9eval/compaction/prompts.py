@@ -79,8 +79,22 @@ class PromptSet:
 
 
 def _render(template: str, **subs: str) -> str:
-    # One pass over the template: inserted texts are never scanned again.
-    return _SLOT.sub(lambda m: subs.get(m.group(1), m.group(0)), template)
+    # The template is cut at its slots once; the inserted texts are joined in, never scanned,
+    # and the conversation is copied once (no regex pass over a prompt that holds it).
+    return "".join(p if i % 2 == 0 else subs.get(p, "{" + p + "}") for i, p in enumerate(_pieces(template)))
+
+
+_PIECES: dict[str, tuple[str, ...]] = {}
+
+
+def _pieces(template: str) -> tuple[str, ...]:
+    """``template`` split at its slots: literal, slot name, literal, ... (cached per template)."""
+    got = _PIECES.get(template)
+    if got is None:
+        if len(_PIECES) > 64:  # prompt files are few; never let a caller grow this without bound
+            _PIECES.clear()
+        got = _PIECES[template] = tuple(_SLOT.split(template))
+    return got
 
 
 DEFAULT_PROMPTS = PromptSet()
@@ -109,16 +123,20 @@ def load_prompt_file(path: str | Path) -> PromptSet:
 
 def serialize_conversation(head: Sequence[Message]) -> str:
     """harness9's head serialisation (spec §3.10 step 2), byte-exact."""
-    lines: list[str] = []
+    # One list of pieces, one join: each content is copied once, not into a line and again.
+    parts: list[str] = []
+    add = parts.extend
     for m in head:
         if m.tool_call_id != "":
-            lines.append(f"[tool_result {m.tool_call_id}]: {m.content}")
+            add(("\n[tool_result ", m.tool_call_id, "]: ", m.content))
             continue
         if m.content != "":
-            lines.append(f"[{m.role}]: {m.content}")
+            add(("\n[", m.role, "]: ", m.content))
         for tc in m.tool_calls:
-            lines.append(f"[tool_call {tc.name}({tc.id})]: {tc.arguments}")
-    return "\n".join(lines)
+            add(("\n[tool_call ", tc.name, "(", tc.id, ")]: ", tc.arguments))
+    if parts:
+        parts[0] = parts[0][1:]  # no newline before the first line
+    return "".join(parts)
 
 
 def previous_compaction_text(

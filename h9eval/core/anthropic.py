@@ -49,6 +49,26 @@ def _variants(secret: str) -> list[str]:
     return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
 
 
+_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|passw(or)?d|(^|[_-])token$|^auth(orization)?$|credential|private[_-]?key|access[_-]?key|bearer)")
+"""Parameter names whose values are secrets (``api_key``, ``auth_token``; not ``max_tokens``)."""
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a parameter called ``name`` holds a secret."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_secret_params(obj: Any) -> Any:
+    """``obj`` (JSON-like: dicts, lists, scalars) with the value of every key that
+    :func:`is_secret_name` flags replaced by ``[redacted]``, at any depth (a copy)."""
+    if isinstance(obj, dict):
+        return {k: (_REDACTED if isinstance(k, str) and is_secret_name(k) and v not in (None, "") else redact_secret_params(v))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_secret_params(v) for v in obj]
+    return obj
+
+
 def redact(text: str, secret: str | None) -> str:
     """``text`` with every occurrence of ``secret`` (and its case and base64 variants, matched
     case-insensitively) replaced by ``[redacted]``. Secrets shorter than 8 characters are not

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from h9eval.core.errors import FormatError
 
-__all__ = ["ToolCall", "Message", "message_from_json", "messages_from_json", "messages_to_json"]
+__all__ = ["ToolCall", "Message", "message_from_json", "messages_from_json", "messages_to_json", "utf8_len"]
+
+
+def utf8_len(s: str) -> int:
+    """UTF-8 byte length of ``s`` (a lone surrogate counts as its 3-byte ``surrogatepass`` form).
+
+    ``isascii`` reads a flag CPython keeps on every string, so ASCII text is never encoded."""
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +57,16 @@ class Message:
     meta: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     # harness9's byte count, computed once: the replay sums it at every call.
     nbytes: int = field(init=False, repr=False, compare=False, hash=False)
+    # The content's UTF-8 bytes alone (offload thresholds, previews), so nobody encodes it again.
+    content_nbytes: int = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        n = len(self.content.encode("utf-8", "surrogatepass")) + len(self.tool_call_id.encode("utf-8", "surrogatepass"))
+        c = utf8_len(self.content)
+        n = c + utf8_len(self.tool_call_id)
         for tc in self.tool_calls:
-            n += len(tc.id.encode("utf-8", "surrogatepass")) + len(tc.name.encode("utf-8", "surrogatepass")) + len(tc.arguments.encode("utf-8", "surrogatepass"))
+            n += utf8_len(tc.id) + utf8_len(tc.name) + utf8_len(tc.arguments)
         object.__setattr__(self, "nbytes", n)
+        object.__setattr__(self, "content_nbytes", c)
 
     @property
     def is_tool_result(self) -> bool:
@@ -67,7 +78,8 @@ class Message:
         return self.role == "assistant"
 
     def with_content(self, content: str) -> Message:
-        return replace(self, content=content)
+        # direct construction: dataclasses.replace re-reads every field through the signature
+        return Message(self.role, content, self.tool_calls, self.tool_call_id, self.is_error, self.meta)
 
     def to_json(self, *, harness9_roles: bool = False) -> dict[str, Any]:
         """FORMAT.md §2.1 shape. With ``harness9_roles`` a user-role tool result is written as

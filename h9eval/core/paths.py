@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,45 @@ __all__ = [
     "atomic_write",
     "write_text_atomic",
     "write_json_atomic",
+    "refuse_symlink",
+    "check_db_file",
+    "cell_work_dir",
+    "check_input_path",
+    "max_input_bytes",
 ]
+
+DEFAULT_MAX_INPUT_BYTES = 2 * 1024**3
+"""The largest input file h9eval reads unless ``$H9EVAL_MAX_INPUT_BYTES`` says otherwise."""
+
+
+def max_input_bytes() -> int:
+    """``$H9EVAL_MAX_INPUT_BYTES`` (a positive integer), else :data:`DEFAULT_MAX_INPUT_BYTES`."""
+    raw = os.environ.get("H9EVAL_MAX_INPUT_BYTES", "")
+    if not raw:
+        return DEFAULT_MAX_INPUT_BYTES
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise FormatError(f"H9EVAL_MAX_INPUT_BYTES must be a positive integer, got {raw!r}")
+    return n
+
+
+def check_input_path(path: str | os.PathLike[str], *, what: str = "input") -> None:
+    """Refuse (one :class:`FormatError` naming it) an input that is neither a folder nor a
+    regular file (``/dev/zero`` would be read until memory runs out, a FIFO blocks forever),
+    or a file larger than :func:`max_input_bytes`."""
+    p = Path(path)
+    if p.is_dir():
+        return
+    if not p.exists():
+        raise FormatError("no such file or folder", path=str(p))
+    if not p.is_file():
+        raise FormatError(f"{what} is not a regular file or a folder (a device, FIFO or socket)", path=str(p))
+    size, limit = p.stat().st_size, max_input_bytes()
+    if size > limit:
+        raise FormatError(f"{what} is {size:,} bytes, above the limit of {limit:,} (set H9EVAL_MAX_INPUT_BYTES to raise it)", path=str(p))
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]+")
 # Longer plain ids are mapped too: a file name must stay under NAME_MAX (255 bytes) with its
@@ -66,6 +105,8 @@ def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder"
     file is in the way (at ``path`` or above it) or it cannot be created; an existing folder is
     kept as it is. ``what`` names the folder in the messages."""
     p = Path(path)
+    # A linked output folder would put every file h9eval writes wherever the link points.
+    refuse_symlink(p, what=what)
     if p.exists() and not p.is_dir():
         raise FormatError(f"{what} path exists and is not a folder", path=str(p))
     blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
@@ -76,6 +117,36 @@ def prepare_out_dir(path: str | os.PathLike[str], *, what: str = "output folder"
     except OSError as e:
         raise FormatError(f"cannot create the {what} ({e.strerror or e})", path=str(p)) from None
     return p
+
+
+def refuse_symlink(path: str | os.PathLike[str], *, what: str = "path") -> None:
+    """Raise :class:`FormatError` naming ``path`` when it is a symbolic link (dangling or not):
+    h9eval never writes through a link, so a link planted in an output folder cannot send a
+    write outside it."""
+    if os.path.islink(path):
+        raise FormatError(f"{what} is a symbolic link; refusing to write through it", path=str(path))
+
+
+def check_db_file(path: str | os.PathLike[str], *, what: str = "database") -> None:
+    """Before SQLite opens ``path``: refuse it (:class:`FormatError` naming it) when it, or
+    its ``-wal`` / ``-shm`` / ``-journal`` companion, is a symbolic link, or when it exists
+    and is not a regular file (a folder, a FIFO, a device). SQLite follows links and would
+    modify the database they point at."""
+    p = str(path)
+    for q in (p, p + "-wal", p + "-shm", p + "-journal"):
+        refuse_symlink(q, what=what)
+    if os.path.exists(p) and not os.path.isfile(p):
+        raise FormatError(f"{what} is not a regular file", path=p)
+
+
+def cell_work_dir(out: str | os.PathLike[str], run_id: str) -> Path:
+    """A fresh, empty offload folder for one run inside results folder ``out``
+    (``<out>/work/<safe run id>``; whatever a killed earlier attempt left there is removed)."""
+    work = prepare_out_dir(Path(out) / "work", what="sweep work folder")
+    d = work / safe_name(run_id, allow_empty=False)
+    refuse_symlink(d, what="cell work folder")
+    shutil.rmtree(d, ignore_errors=True)
+    return d
 
 
 def safe_name(raw: str, *, allow_empty: bool = True) -> str:

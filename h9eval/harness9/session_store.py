@@ -52,6 +52,7 @@ from typing import Any
 from h9eval.core.errors import FormatError, H9InputError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import go_json
+from h9eval.core.paths import check_db_file
 
 __all__ = [
     "SCHEMA_SQL",
@@ -288,6 +289,10 @@ class SessionStore:
     ``clock``: returns the Unix time in seconds stamped on rows; default :func:`time.time`
     (inject a fixed clock for byte-stable test databases).
     ``timeout_s``: seconds to wait for a lock held by another connection; default 5.
+    ``sync_each_commit``: default True, every commit reaches the disk before it returns (SQLite's
+    ``synchronous=FULL``). False (``synchronous=NORMAL``, still safe in WAL mode: a crash loses
+    the newest commits, never the database) suits a replay's results folder, which writes a
+    session back at every compaction and is rerun rather than recovered.
 
     Not thread-safe (one ``sqlite3`` connection); open one store per thread or process.
     """
@@ -298,16 +303,20 @@ class SessionStore:
         *,
         clock: Callable[[], float] = time.time,
         timeout_s: float = 5.0,
+        sync_each_commit: bool = True,
     ) -> None:
         self.path = str(path)
         self._clock = clock
         if self.path != ":memory:":
+            check_db_file(self.path, what="session database")
             Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Autocommit mode: every statement commits on its own unless inside an explicit BEGIN,
         # which is how Go's database/sql behaves and what harness9's Clear/AddMessages rely on.
         self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout_s)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
+            if not sync_each_commit:
+                self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA_SQL)
             cols = {r[1] for r in self._db.execute("PRAGMA table_info(sessions)")}
@@ -449,6 +458,33 @@ class SessionStore:
             try:
                 self.add_messages(session_id, prev)
             except Exception as rb:  # harness9 logs a failed rollback and returns the first error
+                log.error("session %s: write-back rollback failed: %r", session_id, rb)
+                err.add_note(f"rollback of session {session_id!r} also failed: {rb!r}")
+            raise
+
+    def replace_tail(self, session_id: str, keep: int, new_tail: Sequence[Message], old_tail: Sequence[Message]) -> None:
+        """A write-back that writes only what changed: the stored messages after the first
+        ``keep`` (the last ``len(old_tail)``: the caller knows what the session holds) go and
+        ``new_tail`` is added after them (both as stored: no system
+        message is stripped). The caller holds the history, so nothing is read back:
+        ``old_tail`` (the deleted messages) is what a failed add restores, as
+        :meth:`replace_history` restores its prefix.
+
+        The resulting messages are the ones :meth:`replace_history` would leave (the kept rows
+        keep their ids and timestamps); still two steps, not one transaction, as in harness9.
+        """
+        self._require(session_id)
+        # counted from the end, so the cost follows the replaced span, not the kept prefix
+        self._db.execute(
+            "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
+            (session_id, len(old_tail)),
+        )
+        try:
+            self.add_messages(session_id, new_tail)
+        except Exception as err:
+            try:
+                self.add_messages(session_id, old_tail)
+            except Exception as rb:
                 log.error("session %s: write-back rollback failed: %r", session_id, rb)
                 err.add_note(f"rollback of session {session_id!r} also failed: {rb!r}")
             raise

@@ -57,6 +57,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from h9eval.core.anthropic import AnthropicAPI, usage_of
 from h9eval.core.errors import ConfigError, H9Error
+from h9eval.core.paths import check_db_file
 from h9eval.probes.probe import Probe, normalize_arguments
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
 from h9eval.tasks.text import TextIndex
@@ -197,6 +198,7 @@ class PromptCache:
         elif isinstance(path, ResponseCache):
             self.store = path
         else:
+            check_db_file(path, what="probe reply cache")
             _refuse_old_layout(Path(path))
             self.store = ResponseCache(path)
         self.path = None if self.store is None else self.store.path
@@ -348,6 +350,7 @@ class AnthropicTextClient:
         self.output_tokens += tout
         content = getattr(resp, "content", None) or []
         text = "".join(b.text for b in content if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str))
+        text = self._api.redact(text)  # a reply echoing the key is never stored with it
 
         price = price_for(self.model, self.prices if self.prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         cost = float("nan") if price is None else (tin * price[0] + tout * price[1]) / 1e6

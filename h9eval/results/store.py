@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import FormatError
-from h9eval.core.paths import safe_name, write_json_atomic
+from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_table
 from h9eval.results.schema import (
     _SORT_KEYS,
@@ -87,7 +88,8 @@ def drop_execution_columns(df: Any, table: str) -> Any:
 # -- writing ----------------------------------------------------------------------------------
 def write_manifest(out: Path, manifest: Mapping[str, Any]) -> None:
     """Write ``manifest.json`` atomically."""
-    write_json_atomic(out / MANIFEST, dict(manifest))
+    # A key given as a summarizer parameter (``params = { api_key = ... }``) is never written.
+    write_json_atomic(out / MANIFEST, redact_secret_params(dict(manifest)))
 
 
 def runs_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
@@ -102,6 +104,11 @@ def runs_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
 def clear_cell(out: Path, run_id: str) -> Path:
     """Remove a cell's marker and parts (marker first: a half-cleared cell is "not done")."""
     d = out / "cells" / cell_dir_name(run_id)
+    # Never clear through a link: it would delete files wherever the link points.
+    refuse_symlink(out / "cells", what="cells folder")
+    refuse_symlink(d, what="cell folder")
+    if d.exists() and not d.is_dir():
+        raise FormatError("cell folder path exists and is not a folder", path=str(d))
     for name in (MARKER, *(f"{p}.parquet" for p in (*CELL_PARTS, *OPTIONAL_TABLES))):
         try:
             (d / name).unlink()
@@ -113,7 +120,8 @@ def clear_cell(out: Path, run_id: str) -> Path:
 def write_cell(out: Path, run_id: str, row: Mapping[str, Any], parts: Mapping[str, Any] | None) -> None:
     """Write a cell's part tables, then its run row (the completion marker) last."""
     d = clear_cell(out, run_id)
-    d.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(out / "cells", what="cells folder")
+    prepare_out_dir(d, what="cell folder")
     for name, df in (parts or {}).items():
         write_table(df, d / f"{name}.parquet", name)
     write_table(runs_frame([row]), d / MARKER, "runs")
@@ -163,7 +171,7 @@ def consolidate(out: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
     """
     run_ids = [c["run_id"] for c in manifest.get("cells", [])]
     fp = _fingerprint(out, run_ids)
-    tables = _tables_from_cells(out, run_ids)
+    tables = _tables_from_cells(out, run_ids, _cell_hashes(manifest))
     try:
         (out / CONSOLIDATED).unlink()
     except FileNotFoundError:
@@ -188,7 +196,20 @@ def _empty_table(name: str) -> Any:
     return runs_frame([])
 
 
-def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
+def _cell_hashes(manifest: Mapping[str, Any]) -> dict[str, str]:
+    return {c["run_id"]: c["cell_hash"] for c in manifest.get("cells", []) if isinstance(c.get("cell_hash"), str)}
+
+
+def _check_part(t: Any, rid: str, path: Path) -> None:
+    """A part copied from another cell would add its rows under the wrong cell: refuse it."""
+    if "run_id" not in t.column_names:
+        raise FormatError("cell part has no run_id column", path=str(path))
+    found = {v for v in t.column("run_id").unique().to_pylist()}
+    if found - {rid}:
+        raise FormatError(f"cell part holds rows of run {sorted(map(str, found - {rid}))[0]!r}; expected only {rid!r}", path=str(path))
+
+
+def _tables_from_cells(out: Path, run_ids: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
     import pyarrow as pa
 
     runs: list[Any] = []
@@ -201,6 +222,9 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
         run = read_arrow(marker, "runs")
         if run.num_rows != 1 or "run_id" not in run.column_names or run.column("run_id")[0].as_py() != rid:
             raise FormatError(f"expected one run row for {rid!r}", path=str(marker))
+        want = (hashes or {}).get(rid)
+        if want is not None and "cell_hash" in run.column_names and run.column("cell_hash")[0].as_py() not in (want, None):
+            continue  # written for other inputs or code (a resume not yet past it): not this cell's rows
         runs.append(run)
         if run.column("status")[0].as_py() != "ok":
             continue
@@ -208,11 +232,15 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
             p = d / f"{n}.parquet"
             if not p.exists():
                 raise FormatError(f"cell marked ok but its {n} part is missing", path=str(p))
-            parts[n].append(read_arrow(p, n))
+            t = read_arrow(p, n)
+            _check_part(t, rid, p)
+            parts[n].append(t)
         for n in OPTIONAL_TABLES:  # an episode cell's extra part; replay cells have none
             p = d / f"{n}.parquet"
             if p.exists():
-                parts[n].append(read_arrow(p, n))
+                t = read_arrow(p, n)
+                _check_part(t, rid, p)
+                parts[n].append(t)
     # Concatenating in Arrow, then converting once, is ~10x faster than per-part pandas frames;
     # "permissive" promotes a column that is all-null in one part to the type it has elsewhere.
     tables: dict[str, Any] = {}
@@ -338,7 +366,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
                 tables.setdefault(n, _empty_table(n))
     from_parts = tables is None
     if tables is None:
-        tables = _tables_from_cells(folder, run_ids)
+        tables = _tables_from_cells(folder, run_ids, _cell_hashes(m))
     return Results(
         path=folder,
         manifest=m,

@@ -22,8 +22,11 @@ are :class:`_RunOutputs` (opened before the loop, the tables and manifest writte
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -41,7 +44,7 @@ from h9eval.compaction.base import (
     params_hash,
     policy_params,
 )
-from h9eval.compaction.offload import OffloadHook, ToolOutput
+from h9eval.compaction.offload import OffloadHook, ToolOutput, reset_write_failures, write_failures
 from h9eval.compaction.records import (
     EXTRA_MASKED,
     EXTRA_NA_OVERWRITES,
@@ -54,9 +57,10 @@ from h9eval.compaction.records import (
     Tier,
 )
 from h9eval.compaction.summary import Summarizer, SummaryCall
+from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.core.paths import prepare_out_dir, safe_name, write_json_atomic
+from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
@@ -146,6 +150,8 @@ class ReplayResult:
     final_history: list[Message] = field(default_factory=list)
     out_dir: Path | None = None
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    offload_write_failures: tuple[str, ...] = ()
+    """OS errors of offload writes that failed (the run went on without them, as harness9 does)."""
     """The window the run's ratios and overflows were measured against."""
 
     def summary(self) -> dict[str, Any]:
@@ -162,7 +168,8 @@ class ReplayResult:
         if len(c) == 0:
             return {**head, "calls": 0}
         numbers = _headline_numbers(c)
-        return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **self._probe_summary()}
+        failed = {"offload_write_failures": len(self.offload_write_failures)} if self.offload_write_failures else {}
+        return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **failed, **self._probe_summary()}
 
     def _probe_summary(self) -> dict[str, Any]:
         p = self.probes
@@ -323,6 +330,16 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     }
 
 
+def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages ``a`` and ``b`` share as the same objects (compared at C speed:
+    a compaction keeps the messages it does not change)."""
+    same = list(map(operator.is_, a, b))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
+
+
 def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
     """harness9's write-back predicate (spec §2.3)."""
     if rec is None or not view:
@@ -373,13 +390,20 @@ class _RunOutputs:
         self._want_sessions = session_store
         self._sessions: SessionStore | None = None
         self._pending: list[Message] = []  # messages not yet in the session store
+        self._stored: list[Message] = []  # what the session store holds (system messages aside)
         self._close = ExitStack()
+        # Nothing of an earlier run in ``out`` is replaced before this run is complete: the
+        # session store is a copy swapped in at the end, the earlier records are kept aside.
+        self._sessions_tmp: Path | None = None
+        self._records_prev: Path | None = None
+        self._done = False
 
     def __enter__(self) -> Self:
         with ExitStack() as stack:  # undone if opening fails half way
             if not self._root_given:
                 if self.out is not None:
                     self.offload_root = self.out / "work"
+                    refuse_symlink(self.offload_root, what="offload folder")
                 else:
                     self.offload_root = stack.enter_context(tempfile.TemporaryDirectory(prefix="h9eval-offload-"))
             if self.out is not None:
@@ -391,10 +415,23 @@ class _RunOutputs:
         prepare_out_dir(out, what="results folder")
         if self._want_sessions:
             # Opened (and so validated) before anything already in ``out`` is replaced: a corrupt
-            # sessions.db must fail the run without deleting the previous run's records.
-            self._sessions = SessionStore(out / "sessions.db")
+            # sessions.db must fail the run without deleting the previous run's records. The run
+            # writes a copy (closing the store first folds its WAL into the file).
+            final = out / "sessions.db"
+            if final.exists():
+                SessionStore(final).close()
+            self._sessions_tmp = out / f".sessions.db.{uuid.uuid4().hex[:12]}.tmp"
+            stack.callback(self._drop_sessions_tmp)
+            if final.exists():
+                shutil.copyfile(final, self._sessions_tmp)
+            self._sessions = SessionStore(self._sessions_tmp, sync_each_commit=False)
             stack.callback(self._sessions.close)
         self.records = FileRecordStore(out / "compaction_records")
+        rec = self.records.path_for(self.session_id)
+        if not os.path.islink(self.records.directory) and os.path.isfile(rec) and not os.path.islink(rec):
+            # Kept aside, not deleted: restored if this run does not complete.
+            self._records_prev = rec.with_name(f".{rec.name}.prev")
+            os.replace(rec, self._records_prev)
         self.records.remove(self.session_id)  # a rerun into the same folder replaces, never appends twice
         if self._sessions is not None:
             if self._sessions.has_session(self.session_id):
@@ -402,16 +439,54 @@ class _RunOutputs:
             self._sessions.create_session(self.session_id, title=self._title)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        # After a run that completed, the session copy and the kept-aside records wait for
+        # :meth:`write`, which swaps them in with the tables; after a failure they are undone.
+        self._done = exc_type is None
         self._close.close()
+        if not self._done:
+            self._undo()
+
+    def _drop_sessions_tmp(self) -> None:
+        """Remove the unfinished copy of the session store (after a failed run)."""
+        if self._sessions_tmp is not None and not self._done:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(f"{self._sessions_tmp}{suffix}")
+                except FileNotFoundError:
+                    pass
+            self._sessions_tmp = None
+
+    def _undo(self) -> None:
+        """Drop this run's session copy and put the earlier records back."""
+        self._done = False
+        self._drop_sessions_tmp()
+        if self._records_prev is not None and self.records is not None:
+            os.replace(self._records_prev, self.records.path_for(self.session_id))
+            self._records_prev = None
+
+    def _commit(self) -> None:
+        """Swap this run's session store in and drop the earlier records (the tables are in)."""
+        if self._sessions_tmp is not None:
+            os.replace(self._sessions_tmp, self._sessions_tmp.parent / "sessions.db")
+            self._sessions_tmp = None
+        if self._records_prev is not None:
+            os.unlink(self._records_prev)
+            self._records_prev = None
 
     def append(self, m: Message) -> None:
         """``m`` joined the history (the store gets it at :meth:`flush`)."""
         self._pending.append(m)
 
     def replace_history(self, history: list[Message]) -> None:
-        """The history was rewritten (a write-back or a ``/compact``): so is the stored session."""
+        """The history was rewritten (a write-back or a ``/compact``): so is the stored session,
+        from the first message that differs from what it holds (a compaction keeps the
+        messages it does not change as the same objects, so the kept prefix costs nothing)."""
         if self._sessions is not None:
-            self._sessions.replace_history(self.session_id, history)
+            new = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
+            old = self._stored
+            k = common_prefix_len(old, new)
+            self._sessions.replace_tail(self.session_id, k, new[k:], old[k:])
+            self._stored = new
         self._pending = []
 
     def flush(self) -> None:
@@ -423,8 +498,6 @@ class _RunOutputs:
         """The tables and ``manifest.json`` (nothing without an ``out`` folder)."""
         if self.out is None:
             return
-        for name in CELL_PARTS:
-            write_table(getattr(result, name), self.out / f"{name}.parquet", name)
         manifest = {
             "schema_version": MANIFEST_SCHEMA_VERSION,
             "kind": "run",
@@ -436,7 +509,29 @@ class _RunOutputs:
             "provenance": provenance(),
             "summary": result.summary(),
         }
-        write_json_atomic(self.out / MANIFEST, manifest)
+        # Each table is staged under a hidden name and all are renamed at the end, so a failure
+        # (a full disk) leaves the earlier run's tables as they were, not a mix of two runs.
+        staged: list[tuple[Path, Path]] = []
+        try:
+            refuse_symlink(self.out / MANIFEST, what="run manifest")
+            staged.append((self.out / f".{MANIFEST}.staged", self.out / MANIFEST))
+            write_json_atomic(staged[-1][0], redact_secret_params(manifest))
+            for name in CELL_PARTS:
+                final = self.out / f"{name}.parquet"
+                refuse_symlink(final, what="results table")
+                staged.append((self.out / f".{name}.parquet.staged", final))
+                write_table(getattr(result, name), staged[-1][0], name)
+        except BaseException:
+            for tmp, _ in staged:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            self._undo()
+            raise
+        for tmp, final in staged[1:] + staged[:1]:  # the manifest last, as before
+            os.replace(tmp, final)
+        self._commit()
 
 
 class _ReplayLoop:
@@ -504,7 +599,11 @@ class _ReplayLoop:
         self.hist_bytes = sum(x.nbytes for x in self.history)
 
     def _rewrite_history(self, new: Sequence[Message]) -> None:
-        self._set_history(new)
+        # bytes of the replaced span only: a write-back keeps most of the history as it was
+        old, new = self.history, list(new)
+        k = common_prefix_len(old, new)
+        self.hist_bytes += sum(x.nbytes for x in new[k:]) - sum(x.nbytes for x in old[k:])
+        self.history = new
         self.outputs.replace_history(self.history)
 
     # -- the steps of a turn ----------------------------------------------------------------
@@ -650,6 +749,7 @@ def replay(
     )
     out = Path(out_dir) if out_dir is not None else None
     with _RunOutputs(out, session_id=session_id, title=task.task_id, session_store=session_store, offload_root=offload_root) as outputs:
+        reset_write_failures(outputs.offload_root)
         env = CompactionEnv(
             summarizer=summarizer,
             offload_root=outputs.offload_root,
@@ -684,6 +784,8 @@ def replay(
         final_history=loop.history,
         out_dir=out,
         context_window_tokens=facts.context_window_tokens,
+        offload_write_failures=tuple(write_failures(outputs.offload_root)),
     )
+    reset_write_failures(outputs.offload_root)
     outputs.write(result, task, summarizer)
     return result

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from h9eval.compaction.base import Policy
+from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError, FormatError
@@ -101,7 +101,8 @@ def run_task(
     :class:`ConfigError` (see :func:`with_run_window`). ``window_peak_frac``: instead of
     ``window``, size each task's window to that fraction of its own uncompacted peak
     (:func:`peak_frac_window`), so every task exercises the policy. With several tasks each
-    gets ``<out_dir>/<task id>/``.
+    gets ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
+    ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
     """
     if window is not None and window_peak_frac is not None:
         raise ConfigError(f"give window ({window}) or window_peak_frac ({window_peak_frac}), not both")
@@ -130,6 +131,7 @@ def run_task(
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
     probe_fn = make_probe_fn(probes, cache=summarizer_cache)
     results = []
+    seen: dict[str, int] = {}
     for t in tasks:
         w = peak_frac_window(t, window_peak_frac) if window_peak_frac is not None else window
         cfg = ReplayConfig(
@@ -138,9 +140,14 @@ def run_task(
             manual_compact_at=tuple(manual_compact_at),
             context_window_tokens=w,
         )
+        run_pol = with_run_window(pol, w, policy_window_explicit=False) if window_peak_frac is not None else pol
+        seen[t.task_id] = seen.get(t.task_id, 0) + 1
+        key = t.task_id if seen[t.task_id] == 1 else f"{t.task_id}~{seen[t.task_id]}"
+        run_id = None
+        if key != t.task_id:
+            run_id = f"{key}--{run_pol.kind}-{params_hash(run_pol.kind, policy_params(run_pol))}-{cfg.history_mode}"
         out = None
         if out_dir is not None:
-            out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(t.task_id)
-        run_pol = with_run_window(pol, w, policy_window_explicit=False) if window_peak_frac is not None else pol
-        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, probe_fn=probe_fn, probe_every_k=probe_every_k))
+            out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(key)
+        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k))
     return results

@@ -190,7 +190,9 @@ class AnthropicSummarizer:
         texts = [t for t in texts if isinstance(t, str)]
         if not texts:
             return None  # harness9's nil message (see the module docstring)
-        return "".join(texts)
+        # Redacted here, at the source, so the key never reaches the cache, the compactions
+        # table, the records or sessions.db, even when a reply echoes it.
+        return self._api.redact("".join(texts))
 
     def _reply(self, resp: Any, text: str | None, latency: float) -> SummaryReply:
         usage = usage_of(resp)

@@ -19,6 +19,10 @@ Concurrency: WAL journal, a 30 s busy timeout, autocommit ``INSERT OR IGNORE`` (
 writer of a key wins; replies for one key are interchangeable), one connection per process
 (re-opened after a fork). The database file is created with mode 0600; SQLite gives its
 ``-wal``/``-shm`` files the same mode.
+
+A cache never changes a result: a write that fails (a full disk, a lock held past the busy
+timeout) is skipped with one warning and the reply is returned uncached; a cache the process
+may not write (a read-only file or folder) is opened read-only and serves its hits.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import os
 import sqlite3
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import messages_to_json
+from h9eval.core.paths import check_db_file
 from h9eval.compaction.summary import Summarizer, SummaryReply, SummaryRequest
 
 __all__ = ["ResponseCache", "CachedSummarizer", "cache_key", "CACHE_SCHEMA_VERSION"]
@@ -93,6 +99,7 @@ class ResponseCache:
         self.busy_timeout_s = busy_timeout_s
         if self.path.exists() and self.path.is_dir():
             raise ConfigError(f"cache path {str(self.path)!r} is a directory; expected a database file")
+        check_db_file(self.path, what="summary cache")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
             # Created 0600 before SQLite opens it: replies may quote private code or data.
@@ -101,11 +108,31 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
+        self.write_failures = 0
+        """Replies not stored because the write failed (each returned uncached)."""
         self._connect()
+
+    @property
+    def read_only(self) -> bool:
+        """True when this process may not write the file (or its folder, where SQLite puts its journal)."""
+        return not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
+        if self.read_only:
+            # immutable: no journal, no lock, no -shm beside a file nobody here may change.
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+            try:
+                row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
+            except sqlite3.DatabaseError as e:
+                conn.close()
+                raise ConfigError(f"cache {str(self.path)!r} is not a usable SQLite response cache ({e}); expected a database file") from None
+            if row is None or row[0] != str(CACHE_SCHEMA_VERSION):
+                conn.close()
+                raise ConfigError(f"cache {str(self.path)!r} has schema version {row[0] if row else None}; this h9eval reads version {CACHE_SCHEMA_VERSION}")
+            self._conn, self._pid = conn, os.getpid()
+            return conn
         # isolation_level=None: autocommit, so every statement is its own short transaction.
         conn = sqlite3.connect(
             str(self.path), timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
@@ -162,6 +189,20 @@ class ResponseCache:
     def put(self, key: str, reply: SummaryReply, *, summarizer_id: str) -> None:
         """Store ``reply`` under ``key`` unless the key is already present (first one wins)."""
         extra = json.dumps(reply.extra, sort_keys=True, default=str)
+        if self.read_only:
+            self._write_failed("the cache is read-only")
+            return
+        try:
+            self._insert(key, reply, summarizer_id, extra)
+        except (sqlite3.OperationalError, OSError) as e:  # full disk, lock past the timeout
+            self._write_failed(str(e))
+
+    def _write_failed(self, why: str) -> None:
+        self.write_failures += 1
+        if self.write_failures == 1:
+            warnings.warn(f"summary cache {str(self.path)!r}: cannot store replies ({why}); going on uncached", RuntimeWarning, stacklevel=3)
+
+    def _insert(self, key: str, reply: SummaryReply, summarizer_id: str, extra: str) -> None:
         with self._lock:
             self._connect().execute(
                 "INSERT OR IGNORE INTO replies (key, summarizer_id, model, text, input_tokens, output_tokens,"

@@ -16,9 +16,9 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.cells import Cell
-from h9eval.sweeps.worker import failed_row, run_cell
+from h9eval.sweeps.worker import failed_row, run_batch, run_cell
 
-__all__ = ["Record", "execute"]
+__all__ = ["Record", "execute", "batches"]
 
 Record = Callable[[dict[str, Any]], None]
 """Called with each finished cell's run row."""
@@ -70,22 +70,42 @@ def _mp_context() -> Any:
     return mp.get_context("spawn")
 
 
+BATCHES_PER_WORKER = 4
+"""Batches per worker: enough that a slow batch does not leave the other workers idle at the
+end, few enough that each batch holds several cells of one task."""
+
+
+def batches(pending: Sequence[Cell], n_workers: int) -> list[list[Cell]]:
+    """``pending`` in batches for ``n_workers``: cells of the same task next to each other (so a
+    worker loads each task once), cut into about ``BATCHES_PER_WORKER`` batches per worker."""
+    ordered = sorted(pending, key=lambda c: (c.task_spec, c.task_id))  # stable: spec order within a task
+    size = max(1, -(-len(ordered) // (n_workers * BATCHES_PER_WORKER)))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def _record_batch(batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[dict[str, Any]]], record: Record) -> None:
+    try:
+        rows = get_rows()
+    except BrokenProcessPool as e:
+        rows = [failed_row(c, out, f"worker process died: {e}") for c in batch]
+    except Exception as e:  # pickling or writing errors outside the cells' own try, a lost worker
+        rows = [failed_row(c, out, f"{type(e).__name__}: {e}") for c in batch]
+    for row in rows:
+        record(row)
+
+
 def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None:
-    """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else ``spawn``)."""
+    """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else
+    ``spawn``), fed :func:`batches` of cells. When a worker dies, every cell of its batch gets a
+    failed row (so it is rerun on resume), even one that had finished."""
     ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context())
     try:
-        futs = {ex.submit(run_cell, c, str(out)): c for c in pending}
+        futs = {ex.submit(run_batch, b, str(out)): b for b in batches(pending, n)}
         left = set(futs)
         while left:
             finished, left = wait(left, return_when=FIRST_COMPLETED)
             for f in finished:
-                c = futs[f]
-                try:
-                    record(f.result())
-                except BrokenProcessPool as e:
-                    record(failed_row(c, out, f"worker process died: {e}"))
-                except Exception as e:  # pickling or writing errors outside the cell's own try
-                    record(failed_row(c, out, f"{type(e).__name__}: {e}"))
+                _record_batch(futs[f], out, f.result, record)
     except BaseException:
         ex.shutdown(wait=False, cancel_futures=True)
         raise
@@ -109,15 +129,12 @@ def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record:
         raise ConfigError(f"scheduler must be 'local' or a Dask address like tcp://host:8786, got {scheduler!r}")
     try:
         futs = {}
-        for c in pending:
-            f = client.submit(run_cell, c, str(out), pure=False, key=f"h9eval-cell-{c.cell_dir}-{c.cell_hash}")
-            futs[f.key] = (f, c)
+        for b in batches(pending, n):
+            f = client.submit(run_batch, b, str(out), pure=False, key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}")
+            futs[f.key] = (f, b)
         for f in as_completed([v[0] for v in futs.values()]):
-            c = futs[f.key][1]
-            try:
-                record(f.result())
-            except Exception as e:  # a worker lost: the cell fails, and is rerun on resume
-                record(failed_row(c, out, f"{type(e).__name__}: {e}"))
+            # a worker lost: the batch's cells fail, and are rerun on resume
+            _record_batch(futs[f.key][1], out, f.result, record)
     finally:
         client.close()
         if cluster is not None:

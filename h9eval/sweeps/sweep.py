@@ -13,6 +13,7 @@ every cell with the code that produced it, and each invocation.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,8 @@ from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.lock import LOCK_NAME, folder_lock
+from h9eval.core.paths import prepare_out_dir, refuse_symlink
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import (
     Results,
@@ -38,7 +41,24 @@ from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.sweeps.spec import SweepSpec, load_spec
 
-__all__ = ["SweepResult", "sweep"]
+__all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
+
+DEFAULT_MAX_CELLS = 100_000
+"""The most cells a sweep plans unless ``max_cells`` (``--max-cells``) raises it."""
+
+
+def min_cell_count(sp: SweepSpec) -> int:
+    """The least number of cells ``sp`` gives, computed without loading a task or building a
+    cell (each recorded path or task spec counted as one task): a 10^6-cell grid is refused
+    before planning it takes minutes or all the memory."""
+    tasks = sum(len(s.seeds) for s in sp.synthetic) + len(sp.recorded) + len(sp.specs)
+    points = 0
+    for g in sp.policies:
+        n = 1
+        for values in g.grid.values():
+            n *= max(1, len(values))
+        points += n
+    return tasks * points * max(1, len(sp.summarizers)) * max(1, len(sp.history_modes)) * max(1, sp.repeats)
 
 
 @dataclass
@@ -83,7 +103,7 @@ def _prepare_out(out: Path) -> dict[str, Any] | None:
             raise FormatError("results path exists and is not a folder", path=str(out))
         if (out / MANIFEST).exists():
             return read_manifest(out)
-        if any(out.iterdir()):
+        if any(x.name != LOCK_NAME for x in out.iterdir()):
             raise FormatError("folder exists, is not empty and has no manifest.json; refusing to write a sweep into it", path=str(out))
     return None
 
@@ -136,6 +156,7 @@ def sweep(
     resume: bool = True,
     progress: bool = True,
     skip_invalid: bool = False,
+    max_cells: int = DEFAULT_MAX_CELLS,
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -146,24 +167,45 @@ def sweep(
     Dask scheduler address ``tcp://host:port`` (its workers must see ``out_dir`` at the same
     path). ``resume``: keep cells that finished ``ok`` with the same cell hash (default); with
     ``False`` every cell is rerun. ``progress``: a tqdm bar (notebook-aware). ``skip_invalid``:
-    skip grid cells the policy rejects (also the spec key ``skip_invalid``).
+    skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
+    spec of more cells is refused (:class:`ConfigError`) before it is planned.
 
     Raises :class:`ConfigError` for an invalid spec (before anything runs). A cell that raises
-    is recorded as failed; a KeyboardInterrupt stops the sweep, keeping finished cells.
+    is recorded as failed; a KeyboardInterrupt stops the sweep, keeping finished cells. The
+    results folder is locked for the whole call: a second sweep into it gets one
+    :class:`FormatError` naming the holder's pid.
     """
     t0 = time.perf_counter()
     sp = load_spec(spec)
     out = Path(out_dir) if out_dir is not None else Path("results") / sp.name
+    refuse_symlink(out, what="results folder")  # before resolve(), which would follow it
     out = out.resolve()
-    old = _prepare_out(out)  # before planning: a foreign folder is refused at once
+    _prepare_out(out)  # before planning: a foreign folder is refused at once
+    n_min = min_cell_count(sp)
+    if n_min > max_cells:
+        raise ConfigError(f"the spec gives at least {n_min:,} cells, above max_cells={max_cells:,}; "
+                          "shrink the grid, seeds or repeats, or raise the limit (--max-cells)")
+    if progress and n_min > 1000:  # planning a large grid takes a while: say what is coming
+        print(f"sweep {sp.name}: planning at least {n_min:,} cells", file=sys.stderr)
     cells, skipped = expand_cells(sp, out_dir=out, skip_invalid=skip_invalid or sp.skip_invalid)
+    if len(cells) > max_cells:
+        raise ConfigError(f"the spec gives {len(cells):,} cells, above max_cells={max_cells:,}; raise the limit (--max-cells)")
     n_workers = _default_workers() if workers is None else workers
     if not isinstance(n_workers, int) or isinstance(n_workers, bool) or n_workers < 0:
         raise ConfigError(f"workers must be an integer >= 0, got {n_workers!r}")
     if scheduler is not None and n_workers == 0:
         raise ConfigError("workers=0 (in-process) cannot be combined with a Dask scheduler")
+    prepare_out_dir(out, what="results folder")
+    with folder_lock(out):
+        return _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
 
-    out.mkdir(parents=True, exist_ok=True)
+
+def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skipped: list[SkippedCell], n_workers: int, *,
+                  scheduler: str | None, resume: bool, progress: bool) -> SweepResult:
+    old = _prepare_out(out)  # read again under the lock: another sweep may have just finished
+    work = out / "work"  # offload copies of tool outputs left by killed cells: no cell is running now
+    if work.is_dir() and not work.is_symlink():
+        shutil.rmtree(work, ignore_errors=True)
     manifest = _manifest(sp, cells, skipped, old, {
         "started": _now(), "workers": n_workers, "scheduler": scheduler, "resume": resume, "argv": list(sys.argv),
     })

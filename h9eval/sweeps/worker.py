@@ -9,6 +9,7 @@ connection); it writes the cell's rows under ``cells/`` and its run row last (se
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import traceback
 from collections import OrderedDict
@@ -22,6 +23,7 @@ from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
 from h9eval.core.errors import FormatError
+from h9eval.core.paths import cell_work_dir
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
@@ -34,7 +36,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "run_cell"]
+__all__ = ["failed_row", "run_cell", "run_batch"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -178,6 +180,9 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     out = Path(out_dir)
     t0 = time.perf_counter()
     row = _identity_row(cell)
+    # The offload files (copies of tool outputs) live inside the results folder, never in the
+    # system temp folder: a killed cell's are removed when the cell is rerun, and here.
+    work = cell_work_dir(out, cell.run_id)
     try:
         if cell.cell_kind == "episode":
             head, parts = _episode_parts(cell)
@@ -205,20 +210,32 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
             probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
             probe_every_k=cell.probe_every_k,
             session_store=False,
+            offload_root=work,
             # Offload placeholders name the session folder; one session id per task (not per
             # cell) keeps summary requests equal across cells, so the shared cache can hit.
             session_id=cell.task_id,
         )
         row.update(_headline(res.summary(), res.calls))
-        row.update(status="ok", error="", probe_rows=len(res.probes), wall_time_s=time.perf_counter() - t0)
+        # An offload the disk refused is harness9's fail-open path: the cell is ok, but says so.
+        flag = (f"offload writes failed: {len(res.offload_write_failures)} ({res.offload_write_failures[0]})"
+                if res.offload_write_failures else "")
+        row.update(status="ok", error=flag, probe_rows=len(res.probes), wall_time_s=time.perf_counter() - t0)
         parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes}
     except Exception as e:  # a cell's crash fails only that cell
         tb = traceback.extract_tb(e.__traceback__)
         at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
         row.update(status="failed", error=f"{type(e).__name__}: {e}{at}", wall_time_s=time.perf_counter() - t0)
         parts = None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     write_cell(out, cell.run_id, row, parts)
     return row
+
+
+def run_batch(cells: list[Cell], out_dir: str) -> list[dict[str, Any]]:
+    """:func:`run_cell` for each of ``cells`` in turn, in one worker call: a batch of cells of
+    the same task loads it once and pays one round trip to the pool. Returns the run rows."""
+    return [run_cell(c, out_dir) for c in cells]
 
 
 def failed_row(cell: Cell, out: Path, error: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.paths import check_input_path
 from h9eval.tasks.model import (
     AnchorTruth,
     Fact,
@@ -78,10 +79,14 @@ def load_tasks_from_spec(spec: str) -> list[Task]:
             except ValueError:
                 raise ConfigError(f"task spec {spec!r}: seed must be an integer, got {parts[2]!r}") from None
         return [generate(parts[1], seed=seed)]
-    path_s, _, session = spec.partition("#")
+    # ``FILE#SESSION`` names a session of a database; a path that itself holds a ``#`` is used whole.
+    path_s, _, session = ("", "", "") if Path(spec).exists() else spec.rpartition("#")
+    if not path_s:
+        path_s, session = spec, ""
     p = Path(path_s)
     if not p.exists():
         raise FormatError("no such file or folder", path=path_s)
+    check_input_path(p, what="task")
     if _is_sqlite(p):
         return [load_session_task(p, session)] if session else load_db_tasks(p)
     if _is_task_jsonl(p):

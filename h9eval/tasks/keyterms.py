@@ -18,6 +18,7 @@ recorded loaders drop both kinds before the terms become probes.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 
@@ -144,6 +145,13 @@ def _keep(term: str, rank: int) -> bool:
     return True
 
 
+def _in_spans(pos: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``pos`` lies in one of ``spans`` (sorted, non-overlapping: finditer's order),
+    by bisection: a linear scan made a multi-MB prompt quadratic."""
+    i = bisect.bisect_right(spans, (pos, float("inf"))) - 1
+    return i >= 0 and spans[i][0] <= pos < spans[i][1]
+
+
 def extract_key_terms(text: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> tuple[str, ...]:
     """Identifiers, file paths, error names, ids and numbers found in ``text``.
 
@@ -166,15 +174,16 @@ def extract_key_terms(text: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> tuple
             pos = m.start(group)
             if rank == 0:
                 path_spans.append((m.start(), m.end()))
-            elif any(a <= pos < b for a, b in path_spans):
+            elif _in_spans(pos, path_spans):
                 continue
             prev = found.get(term)
             if prev is None or (rank, pos) < prev:
                 found[term] = (rank, pos)
+    counts: dict[str, int] = {}  # text.count once per distinct term, not per match
     for m in _HYPHENATED.finditer(text):
         term = m.group(0)
-        if term not in found and len(term) >= 5 and text.count(term) >= 2:
-            if not any(a <= m.start() < b for a, b in path_spans):
+        if term not in found and len(term) >= 5 and counts.setdefault(term, text.count(term)) >= 2:
+            if not _in_spans(m.start(), path_spans):
                 found[term] = (4, m.start())
     ordered = sorted(found.items(), key=lambda kv: (kv[1][0], kv[1][1], kv[0]))
     return tuple(t for t, _ in ordered[:max_terms])

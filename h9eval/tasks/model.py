@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import FormatError
+from h9eval.core.paths import atomic_write
 from h9eval.core.messages import Message, messages_from_json, messages_to_json
 from h9eval.core.tokens import estimate_tokens
 
@@ -266,17 +267,11 @@ def tasks_to_jsonl(tasks: Iterable[Task], path: str | Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise FormatError(f"cannot create the folder for the task JSONL ({e.strerror or e})", path=str(path)) from None
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_write(path) as f:
             for t in tasks:
-                f.write(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
-        tmp.replace(path)
+                f.write((json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
     except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise FormatError(f"cannot write the task JSONL ({e.strerror or e})", path=str(path)) from None
     return path
 

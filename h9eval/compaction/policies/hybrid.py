@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
-from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, mask_observations
+from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, IncrementalMasking, mask_observations
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.records import EXTRA_MASKED, Tier
@@ -151,6 +151,7 @@ class HybridRun(PolicyRun):
         self.policy = policy
         self.env = env
         self.summary = SummaryThresholdRun(policy.summary_policy(), env)
+        self._masker = IncrementalMasking(policy.keep_recent_turns, policy.placeholder, window_unit=policy.window_unit)
 
     @property
     def calls(self) -> list[SummaryCall]:
@@ -162,10 +163,10 @@ class HybridRun(PolicyRun):
         tb = tokens if tokens is not None else estimate_tokens(history)
         # continue from the last summary's view, then mask that working list
         base, carried = self.summary.cont.base(history)
-        masked, n = mask_observations(base, self.policy.keep_recent_turns, self.policy.placeholder, window_unit=self.policy.window_unit)
+        masked, n, _ = self._masker.mask(base)  # kept up to date between calls: O(new messages)
         return self.summary.compact_base(
             history,
-            masked,
+            list(masked),
             tokens_before=tb,
             base_tokens=tb if not carried and not n else None,
             carried=carried,

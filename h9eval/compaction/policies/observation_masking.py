@@ -15,7 +15,14 @@ from typing import ClassVar
 
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import EXTRA_MASKED, CompactionRecord, Tier
-from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, drop_masked_calls, masked_positions, render_placeholder
+from h9eval.compaction.masking import (
+    MASK_PLACEHOLDER,
+    WINDOW_UNITS,
+    IncrementalMasking,
+    drop_masked_calls,
+    masked_positions,
+    render_placeholder,
+)
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
 
@@ -77,20 +84,28 @@ class _MaskingRun(PolicyRun):
     def __init__(self, policy: ObservationMasking, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
+        self._masker = IncrementalMasking(policy.keep_recent_turns, policy.placeholder, window_unit=policy.window_unit)
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         p = self.policy
-        idx = masked_positions(history, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
-        n = len(idx)
-        out = list(history)
-        for i in idx:
-            out[i] = history[i].with_content(render_placeholder(p.placeholder, history[i].content))
-        extra: dict[str, object] = {EXTRA_MASKED: n}
-        if not p.send_masked_calls and idx:
-            out, dropped = drop_masked_calls(history, idx, p.placeholder)
-            extra["held_back_calls"] = dropped
         tb = tokens if tokens is not None else estimate_tokens(history)
-        ta = estimate_tokens(out) if n else tb
+        out: Sequence[Message]
+        if p.send_masked_calls:
+            # the masked view is kept up to date between calls: O(new messages) per call
+            out, n, out_bytes = self._masker.mask(history)
+            extra: dict[str, object] = {EXTRA_MASKED: n}
+            ta = out_bytes // 4 if n else tb
+        else:
+            idx = masked_positions(history, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
+            n = len(idx)
+            out = list(history)
+            for i in idx:
+                out[i] = history[i].with_content(render_placeholder(p.placeholder, history[i].content))
+            extra = {EXTRA_MASKED: n}
+            if idx:
+                out, dropped = drop_masked_calls(history, idx, p.placeholder)
+                extra["held_back_calls"] = dropped
+            ta = estimate_tokens(out) if n else tb
         rec = CompactionRecord(
             id=self.env.new_id(),
             session_id=self.env.session_id,

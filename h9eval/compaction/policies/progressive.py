@@ -267,6 +267,7 @@ class ProgressiveRun(PolicyRun):
         self._last_tokens = 0
         self.thrash_avoided = 0
         self._placeholders: dict[str, str] = {}
+        self._placeholder_msgs: dict[tuple[Any, ...], Message] = {}
 
     # -- harness9 API ----------------------------------------------------------------------
     def set_last_summary(self, s: str) -> None:
@@ -384,14 +385,15 @@ class ProgressiveRun(PolicyRun):
         if self.offloader is None:
             return head, None
         out, entries = [], []
+        threshold = self.policy.offload_threshold_bytes
         for m in head:
-            if m.tool_call_id != "" and len(m.content.encode("utf-8", "surrogatepass")) > self.policy.offload_threshold_bytes:
+            if m.tool_call_id != "" and m.content_nbytes > threshold:
                 try:
                     oc = self.offloader.offload_tool_result(m)
                 except OffloadError:
                     out.append(m)
                     continue
-                out.append(m.with_content(oc.placeholder))
+                out.append(self._placeholder_message(m, oc.placeholder))
                 entries.append(oc.entry)
                 # harness9 V1 wrote these placeholders into the caller's history in place (the
                 # issue-#117 alias bug); the replay can emulate that from this map.
@@ -399,6 +401,18 @@ class ProgressiveRun(PolicyRun):
             else:
                 out.append(m)
         return out, entries or None
+
+    def _placeholder_message(self, m: Message, placeholder: str) -> Message:
+        """``m`` with ``placeholder`` as its content, built once per message: the same head
+        result is offloaded again at every later warn/soft/full call."""
+        if m.meta is not None:
+            return m.with_content(placeholder)  # meta is not part of equality: never shared
+        key = (m.role, m.tool_call_id, m.is_error, m.tool_calls, m.content)
+        pm = self._placeholder_msgs.get(key)
+        if pm is None or pm.content != placeholder:
+            pm = m.with_content(placeholder)
+            self._placeholder_msgs[key] = pm
+        return pm
 
     def _warn(self, msgs: list[Message]) -> _Partial:
         head, tail = self.policy.split(msgs)

@@ -213,9 +213,13 @@ def summarize_task(t: Task) -> dict[str, Any]:
     ``largest_tool_result_bytes`` (harness9 bytes: content + tool_call_id),
     ``largest_tool_result_index``, ``n_compactions`` (recorded compactions/condensations),
     ``n_facts``, ``key_terms``, ``task_statement`` (first 200 characters),
-    ``skipped_records``.
+    ``skipped_records``, ``duplicate_tool_call_ids`` (ids carried by more than one tool call,
+    at most 10, and ``n_duplicate_tool_call_ids`` how many there are: valid in some
+    transcripts, and each such output gets its own offload file).
     """
     md = t.metadata
+    call_ids = Counter(tc.id for m in t.messages for tc in m.tool_calls)
+    dup_ids = sorted(i for i, n in call_ids.items() if n > 1)
     largest, largest_at = 0, None  # the first largest tool result
     for i, m in enumerate(t.messages):
         if m.is_tool_result and (largest_at is None or m.nbytes > largest):
@@ -241,4 +245,6 @@ def summarize_task(t: Task) -> dict[str, Any]:
         "key_terms": list(t.intent.key_terms),
         "task_statement": t.intent.statement[:200],
         "skipped_records": dict(md.get("skipped_records", {}) or {}),
+        "n_duplicate_tool_call_ids": len(dup_ids),
+        "duplicate_tool_call_ids": dup_ids[:10],
     }

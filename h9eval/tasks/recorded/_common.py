@@ -70,10 +70,22 @@ def read_text(path: Path, *, shown: str | None = None) -> str:
         raise FormatError(f"not valid UTF-8 text (byte {e.start})", path=shown, where=f"line {line}") from None
 
 
+class _NotJSONConstant(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJSONConstant(name)
+
+
 def parse_json(text: str, *, path: str, expected: str, where: str | None = None) -> Any:
-    """``json.loads`` with a :class:`FormatError` naming the line and what was expected."""
+    """``json.loads`` with a :class:`FormatError` naming the line and what was expected.
+    ``NaN`` and ``Infinity`` are refused: they are not JSON, and the session store (like
+    harness9's Go encoder) rejects them, so a session holding one could not be replayed."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
+    except _NotJSONConstant as e:
+        raise FormatError(f"not valid JSON ({e} is not a JSON value); expected {expected}", path=path, where=where) from None
     except json.JSONDecodeError as e:
         loc = where or f"line {e.lineno} column {e.colno}"
         raise FormatError(f"not valid JSON ({e.msg}); expected {expected}", path=path, where=loc) from None

@@ -75,6 +75,8 @@ def _connect(db_path: str | os.PathLike[str]) -> tuple[sqlite3.Connection, str]:
         con = sqlite3.connect(uri, uri=True)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as e:
+        if "locked" in str(e) or "busy" in str(e):  # a writer holds it: the file is fine
+            raise FormatError(f"database is locked by another process ({e}); try again when it is done", path=shown) from None
         raise FormatError(f"not a readable SQLite database ({e})", path=shown) from None
     try:
         for table, cols in _REQUIRED_COLUMNS.items():
@@ -112,6 +114,8 @@ def _messages(con: sqlite3.Connection, shown: str, session_id: str) -> list[Mess
             out.append(row_to_message(*r[1:]))
         except (ValueError, UnicodeDecodeError) as e:
             raise FormatError(f"bad tool_calls in session {session_id!r}: {e}", path=shown, where=f"messages.id {r[0]}") from None
+        except RecursionError:  # JSON nested thousands deep: no tool call looks like that
+            raise FormatError(f"bad tool_calls in session {session_id!r}: JSON nested too deeply", path=shown, where=f"messages.id {r[0]}") from None
     return out
 
 

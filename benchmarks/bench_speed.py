@@ -1,0 +1,350 @@
+"""The speed targets of ``make bench`` (each printed with its measured value and met / not met).
+
+* the shared long replay case (harness9 progressive, 88 steps) timed inside its compaction
+  calls, against harness9's Go figure for the same case on a 2-core machine;
+* long synthetic replays built like it (one progressive conformance-format case per seed, one
+  step per assistant message, each step the full history before it, a window small enough that
+  the steps cross every tier), timed the same way;
+* per-call time at 4,000 calls over 250 calls, for every registered policy in both history
+  modes, through ``h9eval run``'s code path (``run_task`` with an ``out_dir``: the session
+  store and the parquet tables included);
+* the largest recorded session: its load time over its JSON parse time, and a replay with a
+  window small enough to compact over its load time.
+
+Each function takes its sizes as arguments so a smoke test can run it on tiny inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import lzma
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from h9eval.compaction.policies import registry
+from h9eval.core.messages import messages_to_json
+from h9eval.harness9.conformance import CaseTimer, load_case, run_case
+from h9eval.tasks.model import Task
+
+__all__ = [
+    "Target",
+    "GO_SHARED_REPLAY_MS",
+    "time_case",
+    "synthetic_replay_case",
+    "window_crossing_all_tiers",
+    "truncate_calls",
+    "bench_shared_replay",
+    "bench_synthetic_replays",
+    "bench_per_call_ratio",
+    "bench_recorded_load",
+    "bench_sweeps",
+    "sweep_bench_spec",
+]
+
+GO_SHARED_REPLAY_MS = 25.0
+"""harness9's Go code on the shared long replay case, time inside its compaction calls (2 cores)."""
+
+_ANCHOR_REPLY = (
+    "## Anchors\n\n### 用户意图\nFix the failing build.\n\n### 执行进度\n- step {n} done\n\n"
+    "### 关键决策\n- keep the public API\n\n### 已尝试方案\n- N/A\n\n### 下一步\n- run the tests\n\n"
+    "## Summary\nSummary number {n} of the work so far."
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One benchmark target: what was measured, its value, the limit and whether it is met
+    (``at_least``: the value must reach the limit; ``limit=None``: shown for information)."""
+
+    name: str
+    value: float
+    limit: float | None
+    unit: str
+    notes: str = ""
+    at_least: bool = False
+
+    @property
+    def met(self) -> bool:
+        if self.limit is None:
+            return True
+        return self.value >= self.limit if self.at_least else self.value <= self.limit
+
+    def row(self) -> tuple[str, str, str]:
+        if self.limit is None:
+            return (self.name, f"{self.value:.2f} {self.unit}", self.notes)
+        verdict = "met" if self.met else "NOT met"
+        rel = ">=" if self.at_least else "<="
+        return (self.name, f"{self.value:.2f} {self.unit} (target {rel} {self.limit:g}: {verdict})", self.notes)
+
+
+def time_case(case: dict[str, Any], repeat: int) -> tuple[float, dict[str, int], int]:
+    """Median over ``repeat`` runs of the time inside the compaction calls (ms), the tier medians
+    of the median run (ns) and the number of steps."""
+    runs = []
+    for _ in range(repeat):
+        timer = CaseTimer()
+        run_case(case, timer=timer)
+        t = timer.timing("case")
+        runs.append((t.compaction_ns, t))
+    runs.sort(key=lambda r: r[0])
+    _, mid = runs[len(runs) // 2]
+    return statistics.median(r[0] for r in runs) / 1e6, mid.tier_median_ns, mid.steps
+
+
+def _progressive_case(history: Sequence[Any], window: int, n_replies: int, name: str) -> dict[str, Any]:
+    msgs = messages_to_json(history, harness9_roles=True)
+    steps = [{"messages": msgs[:i]} for i, m in enumerate(history) if m.role == "assistant"]
+    return {
+        "kind": "progressive",
+        "name": name,
+        "tags": ["compact_force:legacy_last1"],
+        "input": {
+            "config": {
+                "context_window": window,
+                "warn_threshold": 0.6,
+                "soft_threshold": 0.7,
+                "full_threshold": 0.8,
+                "emergency_threshold": 0.95,
+                "min_tail_messages": 6,
+                "offloader": True,
+                "session_id": name,
+            },
+            "summarizer": {"responses": [_ANCHOR_REPLY.format(n=i) for i in range(n_replies)]},
+            "steps": steps,
+        },
+        "expected": {},
+    }
+
+
+def truncate_calls(task: Task, n_calls: int) -> Task:
+    """``task`` cut just before its ``n_calls + 1``-th assistant message."""
+    seen = 0
+    for i, m in enumerate(task.messages):
+        if m.role == "assistant":
+            seen += 1
+            if seen > n_calls:
+                return dataclasses.replace(task, messages=task.messages[:i])
+    return task
+
+
+_BANDS = (0.0, 0.60, 0.70, 0.80, 0.95)  # none, warn, soft, full, emergency at default thresholds
+
+
+def window_crossing_all_tiers(step_tokens: Sequence[int]) -> int:
+    """The largest window at which the steps' token counts fall in every tier's band (the final
+    step above the emergency threshold); one large tool output can jump a band at some windows."""
+    final = step_tokens[-1]
+    for i in range(200):
+        window = max(1, int(final / (1.0 / 0.95 + 0.01 * i)))
+        hit = {sum(t >= b * window for b in _BANDS) for t in step_tokens}
+        if hit == {1, 2, 3, 4, 5}:
+            return window
+    raise ValueError("no window puts a step in every tier band (too few steps?)")
+
+
+def synthetic_replay_case(seed: int, steps: int, *, preset: str = "long") -> dict[str, Any]:
+    """A progressive case like the shared long replay from a synthetic history of ``steps``
+    assistant messages, at a window at which the steps cross none, warn, soft, full and
+    emergency (:func:`window_crossing_all_tiers`)."""
+    from h9eval.tasks.synthetic import generate
+
+    task = truncate_calls(generate(preset, seed=seed), steps)
+    step_tokens, total = [], 0
+    for m in task.messages:
+        if m.role == "assistant":
+            step_tokens.append(total // 4)
+        total += m.nbytes
+    window = window_crossing_all_tiers(step_tokens)
+    return _progressive_case(task.messages, window, n_replies=steps, name=f"synthetic-{preset}-{seed}")
+
+
+def bench_shared_replay(paths: Sequence[Path], repeat: int) -> list[Target]:
+    out = []
+    for p in paths:
+        case = load_case(p)
+        ms, tiers, steps = time_case(case, repeat)
+        out.append(Target(
+            f"shared long replay {case.get('name', p.name)}: time inside compaction",
+            ms,
+            2 * GO_SHARED_REPLAY_MS,
+            "ms",
+            f"{steps} steps, median of {repeat}; Go {GO_SHARED_REPLAY_MS:g} ms on 2 cores, limit 2x; "
+            "tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
+        ))
+    return out
+
+
+def bench_synthetic_replays(seeds: Sequence[int], steps: int, repeat: int) -> list[Target]:
+    """Per seed: the synthetic case's time inside compaction, per step, against the shared
+    case's Go figure per step, times 2 (the same work ratio as the shared target)."""
+    out = []
+    go_per_step_ms = GO_SHARED_REPLAY_MS / 88
+    for s in seeds:
+        case = synthetic_replay_case(s, steps)
+        ms, tiers, n = time_case(case, repeat)
+        out.append(Target(
+            f"synthetic long replay seed {s}: time inside compaction per step",
+            ms / n,
+            2 * go_per_step_ms,
+            "ms/step",
+            f"{n} steps, {ms:.0f} ms in all, median of {repeat}; limit 2x Go's per-step figure on the shared case; "
+            "tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
+        ))
+    return out
+
+
+def _run_seconds(task: Task, policy: str, mode: str, window: int, tmp: Path) -> float:
+    from h9eval.runs.run import run_task
+
+    out = tmp / f"{policy}-{mode}-{task.n_calls}"
+    t0 = time.perf_counter()
+    run_task(task, policy, summarizer="offline", history_mode=mode, window=window, out_dir=out)
+    return time.perf_counter() - t0
+
+
+def bench_per_call_ratio(
+    small_calls: int = 250,
+    large_calls: int = 4_000,
+    *,
+    preset: str = "marathon",
+    window: int = 100_000,
+    policies: Sequence[str] | None = None,
+    modes: Sequence[str] = ("view", "write_back"),
+    on_result: Callable[[Target], None] | None = None,
+) -> list[Target]:
+    """Per-call time at ``large_calls`` over ``small_calls`` through ``run_task`` (one synthetic
+    task truncated to each size; a fresh results folder each run)."""
+    from h9eval.tasks.synthetic import generate
+
+    full = generate(preset, seed=0)
+    small, large = truncate_calls(full, small_calls), truncate_calls(full, large_calls)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="h9eval-bench-") as d:
+        tmp = Path(d)
+        for pol in policies or sorted(registry()):
+            for mode in modes:
+                t_small = min(_run_seconds(small, pol, mode, window, tmp) for _ in range(2))
+                t_large = _run_seconds(large, pol, mode, window, tmp)
+                ratio = (t_large / large.n_calls) / (t_small / small.n_calls)
+                tg = Target(
+                    f"per-call time {large.n_calls}/{small.n_calls} calls: {pol}, {mode}",
+                    ratio,
+                    1.2,
+                    "x",
+                    f"{1e3 * t_small / small.n_calls:.3f} vs {1e3 * t_large / large.n_calls:.3f} ms/call; window {window:,}",
+                )
+                out.append(tg)
+                if on_result is not None:
+                    on_result(tg)
+    return out
+
+
+def _parse_json_file(p: Path) -> int:
+    raw = p.read_bytes()
+    if p.suffix == ".jsonl":
+        return sum(1 for line in raw.splitlines() if line.strip() and json.loads(line) is not None)
+    if p.name.endswith(".xz"):
+        raw = lzma.decompress(raw)
+    json.loads(raw)
+    return 1
+
+
+def _best(fn: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
+    """Load over JSON parse, and a compacting replay over load, for one recorded session file."""
+    from h9eval.compaction.policies import make_policy
+    from h9eval.runs.replay import replay
+    from h9eval.tasks import load_tasks_from_spec
+
+    t_parse = _best(lambda: _parse_json_file(path), repeat)
+    holder: list[Any] = []
+    t_load = _best(lambda: holder.append(load_tasks_from_spec(str(path))), repeat)
+    task = max(holder[-1], key=lambda t: len(t.messages))
+    tokens = sum(m.nbytes for m in task.messages) // 4
+    window = max(1_000, tokens // 2)
+    pol = make_policy("progressive", context_window_tokens=window)
+    t_replay = _best(lambda: replay(task, pol), repeat)
+    size = f"{path.name} ({path.stat().st_size / 1e6:.1f} MB, {task.n_calls} calls)"
+    return [
+        Target("largest recorded session: load / JSON parse", t_load / t_parse, 3.0, "x",
+               f"{size}: parse {t_parse * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms"),
+        Target(f"largest recorded session: replay (window {window:,}) / load", t_replay / t_load, 1.0, "x",
+               f"progressive, replay {t_replay * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms"),
+    ]
+
+
+def _timed_sweep(spec: Any, out: Path, workers: int, scheduler: str | None = None) -> tuple[float, Any]:
+    from h9eval.sweeps.sweep import sweep
+
+    t0 = time.perf_counter()
+    r = sweep(spec, out_dir=out, workers=workers, scheduler=scheduler, progress=False, resume=False)
+    if r.failed:
+        raise RuntimeError(f"benchmark sweep had {r.failed} failed cells: {r.failures}")
+    return time.perf_counter() - t0, r
+
+
+def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 250) -> dict[str, Any]:
+    """A sweep of ``n_tasks`` synthetic tasks of ``n_turns`` turns x a 3x3 progressive grid x
+    2 history modes (108 cells of roughly 0.1-0.7 s each by default)."""
+    from h9eval.tasks import tasks_to_jsonl
+    from h9eval.tasks.synthetic import generate
+
+    path = tmp / "bench-tasks.jsonl"
+    tasks_to_jsonl([generate("long", seed=s, n_turns=n_turns) for s in range(n_tasks)], path)
+    return {
+        "name": "bench-scaling",
+        "window": 16_000,
+        "tasks": {"specs": [str(path)]},
+        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16_000},
+                      "grid": {"warn_frac": [0.5, 0.6, 0.65], "min_tail_messages": [4, 6, 8]}}],
+        "history_modes": ["view", "write_back"],
+    }
+
+
+def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turns: int = 250, dask: bool = True) -> list[Target]:
+    """2 workers over 1 on the scaling sweep, Dask (local cluster) over the process pool, and
+    the share of start-up plus consolidation in ``small_toml``'s wall time (in-process run:
+    wall time minus the cells' own times)."""
+    spec = sweep_bench_spec(tmp, n_tasks, n_turns)
+    t1, r1 = _timed_sweep(spec, tmp / "w1", 1)
+    t2, _ = _timed_sweep(spec, tmp / "w2", 2)
+    cell_s = r1.load().runs["wall_time_s"].astype(float)
+    out = [Target(
+        f"sweep speed-up, 2 workers vs 1 ({r1.n_cells} cells)",
+        t1 / t2, 1.8, "x",
+        f"1 worker {t1:.1f} s, 2 workers {t2:.1f} s; cells {cell_s.median():.2f} s median",
+        at_least=True,
+    )]
+    if dask:
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            td, _ = _timed_sweep(spec, tmp / "dask", 2, "local")
+            out.append(Target("sweep Dask local (2 workers) / process pool (2 workers)", td / t2, 1.10, "x",
+                              f"Dask {td:.1f} s, pool {t2:.1f} s, same sweep"))
+    if small_toml is not None and small_toml.exists():
+        t0, r0 = _timed_sweep(small_toml, tmp / "small-inproc", 0)
+        cells = float(r0.load().runs["wall_time_s"].astype(float).sum())
+        out.append(Target(f"sweep {small_toml.name}: start-up + consolidation / wall time (in process)",
+                          100 * (t0 - cells) / t0, 15.0, "%", f"wall {t0:.2f} s, cells {cells:.2f} s, {r0.n_cells} cells"))
+        for w in (1, 2):
+            tw, _ = _timed_sweep(small_toml, tmp / f"small-{w}", w)
+            out.append(Target(f"sweep {small_toml.name}: wall time with {w} worker(s) / in process", tw / t0, None, "x",
+                              f"{tw:.2f} s vs {t0:.2f} s in process (informational)"))
+    return out

@@ -1,0 +1,54 @@
+"""The speed benchmark's functions run on tiny inputs (the benchmark itself never runs in tests)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import bench_speed as bs  # noqa: E402
+
+from h9eval.harness9.conformance import run_case  # noqa: E402
+from h9eval.tasks.synthetic import generate  # noqa: E402
+
+
+def test_synthetic_replay_case_crosses_every_tier() -> None:
+    case = bs.synthetic_replay_case(1, 40, preset="small")
+    assert len(case["input"]["steps"]) == 40
+    with pytest.raises(ValueError):
+        bs.window_crossing_all_tiers([10, 10_000])
+    tiers = {s["record"]["tier"] for s in run_case(case)["steps"] if s["record"]}
+    assert {"warn", "soft", "full", "emergency"} <= tiers
+
+
+def test_truncate_calls_cuts_before_the_next_call() -> None:
+    task = generate("small", seed=0)
+    cut = bs.truncate_calls(task, 5)
+    assert cut.n_calls == 5 and task.messages[len(cut.messages)].role == "assistant"
+    assert bs.truncate_calls(task, 10**6) is task
+
+
+def test_targets_report_met_and_not_met() -> None:
+    t = bs.Target("x", 2.0, 1.2, "x")
+    assert not t.met and "NOT met" in t.row()[1]
+    assert bs.Target("y", 1.0, 1.2, "x").met
+    assert not bs.Target("z", 1.5, 1.8, "x", at_least=True).met and bs.Target("z", 1.9, 1.8, "x", at_least=True).met
+    assert bs.Target("i", 9.0, None, "x").met
+
+
+def test_sweep_bench_runs_on_a_tiny_sweep(tmp_path: Path) -> None:
+    ts = bs.bench_sweeps(tmp_path, None, n_tasks=1, n_turns=60, dask=False)
+    assert ts[0].name.startswith("sweep speed-up, 2 workers vs 1 (18 cells)") and ts[0].value > 0
+
+
+@pytest.mark.parametrize("fn", ["synthetic", "ratio"])
+def test_bench_functions_run_on_tiny_sizes(fn: str) -> None:
+    if fn == "synthetic":
+        (t,) = bs.bench_synthetic_replays([1], steps=40, repeat=1)
+        assert t.value > 0 and "40 steps" in t.notes
+    else:
+        ts = bs.bench_per_call_ratio(5, 10, preset="small", window=4_000, policies=["keep_all"], modes=["write_back"])
+        assert [t.name for t in ts] == ["per-call time 10/5 calls: keep_all, write_back"]

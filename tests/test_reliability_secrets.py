@@ -1,0 +1,71 @@
+"""Secrets written nowhere (issue 20 §3): a key given as a sweep's summarizer parameter, and a
+successful reply that echoes the key (stored in the cache, the compactions table, the records
+and ``sessions.db`` before the fix)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+httpx2 = pytest.importorskip("httpx2")
+pytest.importorskip("anthropic")
+
+from h9eval.compaction.policies import make_policy  # noqa: E402
+from h9eval.core.anthropic import is_secret_name, redact_secret_params  # noqa: E402
+from h9eval.runs.replay import replay  # noqa: E402
+from h9eval.tasks.synthetic import generate  # noqa: E402
+
+from test_secrets import KEY, MODEL, REPLY, Fake, assert_no_secret_in_files, summarizer  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+
+
+def echoing(r: Any) -> Any:
+    """A 200 whose summary quotes the key, in plain, upper case and base64."""
+    import base64
+
+    text = REPLY + f"\nconfig: ANTHROPIC_API_KEY={KEY} / {KEY.upper()} / {base64.b64encode(KEY.encode()).decode()}"
+    body = {"id": "m", "type": "message", "role": "assistant", "model": MODEL, "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 900, "output_tokens": 100}}
+    return httpx2.Response(200, json=body)
+
+
+def test_a_reply_echoing_the_key_is_stored_redacted(tmp_path: Path) -> None:
+    task = generate("small", seed=0)
+    pol = make_policy("progressive", context_window_tokens=16_000)
+    fake = Fake(echoing)
+    res = replay(task, pol, summarizer=summarizer(fake, tmp_path / "cache.sqlite"), out_dir=tmp_path / "run")
+    assert fake.requests and not res.calls["fallback"].any() and res.calls["summarizer_calls"].sum() >= 3
+    assert any("[redacted]" in r.summary_text for r in res.records)  # the reply was used, redacted
+    assert assert_no_secret_in_files(tmp_path) >= 6  # cache, tables, records, sessions.db, manifest
+
+
+def test_secret_parameters_never_reach_a_manifest(tmp_path: Path) -> None:
+    from h9eval.sweeps.sweep import sweep
+
+    spec = {
+        "name": "secrets",
+        "tasks": {"specs": ["synthetic:small:0"]},
+        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16000}}],
+        "summarizer": {"name": "anthropic", "params": {"api_key": KEY, "base_url": "http://127.0.0.1:9", "max_retries": 0, "model": MODEL}},
+    }
+    r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
+    assert r.ok == 1
+    text = (tmp_path / "sweep" / "manifest.json").read_text()
+    assert KEY not in text and text.count("[redacted]") >= 3  # spec, resolved spec, the cell
+    assert_no_secret_in_files(tmp_path)
+
+
+def test_secret_names() -> None:
+    for n in ("api_key", "apiKey", "ANTHROPIC_API_KEY", "auth_token", "token", "password", "client_secret", "private_key"):
+        assert is_secret_name(n), n
+    for n in ("max_tokens", "context_window_tokens", "max_output_tokens", "model", "base_url", "tokenizer"):
+        assert not is_secret_name(n), n
+    assert redact_secret_params({"a": [{"api_key": "x", "n": 1}], "token": ""}) == {"a": [{"api_key": "[redacted]", "n": 1}], "token": ""}
+    json.dumps(redact_secret_params({"t": (1, 2)}))

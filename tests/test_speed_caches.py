@@ -1,0 +1,124 @@
+"""The caches and shortcuts that make compaction work happen once give the same results as the
+work they replace."""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from h9eval.compaction.base import CompactionEnv, LogicalClock, WallClock, _rfc3339, _uuid4_text
+from h9eval.compaction.masking import IncrementalMasking, mask_observations
+from h9eval.compaction.offload import CompactionOffloader, _first_lines
+from h9eval.compaction.policies.progressive import ProgressiveCompactor
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, serialize_conversation
+from h9eval.core.messages import Message, ToolCall, utf8_len
+
+
+def _big(tag: str, n: int = 600) -> str:
+    return "\n".join(f"{tag} line {i}" for i in range(n))
+
+
+def test_offload_outcome_is_keyed_by_id_and_content(tmp_path: Path) -> None:
+    off = CompactionOffloader(tmp_path, "s")
+    a, b = Message("tool", _big("a"), (), "dup"), Message("tool", _big("b"), (), "dup")
+    oa, ob = off.offload_tool_result(a), off.offload_tool_result(b)
+    assert "a line 0" in oa.placeholder and "b line 0" in ob.placeholder
+    assert off.offload_tool_result(Message("tool", _big("a"), (), "dup")) is oa  # equal content: reused
+
+
+def test_first_lines_is_the_split_prefix() -> None:
+    for text in ("", "x", "x\n", "\n\n", "a\nb\nc", "a\nb\nc\n"):
+        for n in range(5):
+            assert _first_lines(text, n) == "\n".join(text.split("\n")[:n])
+
+
+def test_progressive_reuses_placeholder_messages_and_keeps_views(tmp_path: Path) -> None:
+    pol = ProgressiveCompactor(context_window_tokens=1_000, min_tail_messages=2, offload_threshold_bytes=200)
+    hist = [Message("system", "sys"), Message("user", "go")]
+    for i in range(4):
+        hist += [Message("assistant", "", (ToolCall(f"c{i}", "run", "{}"),)), Message("tool", _big(f"r{i}", 60), (), f"c{i}")]
+    hist += [Message("assistant", "ok"), Message("user", "more")]
+    run = pol.start(CompactionEnv(offload_root=tmp_path, session_id="s", seed=0))
+    v1, v2 = run.compact(hist).view, run.compact(list(hist)).view
+    assert v1 == v2 and v1[3].content.startswith("[offloaded: ")
+    assert v1[3] is v2[3]
+    fresh = pol.start(CompactionEnv(offload_root=tmp_path / "other", session_id="s", seed=0)).compact(hist).view
+    assert run.compact(hist).tier.label == "warn" and fresh == v1
+
+
+def test_utf8_len_matches_encoding() -> None:
+    for s in ("", "abc", "é", "日本語", "\ud800x", "emoji 😀"):
+        assert utf8_len(s) == len(s.encode("utf-8", "surrogatepass"))
+    m = Message("tool", "日本", (), "é")
+    assert m.content_nbytes == 6 and m.nbytes == 8 and m.with_content("ab").nbytes == 4
+
+
+def test_seeded_ids_are_uuid4_text() -> None:
+    rng = random.Random(3)
+    for n in [0, 2**128 - 1] + [rng.getrandbits(128) for _ in range(2_000)]:
+        assert _uuid4_text(n) == str(uuid.UUID(int=n, version=4))
+
+
+def test_clocks_print_rfc3339_as_before() -> None:
+    for start in (datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 1, 23, 59, 59, 998_500, tzinfo=timezone(timedelta(hours=2)))):
+        clock, t = LogicalClock(start), start
+        for _ in range(3_000):
+            t += timedelta(milliseconds=1)
+            assert clock.timestamp() == _rfc3339(t)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}(Z|[+-]\d\d:\d\d)", WallClock().timestamp())
+
+
+def test_serialization_and_templates_as_before() -> None:
+    head = [Message("user", "hi"), Message("assistant", "", (ToolCall("1", "ls", "{}"),)), Message("tool", "out", (), "1"), Message("assistant", "")]
+    assert serialize_conversation(head) == "[user]: hi\n[tool_call ls(1)]: {}\n[tool_result 1]: out"
+    assert serialize_conversation([]) == ""
+    ps = PromptSet(first="A {conversation} {previous_compaction} {other}", incremental="P={previous_compaction} C={conversation}")
+    assert ps.render_first("x {conversation}") == "A x {conversation} {previous_compaction} {other}"
+    assert ps.render_incremental("p", "c") == "P=p C=c"
+    assert DEFAULT_PROMPTS.render_first("CONV").endswith("Conversation:\nCONV")
+
+
+def _random_history(rng: random.Random, n: int, placeholder: str) -> list[Message]:
+    msgs = [Message("system", "s"), Message("user", "task")]
+    for t in range(n):
+        ids = [rng.choice(["call_0", f"c{t}", f"c{t}b", "x"]) for _ in range(rng.choice([0, 1, 1, 2]))]
+        msgs.append(Message("assistant", f"a{t}", tuple(ToolCall(i, "run", "{}") for i in ids)))
+        for i in ids + ([rng.choice(["orphan", "call_0"])] if rng.random() < 0.1 else []):
+            body = placeholder if rng.random() < 0.05 else "\n".join(f"out {t} {k}" for k in range(rng.randint(1, 5)))
+            msgs.append(Message("tool", body, (), i))
+        if rng.random() < 0.3:
+            msgs.append(Message("user", f"u{t}"))
+    return msgs
+
+
+@pytest.mark.parametrize("unit", ["assistant_turns", "tool_results"])
+@pytest.mark.parametrize("placeholder", ["<MASKED>", "Old environment output: ({lines} lines omitted)"])
+@pytest.mark.parametrize("keep", [0, 1, 3])
+def test_incremental_masking_equals_masking_the_whole_history(unit: str, placeholder: str, keep: int) -> None:
+    for seed in range(6):
+        rng = random.Random(seed)
+        full = _random_history(rng, 40, placeholder)
+        cuts = sorted(rng.sample(range(3, len(full) + 1), 15))
+        view, wb = IncrementalMasking(keep, placeholder, window_unit=unit), IncrementalMasking(keep, placeholder, window_unit=unit)
+        wb_hist: list[Message] = []
+        prev = 0
+        for c in cuts:
+            out, n, nbytes = view.mask(full[:c])
+            want, want_n = mask_observations(full[:c], keep, placeholder, window_unit=unit)
+            assert (list(out), n, nbytes) == (want, want_n, sum(m.nbytes for m in want))
+            # write-back: the history is the previous masked list plus the new messages
+            wb_hist = wb_hist + full[prev:c]
+            out, n, nbytes = wb.mask(wb_hist)
+            want, want_n = mask_observations(wb_hist, keep, placeholder, window_unit=unit)
+            assert (list(out), n, nbytes) == (want, want_n, sum(m.nbytes for m in want))
+            if n:
+                wb_hist = list(out)
+            prev = c
+        # a history that is neither extension starts over
+        out, n, _ = view.mask(full[: cuts[0]])
+        assert (list(out), n) == mask_observations(full[: cuts[0]], keep, placeholder, window_unit=unit)
