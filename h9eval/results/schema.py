@@ -5,8 +5,10 @@ one owner of the on-disk schema (the writers and readers in :mod:`h9eval.results
 from __future__ import annotations
 
 
-CALLS_SCHEMA_VERSION = 1
-"""Version of the ``calls`` table (one row per model call; bump on a change of meaning)."""
+CALLS_SCHEMA_VERSION = 2
+"""Version of the ``calls`` table (one row per model call; bump on a change of meaning). Version 2
+appended ``fallback_cause`` (why the summaries behind a fallback failed); version-1 tables are
+still read (cause unknown: ``""``)."""
 
 
 CALL_COLUMNS = (
@@ -51,6 +53,7 @@ CALL_COLUMNS = (
     "masked_results",
     "na_overwrites",
     "na_overwrites_prevented",
+    "fallback_cause",
 )
 
 
@@ -169,13 +172,14 @@ RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "summarizer_calls",
     "summarizer_cost_usd",
     "fallbacks",
+    "fallback_causes",
     "forced_truncations",
     "overflows",
 )
 """The headline numbers of one run, in the order ``h9eval run`` prints them: what
 ``ReplayResult.summary()`` computes and a sweep's run row copies (every key but
 ``compactions_by_tier``, a dict the row spreads over ``n_compactions``/``compactions_<tier>``,
-is a column of :data:`RUN_COLUMNS`)."""
+and ``fallback_causes``, fallback calls per cause, is a column of :data:`RUN_COLUMNS`)."""
 
 
 EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -231,5 +235,5 @@ SCHEMA_VERSIONS: dict[str, int] = {
 }
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
-READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2)}
+READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1, 2), "compactions": (1,), "probes": (1, 2)}
 """The versions of each table the readers accept; a file of any other version is refused by name."""

@@ -319,6 +319,9 @@ def load_results(path: str | os.PathLike[str]) -> Results:
     from_parts = tables is None
     if tables is None:
         tables = _tables_from_cells(folder, run_ids)
+    if "fallback_cause" not in tables["calls"].columns:  # a version-1 calls table: cause unknown
+        tables["calls"]["fallback_cause"] = ""
+    tables["calls"]["fallback_cause"] = tables["calls"]["fallback_cause"].fillna("")
     return Results(
         path=folder,
         manifest=m,

@@ -188,9 +188,19 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "summarizer_calls": int(c["summarizer_calls"].sum()),
         "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
         "fallbacks": int(c["fallback"].sum()),
+        "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
     }
+
+
+def _cause_counts(c: pd.DataFrame) -> dict[str, int]:
+    """Fallback calls per cause (``fallback_cause``; absent from version-1 tables)."""
+    if "fallback_cause" not in c.columns:
+        return {}
+    fb = c[c["fallback"].astype(bool)]
+    counts = fb["fallback_cause"].fillna("").replace("", "unknown").value_counts()
+    return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
 def policy_window(policy: Policy) -> int | None:
@@ -255,6 +265,14 @@ def _summary_calls(rec: CompactionRecord) -> list[SummaryCall]:
     return calls
 
 
+def _fallback_cause(summ: Sequence[SummaryCall]) -> str:
+    """Why the failed summaries of a call failed (the summarizer's own message: a refused
+    connection, an HTTP status, a timeout), distinct causes in order, ``; ``-joined. harness9's
+    ``fallback_error`` names only the tier, which cannot tell a bad key from an outage."""
+    causes = [sc.error for sc in summ if sc.outcome != "response" and sc.error]
+    return "; ".join(dict.fromkeys(causes))
+
+
 def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     """One row of the calls table (CALL_COLUMNS)."""
     comps = call.compactions
@@ -313,6 +331,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "masked_results": int(rec.extra.get(EXTRA_MASKED, 0)) if rec is not None else 0,
         "na_overwrites": len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
         "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
+        "fallback_cause": _fallback_cause(summ) if fallback_err else "",
     }
 
 
