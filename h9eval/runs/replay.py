@@ -161,6 +161,7 @@ class ReplayResult:
         if len(c) == 0:
             return {**head, "calls": 0}
         numbers = _headline_numbers(c)
+        numbers["compaction_records"] = len(self.compactions)
         return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **self._probe_summary()}
 
     def _probe_summary(self) -> dict[str, Any]:
@@ -179,6 +180,7 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
     tiers = c[c["compacted"]]["tier_name"].value_counts().to_dict()
     return {
         "calls": len(c),
+        "compactions": int(c["compacted"].sum()),
         "compactions_by_tier": {k: int(v) for k, v in sorted(tiers.items())},
         "peak_tokens_sent": int(c["tokens_sent"].max()),
         "final_tokens_sent": int(c["tokens_sent"].iloc[-1]),
@@ -285,10 +287,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     off = [o for c in comps if c.record is not None for o in (c.record.offloaded or [])]
     errors = [c.record.error for c in comps if c.record is not None and c.record.error]
     fallback_err = next((e for e in errors if e.startswith("LLM summary failed")), "")
-    compacted = any(
-        c.record is not None and c.record.tier != Tier.NONE and (len(c.view) != c.record.msgs_before or c.record.tokens_after != c.record.tokens_before or bool(c.record.offloaded))
-        for c in comps
-    )
+    compacted = any(c.changed_what_is_sent for c in comps)
     return {
         "schema_version": CALLS_SCHEMA_VERSION,
         "run_id": run.run_id,
