@@ -711,7 +711,7 @@ def _(t: Path) -> Case:
 @case("sweep/unknown-summarizer")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC + '\n[summarizer]\nname = "ofline"\n')
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"summarizer\.name: unknown summarizer 'ofline'; did you mean 'offline'\?"], [t])
+    return Case(["sweep", str(p), "--out", str(t / "o")], [r"summarizer\.name: unknown summarizer 'ofline'; did you mean 'offline' or 'offline_recent'\?"], [t])
 
 
 @case("sweep/broken-recorded-task")

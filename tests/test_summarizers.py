@@ -94,8 +94,10 @@ def test_offline_first_compaction_has_every_anchor() -> None:
     reply = OfflineSummarizer().summarize(req(HEAD))
     assert reply.text is not None and reply.text.startswith("## Anchors\n\n### User Intent\n")
     a, summary = anchors_of(reply.text)
-    assert a["user_intent"].startswith("Fix the crash in parse_config()")
-    assert "Latest user request: Also add a regression test" in a["user_intent"]
+    # One line, one sentence per request: the task's first sentence and the latest request's.
+    assert a["user_intent"] == (
+        "Fix the crash in parse_config() when the YAML file is empty; latest request: Also add a regression test, please."
+    )
     prog = a["execution_progress"]
     assert "- bash: pytest tests/test_config.py -> failed" in prog  # the `cd DIR &&` is dropped
     assert "- str_replace_editor: str_replace src/cfg.py -> ok" in prog
@@ -186,7 +188,11 @@ def test_incremental_refinement_keeps_prior_task() -> None:
     head = [user("Please switch the port to 8080 instead.")]
     text = OfflineSummarizer().summarize(req(head, previous_anchors=prev)).text
     a, _ = anchors_of(text or "")
-    assert a["user_intent"] == "Build a web server\nLatest user request: Please switch the port to 8080 instead."
+    assert a["user_intent"] == "Build a web server; latest request: Please switch the port to 8080 instead."
+    # A third compaction: the prior task is recovered from the one-line intent, not nested.
+    prev2 = (("user_intent", a["user_intent"]),)
+    text2 = OfflineSummarizer().summarize(req([user("Use port 9090 after all.")], previous_anchors=prev2)).text
+    assert anchors_of(text2 or "")[0]["user_intent"] == "Build a web server; latest request: Use port 9090 after all."
 
 
 def test_compaction_message_in_head_supplies_prior_content() -> None:
@@ -258,16 +264,30 @@ def test_free_text_is_summary_only_prose() -> None:
     assert text is not None and text.startswith("## Summary\n")
     a, summary = anchors_of(text)
     assert all(v == NA for v in a.values())
-    assert summary.startswith("Task: Fix the crash in parse_config()")
-    assert "Latest user request: Also add a regression test" in summary
-    assert "Failed attempts:" in summary and "Next steps: Add a test for the empty file" in summary
+    lines = summary.split("\n")
+    assert lines[0] == "Task: Fix the crash in parse_config() when the YAML file is empty."
+    # A chronological digest: one line per event, in the order of the head.
+    assert lines[2:] == [
+        "Assistant: I'll start by running the tests.",
+        "Ran bash: pytest tests/test_config.py -> failed: TypeError: 'NoneType' object is not subscriptable",
+        "Assistant: The issue is that yaml.safe_load returns None for an empty file.",
+        "Ran str_replace_editor: str_replace src/cfg.py -> ok",
+        "Ran bash: sed -i 's/x/y/' src/util.py && echo done > log.txt -> ok",
+        "Ran read_file: docs/config.md -> failed: no such tool",
+        "User: Also add a regression test, please.",
+        "Assistant: Next steps: 1. Add a test for the empty file",
+    ]
     # Incremental: the previous task is kept, its rest is folded into "Earlier", never nested.
     head2 = [assistant("", [call("bash", {"command": "pytest"}, "p1")]), tool_result("p1", "<returncode>0</returncode>")]
     r2 = req(head2, previous_summary=summary)
     s2 = OfflineFreeTextSummarizer().summarize(r2).text or ""
     s3 = OfflineFreeTextSummarizer().summarize(req(head2, previous_summary=anchors_of(s2)[1])).text or ""
-    assert anchors_of(s3)[1].startswith("Task: Fix the crash in parse_config()")
-    assert s3.count("Earlier:") == 1
+    d3 = anchors_of(s3)[1].split("\n")
+    assert d3[0] == "Task: Fix the crash in parse_config() when the YAML file is empty."
+    # The earlier digests' events come first, each once, then the new ones.
+    assert s3.count("Assistant: I'll start by running the tests.") == 1
+    assert d3[-2:] == ["Ran bash: pytest -> ok", "Ran bash: pytest -> ok"]
+    assert sum(ln.startswith("This segment: ") for ln in d3) == 1
 
 
 def _load_openai_messages(path: Path) -> list[Message]:
@@ -317,10 +337,10 @@ def test_recorded_mini_swe_agent_session() -> None:
 
 
 def test_registry_names_and_did_you_mean() -> None:
-    assert summarizer_names() == ["anthropic", "anthropic_free_text", "offline", "offline_free_text"]
+    assert summarizer_names() == ["anthropic", "anthropic_free_text", "offline", "offline_free_text", "offline_recent"]
     assert isinstance(make_summarizer("offline"), OfflineSummarizer)
     assert isinstance(make_summarizer("offline_free_text", max_items=2), OfflineFreeTextSummarizer)
-    with pytest.raises(ConfigError, match=r"unknown summarizer 'ofline'; did you mean 'offline'\?"):
+    with pytest.raises(ConfigError, match=r"unknown summarizer 'ofline'; did you mean 'offline' or 'offline_recent'\?"):
         make_summarizer("ofline")
     with pytest.raises(ConfigError, match=r"did you mean 'max_items'"):
         make_summarizer("offline", max_itemz=3)

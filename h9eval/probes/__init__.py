@@ -13,7 +13,6 @@ imports none of torch, sentence-transformers or the Anthropic SDK.
 
 from h9eval.probes.drift import (
     DRIFT_COLUMNS,
-    PASS_THRESHOLD,
     SUMMARY_COLUMNS,
     Checkpoint,
     anchor_overwrites,
@@ -48,6 +47,7 @@ from h9eval.probes.placebo import (
     with_placebo,
 )
 from h9eval.probes.probe import (
+    PASS_THRESHOLD,
     PROBE_KINDS,
     Probe,
     next_action_probe,
@@ -63,7 +63,7 @@ from h9eval.probes.scorers import (
     scorer_registry,
 )
 from h9eval.probes.semantic import SemanticScorer, semantic_available
-from h9eval.probes.text import TextIndex, normalize, render_messages
+from h9eval.tasks.text import TextIndex, normalize, render_messages
 
 __all__ = [
     "AUDIT_COLUMNS",

@@ -32,7 +32,8 @@ from h9eval.compaction.anchors import is_no_information
 from h9eval.compaction.records import Tier
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
-from h9eval.probes.probe import PROBE_KINDS, Probe, next_action_probe, probes_for
+from h9eval.probes.probe import PASS_THRESHOLD, PROBE_KINDS, Probe, next_action_probe, probes_for
+from h9eval.probes.placebo import placebo_lookup
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
 from h9eval.results.schema import PROBE_COLUMNS, PROBE_SCHEMA_VERSION, READABLE_VERSIONS
 from h9eval.tasks.model import Task
@@ -41,7 +42,6 @@ from h9eval.core.tokens import estimate_tokens
 __all__ = [
     "DRIFT_COLUMNS",
     "SUMMARY_COLUMNS",
-    "PASS_THRESHOLD",
     "Checkpoint",
     "checkpoints",
     "probe_view",
@@ -55,8 +55,6 @@ __all__ = [
 _READABLE_VERSIONS = set(READABLE_VERSIONS["probes"])
 _V2_DEFAULTS: dict[str, Any] = {"answer_pinned": False, "placebo_rate": float("nan"), "placebo_excluded": False}
 
-PASS_THRESHOLD = 0.5
-"""``passed = score >= PASS_THRESHOLD``."""
 
 """Columns of a :func:`probe_view` row, in order.
 
@@ -261,8 +259,6 @@ def probe_view(
     rows: list[dict[str, Any]] = []
     nan = float("nan")
     if placebo is not None:
-        from h9eval.probes.placebo import placebo_lookup
-
         look = placebo_lookup(placebo)
     else:
         look = {}

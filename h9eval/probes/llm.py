@@ -59,7 +59,10 @@ from h9eval.core.anthropic import AnthropicAPI, usage_of
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.probes.probe import Probe, normalize_arguments
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
-from h9eval.probes.text import TextIndex
+from h9eval.tasks.text import TextIndex
+from h9eval.summarizers.cache import ResponseCache
+from h9eval.compaction.summary import SummaryReply
+from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
 
 __all__ = [
     "TextClient",
@@ -187,8 +190,6 @@ class PromptCache:
     """
 
     def __init__(self, path: str | os.PathLike[str] | Any = None) -> None:
-        from h9eval.summarizers.cache import ResponseCache
-
         self._mem: dict[str, TextReply] = {}
         self._lock = threading.Lock()
         if path is None:
@@ -226,7 +227,6 @@ class PromptCache:
             with self._lock:
                 self._mem.setdefault(key, replace(reply, cache_hit=False))
             return
-        from h9eval.compaction.summary import SummaryReply
 
         known = not math.isnan(reply.cost_usd)
         self.store.put(
@@ -348,7 +348,6 @@ class AnthropicTextClient:
         self.output_tokens += tout
         content = getattr(resp, "content", None) or []
         text = "".join(b.text for b in content if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str))
-        from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
 
         price = price_for(self.model, self.prices if self.prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         cost = float("nan") if price is None else (tin * price[0] + tout * price[1]) / 1e6

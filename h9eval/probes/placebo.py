@@ -28,6 +28,7 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.probes.probe import (
+    PASS_THRESHOLD,
     Probe,
     history_index,
     mark_answerable,
@@ -37,7 +38,6 @@ from h9eval.probes.probe import (
 )
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
 from h9eval.tasks.model import Task
-from h9eval.probes.drift import PASS_THRESHOLD
 
 __all__ = [
     "PLACEBO_MAX_PASS_RATE",

@@ -40,11 +40,12 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
-from h9eval.probes.text import TextIndex, normalize, normalize_messages
+from h9eval.tasks.text import TextIndex, normalize, normalize_messages
 from h9eval.tasks.keyterms import extract_key_terms
 from h9eval.tasks.model import ANCHOR_KINDS, Fact, Task
 
 __all__ = [
+    "PASS_THRESHOLD",
     "PROBE_KINDS",
     "ANCHOR_PROBE_KINDS",
     "FINAL_KEY_TERMS",
@@ -59,6 +60,9 @@ __all__ = [
     "mark_pinned",
     "normalize_arguments",
 ]
+
+PASS_THRESHOLD = 0.5
+"""A probe row passes when ``score >= PASS_THRESHOLD``."""
 
 ANCHOR_PROBE_KINDS: tuple[str, ...] = tuple(ANCHOR_KINDS)
 PROBE_KINDS: tuple[str, ...] = (

@@ -3,7 +3,7 @@
 Per probe, in [0, 1]: for key-term probes the fraction of ``expected`` terms present; for
 answer probes (facts) 1 when the answer or any variant is present (for ordinal facts: after
 the preceding item, see :mod:`h9eval.probes.probe`), else 0. Presence is
-:meth:`h9eval.probes.text.TextIndex.present` (normalised, word-bounded exact match, then fuzzy
+:meth:`h9eval.tasks.text.TextIndex.present` (normalised, word-bounded exact match, then fuzzy
 ``partial_ratio`` >= ``fuzzy_threshold`` with equal numbers). Reported for ``scope="view"``
 (the whole rendered view) and ``scope="anchors"`` (the latest compaction message's anchors and
 summary only; 0 when the view holds no compaction message).
@@ -26,7 +26,7 @@ from typing import ClassVar
 from h9eval.core.errors import ConfigError
 from h9eval.probes.probe import Probe, answer_found
 from h9eval.probes.scorers import SCOPES, ProbeInput, register_scorer
-from h9eval.probes.text import DEFAULT_FUZZY_MIN_CHARS, DEFAULT_FUZZY_THRESHOLD, TextIndex
+from h9eval.tasks.text import DEFAULT_FUZZY_MIN_CHARS, DEFAULT_FUZZY_THRESHOLD, TextIndex
 
 __all__ = ["RecallScorer", "recall_score"]
 

@@ -19,9 +19,10 @@ from functools import cached_property
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.registry import Registry
 from h9eval.core.messages import Message
 from h9eval.probes.probe import Probe
-from h9eval.probes.text import TextIndex, latest_compaction_text, normalize, normalize_messages, render_messages
+from h9eval.tasks.text import TextIndex, latest_compaction_text, normalize, normalize_messages, render_messages
 
 __all__ = [
     "SCOPES",
@@ -42,7 +43,7 @@ class ProbeInput:
 
     ``messages``: the view. ``tool_names``: tools the agent could call (the llm scorer's
     next-action prompt). ``normalized_text``: the view's normalised text
-    (:func:`~h9eval.probes.text.normalize_messages`); computed on first use when ``None``.
+    (:func:`~h9eval.tasks.text.normalize_messages`); computed on first use when ``None``.
     ``tags``: where the input comes from (``task_id``, ``run_id``, ``checkpoint_call_index``,
     ``message_index``, ``context`` = ``view`` or ``history``), copied into scorer audit rows.
     """
@@ -55,7 +56,7 @@ class ProbeInput:
 
     @cached_property
     def text(self) -> str:
-        """The rendered view (see :func:`h9eval.probes.text.render_messages`)."""
+        """The rendered view (see :func:`h9eval.tasks.text.render_messages`)."""
         return render_messages(self.messages)
 
     @cached_property
@@ -105,7 +106,9 @@ class Scorer(Protocol):
 
 
 S = TypeVar("S")
-_REGISTRY: dict[str, type[Any]] = {}
+#: every scorer class by name; the scorer modules register themselves and the package imports
+#: each of them, so the registry is complete whenever anything of :mod:`h9eval.probes` is in use
+SCORERS: Registry[type[Any]] = Registry("scorer")
 
 
 def register_scorer(cls: type[S]) -> type[S]:
@@ -113,18 +116,14 @@ def register_scorer(cls: type[S]) -> type[S]:
     name = getattr(cls, "name", "")
     if not name:
         raise TypeError(f"{cls.__name__} has no name")
-    _REGISTRY[name] = cls
+    SCORERS.add(name, cls)
     return cls
 
 
 def scorer_registry() -> dict[str, type[Any]]:
-    """All registered scorers by name (imports the built-in ones on first use; none of them
-    imports torch, sentence-transformers or the Anthropic SDK at import time)."""
-    import h9eval.probes.llm  # noqa: F401
-    import h9eval.probes.recall  # noqa: F401
-    import h9eval.probes.semantic  # noqa: F401
-
-    return dict(sorted(_REGISTRY.items()))
+    """All registered scorers by name (none of the built-ins imports torch,
+    sentence-transformers or the Anthropic SDK at import time)."""
+    return dict(SCORERS.items())
 
 
 def make_scorer(name: str, /, **params: Any) -> Any:
@@ -134,14 +133,8 @@ def make_scorer(name: str, /, **params: Any) -> Any:
     installed; ``make_scorer("llm")`` without ``answerer`` builds an Anthropic client and so
     needs ``ANTHROPIC_API_KEY``.
     """
-    reg = scorer_registry()
-    if name not in reg:
-        raise ConfigError(did_you_mean(name, reg, what="scorer"))
-    cls = reg[name]
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    for k in params:
-        if k not in names:
-            raise ConfigError(did_you_mean(k, names, what=f"parameter of scorer {name!r}"))
+    cls = SCORERS.get(name)
+    SCORERS.check_params(name, params, [f.name for f in dataclasses.fields(cls) if f.init])
     try:
         return cls(**params)
     except TypeError as e:

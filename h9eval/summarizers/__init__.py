@@ -1,4 +1,5 @@
-"""Summarizers: the deterministic offline default, Anthropic on request, and a response cache.
+"""Summarizers: the deterministic offline ones (``offline``, the default; ``offline_recent``;
+``offline_free_text``), Anthropic on request, and a response cache.
 
 Importing this package never imports the ``anthropic`` SDK: an Anthropic summarizer imports it
 when it is built.
@@ -7,7 +8,9 @@ when it is built.
 from h9eval.compaction.summary import ScriptedSummarizer, Summarizer, SummaryReply, SummaryRequest
 from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer, AnthropicSummarizer
 from h9eval.summarizers.cache import CachedSummarizer, ResponseCache
-from h9eval.summarizers.offline import OfflineFreeTextSummarizer, OfflineSummarizer
+from h9eval.summarizers.offline import OfflineSummarizer
+from h9eval.summarizers.offline_free_text import OfflineFreeTextSummarizer
+from h9eval.summarizers.offline_recent import OfflineRecentSummarizer
 from h9eval.summarizers.registry import make_summarizer, summarizer_names
 
 __all__ = [
@@ -17,6 +20,7 @@ __all__ = [
     "ScriptedSummarizer",
     "OfflineSummarizer",
     "OfflineFreeTextSummarizer",
+    "OfflineRecentSummarizer",
     "AnthropicSummarizer",
     "AnthropicFreeTextSummarizer",
     "CachedSummarizer",

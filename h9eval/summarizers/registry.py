@@ -1,8 +1,9 @@
 """Summarizers by name: ``make_summarizer("offline", max_items=4)``.
 
-Names: ``offline`` (the default), ``offline_free_text``, ``anthropic``, ``anthropic_free_text``.
-An unknown name or parameter raises :class:`~h9eval.core.errors.ConfigError` with a "did you
-mean" suggestion. The Anthropic SDK is imported only when an Anthropic summarizer is built.
+Names: ``offline`` (the default), ``offline_recent``, ``offline_free_text``, ``anthropic``,
+``anthropic_free_text``. An unknown name or parameter raises :class:`~h9eval.core.errors.ConfigError`
+with a "did you mean" suggestion. The Anthropic SDK is imported only when an Anthropic
+summarizer is built.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from h9eval.compaction.summary import Summarizer
 from h9eval.core.registry import Registry
 from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer, AnthropicSummarizer
 from h9eval.summarizers.cache import CachedSummarizer
-from h9eval.summarizers.offline import OfflineFreeTextSummarizer, OfflineSummarizer
+from h9eval.summarizers.offline import OfflineSummarizer
+from h9eval.summarizers.offline_free_text import OfflineFreeTextSummarizer
+from h9eval.summarizers.offline_recent import OfflineRecentSummarizer
 
 __all__ = ["SUMMARIZERS", "DEFAULT_SUMMARIZER", "NO_SUMMARIZER", "build_summarizer", "make_summarizer", "summarizer_names", "summarizer_params"]
 
@@ -29,6 +32,7 @@ SUMMARIZERS: Registry[type] = Registry("summarizer")
 for _name, _cls in (
     ("offline", OfflineSummarizer),
     ("offline_free_text", OfflineFreeTextSummarizer),
+    ("offline_recent", OfflineRecentSummarizer),
     ("anthropic", AnthropicSummarizer),
     ("anthropic_free_text", AnthropicFreeTextSummarizer),
 ):

@@ -40,6 +40,7 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.tasks.keyterms import DEFAULT_MAX_TERMS, extract_key_terms, filter_key_terms
+from h9eval.tasks.text import TextIndex, normalized_message
 from h9eval.tasks.model import Fact, Intent, IntentChange, Task, TaskSource
 
 MAX_FAILURE_FACTS = 20
@@ -686,11 +687,6 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
 def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
     """Key-term filter of this transcript (:func:`h9eval.tasks.keyterms.filter_key_terms`):
     documents are the messages other than the first prompt, matched as the probes match."""
-    from h9eval.probes.text import (  # lazy: probes import the task model
-        TextIndex,
-        normalized_message,
-    )
-
     docs = [normalized_message(m) for j, m in enumerate(tr.messages) if j != prompt_at]
     cache: dict[str, TextIndex] = {}
 

