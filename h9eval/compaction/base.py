@@ -171,6 +171,9 @@ class Policy:
     source: ClassVar[str] = ""
     #: True when the policy guarantees the view's tokens stay within ``budget_tokens()``
     claims_budget: ClassVar[bool] = False
+    #: True when the policy calls the summarizer (a sweep runs a policy that does not once, not
+    #: once per summarizer variant: its results cannot depend on the variant)
+    uses_summarizer: ClassVar[bool] = False
 
     def start(self, env: CompactionEnv | None = None) -> Compactor:
         raise NotImplementedError

@@ -64,6 +64,10 @@ class Cell:
     writeback_rules: str
     window: int | None
     summarizer: str
+    summarizer_variants: tuple[str, ...] = ()
+    """The spec's summarizer variants this cell stands for: all of them for a policy that uses
+    no summarizer (``Policy.uses_summarizer`` false; it runs once, with the first variant, whose
+    summarizer it never calls), else its own ``summarizer`` alone."""
     summarizer_params: dict[str, Any]
     summarizer_cache: str
     scorers: tuple[str, ...]
@@ -93,6 +97,7 @@ class Cell:
         """The cell as JSON-ready values, in field order (the manifest's ``cells`` entries)."""
         d = dataclasses.asdict(self)
         d["scorers"] = list(self.scorers)
+        d["summarizer_variants"] = list(self.summarizer_variants)
         return d
 
 
@@ -121,6 +126,7 @@ class _Point:
     given: dict[str, Any]
     resolved: dict[str, Any]
     params_hash: str
+    uses_summarizer: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,13 +197,14 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
                 continue
             resolved = policy_params(pol)
             points.append(_Point(entry=f"policies[{i}]", grid=pg, point=point, given=given, resolved=resolved,
-                                 params_hash=params_hash(pg.kind, resolved)))
+                                 params_hash=params_hash(pg.kind, resolved), uses_summarizer=type(pol).uses_summarizer))
     return points, skipped
 
 
 def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:
     """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
-    × repeats) and the skipped invalid grid cells.
+    × repeats) and the skipped invalid grid cells. A policy that uses no summarizer gets one
+    variant only (the first; ``Cell.summarizer_variants`` lists those it stands for).
 
     A grid point the policy rejects raises :class:`ConfigError` naming the entry and the point
     (``policies[0] cell {warn_frac=0.8, soft_frac=0.7}: ...``) unless ``skip_invalid`` (default:
@@ -211,7 +218,9 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
     seen: dict[str, str] = {}
     for t in _task_refs(spec):
         for p in points:
-            for variant in spec.summarizers:
+            # a policy that never calls the summarizer gives the same results under every variant
+            variants = spec.summarizers if p.uses_summarizer else spec.summarizers[:1]
+            for variant in variants:
                 for mode in spec.history_modes:
                     for r in range(spec.repeats):
                         run_id = f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}"
@@ -237,6 +246,7 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                             writeback_rules=spec.writeback_rules,
                             window=spec.window,
                             summarizer=variant,
+                            summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
                             summarizer_params=dict(spec.summarizer_params),
                             summarizer_cache=_cache_for_repeat(cache, r),
                             scorers=tuple(spec.scorers),

@@ -92,6 +92,17 @@ def _default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def _summarizer_independent(sp: SweepSpec, cells: Sequence[Cell]) -> dict[str, Any]:
+    """The manifest's note on the policies that use no summarizer: run once, not once per variant."""
+    names = sorted({c.policy_name for c in cells if len(c.summarizer_variants) > 1})
+    return {
+        "policies": names,
+        "ran_with": sp.summarizers[0] if names else None,
+        "stands_for": list(sp.summarizers) if names else [],
+        "note": "these policies never call the summarizer: each cell ran once, with the first variant, and stands for every variant" if names else "",
+    }
+
+
 def _manifest(sp: SweepSpec, cells: Sequence[Cell], skipped: Sequence[SkippedCell], old: Mapping[str, Any] | None,
               invocation: dict[str, Any]) -> dict[str, Any]:
     """The manifest at the start of a sweep (status ``running``); earlier invocations kept."""
@@ -108,6 +119,7 @@ def _manifest(sp: SweepSpec, cells: Sequence[Cell], skipped: Sequence[SkippedCel
         "spec_resolved": {**sp.to_dict(), "summarizer_cache": cells[0].summarizer_cache},
         "cells": [c.to_dict() for c in cells],
         "skipped": [s.to_dict() for s in skipped],
+        "summarizer_independent": _summarizer_independent(sp, cells),
         "invocations": [*(old or {}).get("invocations", []), invocation],
         "status": {"state": "running"},
     }
