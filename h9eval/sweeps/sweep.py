@@ -21,8 +21,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
@@ -36,6 +34,7 @@ from h9eval.results.store import (
 )
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
+from h9eval.sweeps.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
 
 __all__ = ["SweepResult", "sweep"]
@@ -157,7 +156,8 @@ def sweep(
     (local process pool), ``"local"`` (a Dask ``LocalCluster`` of ``workers`` processes) or a
     Dask scheduler address ``tcp://host:port`` (its workers must see ``out_dir`` at the same
     path). ``resume``: keep cells that finished ``ok`` with the same cell hash (default); with
-    ``False`` every cell is rerun. ``progress``: a tqdm bar (notebook-aware). ``skip_invalid``:
+    ``False`` every cell is rerun. ``progress``: a tqdm bar on a terminal or in a notebook,
+    plain periodic lines on a stderr that is neither (:mod:`h9eval.sweeps.progress`). ``skip_invalid``:
     skip grid cells the policy rejects (also the spec key ``skip_invalid``).
 
     Raises :class:`ConfigError` for an invalid spec (before anything runs). A cell that raises
@@ -183,9 +183,9 @@ def sweep(
 
     done, pending = _reusable(out, cells, resume)
     reused = len(done)
-    bar = None
+    bar: Progress | None = None
     if progress and pending:
-        bar = tqdm(total=len(cells), initial=reused, desc=f"sweep {sp.name}", unit="cell", dynamic_ncols=True)
+        bar = make_progress(total=len(cells), initial=reused, desc=f"sweep {sp.name}")
     n_ok = reused
     n_failed = 0
     interrupted = False
