@@ -144,8 +144,8 @@ import pandas as pd
 
 from h9eval import metrics as M, plots
 from h9eval.core.paths import recorded_dir
-from h9eval.results.store import load_results
-from h9eval.sweeps.sweep import sweep
+from h9eval import load_results
+from h9eval import sweep
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)
@@ -313,7 +313,7 @@ merged into the previous ones: harness9 keeps an old anchor only when the new co
 `N/A`. This notebook measures, with the recall probes:
 
 1. **with vs without anchors**: the offline summarizer (`offline`, anchor format) against its
-   free-text variant (`offline_free_text`, the same extraction as prose only), both under the
+   free-text variant (`offline_free_text`, a chronological digest with no sections, same budget), both under the
    progressive policy, in a small sweep; plus `na_safe_merge` off/on. The offline summarizer
    writes exactly `N/A` for a section with nothing new, so harness9's merge keeps the old value
    and the `na_overwrites` column stays 0.
@@ -350,9 +350,9 @@ import pandas as pd
 
 from h9eval import metrics as M, plots, run_task
 from h9eval.core.paths import recorded_dir
-from h9eval.results.store import load_results
+from h9eval import load_results
 from h9eval.summarizers import make_summarizer
-from h9eval.sweeps.sweep import sweep
+from h9eval import sweep
 from h9eval.tasks import load_tasks_from_spec
 
 pd.set_option("display.max_columns", 50)

@@ -5,10 +5,11 @@ over the recorded sessions and synthetic tasks) and its HTML report. Offline thr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from h9eval.analysis.report import write_report
 from h9eval.compaction.policies import ProgressiveCompactor
@@ -16,6 +17,7 @@ from h9eval.core.paths import conformance_dir, recorded_dir, repo_root
 from h9eval.harness9.conformance import run_conformance
 from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.sweeps.sweep import sweep
+from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import load_task
 from h9eval.tasks.synthetic import generate
 
@@ -24,10 +26,10 @@ __all__ = ["run_demo", "step_table", "DEMO_SPEC", "register"]
 DEMO_SPEC = repo_root() / "examples" / "demo.toml"
 
 
-def step_table(task: Any, window: int = 30_000, mode: str = "write_back") -> str:
+def step_table(task: Task | str | os.PathLike[str], window: int = 30_000, mode: str = "write_back") -> str:
     """Replay one task (a Task, or a recorded session's path) under harness9's defaults and
     return a text table of every compacting call (and every tenth call)."""
-    if not hasattr(task, "messages"):
+    if not isinstance(task, Task):
         task = load_task(task)
     res = replay(task, ProgressiveCompactor(context_window_tokens=window), config=ReplayConfig(history_mode=mode))
     c = res.calls
@@ -60,7 +62,7 @@ def run_demo(out_dir: str | Path = "results/demo", *, workers: int | None = None
     print(step_table(generate("small", seed=0), window=12_000), file=out)
     print("\n== 3. demo sweep and report", file=out)
     res = sweep(DEMO_SPEC, out_dir=out_dir, workers=workers)
-    print(res.describe() if hasattr(res, "describe") else res, file=out)
+    print(res, file=out)
     paths = write_report(out_dir, out_dir=out_dir)
     html = Path(paths.html).resolve()
     print(f"\nreport: {html}\n(finished in {time.perf_counter() - t0:.0f} s)", file=out)

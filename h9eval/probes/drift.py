@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from h9eval.compaction.anchors import is_no_information
-from h9eval.compaction.records import Tier
+from h9eval.compaction.anchors import Anchor, is_no_information
+from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 from h9eval.probes.probe import PASS_THRESHOLD, PROBE_KINDS, Probe, next_action_probe, probes_for
@@ -387,7 +387,7 @@ def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
 def _anchor_map(rec: Any) -> dict[str, str] | None:
     if isinstance(rec, Mapping):
         anchors = rec.get("anchors")
-    elif hasattr(rec, "anchors"):
+    elif isinstance(rec, CompactionRecord):
         anchors = rec.anchors
     else:
         anchors = rec  # a plain anchor list
@@ -397,7 +397,7 @@ def _anchor_map(rec: Any) -> dict[str, str] | None:
     for a in anchors:
         if isinstance(a, Mapping):
             out[str(a["type"])] = str(a["content"])
-        elif hasattr(a, "type"):
+        elif isinstance(a, Anchor):
             out[str(a.type)] = str(a.content)
         else:
             t, c = a
