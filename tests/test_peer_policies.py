@@ -61,7 +61,7 @@ def test_clear_triggers_only_above_trigger_tokens() -> None:
     assert ClearToolUses(trigger_tokens=t).start(env()).compact(h).tier == Tier.NONE  # "exceeds", not equals
     assert ClearToolUses(trigger_tokens=t - 1).start(env()).compact(h).tier == Tier.WARN
     # manual /compact clears whatever the usage
-    assert ClearToolUses(trigger_tokens=10**9).start(env()).compact_manual(h).tier == Tier.WARN
+    assert ClearToolUses(trigger_tokens=10**9).start(env()).compact(h, manual=True).tier == Tier.WARN
 
 
 def test_clear_respects_exclude_tools_and_counts_them_in_keep() -> None:
@@ -140,7 +140,7 @@ def test_amortized_window_force_forgets_now() -> None:
     h = [S(), U("task"), *[U(f"m{i}") for i in range(8)]]
     p = Window(amortized=True, max_messages=10, keep_first=1)
     assert p.start(env()).compact(h).tier == Tier.NONE
-    c = p.start(env()).compact_force(h)
+    c = p.start(env()).compact(h, force=True)
     assert c.tier == Tier.SOFT and list(c.view) == [h[0], h[1], *h[-4:]]
 
 

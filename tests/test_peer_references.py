@@ -263,7 +263,7 @@ def test_openhands_request_and_events_most_aggressive_wins() -> None:
     events + a request: min(9, 7) -> 16 forgotten) and ``test_most_aggressive_condensation_
     chosen`` (max_size 30, 40 events + request: min(17, 12) -> 26 forgotten)."""
     for max_size, n, forgotten in ((20, 25, 16), (30, 40, 26)):
-        c = condenser(max_size=max_size, keep_first=2).start(env(_Counting())).compact_force(events(n))  # type: ignore[attr-defined]
+        c = condenser(max_size=max_size, keep_first=2).start(env(_Counting())).compact(events(n), force=True)  # type: ignore[attr-defined]
         assert c.record is not None and c.record.summarized == forgotten, (max_size, n)
         assert set(c.record.extra["reasons"]) == {"request", "events"}
 
@@ -451,7 +451,7 @@ def test_codex_compacted_history_shape() -> None:
 
     env_ctx = U("<environment_context>cwd=/repo</environment_context>")
     h = [S(), env_ctx, U("first request"), A("reply 1"), U("second request"), *rounds(2), U("third request")]
-    c = make_policy("codex_compact").start(env(ScriptedSummarizer(["SUMMARY"]))).compact_manual(h)  # type: ignore[attr-defined]
+    c = make_policy("codex_compact").start(env(ScriptedSummarizer(["SUMMARY"]))).compact(h, manual=True)  # type: ignore[attr-defined]
     assert [m.content for m in c.view] == [
         "sys",
         env_ctx.content,
@@ -499,17 +499,17 @@ def test_codex_retries_after_trimming_the_oldest_item() -> None:
     the oldest history item is removed and the second request, one item shorter, succeeds."""
     s = ScriptedSummarizer([None, "SUMMARY"], fail_on_calls=[1])
     h = [S(), U("u1"), A("a1"), U("u2")]
-    c = make_policy("codex_compact").start(env(s)).compact_manual(h)  # type: ignore[attr-defined]
+    c = make_policy("codex_compact").start(env(s)).compact(h, manual=True)  # type: ignore[attr-defined]
     assert [len(r.head) for r in s.calls] == [3, 2] and s.calls[1].head == tuple(h[2:])
     assert c.tier == Tier.FULL and c.record is not None and c.record.extra["trimmed_items"] == 1
     # a trimmed call takes its results with it
     s = ScriptedSummarizer([None, "S"], fail_on_calls=[1])
     h = [S(), A("x", [TC("p")]), R("p", "out"), U("u")]
-    make_policy("codex_compact").start(env(s)).compact_manual(h)  # type: ignore[attr-defined]
+    make_policy("codex_compact").start(env(s)).compact(h, manual=True)  # type: ignore[attr-defined]
     assert s.calls[1].head == (U("u"),)
     # every attempt failing: the history is left as it is
     s = ScriptedSummarizer([], fail_on_calls=[1, 2, 3])
-    c = make_policy("codex_compact").start(env(s)).compact_manual([S(), U("u1"), A("a1"), U("u2")])  # type: ignore[attr-defined]
+    c = make_policy("codex_compact").start(env(s)).compact([S(), U("u1"), A("a1"), U("u2")], manual=True)  # type: ignore[attr-defined]
     assert c.tier == Tier.NONE and len(s.calls) == 3 and c.record is not None and "summary failed" in c.record.error
 
 
@@ -520,9 +520,9 @@ def test_codex_compact_twice_preserves_latest_user_messages() -> None:
 
     runner = make_policy("codex_compact").start(env(ScriptedSummarizer(["S1", "S2"])))  # type: ignore[attr-defined]
     h = [S(), U("first"), A("r1")]
-    c1 = runner.compact_manual(h)
+    c1 = runner.compact(h, manual=True)
     h2 = list(c1.view) + [U("second"), A("r2")]
-    c2 = runner.compact_manual(h2)
+    c2 = runner.compact(h2, manual=True)
     assert [m.content for m in c2.view] == ["sys", "first", "second", CODEX_SUMMARY_PREFIX + "\nS2"]
 
 
@@ -544,7 +544,7 @@ def test_claude_code_reattaches_recent_files_and_the_todo_list() -> None:
     for i, path in enumerate(["a.py", "b.py", "a.py", "c.py", "d.py", "e.py", "f.py", "big.py"]):
         h += [read(i, path), R(f"r{i}", ("x" * 30000) if path == "big.py" else f"{path} v{i}")]
     h += [A("plan", [TC("t1", "TodoWrite", '{"todos": [{"content": "fix bug", "status": "in_progress"}, {"content": "run tests", "status": "pending"}]}')]), R("t1", "ok")]
-    c = make_policy("claude_code_compact").start(env(ScriptedSummarizer(["the summary"]))).compact_manual(h)  # type: ignore[attr-defined]
+    c = make_policy("claude_code_compact").start(env(ScriptedSummarizer(["the summary"]))).compact(h, manual=True)  # type: ignore[attr-defined]
     view = list(c.view)
     assert view[0] == h[0] and view[1].content.endswith("the summary")
     files = [m.content.split("\n", 1) for m in view[2:-1]]
@@ -558,7 +558,7 @@ def test_claude_code_reattaches_recent_files_and_the_todo_list() -> None:
 
 def test_claude_code_summary_failure_leaves_the_conversation() -> None:
     h = [S(), U("task"), *rounds(3)]
-    c = make_policy("claude_code_compact").start(env(None)).compact_manual(h)  # type: ignore[attr-defined]
+    c = make_policy("claude_code_compact").start(env(None)).compact(h, manual=True)  # type: ignore[attr-defined]
     assert c.tier == Tier.NONE and list(c.view) == h and c.record is not None and "summary failed" in c.record.error
     assert "summary_calls" not in c.record.extra
 

@@ -18,12 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy
+from h9eval.compaction.base import Compaction, CompactionEnv, Compactor, LogicalClock, Policy, PolicyRun
 from h9eval.compaction.policies import make_policy, registry
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import pairing_problems
 from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
+from h9eval.core.errors import ConfigError
 from h9eval.core.tokens import estimate_tokens
 
 # -- configurations ------------------------------------------------------------------------
@@ -68,17 +69,14 @@ SMALL: dict[str, list[dict[str, Any]]] = {
 #: does; with reused call ids that repair cannot tell two calls of one id apart, so the pairing
 #: property is only required of them on transcripts with unique ids (a faithful port keeps it).
 GLOBAL_ID_REPAIR = {"progressive", "token_budget", "sliding_window"}
-#: policies whose ``compact_force`` follows an API that returns no record (harness9's).
+#: policies whose forced compaction follows an API that returns no record (harness9's).
 FORCE_WITHOUT_RECORD = {"progressive"}
-#: runners known to lack ``compact_manual`` (the contract then checks ``compact_force`` in its
-#: place). Strict xfail below: every runner has it now.
-KNOWN_WITHOUT_MANUAL: set[str] = set()
+#: the three ways into ``Compactor.compact``
+MODES = ("auto", "force", "manual")
 
 
-def _method(runner: Any, method: str) -> Callable[..., Compaction]:
-    if method == "compact_manual" and not hasattr(runner, method):
-        return runner.compact_force  # type: ignore[no-any-return]
-    return getattr(runner, method)  # type: ignore[no-any-return]
+def _compact(runner: Compactor, mode: str, history: list[Message]) -> Compaction:
+    return runner.compact(history, force=mode == "force", manual=mode == "manual")
 
 
 def _configs() -> list[tuple[str, dict[str, Any]]]:
@@ -189,7 +187,7 @@ def check_compaction(kind: str, policy: Policy, history: list[Message], c: Compa
         assert budget is not None and estimate_tokens(view) <= budget
     rec = c.record
     if rec is None:
-        assert method == "compact_force" and kind in FORCE_WITHOUT_RECORD, f"{kind}.{method} returned no record"
+        assert method == "force" and kind in FORCE_WITHOUT_RECORD, f"{kind}.{method} returned no record"
         return
     assert rec.msgs_before == len(history)
     assert rec.msgs_after == len(view)
@@ -206,12 +204,12 @@ def check_compaction(kind: str, policy: Policy, history: list[Message], c: Compa
 def test_contract(kind: str, params: dict[str, Any], history: list[Message]) -> None:
     policy = make_policy(kind, **params)
     assert pairing_problems(history) == []
-    for method in ("compact", "compact_force", "compact_manual"):
+    for method in MODES:
         snapshot = copy.deepcopy(history)
-        c1 = _method(policy.start(make_env()), method)(history)
+        c1 = _compact(policy.start(make_env()), method, history)
         assert history == snapshot, f"{kind}.{method} mutated its input"
         check_compaction(kind, policy, history, c1, method, fresh=True)
-        c2 = _method(policy.start(make_env()), method)(list(snapshot))
+        c2 = _compact(policy.start(make_env()), method, list(snapshot))
         assert c1.view == c2.view, f"{kind}.{method} is not deterministic"
         if c1.record is not None and c2.record is not None:
             assert c1.record.to_json() == c2.record.to_json()
@@ -230,7 +228,7 @@ def test_contract(kind: str, params: dict[str, Any], history: list[Message]) -> 
         snapshot = copy.deepcopy(second_input)
         c4 = runner.compact(second_input)
         assert second_input == snapshot
-        check_compaction(kind, policy, second_input, c4, "compact", fresh=False)
+        check_compaction(kind, policy, second_input, c4, "auto", fresh=False)
 
 
 @pytest.mark.parametrize(("kind", "params"), CONFIGS, ids=CONFIG_IDS)
@@ -239,21 +237,29 @@ def test_contract(kind: str, params: dict[str, Any], history: list[Message]) -> 
 def test_contract_when_every_summary_fails(kind: str, params: dict[str, Any], history: list[Message]) -> None:
     """The summary policies' fallbacks keep the same contract."""
     policy = make_policy(kind, **params)
-    for method in ("compact", "compact_force"):
+    for method in ("auto", "force"):
         snapshot = copy.deepcopy(history)
-        c = _method(policy.start(make_env(None)), method)(history)
+        c = _compact(policy.start(make_env(None)), method, history)
         assert history == snapshot
         check_compaction(kind, policy, history, c, method, fresh=True)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="runner lacks compact_manual")) if k in KNOWN_WITHOUT_MANUAL else k for k in sorted(registry())],
-)
-def test_runner_has_the_three_entry_points(kind: str) -> None:
+@pytest.mark.parametrize("kind", sorted(registry()))
+def test_one_entry_point_and_force_excludes_manual(kind: str) -> None:
     runner = make_policy(kind).start(CompactionEnv())
-    for m in ("compact", "compact_force", "compact_manual"):
-        assert callable(getattr(runner, m, None)), f"{kind} runner lacks {m}"
+    assert isinstance(runner, PolicyRun), f"{kind} runner does not dispatch through PolicyRun.compact"
+    history = [Message("system", "s"), Message("user", "u")]
+    with pytest.raises(ConfigError, match="force and manual exclude each other"):
+        runner.compact(history, force=True, manual=True)
+
+
+def test_progressive_dispatch_follows_harness9() -> None:
+    """force is CompactForce (no record), manual is /compact (CompactWithRecord, tier by usage)."""
+    history = [Message("system", "s"), *(Message("user", f"u{i}") for i in range(10))]
+    runner = make_policy("progressive", context_window_tokens=2000).start(make_env())
+    assert runner.compact(history, force=True).record is None
+    manual = runner.compact(history, manual=True)
+    assert manual.record is not None and manual.tier == Tier.NONE and list(manual.view) == history
 
 
 def test_every_registered_policy_is_covered_and_described() -> None:
@@ -321,7 +327,7 @@ def test_agent_loop_really_compacts(kind: str, write_back: bool, summarizer: str
     for turn in turns:
         # like an agent loop: compact before each assistant message
         c = runner.compact(history)
-        check_compaction(kind, policy, history, c, "compact", fresh=False)
+        check_compaction(kind, policy, history, c, "auto", fresh=False)
         assert c.record is not None
         view = list(c.view)
         if c.record.tier != Tier.NONE and (len(view) < len(history) or estimate_tokens(view) < estimate_tokens(history)):
@@ -329,8 +335,8 @@ def test_agent_loop_really_compacts(kind: str, write_back: bool, summarizer: str
         if kind == "keep_all":
             assert view == history and c.record.tier == Tier.NONE
         history = (view if write_back else history) + turn
-    c = _method(runner, "compact_manual")(history)
-    check_compaction(kind, policy, history, c, "compact_manual", fresh=False)
+    c = runner.compact(history, manual=True)
+    check_compaction(kind, policy, history, c, "manual", fresh=False)
     if kind == "keep_all":
         assert effective == 0 and list(c.view) == history
     else:

@@ -114,8 +114,8 @@ def digest(kind: str, params: dict[str, Any], seed: int) -> str:
     full = start + [m for t in turns for m in t]
     out: list[Any] = []
     for summ in (True, False):
-        for method in ("compact", "compact_force", "compact_manual"):
-            out.append(_state(getattr(policy.start(_env(summ)), method)(full)))
+        for force, manual in ((False, False), (True, False), (False, True)):
+            out.append(_state(policy.start(_env(summ)).compact(full, force=force, manual=manual)))
         for write_back in (False, True):
             runner = policy.start(_env(summ))
             history = list(start)
@@ -123,7 +123,7 @@ def digest(kind: str, params: dict[str, Any], seed: int) -> str:
                 c = runner.compact(history)
                 out.append(_state(c))
                 history = (list(c.view) if write_back else history) + turn
-            out.append(_state(runner.compact_manual(history)))
+            out.append(_state(runner.compact(history, manual=True)))
     blob = json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 

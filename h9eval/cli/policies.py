@@ -55,7 +55,12 @@ def _first_paragraph(doc: str) -> str:
 def _first_sentence(doc: str) -> str:
     text = _first_paragraph(doc)
     m = re.search(r"(?<=[.!?])\s", text)
-    return text[: m.start()] if m else text
+    return _plain(text[: m.start()] if m else text)
+
+
+def _plain(text: str) -> str:
+    # reST markup (``literal``, :mod:`name`) reads as noise in a terminal; keep one backtick
+    return re.sub(r"``([^`]+)``", r"`\1`", re.sub(r":[a-z]+:`([^`]+)`", r"`\1`", text))
 
 
 def describe_policies() -> list[dict[str, Any]]:
@@ -81,7 +86,7 @@ def describe_policies() -> list[dict[str, Any]]:
             {
                 "kind": kind,
                 "source": cls.source,
-                "summary": _first_paragraph(doc),
+                "summary": _plain(_first_paragraph(doc)),
                 "claims_budget": cls.claims_budget,
                 "parameters": params,
             }

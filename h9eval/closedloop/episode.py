@@ -88,7 +88,7 @@ class StressSettings:
     """Stress settings of an episode (all off by default). A todo list that must survive is a
     world parameter (``todo_items``), since the world checks it."""
 
-    #: agent steps (1-based) at which a forced compaction (``compact_force``, written back as
+    #: agent steps (1-based) at which a forced compaction (``compact(force=True)``, written back as
     #: harness9's ``/compact`` is) runs between the tool call and its result
     compact_between_call_and_result_at: tuple[int, ...] = ()
     #: bytes of text appended to the system prompt: a prefix no compaction may drop
@@ -391,7 +391,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         sent = _tokens(view) + tool_tokens
         forced = 0
         while sent > window and forced < cfg.overflow_retries:
-            comps.append(compactor.compact_force(view))
+            comps.append(compactor.compact(view, force=True))
             forced += 1
             view = comps[-1].view
             sent = _tokens(view) + tool_tokens
@@ -446,7 +446,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         mid_call = False
         if step in cfg.stress.compact_between_call_and_result_at:
             # harness9's /compact rewrites the session whatever the history mode
-            forced_view = list(compactor.compact_force(history).view)
+            forced_view = list(compactor.compact(history, force=True).view)
             mid_call = forced_view != history
             history = forced_view
         args = action.args

@@ -2,8 +2,9 @@
 
 A *policy* is a frozen, keyword-only dataclass: its fields are its configuration, validated in
 ``__post_init__``. ``policy.start(env)`` returns a *compactor* for one session (it may keep
-state, e.g. harness9's incremental summary); ``compactor.compact(history)`` returns a
-:class:`Compaction` and never mutates ``history``.
+state, e.g. harness9's incremental summary); ``compactor.compact(history)`` (or
+``compact(history, force=True)`` / ``manual=True``) returns a :class:`Compaction` and never
+mutates ``history``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "Compaction",
     "CompactionEnv",
     "Compactor",
+    "PolicyRun",
     "Policy",
     "register",
     "field_docs",
@@ -50,7 +52,7 @@ class Compaction:
     """A compaction's outcome: the ``view`` to send and the ``record`` describing it.
 
     ``record`` is ``None`` when the policy does not keep records (harness9's plain ``Compact``)
-    or for ``compact_force`` calls whose API returns none.
+    or for ``compact(force=True)`` calls whose API returns none.
     """
 
     view: tuple[Message, ...]
@@ -142,20 +144,58 @@ class CompactionEnv:
 
 
 class Compactor(Protocol):
-    """A running compactor for one session."""
+    """A running compactor for one session: one entry point, three ways in."""
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        """Compact ``history``; ``tokens`` is an optional precomputed harness9 estimate of it."""
+    def compact(
+        self,
+        history: Sequence[Message],
+        *,
+        tokens: int | None = None,
+        force: bool = False,
+        manual: bool = False,
+    ) -> Compaction:
+        """Compact ``history`` (never mutated).
+
+        By default the policy decides from the usage; ``tokens`` is an optional precomputed
+        harness9 estimate of ``history`` for that decision. ``force=True`` is harness9's
+        ``CompactForce`` (compact now, whatever the usage; see the engine's rules);
+        ``manual=True`` is a user's ``/compact`` as the replay runs it (the session is then
+        rewritten with the result, spec §2.4). ``force`` and ``manual`` exclude each other.
+        """
         ...
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        """harness9's manual ``/compact`` entry point (see the engine's rules)."""
-        ...
 
-    def compact_manual(self, history: Sequence[Message]) -> Compaction:
-        """A user's ``/compact`` as the replay runs it (the session is rewritten with the result,
-        spec §2.4); every policy declares it, most as ``compact_manual = compact_force``."""
-        ...
+class PolicyRun:
+    """Base of every policy's run class: :meth:`compact` dispatches to ``_auto``, ``_force``
+    or ``_manual``, which the subclass implements (``_manual`` defaults to ``_force``: harness9's
+    ``/compact`` prefers ``CompactWithRecord``, which most policies lack, and then falls through
+    to ``CompactForce``)."""
+
+    def compact(
+        self,
+        history: Sequence[Message],
+        *,
+        tokens: int | None = None,
+        force: bool = False,
+        manual: bool = False,
+    ) -> Compaction:
+        """See :meth:`Compactor.compact`; ``tokens`` serves only the automatic path."""
+        if force and manual:
+            raise ConfigError("compact(force=True, manual=True): force and manual exclude each other, pass at most one")
+        if force:
+            return self._force(history)
+        if manual:
+            return self._manual(history)
+        return self._auto(history, tokens=tokens)
+
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        raise NotImplementedError
+
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        raise NotImplementedError
+
+    def _manual(self, history: Sequence[Message]) -> Compaction:
+        return self._force(history)
 
 
 P = TypeVar("P", bound="Policy")

@@ -303,7 +303,7 @@ def _progressive(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer)
                 res = run.compact(ms)
             elif op == "compact_force":
                 t0 = time.perf_counter_ns()
-                res = run.compact_force(ms)
+                res = run.compact(ms, force=True)
             else:
                 raise ValueError(f"input.steps[{i}].op must be compact_with_record or compact_force, got {op!r}")
             timer.add(res.tier.label, time.perf_counter_ns() - t0)

@@ -533,7 +533,7 @@ class _ReplayLoop:
         return m.with_content(res.output)
 
     def _manual_compact(self) -> Compaction:
-        mc = self.compactor.compact_manual(self.history)
+        mc = self.compactor.compact(self.history, manual=True)
         # harness9's /compact rewrites the session unconditionally (spec §2.4)
         self._rewrite_history(mc.view)
         return mc

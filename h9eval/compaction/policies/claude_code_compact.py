@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, paired_calls, call_positions, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -115,22 +115,12 @@ def latest_todos(msgs: Sequence[Message], todo_tools: Sequence[str]) -> str | No
 class ClaudeCodeCompact(Policy):
     """Claude Code auto-compact: a summary, the recently read files and the todo list.
 
-    ``context_window_tokens``: the model window (default 200,000).
-    ``output_reserve_tokens``: tokens reserved for the summary's output; the effective window
-    is the window minus this (default 20,000, Claude Code's cap). ``buffer_tokens``: compact
-    when the conversation is ``>=`` the effective window minus this (default 13,000, so
-    167,000 of 200,000). ``read_tools``: tool names whose results are file contents, with the
-    path in the ``file_path`` argument (default ``Read``). ``max_files``: recently read files
-    re-attached (default 5). ``max_file_tokens``: a larger file is not re-attached (default
-    5,000). ``max_files_tokens``: budget of all re-attached files (default 50,000).
-    ``todo_tools``: tool names whose latest call holds the todo list in ``todos`` (default
-    ``TodoWrite``). ``summary_timeout_s``: a slower summary fails (default 60 s).
-
-    The view after a compaction is the system message, then one user message with the
-    summary, then one user message per re-attached file (newest first, as read last in the
-    transcript) and one with the todo list. If the summary fails the conversation is left as
-    it is and ``record.error`` says so. ``compact_force``/``compact_manual`` (``/compact``)
-    compact now.
+    Compacts when the conversation reaches the effective window (the window minus
+    ``output_reserve_tokens``) minus ``buffer_tokens`` (167,000 of 200,000 by default). The
+    view after a compaction is the system message, then one user message with the summary,
+    then one user message per re-attached file (newest first, as read last in the transcript)
+    and one with the todo list. If the summary fails the conversation is left as it is and
+    ``record.error`` says so. A forced or manual compaction (``/compact``) compacts now.
 
     Where this still differs from Claude Code, and why:
 
@@ -154,14 +144,24 @@ class ClaudeCodeCompact(Policy):
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = 200_000
+    """Model window in tokens."""
     output_reserve_tokens: int = 20_000
+    """Tokens reserved for the summary's output; the effective window is the window minus this.
+    20,000 is Claude Code's cap."""
     buffer_tokens: int = 13_000
+    """Compact at the effective window minus this many tokens (``>=``)."""
     read_tools: tuple[str, ...] = ("Read",)
+    """Tools whose results are file contents (the path in the ``file_path`` argument)."""
     max_files: int = 5
+    """Recently read files re-attached after a compaction."""
     max_file_tokens: int = 5_000
+    """A file of more tokens than this is not re-attached."""
     max_files_tokens: int = 50_000
+    """Token budget of all re-attached files together."""
     todo_tools: tuple[str, ...] = ("TodoWrite",)
+    """Tools whose latest call holds the todo list (in its ``todos`` argument)."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails (seconds)."""
 
     def __post_init__(self) -> None:
         c = self._check
@@ -194,7 +194,7 @@ class ClaudeCodeCompact(Policy):
         return ClaudeCodeCompactRun(self, env or CompactionEnv())
 
 
-class ClaudeCodeCompactRun:
+class ClaudeCodeCompactRun(PolicyRun):
     def __init__(self, policy: ClaudeCodeCompact, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -238,11 +238,9 @@ class ClaudeCodeCompactRun:
         rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
         return Compaction(tuple(view), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Claude Code's ``/compact``: compact now, whatever the usage."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

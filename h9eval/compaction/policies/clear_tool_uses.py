@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from h9eval.compaction._peer import call_positions, paired_calls, peer_record
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
@@ -90,19 +90,6 @@ def clear_tool_uses(
 class ClearToolUses(Policy):
     """Claude API context editing ``clear_tool_uses_20250919``: clear old tool results.
 
-    ``trigger_tokens``: clearing starts once the input is *over* this many tokens (harness9
-    estimate of the history; the API's ``trigger`` of type ``input_tokens``, default 100,000).
-    ``trigger_tool_uses``: instead trigger once the history holds *more* than this many tool
-    uses (the API's ``trigger`` of type ``tool_uses``; default None = trigger on tokens).
-    ``keep_tool_uses``: the most recent tool uses kept intact (the API's ``keep``, default 3).
-    ``clear_at_least_tokens``: when clearing, at least this many tokens must be freed, else
-    nothing is cleared at all (the API's documented all-or-nothing ``clear_at_least``; default
-    0 = no minimum). ``exclude_tools``: tool names whose uses are never cleared (default none).
-    ``clear_tool_inputs``: also blank the cleared calls' arguments to ``{}``: True for every
-    cleared use, a list of tool names for the uses of these tools only (as the API accepts a
-    boolean or a list; default False). ``placeholder``: the text a cleared result becomes
-    (default ``[cleared to save context]``).
-
     Like the API, clearing is recomputed from the full history at every call (the client keeps
     the unedited conversation), so the policy keeps no state. Tool uses are selected by
     position, so reused call ids clear only the old uses.
@@ -116,7 +103,7 @@ class ClearToolUses(Policy):
     4. ``clear_thinking_20251015`` is not reproduced: h9eval messages carry no thinking blocks
        (every transcript loader drops them and only counts them in the task metadata), so
        there is nothing to clear and the token counts already exclude them.
-    5. ``compact_force``/``compact_manual`` clear regardless of the trigger and of
+    5. A forced or manual compaction clears regardless of the trigger and of
        ``clear_at_least_tokens`` (the API has no manual entry point).
     """
 
@@ -125,12 +112,24 @@ class ClearToolUses(Policy):
     claims_budget: ClassVar[bool] = False
 
     trigger_tokens: int = 100_000
+    """Clear once the history is *over* this many tokens. harness9's estimate; the API's ``trigger``
+    of type ``input_tokens``."""
     trigger_tool_uses: int | None = None
+    """Trigger on *more* than this many tool uses instead (``None``: on tokens). The API's
+    ``trigger`` of type ``tool_uses``."""
     keep_tool_uses: int = 3
+    """The most recent tool uses kept intact (the API's ``keep``)."""
     clear_at_least_tokens: int = 0
+    """Clear only if at least this many tokens are freed, else nothing (0: no minimum). The API's
+    all-or-nothing ``clear_at_least``."""
     exclude_tools: tuple[str, ...] = ()
+    """Tool names whose uses are never cleared."""
     clear_tool_inputs: bool | tuple[str, ...] = False
+    """Also blank the cleared calls' arguments to ``{}``: all, or only these tools'. ``True`` for
+    every cleared use, a list of tool names for the uses of these tools only (the API accepts a
+    boolean or a list)."""
     placeholder: str = CLEAR_PLACEHOLDER
+    """The text a cleared tool result becomes."""
 
     def __post_init__(self) -> None:
         if isinstance(self.exclude_tools, str):
@@ -157,7 +156,7 @@ class ClearToolUses(Policy):
         return ClearToolUsesRun(self, env or CompactionEnv())
 
 
-class ClearToolUsesRun:
+class ClearToolUsesRun(PolicyRun):
     """A stateless runner: every call clears from the history it is given."""
 
     def __init__(self, policy: ClearToolUses, env: CompactionEnv) -> None:
@@ -194,11 +193,9 @@ class ClearToolUsesRun:
         rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, extra=extra)
         return Compaction(tuple(out), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Clear now, ignoring ``trigger_tokens`` and ``clear_at_least_tokens``."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

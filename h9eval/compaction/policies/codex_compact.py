@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -123,17 +123,10 @@ def build_compacted_history(
 class CodexCompact(Policy):
     """Codex CLI auto-compact: summarise everything, re-insert the recent user messages.
 
-    ``context_window_tokens``: the model window (default 272,000, Codex's GPT-5 window).
-    ``auto_compact_token_limit``: compact when the conversation is ``>=`` this many tokens
-    (default None: ``context_window_tokens * 9 // 10``, Codex's integer arithmetic).
-    ``user_message_max_tokens``: recent user messages re-inserted before the summary, newest
-    first, up to this many tokens (Codex's ``COMPACT_USER_MESSAGE_MAX_TOKENS``, default
-    20,000; 0 re-inserts none). ``summary_timeout_s``: a slower summary fails (default 60 s).
-
     The summarizer sees the whole history after the initial context. If it fails, the oldest
     item is trimmed and the summary retried (Codex does so when the compaction request itself
     overflows the window), until one item is left; then the history is left as it is and
-    ``record.error`` says so. ``compact_force``/``compact_manual`` (``/compact``) compact now.
+    ``record.error`` says so. A forced or manual compaction (``/compact``) compacts now.
 
     Where this still differs from Codex, and why:
 
@@ -156,9 +149,15 @@ class CodexCompact(Policy):
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = 272_000
+    """Model window in tokens. 272,000 is Codex's GPT-5 window."""
     auto_compact_token_limit: int | None = None
+    """Compact at this many tokens (``>=``; ``None``: 90 % of the window). The default is
+    ``context_window_tokens * 9 // 10``, Codex's integer arithmetic."""
     user_message_max_tokens: int = 20_000
+    """Tokens of recent user messages re-inserted before the summary (0: none). Newest first;
+    Codex's ``COMPACT_USER_MESSAGE_MAX_TOKENS``."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails (seconds)."""
 
     def __post_init__(self) -> None:
         c = self._check
@@ -179,7 +178,7 @@ class CodexCompact(Policy):
         return CodexCompactRun(self, env or CompactionEnv())
 
 
-class CodexCompactRun:
+class CodexCompactRun(PolicyRun):
     def __init__(self, policy: CodexCompact, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -238,11 +237,9 @@ class CodexCompactRun:
         rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
         return Compaction(tuple(view), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Codex's ``/compact``: compact now, whatever the usage."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

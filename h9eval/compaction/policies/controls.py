@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import peer_record
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.compaction.budget import force_legacy_last1
 from h9eval.core.messages import Message
@@ -37,19 +37,17 @@ class KeepAll(Policy):
         return _KeepAllRun(env or CompactionEnv())
 
 
-class _KeepAllRun:
+class _KeepAllRun(PolicyRun):
     def __init__(self, env: CompactionEnv) -> None:
         self.env = env
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
         return Compaction(tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb, start_ns=start_ns))
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        return self.compact(history)
-
-    compact_manual = compact_force
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._auto(history)
 
 
 @register
@@ -71,18 +69,16 @@ class DropAll(Policy):
         return _DropAllRun(env or CompactionEnv())
 
 
-class _DropAllRun:
+class _DropAllRun(PolicyRun):
     def __init__(self, env: CompactionEnv) -> None:
         self.env = env
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
         out = force_legacy_last1(history)
         tier = Tier.EMERGENCY if out != list(history) else Tier.NONE
         return Compaction(tuple(out), peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns))
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        return self.compact(history)
-
-    compact_manual = compact_force
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._auto(history)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, mask_observations
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
@@ -44,32 +44,20 @@ CHECKPOINT_PROMPT = (
 class Hybrid(Policy):
     """JetBrains 'The Complexity Trap' hybrid: masking first, a summary as the backstop.
 
-    ``keep_recent_turns``: tool outputs of all but the last this many assistant turns are
-    replaced by ``placeholder`` at every call (default 10 turns, the study's window;
-    placeholder default ``<MASKED>``). ``context_window_tokens``: the model window (default
-    200,000 tokens). ``summary_threshold_frac``: when the *masked* working history is still
-    ``>=`` this fraction of the window, it is summarised as by ``summary_single_threshold``
-    (default 0.80). ``keep_last_messages``: messages kept verbatim after the summary (default
-    6, harness9's tail; the study's summarizer also keeps the most recent turns).
-    ``anchors``, ``summary_timeout_s``, ``prompt_file``: as for ``summary_single_threshold``
-    (defaults True, 60 s, none).
+    ``style="h9eval"`` (the default) masks old tool outputs at every call and, when the
+    *masked* history is still at ``summary_threshold_frac`` of the window, summarises it as
+    ``summary_single_threshold`` does.
 
-    ``window_unit``: what ``keep_recent_turns`` counts, ``assistant_turns`` (default) or
-    ``tool_results`` (the study's ``LastNObservations``; see ``observation_masking``).
-
-    ``style``: ``h9eval`` (default, above) or ``jetbrains``, the study's code as published:
-    the summarizer sees the raw turns (before masking); the first two messages (system prompt
-    and task statement) are kept verbatim; the summary is an assistant message
-    ``Checkpoint for the last N turns:`` right after them and replaces the previous one (the
-    study's static checkpointing, which passes the previous checkpoint to the summarizer);
-    the kept turns follow, then the outputs are masked. It summarises when the unsummarised
-    turns reach ``summarize_every_turns + keep_last_turns``, folding the oldest
-    ``summarize_every_turns`` of them into the checkpoint (the paper's N=43, M=10, the
-    defaults). ``token_trigger``: in the jetbrains style, also summarise every unsummarised
-    turn but the last ``keep_last_turns`` when the view is still ``>= summary_threshold_frac``
-    of the window (default False: the study triggers on turns only). The jetbrains style does
-    not use ``keep_last_messages``, ``anchors`` or ``prompt_file`` (its summary is free text),
-    and uses ``summary_threshold_frac`` only with ``token_trigger``.
+    ``style="jetbrains"`` is the study's code as published: the summarizer sees the raw turns
+    (before masking); the first two messages (system prompt and task statement) are kept
+    verbatim; the summary is an assistant message ``Checkpoint for the last N turns:`` right
+    after them and replaces the previous one (the study's static checkpointing, which passes
+    the previous checkpoint to the summarizer); the kept turns follow, then the outputs are
+    masked. It summarises when the unsummarised turns reach
+    ``summarize_every_turns + keep_last_turns``, folding the oldest ``summarize_every_turns`` of
+    them into the checkpoint (the paper's N=43, M=10, the defaults). Its summary is free text, so it does not use
+    ``keep_last_messages``, ``anchors`` or ``prompt_file``, and it uses
+    ``summary_threshold_frac`` only with ``token_trigger``.
 
     Where this still differs from the study, and why:
 
@@ -83,7 +71,7 @@ class Hybrid(Policy):
     3. (jetbrains style) A failed summary keeps the turns unsummarised (the study does so when
        its API-call limit is reached) and records the error; the next call tries again.
     4. The prompt wording is h9eval's; the study's summary template is its own text.
-    5. ``compact_force``/``compact_manual`` mask and summarise now, whatever the usage (the
+    5. A forced or manual compaction masks and summarises now, whatever the usage (the
        jetbrains style folds every unsummarised turn but the last ``keep_last_turns``).
     """
 
@@ -93,18 +81,36 @@ class Hybrid(Policy):
     claims_budget: ClassVar[bool] = False
 
     keep_recent_turns: int = 10
+    """Tool outputs older than this many ``window_unit`` are masked at every call. 10 is the study's
+    window."""
     placeholder: str = MASK_PLACEHOLDER
+    """What a masked tool output becomes."""
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """Model window in tokens."""
     summary_threshold_frac: float = 0.80
+    """Summarise when the masked history is still at this fraction of the window (``>=``)."""
     keep_last_messages: int = 6
+    """(h9eval style) Messages kept verbatim after the summary. 6 is harness9's tail; the study's
+    summarizer also keeps the most recent turns."""
     anchors: bool = True
+    """(h9eval style) Ask for harness9's anchored summary, as ``summary_single_threshold`` does."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails (seconds)."""
     prompt_file: str | None = None
+    """(h9eval style) JSON file of prompt templates (see :mod:`h9eval.compaction.prompts`)."""
     window_unit: str = "assistant_turns"
+    """What ``keep_recent_turns`` counts: ``assistant_turns`` or ``tool_results``. ``tool_results``
+    is the study's ``LastNObservations``; see ``observation_masking``."""
     style: str = "h9eval"
+    """``h9eval`` (token-triggered, masking first) or ``jetbrains`` (the study's code)."""
     summarize_every_turns: int = 43
+    """(jetbrains style) Turns folded into the checkpoint at each summary (the paper's N)."""
     keep_last_turns: int = 10
+    """(jetbrains style) Newest turns never summarised (the paper's M)."""
     token_trigger: bool = False
+    """(jetbrains style) Also summarise on tokens, at ``summary_threshold_frac``. Every
+    unsummarised turn but the last ``keep_last_turns`` is folded in when the view is still at
+    ``summary_threshold_frac`` of the window (``>=``); the study triggers on turns only."""
 
     def __post_init__(self) -> None:
         c = self._check
@@ -141,7 +147,7 @@ class Hybrid(Policy):
         return HybridRun(self, env or CompactionEnv())
 
 
-class HybridRun:
+class HybridRun(PolicyRun):
     def __init__(self, policy: Hybrid, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -170,13 +176,11 @@ class HybridRun:
             extra={EXTRA_MASKED: n},
         )
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force
 
 
 def _head_len(msgs: Sequence[Message]) -> int:
@@ -200,7 +204,7 @@ def _turns(msgs: Sequence[Message]) -> list[list[Message]]:
     return turns
 
 
-class JetBrainsHybridRun:
+class JetBrainsHybridRun(PolicyRun):
     """The study's hybrid on one session: the checkpoint and how many raw turns it covers."""
 
     def __init__(self, policy: Hybrid, env: CompactionEnv) -> None:
@@ -280,10 +284,8 @@ class JetBrainsHybridRun:
         view = [*head, self.checkpoint, *body] if self.checkpoint is not None else [*head, *body]
         return mask_observations(view, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import EXTRA_MASKED, CompactionRecord, Tier
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, drop_masked_calls, masked_positions, render_placeholder
 from h9eval.core.messages import Message
@@ -27,16 +27,8 @@ __all__ = ["ObservationMasking"]
 class ObservationMasking(Policy):
     """Mask old tool outputs; tool calls (and every other message) are kept.
 
-    ``keep_recent_turns``: the most recent window kept unmasked, counted in ``window_unit``
-    (default 10, the study's window). ``window_unit``: ``assistant_turns`` (default: the
-    outputs of all but the last this many assistant messages are masked) or ``tool_results``
-    (all but the last this many tool results, as SWE-agent's ``LastNObservations`` counts).
-    ``placeholder``: what a masked output becomes (default ``<MASKED>``, as in OpenHands);
-    ``{lines}`` in it is replaced by the output's line count, so the study's
-    ``Old environment output: ({lines} lines omitted)`` reproduces its placeholder.
-    ``send_masked_calls``: keep a masked output's call and send the placeholder as its result
-    (default True); False reproduces what OpenHands actually sends: the placeholder as a plain
-    user message and the assistant message of that call held back with all its results.
+    Masking is recomputed from the full history at every call, so the policy keeps no state;
+    a forced or manual compaction is the same as the automatic one.
 
     Where this still differs from the references, and why:
 
@@ -59,9 +51,19 @@ class ObservationMasking(Policy):
     source: ClassVar[str] = "JetBrains 'Complexity Trap' observation masking / OpenHands ObservationMaskingCondenser"
 
     keep_recent_turns: int = 10
+    """The most recent outputs kept unmasked, counted in ``window_unit``. 10 is the study's window."""
     placeholder: str = MASK_PLACEHOLDER
+    """What a masked output becomes; ``{lines}`` in it becomes the output's line count. ``<MASKED>``
+    is OpenHands' text; ``Old environment output: ({lines} lines omitted)`` reproduces the study's."""
     window_unit: str = "assistant_turns"
+    """What ``keep_recent_turns`` counts: ``assistant_turns`` or ``tool_results``. With
+    ``assistant_turns`` the outputs of all but the last that many assistant messages are masked;
+    with ``tool_results`` all but the last that many tool results, as SWE-agent's
+    ``LastNObservations`` counts."""
     send_masked_calls: bool = True
+    """Send a masked output as the placeholder result of its kept call. ``False`` reproduces what
+    OpenHands sends: the placeholder as a plain user message, with the assistant message of that
+    call held back with all its results."""
 
     def __post_init__(self) -> None:
         self._check(self.keep_recent_turns >= 0, "keep_recent_turns", "must be >= 0", self.keep_recent_turns)
@@ -71,12 +73,12 @@ class ObservationMasking(Policy):
         return _MaskingRun(self, env or CompactionEnv())
 
 
-class _MaskingRun:
+class _MaskingRun(PolicyRun):
     def __init__(self, policy: ObservationMasking, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         p = self.policy
         idx = masked_positions(history, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
         n = len(idx)
@@ -103,7 +105,5 @@ class _MaskingRun:
         )
         return Compaction(tuple(out), rec)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        return self.compact(history)
-
-    compact_manual = compact_force
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._auto(history)

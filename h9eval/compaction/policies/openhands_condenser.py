@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -55,7 +55,7 @@ def forgetting_range(
     """``((start, end), reasons)``: the events ``msgs[start:end]`` to forget, as
     ``LLMSummarizingCondenser._get_forgotten_events`` chooses them, or ``(None, reasons)`` when
     no condensation is due (no reasons) or none can be computed. ``request`` is an explicit
-    condensation request (``/condense``; h9eval's ``compact_force``)."""
+    condensation request (``/condense``; h9eval's ``compact(force=True)``)."""
     n = len(msgs)
     reasons: list[str] = []
     total = estimate_tokens(msgs)
@@ -102,20 +102,9 @@ class OpenHandsCondenser(Policy):
     """OpenHands ``LLMSummarizingCondenser`` (software-agent SDK): amortized forgetting with an
     LLM summary of the forgotten events.
 
-    ``max_size``: condense once the view holds *more* than this many events (messages here,
-    the system message included; default 240, the SDK's default; its default agent uses 80).
-    ``keep_first``: the first events never forgotten (default 2: the system prompt and the
-    task; the default agent uses 4); must leave room: ``keep_first < max_size // 2 - 1``.
-    ``max_tokens``: also condense once the view is *over* this many tokens (harness9 estimate),
-    forgetting the oldest events until half of it would remain (default None: events only).
-    ``minimum_progress_frac``: a condensation that would forget fewer than this share of the
-    view is not made (default 0.1, the SDK's ``minimum_progress``).
-    ``summary_timeout_s``: a slower summary fails (default 60 s).
-
     A condensation forgets the events after the first ``keep_first`` down to ``max_size // 2``
-    in all (head, summary, newest events), or to half the view for a request
-    (``compact_force``/``compact_manual``, OpenHands' condensation request); with several
-    reasons the one keeping fewest events wins. Both cut points move forward to the next
+    in all (head, summary, newest events), or to half the view for a request (a forced or
+    manual compaction, OpenHands' condensation request); with several reasons the one keeping fewest events wins. Both cut points move forward to the next
     message that is not a tool result. The summary is a user message holding the summarizer's
     reply (OpenHands' ``CondensationSummaryEvent`` is sent as a user message).
 
@@ -143,10 +132,19 @@ class OpenHandsCondenser(Policy):
     claims_budget: ClassVar[bool] = False
 
     max_size: int = 240
+    """Condense once the view holds *more* than this many events. Events are messages here, the
+    system message included; 240 is the SDK's default, its default agent uses 80."""
     keep_first: int = 2
+    """The first events never forgotten; must be ``< max_size // 2 - 1``. 2 keeps the system prompt
+    and the task; the SDK's default agent uses 4."""
     max_tokens: int | None = None
+    """Also condense once the view is *over* this many tokens (``None``: events only). harness9's
+    estimate; the oldest events are forgotten until half of it would remain."""
     minimum_progress_frac: float = 0.1
+    """Skip a condensation that would forget less than this share of the view. The SDK's
+    ``minimum_progress``."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails (seconds)."""
 
     def __post_init__(self) -> None:
         c = self._check
@@ -172,7 +170,7 @@ class OpenHandsCondenser(Policy):
         return OpenHandsCondenserRun(self, env or CompactionEnv())
 
 
-class OpenHandsCondenserRun:
+class OpenHandsCondenserRun(PolicyRun):
     """The condenser on one session: the summary calls and the carried-forward view."""
 
     def __init__(self, policy: OpenHandsCondenser, env: CompactionEnv) -> None:
@@ -220,11 +218,9 @@ class OpenHandsCondenserRun:
         rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
         return Compaction(tuple(out), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """OpenHands' condensation request: condense now, down to half the view."""
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force

@@ -29,7 +29,7 @@ from h9eval.compaction.anchors import (
     merge_anchors,
     parse_anchors_and_summary,
 )
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
 from h9eval.compaction.offload import (
     OFFLOAD_COMPACTION_THRESHOLD_BYTES,
@@ -69,8 +69,10 @@ TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 @register
 @dataclass(frozen=True, kw_only=True)
 class ProgressiveCompactor(Policy):
-    """harness9's progressive compactor; the frozen fields are its configuration, each
-    documented once, below (``h9eval policies`` shows the first sentence as help)."""
+    """harness9's progressive compactor: five tiers by window usage, a verbatim tail, offload.
+
+    The frozen fields are its configuration, each documented once, below (``h9eval policies``
+    shows the first sentence as help)."""
 
     kind: ClassVar[str] = "progressive"
     source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"
@@ -238,7 +240,7 @@ class _Partial:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class ProgressiveRun:
+class ProgressiveRun(PolicyRun):
     """A progressive compactor bound to one session: keeps the incremental summary state
     (``last_summary``, ``last_anchors``; in memory only, as in harness9) and the offloader."""
     def __init__(self, policy: ProgressiveCompactor, env: CompactionEnv) -> None:
@@ -274,7 +276,7 @@ class ProgressiveRun:
     def set_last_anchors(self, anchors: list[Anchor] | None) -> None:
         self.last_anchors = anchors
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         """``CompactWithRecord`` (spec §3.2); the record is also appended to the store."""
         start_ns = self.env.clock.now_ns()
         msgs = list(history)
@@ -314,13 +316,13 @@ class ProgressiveRun:
             self._last_input, self._last_view, self._last_tokens = msgs, part.result, tokens_before
         return Compaction(tuple(part.result), rec)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """harness9 ``ProgressiveCompactor.CompactForce``: the emergency path, no record."""
         return Compaction(tuple(self._emergency(list(history)).result), None)
 
-    def compact_manual(self, history: Sequence[Message]) -> Compaction:
+    def _manual(self, history: Sequence[Message]) -> Compaction:
         """harness9's ``/compact`` prefers ``CompactWithRecord``: the tier follows usage."""
-        return self.compact(history)
+        return self._auto(history)
 
     # -- internals -------------------------------------------------------------------------
     def _tier(self, msgs: list[Message], harness9_tokens: int) -> Tier:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import peer_record
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
@@ -34,15 +34,19 @@ def sliding_window(msgs: Sequence[Message], max_messages: int) -> list[Message]:
 @register
 @dataclass(frozen=True, kw_only=True)
 class SlidingWindowCompactor(Policy):
-    """harness9's ``SlidingWindowCompactor``: keep the system message and the newest messages,
-    ``max_messages`` in all (default 100; harness9 treats ``<= 0`` as 100 and ``< 2`` as 2,
-    which ``compat=True`` accepts and otherwise is rejected)."""
+    """harness9's ``SlidingWindowCompactor``: keep the system message and the newest messages.
+
+    A forced or manual compaction is the same as the automatic one.
+    """
 
     kind: ClassVar[str] = "sliding_window"
     source: ClassVar[str] = "harness9 SlidingWindowCompactor (system + newest messages)"
 
     max_messages: int = 100
+    """Messages kept, the system message included."""
     compat: bool = False
+    """Accept harness9's silent values instead of rejecting them. ``max_messages <= 0`` means 100,
+    ``< 2`` means 2."""
 
     def __post_init__(self) -> None:
         if not self.compat:
@@ -52,12 +56,12 @@ class SlidingWindowCompactor(Policy):
         return _SlidingRun(self, env or CompactionEnv())
 
 
-class _SlidingRun:
+class _SlidingRun(PolicyRun):
     def __init__(self, policy: SlidingWindowCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         out = sliding_window(history, self.policy.max_messages)
         changed = len(out) != len(history) or out != list(history)
@@ -65,7 +69,5 @@ class _SlidingRun:
         rec = peer_record(self.env, history, view, Tier.SOFT if changed else Tier.NONE, tokens_before=tokens, start_ns=start_ns)
         return Compaction(tuple(out), rec)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
-        return self.compact(history)
-
-    compact_manual = compact_force
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._auto(history)

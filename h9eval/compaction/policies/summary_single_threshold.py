@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, peer_record, split_system, fit_newest
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import Tier
@@ -63,24 +63,11 @@ def _strip_summary_header(text: str) -> str:
 class SummarySingleThreshold(Policy):
     """Codex CLI / Claude Code auto-compact: one threshold, summarise everything before the tail.
 
-    ``context_window_tokens``: the model window (default 200,000 tokens).
-    ``threshold_frac``: compact when the working history's tokens are ``>=`` this fraction of
-    the window (default 0.90: Codex CLI's auto-compact limit is 90 % of the window; Claude
-    Code triggers earlier, at its effective window (the window minus up to 20,000 output
-    tokens) minus 13,000 tokens, about 0.835 of 200k). ``keep_last_messages``: newest
-    messages kept verbatim after the summary (default 0: both tools replace the whole
-    conversation; the boundary moves back so a kept tool result keeps its call).
-    ``anchors``: ask for harness9's anchor format and emit the same ``[Context Compaction]``
-    message as the progressive policy (default True); False sends a free-text prompt
-    (``template="free_text"``) and emits ``[Context Compaction]\n## Summary\n<reply>``.
-    ``summary_timeout_s``: a slower summary fails (default 60 s). ``prompt_file``: optional
-    JSON prompt file for the anchor prompts.
-
     A second compaction summarises the previous summary with the new messages (harness9's
     incremental template). If the summarizer fails (or none is injected) the view falls back to
     the system message and the newest messages that stay under the threshold (at least the
-    newest one), tier ``SOFT``, with ``record.error`` set. ``compact_force``/``compact_manual``
-    (``/compact``) summarise now, whatever the usage.
+    newest one), tier ``SOFT``, with ``record.error`` set. A forced or manual compaction
+    (``/compact``) summarises now, whatever the usage.
 
     This is the common core of both tools, for comparing one summarise-everything rule at a
     chosen threshold; ``codex_compact`` and ``claude_code_compact`` reproduce each tool as
@@ -106,11 +93,22 @@ class SummarySingleThreshold(Policy):
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """Model window in tokens."""
     threshold_frac: float = 0.90
+    """Compact when the working history is at this fraction of the window (``>=``). 0.90 is Codex
+    CLI's auto-compact limit; Claude Code triggers earlier, at its effective window (the window
+    minus up to 20,000 output tokens) minus 13,000 tokens, about 0.835 of 200k."""
     keep_last_messages: int = 0
+    """Newest messages kept verbatim after the summary. 0: both tools replace the whole
+    conversation; the boundary moves back so a kept tool result keeps its call."""
     anchors: bool = True
+    """Ask for harness9's anchored summary (``False``: a free-text one). With anchors the summary is
+    the progressive policy's ``[Context Compaction]`` message; without, a free-text prompt
+    (``template="free_text"``) whose reply goes under ``[Context Compaction]`` and ``## Summary``."""
     summary_timeout_s: float = 60.0
+    """A slower summary fails (seconds)."""
     prompt_file: str | None = None
+    """JSON file with the anchor prompt templates (see :mod:`h9eval.compaction.prompts`)."""
 
     def __post_init__(self) -> None:
         c = self._check
@@ -136,7 +134,7 @@ class SummarySingleThreshold(Policy):
         return SummaryThresholdRun(self, env or CompactionEnv())
 
 
-class SummaryThresholdRun:
+class SummaryThresholdRun(PolicyRun):
     """A summary policy bound to one session: the previous summary and anchors (for the
     incremental template), the summary calls made, and the carried-forward view."""
 
@@ -151,19 +149,17 @@ class SummaryThresholdRun:
         self.cont = Continuation()
 
     # -- API -------------------------------------------------------------------------------
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
         base, carried = self.cont.base(history)
         return self.compact_base(history, base, tokens_before=tb, base_tokens=None if carried else tb, carried=carried, force=False, start_ns=start_ns)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         """Summarise now (Claude Code's and Codex's manual ``/compact``)."""
         start_ns = self.env.clock.now_ns()
         base, carried = self.cont.base(history)
         return self.compact_base(history, base, tokens_before=None, base_tokens=None, carried=carried, force=True, start_ns=start_ns)
-
-    compact_manual = compact_force
 
     # -- shared with the hybrid policy -----------------------------------------------------
     def compact_base(

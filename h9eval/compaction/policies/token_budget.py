@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.compaction.budget import (
     FORCED_TRUNCATION_RULES,
@@ -33,11 +33,10 @@ __all__ = ["TokenBudgetCompactor"]
 class TokenBudgetCompactor(Policy):
     """harness9's ``TokenBudgetCompactor`` on its own (the progressive policy's fallback).
 
-    ``context_window_tokens``: the model window; the budget is ``window*80//100`` unless
-    ``max_tokens`` is given. ``min_tail_messages``: messages kept verbatim at the end (default
-    6). ``forced_truncation``: ``anchor_greedy_v3`` (default, reconstructed) or
-    ``legacy_last1``. ``compat``: accept harness9's silent values (``max_tokens <= 0`` meaning
-    160,000, ``min_tail_messages <= 0`` meaning 6) instead of rejecting them.
+    A forced or manual compaction applies the ``forced_truncation`` rule (harness9's
+    ``/compact`` prefers ``CompactWithRecord``, which this compactor lacks). harness9 keeps no
+    records; h9eval records a compaction that dropped messages as tier ``SOFT`` and a forced
+    one as ``EMERGENCY``.
     """
 
     kind: ClassVar[str] = "token_budget"
@@ -45,10 +44,17 @@ class TokenBudgetCompactor(Policy):
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """Model window in tokens; the budget is 80 % of it unless ``max_tokens`` is given. harness9's
+    ``window*80/100``."""
     max_tokens: int | None = None
+    """Token budget of the view (``None``: 80 % of the window)."""
     min_tail_messages: int = 6
+    """Messages (not turns) kept verbatim at the end of the view."""
     forced_truncation: str = "anchor_greedy_v3"
+    """Forced-compaction rule: ``anchor_greedy_v3`` (PR #121, reconstructed) or ``legacy_last1``."""
     compat: bool = False
+    """Accept harness9's silent values instead of rejecting them. ``max_tokens <= 0`` means 160,000,
+    ``min_tail_messages <= 0`` means 6."""
 
     def __post_init__(self) -> None:
         if not self.compat:
@@ -84,7 +90,7 @@ class TokenBudgetCompactor(Policy):
         return _TokenBudgetRun(self, env or CompactionEnv())
 
 
-class _TokenBudgetRun:
+class _TokenBudgetRun(PolicyRun):
     def __init__(self, policy: TokenBudgetCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -105,17 +111,16 @@ class _TokenBudgetRun:
             error=err,
         )
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         out = self.policy.compact_messages(history)
         # harness9's TokenBudgetCompactor keeps no records; h9eval reports a dropped-messages
         # compaction as tier "soft"-equivalent so the replay can count it.
         changed = len(out) != len(history) or out != list(history)
         return Compaction(tuple(out), self._record(history, out, Tier.SOFT if changed else Tier.NONE))
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         out = self.policy.force_messages(history)
         return Compaction(tuple(out), self._record(history, out, Tier.EMERGENCY, "forced truncation"))
 
-    # harness9's /compact prefers CompactWithRecord, which TokenBudgetCompactor lacks, so it
-    # falls through to CompactForce (spec §2.4).
-    compact_manual = compact_force
+    # _manual stays PolicyRun's: harness9's /compact prefers CompactWithRecord, which
+    # TokenBudgetCompactor lacks, so it falls through to CompactForce (spec §2.4).

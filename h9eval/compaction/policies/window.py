@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h9eval.compaction._peer import Continuation, head_end, peer_record, split_system, tail_start
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, register
+from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
@@ -43,19 +43,17 @@ def window_view(msgs: Sequence[Message], keep_first: int, keep_last: int) -> lis
 class Window(Policy):
     """OpenHands' recent-events window (or, with ``amortized``, its amortized forgetting).
 
-    ``keep_first``: messages after the system message always kept (default 1: the task;
-    OpenHands' ``keep_first``). ``keep_last``: the newest messages kept (default 20; OpenHands'
-    ``max_events`` minus ``keep_first``); every call applies the window, no state.
-    ``amortized``: OpenHands ``AmortizedForgettingCondenser`` instead (default False): nothing
-    is dropped until the working view holds more than ``max_messages`` messages (default 100,
-    OpenHands' ``max_size``), then it is cut down to ``max_messages // 2`` (the first
-    ``keep_first`` plus the newest), so forgetting happens in chunks; ``keep_last`` is unused.
+    The plain window (``RecentEventsCondenser``) keeps the first ``keep_first`` and the newest
+    ``keep_last`` messages at every call, with no state. The amortized window
+    (``AmortizedForgettingCondenser``) drops nothing until the working view holds more than
+    ``max_messages`` messages, then cuts it down to ``max_messages // 2`` (the first
+    ``keep_first`` plus the newest), so forgetting happens in chunks.
 
     Deliberate differences: messages are counted after the system message (always kept); a
     boundary never separates a tool call from its results, so a part may keep a few more
     messages; the amortized window carries its last view forward when the replay keeps the
     original history (OpenHands records the forgetting in its event log).
-    ``compact_force``/``compact_manual``: the plain window is the same as ``compact``; the
+    A forced or manual compaction: the plain window is the same as the automatic one; the
     amortized window forgets down to ``max_messages // 2`` now, whatever the length.
     """
 
@@ -64,9 +62,14 @@ class Window(Policy):
     claims_budget: ClassVar[bool] = False
 
     keep_first: int = 1
+    """Messages after the system message always kept. 1 keeps the task; OpenHands' ``keep_first``."""
     keep_last: int = 20
+    """(plain window) The newest messages kept. OpenHands' ``max_events`` minus ``keep_first``."""
     amortized: bool = False
+    """Use OpenHands' ``AmortizedForgettingCondenser`` instead of the plain window."""
     max_messages: int = 100
+    """(amortized) Forget once the view holds more messages than this, down to half. OpenHands'
+    ``max_size``."""
 
     def __post_init__(self) -> None:
         c = self._check
@@ -85,7 +88,7 @@ class Window(Policy):
         return WindowRun(self, env or CompactionEnv())
 
 
-class WindowRun:
+class WindowRun(PolicyRun):
     def __init__(self, policy: Window, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -120,10 +123,8 @@ class WindowRun:
         rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, extra=extra)
         return Compaction(tuple(out), rec)
 
-    def compact(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)
 
-    def compact_force(self, history: Sequence[Message]) -> Compaction:
+    def _force(self, history: Sequence[Message]) -> Compaction:
         return self._run(history, None, force=True)
-
-    compact_manual = compact_force
