@@ -128,7 +128,7 @@ recorded = [                     # under recorded_dir() (or absolute paths)
 synthetic_preset = "small"
 synthetic_seeds = [0, 1]
 history_modes = ["view"]         # add "write_back" to compare both
-probe_every_k = 10               # probe checkpoints every k calls (and after each compaction)
+probe_every_k = 10               # probe every k-th call and the last: one checkpoint grid per task, shared by every policy
 curve_policies = ["harness9-default", "observation_masking", "summary_single_threshold", "keep_all"]  # token-curve lines
 workers = 2
 out_dir = None                   # None: a fresh temporary folder""",
@@ -195,7 +195,7 @@ comparison.sort_values("retention", ascending=False)[[
     ("md", "Retention per probe kind (mean over tasks):"),
     (
         "code",
-        """kinds = sorted(c for c in run_metrics.columns if c.startswith("retention_"))
+        """kinds = sorted(c for c in run_metrics.columns if c.startswith("retention_") and c != "retention_after_compaction")
 M.config_metrics(run_metrics, kinds, n=0).set_index(["label", "history_mode"])[kinds].round(3)""",
     ),
     ("md", "## Tokens saved vs retention"),
@@ -291,6 +291,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
+print(tuned.holdout.line() if tuned.holdout is not None else "no held-out check (too few tasks)")
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
@@ -574,6 +575,115 @@ pd.DataFrame({c: r.summary() for c, r in replays.items()})""",
 print(f"{int((tiers['harness9'] != tiers['bpe']).sum())} of {len(tiers)} calls reach another tier")
 tiers[tiers["harness9"] != tiers["bpe"]].head(20)""",
     ),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["06-closed-loop"] = [
+    (
+        "md",
+        """# Closed loop: does the agent still finish the task?
+
+Open-loop replay asks whether a compacted view still *contains* the intent and the facts. Here
+compaction sits before every model call of a running agent, the agent's next action depends on
+the compacted view, and success is checked against a world's hidden state (`fact_chain`,
+`mini_repo`, `ticket_queue`; deterministic, seeded, offline). The agent is the scripted one: a
+pure function of the serialised view it receives (see the README on what it can and cannot
+stand in for).
+
+This notebook runs one episode, then a small sweep over harness9's default, observation
+masking, the hybrid, the single-threshold summary and the controls on the three worlds, and
+shows success and cost per configuration with task-level bootstrap intervals, the cost-vs-success
+frontier, the failure modes, and the **validation study**: each world seed's `keep_all`
+transcript is exported as a task and replayed open loop with recall probes, so we can ask
+whether open-loop retention predicts closed-loop success on the same episodes.""",
+    ),
+    (
+        "params",
+        """# Parameters
+window = 1_500                 # context window (tokens) of the compacting policies: small, so compaction happens
+seeds = [0, 1, 2]              # world seeds per world (tasks = worlds x seeds)
+agents = ["scripted"]          # add "scripted:raw_only" (trusts only raw tool results) or "scripted:last_k"
+workers = 2
+out_dir = None                 # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval.analysis import plots_closedloop as PC
+from h9eval.analysis import report_closedloop as R
+from h9eval.closedloop import steps_frame
+from h9eval.closedloop.run import format_episode, run_world
+from h9eval import load_results, sweep
+
+pd.set_option("display.max_columns", 40)
+pd.set_option("display.width", 200)
+out_dir = out_dir or tempfile.mkdtemp(prefix="h9eval-06-")""",
+    ),
+    ("md", "## One episode\n\n`h9eval run --world fact_chain:0 --policy progressive --set context_window_tokens=1500` does the same from the shell."),
+    (
+        "code",
+        """one = run_world("fact_chain:0", agent="scripted", policy="progressive", params={"context_window_tokens": window},
+                world_params={"hops": 4, "gap_steps": 3, "padding_bytes": 1200})
+print(format_episode(one))
+steps_frame([one.episode])[["step", "tool", "tokens_sent", "tier_name", "compacted", "refetch"]]""",
+    ),
+    ("md", "## A sweep over policies and worlds"),
+    (
+        "code",
+        """worlds = [
+    {"kind": "fact_chain", "seeds": seeds, "params": {"hops": 4, "gap_steps": 3, "padding_bytes": 1200}},
+    {"kind": "mini_repo", "seeds": seeds, "params": {"n_bugs": 3, "padding_bytes": 1200}},
+    {"kind": "ticket_queue", "seeds": seeds, "params": {"n_tickets": 5, "padding_bytes": 1200}},
+]
+spec = {
+    "name": "closed-loop",
+    "agents": agents,
+    "tasks": {"worlds": worlds},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default", "params": {"context_window_tokens": window}},
+        {"kind": "observation_masking", "params": {"keep_recent_turns": 3}},
+        {"kind": "hybrid", "params": {"context_window_tokens": window}},
+        {"kind": "summary_single_threshold", "params": {"context_window_tokens": window}},
+        {"kind": "keep_all"},
+        {"kind": "drop_all"},
+    ],
+    "summarizer": {"name": "offline"},
+    "probes": {"scorers": ["recall"]},
+}
+res = sweep(spec, out_dir=Path(out_dir) / "sweep", workers=workers, progress=False)
+print(res)
+assert res.failed == 0, res.failures
+results = load_results(res.out_dir)
+episodes = R.episode_table(results)
+episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum", "n_compactions"]].head(12)""",
+    ),
+    ("md", "## Success and cost per configuration\n\nMeans over tasks (world seeds) with 95 % task-bootstrap intervals; the differences are paired with `keep_all` on the same tasks."),
+    (
+        "code",
+        """table = R.success_cost(episodes)
+table[["agent", "config", "n_tasks", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
+    ),
+    ("code", "PC.cost_success_frontier(table)"),
+    ("md", "## Failure modes"),
+    ("code", "modes = R.failure_modes(episodes)\nmodes"),
+    ("code", "PC.failure_modes(modes, [k for k, _ in R.FAILURE_KINDS])"),
+    (
+        "md",
+        """## Validation: does open-loop retention predict closed-loop success?
+
+Spearman's rho across tasks between the open-loop retention of a configuration on a world's
+exported transcript and that configuration's closed-loop success on the same world seed. A
+configuration that always succeeds (or always fails) has nothing to predict: its rho is NaN.""",
+    ),
+    ("code", "v = R.validation_study(results)\nv.pooled"),
+    ("code", "v.per_config"),
+    ("code", "v.probes.head(5)  # best predictors first; v.probes.tail(5) are the worst"),
+    ("code", "PC.retention_vs_success(v.pairs)"),
 ]
 
 

@@ -65,7 +65,7 @@ def test_labels_carry_the_spec_name_and_the_summarizer(res: Any) -> None:
 def test_unnamed_entries_of_one_kind_get_their_parameters_in_the_label(res: Any) -> None:
     r = res.runs[res.runs["summarizer"] == "offline"].copy()
     r["policy_name"] = "progressive"
-    assert set(C.config_labels(r)) == {"progressive(context_window_tokens=6000)", "progressive(anti_thrash_frac=0.1, context_window_tokens=6000)"}
+    assert set(C.config_labels(r)) == {"progressive [context_window_tokens=6000]", "progressive [anti_thrash_frac=0.1, context_window_tokens=6000]"}
 
 
 def _per_task(res: Any, policy: str, summ: str, col: str) -> dict[str, float]:
@@ -246,3 +246,13 @@ def test_history_modes_nest_inside_the_task(res: Any) -> None:
     assert set(by) >= {("thrash:offline@write_back", "thrash:offline@view"), ("base:offline@write_back", "base:offline@view")}
     assert by[("thrash:offline@write_back", "thrash:offline@view")].mean_diff == pytest.approx(1.0)
     assert by[("base:offline@write_back", "base:offline@view")].n_differ == 0
+
+
+def test_a_configuration_that_never_compacted_on_a_task_is_flagged() -> None:
+    import pandas as pd
+
+    from h9eval.analysis.compare import _notes
+
+    t = pd.DataFrame({"config": ["a", "a", "b", "b"], "task_id": ["t1", "t2", "t1", "t2"], "n_compactions": [0, 3, 2, 1]})
+    assert _notes(t, "a", "b") == ["a never compacted on 1 task(s) (its scores there are the uncompacted transcript's): t1"]
+    assert _notes(t.assign(n_compactions=[1, 3, 2, 1]), "a", "b") == []

@@ -23,6 +23,7 @@ def calls_frame(run_id: str, tiers: list[str], *, sent: list[int] | None = None,
         "context_window_tokens": [1000] * n,
         "history_tokens": hist or [100 * (i + 1) for i in range(n)],
         "tokens_sent": sent or [50 * (i + 1) for i in range(n)],
+        "raw_tokens_sent": hist or [100 * (i + 1) for i in range(n)],
         "tier_name": tiers,
         "compacted": [t != "none" for t in tiers],
         "overflow": [False] * n,
@@ -59,6 +60,24 @@ def test_tokens_saved_and_transitions() -> None:
     assert m.loc["none", "none"] == 1 and int(m.to_numpy().sum()) == 5  # 4 + 1 consecutive pairs
     assert list(m.index) == list(M.TIER_NAMES)
     assert math.isclose(M.tier_transitions(c, normalize=True).loc["soft"].sum(), 1.0)
+
+
+def test_tokens_saved_is_against_the_uncompacted_transcript_not_the_history() -> None:
+    """A write-back run: its history shrinks after the compaction, so 1 - sent/history says
+    it saves nothing (here: -0.1), while against the raw transcript it saves sent/raw. Checked
+    against a hand computation, with the peak ratio to the window."""
+    c = calls_frame("t--wb", ["none", "soft", "none"], sent=[110, 60, 80], hist=[100, 50, 70], raw_tokens_sent=[110, 210, 310])
+    ts = M.tokens_saved(c).set_index("run_id")
+    assert math.isclose(ts.loc["t--wb", "tokens_saved"], 1 - (110 + 60 + 80) / (110 + 210 + 310))
+    assert ts.loc["t--wb", "peak_tokens_sent"] == 110 and math.isclose(ts.loc["t--wb", "peak_ratio_to_window"], 0.11)
+    assert math.isclose(ts.loc["t--wb", "mean_raw_tokens_sent"], 210.0)
+    # a calls table written before raw_tokens_sent existed: unknown, not a number against another baseline
+    assert math.isnan(M.tokens_saved(c.drop(columns=["raw_tokens_sent"]))["tokens_saved"].iloc[0])
+    rm = M.run_metrics(c).set_index("run_id")
+    assert rm.loc["t--wb", "tokens_saved"] == ts.loc["t--wb", "tokens_saved"]
+    assert rm.loc["t--wb", "n_compactions"] == 1 and not rm.loc["t--wb", "never_compacted"]
+    idle = M.run_metrics(calls_frame("u--a", ["none", "none"])).set_index("run_id")
+    assert bool(idle.loc["u--a", "never_compacted"]) and M.config_metrics(M.run_metrics(calls_frame("u--a", ["none"])))["never_compacted_runs"].iloc[0] == 1
 
 
 def test_retention_uses_answerable_probes_only() -> None:
@@ -159,3 +178,45 @@ def test_anchor_retention_from_compactions() -> None:
     w = M.anchor_retention(comps)
     assert list(w.index) == ["user_intent", "key_decision"]
     assert w.loc["key_decision", 0] == 0.0 and w.loc["key_decision", 1] == 1.0
+
+
+def test_retention_after_compaction_is_a_separate_conditional_view() -> None:
+    """The main number is every grid checkpoint; the conditional view only those after the
+    first compaction; unknown after_compaction (old rows) never counts as after."""
+    p = pd.DataFrame(
+        {
+            "run_id": ["r"] * 4,
+            "checkpoint_call_index": [4, 9, 14, 19],
+            "probe_kind": ["fact"] * 4,
+            "method": ["recall"] * 4,
+            "scope": ["view"] * 4,
+            "score": [1.0, 1.0, 0.5, 0.0],
+            "answerable": [True] * 4,
+            "after_compaction": [False, None, True, True],
+        }
+    )
+    c = calls_frame("r", ["none"] * 20)
+    rm = M.run_metrics(c, p).set_index("run_id")
+    assert math.isclose(rm.loc["r", "retention"], 2.5 / 4)
+    assert math.isclose(rm.loc["r", "retention_after_compaction"], 0.25)
+    assert len(M.retention(p.drop(columns=["after_compaction"]), by=("run_id",), after_compaction_only=True)) == 0
+
+
+def test_recommend_applies_the_emergency_filter() -> None:
+    """The best-retention config hit the emergency tier: the recommendation is the best of
+    those that did not; only when every config did is one of them recommended (and the reason
+    says so)."""
+    cm = pd.DataFrame(
+        {
+            "label": ["a", "b", "c"],
+            "retention": [0.95, 0.80, 0.70],
+            "tokens_saved": [0.5, 0.4, 0.6],
+            "overflows": [0, 0, 0],
+            "emergencies": [2, 0, 0],
+        }
+    )
+    best = M.recommend(cm)
+    assert best is not None and best["label"] == "b" and "no emergency" in best["reason"]
+    every = M.recommend(cm.assign(emergencies=[2, 1, 3]))
+    assert every is not None and every["label"] == "a" and "every one of them hit the emergency tier" in every["reason"]
+    assert M.recommend(cm.assign(overflows=[1, 1, 1])) is None

@@ -579,7 +579,9 @@ def test_checkpoints_selection() -> None:
         {"call_index": 4, "message_index": 9, "tier": "none", "tokens": None, "view": v, "compacted": True},
         (5, 11, "none", 100, v),
     ]
-    cps = checkpoints(rows)
+    # the default is the grid shared by every policy: here (no every_k) only the last call
+    assert [(c.call_index, c.n_compactions, c.reasons) for c in checkpoints(rows)] == [(5, 3, ("end",))]
+    cps = checkpoints(rows, after_compaction=True)
     assert [(c.call_index, c.n_compactions, c.reasons) for c in cps] == [
         (1, 1, ("compaction",)),
         (3, 2, ("compaction",)),
@@ -606,7 +608,7 @@ def test_tables_columns_and_intent_lost_after_compaction() -> None:
         (2, END, Tier.FULL, None, dropped),
         (3, END, Tier.FULL, None, dropped),
     ]
-    rows = probe_checkpoints(task, calls, run_id="r1", scorers=["recall"])
+    rows = probe_checkpoints(task, calls, run_id="r1", scorers=["recall"], after_compaction=True)
     assert rows and all(tuple(r) == PROBE_COLUMNS for r in rows)
     df = drift_table(rows)
     assert tuple(df.columns) == DRIFT_COLUMNS and df.attrs["schema_version"] == 2
@@ -633,9 +635,10 @@ def test_tables_columns_and_intent_lost_after_compaction() -> None:
     with pytest.raises(ConfigError, match="schema_version"):
         drift_table(bad)
     # Version-1 rows (before answer_pinned / placebo) are read with neutral defaults.
-    v1 = df[list(PROBE_COLUMNS[:-3])].assign(schema_version=1)
+    v1 = df[list(PROBE_COLUMNS[:-4])].assign(schema_version=1)
     up = drift_table(v1)
     assert tuple(up.columns) == DRIFT_COLUMNS and not up["answer_pinned"].any() and up["placebo_rate"].isna().all()
+    assert list(up["after_compaction"]) == [bool(n > 0) for n in v1["n_compactions"]]
 
 
 def test_probe_view_rejects_out_of_range_index() -> None:
@@ -680,3 +683,57 @@ def test_synthetic_controls() -> None:
     rest = [v for k, v in s.items() if not k.startswith("fact:")]
     assert facts and max(facts) == 0.0, s
     assert sum(rest) / len(rest) >= 0.9, s
+
+
+def test_checkpoint_grid_is_the_tasks_and_the_same_for_every_policy() -> None:
+    """Every policy is probed at the same calls (every k-th call index and the last), however
+    often it compacts; the post-compaction rows are a labelled column, not extra checkpoints."""
+    from h9eval.compaction import make_policy
+    from h9eval.probes.drift import checkpoint_grid
+    from h9eval.probes.runner import make_probe_fn
+    from h9eval.runs.replay import ReplayConfig, replay
+    from h9eval.tasks.synthetic import generate
+
+    assert checkpoint_grid(10, 4) == (3, 7, 9) and checkpoint_grid(8, 4) == (3, 7) and checkpoint_grid(3, None) == (2,)
+    assert checkpoint_grid(0, 3) == ()
+    with pytest.raises(ConfigError, match="every_k"):
+        checkpoint_grid(5, 0)
+    task = generate("small", seed=0)
+    fn = make_probe_fn(["recall"])
+    grids, after = {}, {}
+    for kind, params in (("keep_all", {}), ("drop_all", {}), ("progressive", {"context_window_tokens": 6000})):
+        r = replay(task, make_policy(kind, **params), config=ReplayConfig(context_window_tokens=6000), probe_fn=fn, probe_every_k=5)
+        grids[kind] = sorted(set(r.probes["checkpoint_call_index"]))
+        after[kind] = r.probes
+        if kind != "keep_all":
+            assert r.calls["compacted"].sum() > len(grids[kind]), "the policy must compact off the grid too"
+    assert grids["keep_all"] == grids["drop_all"] == grids["progressive"] == list(checkpoint_grid(task.n_calls, 5))
+    assert not after["keep_all"]["after_compaction"].any()
+    p = after["progressive"]
+    assert p["after_compaction"].any() and not p["after_compaction"].all()
+    assert (p["after_compaction"] == (p["n_compactions"] > 0)).all()
+
+
+def test_a_key_term_probe_with_no_term_in_the_history_is_unanswerable_and_left_out() -> None:
+    """The task statement's key terms were never said in the transcript: the key-term probe is
+    unanswerable (score NaN, never passed) and no aggregate counts it; counting it as
+    answerable would score every policy 0 on it, keep_all included."""
+    import dataclasses
+
+    from h9eval.analysis import metrics as M
+
+    base = make_task()
+    task = dataclasses.replace(base, intent=dataclasses.replace(base.intent, key_terms=("never-said-term-123", "ZZZ_UNSEEN_42")))
+    kt = next(p for p in probes_for(task, END) if p.kind == "key_terms")
+    assert not kt.answerable and kt.unseen == ("never-said-term-123", "ZZZ_UNSEEN_42")
+    rows = probe_view(task, task.messages[: END + 1], END, run_id="r")  # the uncompacted view: keep_all
+    kt_rows = [r for r in rows if r["probe_kind"] == "key_terms"]
+    assert kt_rows and all(not r["answerable"] and math.isnan(r["score"]) and not r["passed"] for r in kt_rows)
+    live = [r for r in rows if r["answerable"] and r["scope"] == "view"]
+    assert live and all(r["score"] == 1.0 for r in live)
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    ret = M.retention(df, by=("run_id",))
+    assert ret["retention"].iloc[0] == 1.0 and ret["n_probes"].iloc[0] == len(live)
+    assert "key_terms" not in set(M.retention(df, by=("probe_kind",))["probe_kind"])

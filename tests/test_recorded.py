@@ -116,8 +116,10 @@ def test_real_session_loads_with_expected_counts(rel: str) -> None:
 def test_load_tasks_finds_every_session_in_sorted_order() -> None:
     tasks = load_tasks(RECORDED)
     paths = [t.source.path for t in tasks]
-    assert sorted(paths) == sorted(str(RECORDED / rel) for rel in EXPECTED)
-    assert len({t.task_id for t in tasks}) == len(tasks) == 15
+    # Claude Code's own compaction calls are not tasks: left out of folder discovery
+    found = [rel for rel in EXPECTED if rel not in (CC_COMPACT1, CC_COMPACT2)]
+    assert sorted(paths) == sorted(str(RECORDED / rel) for rel in found)
+    assert len({t.task_id for t in tasks}) == len(tasks) == 13
     again = load_tasks(RECORDED)
     assert [t.content_hash() for t in again] == [t.content_hash() for t in tasks]
 
@@ -720,3 +722,18 @@ def test_anthropic_system_file_with_a_late_non_object_message_is_a_format_error(
     assert detect_format(p) == "anthropic_messages"
     with pytest.raises(FormatError, match=r"c\.json:messages\[21\]: expected a message object, got int"):
         load_tasks(p)
+
+
+@needs_data
+def test_folder_discovery_leaves_out_claude_codes_own_compaction_calls() -> None:
+    """A Claude Code folder holds sessions, subagents and ``agent-acompact-*`` files (Claude
+    Code's summarisation calls): the last are not tasks. Named explicitly, one still loads."""
+    from h9eval.tasks.recorded import load_tasks
+
+    tasks = load_tasks(RECORDED / CC)
+    ids = [t.task_id for t in tasks]
+    assert ids and not any("acompact" in i for i in ids)
+    assert any("agent-aac57f5" in i for i in ids) and any(i.endswith("ae4a77f8-aedd-4bc1-888f-c94edc91af04") for i in ids)
+    assert all(t.metadata.get("agent_kind") != "compaction" for t in tasks)
+    (one,) = load_tasks(RECORDED / CC_COMPACT1)
+    assert one.metadata["agent_kind"] == "compaction"

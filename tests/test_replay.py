@@ -186,11 +186,11 @@ def test_call_stats_is_a_frozen_named_value() -> None:
     from h9eval.runs.replay import CallStats
 
     names = [f.name for f in dataclasses.fields(CallStats)]
-    assert "compactions" in names and "tokens_sent" in names and len(names) == 11
+    assert "compactions" in names and "tokens_sent" in names and len(names) == 12
     assert all(f.kw_only for f in dataclasses.fields(CallStats))
     stats = CallStats(
         call_index=0, message_index=1, history_tokens=10, history_messages=2, view_tokens=10, tokens_sent=12,
-        compactions=(), offloads_tool_time_count=0, offloads_tool_time_bytes=0, written_back=False, manual_compact=False,
+        raw_tokens_sent=12, compactions=(), offloads_tool_time_count=0, offloads_tool_time_bytes=0, written_back=False, manual_compact=False,
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.tokens_sent = 1  # type: ignore[misc]
@@ -253,3 +253,25 @@ def test_a_failing_loop_closes_its_outputs(tmp_path: Path, monkeypatch: pytest.M
         replay(crafted_task(), pol, out_dir=tmp_path / "run")
     assert len(closed) == 1 and (tmp_path / "run" / "sessions.db").exists()
     assert not (tmp_path / "run" / "manifest.json").exists() and not (tmp_path / "run" / "calls.parquet").exists()
+
+
+def test_raw_tokens_sent_is_the_uncompacted_transcript_in_every_mode() -> None:
+    """The baseline of tokens saved: keep_all in view mode without the hook sends exactly the
+    raw transcript; a write-back run (history shrunk, results offloaded at tool time) has the
+    same raw column, call by call, and sends less than it once it compacted."""
+    from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
+
+    task = crafted_task()
+    window = 6000
+    keep = replay(task, make_policy("keep_all"), config=ReplayConfig(context_window_tokens=window))
+    assert (keep.calls["tokens_sent"] == keep.calls["raw_tokens_sent"]).all()
+    wb = replay(task, ProgressiveCompactor(context_window_tokens=window, min_tail_messages=4), config=ReplayConfig(history_mode="write_back"))
+    assert wb.calls["written_back"].any()
+    assert list(wb.calls["raw_tokens_sent"]) == list(keep.calls["raw_tokens_sent"])
+    # an independent count: every message before the call's output, plus the tool schemas
+    schema = estimate_tool_tokens(task.tools)
+    idx = list(wb.calls["message_index"])
+    assert list(wb.calls["raw_tokens_sent"]) == [estimate_tokens(task.messages[:i]) + schema for i in idx]
+    after = wb.calls[wb.calls["call_index"] > wb.calls.loc[wb.calls["written_back"], "call_index"].min()]
+    assert (after["tokens_sent"] < after["raw_tokens_sent"]).all()
+    assert (wb.calls["history_tokens"] < wb.calls["raw_tokens_sent"] - schema).any()

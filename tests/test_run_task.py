@@ -103,3 +103,28 @@ def test_names_resolved_at_the_edge() -> None:
     (res,) = run_task(TASK, "progressive", window=8000, summarizer="none")
     # no summarizer: the fallback answers, and (as harness9 with a nil provider) no call is made or logged
     assert res.calls["fallback"].sum() > 0 and res.calls["summarizer_calls"].sum() == 0
+
+
+def test_window_peak_frac_sizes_each_tasks_window_from_its_own_uncompacted_peak() -> None:
+    """window_peak_frac=0.5: the window is half the task's uncompacted peak (its largest
+    raw_tokens_sent), so the policy at its default thresholds must compact; the peak is
+    checked against the replay's own raw column."""
+    from h9eval.runs.run import peak_frac_window, uncompacted_peak_tokens
+    from h9eval.tasks import load_tasks_from_spec
+
+    task = load_tasks_from_spec(TASK)[0]
+    (keep,) = run_task(task, "keep_all")
+    peak = uncompacted_peak_tokens(task)
+    assert peak == int(keep.calls["raw_tokens_sent"].max()) > 0
+    assert peak_frac_window(task, 0.5) == -(-peak // 2)
+    (res,) = run_task(task, "progressive", window_peak_frac=0.5)
+    assert set(res.calls["context_window_tokens"]) == {peak_frac_window(task, 0.5)}
+    assert res.params["context_window_tokens"] == peak_frac_window(task, 0.5)
+    assert res.calls["compacted"].sum() > 0
+    for bad in (0, 1.5, True):
+        with pytest.raises(ConfigError, match=r"peak_frac must be a number in \(0, 1\]"):
+            run_task(task, "progressive", window_peak_frac=bad)
+    with pytest.raises(ConfigError, match="not both"):
+        run_task(task, "progressive", window=1000, window_peak_frac=0.5)
+    with pytest.raises(ConfigError, match="sizes each task's window"):
+        run_task(task, "progressive", params={"context_window_tokens": 8000}, window_peak_frac=0.5)

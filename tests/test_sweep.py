@@ -466,3 +466,55 @@ def _to_toml(d: dict[str, Any]) -> str:
         lines.append("[[policies]]")
         lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in p.items()]
     return "\n".join(lines) + "\n"
+
+
+def test_resume_reuses_a_cell_only_when_its_hash_is_equal(shared: Path, tmp_path: Path) -> None:
+    """The run ids stay the same when the window or the probe grid changes (neither is in the
+    id): only the cell hash tells the finished cell is stale. A resume that ignored it would
+    reuse both cells and keep the old window in the tables."""
+    d = {**_base(shared), "history_modes": ["view", "write_back"], "window": 9000}
+    out = tmp_path / "o"
+    r1 = sweep(d, out_dir=out, workers=0, progress=False)
+    assert (r1.ran, r1.reused) == (2, 0)
+    ids1 = set(load_results(out).runs["run_id"])
+    r2 = sweep({**d, "window": 7000}, out_dir=out, workers=0, progress=False)
+    res = load_results(out)
+    assert set(res.runs["run_id"]) == ids1, "the test needs run ids that do not change"
+    assert (r2.ran, r2.reused) == (2, 0)
+    assert set(res.calls["context_window_tokens"]) == {7000}
+    r3 = sweep({**d, "window": 7000}, out_dir=out, workers=0, progress=False)
+    assert (r3.ran, r3.reused) == (0, 2)
+
+
+def test_window_peak_frac_sizes_every_policys_window_per_task(shared: Path, tmp_path: Path) -> None:
+    """window = { peak_frac = 0.5 }: each task's window is half its uncompacted peak, for every
+    policy (progressive left at its default included), so harness9's default compacts on every
+    task; a policy entry that sets its own window is refused at parse time."""
+    from h9eval.runs.run import peak_frac_window
+    from h9eval.tasks import load_tasks_from_spec
+
+    spec = {
+        "name": "peak",
+        "tasks": {"recorded": [str(shared / SMALLEST_SWE)], "synthetic": [{"preset": "small", "seeds": [0]}]},
+        "window": {"peak_frac": 0.5},
+        "policies": [{"kind": "progressive"}, {"kind": "keep_all"}],
+    }
+    out = tmp_path / "o"
+    r = sweep(spec, out_dir=out, workers=0, progress=False)
+    assert (r.ok, r.failed) == (4, 0)
+    res = load_results(out)
+    want = {t.task_id: peak_frac_window(t, 0.5) for s in (str(shared / SMALLEST_SWE), "synthetic:small:0") for t in load_tasks_from_spec(s)}
+    got = res.calls.groupby("task_id")["context_window_tokens"].unique().to_dict()
+    assert {k: list(v) for k, v in got.items()} == {k: [w] for k, w in want.items()}
+    prog = res.runs[res.runs["policy_kind"] == "progressive"]
+    assert (prog["n_compactions"] > 0).all() and prog["params_hash"].nunique() == 1
+    assert "context_window_tokens" not in json.loads(prog["params_json"].iloc[0])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {c["window_peak_frac"] for c in manifest["cells"]} == {0.5}
+    with pytest.raises(ConfigError, match=r"^policies\[0\]\.params\.context_window_tokens: conflicts with window\.peak_frac"):
+        load_spec({**spec, "policies": [{"kind": "progressive", "params": {"context_window_tokens": 8000}}]})
+    for bad in ({"peak_frac": 0}, {"peak_frac": 2}, {"peak_frac": True}):
+        with pytest.raises(ConfigError, match=r"^window\.peak_frac: must be a number in \(0, 1\]"):
+            load_spec({**spec, "window": bad})
+    with pytest.raises(ConfigError, match=r"^window\.peak_fracc: unknown key"):
+        load_spec({**spec, "window": {"peak_fracc": 0.5}})

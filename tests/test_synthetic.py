@@ -304,7 +304,7 @@ def test_metadata(small: Task) -> None:
 
 # -- validation --------------------------------------------------------------------------------
 def test_presets() -> None:
-    assert {k: v.n_turns for k, v in PRESETS.items()} == {"small": 40, "long": 1000, "marathon": 5000}
+    assert {k: v.n_turns for k, v in PRESETS.items()} == {"small": 40, "medium": 200, "long": 1000, "marathon": 5000}
     with pytest.raises(TypeError):
         PRESETS["tiny"] = SyntheticSpec()  # type: ignore[index]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from pathlib import Path
 
@@ -85,3 +86,102 @@ def test_tune_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "[policy]" in out and (tmp_path / "recommended.toml").exists()
     assert main(["tune", "--tasks", TASK, "--model", "nope"]) == 2
+
+
+SMALL = [f"synthetic:small:{s}" for s in range(4)]
+
+
+def test_tune_refuses_tasks_that_never_reach_the_warn_tier_naming_them() -> None:
+    """At a 200k window the small synthetic tasks never reach the warn tier: every candidate
+    would score the same, so the tuner refuses by name; with the explicit flag it warns loudly
+    (a Python warning, the result's warnings and the TOML comment)."""
+    from h9eval.analysis.tune import unexercised_tasks
+    from h9eval.tasks import load_tasks_from_spec
+
+    with pytest.raises(ConfigError, match=r"never reach the warn tier .*synthetic-small-0 \(peak [\d,]+ tokens\).*allow_unexercised"):
+        tune([TASK], window=200_000, grid={"warn_frac": [0.5, 0.6]}, refine_rounds=0)
+    with pytest.warns(UserWarning, match="never reach the warn tier"):
+        r = tune([TASK], window=200_000, grid={"warn_frac": [0.5, 0.6]}, refine_rounds=0, allow_unexercised=True)
+    assert any("synthetic-small-0" in w for w in r.warnings) and "WARNING: 1 of 1 task(s) never reach the warn tier" in r.toml
+    # the check is on the uncompacted history against the smallest warn_frac of the grid
+    (t,) = load_tasks_from_spec(TASK)
+    assert unexercised_tasks([t], window=14_000, warn_frac=0.5) == []
+    assert [i for i, _ in unexercised_tasks([t], window=200_000, warn_frac=0.5)] == ["synthetic-small-0"]
+
+
+def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four tasks: one is held out of the search (seeded split); the recommendation is replayed
+    on it and the check is printed next to the recommendation by the CLI."""
+    from h9eval.analysis.tune import split_tasks
+
+    assert split_tasks(["d", "a", "c", "b"], holdout_frac=0.25, seed=0) == split_tasks(["a", "b", "c", "d"], holdout_frac=0.25, seed=0)
+    tun, held = split_tasks(["a", "b", "c", "d"], holdout_frac=0.5, seed=3)
+    assert len(held) == 2 and sorted(tun + held) == ["a", "b", "c", "d"]
+    assert split_tasks(["a"], holdout_frac=0.5) == (("a",), ())
+    with pytest.raises(ConfigError, match="holdout_frac"):
+        split_tasks(["a", "b"], holdout_frac=1.0)
+    r = tune(SMALL, window=14_000, grid={"warn_frac": [0.5, 0.6]}, refine_rounds=0)
+    assert r.holdout is not None and len(r.holdout.task_ids) == 1 and len(r.tuning_tasks) == 3
+    assert set(r.holdout.task_ids).isdisjoint(r.tuning_tasks)
+    assert (r.evidence["n_tasks"] == 3).all(), "the search sees only the tuning tasks"
+    assert r.holdout.line() in r.toml and math.isfinite(r.holdout.retention)
+    assert r.holdout.tuning_retention == r.evidence[r.evidence["best"]]["retention"].iloc[0]
+    ev = r.evidence
+    assert {"retention_ci_lo", "retention_ci_hi", "retention_min", "worst_peak_ratio", "tied"} <= set(ev.columns)
+    assert (ev["retention_ci_lo"] <= ev["retention"]).all() and (ev["retention"] <= ev["retention_ci_hi"]).all()
+    main(["tune", "--tasks", *SMALL, "--window", "14000", "--grid", json.dumps({"warn_frac": [0.5, 0.6]}), "--refine-rounds", "0"])
+    out = capsys.readouterr().out
+    assert "[policy]" in out and "\nheld-out check on 1 task(s)" in out
+
+
+def _rigged(monkeypatch: pytest.MonkeyPatch, **set_on_top: float) -> None:
+    """Make the config with the highest retention (made 1.0) carry ``set_on_top`` (e.g. one
+    emergency): a tuner that ignores that filter recommends it."""
+    import h9eval.analysis.tune as T
+
+    real = T._aggregate
+
+    def agg(*a, **kw):  # type: ignore[no-untyped-def]
+        ev = real(*a, **kw)
+        top = ev["retention"].idxmax()
+        ev.loc[top, ["retention", "retention_min"]] = 1.0
+        for k, v in set_on_top.items():
+            ev.loc[top, k] = v
+        return ev
+
+    monkeypatch.setattr(T, "_aggregate", agg)
+
+
+@pytest.mark.parametrize("rig", [{"emergencies": 1}, {"overflows": 2}, {"worst_peak_ratio": 0.99}])
+def test_tuner_never_recommends_a_config_the_filters_exclude(monkeypatch: pytest.MonkeyPatch, rig: dict[str, float]) -> None:
+    _rigged(monkeypatch, **rig)
+    r = tune([TASK], window=14_000, grid={"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]}, refine_rounds=0)
+    ev = r.evidence
+    top = ev["retention"].idxmax()
+    assert ev.loc[top, "retention"] == 1.0 and not ev.loc[top, "feasible"]
+    assert not ev.loc[top, "best"] and r.feasible and ev["best"].sum() == 1
+
+
+def test_tuner_picks_the_most_robust_of_the_configs_tied_with_the_best() -> None:
+    """Hand-made evidence on 3 tasks (fewer than a 95% verdict can rest on, so every feasible
+    config is tied with the best): the pick is the best worst-task retention, not the best mean."""
+    import pandas as pd
+
+    from h9eval.analysis.tune import _choose
+
+    per = [{"a": 1.0, "b": 1.0, "c": 0.4}, {"a": 0.8, "b": 0.8, "c": 0.7}, {"a": 1.0, "b": 1.0, "c": 1.0}]
+    ev = pd.DataFrame(
+        {
+            "retention": [0.8, 0.7667, 1.0],
+            "retention_min": [0.4, 0.7, 1.0],
+            "worst_peak_ratio": [0.8, 0.8, 0.8],
+            "tokens_saved": [0.5, 0.4, 0.6],
+            "summarizer_calls_per_run": [1.0, 1.0, 1.0],
+            "overflows": [0, 0, 0],
+            "emergencies": [0, 0, 1],  # the best-looking one hit the emergency tier
+            "feasible": [True, True, False],
+            "_per_task": [json.dumps(p) for p in per],
+        }
+    )
+    c = _choose(ev, level=0.95, n_resamples=200, seed=0)
+    assert c.best == 0 and c.tied == (0, 1) and c.pick == 1

@@ -106,38 +106,35 @@ def _params(s: Any) -> dict[str, Any]:
 
 
 def config_labels(runs: Any) -> Any:
-    """One label per row of a runs table (a Series on the same index; see the module docstring).
+    """One label per row of a runs table (a Series on the same index): the one definition of a
+    configuration's name, used by every table, figure and ``h9eval compare``.
 
-    ``name(grid point)``, where two entries of the same name would otherwise collide (e.g.
-    two unnamed ``progressive`` entries) ``kind(params that differ from its defaults)``, and as
-    a last resort ``#params_hash``; ``:summarizer`` is appended when ``runs`` holds more than
-    one summarizer variant.
+    The name the user gave the ``[[policies]]`` entry (``policy_name``; its kind when unnamed),
+    made unique only where needed: by the grid point (``tail [min_tail_messages=2]``), or the
+    parameters that differ from the kind's defaults when the entry has no grid, then by the
+    summarizer variant (``base:offline_free_text``) when one entry ran with several. History
+    mode is never part of the name (tables show it as a column, figures as a panel).
     """
     import pandas as pd
 
     if len(runs) == 0:
         return pd.Series([], dtype=object, index=runs.index)
-    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else pd.Series("", index=runs.index)
     kinds = runs["policy_kind"].fillna("").astype(str)
-    names = names.where(names != "", kinds)
-    grids = runs["grid_json"] if "grid_json" in runs.columns else pd.Series("", index=runs.index)
-    base = []
-    for n, g in zip(names, grids):
-        point = _params(g)
-        base.append(n + ("(" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + ")" if point else ""))
-    label = pd.Series(base, index=runs.index, dtype=object)
-    hashes = runs["params_hash"].astype(str)
-    if (pd.DataFrame({"l": label, "h": hashes}).groupby("l")["h"].nunique() > 1).any():
-        clash = label.map(pd.DataFrame({"l": label, "h": hashes}).groupby("l")["h"].nunique()) > 1
-        pj = runs["params_json"] if "params_json" in runs.columns else pd.Series(None, index=runs.index)
-        for i in label.index[clash]:
-            diff = M.params_diff(kinds[i], pj[i])
-            inner = ", ".join(f"{k}={_fmt(v)}" for k, v in diff.items())
-            label[i] = names[i] + (f"({inner})" if inner else "")
-        still = label.map(pd.DataFrame({"l": label, "h": hashes}).groupby("l")["h"].nunique()) > 1
-        label[still] = label[still] + "#" + hashes[still]
-    if "summarizer" in runs.columns and runs["summarizer"].nunique(dropna=True) > 1:
-        label = label + ":" + runs["summarizer"].fillna("").astype(str)
+    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else pd.Series("", index=runs.index)
+    base = names.where(names != "", kinds)
+    label = base.astype(object).copy()
+    hashes = runs["params_hash"].astype(str) if "params_hash" in runs.columns else pd.Series("", index=runs.index)
+    grids = runs["grid_json"] if "grid_json" in runs.columns else pd.Series(None, index=runs.index)
+    pj = runs["params_json"] if "params_json" in runs.columns else pd.Series(None, index=runs.index)
+    for b in base.unique():
+        rows = base.index[base == b]
+        if hashes[rows].nunique() > 1:
+            for i in rows:
+                point = _params(grids[i]) or M.params_diff(kinds[i], pj[i])
+                label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
+        if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
+            for i in rows:
+                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']}"
     return label
 
 
@@ -276,6 +273,13 @@ def _notes(table: Any, a: str, b: str) -> list[str]:
     for x, only in ((a, ta - tb), (b, tb - ta)):
         if only:
             notes.append(f"{len(only)} task(s) only {x} ran, left out: {', '.join(sorted(only))}")
+    if "n_compactions" in table.columns:
+        # a score where the configuration never compacted is the uncompacted transcript's: flag it
+        for x in (a, b):
+            rows = table[(table["config"] == x) & (table["n_compactions"].fillna(0) == 0)]
+            if len(rows):
+                tasks = sorted(set(rows["task_id"]))
+                notes.append(f"{x} never compacted on {len(tasks)} task(s) (its scores there are the uncompacted transcript's): {', '.join(tasks)}")
     return notes
 
 

@@ -7,13 +7,20 @@ touches the network, or uses global randomness (:func:`bootstrap_ci` takes a see
 
 Definitions used throughout:
 
-* **tokens saved** of a run: ``1 - mean(tokens_sent) / mean(history_tokens)`` over its calls
-  (0 = nothing saved; in ``view`` mode history tokens are what an uncompacted agent would have
-  sent, bar tool schemas). In ``write_back`` mode the history is itself the compacted history,
-  so this measures only each call's own compaction (and tool schemas can make it negative):
-  compare modes on ``peak_tokens_sent`` or mean ``tokens_sent`` instead.
+* **tokens saved** of a run: ``1 - sum(tokens_sent) / sum(raw_tokens_sent)`` over its calls,
+  where ``raw_tokens_sent`` is what the *uncompacted transcript* would send at the same call
+  (every recorded message before it, no tool-time offload, no write-back, tool schemas
+  included on both sides): one baseline for every policy and history mode, so 0 = nothing
+  saved against not compacting at all (:func:`tokens_saved`; the only definition: report,
+  tuner and notebooks call it). Calls tables written before ``raw_tokens_sent`` existed give
+  NaN, never a number against another baseline.
+* **peak tokens sent** / **peak ratio to the window** of a run: the largest ``tokens_sent``,
+  and that over the run's ``context_window_tokens`` (> 1: some call overflowed).
 * **retention** of a run: mean probe ``score`` over *answerable* probes (method ``recall`` and
-  scope ``view`` unless told otherwise), overall and per ``probe_kind``.
+  scope ``view`` unless told otherwise), overall and per ``probe_kind``, on the task's
+  checkpoint grid (the same calls for every policy). **retention after compaction** is the
+  conditional view "after the policy compacted at least once" (grid checkpoints with
+  ``after_compaction``): its own column, never mixed into ``retention``.
 * a **config**: ``policy_kind`` + ``params_hash`` (+ ``history_mode``, ``summarizer``); its
   label names the parameters that differ from the policy's defaults.
 """
@@ -36,6 +43,7 @@ __all__ = [
     "IMPROVEMENT_OPTIONS",
     "CI",
     "bootstrap_ci",
+    "TOKENS_SAVED_COLUMNS",
     "tokens_saved",
     "retention",
     "retention_over_calls",
@@ -116,17 +124,42 @@ def bootstrap_ci(values: Iterable[float], n: int = 1000, seed: int = 0, level: f
 
 
 # -- per run ----------------------------------------------------------------------------------
+TOKENS_SAVED_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "mean_tokens_sent",
+    "mean_raw_tokens_sent",
+    "tokens_saved",
+    "peak_tokens_sent",
+    "peak_ratio_to_window",
+)
+"""Columns of :func:`tokens_saved`."""
+
+
 def tokens_saved(calls: Any) -> Any:
-    """Per run: ``run_id``, ``mean_tokens_sent``, ``mean_history_tokens``, ``tokens_saved``
-    (``1 - mean_tokens_sent / mean_history_tokens``; NaN when the history is empty)."""
+    """Per run (:data:`TOKENS_SAVED_COLUMNS`): ``mean_tokens_sent``, ``mean_raw_tokens_sent``,
+    ``tokens_saved`` = ``1 - sum(tokens_sent) / sum(raw_tokens_sent)`` (see the module
+    docstring; NaN without ``raw_tokens_sent`` or when it sums to 0), ``peak_tokens_sent`` and
+    ``peak_ratio_to_window`` (``peak_tokens_sent / context_window_tokens``; NaN without a window
+    column)."""
     import pandas as pd
 
     if len(calls) == 0:
-        return pd.DataFrame(columns=["run_id", "mean_tokens_sent", "mean_history_tokens", "tokens_saved"])
-    g = calls.groupby("run_id", sort=True).agg(mean_tokens_sent=("tokens_sent", "mean"), mean_history_tokens=("history_tokens", "mean"))
-    h = g["mean_history_tokens"].astype(float)
-    g["tokens_saved"] = (1 - g["mean_tokens_sent"].astype(float) / h.where(h > 0)).astype(float)
-    return g.reset_index()
+        return pd.DataFrame(columns=list(TOKENS_SAVED_COLUMNS))
+    d = calls.copy()
+    d["_sent"] = d["tokens_sent"].astype(float)
+    d["_raw"] = d["raw_tokens_sent"].astype(float) if "raw_tokens_sent" in d.columns else math.nan
+    d["_ratio"] = d["_sent"] / d["context_window_tokens"].astype(float) if "context_window_tokens" in d.columns else math.nan
+    g = d.groupby("run_id", sort=True).agg(
+        mean_tokens_sent=("_sent", "mean"),
+        mean_raw_tokens_sent=("_raw", "mean"),
+        _sum_sent=("_sent", "sum"),
+        _sum_raw=("_raw", lambda x: float(x.sum()) if x.notna().all() else math.nan),
+        peak_tokens_sent=("tokens_sent", "max"),
+        peak_ratio_to_window=("_ratio", "max"),
+    )
+    raw = g["_sum_raw"].astype(float)
+    g["tokens_saved"] = (1 - g["_sum_sent"] / raw.where(raw > 0)).astype(float)
+    return g.reset_index()[list(TOKENS_SAVED_COLUMNS)]
 
 
 def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
@@ -140,15 +173,26 @@ def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
     return p[p["score"].notna()]
 
 
-def retention(probes: Any, *, by: Sequence[str] = ("run_id", "probe_kind"), method: str | None = "recall", scope: str | None = "view") -> Any:
+def retention(
+    probes: Any,
+    *,
+    by: Sequence[str] = ("run_id", "probe_kind"),
+    method: str | None = "recall",
+    scope: str | None = "view",
+    after_compaction_only: bool = False,
+) -> Any:
     """Mean score over answerable probes, grouped by ``by`` (default per run and probe kind).
 
     Columns: ``by`` + ``retention`` (mean score) + ``n_probes``. ``method``/``scope``: filters
-    (default ``recall``/``view``; ``None`` keeps all).
+    (default ``recall``/``view``; ``None`` keeps all). ``after_compaction_only``: the
+    conditional view, only checkpoints after the policy's first compaction (rows without the
+    ``after_compaction`` column or with it unknown are left out).
     """
     import pandas as pd
 
     p = _probe_subset(probes, method, scope)
+    if after_compaction_only:
+        p = p[p["after_compaction"].fillna(False).astype(bool)] if "after_compaction" in p.columns else p.iloc[0:0]
     if len(p) == 0:
         return pd.DataFrame(columns=[*by, "retention", "n_probes"])
     g = p.groupby(list(by), sort=True)["score"].agg(["mean", "size"]).reset_index()
@@ -184,10 +228,13 @@ def _run_info(runs: Any | None, calls: Any) -> Any:
 
 
 def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, *, method: str = "recall") -> Any:
-    """One row per run: config columns, ``tokens_saved``, ``retention`` (all kinds),
-    ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
-    ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``peak_tokens_sent``,
-    ``calls``, ``label`` (see :func:`config_label`). ``runs`` (optional): the sweep's runs table,
+    """One row per run: config columns, ``tokens_saved``, ``peak_tokens_sent``,
+    ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds),
+    ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
+    before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
+    ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``n_compactions`` (calls
+    that compacted), ``never_compacted`` (the run never compacted: its scores say nothing
+    about the policy), ``calls``, ``label`` (see :func:`config_label`). ``runs`` (optional): the sweep's runs table,
     for ``params_json``/``summarizer`` and to keep only ok runs."""
     import pandas as pd
 
@@ -202,25 +249,30 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
             fallbacks=("fallback", "sum"),
             summarizer_calls=("summarizer_calls", "sum"),
             summarizer_cost_usd=("summarizer_cost_usd", "sum"),
-            peak_tokens_sent=("tokens_sent", "max"),
+            n_compactions=("compacted", "sum"),
         )
         .reset_index()
         if len(calls)
         else pd.DataFrame(columns=["run_id"])
     )
-    out = info.merge(ts[["run_id", "tokens_saved"]], on="run_id", how="left").merge(agg, on="run_id", how="left")
+    out = info.merge(ts[["run_id", "tokens_saved", "peak_tokens_sent", "peak_ratio_to_window"]], on="run_id", how="left").merge(agg, on="run_id", how="left")
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
         out = out.merge(overall, on="run_id", how="left")
+        cond = retention(probes, by=("run_id",), method=method, after_compaction_only=True)[["run_id", "retention"]]
+        out = out.merge(cond.rename(columns={"retention": "retention_after_compaction"}), on="run_id", how="left")
         per = retention(probes, by=("run_id", "probe_kind"), method=method)
         if len(per):
             wide = per.pivot(index="run_id", columns="probe_kind", values="retention").add_prefix("retention_").reset_index()
             out = out.merge(wide, on="run_id", how="left")
     else:
         out["retention"] = math.nan
-    for c in ("overflows", "emergencies", "fallbacks", "summarizer_calls", "calls"):
+        out["retention_after_compaction"] = math.nan
+    for c in ("overflows", "emergencies", "fallbacks", "summarizer_calls", "calls", "n_compactions"):
         if c in out.columns:
             out[c] = out[c].fillna(0).astype(int)
+    if "n_compactions" in out.columns:
+        out["never_compacted"] = out["n_compactions"] == 0
     out["label"] = [config_label(r.get("policy_kind", ""), r.get("params_json")) for r in out.to_dict("records")]
     return out
 
@@ -264,8 +316,9 @@ def config_label(kind: Any, params_json: Any = None) -> str:
 def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved", "retention"), *, n: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
     """Per config (``label`` + history mode + summarizer): mean and bootstrap CI across runs
     (i.e. tasks) of each metric, plus ``n_runs``, total ``overflows`` and ``emergencies`` and
-    mean ``summarizer_calls``/``summarizer_cost_usd``. Columns ``<metric>``,
-    ``<metric>_ci_lo``, ``<metric>_ci_hi``."""
+    mean ``summarizer_calls``/``summarizer_cost_usd``, the worst ``peak_ratio_to_window`` and
+    ``never_compacted_runs`` (runs on which the config never compacted: flag its scores).
+    Columns ``<metric>``, ``<metric>_ci_lo``, ``<metric>_ci_hi``."""
     import pandas as pd
 
     df = run_metrics_df
@@ -283,6 +336,10 @@ def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved"
         for c in ("summarizer_calls", "summarizer_cost_usd"):
             if c in g.columns:
                 row[c] = float(g[c].mean())
+        if "peak_ratio_to_window" in g.columns:
+            row["peak_ratio_to_window"] = float(g["peak_ratio_to_window"].max())
+        if "never_compacted" in g.columns:
+            row["never_compacted_runs"] = int(g["never_compacted"].astype(bool).sum())
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -6,9 +6,13 @@ PNG files in ``figures/`` next to it. Every number comes from :mod:`h9eval.analy
 figure from :mod:`h9eval.analysis.plots`; the recommendation is chosen from the data
 (:func:`h9eval.analysis.metrics.recommend`), never written in advance.
 
-Sections: setup and provenance, policies compared, token curves, tier transitions, anchor
-retention, drift, summarizer calls and cost, token-estimate error, h9eval's improvement
-options against the faithful default, recommendation.
+Sections: setup and provenance, what produced the numbers (summarizer, summary-only retention),
+policies compared, each configuration vs harness9's default (task-level paired, adjusted), token
+curves, tier transitions, anchor retention, drift, probe validity (placebo floor, pinned answers),
+emergency checkpoints (and the comparison under ``legacy_last1``), summarizer calls and cost,
+token-estimate error, h9eval's improvement options judged on their targets, the llm scorer's
+agreement (when it ran), recommendation. The trust and comparison sections come from
+:mod:`h9eval.analysis.report_sections`.
 
 ``write_report_from_records(records_dir, out_dir)`` does the same for harness9's
 ``compaction_records/*.jsonl`` (token curve from tokens before/after, tier transitions between
@@ -25,31 +29,40 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
+from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
+from h9eval.analysis.compare import config_labels
 from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.analysis import plots as P
+from h9eval.analysis import report_closedloop as CL
+from h9eval.analysis import report_sections as RS
+from h9eval.analysis.report_model import Section as _Section
 from h9eval.results.store import load_results
 from h9eval.tasks.model import ANCHOR_KINDS
 from h9eval.harness9.records_dir import read_records_dir
+from h9eval.summarizers.registry import SUMMARIZERS
 
-__all__ = ["ReportPaths", "write_report", "write_report_from_records"]
+__all__ = ["ReportPaths", "SECTIONS", "config_names", "write_report", "write_report_from_records"]
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 h1{border-bottom:2px solid #444;padding-bottom:.2em}h2{border-bottom:1px solid #bbb;margin-top:2em}
-table{border-collapse:collapse;font-size:12px;margin:.8em 0;display:block;overflow-x:auto}
+table{border-collapse:collapse;font-size:12px;margin:.8em 0;max-width:100%}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
-th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:12px;color:#555}
-pre{background:#f7f7f7;padding:.6em;overflow-x:auto;font-size:12px}
+th{background:#f0f0f0;white-space:normal;vertical-align:bottom}td:first-child,th:first-child{text-align:left}
+td.t,th.t{white-space:normal;overflow-wrap:anywhere;text-align:left}
+figure{margin:1em 0}figure img{max-width:100%;box-sizing:border-box;border:1px solid #eee}figcaption{font-size:12px;color:#555}
+pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 .note{background:#fff8e1;border-left:4px solid #f9a825;padding:.4em .8em}
 .rec{background:#e8f5e9;border-left:4px solid #2e7d32;padding:.4em .8em}
+.caveat{background:#fdecea;border:2px solid #c62828;padding:.5em .9em;font-weight:600}
 """
 
 
@@ -61,30 +74,6 @@ class ReportPaths:
     html: Path
     markdown: Path
     figures: tuple[Path, ...] = ()
-
-
-@dataclass
-class _Section:
-    title: str
-    blocks: list[tuple[str, Any]] = field(default_factory=list)  # (kind, payload)
-
-    def text(self, s: str) -> None:
-        self.blocks.append(("text", s))
-
-    def note(self, s: str) -> None:
-        self.blocks.append(("note", s))
-
-    def rec(self, s: str) -> None:
-        self.blocks.append(("rec", s))
-
-    def code(self, s: str) -> None:
-        self.blocks.append(("code", s))
-
-    def table(self, df: Any, caption: str = "") -> None:
-        self.blocks.append(("table", (df, caption)))
-
-    def figure(self, name: str, fig: Any, caption: str) -> None:
-        self.blocks.append(("figure", (name, fig, caption)))
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -115,8 +104,12 @@ def _md_table(df: Any) -> str:
 
 def _html_table(df: Any) -> str:
     cols, rows = _rows(df)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+    # text columns may wrap (so a wide table fits the page); numbers never do
+    text = [df[c].dtype.kind not in "biuf" for c in df.columns]
+    head = "".join(f"<th{' class=t' if t else ''}>{html.escape(c)}</th>" for c, t in zip(cols, text))
+    body = "".join(
+        "<tr>" + "".join(f"<td{' class=t' if t else ''}>{html.escape(v)}</td>" for v, t in zip(r, text)) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -142,7 +135,7 @@ def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
         md += [f"## {i}. {s.title}", ""]
         hs.append(f"<section><h2>{i}. {html.escape(s.title)}</h2>")
         for kind, payload in s.blocks:
-            if kind in ("text", "note", "rec"):
+            if kind in ("text", "note", "rec", "caveat"):
                 md += [("> " if kind != "text" else "") + payload, ""]
                 cls = "" if kind == "text" else f" class='{kind}'"
                 hs.append(f"<p{cls}>{html.escape(payload)}</p>")
@@ -212,7 +205,12 @@ def _setup_section(res: Any) -> _Section:
     if spec:
         s.text("Sweep specification (as resolved):")
         # one line per top-level key: readable without scrolling through a nested dump
-        s.code("\n".join(f"{k} = {json.dumps(v, sort_keys=True, default=str)}" for k, v in sorted(spec.items()))[:6000])
+        s.code(
+            "\n".join(
+                f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
+                for k, v in sorted(spec.items())
+            )[:6000]
+        )
     if len(runs) and n_ok < len(runs):
         bad = runs[runs["status"] != "ok"][["run_id", "error"]]
         s.table(bad, "Failed runs (excluded from every number below)")
@@ -231,16 +229,16 @@ def _policies_section(cm: Any) -> _Section:
         if c in cm.columns:
             t[c if c not in ("summarizer_calls", "summarizer_cost_usd") else c + "_per_run"] = cm[c]
     s.table(t, "One row per configuration; CIs are percentile bootstraps (1,000 resamples, seed 0) across tasks.")
+    if "never_compacted_runs" in cm.columns:
+        # a score of a configuration that never compacted says nothing about it: flag it next to the score
+        t["never compacted (runs)"] = cm["never_compacted_runs"]
     s.text(
-        "tokens saved = 1 - mean(tokens sent) / mean(history tokens) per run; retention = mean recall-probe "
-        "score over answerable probes of the sent view. Overflows and emergencies are totals over the runs."
+        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
+        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
+        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
+        "policy. Overflows and emergencies are totals over the runs; 'never compacted' counts runs on which the "
+        "configuration never compacted (its scores there are those of the uncompacted transcript)."
     )
-    if "history_mode" in cm.columns and (cm["history_mode"] == "write_back").any():
-        s.note(
-            "In write_back mode the history is the written-back (already compacted) history, so tokens saved only "
-            "counts each call's own compaction and may be slightly negative (tool schemas); compare write_back "
-            "configurations by retention and peak tokens sent rather than by tokens saved."
-        )
     return s
 
 
@@ -256,7 +254,8 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     try:
         windows = res.calls.groupby("task_id")["context_window_tokens"].first().to_dict() if len(res.calls) else {}
         mts, cts, seen = [], [], set()
-        for spec in list(dict.fromkeys(runs["task_spec"].dropna()))[: max_tasks * 2]:
+        # closed-loop worlds (world:KIND:SEED) are not task files: nothing to reload
+        for spec in [x for x in dict.fromkeys(runs["task_spec"].dropna()) if not str(x).startswith("world:")][: max_tasks * 2]:
             for t in load_tasks_from_spec(str(spec)):
                 if t.task_id in seen or t.task_id not in set(runs["task_id"]) or len(seen) >= max_tasks:
                     continue
@@ -301,48 +300,6 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     return s, err
 
 
-def _options_section(rm: Any, n: int, seed: int) -> _Section:
-    s = _Section("h9eval improvement options vs the faithful default")
-    oc = M.option_comparison(rm, n=n, seed=seed)
-    if len(oc) == 0:
-        s.note(
-            "No progressive configuration in this sweep differs from a faithful-default baseline only in "
-            f"improvement options ({', '.join(M.IMPROVEMENT_OPTIONS)}), so nothing can be compared here."
-        )
-        return s
-    t = oc[["option", "n_tasks"]].copy()
-    for m in ("retention", "tokens_saved"):
-        if f"{m}_delta" in oc.columns:
-            t[f"{m} baseline"] = oc[f"{m}_baseline"]
-            t[f"{m} with option"] = oc[f"{m}_variant"]
-            t[f"{m} Δ [95% CI]"] = [
-                "–" if isinstance(d, float) and math.isnan(d) else f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-                for d, lo, hi in zip(oc[f"{m}_delta"], oc[f"{m}_delta_ci_lo"], oc[f"{m}_delta_ci_hi"])
-            ]
-        t[f"{m} verdict"] = oc.get(f"{m}_verdict")
-    if "overflows_delta" in oc.columns:
-        t["overflows Δ"] = oc["overflows_delta"]
-    s.table(t, "Paired by task (same history mode, summarizer and other parameters); Δ = option - default.")
-    for r in oc.to_dict("records"):
-        rv, tv = r.get("retention_verdict", "no data"), r.get("tokens_saved_verdict", "no data")
-        if rv == "helps":
-            msg = f"{r['option']}: improves retention by {r['retention_delta']:+.3f} (CI {r['retention_delta_ci_lo']:+.3f} to {r['retention_delta_ci_hi']:+.3f})"
-            msg += f"; tokens saved {tv}." if tv != "helps" else ", and saves more tokens."
-            s.text(msg)
-        elif tv == "helps" and rv not in ("hurts",):
-            s.text(f"{r['option']}: saves more tokens ({r['tokens_saved_delta']:+.3f}) without a clear retention change ({rv}).")
-        else:
-            s.note(
-                f"{r['option']} does not help on this data: retention {rv}"
-                + (f" ({r['retention_delta']:+.3f})" if "retention_delta" in r and not math.isnan(r["retention_delta"]) else "")
-                + f", tokens saved {tv}"
-                + (f" ({r['tokens_saved_delta']:+.3f})" if "tokens_saved_delta" in r and not math.isnan(r["tokens_saved_delta"]) else "")
-                + (f", overflows {int(r['overflows_delta']):+d}" if r.get("overflows_delta") else "")
-                + "."
-            )
-    return s
-
-
 def _recommendation_section(cm: Any) -> _Section:
     s = _Section("Recommendation")
     best = M.recommend(cm)
@@ -371,101 +328,446 @@ def _recommendation_section(cm: Any) -> _Section:
     return s
 
 
-def _run_labels(runs: Any) -> dict[str, str]:
-    """``policy name (history mode)`` per run id: run ids repeat the task and are unreadable."""
-    if runs is None or not len(runs) or "policy_name" not in runs.columns:
+def config_names(runs: Any) -> dict[str, str]:
+    """The configuration's name per run id (of the ok runs): :func:`h9eval.analysis.compare.config_labels`."""
+    if runs is None or not len(runs):
         return {}
-    return {r.run_id: f"{r.policy_name} ({r.history_mode})" for r in runs.itertuples()}
+    r = runs[runs["status"] == "ok"] if "status" in runs.columns else runs
+    return dict(zip(r["run_id"], config_labels(r)))
 
 
-def _curve_runs(runs: Any, calls: Any, task_id: str, n: int) -> list[str]:
-    """Up to ``n`` runs of a task for one token-curve figure: harness9's default first, then one
-    run per other policy kind, write-back before view."""
-    ids = list(dict.fromkeys(calls[calls["task_id"] == task_id]["run_id"]))
-    if runs is None or not len(runs) or "policy_name" not in runs.columns:
-        return ids[:n]
-    r = runs[runs["run_id"].isin(ids)].copy()
-    r["_default"] = ~r["policy_name"].astype(str).str.contains("default")
-    r["_mode"] = r["history_mode"] != "write_back"
-    r = r.sort_values(["_default", "_mode", "policy_kind", "run_id"])
-    picked = r.drop_duplicates("policy_kind")
-    return list(picked["run_id"])[:n]
+def _is_offline(name: str) -> bool:
+    try:
+        cls = SUMMARIZERS.get(name)
+    except Exception:  # noqa: BLE001 - an unknown variant name is simply not known to be offline
+        return name.startswith("offline")
+    return cls.__module__.startswith("h9eval.summarizers.offline") or name.startswith("offline")
 
 
-def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 6, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4) -> ReportPaths:
-    """Write ``report.html`` and ``report.md`` for the sweep in ``results_dir``.
+def _tier_fracs(kind: str, params_json: Any) -> dict[str, float] | None:
+    """The tier thresholds a run ran with (``None`` for a policy without tiers)."""
+    p = M._params(params_json)
+    keys = {t: f"{t}_frac" for t in ("warn", "soft", "full", "emergency")}
+    if not any(k in p for k in keys.values()) and kind != "progressive":
+        return None
+    return {t: float(p.get(k, M.DEFAULT_THRESHOLDS[t])) for t, k in keys.items()}
 
-    ``out_dir``: default ``<results_dir>/report``. ``max_curve_runs``: runs overlaid per token
-    curve (default 6; one curve figure per task, for up to three tasks). ``n_boot``/``seed``:
-    bootstrap resamples and seed (default 1,000 and 0). ``token_error_tasks``: tasks reloaded
-    for the token-estimate section (default 4).
+
+@dataclass
+class _Ctx:
+    """What every section reads: the results, per-run and per-config metrics (labelled by
+    :func:`config_names`), and the choices shared by several sections (the example task and
+    the few configurations drawn one by one)."""
+    res: Any
+    rm: Any
+    cm: Any
+    names: dict[str, str]
+    n_boot: int
+    seed: int
+    max_curve_runs: int
+    token_error_tasks: int
+    example_task: str | None = None
+    example_reason: str = ""
+    chosen: list[tuple[str, str]] = field(default_factory=list)  # (label, history mode)
+
+    def runs_of(self, label: str, mode: str, task_id: str | None = None) -> list[str]:
+        r = self.rm[(self.rm["label"] == label) & (self.rm["history_mode"] == mode)]
+        if task_id is not None:
+            r = r[r["task_id"] == task_id]
+        return list(r["run_id"])
+
+    def non_control(self, df: Any) -> Any:
+        return df[~df["policy_kind"].isin(P.CONTROL_KINDS)] if "policy_kind" in df.columns else df
+
+    def labelled(self, table: Any) -> Any:
+        """``table`` with the run's configuration name, kind and history mode."""
+        info = self.rm[["run_id", "label", "policy_kind", "history_mode"]]
+        drop = [c for c in ("label", "policy_kind", "history_mode") if c in table.columns]
+        return table.drop(columns=drop).merge(info, on="run_id", how="inner")
+
+
+def _reference_label(ctx: _Ctx) -> str | None:
+    """harness9's default as this sweep names it: a progressive config with no parameter other
+    than the window changed (preferring a name with "default" in it)."""
+    rm = ctx.non_control(ctx.rm)
+    if len(rm) == 0:
+        return None
+    prog = rm[rm["policy_kind"] == "progressive"]
+    named = [lab for lab in dict.fromkeys(prog["label"]) if "default" in lab]
+    if named:
+        return named[0]
+    for r in prog.drop_duplicates("label").to_dict("records"):
+        if set(M.params_diff("progressive", r.get("params_json"))) <= {"context_window_tokens"}:
+            return str(r["label"])
+    return str(rm["label"].iloc[0])
+
+
+def _choose(ctx: _Ctx) -> None:
+    """The example task (the one harness9's default takes through the most tiers) and the few
+    configurations drawn one by one: the reference in each mode, one threshold variant and the
+    recommended configuration."""
+    rm, runs = ctx.rm, ctx.res.runs
+    ref = _reference_label(ctx)
+    if ref is None:
+        return
+    modes = list(dict.fromkeys(rm["history_mode"]))
+    chosen = [(ref, m) for m in modes]
+    default_fracs = _tier_fracs("progressive", None)
+    thr = [
+        r
+        for r in ctx.non_control(rm).drop_duplicates(["label", "history_mode"]).to_dict("records")
+        if r["label"] != ref and r.get("policy_kind") == "progressive" and _tier_fracs("progressive", r.get("params_json")) != default_fracs
+    ]
+    if thr:
+        chosen.append((thr[0]["label"], thr[0]["history_mode"]))
+    best = M.recommend(ctx.non_control(ctx.cm)) if len(ctx.cm) else None
+    if best is not None and (best["label"], best["history_mode"]) not in chosen:
+        chosen.append((best["label"], best["history_mode"]))
+    ctx.chosen = chosen[: max(ctx.max_curve_runs, 1)]
+    tiers = ("warn", "soft", "full", "emergency")
+    if runs is not None and len(runs) and all(f"compactions_{t}" in runs.columns for t in tiers):
+        r = runs[runs["run_id"].isin(set(rm[rm["label"] == ref]["run_id"]))]
+        score = []
+        for tid, g in r.groupby("task_id", sort=True):
+            reached = [t for t in tiers if int(g[f"compactions_{t}"].fillna(0).sum()) > 0]
+            score.append((len(reached), int(g["n_compactions"].fillna(0).sum()) if "n_compactions" in g.columns else 0, str(tid), reached))
+        if score:
+            k, nc, tid, reached = sorted(score, key=lambda s: (-s[0], -s[1], s[2]))[0]
+            ctx.example_task = tid
+            ctx.example_reason = (
+                f"Task {tid} is drawn because {ref} takes it through the most tiers of any task "
+                f"({', '.join(reached) or 'none'}; {nc} compaction(s) over its runs)."
+            )
+            return
+    ctx.example_task = str(rm["task_id"].iloc[0]) if len(rm) else None
+    ctx.example_reason = f"Task {ctx.example_task} is drawn (the runs table has no per-tier compaction counts)."
+
+
+# -- sections: one function per section, each (ctx) -> _Section; add new ones to SECTIONS -----
+def _caveat_section(ctx: _Ctx) -> _Section:
+    s = _Section("Read this first")
+    runs = ctx.res.runs
+    variants = sorted(set(runs["summarizer"].dropna().astype(str))) if runs is not None and "summarizer" in runs.columns and len(runs) else []
+    spec = (ctx.res.manifest.get("spec_resolved") or ctx.res.manifest.get("spec") or {}).get("summarizer") or {}
+    params = spec.get("params") if isinstance(spec, Mapping) else None
+    what = ", ".join(variants) or "unknown"
+    s.caveat(f"Summaries in this report were written by: {what}" + (f" (parameters {json.dumps(params, sort_keys=True)})" if params else "") + ".")
+    offline = [v for v in variants if _is_offline(v)]
+    if variants and len(offline) == len(variants):
+        s.caveat(
+            "Every summary here is the offline extractive stand-in, not a language model. These results rank the "
+            "compaction mechanisms (when to compact, what is kept verbatim, how anchors merge) under one fixed "
+            "summarizer; they do not measure how well a model's summaries keep information. Rerun with an "
+            "anthropic summarizer before drawing conclusions about a model."
+        )
+    elif offline:
+        s.note(f"Offline variants ({', '.join(offline)}) rank mechanisms, not a model's summaries; compare them only with each other.")
+    s.text(
+        "Configurations are named as in the sweep specification; the controls keep_all (nothing dropped) and "
+        "drop_all (everything dropped) are drawn as reference lines, never pooled with the strategies."
+    )
+    return s
+
+
+def _setup_section(ctx: _Ctx) -> _Section:
+    res = ctx.res
+    s = _Section("Setup and provenance")
+    m = res.manifest
+    prov = m.get("provenance", {}) or {}
+    runs = res.runs
+    n_ok = int((runs["status"] == "ok").sum()) if len(runs) else 0
+    s.text(
+        f"Sweep {m.get('name', '?')!s} in {res.path}: {len(m.get('cells', []))} cells, {n_ok} ok, "
+        f"{len(runs) - n_ok} failed, {len(m.get('skipped', []) or [])} skipped; "
+        f"{runs['task_id'].nunique() if len(runs) else 0} task(s), {len(res.calls):,} model calls, "
+        f"{len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
+    )
+    keys = ("git_revision", "git_dirty", "h9eval_version", "python", "platform", "hostname")
+    info = {k: prov.get(k) for k in keys if k in prov}
+    info.update({k: m.get(k) for k in ("created", "h9eval_version") if k in m})
+    if info:
+        s.code("\n".join(f"{k}: {v}" for k, v in info.items()))
+    spec = m.get("spec_resolved") or m.get("spec")
+    if spec:
+        s.text("Sweep specification (as resolved):")
+        # one line per top-level key: readable without scrolling through a nested dump
+        s.code(
+            "\n".join(
+                f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
+                for k, v in sorted(spec.items())
+            )[:6000]
+        )
+    if len(runs) and n_ok < len(runs):
+        bad = runs[runs["status"] != "ok"][["run_id", "error"]]
+        s.table(bad, "Failed runs (excluded from every number below)")
+    return s
+
+
+def _configurations_section(ctx: _Ctx) -> _Section:
+    import pandas as pd
+
+    s = _Section("Configurations")
+    if len(ctx.rm) == 0:
+        s.note("No successful runs.")
+        return s
+    rows = []
+    for r in ctx.rm.drop_duplicates("label").to_dict("records"):
+        diff = M.params_diff(str(r.get("policy_kind", "")), r.get("params_json"))
+        rows.append({
+            "configuration": r["label"],
+            "kind": r.get("policy_kind", ""),
+            "parameters changed from the kind's defaults": ", ".join(f"{k}={v}" for k, v in diff.items()) or "(defaults)",
+            "summarizer": r.get("summarizer", ""),
+        })
+    t = pd.DataFrame(rows)
+    if t["summarizer"].nunique() <= 1:
+        t = t.drop(columns=["summarizer"])
+    s.table(t, "The name each configuration has in every table and figure below, and what it changes.")
+    return s
+
+
+def _policies_section(ctx: _Ctx) -> _Section:
+    s = _Section("Policies compared")
+    cm = ctx.cm
+    if len(cm) == 0:
+        s.note("No successful runs.")
+        return s
+    cm = cm.assign(_ctl=cm["policy_kind"].isin(P.CONTROL_KINDS)).sort_values(["history_mode", "_ctl", "retention"], ascending=[True, True, False], kind="stable")
+    t = cm[["label", "history_mode", "n_runs"]].copy()
+    t["label"] = [lab + (" (control)" if c else "") for lab, c in zip(cm["label"], cm["_ctl"])]
+    t = t.rename(columns={"label": "configuration", "history_mode": "mode", "n_runs": "tasks"})
+    t["retention [95% CI]"] = _ci_col(cm, "retention")
+    if "retention_summary" in cm.columns and cm["retention_summary"].notna().any():
+        t["summary-only retention [95% CI]"] = _ci_col(cm, "retention_summary")
+    t["tokens saved [95% CI]"] = _ci_col(cm, "tokens_saved")
+    for c, name in (("overflows", "overflows"), ("emergencies", "emergencies"), ("summarizer_calls", "summarizer calls per run")):
+        if c in cm.columns:
+            t[name] = cm[c].to_numpy()
+    if "summarizer_cost_usd" in cm.columns and float(cm["summarizer_cost_usd"].fillna(0).sum()) > 0:
+        t["summarizer USD per run"] = cm["summarizer_cost_usd"].to_numpy()
+    if "never_compacted_runs" in cm.columns:
+        # a score where the configuration never compacted is the uncompacted transcript's: flagged next to it
+        t["tasks never compacted"] = cm["never_compacted_runs"].to_numpy()
+    s.table(t, f"One row per configuration and history mode, best retention first; CIs are percentile bootstraps ({ctx.n_boot:,} resamples, seed {ctx.seed}) across tasks.")
+    s.text(
+        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
+        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
+        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
+        "policy; 'tasks never compacted': runs on which the configuration never compacted (its scores there are the "
+        "uncompacted transcript's; see the coverage section); summary-only retention scores the summary's anchors alone, at "
+        "checkpoints after the run's first compaction (– when the configuration never wrote a summary). "
+        "Overflows and emergencies are totals over the runs."
+    )
+    s.figure(
+        "strategy_comparison",
+        P.strategy_comparison(cm),
+        "Each configuration's mean retention (left) and tokens saved (right) with 95% bootstrap CIs across tasks, "
+        "ranked by retention, one panel group per history mode; vertical lines: the controls.",
+    )
+    return s
+
+
+def _token_curves_section(ctx: _Ctx) -> _Section:
+    s = _Section("Token curves")
+    calls, runs = ctx.res.calls, ctx.res.runs
+    if len(calls) == 0 or ctx.example_task is None:
+        s.note("No calls.")
+        return s
+    s.text(ctx.example_reason)
+    ids: list[str] = []
+    for label, mode in ctx.chosen:
+        ids += ctx.runs_of(label, mode, ctx.example_task)[:1]
+    info = runs.set_index("run_id") if runs is not None and len(runs) else None
+    th = None
+    if info is not None and "params_json" in info.columns:
+        th = {rid: _tier_fracs(str(info.at[rid, "policy_kind"]), info.at[rid, "params_json"]) for rid in ids}
+    labels = {rid: f"{ctx.names.get(rid, rid)} ({mode})" for rid, mode in zip(ids, ctx.rm.set_index("run_id").loc[ids, "history_mode"])} if ids else {}
+    s.figure(
+        "token_curve_0",
+        P.token_curve(calls, ids, thresholds_by_run=th, labels=labels, title=f"Tokens per call: {ctx.example_task}"),
+        f"History tokens (dashed) and tokens sent (solid) per call for task {ctx.example_task}, one panel per "
+        "configuration; bands are that run's own tier thresholds (named on the right).",
+    )
+    return s
+
+
+def _tiers_section(ctx: _Ctx) -> _Section:
+    s = _Section("Tier transitions")
+    calls = ctx.res.calls
+    if len(calls) == 0 or not ctx.chosen:
+        s.note("No calls.")
+        return s
+    groups = {f"{label} ({mode})": ctx.runs_of(label, mode) for label, mode in ctx.chosen}
+    s.figure("tier_transitions", P.tier_transition_matrix(calls, groups=groups), "Tier transition counts per configuration, all tasks (rows: tier at a call; n = transitions from that tier).")
+    ex = ctx.example_task
+    sub = ctx.labelled(calls[calls["task_id"] == ex])
+    sub = ctx.non_control(sub)
+    for k, mode in enumerate(dict.fromkeys(sub["history_mode"])):
+        ms = sub[sub["history_mode"] == mode]
+        lanes = ctx.rm[ctx.rm["run_id"].isin(set(ms["run_id"]))].sort_values("label")
+        groups = {"": list(lanes["run_id"])}
+        if len(lanes) > _MAX_LANES:
+            groups = {f: list(lanes[[P.family(x) == f for x in lanes["policy_kind"]]]["run_id"]) for f in ("progressive", "other strategies")}
+        s.figure(
+            "tier_swimlane" if k == 0 else f"tier_swimlane_{k}",
+            P.tier_swimlane(ms, labels=ctx.names, title=f"Tier per call: {ex}, {mode} mode", groups=groups),
+            f"Tier per call for task {ex} in {mode} mode, one lane per configuration (controls left out).",
+        )
+    return s
+
+
+def _after_compaction(probes: Any) -> Any:
+    """Checkpoints after the run's first compaction: before it there is no summary to score, so
+    summary-only scores there are 0 by construction, not a loss."""
+    return probes[probes["n_compactions"].fillna(0) > 0] if "n_compactions" in probes.columns else probes
+
+
+_MAX_LANES = 12  # labelled rows per panel before a figure splits them by family
+
+
+def _kind_heatmap(ctx: _Ctx, kinds: Sequence[str] | None, exclude: Sequence[str] = (), scope: str = "view") -> Any:
+    p = ctx.res.probes if scope == "view" else _after_compaction(ctx.res.probes)
+    if kinds is not None:
+        p = p[p["probe_kind"].isin(list(kinds))]
+    p = p[~p["probe_kind"].isin(list(exclude))]
+    p = ctx.non_control(ctx.labelled(p))
+    if scope != "view":
+        # a summary-only score means nothing for a configuration that never wrote a summary
+        summarizing = set(ctx.rm[ctx.rm["summarizer_calls"] > 0]["run_id"]) if "summarizer_calls" in ctx.rm.columns else set(p["run_id"])
+        p = p[p["run_id"].isin(summarizing)]
+    t = M.retention(p, by=("label", "policy_kind", "history_mode", "probe_kind"), scope=scope)
+    t = t.assign(family=[P.family(k) for k in t["policy_kind"]])
+    # harness9's family first, then the other strategies
+    return t.sort_values("family", key=lambda f: f != "progressive", kind="stable")
+
+
+def _anchors_section(ctx: _Ctx) -> _Section:
+    s = _Section("Anchor retention")
+    probes = ctx.res.probes
+    if not (len(probes) and probes["probe_kind"].isin(ANCHOR_KINDS).any()):
+        s.note("No anchor probes in this sweep.")
+        return s
+    t = _kind_heatmap(ctx, ANCHOR_KINDS)
+    s.figure("anchor_retention_probes", P.config_heatmap(t, title="Anchor-probe retention by configuration (sent view)"), "Mean recall score per configuration and anchor type; n = probe rows in the cell. Controls left out.")
+    if "scope" in probes.columns and (probes["scope"] == "anchors").any():
+        ts = _kind_heatmap(ctx, ANCHOR_KINDS, scope="anchors")
+        if len(ts):
+            s.figure("anchor_retention_summary", P.config_heatmap(ts, title="Anchor-probe retention, summary only (after the first compaction)"), "The same probes scored against the summary's anchors alone (no verbatim tail), at checkpoints after the run's first compaction; configurations that never call the summarizer are left out.")
+    return s
+
+
+def _drift_section(ctx: _Ctx) -> _Section:
+    s = _Section("Drift")
+    probes = ctx.res.probes
+    if len(probes) == 0:
+        s.note("The sweep ran no probes: no drift data. Add [probes] scorers = [\"recall\"] to the spec.")
+        return s
+    t = _kind_heatmap(ctx, None, exclude=ANCHOR_KINDS)
+    if len(t):
+        s.figure("retention_by_kind", P.config_heatmap(t, title="Retention by probe kind and configuration"), "Mean recall score per configuration and probe kind (anchor kinds are in the previous section); n = probe rows. Controls left out.")
+    ex = ctx.example_task
+    ids = [r for label, mode in ctx.chosen for r in ctx.runs_of(label, mode, ex)[:1]]
+    if ids:
+        labels = {r: f"{ctx.names.get(r, r)} ({m})" for r, m in zip(ids, ctx.rm.set_index("run_id").loc[ids, "history_mode"])}
+        s.figure("drift", P.drift_curves(probes, ids, labels=labels), f"Intent and fact retention over calls for task {ex}, the configurations of the token curves.")
+    return s
+
+
+def _summarizer_section(ctx: _Ctx) -> _Section:
+    s = _Section("Summarizer calls and cost")
+    calls = ctx.res.calls
+    if len(calls) == 0:
+        s.note("No calls.")
+        return s
+    per_run = M.summarizer_usage(calls, ctx.res.runs, by="run_id")
+    t = ctx.rm[["run_id", "label", "history_mode"]].merge(per_run.drop(columns=["n_runs", "calls_per_run", "cost_per_run_usd"], errors="ignore"), on="run_id")
+    t["configuration"] = t["label"] + " (" + t["history_mode"] + ")"
+    u = M.summarizer_usage(t, by="configuration")
+    u = u[u["summarizer_calls"] > 0]
+    if len(u) == 0:
+        s.note("No configuration called the summarizer.")
+        return s
+    cols = ["configuration", "n_runs", "calls_per_run", "summarizer_input_tokens", "summarizer_output_tokens"]
+    for c in ("summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens"):
+        u[c] = u[c].round().astype(int)
+    paid = float(u["summarizer_cost_usd"].sum()) > 0
+    s.table(u[cols + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns={"n_runs": "runs"}), "Summarizer calls and tokens per configuration (configurations that never summarize are left out).")
+    if paid:
+        s.figure("summarizer_cost", P.summarizer_cost(u, by="configuration"), "Summarizer calls and cost per run, per configuration.")
+    else:
+        s.text("Every summarizer in this sweep is offline: no cost to show.")
+    return s
+
+
+def _token_error_section(ctx: _Ctx) -> _Section:
+    return _token_estimate_section(ctx.res, ctx.token_error_tasks)[0]
+
+
+def _recommendation_wrap(ctx: _Ctx) -> _Section:
+    return _recommendation_section(ctx.non_control(ctx.cm)) if len(ctx.cm) else _Section("Recommendation")
+
+
+SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
+    _caveat_section,
+    _setup_section,
+    lambda ctx: RS.provenance_sections(ctx.res),
+    _configurations_section,
+    _policies_section,
+    lambda ctx: RS.headline_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
+    lambda ctx: _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(ctx.res.calls, ctx.res.runs, ctx.rm)),
+    _token_curves_section,
+    _tiers_section,
+    _anchors_section,
+    _drift_section,
+    lambda ctx: RS.probe_validity_sections(ctx.res, seed=ctx.seed),
+    lambda ctx: RS.emergency_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
+    _summarizer_section,
+    _token_error_section,
+    lambda ctx: RS.option_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
+    lambda ctx: RS.llm_sections(ctx.res),
+    _recommendation_wrap,
+)
+"""The sweep report's sections in order: each takes the shared context and returns a section or
+a list of them."""
+
+
+def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4) -> ReportPaths:
+    """Write ``report.html`` and ``report.md`` (figures in ``figures/``) for the sweep in
+    ``results_dir``.
+
+    ``out_dir``: default ``results_dir`` itself (``RESULTS_DIR/report.html``). ``max_curve_runs``:
+    configurations drawn one by one in the token curves, tier transitions and drift (default 4).
+    ``n_boot``/``seed``: bootstrap resamples and seed (default 1,000 and 0).
+    ``token_error_tasks``: tasks reloaded for the token-estimate section (default 4).
     """
     res = load_results(results_dir)
-    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "report"
+    out = Path(out_dir) if out_dir is not None else Path(results_dir)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
-    calls, probes, comps = res.calls, res.probes, res.compactions
+    closed_loop = [_Section(c.title, list(c.blocks)) for c in CL.closedloop_sections(res, n_boot=n_boot, seed=seed)]
+    res = CL.without_episode_runs(res)  # the open-loop sections see the replays only
+    calls, probes = res.calls, res.probes
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
-    cm = M.config_metrics(rm, n=n_boot, seed=seed) if len(rm) else rm
-    secs = [_setup_section(res), _policies_section(cm)]
-
-    labels = _run_labels(res.runs)
-    s = _Section("Token curves")
-    if len(calls):
-        tasks = list(dict.fromkeys(calls["task_id"]))
-        for k, tid in enumerate(tasks[:3]):
-            ids = _curve_runs(res.runs, calls, tid, max_curve_runs)
-            s.figure(f"token_curve_{k}", P.token_curve(calls, ids, title=f"Tokens per call: {tid}", labels=labels), f"History tokens (dashed) and tokens sent (solid) per call for task {tid}; bands are the tier thresholds.")
-        if len(tasks) > 3:
-            s.text(f"{len(tasks) - 3} more task(s) not drawn.")
-        if len(rm):
-            s.figure("strategy_comparison", P.strategy_comparison(rm, n=n_boot, seed=seed), "Tokens saved vs retention per configuration, 95% bootstrap CIs across tasks, dashed: Pareto front; open markers overflowed.")
+    names = config_names(res.runs)
+    if len(rm):
+        rm["label"] = [names.get(r, lab) for r, lab in zip(rm["run_id"], rm["label"])]
+        metrics: tuple[str, ...] = ("tokens_saved", "retention")
+        if len(probes) and "scope" in probes.columns and (probes["scope"] == "anchors").any():
+            summ = M.retention(_after_compaction(probes), by=("run_id",), scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "retention_summary"})
+            rm = rm.merge(summ, on="run_id", how="left")
+            if "summarizer_calls" in rm.columns:
+                rm.loc[rm["summarizer_calls"] == 0, "retention_summary"] = math.nan
+            metrics += ("retention_summary",)
+        cm = M.config_metrics(rm, metrics, n=n_boot, seed=seed)
     else:
-        s.note("No calls.")
-    secs.append(s)
-
-    s = _Section("Tier transitions")
-    if len(calls):
-        tr = M.tier_transitions(calls)
-        s.table(tr.reset_index(), "From the tier at one call (rows) to the tier at the next call of the same run (columns), all runs.")
-        s.figure("tier_transitions", P.tier_transition_matrix(calls), "Tier transition counts.")
-        first = list(dict.fromkeys(calls["task_id"]))[0]
-        s.figure("tier_swimlane", P.tier_swimlane(calls[calls["task_id"] == first], labels=labels), f"Tier per call for task {first}, one lane per configuration.")
-    secs.append(s)
-
-    s = _Section("Anchor retention")
-
-    has_anchor_probes = len(probes) and probes["probe_kind"].isin(ANCHOR_KINDS).any()
-    if has_anchor_probes:
-        s.figure("anchor_retention_probes", P.anchor_retention_heatmap(probes), "Anchor-probe retention (mean recall score) by anchor type and number of compactions so far.")
-    if len(comps) and comps["anchors_json"].notna().any():
-        s.figure("anchor_retention_records", P.anchor_retention_heatmap(comps), "Share of compaction records whose anchor section carries information (not N/A), by record index.")
-    if not s.blocks:
-        s.note("No anchor probes and no anchors in the compaction records.")
-    secs.append(s)
-
-    s = _Section("Drift")
-    if len(probes):
-        kinds = M.retention(probes, by=("probe_kind",))
-        if len(kinds):
-            s.table(kinds, "Retention by probe kind (all runs).")
-        first = list(dict.fromkeys(probes["task_id"]))[0]
-        ids = list(dict.fromkeys(probes[probes["task_id"] == first]["run_id"]))[:max_curve_runs]
-        s.figure("drift", P.drift_curves(probes, ids), f"Intent and fact retention over calls for task {first}.")
-    else:
-        s.note("The sweep ran no probes: no drift data. Add [probes] scorers = [\"recall\"] to the spec.")
-    secs.append(s)
-
-    s = _Section("Summarizer calls and cost")
-    if len(calls):
-        u = M.summarizer_usage(calls, res.runs)
-        s.table(u, "Summarizer calls, tokens and cost (USD) per configuration; offline summarizers cost 0.")
-        s.figure("summarizer_cost", P.summarizer_cost(calls.merge(res.runs[["run_id", "params_json"]], on="run_id", how="left") if "params_json" in res.runs.columns else calls), "Summarizer calls and cost per run, per configuration.")
-    secs.append(s)
-
-    tok_sec, _ = _token_estimate_section(res, token_error_tasks)
-    secs.append(tok_sec)
-    secs.append(_options_section(rm, n_boot, seed) if len(rm) else _Section("h9eval improvement options vs the faithful default"))
-    secs.append(_recommendation_section(cm) if len(cm) else _Section("Recommendation"))
+        cm = rm
+    ctx = _Ctx(res=res, rm=rm, cm=cm, names=names, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks)
+    if len(rm):
+        _choose(ctx)
+    secs: list[_Section] = []
+    for f in SECTIONS:
+        made = f(ctx)
+        secs.extend(made if isinstance(made, list) else [made])
+    secs += closed_loop
     return _render(f"h9eval report: {res.manifest.get('name', Path(results_dir).name)}", secs, out)
 
 

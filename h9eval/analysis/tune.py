@@ -3,9 +3,13 @@ thresholds for a context window, and recommend the config that retains the most.
 
 ``tune(["synthetic:small:0"], window=200_000)`` replays every candidate config on every task
 (through :func:`h9eval.sweeps.sweep.sweep` when the tasks are specs, else :func:`h9eval.runs.replay.replay`
-directly) with the offline summarizer and the ``recall`` probes, then picks the config with the
-highest mean retention (mean recall-probe score) among those that never overflow the window,
-never reach the emergency tier and stay within the summarizer-call and cost bounds. The search
+directly) with the offline summarizer and the ``recall`` probes, then recommends, among the configs that never
+overflow the window, never reach the emergency tier, keep a safety margin below the window on
+their worst task (tool schemas counted) and stay within the summarizer-call and cost bounds,
+the most robust of those whose retention (mean recall-probe score) is not distinguishable from
+the best one's (paired by task, Holm-adjusted bootstrap). The search sees only the tuning
+tasks; the held-out ones check the recommendation. Tasks that never reach the warn tier at the
+window are refused by name (they cannot tell thresholds apart). The search
 is a coarse grid (every valid combination of ``grid``) followed by ``refine_rounds`` rounds of
 local refinement: each numeric parameter is moved half-way towards its grid neighbours around
 the current best, one at a time.
@@ -23,6 +27,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,14 +38,18 @@ from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.policies import make_policy
 from h9eval.sweeps.sweep import sweep
 from h9eval.analysis import metrics as M
+from h9eval.analysis import stats as S
 from h9eval.probes.runner import make_probe_fn
 from h9eval.summarizers.registry import make_summarizer
 from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.analysis.plots import tune_evidence
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
+from h9eval.core.tokens import estimate_tool_tokens
+from h9eval.runs.run import uncompacted_peak_tokens
 from h9eval.tasks import load_tasks_from_spec
+from h9eval.tasks.model import Task
 
-__all__ = ["MODELS", "DEFAULT_GRID", "TuneResult", "tune", "load_models", "model_info", "to_toml"]
+__all__ = ["MODELS", "DEFAULT_GRID", "HeldOutCheck", "TuneResult", "tune", "split_tasks", "unexercised_tasks", "load_models", "model_info", "to_toml"]
 
 MODELS: dict[str, dict[str, Any]] = {
     # context windows (tokens) and list prices (USD per million input/output tokens) as published
@@ -165,6 +174,66 @@ def _key(p: Mapping[str, Any]) -> str:
     return json.dumps(dict(p), sort_keys=True, default=str)
 
 
+# -- tasks: split and exercise check ---------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class _TaskEntry:
+    task: Task
+    spec: str | None
+    """The spec that loads exactly this task (``None``: given as an object, or from a spec that
+    loads several)."""
+
+
+def _load(tasks: Sequence[Any]) -> list[_TaskEntry]:
+    out: list[_TaskEntry] = []
+    for t in tasks:
+        if isinstance(t, str):
+            loaded = load_tasks_from_spec(t)
+            if not loaded:
+                raise ConfigError(f"tune: task spec {t!r} loads no task")
+            out.extend(_TaskEntry(task=x, spec=t if len(loaded) == 1 else None) for x in loaded)
+        else:
+            out.append(_TaskEntry(task=t, spec=None))
+    ids = [e.task.task_id for e in out]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ConfigError(f"tune: task(s) given twice: {', '.join(dup)}")
+    return out
+
+
+def split_tasks(task_ids: Sequence[str], *, holdout_frac: float, seed: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(tuning, held_out)`` task ids: ``round(n * holdout_frac)`` tasks (at least 1 when
+    ``n >= 2`` and ``holdout_frac > 0``, never all) held out, chosen by a seeded shuffle of the
+    sorted ids; both parts sorted. ``holdout_frac`` 0, or a single task: nothing held out."""
+    import numpy as np
+
+    if not 0 <= holdout_frac < 1:
+        raise ConfigError(f"holdout_frac must be in [0, 1), got {holdout_frac!r}")
+    ids = sorted(task_ids)
+    n = len(ids)
+    k = 0 if holdout_frac == 0 or n < 2 else min(n - 1, max(1, round(n * holdout_frac)))
+    order = np.random.default_rng(seed).permutation(n)
+    held = sorted(ids[int(i)] for i in order[:k])
+    return tuple(i for i in ids if i not in held), tuple(held)
+
+
+def _min_warn_frac(grid: Mapping[str, Sequence[Any]], base: Mapping[str, Any]) -> float:
+    if "warn_frac" in grid:
+        return float(min(grid["warn_frac"]))
+    return float(base.get("warn_frac", ProgressiveCompactor().warn_frac))
+
+
+def unexercised_tasks(tasks: Sequence[Task], *, window: int, warn_frac: float) -> list[tuple[str, int]]:
+    """``(task id, uncompacted peak history tokens)`` of the tasks whose uncompacted history
+    stays below ``warn_frac`` of ``window`` at every call: no candidate compacts there, so they
+    cannot tell thresholds apart (the tiers judge the history, without the tool schemas)."""
+    out = []
+    for t in tasks:
+        peak = uncompacted_peak_tokens(t) - estimate_tool_tokens(t.tools)
+        if peak < warn_frac * window:
+            out.append((t.task_id, peak))
+    return out
+
+
 # -- evaluation --------------------------------------------------------------------------------
 def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str) -> Any:
     spec = {
@@ -191,7 +260,6 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
 def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str) -> Any:
     import pandas as pd
 
-
     probe_fn = make_probe_fn(["recall"])
     rms, calls = [], []
     for i, c in enumerate(configs):
@@ -205,8 +273,17 @@ def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], histor
     return pd.concat(rms, ignore_index=True), pd.concat(calls, ignore_index=True)
 
 
-def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mapping[str, Any] | None) -> Any:
-    """Per config: retention, tokens saved, overflows, emergencies, summarizer calls and cost."""
+def _ci(values: Sequence[float], *, level: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    vals = [float(v) for v in values if not math.isnan(float(v))]
+    if not vals:
+        return (math.nan, math.nan)
+    return S.percentile_interval(S.bootstrap_means(vals, n_resamples=n_resamples, seed=seed), level)
+
+
+def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mapping[str, Any] | None, *, level: float, n_resamples: int, seed: int) -> Any:
+    """Per config: retention (mean, bootstrap CI over tasks, worst task), tokens saved, the
+    worst task's peak ratio to the window (tool schemas counted), overflows, emergencies,
+    summarizer calls and cost, tasks compacted on."""
     import pandas as pd
 
     cols = ["summarizer_input_tokens", "summarizer_output_tokens"]
@@ -222,36 +299,136 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
             # the offline summarizer costs nothing: price its token counts as the model would
             est = (g["summarizer_input_tokens"].astype(float) * pin + g["summarizer_output_tokens"].astype(float) * pout) / 1e6
             cost = cost.where(cost > 0, est)
+        lo, hi = _ci(list(g["retention"]), level=level, n_resamples=n_resamples, seed=seed)
         rows.append(
             {
                 "config_index": i,
                 **{k: c.get(k) for k in sorted(c) if k != "context_window_tokens"},
                 "n_tasks": int(g["task_id"].nunique()),
                 "retention": float(g["retention"].mean()) if len(g) else math.nan,
+                "retention_ci_lo": lo,
+                "retention_ci_hi": hi,
                 "retention_min": float(g["retention"].min()) if len(g) else math.nan,
                 "tokens_saved": float(g["tokens_saved"].mean()) if len(g) else math.nan,
+                "worst_peak_ratio": float(g["peak_ratio_to_window"].max()) if len(g) else math.nan,
+                "tasks_compacted": int((g["n_compactions"] > 0).sum()),
                 "overflows": int(g["overflows"].sum()),
                 "emergencies": int(g["emergencies"].sum()),
                 "fallbacks": int(g["fallbacks"].sum()),
                 "summarizer_calls_per_run": float(g["summarizer_calls"].mean()) if len(g) else 0.0,
                 "cost_usd_per_run": float(cost.mean()) if len(g) else 0.0,
+                "_per_task": json.dumps({str(t): float(v) for t, v in zip(g["task_id"], g["retention"])}, sort_keys=True),
             }
         )
     return pd.DataFrame(rows)
 
 
+# -- choosing -----------------------------------------------------------------------------------
+def _indistinguishable(ev: Any, best: int, *, level: float, n_resamples: int, seed: int) -> dict[int, str]:
+    """Row position -> verdict of each feasible config's retention against the best's, paired by
+    task, Holm-adjusted over the family (every feasible config but the best)."""
+    others = [i for i in range(len(ev)) if i != best and bool(ev["feasible"].iloc[i])]
+    if not others:
+        return {}
+    b = json.loads(ev["_per_task"].iloc[best])
+    diffs, ps = [], []
+    for i in others:
+        a = json.loads(ev["_per_task"].iloc[i])
+        d = [a[t] - b[t] for t in sorted(set(a) & set(b)) if not (math.isnan(a[t]) or math.isnan(b[t]))]
+        diffs.append(d)
+        ps.append(S.bootstrap_p_value(S.bootstrap_means(d, n_resamples=n_resamples, seed=seed)) if d else math.nan)
+    adj = S.adjust(ps, level=level, method="holm")
+    out = {}
+    for i, d, lev in zip(others, diffs, adj.levels):
+        lo, hi = S.percentile_interval(S.bootstrap_means(d, n_resamples=n_resamples, seed=seed), lev) if d else (math.nan, math.nan)
+        out[i] = S.verdict(lo, hi, n_tasks=len(d), level=lev)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Choice:
+    best: int
+    """Row position of the highest mean retention among feasible configs."""
+    pick: int
+    """Row position of the recommendation: the most robust config not distinguishable from ``best``."""
+    tied: tuple[int, ...]
+    """Row positions not distinguishable from ``best`` (``best`` included)."""
+
+
+def _choose(ev: Any, *, level: float, n_resamples: int, seed: int) -> _Choice:
+    """Among feasible configs: the best by mean retention; those whose paired task-level
+    difference to it is not clearly worse (Holm-adjusted bootstrap; with fewer tasks than
+    :func:`~h9eval.analysis.stats.min_tasks_for` nothing is distinguishable); among them the
+    most robust: the best worst-task retention, then the most headroom on the worst task, then
+    tokens saved, then fewer summarizer calls. With nothing feasible: the least-violating."""
+    ev = ev.reset_index(drop=True)
+    f = ev[ev["feasible"]]
+    if not len(f):
+        v = ev.assign(violations=ev["overflows"] + ev["emergencies"]).sort_values(["violations", "retention"], ascending=[True, False], kind="stable")
+        i = int(v.index[0])
+        return _Choice(best=i, pick=i, tied=(i,))
+    best = int(f.sort_values(["retention", "tokens_saved"], ascending=[False, False], kind="stable").index[0])
+    verdicts = _indistinguishable(ev, best, level=level, n_resamples=n_resamples, seed=seed)
+    tied = [best, *(i for i, v in verdicts.items() if v != S.WORSE)]
+    t = ev.loc[tied].sort_values(
+        ["retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention"],
+        ascending=[False, True, False, True, False],
+        kind="stable",
+    )
+    return _Choice(best=best, pick=int(t.index[0]), tied=tuple(sorted(tied)))
+
+
 # -- result ------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class HeldOutCheck:
+    """The recommendation replayed on tasks the search never saw."""
+
+    task_ids: tuple[str, ...]
+    retention: float
+    """Mean recall retention over the held-out tasks."""
+    retention_ci_lo: float
+    retention_ci_hi: float
+    tuning_retention: float
+    """The same config's mean retention on the tuning tasks."""
+    overflows: int
+    emergencies: int
+    worst_peak_ratio: float
+    """The held-out tasks' largest tokens sent (tool schemas included) over the window."""
+    safety_margin_frac: float
+    tasks_compacted: int
+
+    @property
+    def promise_kept(self) -> bool:
+        """No overflow, no emergency, and the worst task within the safety margin."""
+        return self.overflows == 0 and self.emergencies == 0 and self.worst_peak_ratio <= 1 - self.safety_margin_frac
+
+    def line(self) -> str:
+        """One line for the CLI and the TOML comment."""
+        return (
+            f"held-out check on {len(self.task_ids)} task(s) ({', '.join(self.task_ids)}): retention {self.retention:.3f} "
+            f"[{self.retention_ci_lo:.3f}, {self.retention_ci_hi:.3f}] vs {self.tuning_retention:.3f} when tuning; "
+            f"{self.overflows} overflows, {self.emergencies} emergency truncations, worst peak {self.worst_peak_ratio:.2f} of the window "
+            f"(margin {self.safety_margin_frac:g}); compacted on {self.tasks_compacted}: "
+            + ("promise kept" if self.promise_kept else "PROMISE BROKEN")
+        )
+
+
 @dataclass
 class TuneResult:
     """What :func:`tune` found.
 
     ``params``: the recommended ``ProgressiveCompactor`` parameters (with the window).
     ``toml``: the same as TOML text (``[policy]`` table). ``evidence``: one row per evaluated
-    config (``stage`` ``grid`` or ``refine<k>``, the varied parameters, ``retention``,
-    ``tokens_saved``, ``overflows``, ``emergencies``, ``summarizer_calls_per_run``,
-    ``cost_usd_per_run``, ``feasible``, ``best``). ``feasible``: whether the recommendation
-    meets every constraint (else it is the least-violating config). ``paths``: files written
-    to ``out_dir`` (``recommended.toml``, ``evidence.csv``, ``tune.png``), if any.
+    config on the tuning tasks (``stage`` ``grid`` or ``refine<k>``, the varied parameters,
+    ``retention`` with ``retention_ci_lo``/``retention_ci_hi`` (bootstrap over tasks) and
+    ``retention_min`` (worst task), ``tokens_saved``, ``worst_peak_ratio``, ``tasks_compacted``,
+    ``overflows``, ``emergencies``, ``summarizer_calls_per_run``, ``cost_usd_per_run``,
+    ``feasible``, ``tied`` (not distinguishable from the best), ``best``: the recommendation).
+    ``feasible``: whether the recommendation meets every constraint (else it is the
+    least-violating config). ``tuning_tasks``/``holdout``: the split and the held-out check
+    (``None`` when nothing was held out). ``warnings``: what makes the recommendation weak
+    (also in the TOML comment). ``paths``: files written to ``out_dir`` (``recommended.toml``,
+    ``evidence.csv``, ``tune.png``), if any.
     """
     params: dict[str, Any]
     toml: str
@@ -260,6 +437,10 @@ class TuneResult:
     window: int
     model: str | None = None
     history_mode: str = "write_back"
+    tuning_tasks: tuple[str, ...] = ()
+    holdout: HeldOutCheck | None = None
+    n_tied: int = 1
+    warnings: list[str] = field(default_factory=list)
     paths: dict[str, Path] = field(default_factory=dict)
 
     def figure(self) -> Any:
@@ -288,6 +469,73 @@ def to_toml(params: Mapping[str, Any], *, comment: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _held_out(
+    tasks: Sequence[Task], params: Mapping[str, Any], history_mode: str, *,
+    tuning_retention: float, margin: float, level: float, n_resamples: int, seed: int,
+) -> HeldOutCheck:
+    import pandas as pd
+
+    rm, _ = _evaluate_direct(tasks, [dict(params)], history_mode)
+    lo, hi = _ci(list(rm["retention"]), level=level, n_resamples=n_resamples, seed=seed)
+    return HeldOutCheck(
+        task_ids=tuple(sorted(t.task_id for t in tasks)),
+        retention=float(pd.to_numeric(rm["retention"]).mean()),
+        retention_ci_lo=lo,
+        retention_ci_hi=hi,
+        tuning_retention=tuning_retention,
+        overflows=int(rm["overflows"].sum()),
+        emergencies=int(rm["emergencies"].sum()),
+        worst_peak_ratio=float(rm["peak_ratio_to_window"].max()),
+        safety_margin_frac=margin,
+        tasks_compacted=int((rm["n_compactions"] > 0).sum()),
+    )
+
+
+def _check_args(
+    tasks: Sequence[Any], *, window: int | None, model: str | None, models: Mapping[str, Mapping[str, Any]] | None,
+    refine_rounds: int, workers: int, history_mode: str, safety_margin_frac: float,
+) -> tuple[dict[str, Any] | None, int]:
+    """The arguments of :func:`tune` checked; returns the model's entry and the window."""
+    if not tasks:
+        raise ConfigError("tune needs at least one task")
+    if refine_rounds < 0:
+        raise ConfigError(f"refine_rounds must be >= 0, got {refine_rounds}")
+    minfo = model_info(model, models) if model is not None else None
+    if window is None:
+        if minfo is None:
+            raise ConfigError("tune needs a window (tokens) or a model name to look one up")
+        window = int(minfo["context_window_tokens"])
+    if window <= 0:
+        raise ConfigError(f"window must be > 0 tokens, got {window}")
+    if workers < 0:
+        raise ConfigError(f"workers must be >= 0 (0 or 1 = in this process), got {workers}")
+    if history_mode not in ("view", "write_back"):
+        raise ConfigError(f"history_mode must be 'view' or 'write_back', got {history_mode!r}")
+    if not 0 <= safety_margin_frac < 1:
+        raise ConfigError(f"safety_margin_frac must be in [0, 1), got {safety_margin_frac!r}")
+    return minfo, window
+
+
+def _comment(b: Any, *, window: int, model: str | None, history_mode: str, margin: float, n_configs: int, n_tied: int,
+             check: HeldOutCheck | None, feasible: bool, warns: Sequence[str]) -> str:
+    """The recommended TOML's comment: what it achieved, how it was chosen, the held-out check, warnings."""
+    return (
+        f"h9eval tune: recommended ProgressiveCompactor for a {window:,}-token window"
+        + (f" ({model})" if model else "")
+        + f", {history_mode} history mode"
+        + f"\nmean retention {b['retention']:.3f} [{b['retention_ci_lo']:.3f}, {b['retention_ci_hi']:.3f}] "
+        f"(worst task {b['retention_min']:.3f}) over {int(b['n_tasks'])} tuning task(s), tokens saved {b['tokens_saved']:.3f}, "
+        f"{b['summarizer_calls_per_run']:.1f} summarizer calls per run, {int(b['overflows'])} overflows, "
+        f"{int(b['emergencies'])} emergency truncations, worst peak {b['worst_peak_ratio']:.2f} of the window "
+        f"(tool schemas counted; margin {margin:g}); {n_configs} configs evaluated"
+        + f"\n{n_tied} config(s) not distinguishable from the best by retention (paired by task, Holm-adjusted); "
+        "this is the most robust of them (best worst-task retention, then most headroom)"
+        + (f"\n{check.line()}" if check is not None else "")
+        + ("" if feasible else "\nWARNING: no config met every constraint; this one violates the fewest")
+        + "".join(f"\nWARNING: {w}" for w in warns)
+    )
+
+
 def tune(
     tasks: Sequence[Any],
     *,
@@ -302,6 +550,12 @@ def tune(
     models: Mapping[str, Mapping[str, Any]] | None = None,
     base_params: Mapping[str, Any] | None = None,
     history_mode: str = "write_back",
+    holdout_frac: float = 0.25,
+    split_seed: int = 0,
+    safety_margin_frac: float = 0.05,
+    allow_unexercised: bool = False,
+    level: float = S.DEFAULT_LEVEL,
+    n_resamples: int = S.DEFAULT_RESAMPLES,
 ) -> TuneResult:
     """Search progressive thresholds for ``window`` (tokens) or ``model``'s window.
 
@@ -318,24 +572,24 @@ def tune(
     ``write_back`` (default; harness9's current agent loop writes an effective compaction back
     into the history) or ``view`` (harness9 V1: the history never shrinks, so any task longer
     than the window reaches the emergency tier whatever the thresholds, and nothing is feasible).
+
+    Generalisation: ``holdout_frac`` of the tasks (default 0.25, at least one of two or more;
+    :func:`split_tasks` with ``split_seed``) are held out of the search and the recommendation
+    is replayed on them (:class:`HeldOutCheck`). A task whose uncompacted history never reaches
+    the smallest ``warn_frac`` of the window cannot inform the choice: such tasks are a
+    :class:`ConfigError` naming them, unless ``allow_unexercised`` (then a loud warning).
+    Feasible = no overflow, no emergency, and the worst task's peak tokens sent (tool schemas
+    counted) at most ``1 - safety_margin_frac`` of the window (default margin 0.05), within the
+    bounds. Among feasible configs, those whose retention is not distinguishable from the best
+    (paired by task, Holm-adjusted bootstrap at ``level``, ``n_resamples`` resamples) are
+    ``tied``, and the most robust of them is recommended (see :func:`_choose`).
     """
     import pandas as pd
 
-    if not tasks:
-        raise ConfigError("tune needs at least one task")
-    if refine_rounds < 0:
-        raise ConfigError(f"refine_rounds must be >= 0, got {refine_rounds}")
-    minfo = model_info(model, models) if model is not None else None
-    if window is None:
-        if minfo is None:
-            raise ConfigError("tune needs a window (tokens) or a model name to look one up")
-        window = int(minfo["context_window_tokens"])
-    if window <= 0:
-        raise ConfigError(f"window must be > 0 tokens, got {window}")
-    if workers < 0:
-        raise ConfigError(f"workers must be >= 0 (0 or 1 = in this process), got {workers}")
-    if history_mode not in ("view", "write_back"):
-        raise ConfigError(f"history_mode must be 'view' or 'write_back', got {history_mode!r}")
+    minfo, window = _check_args(
+        tasks, window=window, model=model, models=models, refine_rounds=refine_rounds, workers=workers,
+        history_mode=history_mode, safety_margin_frac=safety_margin_frac,
+    )
     g = dict(grid) if grid is not None else dict(DEFAULT_GRID)
 
     fields = {f.name for f in dataclasses.fields(ProgressiveCompactor)}
@@ -345,28 +599,48 @@ def tune(
         if not isinstance(g[k], (list, tuple)) or not g[k]:
             raise ConfigError(f"grid.{k} must be a non-empty list, got {g[k]!r}")
     base = {**(base_params or {}), "context_window_tokens": window}
-    specs = [t for t in tasks if isinstance(t, str)]
-    use_sweep = len(specs) == len(tasks)
-    task_objs: list[Any] = []
-    if not use_sweep:
-        for t in tasks:
-            task_objs.extend(load_tasks_from_spec(t) if isinstance(t, str) else [t])
+    grid_pts = _grid_points(g, base)
+    if not grid_pts:
+        raise ConfigError("no valid config in the grid (check that warn < soft < full < emergency is possible)")
+
+    entries = _load(tasks)
+    warns: list[str] = []
+    warn_frac = _min_warn_frac(g, base)
+    idle = unexercised_tasks([e.task for e in entries], window=window, warn_frac=warn_frac)
+    if idle:
+        msg = (
+            f"{len(idle)} of {len(entries)} task(s) never reach the warn tier (warn_frac {warn_frac:g} of a {window:,}-token window) "
+            "uncompacted, so no threshold changes anything on them: "
+            + ", ".join(f"{tid} (peak {peak:,} tokens)" for tid, peak in idle)
+        )
+        if not allow_unexercised:
+            raise ConfigError(f"tune: {msg}; use a smaller window or longer tasks, or allow_unexercised=True (--allow-unexercised) to tune anyway")
+        warns.append(msg)
+        warnings.warn(f"h9eval tune: {msg}", stacklevel=2)
+    tuning_ids, held_ids = split_tasks([e.task.task_id for e in entries], holdout_frac=holdout_frac, seed=split_seed)
+    tuning = [e for e in entries if e.task.task_id in tuning_ids]
+    held = [e.task for e in entries if e.task.task_id in held_ids]
+    if not held:
+        warns.append(f"no held-out check: {len(entries)} task(s), holdout_frac {holdout_frac:g}")
+    specs = [e.spec for e in tuning]
+    use_sweep = all(s is not None for s in specs)
 
     tmp = tempfile.TemporaryDirectory(prefix="h9eval-tune-") if out_dir is None else None
     root = Path(out_dir) if out_dir is not None else Path(tmp.name)  # type: ignore[union-attr]
     prepare_out_dir(root, what="tune output folder")
     seen: dict[str, int] = {}
     frames: list[Any] = []
+    stat = {"level": level, "n_resamples": n_resamples, "seed": split_seed}
 
     def run_stage(stage: str, cands: list[dict[str, Any]]) -> None:
         new = [c for c in cands if _key(c) not in seen]
         if not new:
             return
         if use_sweep:
-            rm, calls = _evaluate_sweep(specs, new, root / f"sweep_{stage}", workers, history_mode)
+            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode)
         else:
-            rm, calls = _evaluate_direct(task_objs, new, history_mode)
-        ev = _aggregate(rm, calls, new, minfo)
+            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode)
+        ev = _aggregate(rm, calls, new, minfo, **stat)
         ev.insert(0, "stage", stage)
         ev["params_json"] = [_key(c) for c in new]
         for c in new:
@@ -374,51 +648,50 @@ def tune(
         frames.append(ev)
 
     def feasible(ev: Any) -> Any:
-        ok = (ev["overflows"] == 0) & (ev["emergencies"] == 0)
+        ok = (ev["overflows"] == 0) & (ev["emergencies"] == 0) & (ev["worst_peak_ratio"] <= 1 - safety_margin_frac)
         if max_summarizer_calls is not None:
             ok &= ev["summarizer_calls_per_run"] <= max_summarizer_calls
         if max_cost_usd is not None:
             ok &= ev["cost_usd_per_run"] <= max_cost_usd
         return ok
 
-    def best_row(ev: Any) -> Any:
-        ev = ev.assign(feasible=feasible(ev), violations=ev["overflows"] + ev["emergencies"])
-        f = ev[ev["feasible"]]
-        if len(f):
-            return f.sort_values(["retention", "tokens_saved", "summarizer_calls_per_run"], ascending=[False, False, True], kind="stable").iloc[0]
-        return ev.sort_values(["violations", "retention"], ascending=[True, False], kind="stable").iloc[0]
-
-    try:
-        grid_pts = _grid_points(g, base)
-        if not grid_pts:
-            raise ConfigError("no valid config in the grid (check that warn < soft < full < emergency is possible)")
-        run_stage("grid", grid_pts)
-        for k in range(refine_rounds):
-            cur = json.loads(best_row(pd.concat(frames, ignore_index=True))["params_json"])
-            run_stage(f"refine{k + 1}", _refine(cur, g, k))
+    def evidence() -> Any:
         ev = pd.concat(frames, ignore_index=True)
         ev["feasible"] = feasible(ev)
-        b = best_row(ev)
-        ev["best"] = ev["params_json"] == b["params_json"]
+        return ev
+
+    try:
+        run_stage("grid", grid_pts)
+        for k in range(refine_rounds):
+            ev = evidence()
+            cur = json.loads(ev["params_json"].iloc[_choose(ev, **stat).pick])
+            run_stage(f"refine{k + 1}", _refine(cur, g, k))
+        ev = evidence()
+        choice = _choose(ev, **stat)
+        ev["tied"] = [i in choice.tied for i in range(len(ev))]
+        ev["best"] = [i == choice.pick for i in range(len(ev))]
+        b = ev.iloc[choice.pick]
         params = json.loads(b["params_json"])
-        is_feasible = bool(b["feasible"]) if "feasible" in b else bool(feasible(ev[ev["best"]]).iloc[0])
-        n_tasks = int(b["n_tasks"])
-        comment = (
-            f"h9eval tune: recommended ProgressiveCompactor for a {window:,}-token window"
-            + (f" ({model})" if model else "")
-            + f", {history_mode} history mode"
-            + f"\nmean retention {b['retention']:.3f} over {n_tasks} task(s), tokens saved {b['tokens_saved']:.3f}, "
-            f"{b['summarizer_calls_per_run']:.1f} summarizer calls per run, {int(b['overflows'])} overflows, "
-            f"{int(b['emergencies'])} emergency truncations; {len(ev)} configs evaluated"
-            + ("" if is_feasible else "\nWARNING: no config met every constraint; this one violates the fewest")
+        is_feasible = bool(b["feasible"])
+        if int(b["tasks_compacted"]) < int(b["n_tasks"]):
+            warns.append(f"the recommendation never compacted on {int(b['n_tasks']) - int(b['tasks_compacted'])} of {int(b['n_tasks'])} tuning task(s)")
+        check = (
+            _held_out(held, params, history_mode, tuning_retention=float(b["retention"]), margin=safety_margin_frac, **stat)
+            if held
+            else None
         )
+        comment = _comment(b, window=window, model=model, history_mode=history_mode, margin=safety_margin_frac, n_configs=len(ev),
+                           n_tied=len(choice.tied), check=check, feasible=is_feasible, warns=warns)
         toml = to_toml(params, comment=comment)
-        result = TuneResult(params=params, toml=toml, evidence=ev, feasible=is_feasible, window=window, model=model, history_mode=history_mode)
+        result = TuneResult(
+            params=params, toml=toml, evidence=ev.drop(columns=["_per_task"]), feasible=is_feasible, window=window, model=model,
+            history_mode=history_mode, tuning_tasks=tuning_ids, holdout=check, n_tied=len(choice.tied), warnings=warns,
+        )
         if out_dir is not None:
             result.paths["toml"] = root / "recommended.toml"
             result.paths["toml"].write_text(toml, encoding="utf-8")
             result.paths["evidence"] = root / "evidence.csv"
-            ev.to_csv(result.paths["evidence"], index=False)
+            result.evidence.to_csv(result.paths["evidence"], index=False)
             result.paths["figure"] = root / "tune.png"
             result.figure().savefig(result.paths["figure"], dpi=110)
         return result

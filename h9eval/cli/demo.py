@@ -21,9 +21,11 @@ from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import load_task
 from h9eval.tasks.synthetic import generate
 
-__all__ = ["run_demo", "step_table", "DEMO_SPEC", "register"]
+__all__ = ["run_demo", "step_table", "DEMO_SPEC", "CLOSEDLOOP_SPEC", "register"]
 
 DEMO_SPEC = repo_root() / "examples" / "demo.toml"
+CLOSEDLOOP_SPEC = repo_root() / "examples" / "closedloop.toml"
+"""The closed-loop demo sweep (step 4), written to ``<out>/closedloop`` with its own report."""
 
 
 def step_table(task: Task | str | os.PathLike[str], window: int = 30_000, mode: str = "write_back") -> str:
@@ -65,7 +67,11 @@ def run_demo(out_dir: str | Path = "results/demo", *, workers: int | None = None
     print(res, file=out)
     paths = write_report(out_dir, out_dir=out_dir)
     html = Path(paths.html).resolve()
-    print(f"\nreport: {html}\n(finished in {time.perf_counter() - t0:.0f} s)", file=out)
+    print("\n== 4. closed loop: the agent acts on the compacted view (three worlds, offline scripted agent)", file=out)
+    cl_dir = Path(out_dir) / "closedloop"
+    print(sweep(CLOSEDLOOP_SPEC, out_dir=cl_dir, workers=workers), file=out)
+    cl_html = Path(write_report(cl_dir, out_dir=cl_dir).html).resolve()
+    print(f"\nreport: {html}\nclosed-loop report: {cl_html}\n(finished in {time.perf_counter() - t0:.0f} s)", file=out)
     return html
 
 

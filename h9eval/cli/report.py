@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write report.html (self-contained) and report.md for a sweep or harness9 records")
     p.add_argument("results_dir", nargs="?", default=None, help="a sweep's results folder")
     p.add_argument("--records", default=None, metavar="DIR", help="harness9 compaction_records folder (or one .jsonl) instead of a sweep")
-    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default RESULTS_DIR/report; required with --records)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default RESULTS_DIR itself: RESULTS_DIR/report.html; required with --records)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.set_defaults(func=_run)
 

@@ -1,4 +1,5 @@
-"""``h9eval run``: replay one task through one policy and write its results."""
+"""``h9eval run``: replay one task through one policy and write its results, or (``--world``) run
+one closed-loop episode of a world with an agent (:func:`h9eval.closedloop.run.run_world`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from h9eval.closedloop.run import format_episode, run_world
 from h9eval.core.errors import ConfigError
 from h9eval.runs.run import run_task
 
@@ -41,8 +43,13 @@ def parse_indices(raw: str, option: str) -> tuple[int, ...]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="replay a task through a policy, call by call")
-    p.add_argument("--task", required=True, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
+    p = sub.add_parser("run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)")
+    p.add_argument("--task", default=None, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
+    p.add_argument("--world", default=None, help="closed loop instead of a task: KIND:SEED (fact_chain, mini_repo, ticket_queue)")
+    p.add_argument("--agent", default="scripted", help="with --world: scripted (default), scripted:raw_only, scripted:last_k or anthropic")
+    p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic")
+    p.add_argument("--world-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: a world parameter (repeatable), e.g. hops=4")
+    p.add_argument("--max-steps", type=int, default=60, help="with --world: agent steps before the episode is cut off (default 60)")
     p.add_argument("--policy", default="progressive", help="policy name (see `h9eval policies`)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
     p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
@@ -50,14 +57,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history-mode", default="view", choices=["view", "write_back"])
     p.add_argument("--writeback-rules", default="v3", choices=["v2", "v3"])
     p.add_argument("--window", type=int, default=None, help="the run's context window (tokens); sets the policy's context_window_tokens unless --set gives another")
+    p.add_argument(
+        "--window-peak-frac", type=float, default=None, metavar="FRAC",
+        help="instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, so every task compacts",
+    )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
-    p.add_argument("--probe-every", type=int, default=None, help="also probe every K calls")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--probe-every", type=int, default=None, help="probe every K-th call (and always the last): the same calls for every policy")
+    p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if (args.task is None) == (args.world is None):
+        raise ConfigError("give exactly one of --task PATH|synthetic:PRESET[:SEED] and --world KIND:SEED")
+    if args.world is not None:
+        return _run_world(args)
+    if args.out is None:
+        raise ConfigError("--task: --out FOLDER is required")
     manual = parse_indices(args.compact_at, "--compact-at")
     results = run_task(
         args.task,
@@ -68,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         history_mode=args.history_mode,
         writeback_rules=args.writeback_rules,
         window=args.window,
+        window_peak_frac=args.window_peak_frac,
         manual_compact_at=manual,
         probes=[s for s in args.probes.split(",") if s],
         probe_every_k=args.probe_every,
@@ -79,4 +97,27 @@ def _run(args: argparse.Namespace) -> int:
         for k, v in s.items():
             if k != "run_id":
                 print(f"  {k:>22}: {v}")
+    return 0
+
+
+def _run_world(args: argparse.Namespace) -> int:
+    for flag, given in (("--compact-at", args.compact_at), ("--probes", args.probes), ("--probe-every", args.probe_every)):
+        if given:
+            raise ConfigError(f"{flag} applies to --task replays only")
+    run = run_world(
+        args.world,
+        agent=args.agent,
+        agent_params=parse_set(args.agent_set),
+        policy=args.policy,
+        params=parse_set(args.set),
+        world_params=parse_set(args.world_set),
+        summarizer=args.summarizer,
+        summarizer_cache=args.summarizer_cache,
+        history_mode=args.history_mode,
+        writeback_rules=args.writeback_rules,
+        window=args.window,
+        max_steps=args.max_steps,
+        out_dir=args.out,
+    )
+    print(format_episode(run))
     return 0

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tsub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
     tsub.required = True
     g = tsub.add_parser("generate", help="generate a seeded synthetic task (JSONL)")
-    g.add_argument("--preset", default="small", help="small, long or marathon (default small)")
+    g.add_argument("--preset", default="small", help="small, medium, long or marathon (default small)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", required=True, help="output JSONL path")
     g.set_defaults(func=_generate)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from h9eval.analysis.tune import load_models, tune
 from h9eval.core.errors import ConfigError
@@ -20,6 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-summarizer-calls", type=float, default=None, help="bound on mean summarizer calls per run")
     p.add_argument("--max-cost-usd", type=float, default=None, help="bound on mean summarizer cost per run (USD)")
     p.add_argument("--history-mode", default="write_back", choices=["view", "write_back"])
+    p.add_argument("--holdout-frac", type=float, default=0.25, help="share of tasks held out of the search and replayed with the recommendation (default 0.25)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the tuning/held-out split (default 0)")
+    p.add_argument(
+        "--safety-margin-frac", type=float, default=0.05,
+        help="headroom the worst task's peak tokens sent (tool schemas counted) must keep below the window (default 0.05)",
+    )
+    p.add_argument(
+        "--allow-unexercised", action="store_true",
+        help="tune even when some tasks never reach the warn tier at this window (a loud warning instead of an error)",
+    )
     p.add_argument("--workers", type=int, default=1, help="sweep worker processes (1 = in-process)")
     p.add_argument("--out", default=None, help="folder for sweeps, recommended.toml, evidence.csv, tune.png")
     p.set_defaults(func=_run)
@@ -47,8 +58,16 @@ def _run(args: argparse.Namespace) -> int:
         workers=args.workers,
         models=load_models(args.models_file),
         history_mode=args.history_mode,
+        holdout_frac=args.holdout_frac,
+        split_seed=args.split_seed,
+        safety_margin_frac=args.safety_margin_frac,
+        allow_unexercised=args.allow_unexercised,
     )
     print(r.toml, end="")
+    # the held-out check next to the recommendation, not only in its comment
+    print(r.holdout.line() if r.holdout is not None else "held-out check: none (too few tasks to hold one out)")
+    for w in r.warnings:
+        print(f"WARNING: {w}", file=sys.stderr)
     for k, p in r.paths.items():
         print(f"wrote {k}: {p}")
-    return 0 if r.feasible else 1
+    return 0 if r.feasible and (r.holdout is None or r.holdout.promise_kept) else 1

@@ -9,7 +9,9 @@ on the compacted view, and success is checked against a world's hidden state.
 * :mod:`h9eval.closedloop.agents`: the scripted agent (a pure function of the serialised
   view; offline default) and the live Anthropic agent with a record/replay cassette;
 * :mod:`h9eval.closedloop.episode`: :func:`run_episode` and the measures of one episode;
-* :mod:`h9eval.closedloop.analysis`: :func:`episodes_frame`, pass^k and the task export.
+* :mod:`h9eval.closedloop.analysis`: :func:`episodes_frame`, pass^k and the task export;
+* :mod:`h9eval.closedloop.run`: :func:`run_world` (one episode and its oracle, as ``h9eval run
+  --world``, a sweep cell and a notebook run it) and its results rows.
 """
 
 from typing import Any
@@ -39,6 +41,10 @@ _EXPORTS = {
     "run_episodes": "h9eval.closedloop.episode",
     "make_agent": "h9eval.closedloop.agents",
     "episode_to_dict": "h9eval.closedloop.analysis",
+    "WorldRun": "h9eval.closedloop.run",
+    "format_episode": "h9eval.closedloop.run",
+    "run_world": "h9eval.closedloop.run",
+    "world_task": "h9eval.closedloop.run",
     "Outcome": "h9eval.closedloop.worlds",
     "World": "h9eval.closedloop.worlds",
     "make_world": "h9eval.closedloop.worlds",
@@ -59,10 +65,12 @@ __all__ = [
     "StepRecord",
     "StressSettings",
     "World",
+    "WorldRun",
     "episode_to_dict",
     "episodes_frame",
     "excess_steps",
     "export_task",
+    "format_episode",
     "make_agent",
     "make_world",
     "parse_world_spec",
@@ -71,8 +79,10 @@ __all__ = [
     "run_episode",
     "run_episodes",
     "run_oracle",
+    "run_world",
     "steps_frame",
     "world_registry",
+    "world_task",
 ]
 
 

@@ -154,6 +154,8 @@ class StepRecord:
     #: the action: a tool name, ``""`` for done
     tool: str
     arguments: str
+    #: tokens of the history before this step's compaction (0 in episodes recorded without it)
+    history_tokens: int = 0
     is_error: bool = False
     #: ``justified``, ``wasted`` or ``""`` (not a re-fetch)
     refetch: str = ""
@@ -383,37 +385,8 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         note = world.interjection()
         if note is not None:
             history.append(Message("user", note))
-        before = list(history)
-        comps = [compactor.compact(history, tokens=sum(m.nbytes for m in history) // 4)]
-        view = comps[-1].view
-        if cfg.history_mode == "write_back" and _writes_back(comps[-1].record, view, cfg.writeback_rules) and list(view) != history:
-            history = list(view)
-        sent = _tokens(view) + tool_tokens
-        forced = 0
-        while sent > window and forced < cfg.overflow_retries:
-            comps.append(compactor.compact(view, force=True))
-            forced += 1
-            view = comps[-1].view
-            sent = _tokens(view) + tool_tokens
-            if cfg.history_mode == "write_back":
-                history = list(view)
-        compacted = _compacted(comps, before)
-        summ = [sc for c in comps if c.record is not None for sc in c.record.extra.get("summary_calls", [])]
-        base: dict[str, Any] = {
-            "step": step,
-            "history_messages": len(before),
-            "view_messages": len(view),
-            "view_tokens": _tokens(view),
-            "tokens_sent": sent,
-            "tier_name": max((c.tier for c in comps), default=Tier.NONE).label,
-            "compacted": compacted,
-            "forced_compactions": forced,
-            "protocol_errors": len(protocol_errors(view)),
-            "summarizer_calls": len(summ),
-            "summarizer_input_tokens": sum(s.input_tokens for s in summ),
-            "summarizer_output_tokens": sum(s.output_tokens for s in summ),
-            "summarizer_cost_usd": float(sum(s.cost_usd for s in summ)),
-        }
+        cs = _compact_for_call(compactor, history, cfg, window, tool_tokens, step)
+        view, history, sent, forced, compacted, base = cs.view, cs.history, cs.sent, cs.forced, cs.compacted, cs.base
         if sent > window:
             # the API would refuse this call and no compaction can shrink the view any further
             records.append(StepRecord(**base, tool="", arguments=""))
@@ -449,37 +422,20 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             forced_view = list(compactor.compact(history, force=True).view)
             mid_call = forced_view != history
             history = forced_view
-        args = action.args
-        refetch = ""
-        path = args.get("path") if call.name == "read_file" else None
-        if isinstance(path, str) and path.startswith(OFFLOAD_DIR_PREFIX):
-            result = _read_offload(root, path)
-            world.record_refetch(path, result)
-            if not result.startswith("Error:"):
-                stem = posixpath.splitext(posixpath.basename(path))[0]
-                full = originals.get(stem)
-                # wasted: the full text was readable in the view (the original or an earlier re-fetch)
-                in_view = full is not None and any(m.is_tool_result and m.content == full for m in view)
-                refetch = "wasted" if in_view else "justified"
-        else:
-            result = world.step(call.name, args)
-        is_error = result.startswith("Error:")
-        key = (call.name, call.arguments)
-        repeat = key in executed
-        same_result = executed.get(key) == result
-        # a read-only call that returned exactly what the same call returned before: nothing learned
-        redundant = refetch == "" and call.name in read_kinds and same_result
-        executed[key] = result
-        originals[call.id] = result
-        content = result
-        offloaded = False
-        if hook is not None:
-            n = len(hook.offloaded)
-            content = hook.after_execute(call, ToolOutput(call.id, result, is_error)).output
-            offloaded = len(hook.offloaded) > n
-        history.append(Message("user", content, (), call.id, is_error))
+        out = _execute(world, root, call, action.args, view, originals, executed, read_kinds, hook)
+        repeat, same_result = out.repeat, out.same_result
+        history.append(Message("user", out.content, (), call.id, out.is_error))
         records.append(
-            StepRecord(**base, tool=call.name, arguments=call.arguments, is_error=is_error, refetch=refetch, redundant_read=redundant, offloaded_tool_time=offloaded, compacted_mid_call=mid_call)
+            StepRecord(
+                **base,
+                tool=call.name,
+                arguments=call.arguments,
+                is_error=out.is_error,
+                refetch=out.refetch,
+                redundant_read=out.redundant,
+                offloaded_tool_time=out.offloaded,
+                compacted_mid_call=mid_call,
+            )
         )
         reached = world.check().subgoals_reached
         if reached > best_subgoals:
@@ -520,6 +476,112 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         loop_reason=loop_reason,
         facts_at_need=_facts_at_need(truth, actions, views, tools),
     )
+
+
+@dataclass(frozen=True)
+class _CallCompaction:
+    """The view one model call sends, and what compacting cost to get there."""
+
+    view: tuple[Message, ...]
+    history: list[Message]
+    sent: int
+    forced: int
+    compacted: bool
+    base: dict[str, Any]
+
+
+def _compact_for_call(compactor: Any, history: list[Message], cfg: EpisodeConfig, window: int, tool_tokens: int, step: int) -> _CallCompaction:
+    """Compact before a model call as the replay does, then force further compactions while the
+    view (plus the tool schemas) overflows the window, up to ``cfg.overflow_retries``."""
+    before = list(history)
+    comps = [compactor.compact(history, tokens=sum(m.nbytes for m in history) // 4)]
+    view = comps[-1].view
+    if cfg.history_mode == "write_back" and _writes_back(comps[-1].record, view, cfg.writeback_rules) and list(view) != history:
+        history = list(view)
+    sent = _tokens(view) + tool_tokens
+    forced = 0
+    while sent > window and forced < cfg.overflow_retries:
+        comps.append(compactor.compact(view, force=True))
+        forced += 1
+        view = comps[-1].view
+        sent = _tokens(view) + tool_tokens
+        if cfg.history_mode == "write_back":
+            history = list(view)
+    compacted = _compacted(comps, before)
+    summ = [sc for c in comps if c.record is not None for sc in c.record.extra.get("summary_calls", [])]
+    base: dict[str, Any] = {
+        "step": step,
+        "history_messages": len(before),
+        "history_tokens": _tokens(before),
+        "view_messages": len(view),
+        "view_tokens": _tokens(view),
+        "tokens_sent": sent,
+        "tier_name": max((c.tier for c in comps), default=Tier.NONE).label,
+        "compacted": compacted,
+        "forced_compactions": forced,
+        "protocol_errors": len(protocol_errors(view)),
+        "summarizer_calls": len(summ),
+        "summarizer_input_tokens": sum(s.input_tokens for s in summ),
+        "summarizer_output_tokens": sum(s.output_tokens for s in summ),
+        "summarizer_cost_usd": float(sum(s.cost_usd for s in summ)),
+    }
+    return _CallCompaction(tuple(view), history, sent, forced, compacted, base)
+
+
+@dataclass(frozen=True)
+class _ToolRun:
+    """One executed tool call as the episode books it."""
+
+    content: str
+    is_error: bool
+    refetch: str
+    repeat: bool
+    same_result: bool
+    redundant: bool
+    offloaded: bool
+
+
+def _execute(
+    world: World,
+    root: Path,
+    call: ToolCall,
+    args: Mapping[str, Any],
+    view: Sequence[Message],
+    originals: dict[str, str],
+    executed: dict[tuple[str, str], str],
+    read_kinds: set[str],
+    hook: OffloadHook | None,
+) -> _ToolRun:
+    """Run ``call`` in the world (or serve an offload placeholder's file), book re-fetches and
+    repeats, and apply the tool-time offload hook."""
+    refetch = ""
+    path = args.get("path") if call.name == "read_file" else None
+    if isinstance(path, str) and path.startswith(OFFLOAD_DIR_PREFIX):
+        result = _read_offload(root, path)
+        world.record_refetch(path, result)
+        if not result.startswith("Error:"):
+            stem = posixpath.splitext(posixpath.basename(path))[0]
+            full = originals.get(stem)
+            # wasted: the full text was readable in the view (the original or an earlier re-fetch)
+            in_view = full is not None and any(m.is_tool_result and m.content == full for m in view)
+            refetch = "wasted" if in_view else "justified"
+    else:
+        result = world.step(call.name, dict(args))
+    is_error = result.startswith("Error:")
+    key = (call.name, call.arguments)
+    repeat = key in executed
+    same_result = executed.get(key) == result
+    # a read-only call that returned exactly what the same call returned before: nothing learned
+    redundant = refetch == "" and call.name in read_kinds and same_result
+    executed[key] = result
+    originals[call.id] = result
+    content = result
+    offloaded = False
+    if hook is not None:
+        n = len(hook.offloaded)
+        content = hook.after_execute(call, ToolOutput(call.id, result, is_error)).output
+        offloaded = len(hook.offloaded) > n
+    return _ToolRun(content, is_error, refetch, repeat, same_result, redundant, offloaded)
 
 
 # -- helpers ------------------------------------------------------------------------------------

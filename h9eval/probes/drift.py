@@ -43,6 +43,7 @@ __all__ = [
     "DRIFT_COLUMNS",
     "SUMMARY_COLUMNS",
     "Checkpoint",
+    "checkpoint_grid",
     "checkpoints",
     "probe_view",
     "probe_checkpoints",
@@ -69,6 +70,8 @@ in the system message or the first task message (see :mod:`h9eval.probes.probe`)
 measure pinning, not memory. ``placebo_rate``: fraction of unrelated histories the probe
 passes against (:mod:`h9eval.probes.placebo`; NaN when no placebo table was given);
 ``placebo_excluded``: that rate exceeds the placebo threshold, so aggregates leave the row out.
+``after_compaction``: the policy had compacted at least once by this call (``None`` when
+unknown): the conditional view, never mixed into the main number.
 """
 
 DRIFT_COLUMNS: tuple[str, ...] = PROBE_COLUMNS + ("retention",)
@@ -141,21 +144,37 @@ def _tier(v: Any) -> Tier:
         raise ConfigError(str(e)) from None
 
 
+def checkpoint_grid(n_calls: int, every_k: int | None) -> tuple[int, ...]:
+    """The calls a task is probed at, whatever the policy: every ``every_k``-th call on the
+    task's own call index (0-based indices ``k-1, 2k-1, ...``; ``None`` = none) plus its last
+    call. A function of the task alone, so every policy is scored at the same moments; a
+    checkpoint chosen by a policy's own compactions would compare each policy at different
+    moments (a policy that compacts often is probed often, right after it dropped things)."""
+    if every_k is not None and (isinstance(every_k, bool) or not isinstance(every_k, int) or every_k < 1):
+        raise ConfigError(f"every_k must be >= 1 calls (or None), got {every_k!r}")
+    if n_calls <= 0:
+        return ()
+    grid = set(range(every_k - 1, n_calls, every_k)) if every_k is not None else set()
+    grid.add(n_calls - 1)
+    return tuple(sorted(grid))
+
+
 def checkpoints(
     call_rows: Sequence[Any],
     every_k: int | None = None,
-    after_compaction: bool = True,
+    after_compaction: bool = False,
     at_end: bool = True,
 ) -> list[Checkpoint]:
-    """Pick the calls to probe.
+    """Pick the calls to probe (by default :func:`checkpoint_grid`'s, shared by every policy).
 
     ``call_rows``: one per replayed model call, in call order: a mapping with keys
     ``call_index``, ``message_index`` (last transcript message the view covers), ``tier``
     (:class:`Tier`, its int or label), ``tokens`` (int or ``None``) and ``view`` (the messages
     sent), optionally ``compacted`` (bool), or a 5-tuple in that order. A call counts as a
     compaction when ``compacted`` is true or, when absent, its tier is not ``none``.
-    ``every_k``: also every k-th call (the k-th, 2k-th, ... row; default ``None`` = off).
-    ``after_compaction``: every call that compacted (default True). ``at_end``: the last call
+    ``every_k``: every k-th call by call index (indices k-1, 2k-1, ...; default ``None`` = off).
+    ``after_compaction``: also every call that compacted (default False: those moments differ
+    per policy, so scores there are not comparable across policies). ``at_end``: the last call
     (default True).
     """
     if every_k is not None and every_k < 1:
@@ -170,7 +189,7 @@ def checkpoints(
         reasons = []
         if after_compaction and compacted:
             reasons.append("compaction")
-        if every_k is not None and (i + 1) % every_k == 0:
+        if every_k is not None and (int(r["call_index"]) + 1) % every_k == 0:
             reasons.append("every_k")
         if at_end and i == len(rows) - 1:
             reasons.append("end")
@@ -256,6 +275,7 @@ def probe_view(
         "tier_at_checkpoint": tier_label,
         "tokens_at_checkpoint": n_tokens,
     }
+    after = None if n_compactions is None else bool(n_compactions > 0)
     rows: list[dict[str, Any]] = []
     nan = float("nan")
     if placebo is not None:
@@ -297,6 +317,7 @@ def probe_view(
                             "passed": bool(sc >= PASS_THRESHOLD),
                             "answerable": True,
                             **flags(p),
+                            "after_compaction": after,
                         }
                     )
             for p in plist:
@@ -313,6 +334,7 @@ def probe_view(
                             "passed": False,
                             "answerable": False,
                             **flags(p),
+                            "after_compaction": after,
                         }
                     )
     return rows
@@ -372,6 +394,9 @@ def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
             df["schema_version"] = PROBE_SCHEMA_VERSION
     if not len(df.columns):
         df = pd.DataFrame(columns=list(PROBE_COLUMNS))
+    if "after_compaction" not in df.columns and "n_compactions" in df.columns:
+        # rows written before the column existed: derived from what they do say
+        df["after_compaction"] = [None if pd.isna(n) else bool(n > 0) for n in df["n_compactions"]]
     missing = [c for c in PROBE_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"probe rows lack columns {', '.join(missing)} (expected PROBE_COLUMNS)")

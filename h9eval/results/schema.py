@@ -5,10 +5,13 @@ one owner of the on-disk schema (the writers and readers in :mod:`h9eval.results
 from __future__ import annotations
 
 
-CALLS_SCHEMA_VERSION = 2
-"""Version of the ``calls`` table (one row per model call; bump on a change of meaning). Version 2
-appended ``fallback_cause`` (why the summaries behind a fallback failed); version-1 tables are
-still read (cause unknown: ``""``)."""
+CALLS_SCHEMA_VERSION = 1
+"""Version of the ``calls`` table (one row per model call; bump on a change of meaning).
+
+Columns are only ever appended at the end, without a bump: a column added later is absent
+from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
+as a value. Added since version 1 was first written: ``raw_tokens_sent``,
+``fallback_cause`` (why the summaries behind a fallback failed)."""
 
 
 CALL_COLUMNS = (
@@ -53,6 +56,7 @@ CALL_COLUMNS = (
     "masked_results",
     "na_overwrites",
     "na_overwrites_prevented",
+    "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
     "fallback_cause",
 )
 
@@ -114,7 +118,10 @@ MANIFEST_SCHEMA_VERSION = 1
 READABLE_MANIFEST_VERSIONS: tuple[int, ...] = (1,)
 """The manifest versions the readers accept."""
 
-TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes")
+TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes")
+OPTIONAL_TABLES: tuple[str, ...] = ("episodes",)
+"""Tables a results folder may lack: folders written before the closed loop have no ``episodes``
+(read as an empty table), and a replay cell writes no ``episodes`` part."""
 CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
 MARKER = "run.parquet"
 MANIFEST = "manifest.json"
@@ -195,6 +202,7 @@ EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
     "calls": ("summarizer_latency_s", "summarizer_cache_hits"),
     "compactions": (),
     "probes": ("latency_s", "judge_latency_s", "answer_latency_s"),
+    "episodes": (),
 }
 
 
@@ -203,13 +211,17 @@ _SORT_KEYS: dict[str, tuple[str, ...]] = {
     "calls": ("run_id", "call_index"),
     "compactions": ("run_id", "record_index"),
     "probes": ("run_id",),  # then the replay's own (deterministic) order within a run
+    "episodes": ("run_id",),
 }
 
 
 PROBE_SCHEMA_VERSION = 2
 """Version of the ``probes`` table (one row per checkpoint, probe, method and scope). Version 2
-appended ``answer_pinned``, ``placebo_rate`` and ``placebo_excluded``; version-1 tables are still
-read (pinned unknown: False; no placebo: NaN / False)."""
+appended ``answer_pinned``, ``placebo_rate``, ``placebo_excluded`` and ``after_compaction``;
+version-1 tables are still read (pinned unknown: False; no placebo: NaN / False;
+``after_compaction`` derived from ``n_compactions``). Since version 2 the replay probes one
+checkpoint grid per task (:func:`h9eval.probes.drift.checkpoint_grid`) instead of after
+every compaction: the rows mean the same, there are fewer of them."""
 
 
 PROBE_COLUMNS: tuple[str, ...] = (
@@ -232,7 +244,72 @@ PROBE_COLUMNS: tuple[str, ...] = (
     "answer_pinned",
     "placebo_rate",
     "placebo_excluded",
+    "after_compaction",  # bool | None: the policy had compacted at least once by this checkpoint
 )
+
+
+EPISODES_SCHEMA_VERSION = 1
+"""Version of the ``episodes`` table (one row per closed-loop episode)."""
+
+
+# name -> pandas dtype (nullable, like RUN_COLUMNS). The identity columns a sweep adds, then
+# every measure of ``Episode.summary()``, then the pairing with the keep_all oracle.
+EPISODE_COLUMNS: dict[str, str] = {
+    "schema_version": "Int64",
+    "run_id": "string",
+    "task_id": "string",  # world-<kind>[-<params hash>]-<seed>: the task-level pairing key
+    "policy_name": "string",
+    "params_json": "string",
+    "summarizer": "string",
+    "repeat": "Int64",
+    "world_kind": "string",
+    "world_params": "string",  # sorted JSON
+    "seed": "Int64",
+    "agent_id": "string",
+    "policy_kind": "string",
+    "params_hash": "string",
+    "history_mode": "string",
+    "summarizer_id": "string",
+    "context_window_tokens": "Int64",
+    "success": "boolean",
+    "subgoals_reached": "Int64",
+    "subgoals_total": "Int64",
+    "subgoals_frac": "float64",
+    "failure": "string",  # the world's failure kind, "" on success
+    "terminated_by": "string",  # done | max_steps | loop | hard_failure
+    "steps": "Int64",
+    "n_compactions": "Int64",
+    "first_compaction_step": "Int64",  # -1 when nothing was compacted
+    "tokens_sent_sum": "Int64",
+    "tokens_sent_peak": "Int64",
+    "summarizer_calls": "Int64",
+    "summarizer_input_tokens": "Int64",
+    "summarizer_output_tokens": "Int64",
+    "summarizer_cost_usd": "float64",
+    "agent_input_tokens": "Int64",
+    "agent_output_tokens": "Int64",
+    "agent_cache_read_tokens": "Int64",
+    "agent_cache_creation_tokens": "Int64",
+    "agent_cost_usd": "float64",
+    "refetches_justified": "Int64",
+    "refetches_wasted": "Int64",
+    "redundant_read_calls": "Int64",
+    "offloads_tool_time": "Int64",
+    "side_effects": "Int64",
+    "duplicate_side_effects": "Int64",
+    "wrong_side_effects": "Int64",
+    "violations_before_compaction": "Int64",
+    "violations_after_compaction": "Int64",
+    "hallucinated_completion": "boolean",
+    "protocol_errors": "Int64",
+    "loop_detected": "boolean",
+    "hard_failure": "boolean",
+    "invented_values": "Int64",
+    "facts_needed": "Int64",
+    "facts_present_at_need": "Int64",
+    "oracle_steps": "Int64",  # steps of the keep_all episode of the same world, seed, agent, mode
+    "excess_steps": "Int64",
+}
 
 
 SCHEMA_VERSIONS: dict[str, int] = {
@@ -240,8 +317,9 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "calls": CALLS_SCHEMA_VERSION,
     "compactions": COMPACTIONS_SCHEMA_VERSION,
     "probes": PROBE_SCHEMA_VERSION,
+    "episodes": EPISODES_SCHEMA_VERSION,
 }
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
-READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1, 2), "compactions": (1,), "probes": (1, 2)}
+READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1,)}
 """The versions of each table the readers accept; a file of any other version is refused by name."""

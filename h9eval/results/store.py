@@ -44,16 +44,18 @@ from h9eval.results.schema import (
     _SORT_KEYS,
     CALL_COLUMNS,
     CELL_PARTS,
+    EPISODE_COLUMNS,
     CONSOLIDATED,
     EXECUTION_COLUMNS,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
     MARKER,
+    OPTIONAL_TABLES,
     PROBE_COLUMNS,
     RUN_COLUMNS,
     TABLES,
 )
-from h9eval.results.tables import records_to_frame
+from h9eval.results.tables import episodes_table, records_to_frame
 
 __all__ = [
     "Results",
@@ -100,7 +102,7 @@ def runs_frame(rows: Sequence[Mapping[str, Any]]) -> Any:
 def clear_cell(out: Path, run_id: str) -> Path:
     """Remove a cell's marker and parts (marker first: a half-cleared cell is "not done")."""
     d = out / "cells" / cell_dir_name(run_id)
-    for name in (MARKER, *(f"{p}.parquet" for p in CELL_PARTS)):
+    for name in (MARKER, *(f"{p}.parquet" for p in (*CELL_PARTS, *OPTIONAL_TABLES))):
         try:
             (d / name).unlink()
         except FileNotFoundError:
@@ -154,7 +156,7 @@ def _fingerprint(out: Path, run_ids: Iterable[str]) -> str:
 
 
 def consolidate(out: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Build the four top-level tables from the cell parts and write them atomically.
+    """Build the top-level tables from the cell parts and write them atomically.
 
     ``consolidated.json`` (the markers' fingerprint) is written last, so a kill half-way leaves
     stale tables that :func:`load_results` recognises and bypasses. Returns the tables.
@@ -181,6 +183,8 @@ def _empty_table(name: str) -> Any:
         return records_to_frame([], run_id="", session_id="")
     if name == "probes":
         return pd.DataFrame(columns=list(PROBE_COLUMNS))
+    if name == "episodes":
+        return episodes_table([])
     return runs_frame([])
 
 
@@ -188,7 +192,7 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
     import pyarrow as pa
 
     runs: list[Any] = []
-    parts: dict[str, list[Any]] = {n: [] for n in CELL_PARTS}
+    parts: dict[str, list[Any]] = {n: [] for n in (*CELL_PARTS, *OPTIONAL_TABLES)}
     for rid in sorted(run_ids):  # run_id order: the tables' row order does not depend on timing
         d = out / "cells" / cell_dir_name(rid)
         marker = d / MARKER
@@ -205,11 +209,15 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
             if not p.exists():
                 raise FormatError(f"cell marked ok but its {n} part is missing", path=str(p))
             parts[n].append(read_arrow(p, n))
+        for n in OPTIONAL_TABLES:  # an episode cell's extra part; replay cells have none
+            p = d / f"{n}.parquet"
+            if p.exists():
+                parts[n].append(read_arrow(p, n))
     # Concatenating in Arrow, then converting once, is ~10x faster than per-part pandas frames;
     # "permissive" promotes a column that is all-null in one part to the type it has elsewhere.
     tables: dict[str, Any] = {}
     tables["runs"] = runs_frame(pa.concat_tables(runs, promote_options="permissive").to_pylist()) if runs else runs_frame([])
-    for n in CELL_PARTS:
+    for n in (*CELL_PARTS, *OPTIONAL_TABLES):
         frames = [t for t in parts[n] if t.num_rows]
         if not frames:
             tables[n] = parts[n][0].to_pandas() if parts[n] else _empty_table(n)
@@ -217,6 +225,8 @@ def _tables_from_cells(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
         df = pa.concat_tables(frames, promote_options="permissive").to_pandas()
         keys = [k for k in _SORT_KEYS[n] if k in df.columns]
         tables[n] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
+    if len(tables["episodes"]):
+        tables["episodes"] = tables["episodes"].astype({k: v for k, v in EPISODE_COLUMNS.items() if k in tables["episodes"].columns})
     return tables
 
 
@@ -250,7 +260,9 @@ class Results:
     """A sweep's results as DataFrames (see the module docstring for the columns).
 
     ``runs``: one row per cell that finished (ok or failed). ``calls``, ``compactions``,
-    ``probes``: tidy rows of the ok cells, joined to ``runs`` on ``run_id``. ``manifest``: the
+    ``probes``: tidy rows of the ok cells, joined to ``runs`` on ``run_id``. ``episodes``: one
+    row per closed-loop episode cell (:data:`~h9eval.results.schema.EPISODE_COLUMNS`; empty for
+    a sweep without ``[tasks] worlds`` and for folders written before them). ``manifest``: the
     parsed ``manifest.json``. ``from_parts``: True when the consolidated tables were stale or
     missing and the tables were rebuilt from the cell parts.
     """
@@ -263,6 +275,11 @@ class Results:
     probes: Any
     from_parts: bool = False
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    episodes: Any = None
+
+    def __post_init__(self) -> None:
+        if self.episodes is None:
+            self.episodes = episodes_table([])
 
     @property
     def ok(self) -> Any:
@@ -309,19 +326,19 @@ def load_results(path: str | os.PathLike[str]) -> Results:
     run_ids = [c["run_id"] for c in m["cells"]]
     tables: dict[str, Any] | None = None
     cons = folder / CONSOLIDATED
-    if cons.is_file() and all((folder / f"{n}.parquet").is_file() for n in TABLES):
+    required = [n for n in TABLES if n not in OPTIONAL_TABLES]
+    if cons.is_file() and all((folder / f"{n}.parquet").is_file() for n in required):
         try:
             stamp = json.loads(cons.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
             raise FormatError(f"cannot read consolidation stamp ({e})", path=str(cons)) from None
         if isinstance(stamp, dict) and stamp.get("fingerprint") == _fingerprint(folder, run_ids):
-            tables = {n: read_table(folder / f"{n}.parquet", n) for n in TABLES}
+            tables = {n: read_table(folder / f"{n}.parquet", n) for n in TABLES if (folder / f"{n}.parquet").is_file()}
+            for n in OPTIONAL_TABLES:
+                tables.setdefault(n, _empty_table(n))
     from_parts = tables is None
     if tables is None:
         tables = _tables_from_cells(folder, run_ids)
-    if "fallback_cause" not in tables["calls"].columns:  # a version-1 calls table: cause unknown
-        tables["calls"]["fallback_cause"] = ""
-    tables["calls"]["fallback_cause"] = tables["calls"]["fallback_cause"].fillna("")
     return Results(
         path=folder,
         manifest=m,
@@ -331,5 +348,6 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         probes=tables["probes"],
         from_parts=from_parts,
         skipped=list(m.get("skipped", [])),
+        episodes=tables["episodes"],
     )
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from h9eval.compaction.records import CompactionRecord
-from h9eval.results.schema import COMPACTION_COLUMNS, COMPACTIONS_SCHEMA_VERSION, _INT_COLUMNS
+from h9eval.results.schema import COMPACTION_COLUMNS, COMPACTIONS_SCHEMA_VERSION, EPISODE_COLUMNS, _INT_COLUMNS
 
-__all__ = ["records_to_frame"]
+__all__ = ["episodes_table", "records_to_frame"]
 
 
 # -- compaction records -----------------------------------------------------------------------
@@ -60,3 +60,14 @@ def records_to_frame(records: Iterable[CompactionRecord], *, run_id: str, sessio
     one session's records. ``session_id`` is the column value; the records' own ``session_id``
     field is not used (harness9's compactor may leave it empty)."""
     return _frame([_row(r, run_id=run_id, session_id=session_id, index=i) for i, r in enumerate(records)])
+
+
+# -- closed-loop episodes ---------------------------------------------------------------------
+def episodes_table(rows: Iterable[dict[str, Any]]) -> Any:
+    """The ``episodes`` table (:data:`EPISODE_COLUMNS` order and dtypes) from row dicts; a
+    column a row lacks is null (a replay-only caller has no sweep identity)."""
+    import pandas as pd
+
+    rows = list(rows)
+    # column by column: one astype of the whole frame costs ~50 ms, a cell's budget
+    return pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=t) for c, t in EPISODE_COLUMNS.items()})

@@ -60,6 +60,7 @@ from h9eval.core.paths import prepare_out_dir, safe_name, write_json_atomic
 from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
+from h9eval.probes.drift import checkpoint_grid
 from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
 from h9eval.results.schema import (
@@ -197,7 +198,7 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
 
 
 def _cause_counts(c: pd.DataFrame) -> dict[str, int]:
-    """Fallback calls per cause (``fallback_cause``; absent from version-1 tables)."""
+    """Fallback calls per cause (``fallback_cause``; absent from files written before it was added)."""
     if "fallback_cause" not in c.columns:
         return {}
     fb = c[c["fallback"].astype(bool)]
@@ -252,6 +253,11 @@ class CallStats:
     """harness9's estimate of the view sent (without the tool schemas)."""
     tokens_sent: int
     """``view_tokens`` plus the tool schemas' tokens."""
+    raw_tokens_sent: int
+    """What the uncompacted transcript would send at this call: harness9's estimate of every
+    transcript message before the call as recorded (no tool-time offload, no write-back; plus
+    the system prompt the replay prepends) plus the tool schemas' tokens. The one baseline of
+    tokens saved, the same for every policy and history mode."""
     compactions: tuple[Compaction, ...]
     """The call's compactions in order: a manual ``/compact`` (when asked), then the automatic one."""
     offloads_tool_time_count: int
@@ -330,6 +336,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "masked_results": int(rec.extra.get(EXTRA_MASKED, 0)) if rec is not None else 0,
         "na_overwrites": len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
         "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
+        "raw_tokens_sent": call.raw_tokens_sent,
         "fallback_cause": _fallback_cause(summ) if fallback_err else "",
     }
 
@@ -476,13 +483,13 @@ class _ReplayLoop:
         self.hook = hook
         self.outputs = outputs
         self.probe_fn = probe_fn
-        self.probe_every_k = probe_every_k
         self.history: list[Message] = []
         if not task.messages or task.messages[0].role != "system":
             # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
             # its compactor leaves a list without a system message untouched.
             self.history.append(Message("system", cfg.system_prompt))
         self.hist_bytes = sum(m.nbytes for m in self.history)
+        self.raw_bytes = self.hist_bytes  # the uncompacted transcript so far, as recorded
         self.calls_by_id: dict[str, ToolCall] = {}
         self.rows: list[dict[str, Any]] = []
         self.probe_rows: list[dict[str, Any]] = []
@@ -490,6 +497,7 @@ class _ReplayLoop:
         self.views: list[tuple[Message, ...]] | None = [] if cfg.keep_views else None
         self.hook_count = self.hook_bytes = 0  # tool-time offloads since the last call
         self.n_calls = sum(1 for m in task.messages if m.role == "assistant")
+        self.grid = frozenset(checkpoint_grid(self.n_calls, probe_every_k))
         self.call_index = -1
         self.n_compactions = 0
         self._manual_at = set(cfg.manual_compact_at)
@@ -500,6 +508,7 @@ class _ReplayLoop:
                 self._model_call(i, m)
             else:
                 self._arrive(m)
+            self.raw_bytes += m.nbytes
         self.outputs.flush()
 
     # -- the history ------------------------------------------------------------------------
@@ -574,6 +583,7 @@ class _ReplayLoop:
             history_messages=h_msgs,
             view_tokens=view_tokens,
             tokens_sent=view_tokens + self.run_facts.tool_schema_tokens,
+            raw_tokens_sent=self.raw_bytes // 4 + self.run_facts.tool_schema_tokens,
             compactions=tuple(comps),
             offloads_tool_time_count=self.hook_count,
             offloads_tool_time_bytes=self.hook_bytes,
@@ -599,8 +609,7 @@ class _ReplayLoop:
     def _probe(self, call: CallStats, row: dict[str, Any], view: tuple[Message, ...]) -> None:
         if self.probe_fn is None:
             return
-        k = self.probe_every_k
-        if not (row["compacted"] or (k and call.call_index % k == 0) or call.call_index == self.n_calls - 1):
+        if call.call_index not in self.grid:
             return
         at = CallCheckpoint(
             run_id=self.run_facts.run_id,
@@ -635,8 +644,9 @@ def replay(
     ``calls.parquet``, ``compactions.parquet``, ``probes.parquet``, harness9's
     ``compaction_records/*.jsonl``, ``sessions.db`` (unless ``session_store`` is false) and
     ``manifest.json`` are written there. ``offload_root``: where offload files go (default
-    ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called after every
-    compaction, every ``probe_every_k`` calls and at the last call. ``session_id``: names
+    ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called on the task's
+    checkpoint grid (:func:`~h9eval.probes.drift.checkpoint_grid`: every ``probe_every_k``-th
+    call and the last one, the same calls for every policy). ``session_id``: names
     offload folders and record files (default: derived from the run id); sweeps pass the task
     id so identical summary prompts hit the shared cache.
     """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,14 +13,43 @@ from h9eval.compaction.base import Policy
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.messages import Message
 from h9eval.core.paths import safe_name
+from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.probes.runner import make_probe_fn
 from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["run_task", "with_run_window"]
+__all__ = ["peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+
+
+def uncompacted_peak_tokens(task: Task, *, system_prompt: str | None = None) -> int:
+    """The most tokens the uncompacted transcript sends at one call of ``task``: the largest
+    ``raw_tokens_sent`` of its replay (every message before its last model call, the system
+    prompt the replay prepends when the transcript has none, and the tool schemas). 0 for a
+    task without a model call."""
+    last = max((i for i, m in enumerate(task.messages) if m.role == "assistant"), default=None)
+    if last is None:
+        return 0
+    head = list(task.messages[:last])
+    if not task.messages or task.messages[0].role != "system":
+        head.insert(0, Message("system", system_prompt if system_prompt is not None else ReplayConfig().system_prompt))
+    return estimate_tokens(head) + estimate_tool_tokens(task.tools)
+
+
+def _check_peak_frac(peak_frac: float) -> None:
+    if isinstance(peak_frac, bool) or not isinstance(peak_frac, int | float) or not 0 < peak_frac <= 1:
+        raise ConfigError(f"window peak_frac must be a number in (0, 1], got {peak_frac!r}")
+
+
+def peak_frac_window(task: Task, peak_frac: float) -> int:
+    """A window sized to ``task``: ``peak_frac`` times its :func:`uncompacted_peak_tokens`
+    (rounded up, at least 1 token). ``peak_frac``: in (0, 1] exercises a policy on every task
+    (0.5: the uncompacted transcript would need twice the window at its end)."""
+    _check_peak_frac(peak_frac)
+    return max(1, math.ceil(uncompacted_peak_tokens(task) * float(peak_frac)))
 
 
 def with_run_window(policy: Policy, window: int | None, *, policy_window_explicit: bool) -> Policy:
@@ -57,6 +87,7 @@ def run_task(
     history_mode: str = "view",
     writeback_rules: str = "v3",
     window: int | None = None,
+    window_peak_frac: float | None = None,
     manual_compact_at: Sequence[int] = (),
     probes: Sequence[str] = (),
     probe_every_k: int | None = None,
@@ -67,9 +98,15 @@ def run_task(
     ``summarizer``: a registered name, ``"none"``/``None`` (no summarizer) or a Summarizer.
     ``window``: the run's context window (tokens): a policy with its own
     ``context_window_tokens`` left at the default runs at it, one set to another value is a
-    :class:`ConfigError` (see :func:`with_run_window`). With several tasks each gets
-    ``<out_dir>/<task id>/``.
+    :class:`ConfigError` (see :func:`with_run_window`). ``window_peak_frac``: instead of
+    ``window``, size each task's window to that fraction of its own uncompacted peak
+    (:func:`peak_frac_window`), so every task exercises the policy. With several tasks each
+    gets ``<out_dir>/<task id>/``.
     """
+    if window is not None and window_peak_frac is not None:
+        raise ConfigError(f"give window ({window}) or window_peak_frac ({window_peak_frac}), not both")
+    if window_peak_frac is not None:
+        _check_peak_frac(window_peak_frac)
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
     if not tasks:
         # A folder without sessions used to exit 0 having run nothing: say so instead.
@@ -83,19 +120,27 @@ def run_task(
     else:
         pol = policy
         explicit = policy_window(pol) is not None and _explicit_window(pol)
-    pol = with_run_window(pol, window, policy_window_explicit=explicit)
+    if window_peak_frac is None:
+        pol = with_run_window(pol, window, policy_window_explicit=explicit)
+    elif explicit:
+        raise ConfigError(
+            f"window_peak_frac {window_peak_frac} sizes each task's window, but {pol.kind}'s context_window_tokens "
+            f"was set to {policy_window(pol)}: a run has one window; drop one of them"
+        )
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
-    cfg = ReplayConfig(
-        history_mode=history_mode,
-        writeback_rules=writeback_rules,
-        manual_compact_at=tuple(manual_compact_at),
-        context_window_tokens=window,
-    )
     probe_fn = make_probe_fn(probes, cache=summarizer_cache)
     results = []
     for t in tasks:
+        w = peak_frac_window(t, window_peak_frac) if window_peak_frac is not None else window
+        cfg = ReplayConfig(
+            history_mode=history_mode,
+            writeback_rules=writeback_rules,
+            manual_compact_at=tuple(manual_compact_at),
+            context_window_tokens=w,
+        )
         out = None
         if out_dir is not None:
             out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(t.task_id)
-        results.append(replay(t, pol, summarizer=summ, config=cfg, out_dir=out, probe_fn=probe_fn, probe_every_k=probe_every_k))
+        run_pol = with_run_window(pol, w, policy_window_explicit=False) if window_peak_frac is not None else pol
+        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, probe_fn=probe_fn, probe_every_k=probe_every_k))
     return results

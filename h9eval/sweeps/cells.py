@@ -1,5 +1,6 @@
 """The cells of a sweep: one :class:`Cell` per task × policy grid point × summarizer variant ×
-history mode × repeat, and the cell hash that decides whether a finished cell is reused."""
+history mode × repeat (and, for ``[tasks] worlds``, one closed-loop episode cell per world
+seed × agent × the same), and the cell hash that decides whether a finished cell is reused."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, H9InputError
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import cell_dir_name
+from h9eval.runs.run import peak_frac_window
+from h9eval.closedloop.run import world_task_id
 from h9eval.sweeps.spec import PolicyGrid, SweepSpec
 from h9eval.tasks import load_tasks_from_spec
 
@@ -28,7 +31,9 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # What determines a cell's results, besides the code that runs it. The cache location is left
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
-           "window", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat")
+           "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps")
+CELL_KINDS = ("replay", "episode")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +68,10 @@ class Cell:
     history_mode: str
     writeback_rules: str
     window: int | None
+    """The run's window (tokens); with ``window_peak_frac``, this task's own."""
+    window_peak_frac: float | None
+    """``window = { peak_frac = f }``: ``window`` is ``f`` times the task's uncompacted peak, and
+    every policy runs at it (``params`` then leave ``context_window_tokens`` out: it is per task)."""
     summarizer: str
     summarizer_variants: tuple[str, ...] = ()
     """The spec's summarizer variants this cell stands for: all of them for a policy that uses
@@ -77,6 +86,16 @@ class Cell:
     """The version of h9eval that planned the cell (and so produced its results)."""
     source_hash: str
     """:func:`h9eval.core.provenance.source_hash` of the code that planned the cell."""
+    cell_kind: str = "replay"
+    """``replay`` (open loop, a task) or ``episode`` (closed loop, a world and an agent)."""
+    world_kind: str = ""
+    """The world of an episode cell, or of a replay cell whose task is an exported world."""
+    world_params: dict[str, Any] = field(default_factory=dict)
+    world_seed: int | None = None
+    agent: str = ""
+    """An episode cell's agent (``make_agent`` form)."""
+    max_steps: int = 60
+    """An episode cell's step bound."""
     cell_hash: str = field(init=False)
     """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
     manifest schema, the h9eval version and the source hash."""
@@ -139,10 +158,35 @@ class _TaskRef:
     source: str
     """The narrow spec workers reload the task from."""
     task_id: str
+    peak_window: int | None = None
+    """With ``window = { peak_frac = f }``: the task's window (else ``None``)."""
 
 
 def _fmt_point(point: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{k}={json.dumps(v)}" for k, v in point.items()) + "}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _WorldRef:
+    """One world seed of ``[tasks] worlds``."""
+
+    path: str
+    """``tasks.worlds[<i>]``."""
+    kind: str
+    params: dict[str, Any]
+    seed: int
+    max_steps: int
+    open_loop: bool
+    task_id: str
+
+
+def _world_refs(spec: SweepSpec) -> list[_WorldRef]:
+    return [
+        _WorldRef(path=f"tasks.worlds[{i}]", kind=w.kind, params=dict(w.params), seed=s, max_steps=w.max_steps,
+                  open_loop=w.open_loop, task_id=world_task_id(w.kind, w.params, s))
+        for i, w in enumerate(spec.worlds)
+        for s in w.seeds
+    ]
 
 
 def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
@@ -166,7 +210,8 @@ def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
                 narrow = str(Path(src.path).resolve())
             elif src.kind == "harness9_db" and src.path and src.session:
                 narrow = f"{Path(src.path).resolve()}#{src.session}"
-            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id))
+            peak_window = peak_frac_window(t, spec.window_peak_frac) if spec.window_peak_frac is not None else None
+            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_window=peak_window))
         del tasks  # transcripts are not kept in the parent
     return out
 
@@ -196,6 +241,9 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
                 skipped.append(SkippedCell(where=where, policy_kind=pg.kind, policy_name=pg.name, grid=point, error=str(e)))
                 continue
             resolved = policy_params(pol)
+            if spec.window_peak_frac is not None:
+                # the window is sized per task: not part of the policy's identity across tasks
+                resolved.pop("context_window_tokens", None)
             points.append(_Point(entry=f"policies[{i}]", grid=pg, point=point, given=given, resolved=resolved,
                                  params_hash=params_hash(pg.kind, resolved), uses_summarizer=type(pol).uses_summarizer))
     return points, skipped
@@ -203,8 +251,9 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
 
 def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:
     """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
-    × repeats) and the skipped invalid grid cells. A policy that uses no summarizer gets one
-    variant only (the first; ``Cell.summarizer_variants`` lists those it stands for).
+    × repeats, then world seeds × agents × the same) and the skipped invalid grid cells. A policy that uses no
+    summarizer gets one variant only (the first; ``Cell.summarizer_variants`` lists those it
+    stands for).
 
     A grid point the policy rejects raises :class:`ConfigError` naming the entry and the point
     (``policies[0] cell {warn_frac=0.8, soft_frac=0.7}: ...``) unless ``skip_invalid`` (default:
@@ -216,7 +265,13 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
     version, code = provenance.h9eval_version(), provenance.source_hash()
     cells: list[Cell] = []
     seen: dict[str, str] = {}
-    for t in _task_refs(spec):
+    worlds = _world_refs(spec)
+    # exported worlds are replayed like the other tasks (their task is built by the worker)
+    refs = _task_refs(spec) + [_TaskRef(path=w.path, spec=f"world:{w.kind}:{w.seed}", source=f"world:{w.kind}:{w.seed}", task_id=w.task_id)
+                               for w in worlds if w.open_loop]
+    by_task = {w.task_id: w for w in worlds}
+    for t in refs:
+        w = by_task.get(t.task_id) if t.spec.startswith("world:") else None
         for p in points:
             # a policy that never calls the summarizer gives the same results under every variant
             variants = spec.summarizers if p.uses_summarizer else spec.summarizers[:1]
@@ -244,7 +299,8 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                             params_hash=p.params_hash,
                             history_mode=mode,
                             writeback_rules=spec.writeback_rules,
-                            window=spec.window,
+                            window=t.peak_window if spec.window_peak_frac is not None else spec.window,
+                            window_peak_frac=spec.window_peak_frac,
                             summarizer=variant,
                             summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
                             summarizer_params=dict(spec.summarizer_params),
@@ -254,7 +310,51 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                             repeat=r,
                             h9eval_version=version,
                             source_hash=code,
+                            **({"world_kind": w.kind, "world_params": dict(w.params), "world_seed": w.seed, "max_steps": w.max_steps} if w else {}),
                         ))
+    for w in worlds:
+        for agent in spec.agents:
+            for p in points:
+                for variant in spec.summarizers:
+                    for mode in spec.history_modes:
+                        for r in range(spec.repeats):
+                            run_id = f"{w.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--{agent}--r{r}"
+                            here = f"{p.entry} cell {_fmt_point(p.point)} on world {w.task_id!r} ({w.path}) with agent {agent!r}"
+                            if run_id in seen:
+                                raise ConfigError(f"{here} duplicates {seen[run_id]}; remove one of the two")
+                            seen[run_id] = here
+                            cells.append(Cell(
+                                run_id=run_id,
+                                cell_dir=cell_dir_name(run_id),
+                                sweep=spec.name,
+                                task_id=w.task_id,
+                                task_spec=f"world:{w.kind}:{w.seed}",
+                                task_source=f"world:{w.kind}:{w.seed}",
+                                policy_entry=p.entry,
+                                policy_name=p.grid.name,
+                                policy_kind=p.grid.kind,
+                                spec_params=dict(p.given),
+                                params=p.resolved,
+                                grid=p.point,
+                                params_hash=p.params_hash,
+                                history_mode=mode,
+                                writeback_rules=spec.writeback_rules,
+                                window=spec.window,
+                                summarizer=variant,
+                                summarizer_params=dict(spec.summarizer_params),
+                                summarizer_cache=_cache_for_repeat(cache, r),
+                                scorers=(),
+                                probe_every_k=None,
+                                repeat=r,
+                                h9eval_version=version,
+                                source_hash=code,
+                                cell_kind="episode",
+                                world_kind=w.kind,
+                                world_params=dict(w.params),
+                                world_seed=w.seed,
+                                agent=agent,
+                                max_steps=w.max_steps,
+                            ))
     if not cells:
         raise ConfigError("the spec gives no valid cells" + (f" ({len(skipped)} skipped as invalid)" if skipped else ""))
     return cells, skipped

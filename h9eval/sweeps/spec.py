@@ -5,6 +5,7 @@
     name = "small"                      # results go to results/<name>/ by default
     repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
     window = 40000                      # context window (tokens) for policies without one
+    # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's uncompacted peak
     history_modes = ["view", "write_back"]
     skip_invalid = false                # skip grid cells the policy rejects instead of failing
 
@@ -12,6 +13,9 @@
     recorded = ["${H9EVAL_SHARED}/data/recorded/swe-agent"]   # files or folders
     synthetic = [{preset = "small", seeds = [0, 1, 2]}]
     specs = ["synthetic:small:5"]       # any task spec load_tasks_from_spec understands
+    worlds = [{ kind = "mini_repo", seeds = [0, 1], params = { n_bugs = 2 } }]   # closed loop
+
+    agents = ["scripted", "scripted:raw_only"]   # closed-loop agents (default ["scripted"])
 
     [[policies]]
     kind = "progressive"
@@ -29,6 +33,12 @@
 Relative paths in a TOML file are relative to the file's folder (in a dict: to the current
 directory); ``$VAR``/``${VAR}`` and ``~`` are expanded, and ``${H9EVAL_SHARED}`` defaults to
 :func:`h9eval.core.paths.shared_dir`. A ``tasks`` key may also be a plain list of task specs.
+
+``tasks.worlds`` entries run closed-loop episodes: one episode cell per world seed × agent ×
+policy grid point × summarizer × history mode × repeat; with ``open_loop = true`` (the
+default) each world seed is also exported as a task (its ``keep_all`` transcript, the world's
+ground truth as planted facts) and replayed like any other task, so open- and closed-loop
+numbers are measured on the same episodes. ``max_steps`` (default 60) bounds each episode.
 
 One function per section parses it; names (policies, their parameters, summarizers, scorers,
 presets, history modes) are checked against their registries, so a rule lives with its owner
@@ -48,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from h9eval.closedloop.agents import AGENT_KINDS, make_agent
+from h9eval.closedloop.worlds import make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
@@ -62,6 +74,7 @@ __all__ = [
     "PolicyGrid",
     "SweepSpec",
     "SyntheticTasks",
+    "WorldTasks",
     "load_spec",
 ]
 
@@ -77,12 +90,15 @@ TOP_LEVEL_KEYS = (
     "writeback_rules",
     "skip_invalid",
     "description",
+    "agents",
 )
-TASK_KEYS = ("recorded", "synthetic", "specs")
+TASK_KEYS = ("recorded", "synthetic", "specs", "worlds")
+WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop")
 SYNTHETIC_KEYS = ("preset", "seeds")
 POLICY_KEYS = ("kind", "name", "params", "grid")
 SUMMARIZER_KEYS = ("name", "variants", "cache", "params")
 PROBE_KEYS = ("scorers", "every_k")
+WINDOW_KEYS = ("peak_frac",)
 WRITEBACK_RULES = ("v2", "v3")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _VAR_RE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
@@ -94,6 +110,20 @@ class SyntheticTasks:
 
     preset: str
     seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorldTasks:
+    """``{kind = "mini_repo", seeds = [0, 1], params = {...}}``: one world per seed."""
+
+    kind: str
+    seeds: tuple[int, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+    """World parameters (checked by building the world)."""
+    max_steps: int = 60
+    """Agent steps before an episode is cut off."""
+    open_loop: bool = True
+    """Also replay each seed's exported ``keep_all`` transcript as an open-loop task."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +152,10 @@ class SweepSpec:
     ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
     (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
     default). ``repeats``: ≥ 1 (default 1). ``window``: tokens, for policies without a
-    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``writeback_rules``:
+    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``window_peak_frac``
+(``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
+own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
+the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
     ``v3`` (default) or ``v2``. ``source``: the spec as passed (for the manifest).
     """
 
@@ -130,6 +163,9 @@ class SweepSpec:
     recorded: tuple[str, ...] = ()
     synthetic: tuple[SyntheticTasks, ...] = ()
     specs: tuple[str, ...] = ()
+    worlds: tuple[WorldTasks, ...] = ()
+    agents: tuple[str, ...] = ("scripted",)
+    """Closed-loop agents (``make_agent`` forms); used only with ``worlds``."""
     policies: tuple[PolicyGrid, ...] = ()
     history_modes: tuple[str, ...] = ("view",)
     summarizers: tuple[str, ...] = (DEFAULT_SUMMARIZER,)
@@ -139,6 +175,7 @@ class SweepSpec:
     probe_every_k: int | None = None
     repeats: int = 1
     window: int | None = None
+    window_peak_frac: float | None = None
     writeback_rules: str = "v3"
     skip_invalid: bool = False
     description: str = ""
@@ -162,13 +199,15 @@ class SweepSpec:
                 "recorded": list(self.recorded),
                 "synthetic": [{"preset": s.preset, "seeds": list(s.seeds)} for s in self.synthetic],
                 "specs": list(self.specs),
+                "worlds": [{"kind": w.kind, "seeds": list(w.seeds), "params": w.params, "max_steps": w.max_steps, "open_loop": w.open_loop} for w in self.worlds],
             },
+            "agents": list(self.agents),
             "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
             "history_modes": list(self.history_modes),
             "summarizer": {"variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache},
             "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
             "repeats": self.repeats,
-            "window": self.window,
+            "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},
             "writeback_rules": self.writeback_rules,
             "skip_invalid": self.skip_invalid,
         }
@@ -260,15 +299,15 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     source = copy.deepcopy(d)
     _check_keys(d, TOP_LEVEL_KEYS, "")
     name = _parse_name(d)
-    recorded, synthetic, specs = _parse_tasks(d, base)
+    recorded, synthetic, specs, worlds = _parse_tasks(d, base)
+    agents = _parse_agents(d)
     policies = _parse_policies(d)
     modes = _parse_history_modes(d)
     variants, sparams, cache_path = _parse_summarizer(d, base)
     scorers, every_k = _parse_probes(d)
     repeats = d.get("repeats", 1)
     _expect(_is_int(repeats) and repeats >= 1, "repeats", "must be an integer >= 1", repeats)
-    window = d.get("window")
-    _expect(window is None or (_is_int(window) and window > 0), "window", "must be a positive integer (tokens)", window)
+    window, peak_frac = _parse_window(d, policies)
     rules = d.get("writeback_rules", "v3")
     _expect(rules in WRITEBACK_RULES, "writeback_rules", "must be 'v2' or 'v3'", rules)
     skip = d.get("skip_invalid", False)
@@ -280,6 +319,8 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         recorded=recorded,
         synthetic=synthetic,
         specs=specs,
+        worlds=worlds,
+        agents=agents,
         policies=policies,
         history_modes=modes,
         summarizers=variants,
@@ -289,6 +330,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         probe_every_k=every_k,
         repeats=repeats,
         window=window,
+        window_peak_frac=peak_frac,
         writeback_rules=rules,
         skip_invalid=skip,
         description=desc,
@@ -306,8 +348,8 @@ def _parse_name(d: Mapping[str, Any]) -> str:
     return str(name)
 
 
-def _parse_tasks(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...]]:
-    """``[tasks]`` (or a plain list of task specs) → (recorded, synthetic, specs)."""
+def _parse_tasks(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...], tuple[WorldTasks, ...]]:
+    """``[tasks]`` (or a plain list of task specs) → (recorded, synthetic, specs, worlds)."""
     _expect("tasks" in d, "tasks", "required: a [tasks] table or a list of task specs", None)
     tasks = d["tasks"]
     if isinstance(tasks, list):
@@ -323,8 +365,59 @@ def _parse_tasks(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ..
         if not s.startswith("synthetic:"):
             _expect(Path(specs[-1].partition("#")[0]).exists(), f"tasks.specs[{i}]", "no such file or folder", specs[-1])
     synthetic = _parse_synthetic(tasks.get("synthetic", []))
-    _expect(bool(recorded or specs or synthetic), "tasks", "no tasks given (recorded, synthetic or specs)", tasks)
-    return recorded, synthetic, tuple(specs)
+    worlds = _parse_worlds(tasks.get("worlds", []))
+    _expect(bool(recorded or specs or synthetic or worlds), "tasks", "no tasks given (recorded, synthetic, specs or worlds)", tasks)
+    return recorded, synthetic, tuple(specs), worlds
+
+
+def _parse_worlds(raw: Any) -> tuple[WorldTasks, ...]:
+    """``tasks.worlds``: one ``{kind, seeds, params, max_steps, open_loop}`` table or a list of
+    them; the kind and parameters are checked by building the world."""
+    if isinstance(raw, dict):
+        raw = [raw]
+    _expect(isinstance(raw, list), "tasks.worlds", "expected a list of {kind, seeds, params} tables", raw)
+    out = []
+    for i, e in enumerate(raw):
+        path = f"tasks.worlds[{i}]"
+        _expect(isinstance(e, dict), path, "expected a table {kind = ..., seeds = [...], params = {...}}", e)
+        _check_keys(e, WORLD_KEYS, path)
+        _expect("kind" in e, f"{path}.kind", "required (one of " + ", ".join(world_registry()) + ")", None)
+        kind = e["kind"]
+        _expect(isinstance(kind, str), f"{path}.kind", "expected a world name", kind)
+        params = e.get("params", {})
+        _expect(isinstance(params, dict), f"{path}.params", "expected a table of world parameters", params)
+        with _at(f"{path}.kind" if kind not in world_registry() else f"{path}.params"):
+            make_world(kind, **params)
+        seeds = e.get("seeds", [0])
+        if _is_int(seeds):
+            seeds = [seeds]
+        _expect(isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
+                f"{path}.seeds", "expected a non-empty list of non-negative integers", seeds)
+        _expect(len(set(seeds)) == len(seeds), f"{path}.seeds", "must not repeat a seed", seeds)
+        max_steps = e.get("max_steps", 60)
+        _expect(_is_int(max_steps) and max_steps >= 1, f"{path}.max_steps", "must be an integer >= 1 (agent steps)", max_steps)
+        open_loop = e.get("open_loop", True)
+        _expect(isinstance(open_loop, bool), f"{path}.open_loop", "must be true or false", open_loop)
+        out.append(WorldTasks(kind=kind, seeds=tuple(seeds), params=dict(params), max_steps=max_steps, open_loop=open_loop))
+    return tuple(out)
+
+
+def _parse_agents(d: Mapping[str, Any]) -> tuple[str, ...]:
+    """``agents``: closed-loop agents in ``make_agent``'s ``KIND[:PROFILE]`` form (scripted
+    ones are built to check their profile; a live agent is built by its cell)."""
+    agents = d.get("agents", ["scripted"])
+    if isinstance(agents, str):
+        agents = [agents]
+    agents = _str_list(agents, "agents")
+    for i, a in enumerate(agents):
+        kind = a.partition(":")[0]
+        if kind not in AGENT_KINDS:
+            raise ConfigError(f"agents[{i}]: " + did_you_mean(kind, AGENT_KINDS, what="agent"))
+        if kind == "scripted" or ":" in a:
+            with _at(f"agents[{i}]"):
+                make_agent(a)
+    _expect(len(set(agents)) == len(agents), "agents", "must not repeat an agent", agents)
+    return tuple(agents)
 
 
 def _parse_synthetic(raw: Any) -> tuple[SyntheticTasks, ...]:
@@ -386,6 +479,23 @@ def _parse_policy(e: Any, path: str) -> PolicyGrid:
     label = e.get("name", kind)
     _expect(isinstance(label, str) and bool(label), f"{path}.name", "expected a non-empty string", label)
     return PolicyGrid(kind=kind, params=dict(params), grid={k: list(v) for k, v in grid.items()}, name=label)
+
+
+def _parse_window(d: Mapping[str, Any], policies: Sequence[PolicyGrid]) -> tuple[int | None, float | None]:
+    """``window = 40000`` (tokens) or ``window = { peak_frac = 0.5 }`` → (window, peak_frac)."""
+    window = d.get("window")
+    if isinstance(window, dict):
+        _check_keys(window, WINDOW_KEYS, "window")
+        frac = window.get("peak_frac")
+        _expect(isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1,
+                "window.peak_frac", "must be a number in (0, 1] (a fraction of each task's uncompacted peak)", frac)
+        for i, p in enumerate(policies):
+            for section, table in (("params", p.params), ("grid", p.grid)):
+                _expect("context_window_tokens" not in table, f"policies[{i}].{section}.context_window_tokens",
+                        "conflicts with window.peak_frac, which sizes every policy's window per task; drop one", table.get("context_window_tokens"))
+        return None, float(frac)
+    _expect(window is None or (_is_int(window) and window > 0), "window", "must be a positive integer (tokens) or { peak_frac = f }", window)
+    return window, None
 
 
 def _parse_history_modes(d: Mapping[str, Any]) -> tuple[str, ...]:

@@ -16,11 +16,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from h9eval.closedloop.agents import make_agent
+from h9eval.closedloop.episode import run_episode, run_oracle
+from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
+from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
 from h9eval.core.errors import FormatError
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
+from h9eval.results.tables import episodes_table, records_to_frame
+from h9eval.results.schema import PROBE_COLUMNS
 from h9eval.runs.replay import ReplayConfig, replay
+from h9eval.runs.run import with_run_window
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
 from h9eval.summarizers.registry import build_summarizer
@@ -37,6 +44,8 @@ _SUMMARIZERS: dict[str, Any] = {}
 
 
 def _load_task(cell: Cell) -> Task:
+    if cell.world_kind:  # an exported world: its keep_all episode, rebuilt (deterministic, fast)
+        return _world_task(cell)
     for spec in dict.fromkeys((cell.task_source, cell.task_spec)):
         if spec in _TASK_CACHE:
             _TASK_CACHE.move_to_end(spec)
@@ -91,6 +100,75 @@ def _identity_row(cell: Cell) -> dict[str, Any]:
     }
 
 
+_ORACLE_STEPS: OrderedDict[str, int] = OrderedDict()
+_WORLD_TASKS: OrderedDict[str, Task] = OrderedDict()
+_WORLD_CACHE_SIZE = 64  # per process: a world's keep_all episode is shared by every cell of that world
+
+
+def _cached(cache: OrderedDict[str, Any], key: str, make: Any) -> Any:
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    cache[key] = value = make()
+    while len(cache) > _WORLD_CACHE_SIZE:
+        cache.popitem(last=False)
+    return value
+
+
+def _world_task(cell: Cell) -> Task:
+    key = json.dumps([cell.world_kind, cell.world_params, cell.world_seed, cell.max_steps], sort_keys=True)
+    return _cached(_WORLD_TASKS, key, lambda: world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps))
+
+
+def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run an episode cell and its keep_all oracle: (run-row headline, the cell's parts)."""
+    import pandas as pd
+
+    common: dict[str, Any] = {
+        "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
+        "context_window_tokens": cell.window, "max_steps": cell.max_steps,
+    }
+    agent = make_agent(cell.agent)
+    ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, make_policy(cell.policy_kind, **cell.spec_params),
+                     summarizer=_summarizer(cell), **common)
+    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
+    # a live agent's oracle would be a second paid episode (and is not in its cassette)
+    oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
+        _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
+    row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
+                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat)
+    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id)
+    sent = [s.tokens_sent for s in ep.steps]
+    tiers = [s.tier_name for s in ep.steps if s.compacted]
+    head = {
+        "calls": ep.n_steps,
+        "n_compactions": ep.n_compactions,
+        **{f"compactions_{t}": tiers.count(t) for t in ("warn", "soft", "full", "emergency")},
+        "peak_tokens_sent": max(sent, default=0),
+        "final_tokens_sent": sent[-1] if sent else 0,
+        "peak_history_tokens": max((s.history_tokens for s in ep.steps), default=0),
+        "offloads_tool_time": row["offloads_tool_time"],
+        "offloads_compaction": 0,
+        "summarizer_calls": row["summarizer_calls"],
+        "summarizer_cache_hits": 0,
+        "summarizer_cost_usd": row["summarizer_cost_usd"],
+        "fallbacks": 0,
+        "forced_truncations": sum(1 for s in ep.steps if s.forced_compactions),
+        "overflows": sum(1 for s in ep.steps if s.tokens_sent > ep.context_window_tokens),
+        "probe_rows": 0,
+    }
+    parts = {
+        "episodes": episodes_table([row]),
+        "calls": calls,
+        "compactions": _EMPTY_COMPACTIONS,
+        "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
+    }
+    return head, parts
+
+
+_EMPTY_COMPACTIONS = records_to_frame([], run_id="", session_id="")
+
+
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     """Run one cell and write it under ``<out_dir>/cells/`` (parts first, run row last).
 
@@ -101,8 +179,17 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     row = _identity_row(cell)
     try:
+        if cell.cell_kind == "episode":
+            head, parts = _episode_parts(cell)
+            row.update(head)
+            row.update(status="ok", error="", wall_time_s=time.perf_counter() - t0)
+            write_cell(out, cell.run_id, row, parts)
+            return row
         task = _load_task(cell)
         policy = make_policy(cell.policy_kind, **cell.spec_params)
+        if cell.window_peak_frac is not None:
+            # the task's own window, for every policy (the spec refused an explicit one)
+            policy = with_run_window(policy, cell.window, policy_window_explicit=False)
         cfg = ReplayConfig(
             history_mode=cell.history_mode,
             writeback_rules=cell.writeback_rules,

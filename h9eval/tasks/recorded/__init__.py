@@ -158,8 +158,9 @@ def load_tasks(
     """Every session in a file or under a folder (recursively, in sorted path order).
 
     A folder that is an OpenHands conversation is one task and is not descended into; other
-    folders are walked for ``*.jsonl``/``*.json``/``*.traj`` files (other files, and names
-    starting with ``.``, are ignored). A chat JSONL with one ``{"messages": [...]}`` per line
+    folders are walked for ``*.jsonl``/``*.json``/``*.traj`` files (other files, names
+    starting with ``.`` and Claude Code's own compaction calls ``agent-acompact-*`` are
+    ignored). A chat JSONL with one ``{"messages": [...]}`` per line
     gives one task per line. ``errors``: if a list is given, a session that fails to load is
     recorded there and skipped; otherwise the first :class:`FormatError` is raised.
     ``format``/``options``: as for :func:`load_task`, applied to every session found.
@@ -204,7 +205,7 @@ def _discover(root: Path) -> list[Path]:
             continue
         if q.is_dir():
             found.extend(_discover(q))
-        elif q.is_file() and q.name.endswith(_SESSION_SUFFIXES):
+        elif q.is_file() and q.name.endswith(_SESSION_SUFFIXES) and not claude_code.is_compaction_call_file(q):
             found.append(q)
     return found
 

@@ -52,9 +52,20 @@ from h9eval.tasks.recorded._common import (
     stem,
 )
 
-__all__ = ["FORMAT", "load_claude_code", "looks_like_claude_code"]
+__all__ = ["COMPACTION_CALL_PREFIX", "FORMAT", "is_compaction_call_file", "load_claude_code", "looks_like_claude_code"]
 
 FORMAT = "claude_code"
+COMPACTION_CALL_PREFIX = "agent-acompact-"
+"""File-name prefix of Claude Code's own compaction calls (``subagents/agent-acompact-*.jsonl``):
+the summarisation prompt and its reply, not an agent's work."""
+
+
+def is_compaction_call_file(path: str | Path) -> bool:
+    """Whether ``path`` is one of Claude Code's own compaction-call transcripts: folder
+    discovery leaves them out (a compaction call is not a task to compact); naming the file
+    still loads it (``metadata["agent_kind"] == "compaction"``)."""
+    return Path(path).name.startswith(COMPACTION_CALL_PREFIX)
+
 _EXPECTED = "one Claude Code session record (a JSON object with 'type') per line"
 _CONVERSATION_TYPES = frozenset({"user", "assistant"})
 _KNOWN_TYPES = frozenset(

@@ -135,6 +135,10 @@ def _share(name: str, v: Any) -> None:
 PRESETS: Mapping[str, SyntheticSpec] = MappingProxyType(
     {
         "small": SyntheticSpec(n_turns=40),
+        "medium": SyntheticSpec(
+            n_turns=200, n_facts=20, n_intent_changes=2, n_failed_attempts=5, n_decisions=6,
+            n_milestones=6, n_plans=5,
+        ),  # fmt: skip
         "long": SyntheticSpec(
             n_turns=1_000, n_facts=40, n_intent_changes=3, n_failed_attempts=12, n_decisions=12,
             n_milestones=15, n_plans=12,
@@ -145,7 +149,9 @@ PRESETS: Mapping[str, SyntheticSpec] = MappingProxyType(
         ),  # fmt: skip
     }
 )
-"""Named specs: ``small`` (40 turns), ``long`` (1,000 turns), ``marathon`` (5,000 turns)."""
+"""Named specs: ``small`` (40 turns), ``medium`` (200 turns: many compactions at a window below
+its peak, with planted facts throughout, in seconds), ``long`` (1,000 turns), ``marathon``
+(5,000 turns)."""
 
 
 def _apply_overrides(base: SyntheticSpec, overrides: Mapping[str, Any]) -> SyntheticSpec:

@@ -1,0 +1,280 @@
+"""One world episode as the CLI, a sweep cell and a notebook run it, and its results rows.
+
+``run_world("fact_chain:3", agent="scripted", policy="progressive")`` runs the episode and the
+``keep_all`` oracle of the same world, seed, agent and history mode (for excess steps), and
+returns a :class:`WorldRun`; with ``out_dir`` it writes ``episodes.parquet`` (one row of the
+versioned ``episodes`` table), ``calls.parquet`` (one ``calls`` row per model call, as a replay
+writes them) and ``episode.json`` (:func:`~h9eval.closedloop.analysis.episode_to_dict`).
+:func:`format_episode` is the summary ``h9eval run --world`` prints.
+
+:func:`world_task` is a world exported as an open-loop task (the transcript of its ``keep_all``
+episode with the world's ground truth as planted facts): what a sweep replays, with probes, on
+the same episodes its closed-loop cells run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from h9eval.closedloop.agents import make_agent
+from h9eval.closedloop.analysis import episode_to_dict, export_task
+from h9eval.closedloop.episode import Episode, run_episode, run_oracle
+from h9eval.closedloop.worlds import make_world, parse_world_spec
+from h9eval.compaction.base import Policy, params_hash, policy_params
+from h9eval.compaction.policies import make_policy
+from h9eval.compaction.records import Tier
+from h9eval.compaction.summary import Summarizer
+from h9eval.core.errors import ConfigError
+from h9eval.core.paths import prepare_out_dir, write_json_atomic
+from h9eval.results.io import write_table
+from h9eval.results.schema import CALL_COLUMNS, CALLS_SCHEMA_VERSION, EPISODES_SCHEMA_VERSION
+from h9eval.results.tables import episodes_table
+from h9eval.summarizers.registry import build_summarizer
+from h9eval.tasks.model import Task
+
+__all__ = [
+    "DEFAULT_EXPORT_AGENT",
+    "WorldRun",
+    "episode_calls_frame",
+    "episode_row",
+    "format_episode",
+    "run_world",
+    "world_task",
+    "world_task_id",
+]
+
+DEFAULT_EXPORT_AGENT = "scripted"
+"""The agent whose ``keep_all`` episode a world is exported as (the reference transcript)."""
+
+
+def world_task_id(kind: str, params: Mapping[str, Any], seed: int) -> str:
+    """``world-<kind>-<seed>``, with a hash of the parameters when any are set
+    (``world-<kind>-<hash8>-<seed>``): the task-level key that pairs open- and closed-loop rows."""
+    if not params:
+        return f"world-{kind}-{seed}"
+    h = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:8]
+    return f"world-{kind}-{h}-{seed}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorldRun:
+    """One episode and its ``keep_all`` oracle (``None`` when the episode is itself keep_all)."""
+
+    run_id: str
+    task_id: str
+    episode: Episode
+    oracle: Episode | None
+    out_dir: Path | None = None
+
+    @property
+    def oracle_steps(self) -> int | None:
+        """Steps of the keep_all episode; ``None`` when no oracle was run (a live agent)."""
+        if self.episode.policy_kind == "keep_all":
+            return self.episode.n_steps
+        return self.oracle.n_steps if self.oracle is not None else None
+
+    @property
+    def excess_steps(self) -> int | None:
+        o = self.oracle_steps
+        return None if o is None else self.episode.n_steps - o
+
+    def row(self, **identity: Any) -> dict[str, Any]:
+        """The episode's ``episodes`` row; ``identity`` adds the sweep's columns."""
+        return episode_row(self.episode, oracle_steps=self.oracle_steps, run_id=self.run_id, task_id=self.task_id, **identity)
+
+
+def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task_id: str, **identity: Any) -> dict[str, Any]:
+    """One row of the ``episodes`` table: ``identity`` (policy_name, params_json, summarizer,
+    repeat), the episode's measures and the pairing with its oracle."""
+    s = episode.summary()
+    return {
+        "schema_version": EPISODES_SCHEMA_VERSION,
+        "run_id": run_id,
+        "task_id": task_id,
+        "policy_name": identity.pop("policy_name", episode.policy_kind),
+        "params_json": identity.pop("params_json", json.dumps(dict(episode.policy_params), sort_keys=True, default=str)),
+        "summarizer": identity.pop("summarizer", s["summarizer_id"]),
+        "repeat": identity.pop("repeat", 0),
+        **identity,
+        **s,
+        "oracle_steps": oracle_steps,
+        "excess_steps": None if oracle_steps is None else episode.n_steps - oracle_steps,
+    }
+
+
+def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> Any:
+    """The episode's model calls as ``calls`` rows (:data:`CALL_COLUMNS`, a replay's dtypes).
+
+    What the closed loop does not measure per call is zero or empty: offload bytes, summarizer
+    latency and cache hits, fallbacks, write-backs and masking counts."""
+    import pandas as pd
+
+    rows = []
+    window = episode.context_window_tokens
+    for s in episode.steps:
+        tier = Tier.parse(s.tier_name)
+        known = {
+            "schema_version": CALLS_SCHEMA_VERSION,
+            "run_id": run_id,
+            "task_id": task_id,
+            "policy_kind": episode.policy_kind,
+            "params_hash": episode.params_hash,
+            "history_mode": episode.config.history_mode,
+            "call_index": s.step - 1,
+            "message_index": s.history_messages,
+            "context_window_tokens": window,
+            "history_tokens": s.history_tokens,
+            "history_messages": s.history_messages,
+            "tool_schema_tokens": s.tokens_sent - s.view_tokens,
+            "tokens_sent": s.tokens_sent,
+            "ratio_to_window": s.tokens_sent / window if window else 0.0,
+            "tier": int(tier),
+            "tier_name": s.tier_name,
+            "compacted": s.compacted,
+            "msgs_before": s.history_messages,
+            "msgs_after": s.view_messages,
+            "view_tokens": s.view_tokens,
+            "offloads_tool_time_count": int(s.offloaded_tool_time),
+            "summarizer_calls": s.summarizer_calls,
+            "summarizer_input_tokens": s.summarizer_input_tokens,
+            "summarizer_output_tokens": s.summarizer_output_tokens,
+            "summarizer_cost_usd": s.summarizer_cost_usd,
+            "forced_truncation": s.forced_compactions > 0,
+            "overflow": s.tokens_sent > window,
+            "overflow_tokens": max(0, s.tokens_sent - window),
+        }
+        rows.append({c: known.get(c, _ZERO.get(c, 0)) for c in CALL_COLUMNS})
+    if not rows:
+        return pd.DataFrame(columns=list(CALL_COLUMNS))
+    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=_DTYPES[c]) for c in CALL_COLUMNS})
+
+
+_ZERO: dict[str, Any] = {
+    "summarizer_latency_s": 0.0,
+    "fallback": False,
+    "fallback_error": "",
+    "written_back": False,
+    "manual_compact": False,
+    "thrash_avoided": False,
+}
+_DTYPES: dict[str, str] = {
+    **{c: "int64" for c in CALL_COLUMNS},
+    "run_id": "str",
+    "task_id": "str",
+    "policy_kind": "str",
+    "params_hash": "str",
+    "history_mode": "str",
+    "tier_name": "str",
+    "fallback_error": "str",
+    "ratio_to_window": "float64",
+    "summarizer_latency_s": "float64",
+    "summarizer_cost_usd": "float64",
+    **{c: "bool" for c in ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided")},
+}
+
+
+def world_task(kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60) -> Task:
+    """The world's ``keep_all`` episode exported as a task, under :func:`world_task_id`."""
+    oracle = run_oracle(make_world(kind, **dict(params)), make_agent(agent), seed=seed, max_steps=max_steps)
+    task = export_task(oracle)
+    return dataclasses.replace(task, task_id=world_task_id(kind, params, seed))
+
+
+def run_world(
+    world: str,
+    *,
+    agent: str = "scripted",
+    agent_params: Mapping[str, Any] | None = None,
+    policy: str | Policy = "progressive",
+    params: Mapping[str, Any] | None = None,
+    world_params: Mapping[str, Any] | None = None,
+    summarizer: str | Summarizer | None = "offline",
+    summarizer_cache: str | None = None,
+    history_mode: str = "view",
+    writeback_rules: str = "v3",
+    window: int | None = None,
+    max_steps: int = 60,
+    oracle: bool | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+) -> WorldRun:
+    """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
+    ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
+    with ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring.
+    ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
+    second paid episode, and a cassette holds only the episode it recorded)."""
+    kind, seed = parse_world_spec(world)
+    wparams = dict(world_params or {})
+    make_world(kind, **wparams)  # refuse a bad parameter before anything runs
+    ag = make_agent(agent, **dict(agent_params or {}))
+    if isinstance(policy, str):
+        pol = make_policy(policy, **dict(params or {}))
+    else:
+        if params:
+            raise ConfigError("run_world: give params only with a policy name, not with a policy object")
+        pol = policy
+    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
+    common: dict[str, Any] = {
+        "seed": seed,
+        "history_mode": history_mode,
+        "writeback_rules": writeback_rules,
+        "context_window_tokens": window,
+        "max_steps": max_steps,
+    }
+    ep = run_episode(make_world(kind, **wparams), ag, pol, summarizer=summ, **common)
+    want_oracle = agent.partition(":")[0] == "scripted" if oracle is None else oracle
+    orc = run_oracle(make_world(kind, **wparams), ag, **common) if want_oracle and pol.kind != "keep_all" else None
+    task_id = world_task_id(kind, wparams, seed)
+    run_id = f"{task_id}--{pol.kind}-{params_hash(pol.kind, policy_params(pol))}-{history_mode}--{agent}"
+    out = None
+    if out_dir is not None:
+        out = prepare_out_dir(out_dir)
+    run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
+    if out is not None:
+        write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
+        write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
+        write_json_atomic(out / "episode.json", episode_to_dict(ep))
+    return run
+
+
+_SHOWN = (
+    "success",
+    "failure",
+    "terminated_by",
+    "steps",
+    "excess_steps",
+    "subgoals_reached",
+    "subgoals_total",
+    "n_compactions",
+    "first_compaction_step",
+    "tokens_sent_sum",
+    "tokens_sent_peak",
+    "summarizer_calls",
+    "summarizer_cost_usd",
+    "refetches_justified",
+    "refetches_wasted",
+    "redundant_read_calls",
+    "duplicate_side_effects",
+    "violations_before_compaction",
+    "violations_after_compaction",
+    "hallucinated_completion",
+    "protocol_errors",
+    "facts_present_at_need",
+    "facts_needed",
+)
+
+
+def format_episode(run: WorldRun) -> str:
+    """The summary ``h9eval run --world`` prints: the run id, then one measure a line."""
+    row = run.row()
+    lines = [f"episode {run.run_id}" + (f" -> {run.out_dir}" if run.out_dir is not None else "")]
+    lines += [f"  {k:>28}: {row[k]}" for k in _SHOWN]
+    if run.episode.loop_reason:
+        lines.append(f"  {'loop_reason':>28}: {run.episode.loop_reason}")
+    return "\n".join(lines)
