@@ -110,7 +110,12 @@ def test_compacted_history_is_flagged(h9_db):
     assert md["compaction_message_index"] == 0
     assert md["compaction_message_indices"] == [0]
     assert "post-write-back" in md["compaction_note"] and "not the original" in md["compaction_note"]
-    assert task.intent.statement == "Also update the changelog"
+    # The first request was summarised away: the prompt after the compaction is a later
+    # refinement, the compaction's User Intent anchor is the task (issue 21).
+    assert task.intent.statement == "Make the API tests pass"
+    assert [c.statement for c in task.intent.changes] == ["Make the API tests pass\n\nAlso update the changelog"]
+    assert md["intent_source"] == "compaction_anchor"
+    assert md["compactions"] == [{"message_index": 0, "marker": "[Context Compaction]"}]
     # With no user prompt left, the intent comes from the stored User Intent anchor.
     only = load_session_task(h9_db, "only-compaction")
     assert only.intent.statement == "Make the API tests pass"

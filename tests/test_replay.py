@@ -170,7 +170,7 @@ def test_summary_keys_have_one_owner() -> None:
     assert list(s) == head + list(RUN_SUMMARY_KEYS)
     assert s["context_window_tokens"] == 6000 and s["compactions_by_tier"] and s["peak_tokens_sent"] == res.calls["tokens_sent"].max()
     # the sweep's run row takes every scalar headline number, under the same name
-    assert [k for k in RUN_SUMMARY_KEYS if k not in RUN_COLUMNS] == ["compactions_by_tier"]
+    assert [k for k in RUN_SUMMARY_KEYS if k not in RUN_COLUMNS] == ["compactions", "compactions_by_tier", "fallback_causes"]  # n_compactions there; two dicts
 
 
 def test_summary_of_a_run_without_calls_names_the_run() -> None:

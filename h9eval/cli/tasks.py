@@ -64,4 +64,9 @@ def _inspect_db(path: str, session: str | None) -> dict[str, object]:
     if session is None:
         return {"format": "harness9_db", "sessions": list_sessions(path)}
     t = load_session_task(path, session)
-    return summarize_task(t)
+    md = t.metadata
+    extra = {"compacted_history": md["compacted_history"], "intent_source": md["intent_source"]}
+    if md["compacted_history"]:
+        extra["compaction_message_indices"] = md["compaction_message_indices"]
+        extra["compaction_note"] = md["compaction_note"]
+    return {**summarize_task(t), **extra}

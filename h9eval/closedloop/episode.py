@@ -614,7 +614,7 @@ def _compacted(comps: Sequence[Compaction], before: Sequence[Message]) -> bool:
         if rec is None:
             if list(c.view) != list(before):
                 return True
-        elif rec.tier != Tier.NONE and (len(c.view) != rec.msgs_before or rec.tokens_after != rec.tokens_before or bool(rec.offloaded)):
+        elif c.changed_what_is_sent:
             return True
     return False
 

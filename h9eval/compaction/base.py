@@ -62,6 +62,18 @@ class Compaction:
     def tier(self) -> Tier:
         return self.record.tier if self.record is not None else Tier.NONE
 
+    @property
+    def changed_what_is_sent(self) -> bool:
+        """THE definition of "a compaction" (the ``compacted`` column, the run summary's
+        ``compactions``, a sweep's ``n_compactions``): a record above tier none whose view
+        differs from its input (fewer messages, fewer tokens, or offloaded results). A record
+        written at a tier where nothing changed (harness9 writes one at every warn-tier call)
+        is only a *compaction record* (``compaction_records``)."""
+        rec = self.record
+        if rec is None or rec.tier == Tier.NONE:
+            return False
+        return len(self.view) != rec.msgs_before or rec.tokens_after != rec.tokens_before or bool(rec.offloaded)
+
 
 class WallClock:
     """Real time: RFC 3339 timestamps and monotonic durations."""
@@ -229,6 +241,9 @@ class Policy:
     source: ClassVar[str] = ""
     #: True when the policy guarantees the view's tokens stay within ``budget_tokens()``
     claims_budget: ClassVar[bool] = False
+    #: True when the policy calls the summarizer (a sweep runs a policy that does not once, not
+    #: once per summarizer variant: its results cannot depend on the variant)
+    uses_summarizer: ClassVar[bool] = False
 
     def start(self, env: CompactionEnv | None = None) -> Compactor:
         raise NotImplementedError

@@ -10,7 +10,8 @@ CALLS_SCHEMA_VERSION = 1
 
 Columns are only ever appended at the end, without a bump: a column added later is absent
 from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
-as a value. Added since version 1 was first written: ``raw_tokens_sent``."""
+as a value. Added since version 1 was first written: ``raw_tokens_sent``,
+``fallback_cause`` (why the summaries behind a fallback failed)."""
 
 
 CALL_COLUMNS = (
@@ -56,6 +57,7 @@ CALL_COLUMNS = (
     "na_overwrites",
     "na_overwrites_prevented",
     "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
+    "fallback_cause",
 )
 
 
@@ -146,7 +148,8 @@ RUN_COLUMNS: dict[str, str] = {
     "error": "string",  # "" when ok: exception type and message
     "wall_time_s": "float64",  # seconds the cell took (execution-dependent)
     "calls": "Int64",
-    "n_compactions": "Int64",
+    "n_compactions": "Int64",  # calls whose compaction changed what is sent (Compaction.changed_what_is_sent)
+    "compaction_records": "Int64",  # compaction records written (also at calls where nothing changed)
     "compactions_warn": "Int64",
     "compactions_soft": "Int64",
     "compactions_full": "Int64",
@@ -168,7 +171,9 @@ RUN_COLUMNS: dict[str, str] = {
 
 RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "calls",
+    "compactions",
     "compactions_by_tier",
+    "compaction_records",
     "peak_tokens_sent",
     "final_tokens_sent",
     "peak_history_tokens",
@@ -177,13 +182,19 @@ RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "summarizer_calls",
     "summarizer_cost_usd",
     "fallbacks",
+    "fallback_causes",
     "forced_truncations",
     "overflows",
 )
-"""The headline numbers of one run, in the order ``h9eval run`` prints them: what
+"""The headline numbers of one run, in the order ``h9eval run`` prints them. ``compactions`` (and
+``compactions_by_tier``, the same calls by tier) counts the calls whose compaction changed what
+is sent (:attr:`h9eval.compaction.base.Compaction.changed_what_is_sent`, the calls table's
+``compacted``); ``compaction_records`` counts the records written (the ``compactions`` table's
+rows), which harness9 also writes at calls where nothing changed. This is what
 ``ReplayResult.summary()`` computes and a sweep's run row copies (every key but
-``compactions_by_tier``, a dict the row spreads over ``n_compactions``/``compactions_<tier>``,
-is a column of :data:`RUN_COLUMNS`)."""
+``compactions``, the row's ``n_compactions``, ``compactions_by_tier``, a dict the row spreads
+over ``compactions_<tier>``,
+and ``fallback_causes``, fallback calls per cause, is a column of :data:`RUN_COLUMNS`)."""
 
 
 EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {

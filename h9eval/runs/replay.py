@@ -168,6 +168,7 @@ class ReplayResult:
         if len(c) == 0:
             return {**head, "calls": 0}
         numbers = _headline_numbers(c)
+        numbers["compaction_records"] = len(self.compactions)
         failed = {"offload_write_failures": len(self.offload_write_failures)} if self.offload_write_failures else {}
         return {**head, **{k: numbers[k] for k in RUN_SUMMARY_KEYS}, **failed, **self._probe_summary()}
 
@@ -187,6 +188,7 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
     tiers = c[c["compacted"]]["tier_name"].value_counts().to_dict()
     return {
         "calls": len(c),
+        "compactions": int(c["compacted"].sum()),
         "compactions_by_tier": {k: int(v) for k, v in sorted(tiers.items())},
         "peak_tokens_sent": int(c["tokens_sent"].max()),
         "final_tokens_sent": int(c["tokens_sent"].iloc[-1]),
@@ -196,9 +198,19 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "summarizer_calls": int(c["summarizer_calls"].sum()),
         "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
         "fallbacks": int(c["fallback"].sum()),
+        "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
     }
+
+
+def _cause_counts(c: pd.DataFrame) -> dict[str, int]:
+    """Fallback calls per cause (``fallback_cause``; absent from files written before it was added)."""
+    if "fallback_cause" not in c.columns:
+        return {}
+    fb = c[c["fallback"].astype(bool)]
+    counts = fb["fallback_cause"].fillna("").replace("", "unknown").value_counts()
+    return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
 def policy_window(policy: Policy) -> int | None:
@@ -268,6 +280,14 @@ def _summary_calls(rec: CompactionRecord) -> list[SummaryCall]:
     return calls
 
 
+def _fallback_cause(summ: Sequence[SummaryCall]) -> str:
+    """Why the failed summaries of a call failed (the summarizer's own message: a refused
+    connection, an HTTP status, a timeout), distinct causes in order, ``; ``-joined. harness9's
+    ``fallback_error`` names only the tier, which cannot tell a bad key from an outage."""
+    causes = [sc.error for sc in summ if sc.outcome != "response" and sc.error]
+    return "; ".join(dict.fromkeys(causes))
+
+
 def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     """One row of the calls table (CALL_COLUMNS)."""
     comps = call.compactions
@@ -280,10 +300,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     off = [o for c in comps if c.record is not None for o in (c.record.offloaded or [])]
     errors = [c.record.error for c in comps if c.record is not None and c.record.error]
     fallback_err = next((e for e in errors if e.startswith("LLM summary failed")), "")
-    compacted = any(
-        c.record is not None and c.record.tier != Tier.NONE and (len(c.view) != c.record.msgs_before or c.record.tokens_after != c.record.tokens_before or bool(c.record.offloaded))
-        for c in comps
-    )
+    compacted = any(c.changed_what_is_sent for c in comps)
     return {
         "schema_version": CALLS_SCHEMA_VERSION,
         "run_id": run.run_id,
@@ -327,6 +344,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "na_overwrites": len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
         "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
         "raw_tokens_sent": call.raw_tokens_sent,
+        "fallback_cause": _fallback_cause(summ) if fallback_err else "",
     }
 
 

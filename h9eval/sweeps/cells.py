@@ -73,6 +73,10 @@ class Cell:
     """``window = { peak_frac = f }``: ``window`` is ``f`` times the task's uncompacted peak, and
     every policy runs at it (``params`` then leave ``context_window_tokens`` out: it is per task)."""
     summarizer: str
+    summarizer_variants: tuple[str, ...] = ()
+    """The spec's summarizer variants this cell stands for: all of them for a policy that uses
+    no summarizer (``Policy.uses_summarizer`` false; it runs once, with the first variant, whose
+    summarizer it never calls), else its own ``summarizer`` alone."""
     summarizer_params: dict[str, Any]
     summarizer_cache: str
     scorers: tuple[str, ...]
@@ -112,6 +116,7 @@ class Cell:
         """The cell as JSON-ready values, in field order (the manifest's ``cells`` entries)."""
         d = dataclasses.asdict(self)
         d["scorers"] = list(self.scorers)
+        d["summarizer_variants"] = list(self.summarizer_variants)
         return d
 
 
@@ -140,6 +145,7 @@ class _Point:
     given: dict[str, Any]
     resolved: dict[str, Any]
     params_hash: str
+    uses_summarizer: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,13 +245,15 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
                 # the window is sized per task: not part of the policy's identity across tasks
                 resolved.pop("context_window_tokens", None)
             points.append(_Point(entry=f"policies[{i}]", grid=pg, point=point, given=given, resolved=resolved,
-                                 params_hash=params_hash(pg.kind, resolved)))
+                                 params_hash=params_hash(pg.kind, resolved), uses_summarizer=type(pol).uses_summarizer))
     return points, skipped
 
 
 def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:
     """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
-    × repeats, then world seeds × agents × the same) and the skipped invalid grid cells.
+    × repeats, then world seeds × agents × the same) and the skipped invalid grid cells. A policy that uses no
+    summarizer gets one variant only (the first; ``Cell.summarizer_variants`` lists those it
+    stands for).
 
     A grid point the policy rejects raises :class:`ConfigError` naming the entry and the point
     (``policies[0] cell {warn_frac=0.8, soft_frac=0.7}: ...``) unless ``skip_invalid`` (default:
@@ -265,7 +273,9 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
     for t in refs:
         w = by_task.get(t.task_id) if t.spec.startswith("world:") else None
         for p in points:
-            for variant in spec.summarizers:
+            # a policy that never calls the summarizer gives the same results under every variant
+            variants = spec.summarizers if p.uses_summarizer else spec.summarizers[:1]
+            for variant in variants:
                 for mode in spec.history_modes:
                     for r in range(spec.repeats):
                         run_id = f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}"
@@ -292,6 +302,7 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                             window=t.peak_window if spec.window_peak_frac is not None else spec.window,
                             window_peak_frac=spec.window_peak_frac,
                             summarizer=variant,
+                            summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
                             summarizer_params=dict(spec.summarizer_params),
                             summarizer_cache=_cache_for_repeat(cache, r),
                             scorers=tuple(spec.scorers),

@@ -8,6 +8,11 @@ failed row written by the parent, so it is rerun on resume.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -92,13 +97,49 @@ def _record_batch(batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[
         rows = [failed_row(c, out, f"{type(e).__name__}: {e}") for c in batch]
     for row in rows:
         record(row)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_WATCH_EVERY_S = 0.5
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else (the pid was reused)
+        return False
+    return True
+
+
+def _watch_parent(sweep_pid: int, ppid: int) -> None:
+    while True:
+        time.sleep(_WATCH_EVERY_S)
+        if os.getppid() != ppid or not _pid_alive(sweep_pid):
+            os._exit(1)  # the sweep is gone: nobody will ever read this worker's result
+
+
+def die_with_parent(sweep_pid: int) -> None:
+    """A pool worker's initializer: exit when the sweep process dies, even by SIGKILL (a pool
+    worker otherwise waits forever on its call queue). The worker's own parent is the fork
+    server, not the sweep, so ``PR_SET_PDEATHSIG`` (Linux) covers the fork server's death and a
+    watchdog thread the sweep's."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watchdog below still applies
+    threading.Thread(target=_watch_parent, args=(sweep_pid, os.getppid()), name="h9eval-parent-watch", daemon=True).start()
 
 
 def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None:
     """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else
-    ``spawn``), fed :func:`batches` of cells. When a worker dies, every cell of its batch gets a
-    failed row (so it is rerun on resume), even one that had finished."""
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context())
+    ``spawn``), fed :func:`batches` of cells, each worker exiting when this process dies
+    (:func:`die_with_parent`). When a worker dies, every cell of its batch gets a failed row (so
+    it is rerun on resume), even one that had finished."""
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context(), initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         futs = {ex.submit(run_batch, b, str(out)): b for b in batches(pending, n)}
         left = set(futs)

@@ -22,8 +22,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.lock import LOCK_NAME, folder_lock
@@ -39,6 +37,7 @@ from h9eval.results.store import (
 )
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
+from h9eval.sweeps.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
 
 __all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
@@ -112,6 +111,17 @@ def _default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def _summarizer_independent(sp: SweepSpec, cells: Sequence[Cell]) -> dict[str, Any]:
+    """The manifest's note on the policies that use no summarizer: run once, not once per variant."""
+    names = sorted({c.policy_name for c in cells if len(c.summarizer_variants) > 1})
+    return {
+        "policies": names,
+        "ran_with": sp.summarizers[0] if names else None,
+        "stands_for": list(sp.summarizers) if names else [],
+        "note": "these policies never call the summarizer: each cell ran once, with the first variant, and stands for every variant" if names else "",
+    }
+
+
 def _manifest(sp: SweepSpec, cells: Sequence[Cell], skipped: Sequence[SkippedCell], old: Mapping[str, Any] | None,
               invocation: dict[str, Any]) -> dict[str, Any]:
     """The manifest at the start of a sweep (status ``running``); earlier invocations kept."""
@@ -128,6 +138,7 @@ def _manifest(sp: SweepSpec, cells: Sequence[Cell], skipped: Sequence[SkippedCel
         "spec_resolved": {**sp.to_dict(), "summarizer_cache": cells[0].summarizer_cache},
         "cells": [c.to_dict() for c in cells],
         "skipped": [s.to_dict() for s in skipped],
+        "summarizer_independent": _summarizer_independent(sp, cells),
         "invocations": [*(old or {}).get("invocations", []), invocation],
         "status": {"state": "running"},
     }
@@ -166,7 +177,8 @@ def sweep(
     (local process pool), ``"local"`` (a Dask ``LocalCluster`` of ``workers`` processes) or a
     Dask scheduler address ``tcp://host:port`` (its workers must see ``out_dir`` at the same
     path). ``resume``: keep cells that finished ``ok`` with the same cell hash (default); with
-    ``False`` every cell is rerun. ``progress``: a tqdm bar (notebook-aware). ``skip_invalid``:
+    ``False`` every cell is rerun. ``progress``: a tqdm bar on a terminal or in a notebook,
+    plain periodic lines on a stderr that is neither (:mod:`h9eval.sweeps.progress`). ``skip_invalid``:
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
     spec of more cells is refused (:class:`ConfigError`) before it is planned.
 
@@ -213,9 +225,9 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     done, pending = _reusable(out, cells, resume)
     reused = len(done)
-    bar = None
+    bar: Progress | None = None
     if progress and pending:
-        bar = tqdm(total=len(cells), initial=reused, desc=f"sweep {sp.name}", unit="cell", dynamic_ncols=True)
+        bar = make_progress(total=len(cells), initial=reused, desc=f"sweep {sp.name}")
     n_ok = reused
     n_failed = 0
     interrupted = False

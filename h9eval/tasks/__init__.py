@@ -21,6 +21,7 @@ from h9eval.tasks.model import (
     TaskSource,
     tasks_from_dataframe,
     tasks_from_dataset,
+    is_task_jsonl_record,
     tasks_from_jsonl,
     tasks_to_dataframe,
     tasks_to_dataset,
@@ -56,7 +57,7 @@ def _is_task_jsonl(p: Path) -> bool:
         d = json.loads(first)
     except json.JSONDecodeError:
         return False
-    return isinstance(d, dict) and "task_id" in d and "intent" in d and "messages" in d
+    return is_task_jsonl_record(d)
 
 
 def _is_sqlite(p: Path) -> bool:

@@ -21,6 +21,8 @@ from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
     "TASK_SCHEMA_VERSION",
+    "TASK_JSONL_FORMAT",
+    "is_task_jsonl_record",
     "FACT_KINDS",
     "TaskSource",
     "IntentChange",
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 TASK_SCHEMA_VERSION = 1
+TASK_JSONL_FORMAT = "h9eval_task_jsonl"
+"""The format name of h9eval's own task files (:func:`tasks_to_jsonl`, ``h9eval tasks generate``):
+one :meth:`Task.to_dict` per line. Not a recorded-session format: it carries the ground truth."""
 FACT_KINDS = ("constraint", "identifier", "number", "path", "preference", "derived")
 ANCHOR_KINDS = ("execution_progress", "key_decision", "tried_solution", "next_step", "constraint", "artifact")
 
@@ -274,6 +279,11 @@ def tasks_to_jsonl(tasks: Iterable[Task], path: str | Path) -> Path:
     except OSError as e:
         raise FormatError(f"cannot write the task JSONL ({e.strerror or e})", path=str(path)) from None
     return path
+
+
+def is_task_jsonl_record(d: Any) -> bool:
+    """``d`` (a parsed JSONL line) is a task as :func:`tasks_to_jsonl` writes it."""
+    return isinstance(d, dict) and "task_id" in d and "intent" in d and "messages" in d
 
 
 def tasks_from_jsonl(path: str | Path) -> list[Task]:

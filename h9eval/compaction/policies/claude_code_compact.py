@@ -140,6 +140,7 @@ class ClaudeCodeCompact(Policy):
 
     kind: ClassVar[str] = "claude_code_compact"
     source: ClassVar[str] = "Claude Code auto-compact (effective window - 13k; summary + recent files + todo list)"
+    uses_summarizer: ClassVar[bool] = True
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = 200_000

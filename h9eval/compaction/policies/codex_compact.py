@@ -145,6 +145,7 @@ class CodexCompact(Policy):
 
     kind: ClassVar[str] = "codex_compact"
     source: ClassVar[str] = "Codex CLI auto-compact (compact.rs: user messages re-inserted before a hand-off summary)"
+    uses_summarizer: ClassVar[bool] = True
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = 272_000

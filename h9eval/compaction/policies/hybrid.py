@@ -77,6 +77,7 @@ class Hybrid(Policy):
 
     kind: ClassVar[str] = "hybrid"
     source: ClassVar[str] = "JetBrains 'Complexity Trap' hybrid (observation masking + LLM summary)"
+    uses_summarizer: ClassVar[bool] = True
     claims_budget: ClassVar[bool] = False
 
     keep_recent_turns: int = 10

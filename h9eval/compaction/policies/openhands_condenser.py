@@ -128,6 +128,7 @@ class OpenHandsCondenser(Policy):
 
     kind: ClassVar[str] = "openhands_condenser"
     source: ClassVar[str] = "OpenHands LLMSummarizingCondenser (amortized forgetting + LLM summary at keep_first)"
+    uses_summarizer: ClassVar[bool] = True
     claims_budget: ClassVar[bool] = False
 
     max_size: int = 240

@@ -76,6 +76,7 @@ class ProgressiveCompactor(Policy):
 
     kind: ClassVar[str] = "progressive"
     source: ClassVar[str] = "harness9 ProgressiveCompactor (five tiers, verbatim tail, offload, anchors)"
+    uses_summarizer: ClassVar[bool] = True
 
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
     """Model window in tokens; the tiers are fractions of it."""

@@ -89,6 +89,7 @@ class SummarySingleThreshold(Policy):
 
     kind: ClassVar[str] = "summary_single_threshold"
     source: ClassVar[str] = "Codex CLI / Claude Code auto-compact (summarise everything at one threshold)"
+    uses_summarizer: ClassVar[bool] = True
     claims_budget: ClassVar[bool] = False
 
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import ConfigError, FormatError, did_you_mean
-from h9eval.tasks.model import Task
+from h9eval.tasks.model import TASK_JSONL_FORMAT, Task, is_task_jsonl_record, tasks_from_jsonl
 from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
 from h9eval.tasks.recorded._common import read_text, tool_pair_stats
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
@@ -74,6 +74,8 @@ def detect_format(path: str | Path) -> str:
         return _detect_jsonl(text, shown, e)
     except RecursionError:
         raise FormatError("JSON nested too deeply", path=shown) from None
+    if is_task_jsonl_record(obj):  # a one-task file; before the chat check (it has "messages")
+        return TASK_JSONL_FORMAT
     if swe_agent.looks_like_swe_agent(obj):
         return swe_agent.FORMAT
     if mini_swe_agent.looks_like_mini_swe_agent(obj):
@@ -106,6 +108,8 @@ def _detect_jsonl(text: str, shown: str, whole: json.JSONDecodeError) -> str:
         ) from None
     if claude_code.looks_like_claude_code(first):
         return claude_code.FORMAT
+    if is_task_jsonl_record(first):  # before the chat check: a task line also has "messages"
+        return TASK_JSONL_FORMAT
     if isinstance(first, dict) and (isinstance(first.get("role"), str) or isinstance(first.get("messages"), list)):
         convs = chat.read_chat_file(Path(shown), shown)
         kind = chat.classify_chat(convs[0][1])
@@ -115,8 +119,8 @@ def _detect_jsonl(text: str, shown: str, whole: json.JSONDecodeError) -> str:
 
 
 def _check_format(fmt: str) -> str:
-    if fmt not in _LOADERS:
-        raise ConfigError(did_you_mean(fmt, _LOADERS, what="recorded format"))
+    if fmt not in _LOADERS and fmt != TASK_JSONL_FORMAT:
+        raise ConfigError(did_you_mean(fmt, [*_LOADERS, TASK_JSONL_FORMAT], what="recorded format"))
     return fmt
 
 
@@ -128,7 +132,14 @@ def load_task(path: str | Path, format: str | None = None, **options: Any) -> Ta
     ``synthesize_tool_calls`` (mini_swe_agent/swe_agent text formats, default True).
     """
     fmt = _check_format(format) if format is not None else detect_format(path)
-    loader, accepted = _LOADERS[fmt]
+    if fmt == TASK_JSONL_FORMAT and not options:
+        tasks = tasks_from_jsonl(path)
+        if len(tasks) != 1:
+            raise FormatError(f"task file holds {len(tasks)} tasks; expected one (load_tasks reads them all)", path=str(path))
+        return tasks[0]
+    loader, accepted = _LOADERS.get(fmt, (None, frozenset()))  # type: ignore[arg-type]
+    if loader is None:
+        raise ConfigError(f"the {fmt} format accepts no options")
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ConfigError(
@@ -167,6 +178,8 @@ def load_tasks(
             fmt = format or detect_format(shown)
             if fmt in (chat.OPENAI, chat.ANTHROPIC):
                 out.extend(chat.load_chat_many(shown, fmt))
+            elif fmt == TASK_JSONL_FORMAT:
+                out.extend(tasks_from_jsonl(shown))
             else:
                 out.append(load_task(shown, fmt, **options))
         except FormatError as e:
@@ -198,8 +211,16 @@ def _discover(root: Path) -> list[Path]:
 
 
 def inspect_task(path: str | Path, format: str | None = None) -> dict[str, Any]:
-    """Load one session and summarise it with :func:`summarize_task`."""
-    return summarize_task(load_task(path, format))
+    """Load one session and summarise it with :func:`summarize_task`. An h9eval task file
+    (:data:`~h9eval.tasks.model.TASK_JSONL_FORMAT`) is reported as that format, with each
+    task's own id and source kind (``n_tasks`` and ``tasks`` when it holds several)."""
+    fmt = format if format is not None else detect_format(path)
+    if fmt != TASK_JSONL_FORMAT:
+        return summarize_task(load_task(path, fmt))
+    infos = [{**summarize_task(t), "format": TASK_JSONL_FORMAT, "source_kind": t.source.kind} for t in tasks_from_jsonl(path)]
+    if len(infos) == 1:
+        return infos[0]
+    return {"format": TASK_JSONL_FORMAT, "n_tasks": len(infos), "tasks": infos}
 
 
 def summarize_task(t: Task) -> dict[str, Any]:

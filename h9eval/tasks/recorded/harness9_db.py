@@ -155,30 +155,44 @@ def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         con.close()
 
 
+def _anchor_intent(msg: Message) -> str:
+    anchors, _ = parse_anchors_and_summary(msg.content.lstrip()[len(COMPACTION_MARKER):])
+    for a in anchors:
+        if a.type == "user_intent" and a.content not in ("", "N/A"):
+            return a.content
+    return ""
+
+
 def _intent(msgs: Sequence[Message], compaction_idx: Sequence[int]) -> tuple[Intent, str]:
-    """Statement = first user prompt (not a tool result, not a compaction message); each later
-    prompt (a new harness9 interaction) refines it cumulatively. Without any prompt (everything
-    before the tail was compacted) the stored ``User Intent`` anchor is used instead."""
+    """Statement = the first user request (not a tool result, not a compaction message) when it
+    survives, i.e. comes before the first ``[Context Compaction]`` message; each later prompt (a
+    new harness9 interaction) refines it cumulatively. When the history starts with a compaction
+    (write-back summarised the first request away) the prompts after it are later refinements,
+    not the task: the compaction's ``User Intent`` anchor is the statement then, and those
+    prompts its refinements."""
     prompts = [
         (i, m.content)
         for i, m in enumerate(msgs)
         if m.role == "user" and not m.is_tool_result and not is_compaction_message(m)
     ]
+    first_comp = compaction_idx[0] if compaction_idx else None
+    if first_comp is not None and (not prompts or prompts[0][0] > first_comp):
+        anchored = _anchor_intent(msgs[first_comp])
+        if anchored:
+            return _refined(anchored, prompts), "compaction_anchor"
     if not prompts:
-        if compaction_idx:
-            anchors, _ = parse_anchors_and_summary(msgs[compaction_idx[0]].content.lstrip()[len(COMPACTION_MARKER):])
-            for a in anchors:
-                if a.type == "user_intent" and a.content not in ("", "N/A"):
-                    return Intent(statement=a.content), "compaction_anchor"
         return Intent(statement=""), "none"
-    statement = prompts[0][1]
+    return _refined(prompts[0][1], prompts[1:]), "first_user_message"
+
+
+def _refined(statement: str, later: Sequence[tuple[int, str]]) -> Intent:
     changes, cur = [], statement
-    for i, text in prompts[1:]:
+    for i, text in later:
         if not text.strip():
             continue
         cur = f"{cur}\n\n{text}"
         changes.append(IntentChange(message_index=i, statement=cur))
-    return Intent(statement=statement, changes=tuple(changes)), "first_user_message"
+    return Intent(statement=statement, changes=tuple(changes))
 
 
 def _task(shown: str, session_id: str, msgs: list[Message]) -> Task:
@@ -194,6 +208,8 @@ def _task(shown: str, session_id: str, msgs: list[Message]) -> Task:
         "compacted_history": bool(comp),
     }
     if comp:
+        # what summarize_task (and so `h9eval tasks inspect`) counts as the session's compactions
+        meta["compactions"] = [{"message_index": i, "marker": COMPACTION_MARKER} for i in comp]
         meta["compaction_message_index"] = comp[0]
         meta["compaction_message_indices"] = comp
         meta["compaction_note"] = (

@@ -1,0 +1,78 @@
+"""Sweep progress (issue 21): plain periodic lines when stderr is not a terminal, the bar only on
+a terminal or in a notebook."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from h9eval.sweeps.progress import LINE_EVERY_S, PlainProgress, in_notebook, make_progress
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_plain_lines_every_tenth() -> None:
+    out = io.StringIO()
+    p = PlainProgress(total=100, desc="sweep x", stream=out, clock=_Clock())
+    for i in range(100):
+        p.set_postfix(ok=i + 1, failed=0, refresh=False)
+        p.update(1)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 11, lines  # the start and one per tenth; close adds nothing new
+    assert lines[0] == "sweep x: 0/100 cells (0%), 0 s"
+    assert lines[-1] == "sweep x: 100/100 cells (100%), ok=100 failed=0, 0 s"
+    assert "\r" not in out.getvalue() and max(map(len, lines)) < 100
+
+
+def test_plain_lines_every_30_seconds_when_cells_are_slow() -> None:
+    out, clock = io.StringIO(), _Clock()
+    p = PlainProgress(total=1000, desc="d", stream=out, clock=clock)
+    p.update(1)  # 1 of 1000 after 0 s: no line
+    clock.t = LINE_EVERY_S + 1
+    p.update(1)  # 2 of 1000 after 31 s: a line
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines == ["d: 0/1000 cells (0%), 0 s", "d: 2/1000 cells (0%), 31 s"]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bar_only_on_a_terminal() -> None:
+    assert isinstance(make_progress(total=3, initial=0, desc="d", stream=io.StringIO()), PlainProgress)
+    bar = make_progress(total=3, initial=0, desc="d", stream=_Tty())
+    assert type(bar).__name__ == "tqdm"
+    bar.close()
+    assert not in_notebook()
+
+
+def test_a_sweep_with_stderr_in_a_file_writes_short_lines(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'name = "p"\nwindow = 16000\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0, 1] }]\n'
+        '[[policies]]\nkind = "progressive"\ngrid = { warn_frac = [0.5, 0.6] }\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as f:
+        r = subprocess.run([sys.executable, "-m", "h9eval", "sweep", str(spec), "--workers", "0", "--out", str(tmp_path / "out")],
+                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=f, env=env, timeout=120, text=True)
+    assert r.returncode == 0, err.read_text()
+    text = err.read_text()
+    lines = [x for x in text.splitlines() if x.startswith("sweep p:")]
+    assert lines and lines[-1].startswith("sweep p: 4/4 cells (100%)"), text
+    assert "\r" not in text and max(len(x) for x in text.splitlines()) < 200
