@@ -76,7 +76,7 @@ def test_a_path_with_a_hash_is_a_task(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_tasks_inspect_of_a_folder_speaks_to_a_cli_user(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "generate", "--out", str(tmp_path / "a.jsonl")]) == 0
     capsys.readouterr()
-    err = _one_line(capsys, ["tasks", "inspect", str(tmp_path)], match="is a folder of sessions")
+    err = _one_line(capsys, ["tasks", "inspect", str(tmp_path)], match="folder is not an OpenHands conversation")
     assert "load_tasks()" not in err and "h9eval run --task FOLDER" in err
 
 

@@ -128,6 +128,11 @@ def probe_validity(results: Results, placebo: Any = None, *, method: str = "reca
     probes = results.probes
     if placebo is None:
         placebo = placebo_from_rows(probes)
+    elif probes is not None and len(probes) and len(placebo):
+        # only the probes these results asked: a task's other probes (at checkpoints the shared
+        # grid did not pick) are not part of what the report measured
+        asked = set(zip(probes["task_id"].astype(str), probes["probe_id"].astype(str)))
+        placebo = placebo[[k in asked for k in zip(placebo["task_id"].astype(str), placebo["probe_id"].astype(str))]]
     pk = placebo_by_kind(placebo).set_index("probe_kind") if len(placebo) else pd.DataFrame()
     excluded: set[tuple[str, str]] = set()
     if len(placebo):

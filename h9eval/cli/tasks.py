@@ -48,8 +48,10 @@ def _inspect(args: argparse.Namespace) -> int:
         except FormatError as e:
             if Path(args.path).is_dir() and "load_tasks()" in str(e):  # the library's advice, not a CLI user's
                 raise FormatError(
-                    "is a folder of sessions; `tasks inspect` reads one session: give one of its files, "
-                    "or run them all with `h9eval run --task FOLDER`", path=args.path,
+                    "folder is not an OpenHands conversation (expected event_service/events/event-NNNNN-*.json); "
+                    "`tasks inspect` reads one session: give one of its files, or run every session under it "
+                    "with `h9eval run --task FOLDER`",
+                    path=args.path,
                 ) from None
             raise
     if args.json:

@@ -340,6 +340,7 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                                 history_mode=mode,
                                 writeback_rules=spec.writeback_rules,
                                 window=spec.window,
+                                window_peak_frac=None,  # a world is not a transcript: its window is the spec's
                                 summarizer=variant,
                                 summarizer_params=dict(spec.summarizer_params),
                                 summarizer_cache=_cache_for_repeat(cache, r),
