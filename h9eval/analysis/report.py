@@ -70,6 +70,7 @@ pre{background:#f7f7f7;padding:.6em;font-size:12px;white-space:pre-wrap;overflow
 class ReportPaths:
     """Where a report went: ``html`` (self-contained), ``markdown`` (``report.md``), the PNG
     ``figures`` the Markdown links to, and the folder holding them all (``out_dir``)."""
+
     out_dir: Path
     html: Path
     markdown: Path
@@ -107,9 +108,7 @@ def _html_table(df: Any) -> str:
     # text columns may wrap (so a wide table fits the page); numbers never do
     text = [df[c].dtype.kind not in "biuf" for c in df.columns]
     head = "".join(f"<th{' class=t' if t else ''}>{html.escape(c)}</th>" for c, t in zip(cols, text))
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=t' if t else ''}>{html.escape(v)}</td>" for v, t in zip(r, text)) + "</tr>" for r in rows
-    )
+    body = "".join("<tr>" + "".join(f"<td{' class=t' if t else ''}>{html.escape(v)}</td>" for v, t in zip(r, text)) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -157,10 +156,7 @@ def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
                 figures.append(p)
                 md += [f"![{cap}](figures/{p.name})", "", f"*{cap}*", ""]
                 b64 = base64.b64encode(data).decode("ascii")
-                hs.append(
-                    f"<figure><img alt='{html.escape(cap, quote=True)}' src='data:image/png;base64,{b64}'>"
-                    f"<figcaption>{html.escape(cap)}</figcaption></figure>"
-                )
+                hs.append(f"<figure><img alt='{html.escape(cap, quote=True)}' src='data:image/png;base64,{b64}'><figcaption>{html.escape(cap)}</figcaption></figure>")
         hs.append("</section>")
     hs.append("</body></html>")
     h = out / "report.html"
@@ -176,10 +172,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 # -- the sweep report --------------------------------------------------------------------------
 def _ci_col(df: Any, m: str) -> list[str]:
-    return [
-        "–" if (isinstance(v, float) and math.isnan(v)) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
-        for v, lo, hi in zip(df[m], df[f"{m}_ci_lo"], df[f"{m}_ci_hi"])
-    ]
+    return ["–" if (isinstance(v, float) and math.isnan(v)) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in zip(df[m], df[f"{m}_ci_lo"], df[f"{m}_ci_hi"])]
 
 
 def _setup_section(res: Any) -> _Section:
@@ -203,12 +196,7 @@ def _setup_section(res: Any) -> _Section:
     if spec:
         s.text("Sweep specification (as resolved):")
         # one line per top-level key: readable without scrolling through a nested dump
-        s.code(
-            "\n".join(
-                f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
-                for k, v in sorted(spec.items())
-            )[:6000]
-        )
+        s.code("\n".join(f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)" for k, v in sorted(spec.items()))[:6000])
     if len(runs) and n_ok < len(runs):
         bad = runs[runs["status"] != "ok"][["run_id", "error"]]
         s.table(bad, "Failed runs (excluded from every number below)")
@@ -271,10 +259,7 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
     err = M.token_estimate_error(mt)
     bad = M.tier_misclassification(ct)
     bad_cal = M.tier_misclassification(ct, estimate_col="history_tokens_calibrated") if "history_tokens_calibrated" in ct.columns else None
-    s.text(
-        f"Measured on {len(seen)} task(s) of this sweep ({len(mt):,} messages), uncompacted history before each "
-        f"call, BPE = quicktok o200k_base. Negative error: the estimate undercounts."
-    )
+    s.text(f"Measured on {len(seen)} task(s) of this sweep ({len(mt):,} messages), uncompacted history before each call, BPE = quicktok o200k_base. Negative error: the estimate undercounts.")
     s.table(err, "Per content kind: error = sum(estimate)/sum(BPE) - 1; abs_error_median = median per-message |estimate/BPE - 1|.")
     allrow = err[err["kind"] == "all"].iloc[0]
     s.text(
@@ -287,7 +272,7 @@ def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any
         n_late = int((bad_cal["direction"] == "under").sum()) if len(bad_cal) else 0
         fixed = len(bad) - len(bad_cal)
         s.text(
-            f"With the calibrated estimate (the `tier_token_counter=\"calibrated\"` option) {len(bad_cal)} of {len(ct)} calls "
+            f'With the calibrated estimate (the `tier_token_counter="calibrated"` option) {len(bad_cal)} of {len(ct)} calls '
             f"({len(bad_cal) / max(len(ct), 1):.1%}) disagree with BPE, {n_late} of them too late: "
             + (f"it fixes {fixed} of the {len(bad)} disagreements." if fixed > 0 else "it does not reduce the disagreements on this data.")
         )
@@ -356,6 +341,7 @@ class _Ctx:
     """What every section reads: the results, per-run and per-config metrics (labelled by
     :func:`config_names`), and the choices shared by several sections (the example task and
     the few configurations drawn one by one)."""
+
     res: Any
     rm: Any
     cm: Any
@@ -432,10 +418,7 @@ def _choose(ctx: _Ctx) -> None:
         if score:
             k, nc, tid, reached = sorted(score, key=lambda s: (-s[0], -s[1], s[2]))[0]
             ctx.example_task = tid
-            ctx.example_reason = (
-                f"Task {tid} is drawn because {ref} takes it through the most tiers of any task "
-                f"({', '.join(reached) or 'none'}; {nc} compaction(s) over its runs)."
-            )
+            ctx.example_reason = f"Task {tid} is drawn because {ref} takes it through the most tiers of any task ({', '.join(reached) or 'none'}; {nc} compaction(s) over its runs)."
             return
     ctx.example_task = str(rm["task_id"].iloc[0]) if len(rm) else None
     ctx.example_reason = f"Task {ctx.example_task} is drawn (the runs table has no per-tier compaction counts)."
@@ -489,12 +472,7 @@ def _setup_section(ctx: _Ctx) -> _Section:
     if spec:
         s.text("Sweep specification (as resolved):")
         # one line per top-level key: readable without scrolling through a nested dump
-        s.code(
-            "\n".join(
-                f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
-                for k, v in sorted(spec.items())
-            )[:6000]
-        )
+        s.code("\n".join(f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)" for k, v in sorted(spec.items()))[:6000])
     if len(runs) and n_ok < len(runs):
         bad = runs[runs["status"] != "ok"][["run_id", "error"]]
         s.table(bad, "Failed runs (excluded from every number below)")
@@ -511,12 +489,14 @@ def _configurations_section(ctx: _Ctx) -> _Section:
     rows = []
     for r in ctx.rm.drop_duplicates("label").to_dict("records"):
         diff = M.params_diff(str(r.get("policy_kind", "")), r.get("params_json"))
-        rows.append({
-            "configuration": r["label"],
-            "kind": r.get("policy_kind", ""),
-            "parameters changed from the kind's defaults": ", ".join(f"{k}={v}" for k, v in diff.items()) or "(defaults)",
-            "summarizer": r.get("summarizer", ""),
-        })
+        rows.append(
+            {
+                "configuration": r["label"],
+                "kind": r.get("policy_kind", ""),
+                "parameters changed from the kind's defaults": ", ".join(f"{k}={v}" for k, v in diff.items()) or "(defaults)",
+                "summarizer": r.get("summarizer", ""),
+            }
+        )
     t = pd.DataFrame(rows)
     if t["summarizer"].nunique() <= 1:
         t = t.drop(columns=["summarizer"])
@@ -559,8 +539,7 @@ def _policies_section(ctx: _Ctx) -> _Section:
     s.figure(
         "strategy_comparison",
         P.strategy_comparison(cm),
-        "Each configuration's mean retention (left) and tokens saved (right) with 95% bootstrap CIs across tasks, "
-        "ranked by retention, one panel group per history mode; vertical lines: the controls.",
+        "Each configuration's mean retention (left) and tokens saved (right) with 95% bootstrap CIs across tasks, ranked by retention, one panel group per history mode; vertical lines: the controls.",
     )
     return s
 
@@ -583,8 +562,7 @@ def _token_curves_section(ctx: _Ctx) -> _Section:
     s.figure(
         "token_curve_0",
         P.token_curve(calls, ids, thresholds_by_run=th, labels=labels, title=f"Tokens per call: {ctx.example_task}"),
-        f"History tokens (dashed) and tokens sent (solid) per call for task {ctx.example_task}, one panel per "
-        "configuration; bands are that run's own tier thresholds (named on the right).",
+        f"History tokens (dashed) and tokens sent (solid) per call for task {ctx.example_task}, one panel per configuration; bands are that run's own tier thresholds (named on the right).",
     )
     return s
 
@@ -646,11 +624,20 @@ def _anchors_section(ctx: _Ctx) -> _Section:
         s.note("No anchor probes in this sweep.")
         return s
     t = _kind_heatmap(ctx, ANCHOR_KINDS)
-    s.figure("anchor_retention_probes", P.config_heatmap(t, title="Anchor-probe retention by configuration (sent view)"), "Mean recall score per configuration and anchor type; n = probe rows in the cell. Controls left out.")
+    s.figure(
+        "anchor_retention_probes",
+        P.config_heatmap(t, title="Anchor-probe retention by configuration (sent view)"),
+        "Mean recall score per configuration and anchor type; n = probe rows in the cell. Controls left out.",
+    )
     if "scope" in probes.columns and (probes["scope"] == "anchors").any():
         ts = _kind_heatmap(ctx, ANCHOR_KINDS, scope="anchors")
         if len(ts):
-            s.figure("anchor_retention_summary", P.config_heatmap(ts, title="Anchor-probe retention, summary only (after the first compaction)"), "The same probes scored against the summary's anchors alone (no verbatim tail), at checkpoints after the run's first compaction; configurations that never call the summarizer are left out.")
+            s.figure(
+                "anchor_retention_summary",
+                P.config_heatmap(ts, title="Anchor-probe retention, summary only (after the first compaction)"),
+                "The same probes scored against the summary's anchors alone (no verbatim tail), at checkpoints after the run's first compaction; "
+                "configurations that never call the summarizer are left out.",
+            )
     return s
 
 
@@ -658,11 +645,15 @@ def _drift_section(ctx: _Ctx) -> _Section:
     s = _Section("Drift")
     probes = ctx.res.probes
     if len(probes) == 0:
-        s.note("The sweep ran no probes: no drift data. Add [probes] scorers = [\"recall\"] to the spec.")
+        s.note('The sweep ran no probes: no drift data. Add [probes] scorers = ["recall"] to the spec.')
         return s
     t = _kind_heatmap(ctx, None, exclude=ANCHOR_KINDS)
     if len(t):
-        s.figure("retention_by_kind", P.config_heatmap(t, title="Retention by probe kind and configuration"), "Mean recall score per configuration and probe kind (anchor kinds are in the previous section); n = probe rows. Controls left out.")
+        s.figure(
+            "retention_by_kind",
+            P.config_heatmap(t, title="Retention by probe kind and configuration"),
+            "Mean recall score per configuration and probe kind (anchor kinds are in the previous section); n = probe rows. Controls left out.",
+        )
     ex = ctx.example_task
     ids = [r for label, mode in ctx.chosen for r in ctx.runs_of(label, mode, ex)[:1]]
     if ids:
@@ -689,7 +680,10 @@ def _summarizer_section(ctx: _Ctx) -> _Section:
     for c in ("summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens"):
         u[c] = u[c].round().astype(int)
     paid = float(u["summarizer_cost_usd"].sum()) > 0
-    s.table(u[cols + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns={"n_runs": "runs"}), "Summarizer calls and tokens per configuration (configurations that never summarize are left out).")
+    s.table(
+        u[cols + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns={"n_runs": "runs"}),
+        "Summarizer calls and tokens per configuration (configurations that never summarize are left out).",
+    )
     if paid:
         s.figure("summarizer_cost", P.summarizer_cost(u, by="configuration"), "Summarizer calls and cost per run, per configuration.")
     else:
@@ -729,7 +723,9 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
 a list of them."""
 
 
-def write_report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4) -> ReportPaths:
+def write_report(
+    results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4
+) -> ReportPaths:
     """Write ``report.html`` and ``report.md`` (figures in ``figures/``) for the sweep in
     ``results_dir``.
 
@@ -776,7 +772,6 @@ def write_report_from_records(records_dir: str | os.PathLike[str], out_dir: str 
     before/after, tier transitions between consecutive records, anchors filled per record."""
     import pandas as pd
 
-
     rp = Path(records_dir)
     if rp.is_dir() and not any(rp.glob("*.jsonl")) and not any(rp.glob("*/*.jsonl")):
         raise FormatError("no compaction record files (<session>.jsonl) found", path=str(rp))
@@ -785,13 +780,17 @@ def write_report_from_records(records_dir: str | os.PathLike[str], out_dir: str 
     s = _Section("Records")
     s.text(f"{len(comps):,} compaction record(s) in {comps['session_id'].nunique() if len(comps) else 0} session(s) from {records_dir}.")
     if len(comps):
-        per = comps.groupby("session_id").agg(
-            records=("record_index", "size"),
-            first_tokens_before=("tokens_before", "first"),
-            max_tokens_before=("tokens_before", "max"),
-            mean_compression_ratio=("compression_ratio", "mean"),
-            errors=("error", lambda e: int((e.astype(str) != "").sum())),
-        ).reset_index()
+        per = (
+            comps.groupby("session_id")
+            .agg(
+                records=("record_index", "size"),
+                first_tokens_before=("tokens_before", "first"),
+                max_tokens_before=("tokens_before", "max"),
+                mean_compression_ratio=("compression_ratio", "mean"),
+                errors=("error", lambda e: int((e.astype(str) != "").sum())),
+            )
+            .reset_index()
+        )
         s.table(per, "Per session.")
         s.table(comps["tier_name"].value_counts().rename_axis("tier").reset_index(name="records"), "Records by tier.")
     secs.append(s)

@@ -462,16 +462,15 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
             "summarizer_cost_usd",
         ]
     ]
-    s.blocks.append(
-        ("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict."))
-    )
+    s.blocks.append(("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict.")))
     s.blocks.append(
         (
             "figure",
             (
                 "closedloop_frontier",
                 PC.cost_success_frontier(sc),
-                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; dashed: the frontier (no configuration is cheaper and at least as successful).",
+                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; "
+                "dashed: the frontier (no configuration is cheaper and at least as successful).",
             ),
         )
     )

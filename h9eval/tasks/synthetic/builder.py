@@ -359,7 +359,7 @@ class _Builder:
 
     def _plan_decisions(self) -> None:
         r = self.rng
-        for j in range(self.spec.n_decisions):
+        for _ in range(self.spec.n_decisions):
             tpl, why, key = _DECISIONS[r.randrange(len(_DECISIONS))]
             f = self._fmt()
             choice, rationale, term = tpl.format_map(f), why.format_map(f), key.format_map(f)
@@ -434,7 +434,7 @@ class _Builder:
         out: dict[tuple[int, int], tuple[str, int]] = {}
         log_lo, log_hi = math.log(_MEDIUM_MIN_BYTES), math.log(_MEDIUM_MAX_BYTES)
         mu = math.log(s.small_output_median_bytes)
-        for i, (t, k, tool) in enumerate(results):
+        for i, (t, k, _tool) in enumerate(results):
             cls = taken.get(i, C.SMALL)
             if cls in (C.LARGE, "large_read"):
                 size = min(s.max_output_bytes, int(_LARGE_MIN_BYTES * r.paretovariate(s.large_output_pareto_alpha)))

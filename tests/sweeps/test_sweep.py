@@ -21,7 +21,7 @@ from h9eval.sweeps.cells import Cell, expand_cells
 from h9eval.sweeps.spec import load_spec
 from h9eval.sweeps.sweep import sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALLEST_SWE = "data/recorded/swe-agent/pydicom__pydicom-1458.traj"  # 25 messages, 12 calls
 
 

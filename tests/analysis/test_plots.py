@@ -9,7 +9,7 @@ import pytest
 
 from h9eval.analysis import metrics as M
 from h9eval.analysis import plots as P
-from tests.test_metrics import calls_frame
+from tests.analysis.test_metrics import calls_frame
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.figure import Figure  # noqa: E402
@@ -35,7 +35,9 @@ def probes() -> pd.DataFrame:
     for run in ("t1--a", "t1--b"):
         for ci in range(4):
             for kind, score in (("intent", 1 - ci * 0.1), ("fact", 1 - ci * 0.2), ("key_decision", 0.5), ("tried_solution", 1.0)):
-                rows.append({"run_id": run, "task_id": "t1", "checkpoint_call_index": ci, "n_compactions": ci // 2, "probe_kind": kind, "method": "recall", "scope": "view", "score": score, "answerable": True})
+                rows.append(
+                    {"run_id": run, "task_id": "t1", "checkpoint_call_index": ci, "n_compactions": ci // 2, "probe_kind": kind, "method": "recall", "scope": "view", "score": score, "answerable": True}
+                )
     return pd.DataFrame(rows)
 
 
@@ -127,9 +129,12 @@ def test_config_heatmap_writes_n_in_every_cell(probes: pd.DataFrame) -> None:
     assert "0.50\nn=4" in texts  # key_decision scores 0.5
 
 
-
 def test_config_heatmap_splits_long_panels_by_family() -> None:
-    rows = [{"label": f"c{i:02d}", "family": P.family("progressive" if i < 8 else "window"), "history_mode": "view", "probe_kind": k, "retention": 0.5, "n_probes": 3} for i in range(16) for k in ("fact", "intent")]
+    rows = [
+        {"label": f"c{i:02d}", "family": P.family("progressive" if i < 8 else "window"), "history_mode": "view", "probe_kind": k, "retention": 0.5, "n_probes": 3}
+        for i in range(16)
+        for k in ("fact", "intent")
+    ]
     fig = P.config_heatmap(pd.DataFrame(rows))
     panels = [ax for ax in fig.axes if ax.images]
     assert [ax.get_title() for ax in panels] == ["view · progressive", "view · other strategies"]
@@ -154,8 +159,18 @@ def _config_rows(n_configs: int, modes: tuple[str, ...] = ("view", "write_back")
     for mode in modes:
         for c in range(n_configs):
             for t in range(3):
-                rows.append({"run_id": f"t{t}--c{c}--{mode}", "task_id": f"t{t}", "label": f"cfg-{c:02d}", "policy_kind": "progressive" if c % 2 else "window", "history_mode": mode,
-                             "tokens_saved": 0.2 + 0.01 * c + 0.005 * t, "retention": 0.975 - 0.005 * c + 0.01 * t, "overflows": int(c == 3)})
+                rows.append(
+                    {
+                        "run_id": f"t{t}--c{c}--{mode}",
+                        "task_id": f"t{t}",
+                        "label": f"cfg-{c:02d}",
+                        "policy_kind": "progressive" if c % 2 else "window",
+                        "history_mode": mode,
+                        "tokens_saved": 0.2 + 0.01 * c + 0.005 * t,
+                        "retention": 0.975 - 0.005 * c + 0.01 * t,
+                        "overflows": int(c == 3),
+                    }
+                )
         for kind, ts, ret in (("keep_all", 0.0, 1.0), ("drop_all", 0.95, 0.05)):
             for t in range(3):
                 rows.append({"run_id": f"t{t}--{kind}--{mode}", "task_id": f"t{t}", "label": kind, "policy_kind": kind, "history_mode": mode, "tokens_saved": ts, "retention": ret, "overflows": 0})
@@ -217,7 +232,16 @@ def test_token_estimate_error() -> None:
 
 
 def test_records_curve_and_tune_evidence() -> None:
-    comps = pd.DataFrame({"session_id": ["s"] * 3, "record_index": [0, 1, 2], "tokens_before": [900, 950, 990], "tokens_after": [400, 500, 100], "tier_name": ["soft", "full", "emergency"], "error": ["", "", "emergency fallback"]})
+    comps = pd.DataFrame(
+        {
+            "session_id": ["s"] * 3,
+            "record_index": [0, 1, 2],
+            "tokens_before": [900, 950, 990],
+            "tokens_after": [400, 500, 100],
+            "tier_name": ["soft", "full", "emergency"],
+            "error": ["", "", "emergency fallback"],
+        }
+    )
     fig = P.records_token_curve(comps)
     assert {"compaction-soft", "compaction-full", "compaction-emergency", "error"} <= _gids(fig)
     ev = pd.DataFrame({"stage": ["grid", "grid", "refine1"], "tokens_saved": [0.1, 0.2, 0.15], "retention": [0.8, 0.7, 0.85], "feasible": [True, False, True], "best": [False, False, True]})

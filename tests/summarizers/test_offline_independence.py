@@ -24,7 +24,7 @@ from h9eval.core.messages import Message
 from h9eval.summarizers import OfflineFreeTextSummarizer, OfflineRecentSummarizer, OfflineSummarizer, SummaryRequest
 from h9eval.tasks.synthetic import generate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUMMARIZER_MODULES = (offline_mod, recent_mod, free_text_mod)
 FORBIDDEN = ("h9eval.probes", "h9eval.tasks")  # the probes; the key-term extractor and generator live in tasks
 GENERATOR_FILES = tuple(sorted((ROOT / "h9eval/tasks/synthetic").glob("*.py")))

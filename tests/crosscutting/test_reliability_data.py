@@ -77,7 +77,7 @@ def test_two_concurrent_sweeps_one_refused_the_folder_intact(tmp_path: Path) -> 
     spec = tmp_path / "s.toml"
     spec.write_text('name = "two"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0, 1, 2] }]\n'
                     '[[policies]]\nkind = "progressive"\nparams = { context_window_tokens = 16000 }\n')
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     cmd = [sys.executable, "-m", "h9eval", "sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]

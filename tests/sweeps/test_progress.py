@@ -11,7 +11,7 @@ from pathlib import Path
 
 from h9eval.sweeps.progress import LINE_EVERY_S, PlainProgress, in_notebook, make_progress
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Clock:

@@ -136,8 +136,36 @@ def test_run_metrics_option_comparison_and_recommend() -> None:
     opt = json.dumps({"context_window_tokens": 1000, "na_safe_merge": True})
     rows = []
     for task, (rb, ro) in {"t1": (0.5, 0.7), "t2": (0.6, 0.75), "t3": (0.4, 0.62)}.items():
-        rows.append({"run_id": f"{task}--b", "task_id": task, "policy_kind": "progressive", "params_json": base, "params_hash": "b", "history_mode": "view", "summarizer": "offline", "retention": rb, "tokens_saved": 0.3, "overflows": 0, "emergencies": 0})
-        rows.append({"run_id": f"{task}--o", "task_id": task, "policy_kind": "progressive", "params_json": opt, "params_hash": "o", "history_mode": "view", "summarizer": "offline", "retention": ro, "tokens_saved": 0.3, "overflows": 0, "emergencies": 0})
+        rows.append(
+            {
+                "run_id": f"{task}--b",
+                "task_id": task,
+                "policy_kind": "progressive",
+                "params_json": base,
+                "params_hash": "b",
+                "history_mode": "view",
+                "summarizer": "offline",
+                "retention": rb,
+                "tokens_saved": 0.3,
+                "overflows": 0,
+                "emergencies": 0,
+            }
+        )
+        rows.append(
+            {
+                "run_id": f"{task}--o",
+                "task_id": task,
+                "policy_kind": "progressive",
+                "params_json": opt,
+                "params_hash": "o",
+                "history_mode": "view",
+                "summarizer": "offline",
+                "retention": ro,
+                "tokens_saved": 0.3,
+                "overflows": 0,
+                "emergencies": 0,
+            }
+        )
     rm = pd.DataFrame(rows)
     rm["label"] = [M.config_label(k, p) for k, p in zip(rm["policy_kind"], rm["params_json"])]
     assert set(rm["label"]) == {"progressive(context_window_tokens=1000)", "progressive(context_window_tokens=1000, na_safe_merge=True)"}

@@ -116,9 +116,7 @@ def test_full_with_anchors_byte_exact(tmp_path) -> None:
 
     msgs = [S(), U(L(2000)), A(L(2000)), U(L(2000)), A(L(2000)), U("tail1"), A("tail2")]
     store = FileRecordStore(tmp_path)
-    run = ProgressiveCompactor(context_window_tokens=2500, min_tail_messages=2).start(
-        CompactionEnv(summarizer=ScriptedSummarizer([FULL_REPLY]), record_store=store, session_id="sess1")
-    )
+    run = ProgressiveCompactor(context_window_tokens=2500, min_tail_messages=2).start(CompactionEnv(summarizer=ScriptedSummarizer([FULL_REPLY]), record_store=store, session_id="sess1"))
     res = run.compact(msgs)
     rec = res.record
     assert rec is not None and rec.tier == Tier.FULL
@@ -148,9 +146,7 @@ def test_warn_offload_does_not_mutate_input(tmp_path) -> None:
     msgs = [S(), A("running", [TC("call-1", "bash", "{}")]), R("call-1", big), A("t1"), U("t2"), A("t3"), U("t4"), A("t5"), U("t6")]
     assert estimate_tokens(msgs) == 2510
     snapshot = copy.deepcopy(msgs)
-    run = compat(context_window_tokens=2510 * 8 // 5, offload_threshold_bytes=100).start(
-        CompactionEnv(offload_root=tmp_path, session_id="sess-117", harness9_paths=True)
-    )
+    run = compat(context_window_tokens=2510 * 8 // 5, offload_threshold_bytes=100).start(CompactionEnv(offload_root=tmp_path, session_id="sess-117", harness9_paths=True))
     res = run.compact(msgs)
     assert msgs == snapshot
     assert res.tier == Tier.WARN
@@ -420,9 +416,7 @@ def test_estimate_monotone(contents: list[str], extra: str) -> None:
 def test_progressive_never_mutates_input(tmp_path, msgs: list[Message], window: int) -> None:
     snapshot = copy.deepcopy(msgs)
     reply = FULL_REPLY
-    run = ProgressiveCompactor(context_window_tokens=window, min_tail_messages=2).start(
-        CompactionEnv(summarizer=ScriptedSummarizer([reply] * 50), offload_root=tmp_path, session_id="p")
-    )
+    run = ProgressiveCompactor(context_window_tokens=window, min_tail_messages=2).start(CompactionEnv(summarizer=ScriptedSummarizer([reply] * 50), offload_root=tmp_path, session_id="p"))
     res = run.compact(msgs)
     assert msgs == snapshot
     if res.tier != Tier.NONE and pairing_problems(msgs) == []:
@@ -465,7 +459,23 @@ def test_record_json_matches_harness9_shape() -> None:
     line = CompactionRecord(id="i", session_id="s<1>", tier=Tier.WARN).to_jsonl_line()
     assert line.endswith("\n") and "s\\u003c1\\u003e" in line
     d = json.loads(line)
-    assert list(d) == ["id", "session_id", "timestamp", "tier", "tokens_before", "tokens_after", "msgs_before", "msgs_after", "anchors", "offloaded", "summarized", "preserved_tail", "summary_text", "compression_ratio", "duration"]
+    assert list(d) == [
+        "id",
+        "session_id",
+        "timestamp",
+        "tier",
+        "tokens_before",
+        "tokens_after",
+        "msgs_before",
+        "msgs_after",
+        "anchors",
+        "offloaded",
+        "summarized",
+        "preserved_tail",
+        "summary_text",
+        "compression_ratio",
+        "duration",
+    ]
     assert d["anchors"] is None and d["offloaded"] is None and "error" not in d
     assert "error" in json.loads(CompactionRecord(error="emergency fallback: forced truncation").to_jsonl_line())
 

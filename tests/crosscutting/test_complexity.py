@@ -10,7 +10,7 @@ import pytest
 
 radon_complexity = pytest.importorskip("radon.complexity")
 
-PKG = Path(__file__).resolve().parents[1] / "h9eval"
+PKG = Path(__file__).resolve().parents[2] / "h9eval"
 MAX_COMPLEXITY = 40
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VENV_JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
 
 pytestmark = pytest.mark.skipif(not VENV_JUPYTER.exists() or shutil.which("make") is None, reason="needs the project venv (make venv) and make")

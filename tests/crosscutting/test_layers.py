@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "h9eval"
+PKG = Path(__file__).resolve().parents[2] / "h9eval"
 
 #: bottom up; packages of one rank are independent of each other
 RANKS: dict[str, int] = {

@@ -72,7 +72,16 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
     pos = [next(i for i, t in enumerate(heads) if s in t) for s in SECTIONS]
     assert pos == sorted(pos), heads
     names = {p.name for p in report.figures}
-    assert {"token_curve_0.png", "strategy_comparison.png", "tier_transitions.png", "tier_swimlane.png", "anchor_retention_probes.png", "retention_by_kind.png", "drift.png", "token_estimate_error.png"} <= names
+    assert {
+        "token_curve_0.png",
+        "strategy_comparison.png",
+        "tier_transitions.png",
+        "tier_swimlane.png",
+        "anchor_retention_probes.png",
+        "retention_by_kind.png",
+        "drift.png",
+        "token_estimate_error.png",
+    } <= names
     # every summarizer is offline: no empty cost panel, one line instead
     assert "summarizer_cost.png" not in names and "Every summarizer in this sweep is offline" in md
     for p in report.figures:
@@ -151,8 +160,16 @@ document.body.setAttribute('data-m',JSON.stringify({w:document.documentElement.s
 
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
     cmd = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--hide-scrollbars", f"--user-data-dir={profile}", *args,
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 

@@ -22,7 +22,7 @@ from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import FORMATS, detect_format, inspect_task, load_task, load_tasks
 from h9eval.tasks.recorded._common import error_summary, shell_edited_paths
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shared_dir() -> Path:

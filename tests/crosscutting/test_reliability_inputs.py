@@ -15,7 +15,7 @@ from h9eval.cli import main
 from h9eval.core.messages import Message
 from h9eval.tasks import Intent, Task, TaskSource, tasks_to_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = """name = "tiny"
 window = 16000

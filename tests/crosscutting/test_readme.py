@@ -26,7 +26,7 @@ import pytest
 
 from h9eval.core.paths import shared_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 READMES = ("README.md", "notebooks/README.md")
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<why>[^)]+)\)\s*-->")
 FENCE = re.compile(r"^```(?P<lang>[A-Za-z0-9_+-]*)\s*$")

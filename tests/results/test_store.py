@@ -11,7 +11,7 @@ from h9eval.core.errors import FormatError
 from h9eval.results.store import load_results
 
 
-GOLDEN = Path(__file__).resolve().parent / "data"
+GOLDEN = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_golden_results_of_the_current_version_load() -> None:

@@ -27,7 +27,7 @@ from h9eval.compaction.policies import make_policy, registry
 from h9eval.core.messages import Message, ToolCall, messages_to_json
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 
-GOLDEN = Path(__file__).parent / "golden" / "policy_defaults.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "policy_defaults.json"
 SEEDS = (1, 2, 3, 4, 5, 6)
 TOOLS = ("bash", "read_file", "memory", "edit")
 

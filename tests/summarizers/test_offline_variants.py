@@ -19,7 +19,7 @@ from h9eval.summarizers import (
 )
 from h9eval.summarizers.cache import cache_key
 from h9eval.tasks.synthetic import generate
-from tests.test_summarizers import HEAD, call, req
+from tests.summarizers.test_offline import HEAD, call, req
 
 ALL_TYPES = anchor_types_for(("constraint", "artifact"))
 
@@ -154,7 +154,7 @@ def test_ids_and_cache_keys_differ_by_variant_and_params(tmp_path: object) -> No
     r = req(HEAD)
     keys = [cache_key(s, r) for s in summs]
     assert len(set(keys)) == len(keys)
-    assert all(getattr(s, "uses_structured_input") for s in summs)
+    assert all(s.uses_structured_input for s in summs)
     # One shared cache file: each variant gets its own reply back.
     path = tmp_path / "c.sqlite"  # type: ignore[operator]
     variants = [summs[0], summs[3], summs[5]]
