@@ -175,59 +175,6 @@ def _ci_col(df: Any, m: str) -> list[str]:
     return ["–" if (isinstance(v, float) and math.isnan(v)) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in zip(df[m], df[f"{m}_ci_lo"], df[f"{m}_ci_hi"])]
 
 
-def _setup_section(res: Any) -> _Section:
-    s = _Section("Setup and provenance")
-    m = res.manifest
-    prov = m.get("provenance", {}) or {}
-    runs = res.runs
-    n_ok = int((runs["status"] == "ok").sum()) if len(runs) else 0
-    s.text(
-        f"Sweep {m.get('name', '?')!s} in {res.path}: {len(m.get('cells', []))} cells, {n_ok} ok, "
-        f"{len(runs) - n_ok} failed, {len(m.get('skipped', []) or [])} skipped; "
-        f"{runs['task_id'].nunique() if len(runs) else 0} task(s), {len(res.calls):,} model calls, "
-        f"{len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
-    )
-    keys = ("git_revision", "git_dirty", "h9eval_version", "python", "platform", "hostname")
-    info = {k: prov.get(k) for k in keys if k in prov}
-    info.update({k: m.get(k) for k in ("created", "h9eval_version") if k in m})
-    if info:
-        s.code("\n".join(f"{k}: {v}" for k, v in info.items()))
-    spec = m.get("spec_resolved") or m.get("spec")
-    if spec:
-        s.text("Sweep specification (as resolved):")
-        # one line per top-level key: readable without scrolling through a nested dump
-        s.code("\n".join(f"{k} = {json.dumps(v, sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)" for k, v in sorted(spec.items()))[:6000])
-    if len(runs) and n_ok < len(runs):
-        bad = runs[runs["status"] != "ok"][["run_id", "error"]]
-        s.table(bad, "Failed runs (excluded from every number below)")
-    return s
-
-
-def _policies_section(cm: Any) -> _Section:
-    s = _Section("Policies compared")
-    if len(cm) == 0:
-        s.note("No successful runs.")
-        return s
-    t = cm[[c for c in ("label", "history_mode", "summarizer", "n_runs") if c in cm.columns]].copy()
-    t["tokens saved [95% CI]"] = _ci_col(cm, "tokens_saved")
-    t["retention [95% CI]"] = _ci_col(cm, "retention")
-    for c in ("overflows", "emergencies", "fallbacks", "summarizer_calls", "summarizer_cost_usd"):
-        if c in cm.columns:
-            t[c if c not in ("summarizer_calls", "summarizer_cost_usd") else c + "_per_run"] = cm[c]
-    s.table(t, "One row per configuration; CIs are percentile bootstraps (1,000 resamples, seed 0) across tasks.")
-    if "never_compacted_runs" in cm.columns:
-        # a score of a configuration that never compacted says nothing about it: flag it next to the score
-        t["never compacted (runs)"] = cm["never_compacted_runs"]
-    s.text(
-        "tokens saved = 1 - sum(tokens sent) / sum(tokens the uncompacted transcript would send at the same calls) "
-        "per run, tool schemas on both sides: the same baseline for every policy and history mode. retention = mean "
-        "recall-probe score over answerable probes of the sent view, on one checkpoint grid per task shared by every "
-        "policy. Overflows and emergencies are totals over the runs; 'never compacted' counts runs on which the "
-        "configuration never compacted (its scores there are those of the uncompacted transcript)."
-    )
-    return s
-
-
 def _token_estimate_section(res: Any, max_tasks: int = 4) -> tuple[_Section, Any]:
     """Token-estimate error on the sweep's own tasks (reloaded from their specs)."""
     import pandas as pd
