@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from h9eval.compaction.base import CompactionEnv
+from h9eval.compaction.base import Compaction, CompactionEnv
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
@@ -118,6 +118,30 @@ class Continuation:
 
     def remember(self, history: Sequence[Message], view: Sequence[Message]) -> None:
         self._input, self._view = list(history), list(view)
+
+    def finish(
+        self,
+        env: CompactionEnv,
+        history: Sequence[Message],
+        base: Sequence[Message],
+        view: Sequence[Message],
+        tier: Tier,
+        carried: bool,
+        *,
+        tokens_before: int | None,
+        start_ns: int | None,
+        error: str,
+        extra: dict[str, Any],
+        **fields: Any,
+    ) -> Compaction:
+        """The common end of a carried-forward compaction: flag a view carried over unchanged,
+        remember a new view for the next call, and record the result."""
+        if tier == Tier.NONE and carried:
+            extra["carried_over"] = True
+        if view is not base:
+            self.remember(history, view)
+        rec = peer_record(env, history, view, tier, tokens_before=tokens_before, start_ns=start_ns, error=error, extra=extra, **fields)
+        return Compaction(tuple(view), rec)
 
     def reset(self) -> None:
         self._input = self._view = None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, peer_record, request_peer_summary
+from h9eval.compaction._peer import Continuation, request_peer_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
@@ -230,12 +230,7 @@ class CodexCompactRun(PolicyRun):
                     fields = {"summarized": len(items), "preserved_tail": kept, "summary_text": text}
             else:
                 extra["skipped"] = "nothing to summarize after the initial context"
-        if tier == Tier.NONE and carried:
-            extra["carried_over"] = True
-        if view is not base:
-            self.cont.remember(history, view)
-        rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
-        return Compaction(tuple(view), rec)
+        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, peer_record, request_peer_summary
+from h9eval.compaction._peer import Continuation, request_peer_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
@@ -210,13 +210,7 @@ class OpenHandsCondenserRun(PolicyRun):
                     tier = Tier.FULL
                     extra["forgotten"] = len(forgotten)
                     fields = {"summarized": len(forgotten), "preserved_tail": len(base) - end, "summary_text": text}
-        if tier == Tier.NONE and carried:
-            extra["carried_over"] = True
-        if view is not base:
-            self.cont.remember(history, view)
-        out = view
-        rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
-        return Compaction(tuple(out), rec)
+        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, peer_record, split_system, fit_newest
+from h9eval.compaction._peer import Continuation, split_system, fit_newest
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
@@ -187,12 +187,7 @@ class SummaryThresholdRun(PolicyRun):
             tier = done if done is not None else unchanged_tier
         else:
             view, tier = base, unchanged_tier
-        if tier == Tier.NONE and carried:
-            extra["carried_over"] = True
-        if view is not base:
-            self.cont.remember(history, view)
-        rec = peer_record(self.env, history, view, tier, tokens_before=tokens_before, start_ns=start_ns, error=error, extra=extra, **fields)
-        return Compaction(tuple(view), rec)
+        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tokens_before, start_ns=start_ns, error=error, extra=extra, **fields)
 
     # -- internals -------------------------------------------------------------------------
     def _summarize_base(self, base: list[Message], extra: dict[str, Any]) -> tuple[list[Message], Tier | None, dict[str, Any], str]:
