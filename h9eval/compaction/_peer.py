@@ -48,6 +48,7 @@ def peer_record(
     tier: Tier,
     *,
     tokens_before: int | None = None,
+    tokens_after: int | None = None,
     start_ns: int | None = None,
     error: str = "",
     extra: dict[str, Any] | None = None,
@@ -55,13 +56,13 @@ def peer_record(
 ) -> CompactionRecord:
     """A record in harness9's shape for a peer compaction of ``history`` into ``view``.
 
-    ``tokens_before`` is the caller's precomputed harness9 estimate of ``history`` (computed
-    here when ``None``); ``start_ns`` (from ``env.clock.now_ns()``) fills ``duration_ns``.
+    ``tokens_before`` and ``tokens_after`` are the caller's precomputed harness9 estimates of
+    ``history`` and ``view`` (computed here when ``None``); ``start_ns`` (from ``env.clock.now_ns()``) fills ``duration_ns``.
     Further keyword arguments set record fields (``summarized``, ``anchors``, ...).
     """
     tb = tokens_before if tokens_before is not None else estimate_tokens(history)
     # An untouched view costs nothing to re-estimate: the replay calls this at every model call.
-    ta = tb if view is history else estimate_tokens(view)
+    ta = tokens_after if tokens_after is not None else tb if view is history else estimate_tokens(view)
     ts = env.clock.timestamp()
     return CompactionRecord(
         id=env.new_id(),
@@ -132,6 +133,7 @@ class Continuation:
         start_ns: int | None,
         error: str,
         extra: dict[str, Any],
+        tokens_after: int | None = None,
         **fields: Any,
     ) -> Compaction:
         """The common end of a carried-forward compaction: flag a view carried over unchanged,
@@ -140,7 +142,9 @@ class Continuation:
             extra["carried_over"] = True
         if view is not base:
             self.remember(history, view)
-        rec = peer_record(env, history, view, tier, tokens_before=tokens_before, start_ns=start_ns, error=error, extra=extra, **fields)
+        rec = peer_record(
+            env, history, view, tier, tokens_before=tokens_before, tokens_after=tokens_after, start_ns=start_ns, error=error, extra=extra, **fields
+        )
         return Compaction(tuple(view), rec)
 
     def reset(self) -> None:

@@ -3,7 +3,9 @@ token-budget policy, the progressive fallback and emergency tier, and the contro
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
 
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
@@ -40,29 +42,33 @@ def _eff_tail(min_tail: int) -> int:
     return min_tail if min_tail > 0 else 6
 
 
-def budget_compact(msgs: Sequence[Message], max_tokens: int, min_tail: int) -> list[Message]:
+def budget_compact(msgs: Sequence[Message], max_tokens: int, min_tail: int, *, cum: Sequence[int] | None = None) -> list[Message]:
     """harness9 ``TokenBudgetCompactor.Compact`` (spec §5.2), with its getters' defaults
-    (``max_tokens <= 0`` → 160,000; ``min_tail <= 0`` → 6)."""
+    (``max_tokens <= 0`` → 160,000; ``min_tail <= 0`` → 6).
+
+    ``cum``: the messages' cumulative byte counts (``cum[i]`` the bytes of ``msgs[:i]``, as
+    :class:`h9eval.core.history.PrefixBytes` keeps them between calls); computed when absent."""
     budget, k = _eff_max(max_tokens), _eff_tail(min_tail)
     if not msgs:
         return list(msgs)
-    total_bytes = sum(m.nbytes for m in msgs)
-    if total_bytes // 4 <= budget:
+    if cum is None:
+        cum = list(accumulate((m.nbytes for m in msgs), initial=0))
+    n = len(msgs)
+    if cum[n] // 4 <= budget:
         return list(msgs)
     if msgs[0].role != "system":
         return list(msgs)
-    rest = msgs[1:]
-    if len(rest) <= k:
+    if n - 1 <= k:
         return list(msgs)
-    tail = list(rest[len(rest) - k :])
-    # Running byte totals make the linear scan O(n) instead of harness9's O(n^2); the
-    # candidates and the first that fits are the same.
-    fixed = msgs[0].nbytes + sum(m.nbytes for m in tail)
-    head_bytes = sum(m.nbytes for m in rest[: len(rest) - k])
-    for head_end in range(len(rest) - k, 0, -1):
-        if (fixed + head_bytes) // 4 <= budget:
-            return repair_tool_pairs([msgs[0], *rest[:head_end], *tail])
-        head_bytes -= rest[head_end - 1].nbytes
+    tail = msgs[n - k :]
+    # harness9 tries head ends from the longest down and keeps the first that fits; byte counts
+    # only grow with the head, so that is the largest ``h`` in [1, n-1-k] with
+    # (system + head + tail bytes) // 4 <= budget, found by bisection on the running totals.
+    # system + head[:h] = cum[1 + h]; x // 4 <= budget exactly when x <= 4 * budget + 3.
+    limit = 4 * budget + 3 - (cum[n] - cum[n - k])
+    h = bisect_right(cum, limit, 2, n - k + 1) - 2
+    if h >= 1:
+        return repair_tool_pairs([msgs[0], *msgs[1 : 1 + h], *tail])
     return repair_tool_pairs([msgs[0], *tail])
 
 

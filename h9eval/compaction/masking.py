@@ -6,10 +6,10 @@ position (a result pairs with the nearest earlier call of its id), so providers 
 from __future__ import annotations
 
 import heapq
-import operator
 from collections.abc import Sequence
 
 from h9eval.compaction._peer import call_positions, paired_calls
+from h9eval.core.history import extends
 from h9eval.core.messages import Message
 
 __all__ = [
@@ -120,8 +120,8 @@ class IncrementalMasking:
 
     A call's history either extends the previous call's history (view mode), extends the
     previous call's masked list (write-back mode, after the replay replaced its history with
-    it), or is anything else, which starts over. Both prefixes are recognised by identity of
-    their messages, checked at C speed. Masking only ever grows as a history grows: a
+    it), or is anything else, which starts over. Both prefixes are recognised at C speed
+    (:func:`h9eval.core.history.extends`). Masking only ever grows as a history grows: a
     result's pairing (the nearest earlier call of its id) and the cutoff only move forward.
     """
 
@@ -146,9 +146,9 @@ class IncrementalMasking:
         """The masked messages, the number of results masked in it (as :func:`mask_observations`
         counts) and the list's harness9 byte total."""
         n_src, n_out = len(self._src), len(self._out)
-        if n_src and len(history) >= n_src and history[n_src - 1] is self._src[-1] and all(map(operator.is_, history[:n_src], self._src)):
+        if extends(history, self._src):
             start = n_src
-        elif n_out and len(history) >= n_out and history[n_out - 1] is self._out[-1] and all(map(operator.is_, history[:n_out], self._out)):
+        elif extends(history, self._out):
             # the replay wrote the masked list back: its masked results are placeholders now
             start, self._src, self._n_real = n_out, list(self._out), 0
         else:

@@ -22,7 +22,6 @@ are :class:`_RunOutputs` (opened before the loop, the tables and manifest writte
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import shutil
 import tempfile
@@ -59,6 +58,7 @@ from h9eval.compaction.records import (
 from h9eval.compaction.summary import Summarizer, SummaryCall
 from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import ConfigError
+from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.core.provenance import provenance
@@ -348,16 +348,6 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
     }
 
 
-def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:
-    """How many leading messages ``a`` and ``b`` share as the same objects (compared at C speed:
-    a compaction keeps the messages it does not change)."""
-    same = list(map(operator.is_, a, b))
-    try:
-        return same.index(False)
-    except ValueError:
-        return len(same)
-
-
 def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
     """harness9's write-back predicate (spec §2.3)."""
     if rec is None or not view:
@@ -385,9 +375,13 @@ class _RunOutputs:
 
     On entry: the offload folder (``<out>/work``, the caller's, or a fresh temporary one removed
     on exit) and, with an ``out`` folder, harness9's record store and SQLite session store, both
-    emptied of a previous run of the same session. The session store mirrors the history
-    (:meth:`append`, :meth:`replace_history`, :meth:`flush`). After the loop :meth:`write`
-    writes the tables and the manifest.
+    emptied of a previous run of the same session. The session store gets the history the
+    run ends with (:meth:`append` and :meth:`replace_history` follow it, :meth:`flush` writes
+    it). After the loop :meth:`write` writes the tables and the manifest.
+
+    The store is a copy swapped in only when the run completes, so nothing sees it before
+    :meth:`flush`: writing each write-back as it happens (harness9's ``persist``) would leave
+    the same messages at the end at the price of SQLite work at every compaction.
     """
 
     def __init__(
@@ -407,8 +401,8 @@ class _RunOutputs:
         self._title = title
         self._want_sessions = session_store
         self._sessions: SessionStore | None = None
-        self._pending: list[Message] = []  # messages not yet in the session store
-        self._stored: list[Message] = []  # what the session store holds (system messages aside)
+        self._pending: list[Message] = []  # messages added since the last rewrite
+        self._stored: list[Message] = []  # the last rewritten history as stored (system message aside)
         self._close = ExitStack()
         # Nothing of an earlier run in ``out`` is replaced before this run is complete: the
         # session store is a copy swapped in at the end, the earlier records are kept aside.
@@ -496,21 +490,14 @@ class _RunOutputs:
         self._pending.append(m)
 
     def replace_history(self, history: list[Message]) -> None:
-        """The history was rewritten (a write-back or a ``/compact``): so is the stored session,
-        from the first message that differs from what it holds (a compaction keeps the
-        messages it does not change as the same objects, so the kept prefix costs nothing)."""
-        if self._sessions is not None:
-            new = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
-            old = self._stored
-            k = common_prefix_len(old, new)
-            self._sessions.replace_tail(self.session_id, k, new[k:], old[k:])
-            self._stored = new
+        """The history was rewritten (a write-back or a ``/compact``)."""
+        self._stored = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
         self._pending = []
 
     def flush(self) -> None:
-        """Store the messages added since the last rewrite (the end of a run that completed)."""
-        if self._sessions is not None and self._pending:
-            self._sessions.add_messages(self.session_id, [x for x in self._pending if x.role != "system"])
+        """Store the history the run ended with (the end of a run that completed)."""
+        if self._sessions is not None:
+            self._sessions.add_messages(self.session_id, [*self._stored, *(x for x in self._pending if x.role != "system")])
 
     def write(self, result: ReplayResult, task: Task, summarizer: Summarizer | None) -> None:
         """The tables and ``manifest.json`` (nothing without an ``out`` folder)."""
@@ -616,10 +603,12 @@ class _ReplayLoop:
         self.history = list(new)
         self.hist_bytes = sum(x.nbytes for x in self.history)
 
-    def _rewrite_history(self, new: Sequence[Message]) -> None:
+    def _rewrite_history(self, new: Sequence[Message], kept: int | None = None) -> None:
+        """Replace the history by ``new``; ``kept``: how many leading messages the two share,
+        when the caller knows."""
         # bytes of the replaced span only: a write-back keeps most of the history as it was
         old, new = self.history, list(new)
-        k = common_prefix_len(old, new)
+        k = kept if kept is not None else common_prefix_len(old, new)
         self.hist_bytes += sum(x.nbytes for x in new[k:]) - sum(x.nbytes for x in old[k:])
         self.history = new
         self.outputs.replace_history(self.history)
@@ -650,9 +639,10 @@ class _ReplayLoop:
         """Write-back mode: an effective compaction replaces the history (spec §2.3)."""
         if self.cfg.history_mode != "write_back" or not _writes_back(comp.record, comp.view, self.cfg.writeback_rules):
             return False
-        if list(comp.view) == self.history:
+        k = common_prefix_len(self.history, comp.view)
+        if k == len(comp.view) == len(self.history):
             return False
-        self._rewrite_history(comp.view)
+        self._rewrite_history(comp.view, k)
         return True
 
     def _alias_offloads(self, rec: CompactionRecord | None) -> None:

@@ -122,3 +122,77 @@ def test_incremental_masking_equals_masking_the_whole_history(unit: str, placeho
         # a history that is neither extension starts over
         out, n, _ = view.mask(full[: cuts[0]])
         assert (list(out), n) == mask_observations(full[: cuts[0]], keep, placeholder, window_unit=unit)
+
+
+def _tool_history(rng: random.Random, n: int, placeholder: str) -> list[Message]:
+    """Tool uses of two tools with parallel calls, reused ids, orphans and short results."""
+    msgs = [Message("system", "s"), Message("user", "task")]
+    for t in range(n):
+        ids = [rng.choice(["call_0", f"c{t}", f"c{t}b", "x"]) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        calls = tuple(ToolCall(i, rng.choice(["run", "read"]), rng.choice(["{}", '{"p": 1}', '{"cmd": "ls -la"}'])) for i in ids)
+        msgs.append(Message("assistant", f"a{t}", calls))
+        for i in ids + ([rng.choice(["orphan", "call_0"])] if rng.random() < 0.1 else []):
+            body = rng.choice([placeholder, "ok", "\n".join(f"out {t} {k}" for k in range(rng.randint(1, 9)))])
+            msgs.append(Message("tool", body, (), i))
+    return msgs
+
+
+@pytest.mark.parametrize("inputs", [False, True, ("read",)])
+@pytest.mark.parametrize("exclude", [(), ("run",)])
+@pytest.mark.parametrize("keep", [0, 2, 5])
+def test_incremental_clearing_equals_clearing_the_whole_history(inputs: bool | tuple[str, ...], exclude: tuple[str, ...], keep: int) -> None:
+    from h9eval.compaction.policies.clear_tool_uses import CLEAR_PLACEHOLDER, IncrementalClearing, clear_tool_uses
+
+    kw = dict(keep_tool_uses=keep, exclude_tools=exclude, clear_tool_inputs=inputs, placeholder=CLEAR_PLACEHOLDER)
+    for seed in range(5):
+        rng = random.Random(seed)
+        full = _tool_history(rng, 40, CLEAR_PLACEHOLDER)
+        cuts = sorted(rng.sample(range(3, len(full) + 1), 15))
+        view, wb = IncrementalClearing(**kw), IncrementalClearing(**kw)  # type: ignore[arg-type]
+        wb_hist: list[Message] = []
+        prev = 0
+        for c in cuts:
+            out, n = view.update(full[:c])
+            want, want_n = clear_tool_uses(full[:c], **kw)  # type: ignore[arg-type]
+            assert (out, n, view.out_bytes, view.src_bytes) == (want, want_n, sum(m.nbytes for m in want), sum(m.nbytes for m in full[:c]))
+            wb_hist = wb_hist + full[prev:c]
+            out, n = wb.update(wb_hist)
+            want, want_n = clear_tool_uses(wb_hist, **kw)  # type: ignore[arg-type]
+            assert (out, n, wb.out_bytes) == (want, want_n, sum(m.nbytes for m in want))
+            if n and rng.random() < 0.8:  # written back (or, sometimes, not)
+                wb_hist = list(out)
+            prev = c
+        out, n = view.update(full[: cuts[0]])  # neither extension: starts over
+        assert (out, n) == clear_tool_uses(full[: cuts[0]], **kw)  # type: ignore[arg-type]
+
+
+def _budget_compact_harness9(msgs: list[Message], budget: int, k: int) -> list[Message]:
+    """TokenBudgetCompactor.Compact as harness9 writes it: every head end from the longest down."""
+    from h9eval.compaction.repair import repair_tool_pairs
+
+    if not msgs or sum(m.nbytes for m in msgs) // 4 <= budget or msgs[0].role != "system" or len(msgs) - 1 <= k:
+        return list(msgs)
+    rest, tail = msgs[1:], msgs[len(msgs) - k :]
+    for head_end in range(len(rest) - k, 0, -1):
+        cand = [msgs[0], *rest[:head_end], *tail]
+        if sum(m.nbytes for m in cand) // 4 <= budget:
+            return repair_tool_pairs(cand)
+    return repair_tool_pairs([msgs[0], *tail])
+
+
+def test_budget_compact_by_bisection_equals_harness9s_loop() -> None:
+    from h9eval.compaction.budget import budget_compact
+    from h9eval.core.history import PrefixBytes
+
+    for seed in range(8):
+        rng = random.Random(seed)
+        full = _tool_history(rng, 30, "x")
+        sizes = PrefixBytes()
+        for c in range(1, len(full) + 1):
+            msgs = full[:c]
+            total = sum(m.nbytes for m in msgs) // 4
+            for budget in {1, max(1, total // 3), max(1, total - 5), total, total + 1}:
+                for k in (1, 3, 6):
+                    want = _budget_compact_harness9(msgs, budget, k)
+                    assert budget_compact(msgs, budget, k) == want
+                    assert budget_compact(msgs, budget, k, cum=sizes.update(msgs)) == want

@@ -10,6 +10,7 @@ Tier mapping (see :mod:`h9eval.compaction._peer`): ``WARN`` when something was c
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -17,10 +18,10 @@ from typing import ClassVar
 from h9eval.compaction._peer import call_positions, paired_calls, peer_record
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
+from h9eval.core.history import extends
 from h9eval.core.messages import Message
-from h9eval.core.tokens import estimate_tokens
 
-__all__ = ["ClearToolUses", "clear_tool_uses", "CLEAR_PLACEHOLDER", "CLEARED_INPUTS"]
+__all__ = ["ClearToolUses", "clear_tool_uses", "IncrementalClearing", "CLEAR_PLACEHOLDER", "CLEARED_INPUTS"]
 
 CLEAR_PLACEHOLDER = "[cleared to save context]"
 #: what a cleared call's arguments become with ``clear_tool_inputs`` (still valid JSON)
@@ -83,6 +84,107 @@ def clear_tool_uses(
                 cleared.update(first[i] + k for k, (a, b) in enumerate(zip(m.tool_calls, new_calls)) if a is not b)
                 out[i] = replace(m, tool_calls=new_calls)
     return out, len(cleared)
+
+
+class IncrementalClearing:
+    """:func:`clear_tool_uses` kept up to date between the calls of one run: the same list and
+    count, with Python work only for the messages added since the previous call (and the uses
+    that became old). Like :class:`h9eval.compaction.masking.IncrementalMasking`, a history
+    that extends the previous one (view mode) or the previous cleared list (write-back mode)
+    continues; anything else starts over. Clearing only ever grows with the history: a
+    result's pairing is fixed when it arrives and the old uses are a growing prefix."""
+
+    def __init__(
+        self,
+        *,
+        keep_tool_uses: int,
+        exclude_tools: tuple[str, ...] = (),
+        clear_tool_inputs: bool | tuple[str, ...] = False,
+        placeholder: str = CLEAR_PLACEHOLDER,
+    ) -> None:
+        self.keep = keep_tool_uses
+        self.excluded = frozenset(exclude_tools)
+        self.input_names: frozenset[str] | None = None if isinstance(clear_tool_inputs, bool) else frozenset(clear_tool_inputs)
+        self.clear_inputs = bool(clear_tool_inputs)
+        self.placeholder = placeholder
+        self._ph_bytes = _nbytes(placeholder)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._src: list[Message] = []  # the history the state describes
+        self._out: list[Message] = []  # its cleared list
+        self.src_bytes = self.out_bytes = 0
+        self._calls: list[tuple[int, int]] = []  # call_positions(self._src)
+        self._latest: dict[str, int] = {}  # call id -> position of its latest call
+        self._waiting: list[tuple[int, int]] = []  # heap of (call position, result index) not yet old
+        self._next_input = 0  # calls before this position had their inputs considered
+        self._changed: set[int] = set()  # call positions whose result or input differs from ``_src``
+
+    @property
+    def n_calls(self) -> int:
+        return len(self._calls)
+
+    def update(self, history: Sequence[Message]) -> tuple[list[Message], int]:
+        """The cleared list of ``history`` and the number of tool uses cleared in it (as
+        :func:`clear_tool_uses` returns them; the list is this object's, do not change it)."""
+        if extends(history, self._src):
+            start = len(self._src)
+        elif extends(history, self._out):
+            # the cleared list was written back: what it cleared is the history's own content now
+            start, self._src, self.src_bytes, self._changed = len(self._out), list(self._out), self.out_bytes, set()
+        else:
+            start = 0
+            self._reset()
+        for i in range(start, len(history)):
+            self._add(i, history[i])
+        self._advance()
+        return self._out, len(self._changed)
+
+    def _add(self, i: int, m: Message) -> None:
+        self._src.append(m)
+        self._out.append(m)
+        self.src_bytes += m.nbytes
+        self.out_bytes += m.nbytes
+        if m.tool_call_id:
+            j = self._latest.get(m.tool_call_id)
+            if j is not None:
+                heapq.heappush(self._waiting, (j, i))
+        if m.role == "assistant":
+            for k, tc in enumerate(m.tool_calls):
+                self._latest[tc.id] = len(self._calls)
+                self._calls.append((i, k))
+
+    def _name(self, j: int) -> str:
+        i, k = self._calls[j]
+        return self._src[i].tool_calls[k].name
+
+    def _set(self, i: int, m: Message) -> None:
+        self.out_bytes += m.nbytes - self._out[i].nbytes
+        self._out[i] = m
+
+    def _advance(self) -> None:
+        n_old = max(len(self._calls) - self.keep, 0)
+        while self._waiting and self._waiting[0][0] < n_old:
+            j, i = heapq.heappop(self._waiting)
+            m = self._out[i]
+            if self._name(j) not in self.excluded and m.content != self.placeholder and _nbytes(m.content) > self._ph_bytes:
+                self._set(i, m.with_content(self.placeholder))
+                self._changed.add(j)
+        if not self.clear_inputs:
+            self._next_input = n_old
+            return
+        for j in range(self._next_input, n_old):
+            name = self._name(j)
+            if name in self.excluded or (self.input_names is not None and name not in self.input_names):
+                continue
+            i, k = self._calls[j]
+            m = self._out[i]
+            tc = m.tool_calls[k]
+            if _nbytes(tc.arguments) > _nbytes(CLEARED_INPUTS):
+                calls = (*m.tool_calls[:k], replace(tc, arguments=CLEARED_INPUTS), *m.tool_calls[k + 1 :])
+                self._set(i, Message(m.role, m.content, calls, m.tool_call_id, m.is_error, m.meta))
+                self._changed.add(j)
+        self._next_input = max(self._next_input, n_old)
 
 
 @register
@@ -157,41 +259,45 @@ class ClearToolUses(Policy):
 
 
 class ClearToolUsesRun(PolicyRun):
-    """A stateless runner: every call clears from the history it is given."""
+    """Clears from the history it is given at every call (the API's semantics), keeping the
+    cleared list up to date between calls (:class:`IncrementalClearing`) so that a call's
+    Python work follows its new messages, not the whole history."""
 
     def __init__(self, policy: ClearToolUses, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
+        self._clearer = IncrementalClearing(
+            keep_tool_uses=policy.keep_tool_uses,
+            exclude_tools=policy.exclude_tools,
+            clear_tool_inputs=policy.clear_tool_inputs,
+            placeholder=policy.placeholder,
+        )
 
     def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
         p = self.policy
         start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
+        cand, n = self._clearer.update(history)
+        tb = tokens if tokens is not None else self._clearer.src_bytes // 4
         extra: dict[str, object] = {"cleared_tool_uses": 0, "cleared_input_tokens": 0}
-        out: list[Message] = list(history)
+        view: Sequence[Message] = history
+        ta = tb
         if p.trigger_tool_uses is not None:
-            n_uses = sum(len(m.tool_calls) for m in history if m.role == "assistant")
+            n_uses = self._clearer.n_calls
             triggered = n_uses > p.trigger_tool_uses
             extra["tool_uses"] = n_uses
         else:
             triggered = tb > p.trigger_tokens
         if force or triggered:
-            cand, n = clear_tool_uses(
-                history,
-                keep_tool_uses=p.keep_tool_uses,
-                exclude_tools=p.exclude_tools,
-                clear_tool_inputs=p.clear_tool_inputs,
-                placeholder=p.placeholder,
-            )
-            freed = estimate_tokens(history) - estimate_tokens(cand)
+            freed = self._clearer.src_bytes // 4 - self._clearer.out_bytes // 4
             if n and (force or freed >= p.clear_at_least_tokens):
-                out = cand
+                view, ta = cand, self._clearer.out_bytes // 4
                 extra.update(cleared_tool_uses=n, cleared_input_tokens=freed)
             elif n:
                 extra["skipped"] = f"clearing would free {freed} tokens < clear_at_least_tokens ({p.clear_at_least_tokens})"
-        tier = Tier.WARN if out != list(history) else Tier.NONE
-        rec = peer_record(self.env, history, out, tier, tokens_before=tb, start_ns=start_ns, extra=extra)
-        return Compaction(tuple(out), rec)
+        # a use counts only when a message changed, so the view differs exactly when one did
+        tier = Tier.WARN if view is cand else Tier.NONE
+        rec = peer_record(self.env, history, view, tier, tokens_before=tb, tokens_after=ta, start_ns=start_ns, extra=extra)
+        return Compaction(tuple(view), rec)
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
@@ -164,12 +164,12 @@ class HybridRun(PolicyRun):
         tb = tokens if tokens is not None else estimate_tokens(history)
         # continue from the last summary's view, then mask that working list
         base, carried = self.summary.cont.base(history)
-        masked, n, _ = self._masker.mask(base)  # kept up to date between calls: O(new messages)
+        masked, n, masked_bytes = self._masker.mask(base)  # kept up to date between calls: O(new messages)
         return self.summary.compact_base(
             history,
             list(masked),
             tokens_before=tb,
-            base_tokens=tb if not carried and not n else None,
+            base_tokens=masked_bytes // 4,
             carried=carried,
             force=force,
             start_ns=start_ns,
@@ -249,7 +249,7 @@ class JetBrainsHybridRun(PolicyRun):
             if over:
                 todo_n = len(unprocessed) - p.keep_last_turns
         extra: dict[str, object] = {}
-        fields: dict[str, object] = {}
+        fields: dict[str, Any] = {}
         error = ""
         summarized = False
         if todo_n:

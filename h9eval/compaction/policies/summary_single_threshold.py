@@ -187,7 +187,10 @@ class SummaryThresholdRun(PolicyRun):
             tier = done if done is not None else unchanged_tier
         else:
             view, tier = base, unchanged_tier
-        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tokens_before, start_ns=start_ns, error=error, extra=extra, **fields)
+        return self.cont.finish(
+            self.env, history, base, view, tier, carried,
+            tokens_before=tokens_before, tokens_after=bt if view is base else None, start_ns=start_ns, error=error, extra=extra, **fields,
+        )
 
     # -- internals -------------------------------------------------------------------------
     def _summarize_base(self, base: list[Message], extra: dict[str, Any]) -> tuple[list[Message], Tier | None, dict[str, Any], str]:

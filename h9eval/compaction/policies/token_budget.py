@@ -22,6 +22,7 @@ from h9eval.compaction.budget import (
     force_anchor_greedy_v3,
     force_legacy_last1,
 )
+from h9eval.core.history import PrefixBytes, as_list
 from h9eval.core.messages import Message
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
 
@@ -78,8 +79,8 @@ class TokenBudgetCompactor(Policy):
     def budget_tokens(self) -> int | None:
         return None
 
-    def compact_messages(self, msgs: Sequence[Message]) -> list[Message]:
-        return budget_compact(msgs, self.resolved_max_tokens, self.min_tail_messages)
+    def compact_messages(self, msgs: Sequence[Message], *, cum: Sequence[int] | None = None) -> list[Message]:
+        return budget_compact(msgs, self.resolved_max_tokens, self.min_tail_messages, cum=cum)
 
     def force_messages(self, msgs: Sequence[Message]) -> list[Message]:
         if self.forced_truncation == "legacy_last1":
@@ -94,9 +95,15 @@ class _TokenBudgetRun(PolicyRun):
     def __init__(self, policy: TokenBudgetCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
+        # byte totals kept between calls, so that a call costs Python work for its new
+        # messages and its (budget-bounded) view only, not for the whole history
+        self._bytes = PrefixBytes()
 
-    def _record(self, before: Sequence[Message], after: list[Message], tier: Tier, err: str = "") -> CompactionRecord:
-        tb, ta = estimate_tokens(before), estimate_tokens(after)
+    def _record(
+        self, before: Sequence[Message], after: list[Message], tier: Tier, err: str = "", *, tb: int | None = None, ta: int | None = None
+    ) -> CompactionRecord:
+        tb = tb if tb is not None else estimate_tokens(before)
+        ta = ta if ta is not None else estimate_tokens(after)
         return CompactionRecord(
             id=self.env.new_id(),
             session_id=self.env.session_id,
@@ -112,11 +119,14 @@ class _TokenBudgetRun(PolicyRun):
         )
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        out = self.policy.compact_messages(history)
+        cum = self._bytes.update(history)
+        out = self.policy.compact_messages(history, cum=cum)
         # harness9's TokenBudgetCompactor keeps no records; h9eval reports a dropped-messages
         # compaction as tier "soft"-equivalent so the replay can count it.
-        changed = len(out) != len(history) or out != list(history)
-        return Compaction(tuple(out), self._record(history, out, Tier.SOFT if changed else Tier.NONE))
+        changed = len(out) != len(history) or out != as_list(history)
+        tb = cum[len(history)] // 4
+        rec = self._record(history, out, Tier.SOFT if changed else Tier.NONE, tb=tb, ta=None if changed else tb)
+        return Compaction(tuple(out), rec)
 
     def _force(self, history: Sequence[Message]) -> Compaction:
         out = self.policy.force_messages(history)

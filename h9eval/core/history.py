@@ -1,0 +1,85 @@
+"""Recognising a history that grew since the previous call, at C speed.
+
+A replay hands a policy the same history again and again, each time with a few messages more
+(view mode), or with a compaction's view written back and then extended (write-back mode).
+A policy that keeps state between calls must tell the two apart from an unrelated history
+without a Python-level pass over every message: that pass is what makes a long run quadratic.
+Everything here compares lists with ``==``, which CPython does element by element in C with
+an identity shortcut (about 5 ns a message); ``Message`` equality ignores only ``meta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from h9eval.core.messages import Message
+
+__all__ = ["as_list", "extends", "common_prefix_len", "PrefixBytes"]
+
+# Below this many messages a Python loop is cheaper than another pair of slices.
+_LINEAR = 32
+
+
+def as_list(msgs: Sequence[Message]) -> list[Message]:
+    """``msgs`` itself when it is a list (no copy), else a list of it."""
+    return msgs if isinstance(msgs, list) else list(msgs)
+
+
+def extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
+    """Whether ``history`` starts with every message of the non-empty ``prefix``."""
+    n = len(prefix)
+    if n == 0 or len(history) < n or history[n - 1] is not prefix[n - 1]:
+        return False
+    # a rewritten history differs near its end (the compacted span): fail fast there
+    lo = max(n - _LINEAR, 0)
+    if as_list(history[lo:n]) != as_list(prefix[lo:n]):
+        return False
+    return as_list(history[:lo]) == as_list(prefix[:lo])
+
+
+
+def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages ``a`` and ``b`` share (the same or equal messages).
+
+    A write-back usually keeps all but the last few messages of the history, so the whole
+    common part is compared in one C-level ``==`` first, and only a mismatch is located by
+    halving (each probe compares slices in C, so the total stays linear at C speed)."""
+    n = min(len(a), len(b))
+    la, lb = as_list(a), as_list(b)
+    # the whole common part in one comparison, without copies when the lengths agree
+    if (la == lb) if len(la) == len(lb) else (la[:n] == lb[:n]):
+        return n
+    lo, hi = 0, n  # la[:lo] == lb[:lo], and the first mismatch is before hi
+    while hi - lo > _LINEAR:
+        mid = (lo + hi) // 2
+        if la[lo:mid] == lb[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and (la[lo] is lb[lo] or la[lo] == lb[lo]):
+        lo += 1
+    return lo
+
+
+class PrefixBytes:
+    """Cumulative harness9 byte counts of a history that grows between calls.
+
+    ``update(history)`` returns ``cum`` with ``cum[i]`` the bytes of ``history[:i]``; only the
+    messages after the part ``history`` shares with the previous call's (all of it in view
+    mode, the kept prefix after a write-back) are summed in Python."""
+
+    def __init__(self) -> None:
+        self._msgs: list[Message] = []
+        self._cum: list[int] = [0]
+
+    def update(self, history: Sequence[Message]) -> list[int]:
+        n = len(self._msgs)
+        if n and not extends(history, self._msgs):
+            n = common_prefix_len(history, self._msgs)
+            del self._msgs[n:], self._cum[n + 1 :]
+        cum, total = self._cum, self._cum[-1]
+        for m in history[n:]:
+            total += m.nbytes
+            cum.append(total)
+        self._msgs.extend(history[n:])
+        return cum
