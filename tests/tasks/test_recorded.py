@@ -7,6 +7,8 @@ generic OpenAI/Anthropic formats and mini-swe-agent's older text format.
 
 from __future__ import annotations
 
+import copy
+
 import json
 import shutil
 from pathlib import Path
@@ -354,6 +356,17 @@ MSA_TEXT = {
         {"role": "user", "content": "diff --git a/src/foo.py b/src/foo.py\n"},
     ],
 }
+
+
+def test_mini_swe_agent_text_format_survives_a_stray_tool_message(tmp_path: Path) -> None:
+    """One tool message inserted into a text-format file used to make it "tool calling", so the
+    synthesized calls were dropped and the file had 0 calls; now it is skipped and counted."""
+    obj = copy.deepcopy(MSA_TEXT)
+    obj["messages"].insert(4, {"role": "tool", "tool_call_id": "call_x", "content": "stray"})
+    t = load_task(_write(tmp_path / "x__y-1.traj.json", obj))
+    assert t.metadata["variant"] == "text" and t.metadata["synthesized_tool_calls"] == 3 and t.n_calls == 4
+    assert sum(len(m.tool_calls) for m in t.messages) == 3 and not any(m.content == "stray" for m in t.messages)
+    assert t.metadata["skipped_records"] == {"role:tool (text format)": 1}
 
 
 def test_mini_swe_agent_text_format(tmp_path: Path) -> None:

@@ -100,7 +100,9 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     expect(isinstance(obj, dict), f"expected a JSON object, got {type(obj).__name__}", cur)
     raw = obj.get("messages")
     expect(isinstance(raw, list), "field 'messages' must be a list", cur)
-    tool_calling = any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for m in raw)
+    # The variant is the assistant's: a stray tool message in a text-format file must not turn
+    # every synthesized call off (one would flip a whole trajectory to zero calls).
+    tool_calling = any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls") for m in raw)
     st = _State(cur, tool_calling, synthesize)
     for i, m in enumerate(raw):
         cur.where = f"messages[{i}]"
@@ -135,6 +137,10 @@ def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
 
 
 def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
+    if not st.tool_calling:  # no assistant message called a tool: nothing this could answer
+        st.pending_call = None
+        st.skipped["role:tool (text format)"] += 1
+        return
     tid = m.get("tool_call_id")
     expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", st.cur)
     st.tr.add(Message("tool", content, (), tid), returncode=_returncode(m, content))
