@@ -9,6 +9,7 @@ from typing import Any
 
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval.core.errors import ConfigError
+from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import run_task
 
 
@@ -64,6 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
     p.add_argument("--probe-every", type=int, default=None, help="probe every K-th call (and always the last): the same calls for every policy")
+    p.add_argument(
+        "--max-probes", type=int, default=DEFAULT_MAX_PROBES, metavar="N",
+        help=f"refuse a probe grid scoring more than N probes (probe x checkpoint) per task (default {DEFAULT_MAX_PROBES:,})",
+    )
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
     p.set_defaults(func=_run)
 
@@ -89,6 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         manual_compact_at=manual,
         probes=[s for s in args.probes.split(",") if s],
         probe_every_k=args.probe_every,
+        max_probes=args.max_probes,
         out_dir=args.out,
     )
     for r in results:

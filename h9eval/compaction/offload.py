@@ -40,6 +40,7 @@ __all__ = [
     "OFFLOAD_HOOK_THRESHOLD_BYTES",
     "OFFLOAD_COMPACTION_THRESHOLD_BYTES",
     "write_failures",
+    "write_failure_count",
     "reset_write_failures",
 ]
 
@@ -51,6 +52,11 @@ _WRITE_FAILURES: dict[str, list[str]] = {}
 def write_failures(root: str | os.PathLike[str]) -> list[str]:
     """The OS errors of offload writes under ``root`` since :func:`reset_write_failures`."""
     return list(_WRITE_FAILURES.get(os.fspath(root), ()))
+
+
+def write_failure_count(root: str | os.PathLike[str]) -> int:
+    """How many offload writes under ``root`` failed since :func:`reset_write_failures`."""
+    return len(_WRITE_FAILURES.get(os.fspath(root), ()))
 
 
 def reset_write_failures(root: str | os.PathLike[str]) -> None:

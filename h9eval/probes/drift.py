@@ -24,6 +24,7 @@ excluded rows out and counts both.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,9 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "Checkpoint",
     "checkpoint_grid",
+    "DEFAULT_MAX_PROBES",
+    "estimated_probes",
+    "check_probe_budget",
     "checkpoints",
     "probe_view",
     "probe_checkpoints",
@@ -157,6 +161,41 @@ def checkpoint_grid(n_calls: int, every_k: int | None) -> tuple[int, ...]:
     grid = set(range(every_k - 1, n_calls, every_k)) if every_k is not None else set()
     grid.add(n_calls - 1)
     return tuple(sorted(grid))
+
+
+DEFAULT_MAX_PROBES = 100_000
+"""The most probes (probe x checkpoint) one run scores unless ``max_probes`` raises it."""
+
+
+def estimated_probes(task: Task, grid: Sequence[int]) -> int:
+    """About how many probes scoring ``task`` at the calls ``grid`` means: at each checkpoint
+    the facts and anchor items established by then, the intent, the original key terms and
+    the next action (an upper bound of what :func:`probes_for` returns). With a fixed
+    ``every_k`` this grows with the square of the session's length."""
+    assistants = [i for i, m in enumerate(task.messages) if m.role == "assistant"]
+    born = sorted([f.message_index for f in task.facts] + [a.message_index for a in task.anchors])
+    return sum(3 + bisect_right(born, assistants[c] - 1) for c in grid if c < len(assistants))
+
+
+def check_probe_budget(task: Task, every_k: int | None, max_probes: int = DEFAULT_MAX_PROBES) -> None:
+    """Refuse, before any work, a probe grid that would score more than ``max_probes`` probes
+    (a 5,000-call task probed every 10 calls is about a million), naming a ``probe_every_k``
+    that fits."""
+    if isinstance(max_probes, bool) or not isinstance(max_probes, int) or max_probes < 1:
+        raise ConfigError(f"max_probes must be an integer >= 1, got {max_probes!r}")
+    n_calls = sum(1 for m in task.messages if m.role == "assistant")
+    grid = checkpoint_grid(n_calls, every_k)
+    n = estimated_probes(task, grid)
+    if n <= max_probes:
+        return
+    k = every_k or 1
+    while k < n_calls and estimated_probes(task, checkpoint_grid(n_calls, k)) > max_probes:
+        k *= 2
+    raise ConfigError(
+        f"probing task {task.task_id!r} ({n_calls:,} calls) at {len(grid):,} checkpoints scores about {n:,} probes, above "
+        f"max_probes={max_probes:,} (the count grows with the square of the session's length): probe every {k} calls "
+        "(probe_every_k, --probe-every) or raise the limit (max_probes, --max-probes)"
+    )
 
 
 def checkpoints(

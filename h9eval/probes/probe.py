@@ -34,13 +34,16 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
-from h9eval.tasks.text import TextIndex, normalize, normalize_messages
+from h9eval.tasks.text import TextIndex, TranscriptText, normalize, normalize_messages
 from h9eval.tasks.keyterms import extract_key_terms
 from h9eval.tasks.model import ANCHOR_KINDS, Fact, Task
 
@@ -140,8 +143,30 @@ re-extracting terms from it."""
 
 # -- the uncompacted history -------------------------------------------------------------------
 def history_index(task: Task, message_index: int, **kw: Any) -> TextIndex:
-    """A :class:`TextIndex` of the uncompacted ``task.messages[:message_index + 1]``."""
-    return TextIndex(normalize_messages(task.messages[: message_index + 1]), **kw)
+    """A :class:`TextIndex` of the uncompacted ``task.messages[:message_index + 1]`` (a prefix
+    of the task's :class:`TranscriptText`, so probing every checkpoint stays linear)."""
+    return transcript_text(task).prefix(message_index, **kw)
+
+
+# The last few tasks' transcript texts: a replay probes one task at many checkpoints.
+_TRANSCRIPTS: OrderedDict[int, tuple[weakref.ref[Task], TranscriptText]] = OrderedDict()
+_TRANSCRIPTS_KEPT = 4
+_TRANSCRIPTS_LOCK = threading.Lock()
+
+
+def transcript_text(task: Task) -> TranscriptText:
+    """The task's :class:`TranscriptText` (cached while the task is alive)."""
+    with _TRANSCRIPTS_LOCK:
+        hit = _TRANSCRIPTS.get(id(task))
+        if hit is not None and hit[0]() is task:
+            _TRANSCRIPTS.move_to_end(id(task))
+            return hit[1]
+    tt = TranscriptText(task.messages)
+    with _TRANSCRIPTS_LOCK:
+        _TRANSCRIPTS[id(task)] = (weakref.ref(task), tt)
+        while len(_TRANSCRIPTS) > _TRANSCRIPTS_KEPT:
+            _TRANSCRIPTS.popitem(last=False)
+    return tt
 
 
 def pinned_indexes(task: Task, **kw: Any) -> tuple[TextIndex, TextIndex]:

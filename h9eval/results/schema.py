@@ -11,7 +11,8 @@ CALLS_SCHEMA_VERSION = 1
 Columns are only ever appended at the end, without a bump: a column added later is absent
 from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
 as a value. Added since version 1 was first written: ``raw_tokens_sent``,
-``fallback_cause`` (why the summaries behind a fallback failed)."""
+``fallback_cause`` (why the summaries behind a fallback failed), ``offload_write_failures``
+(offload files the file system refused since the previous call)."""
 
 
 CALL_COLUMNS = (
@@ -58,6 +59,7 @@ CALL_COLUMNS = (
     "na_overwrites_prevented",
     "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
     "fallback_cause",
+    "offload_write_failures",
 )
 
 

@@ -43,7 +43,7 @@ from h9eval.compaction.base import (
     params_hash,
     policy_params,
 )
-from h9eval.compaction.offload import OffloadHook, ToolOutput, reset_write_failures, write_failures
+from h9eval.compaction.offload import OffloadHook, ToolOutput, reset_write_failures, write_failure_count, write_failures
 from h9eval.compaction.records import (
     EXTRA_MASKED,
     EXTRA_NA_OVERWRITES,
@@ -64,7 +64,7 @@ from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_
 from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
-from h9eval.probes.drift import checkpoint_grid
+from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget, checkpoint_grid
 from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
 from h9eval.results.schema import (
@@ -273,6 +273,9 @@ class CallStats:
     written_back: bool
     """Whether the history (and session store) was replaced at this call."""
     manual_compact: bool
+    offload_write_failures: int = 0
+    """Offload files the file system refused (a full disk) since the previous call: harness9
+    fails open and leaves the output in place, which changes what is sent."""
 
 
 def _summary_calls(rec: CompactionRecord) -> list[SummaryCall]:
@@ -345,6 +348,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
         "raw_tokens_sent": call.raw_tokens_sent,
         "fallback_cause": _fallback_cause(summ) if fallback_err else "",
+        "offload_write_failures": call.offload_write_failures,
     }
 
 
@@ -582,6 +586,7 @@ class _ReplayLoop:
         self.grid = frozenset(checkpoint_grid(self.n_calls, probe_every_k))
         self.call_index = -1
         self.n_compactions = 0
+        self._write_failures_seen = 0
         self._manual_at = set(cfg.manual_compact_at)
 
     def run(self) -> None:
@@ -678,6 +683,7 @@ class _ReplayLoop:
             offloads_tool_time_bytes=self.hook_bytes,
             written_back=written,
             manual_compact=manual,
+            offload_write_failures=self._new_write_failures(),
         )
         self.hook_count = self.hook_bytes = 0
         row = self._log(call, comp.view)
@@ -685,6 +691,11 @@ class _ReplayLoop:
         self._append(m)
         for tc in m.tool_calls:
             self.calls_by_id[tc.id] = tc
+
+    def _new_write_failures(self) -> int:
+        n = write_failure_count(self.outputs.offload_root)
+        new, self._write_failures_seen = n - self._write_failures_seen, n
+        return new
 
     def _log(self, call: CallStats, view: tuple[Message, ...]) -> dict[str, Any]:
         row = _row(self.run_facts, call)
@@ -722,6 +733,7 @@ def replay(
     offload_root: str | os.PathLike[str] | None = None,
     probe_fn: ProbeFn | None = None,
     probe_every_k: int | None = None,
+    max_probes: int = DEFAULT_MAX_PROBES,
     session_store: bool = True,
     session_id: str | None = None,
 ) -> ReplayResult:
@@ -735,13 +747,17 @@ def replay(
     ``manifest.json`` are written there. ``offload_root``: where offload files go (default
     ``<out_dir>/work``, or a fresh temporary folder). ``probe_fn`` is called on the task's
     checkpoint grid (:func:`~h9eval.probes.drift.checkpoint_grid`: every ``probe_every_k``-th
-    call and the last one, the same calls for every policy). ``session_id``: names
+    call and the last one, the same calls for every policy); a grid that would score more
+    than ``max_probes`` probes is refused before anything runs
+    (:func:`~h9eval.probes.drift.check_probe_budget`). ``session_id``: names
     offload folders and record files (default: derived from the run id); sweeps pass the task
     id so identical summary prompts hit the shared cache.
     """
     import pandas as pd
 
     cfg = config or ReplayConfig()
+    if probe_fn is not None:
+        check_probe_budget(task, probe_every_k, max_probes)
     params = policy_params(policy)
     phash = params_hash(policy.kind, params)
     run_id = run_id or f"{task.task_id}--{policy.kind}-{phash}-{cfg.history_mode}"

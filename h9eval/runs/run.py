@@ -16,6 +16,7 @@ from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
 from h9eval.core.paths import safe_name
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
+from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget
 from h9eval.probes.runner import make_probe_fn
 from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
@@ -91,6 +92,7 @@ def run_task(
     manual_compact_at: Sequence[int] = (),
     probes: Sequence[str] = (),
     probe_every_k: int | None = None,
+    max_probes: int = DEFAULT_MAX_PROBES,
     out_dir: str | os.PathLike[str] | None = None,
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
@@ -100,7 +102,8 @@ def run_task(
     ``context_window_tokens`` left at the default runs at it, one set to another value is a
     :class:`ConfigError` (see :func:`with_run_window`). ``window_peak_frac``: instead of
     ``window``, size each task's window to that fraction of its own uncompacted peak
-    (:func:`peak_frac_window`), so every task exercises the policy. With several tasks each
+    (:func:`peak_frac_window`), so every task exercises the policy. ``max_probes``: the most
+    probes one task's grid may score (checked for every task before any runs). With several tasks each
     gets ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
     ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
     """
@@ -130,6 +133,9 @@ def run_task(
         )
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
     probe_fn = make_probe_fn(probes, cache=summarizer_cache)
+    if probe_fn is not None:  # every task's grid before any task runs
+        for t in tasks:
+            check_probe_budget(t, probe_every_k, max_probes)
     results = []
     seen: dict[str, int] = {}
     for t in tasks:
@@ -149,5 +155,5 @@ def run_task(
         out = None
         if out_dir is not None:
             out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(key)
-        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k))
+        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes))
     return results

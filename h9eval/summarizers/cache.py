@@ -15,7 +15,8 @@ A hit returns the stored reply with ``cache_hit=True`` and the *original* tokens
 latency, so a rerun from cache reproduces the first run's results table; the lookup time is
 in ``extra["cache_lookup_s"]``. Filter on ``cache_hit`` to count money actually spent.
 
-Concurrency: WAL journal, a 30 s busy timeout, autocommit ``INSERT OR IGNORE`` (the first
+Concurrency: WAL journal, a 30 s busy timeout (5 s when opening: a cache another process
+keeps locked is a one-line error at start), autocommit ``INSERT OR IGNORE`` (the first
 writer of a key wins; replies for one key are interchangeable), one connection per process
 (re-opened after a fork). The database file is created with mode 0600; SQLite gives its
 ``-wal``/``-shm`` files the same mode.
@@ -94,9 +95,10 @@ def cache_key(summarizer: Summarizer, request: SummaryRequest) -> str:
 class ResponseCache:
     """The SQLite reply store at ``path`` (created with its parent directories, mode 0600)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0, start_timeout_s: float = 5.0) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
+        self.start_timeout_s = start_timeout_s
         if self.path.exists() and self.path.is_dir():
             raise ConfigError(f"cache path {str(self.path)!r} is a directory; expected a database file")
         check_db_file(self.path, what="summary cache")
@@ -138,17 +140,26 @@ class ResponseCache:
             str(self.path), timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            # Set-up waits at most start_timeout_s: a cache another process keeps locked is
+            # one clear error at once, not a 30 s stall and a traceback.
+            conn.execute(f"PRAGMA busy_timeout = {int(min(self.start_timeout_s, self.busy_timeout_s) * 1000)}")
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
             except sqlite3.OperationalError:
                 pass  # another process holds the switch; it makes the file WAL for everyone
-            conn.executescript(_SCHEMA)
+            conn.execute("BEGIN IMMEDIATE")  # the write lock every later store needs
+            conn.executescript(_SCHEMA)  # commits the transaction above
             conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('schema_version', ?)", (str(CACHE_SCHEMA_VERSION),))
             row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
-        except sqlite3.OperationalError:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        except sqlite3.OperationalError as e:
             conn.close()
-            raise  # locked past the busy timeout, disk full...: not the file's fault
+            if "locked" in str(e) or "busy" in str(e):
+                raise ConfigError(
+                    f"summary cache {str(self.path)!r} is locked by another process (still after {self.start_timeout_s:g} s); "
+                    "wait for it to finish or give another cache file"
+                ) from None
+            raise  # disk full...: not the file's fault
         except sqlite3.DatabaseError as e:
             # Some other file given as the cache (a typo'd path, a corrupt copy): one clear
             # error, and the file is left as it is.
@@ -241,11 +252,12 @@ class ResponseCache:
 
     def __getstate__(self) -> dict[str, Any]:
         # Picklable for worker processes: each process opens its own connection.
-        return {"path": self.path, "busy_timeout_s": self.busy_timeout_s}
+        return {"path": self.path, "busy_timeout_s": self.busy_timeout_s, "start_timeout_s": self.start_timeout_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self.busy_timeout_s = state["busy_timeout_s"]
+        self.start_timeout_s = state.get("start_timeout_s", 5.0)
         self._lock = threading.Lock()
         self._conn = None
         self._pid = -1

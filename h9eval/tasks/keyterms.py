@@ -182,7 +182,12 @@ def extract_key_terms(text: str, *, max_terms: int = DEFAULT_MAX_TERMS) -> tuple
     counts: dict[str, int] = {}  # text.count once per distinct term, not per match
     for m in _HYPHENATED.finditer(text):
         term = m.group(0)
-        if term not in found and len(term) >= 5 and counts.setdefault(term, text.count(term)) >= 2:
+        if term in found or len(term) < 5:
+            continue
+        n = counts.get(term)
+        if n is None:  # setdefault would evaluate text.count at every match
+            n = counts[term] = text.count(term)
+        if n >= 2:
             if not _in_spans(m.start(), path_spans):
                 found[term] = (4, m.start())
     ordered = sorted(found.items(), key=lambda kv: (kv[1][0], kv[1][1], kv[0]))

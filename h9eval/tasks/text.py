@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ __all__ = [
     "normalize_messages",
     "latest_compaction_text",
     "TextIndex",
+    "TranscriptText",
+    "PrefixTextIndex",
 ]
 
 ALL_ANCHOR_TYPES: tuple[str, ...] = ANCHOR_TYPES + EXTRA_ANCHOR_TYPES
@@ -206,6 +209,13 @@ class TextIndex:
         t = normalize(term)
         if not t or not self.present(t):
             return None
+        found = self._exact_position(t, last=last)
+        if found is not None:
+            return found
+        al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
+        return None if al is None else al.dest_start
+
+    def _exact_position(self, t: str, *, last: bool) -> int | None:
         text = self.text
         guard_l, guard_r = _is_word(t[0]), _is_word(t[-1])
         found: int | None = None
@@ -217,10 +227,10 @@ class TextIndex:
                 if not last:
                     return i
             i = text.find(t, i + 1)
-        if found is not None:
-            return found
-        al = fuzz.partial_ratio_alignment(t, text, score_cutoff=self.fuzzy_threshold)
-        return None if al is None else al.dest_start
+        return found
+
+    def _any_gram(self, grams: list[str]) -> bool:
+        return any(g in self.text for g in grams)
 
     def fuzzy_present(self, t: str) -> bool:
         """A ``partial_ratio`` alignment >= threshold with the same digit runs as ``t``.
@@ -233,7 +243,7 @@ class TextIndex:
         """
         if not self.fuzzy or len(t) < self.fuzzy_min_chars or len(self.text) < len(t):
             return False
-        if self.fuzzy_threshold >= 90 and not any(g in self.text for g in _grams(t)):
+        if self.fuzzy_threshold >= 90 and not self._any_gram(_grams(t)):
             return False
         al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
         if al is None:
@@ -246,3 +256,81 @@ class TextIndex:
         while e < len(self.text) and self.text[e].isalnum():
             e += 1
         return _DIGITS.findall(t) == _DIGITS.findall(self.text[s:e])
+
+
+class TranscriptText:
+    """The normalised text of a whole transcript and where each message ends in it.
+
+    The uncompacted history at a checkpoint is a prefix of the transcript, and probing checks
+    every probe against it at every checkpoint. Searching each prefix again made probe
+    marking quadratic in the session's length (a 5,000-call task did not finish in 15
+    minutes); here each term's exact occurrences are found once, in the whole text, and a
+    prefix keeps those that end inside it. Messages are joined by a newline, so a term never
+    spans two messages and a prefix ends where the whole text has a non-word character.
+    """
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        parts = [normalized_message(m) for m in messages]
+        self.text = "\n".join(parts)
+        self.ends: list[int] = []  # ends[i]: length of the text of messages[: i + 1]
+        pos = -1
+        for part in parts:
+            pos += len(part) + 1
+            self.ends.append(pos)
+        self._occ: dict[str, list[int]] = {}
+        self._gram_end: dict[str, float] = {}
+
+    def occurrences(self, t: str) -> list[int]:
+        """Starts of the word-bounded exact occurrences of normalised ``t`` (cached)."""
+        hit = self._occ.get(t)
+        if hit is None:
+            text, out = self.text, []
+            guard_l, guard_r = _is_word(t[0]), _is_word(t[-1])
+            i = text.find(t)
+            while i >= 0:
+                j = i + len(t)
+                if not (guard_l and i > 0 and _is_word(text[i - 1])) and not (guard_r and j < len(text) and _is_word(text[j])):
+                    out.append(i)
+                i = text.find(t, i + 1)
+            hit = self._occ[t] = out
+        return hit
+
+    def gram_end(self, g: str) -> float:
+        """End of the first occurrence of ``g`` (infinity when there is none; cached)."""
+        hit = self._gram_end.get(g)
+        if hit is None:
+            i = self.text.find(g)
+            hit = self._gram_end[g] = float("inf") if i < 0 else i + len(g)
+        return hit
+
+    def prefix(self, message_index: int, **kw: object) -> PrefixTextIndex:
+        """The index of ``messages[: message_index + 1]``'s text (``TextIndex`` options in ``kw``)."""
+        end = self.ends[message_index] if message_index >= 0 else 0
+        return PrefixTextIndex(self.text[:end], whole=self, end=end, **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class PrefixTextIndex(TextIndex):
+    """A :class:`TextIndex` of a prefix of a :class:`TranscriptText`, with the same answers:
+    exact matches come from the whole text's occurrences, the fuzzy prefilter from its first
+    3-gram occurrences; only a fuzzy alignment still reads the prefix."""
+
+    whole: TranscriptText | None = None
+    end: int = 0
+
+    def exact_present(self, t: str) -> bool:
+        assert self.whole is not None
+        occ = self.whole.occurrences(t)
+        return bool(occ) and occ[0] + len(t) <= self.end
+
+    def _exact_position(self, t: str, *, last: bool) -> int | None:
+        assert self.whole is not None
+        occ = self.whole.occurrences(t)
+        k = bisect_right(occ, self.end - len(t))  # occurrences ending inside the prefix
+        if k == 0:
+            return None
+        return occ[k - 1] if last else occ[0]
+
+    def _any_gram(self, grams: list[str]) -> bool:
+        assert self.whole is not None
+        return any(self.whole.gram_end(g) <= self.end for g in grams)

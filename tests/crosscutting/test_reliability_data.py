@@ -298,9 +298,13 @@ def test_a_full_offload_folder_is_recorded_and_the_cell_flagged(tmp_path: Path, 
     full = replay(task, pol)
     assert full.offload_write_failures and set(full.offload_write_failures) == {"No space left on device"}
     assert full.summary()["offload_write_failures"] == len(full.offload_write_failures)
+    # each call says how many of its offloads failed, and the calls table keeps it
+    assert int(full.calls["offload_write_failures"].sum()) == len(full.offload_write_failures)
+    assert int(ok.calls["offload_write_failures"].sum()) == 0
     r = sweep(TWO_CELLS, out_dir=tmp_path / "two", workers=0, progress=False)
     res = load_results(tmp_path / "two")
     assert r.ok == 2 and all(e.startswith("offload writes failed: ") and "No space left" in e for e in res.runs["error"])
+    assert (res.calls.groupby("run_id")["offload_write_failures"].sum() > 0).all()
     assert not list((tmp_path / "two").rglob("*.txt"))  # no half-written offload file left behind
 
 
@@ -326,6 +330,28 @@ def test_a_cache_write_failure_never_changes_the_result(tmp_path: Path, monkeypa
     assert int(cached.calls["fallback"].sum()) == 0
     cols = [c for c in plain.calls.columns if c not in ("summarizer_latency_s", "summarizer_cache_hits")]
     assert plain.calls[cols].equals(cached.calls[cols])  # same replies, same run
+
+
+def test_a_cache_locked_at_start_is_one_line_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache another process keeps locked stalled the run for the 30 s busy timeout and then
+    failed with a traceback; opening now waits a few seconds at most and says what is wrong."""
+    from h9eval.core.errors import ConfigError
+    from h9eval.summarizers.cache import ResponseCache
+
+    p = tmp_path / "c.sqlite"
+    ResponseCache(p).close()
+    holder = sqlite3.connect(p, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(ConfigError, match="is locked by another process"):
+            ResponseCache(p, start_timeout_s=0.2)
+        assert main(["run", "--task", "synthetic:small:0", "--summarizer-cache", str(p), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is locked by another process (still after 5 s)" in err and "Traceback" not in err
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(ResponseCache(p)) == 0  # usable again once released
 
 
 def test_a_read_only_cache_serves_its_hits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,3 +175,78 @@ def test_a_harness9_database_with_deeply_nested_tool_calls_is_one_line(tmp_path:
     con.commit()
     con.close()
     _one_line(capsys, ["run", "--task", f"{db}#s1", "--out", str(tmp_path / "o")], match="JSON nested too deeply")
+
+
+def test_a_quadratic_probe_grid_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Probe rows grow with checkpoints x live probes: a long task probed every few calls used to
+    run for hours. The grid is counted first, refused in one line naming a probe_every_k that
+    fits, and the limit can be raised."""
+    out = tmp_path / "o"
+    err = _one_line(capsys, ["run", "--task", "synthetic:long:0", "--probes", "recall", "--probe-every", "1", "--max-probes", "500", "--out", str(out)],
+                    match="above max_probes=500")
+    assert "probe every" in err and not out.exists()
+    assert main(["run", "--task", "synthetic:small:0", "--probes", "recall", "--probe-every", "1", "--max-probes", "100000", "--out", str(out)]) == 0
+
+
+def test_the_uncompacted_history_is_searched_once_per_term() -> None:
+    """Marking probes answerable searched the whole history prefix again at every checkpoint
+    (quadratic in the session); the prefixes now share one text and each term's occurrences."""
+    from h9eval.probes.probe import history_index, probes_for
+    from h9eval.tasks.synthetic import generate
+
+    task = generate("long", seed=0)
+    a, b = history_index(task, 40), history_index(task, len(task.messages) - 1)
+    assert a.whole is b.whole and a.text == b.text[: len(a.text)]  # type: ignore[attr-defined]
+    probes_for(task, 40)
+    searched = dict(a.whole._occ)  # type: ignore[attr-defined]
+    probes_for(task, 41)
+    assert searched and all(a.whole._occ[t] is occ for t, occ in searched.items())  # type: ignore[attr-defined]
+
+
+class _CountingStr(str):
+    counts = 0
+
+    def count(self, *a: object) -> int:  # type: ignore[override]
+        _CountingStr.counts += 1
+        return super().count(*a)  # type: ignore[arg-type]
+
+
+def _line_events(fn: object, *args: object) -> int:
+    n = 0
+
+    def tracer(frame: object, event: str, arg: object) -> object:
+        nonlocal n
+        if event == "line":
+            n += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn(*args)  # type: ignore[operator]
+    finally:
+        sys.settrace(None)
+    return n
+
+
+def test_key_term_extraction_is_linear_in_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4 MB prompt took 118 s: every match was checked against every earlier path span, and
+    each hyphenated match counted its term in the whole text again. The work (Python lines
+    run, and whole-text counts) now grows with the text, not with its square."""
+    from h9eval.tasks import keyterms
+    from h9eval.tasks.keyterms import extract_key_terms
+
+    def prompt(n: int) -> str:
+        return " ".join(f"see src/pkg{i}/mod_{i}.py in lib/make-target-{i % 50}/x.py and ValueError{i}" for i in range(n))
+
+    small, large = _line_events(extract_key_terms, prompt(200)), _line_events(extract_key_terms, prompt(800))
+    assert large < 6 * small, (small, large)  # 4x the text: ~4x the lines when linear, ~16x when quadratic
+    url = keyterms._URL
+
+    class CountingURL:  # the text the extractor searches, once its URLs are blanked
+        def sub(self, repl: object, text: str) -> str:
+            return _CountingStr(url.sub(repl, text))  # type: ignore[call-overload]
+
+    monkeypatch.setattr(keyterms, "_URL", CountingURL())
+    _CountingStr.counts = 0
+    extract_key_terms(prompt(800))
+    assert 0 < _CountingStr.counts <= 50  # once per distinct hyphenated term (800 matches of 50 terms)

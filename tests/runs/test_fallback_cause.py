@@ -88,8 +88,9 @@ def test_no_fallback_no_cause() -> None:
 
 
 def test_the_column_is_appended_and_version_1_tables_still_read() -> None:
-    assert CALL_COLUMNS[-1] == "fallback_cause"
+    assert CALL_COLUMNS[-2:] == ("fallback_cause", "offload_write_failures")
     # appended without a bump (the calls table's rule): older files lack it and still load
     assert CALLS_SCHEMA_VERSION in READABLE_VERSIONS["calls"]
     r = load_results(Path(__file__).resolve().parents[1] / "data" / "results-v1")
     assert len(r.calls) == 80 and ("fallback_cause" not in r.calls.columns or r.calls["fallback_cause"].isna().all())
+    assert "offload_write_failures" not in r.calls.columns or r.calls["offload_write_failures"].isna().all()

@@ -137,12 +137,12 @@ def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
 
 
 def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
+    tid = m.get("tool_call_id")
+    expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", st.cur)
     if not st.tool_calling:  # no assistant message called a tool: nothing this could answer
         st.pending_call = None
         st.skipped["role:tool (text format)"] += 1
         return
-    tid = m.get("tool_call_id")
-    expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", st.cur)
     st.tr.add(Message("tool", content, (), tid), returncode=_returncode(m, content))
 
 
