@@ -3,11 +3,13 @@ token-budget policy, the progressive fallback and emergency tier, and the contro
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import heapq
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 
 from h9eval.compaction.repair import repair_tool_pairs
+from h9eval.core.history import common_prefix_len, extends
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
 
@@ -17,6 +19,7 @@ __all__ = [
     "budget_compact",
     "budget_for_window",
     "force_anchor_greedy_v3",
+    "GreedyIndex",
     "force_legacy_last1",
 ]
 
@@ -82,10 +85,14 @@ def force_legacy_last1(msgs: Sequence[Message]) -> list[Message]:
     return repair_tool_pairs([msgs[0], rest[-1]])
 
 
-def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int) -> list[Message]:
+def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int, *, index: GreedyIndex | None = None) -> list[Message]:
     """V3 ``CompactForce`` as reconstructed in spec §5.4 (unverified; marked in results):
     keep the system message and the first non-system message (the task anchor), then the
-    newest messages that still fit in the budget, skipping any that do not; then repair."""
+    newest messages that still fit in the budget, skipping any that do not; then repair.
+
+    ``index``: a :class:`GreedyIndex` kept between the calls of one run, so that the walk skips
+    whole blocks of messages too large for what is left of the budget instead of visiting every
+    message of the history (the same messages are kept)."""
     if not msgs or msgs[0].role != "system":
         return list(msgs)
     rest = msgs[1:]
@@ -93,6 +100,8 @@ def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int) -> list[Mes
         return list(msgs)
     anchor = rest[0]
     budget = _eff_max(max_tokens) - estimate_tokens([msgs[0], anchor])
+    if index is not None:
+        return repair_tool_pairs([msgs[0], anchor, *(msgs[j] for j in index.kept(msgs, budget))])
     kept: list[Message] = []
     for m in reversed(rest[1:]):
         c = m.nbytes // 4
@@ -101,3 +110,68 @@ def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int) -> list[Mes
             budget -= c
     kept.reverse()
     return repair_tool_pairs([msgs[0], anchor, *kept])
+
+
+_BLOCK = 64
+_NEVER = float("inf")
+
+
+class GreedyIndex:
+    """Each message's harness9 cost (``nbytes // 4``) for a history that grows between calls,
+    with the smallest non-zero cost of every block of 64 messages.
+
+    The V3 greedy walks from the newest message down and keeps whatever still fits; once the
+    budget left is below a block's smallest cost, nothing in that block can be kept, so the walk
+    jumps over it. Free messages (cost 0) always fit and change nothing, so they are kept from
+    a list of their own. Only messages added since the previous call (or after the prefix a
+    write-back kept) are costed in Python."""
+
+    def __init__(self) -> None:
+        self._msgs: list[Message] = []
+        self._cost: list[int] = []
+        self._block_min: list[float] = []
+        self._free: list[int] = []  # positions of cost-0 messages, ascending
+
+    def _update(self, msgs: Sequence[Message]) -> None:
+        n = len(self._msgs)
+        if n and not extends(msgs, self._msgs):
+            n = common_prefix_len(msgs, self._msgs)
+            del self._msgs[n:], self._cost[n:], self._block_min[(n + _BLOCK - 1) // _BLOCK :]
+            del self._free[bisect_left(self._free, n) :]
+            if n % _BLOCK:  # the kept part of the last block
+                self._block_min[-1] = min((c for c in self._cost[n - n % _BLOCK :] if c), default=_NEVER)
+        for j in range(n, len(msgs)):
+            m = msgs[j]
+            c = m.nbytes // 4
+            self._msgs.append(m)
+            self._cost.append(c)
+            if j % _BLOCK == 0:
+                self._block_min.append(_NEVER)
+            if c:
+                if c < self._block_min[-1]:
+                    self._block_min[-1] = c
+            else:
+                self._free.append(j)
+
+    def kept(self, msgs: Sequence[Message], budget: int) -> list[int]:
+        """Positions (ascending) of the messages after the anchor (``msgs[2:]``) that the V3
+        greedy keeps with ``budget`` tokens."""
+        self._update(msgs)
+        if budget < 0:
+            return []
+        cost, block_min = self._cost, self._block_min
+        kept: list[int] = []
+        j = len(msgs) - 1
+        while j >= 2:
+            b = j // _BLOCK
+            if block_min[b] > budget:
+                j = b * _BLOCK - 1  # nothing left in this block fits
+                continue
+            c = cost[j]
+            if 0 < c <= budget:
+                kept.append(j)
+                budget -= c
+            j -= 1
+        kept.reverse()
+        free = self._free[bisect_left(self._free, 2) :]
+        return list(heapq.merge(kept, free)) if free else kept

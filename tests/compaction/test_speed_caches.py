@@ -196,3 +196,32 @@ def test_budget_compact_by_bisection_equals_harness9s_loop() -> None:
                     want = _budget_compact_harness9(msgs, budget, k)
                     assert budget_compact(msgs, budget, k) == want
                     assert budget_compact(msgs, budget, k, cum=sizes.update(msgs)) == want
+
+
+def test_greedy_index_keeps_what_the_v3_walk_keeps() -> None:
+    """The block-skipping emergency walk keeps the same messages as visiting every message, as
+    the history grows, is rewritten (write-back) or replaced, with free (cost-0) messages,
+    budgets below the anchor and histories of many blocks."""
+    from h9eval.compaction.budget import GreedyIndex, force_anchor_greedy_v3
+
+    for seed in range(6):
+        rng = random.Random(seed)
+        msgs = [Message("system", "s" * rng.randint(0, 40)), Message("user", "task " * rng.randint(0, 30))]
+        for t in range(400):
+            r = rng.random()
+            if r < 0.2:
+                msgs.append(Message("user", "ok"[: rng.randint(0, 2)]))  # free: fewer than 4 bytes
+            elif r < 0.5:
+                msgs.append(Message("assistant", "", (ToolCall(f"c{t}", "run", "{}"),)))
+                msgs.append(Message("tool", "x" * rng.choice([1, 10, 200, 5_000, 40_000]), (), f"c{t}"))
+            else:
+                msgs.append(Message("assistant", "y" * rng.randint(0, 300)))
+        index = GreedyIndex()
+        hist: list[Message] = []
+        for c in range(3, len(msgs), 7):
+            hist = hist + msgs[len(hist) : c] if rng.random() < 0.8 else msgs[:c]
+            for budget in (0, 1, 50, 2_000, 20_000, 10**9):
+                assert force_anchor_greedy_v3(hist, budget, index=index) == force_anchor_greedy_v3(hist, budget), (seed, c, budget)
+            if rng.random() < 0.2:  # a write-back: the emergency view becomes the history
+                hist = force_anchor_greedy_v3(hist, 2_000)
+                msgs = [*hist, *msgs[c:]]

@@ -30,7 +30,7 @@ from h9eval.compaction.anchors import (
     parse_anchors_and_summary,
 )
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
-from h9eval.compaction.masking import MASK_PLACEHOLDER, mask_observations
+from h9eval.compaction.masking import MASK_PLACEHOLDER, IncrementalMasking
 from h9eval.compaction.offload import (
     OFFLOAD_COMPACTION_THRESHOLD_BYTES,
     OFFLOAD_HOOK_THRESHOLD_BYTES,
@@ -50,6 +50,7 @@ from h9eval.compaction.records import (
 )
 from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.compaction.budget import (
+    GreedyIndex,
     FORCED_TRUNCATION_RULES,
     budget_compact,
     budget_for_window,
@@ -269,6 +270,11 @@ class ProgressiveRun(PolicyRun):
         self.thrash_avoided = 0
         self._placeholders: dict[str, str] = {}
         self._placeholder_msgs: dict[tuple[Any, ...], Message] = {}
+        # kept between calls so that a call's Python work follows the messages it added: the
+        # emergency walk skips blocks that cannot fit, the mask-first view masks only new results
+        self._greedy = GreedyIndex()
+        keep = policy.mask_observations_keep_turns
+        self._masker = IncrementalMasking(keep, MASK_PLACEHOLDER) if keep is not None else None
 
     # -- harness9 API ----------------------------------------------------------------------
     def set_last_summary(self, s: str) -> None:
@@ -290,11 +296,12 @@ class ProgressiveRun(PolicyRun):
         else:
             tier = self._tier(msgs, tokens_before)
             work = msgs
-            if tier != Tier.NONE and self.policy.mask_observations_keep_turns is not None:
-                work, n = mask_observations(msgs, self.policy.mask_observations_keep_turns, MASK_PLACEHOLDER)
+            if tier != Tier.NONE and self._masker is not None:
+                masked, n, masked_bytes = self._masker.mask(msgs)
+                work = list(masked)
                 extra[EXTRA_MASKED] = n
                 if n:
-                    tier = self._tier(work, estimate_tokens(work))
+                    tier = self._tier(work, masked_bytes // 4)
             if tier == Tier.NONE:
                 part = _Partial(work)
                 if work is not msgs and extra.get(EXTRA_MASKED):
@@ -486,5 +493,5 @@ class ProgressiveRun(PolicyRun):
         if p.forced_truncation == "legacy_last1":
             result = force_legacy_last1(msgs)
         else:
-            result = force_anchor_greedy_v3(msgs, p.resolved_fallback_max_tokens)
+            result = force_anchor_greedy_v3(msgs, p.resolved_fallback_max_tokens, index=self._greedy)
         return _Partial(result, preserved_tail=len(result) - 1, error="emergency fallback: forced truncation")

@@ -15,6 +15,7 @@ from typing import ClassVar
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.compaction.budget import (
+    GreedyIndex,
     FORCED_TRUNCATION_RULES,
     _eff_max,
     budget_compact,
@@ -82,10 +83,10 @@ class TokenBudgetCompactor(Policy):
     def compact_messages(self, msgs: Sequence[Message], *, cum: Sequence[int] | None = None) -> list[Message]:
         return budget_compact(msgs, self.resolved_max_tokens, self.min_tail_messages, cum=cum)
 
-    def force_messages(self, msgs: Sequence[Message]) -> list[Message]:
+    def force_messages(self, msgs: Sequence[Message], *, index: GreedyIndex | None = None) -> list[Message]:
         if self.forced_truncation == "legacy_last1":
             return force_legacy_last1(msgs)
-        return force_anchor_greedy_v3(msgs, self.resolved_max_tokens)
+        return force_anchor_greedy_v3(msgs, self.resolved_max_tokens, index=index)
 
     def start(self, env: CompactionEnv | None = None) -> _TokenBudgetRun:
         return _TokenBudgetRun(self, env or CompactionEnv())
@@ -98,6 +99,7 @@ class _TokenBudgetRun(PolicyRun):
         # byte totals kept between calls, so that a call costs Python work for its new
         # messages and its (budget-bounded) view only, not for the whole history
         self._bytes = PrefixBytes()
+        self._greedy = GreedyIndex()
 
     def _record(
         self, before: Sequence[Message], after: list[Message], tier: Tier, err: str = "", *, tb: int | None = None, ta: int | None = None
@@ -129,7 +131,7 @@ class _TokenBudgetRun(PolicyRun):
         return Compaction(tuple(out), rec)
 
     def _force(self, history: Sequence[Message]) -> Compaction:
-        out = self.policy.force_messages(history)
+        out = self.policy.force_messages(history, index=self._greedy)
         return Compaction(tuple(out), self._record(history, out, Tier.EMERGENCY, "forced truncation"))
 
     # _manual stays PolicyRun's: harness9's /compact prefers CompactWithRecord, which
