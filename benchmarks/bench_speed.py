@@ -268,6 +268,7 @@ def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
     """Load over JSON parse, and a compacting replay over load, for one recorded session file."""
     from h9eval.compaction.policies import make_policy
     from h9eval.runs.replay import replay
+    from h9eval.summarizers.offline import clear_caches
     from h9eval.tasks import load_tasks_from_spec
 
     t_parse = _best(lambda: _parse_json_file(path), repeat)
@@ -277,7 +278,8 @@ def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
     tokens = sum(m.nbytes for m in task.messages) // 4
     window = max(1_000, tokens // 2)
     pol = make_policy("progressive", context_window_tokens=window)
-    t_replay = _best(lambda: replay(task, pol), repeat)
+    # from cold each time: what one run's summaries share, not what earlier runs analysed
+    t_replay = _best(lambda: (clear_caches(), replay(task, pol)), repeat)
     size = f"{path.name} ({path.stat().st_size / 1e6:.1f} MB, {task.n_calls} calls)"
     return [
         Target("largest recorded session: load / JSON parse", t_load / t_parse, 3.0, "x",

@@ -99,6 +99,7 @@ text is cut at the byte budget. Every step is deterministic.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -126,6 +127,7 @@ __all__ = [
     "ParsedHead",
     "ToolStep",
     "parse_head",
+    "clear_caches",
     "HEURISTICS_VERSION",
 ]
 
@@ -157,7 +159,24 @@ _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])|\n+")
 
 
 def _sentences(text: str) -> list[str]:
-    return [t for t in (go_trim(p) for p in _SENT_SPLIT.split(text)) if t]
+    return list(_sentences_of(text))
+
+
+# Every summary of a run re-reads the head, which mostly holds what the previous summary read:
+# each text, call and result is analysed once per process (pure functions of frozen values;
+# bounded, since the keys keep their texts alive).
+_SEEN = 8192
+
+
+def clear_caches() -> None:
+    """Forget what earlier summaries analysed (a benchmark timing one run from cold)."""
+    for f in (_sentences_of, _first_sentence, _written_paths_of, _step, _reasoning_of, _modal_of):
+        f.cache_clear()
+
+
+@functools.lru_cache(maxsize=_SEEN)
+def _sentences_of(text: str) -> tuple[str, ...]:
+    return tuple(t for t in (go_trim(p) for p in _SENT_SPLIT.split(text)) if t)
 
 
 def _utf8_len(s: str) -> int:
@@ -204,6 +223,7 @@ def _task_body(content: str) -> str:
     return "\n".join(lines) or body
 
 
+@functools.lru_cache(maxsize=_SEEN)
 def _first_sentence(text: str, max_chars: int, min_chars: int = 30) -> str:
     """The first sentence of ``text`` (followed by the next ones while shorter than
     ``min_chars``, so a one-word opener is not all that is kept), clipped to ``max_chars``."""
@@ -316,6 +336,16 @@ _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]
 
 def _written_paths(tc: ToolCall) -> list[tuple[str, str]]:
     """``(path, how)`` pairs a call writes; ``how`` is ``created`` or ``modified``."""
+    return list(_written_paths_of(tc))
+
+
+
+@functools.lru_cache(maxsize=_SEEN)
+def _written_paths_of(tc: ToolCall) -> tuple[tuple[str, str], ...]:
+    return tuple(_find_written_paths(tc))
+
+
+def _find_written_paths(tc: ToolCall) -> list[tuple[str, str]]:
     args = _parse_args(tc)
     out: list[tuple[str, str]] = []
     name = tc.name.lower()
@@ -511,6 +541,7 @@ def parse_head(
     return p
 
 
+@functools.lru_cache(maxsize=_SEEN)
 def _step(tc: ToolCall, res: Message | None, n: int) -> ToolStep:
     label = f"{tc.name}: {_short_arg(tc)}".rstrip(": ")
     # Only the first line of a command: heredoc bodies mention paths they never touch.
@@ -561,7 +592,12 @@ _MODAL_CUE = re.compile(r"\b(must|never|don't|do not|always|only|should not|shou
 
 def reasoning_sentences(texts: Iterable[str], n: int) -> list[str]:
     """Sentences of ``texts`` with a reasoning or choice cue, deduplicated, oldest first."""
-    return _dedupe(_clip(_LIST_MARK.sub("", s), n) for t in texts for s in _sentences(t) if _REASONING_CUE.search(s))
+    return _dedupe(s for t in texts for s in _reasoning_of(t, n))
+
+
+@functools.lru_cache(maxsize=_SEEN)
+def _reasoning_of(t: str, n: int) -> tuple[str, ...]:
+    return tuple(_clip(_LIST_MARK.sub("", s), n) for s in _sentences(t) if _REASONING_CUE.search(s))
 
 
 def intention_items(texts: Sequence[str], n: int) -> list[str]:
@@ -579,12 +615,14 @@ def intention_items(texts: Sequence[str], n: int) -> list[str]:
 
 def modal_sentences(texts: Iterable[str], n: int) -> list[str]:
     """User sentences with a modal cue (constraints), deduplicated, oldest first."""
-    out = []
-    for t in texts:
-        for s in _sentences(_TASK_TAG.sub(lambda mt: mt.group(2), t)):
-            if _MODAL_CUE.search(s) and len(s) >= 12:
-                out.append(_clip(_LIST_MARK.sub("", s), n))
-    return _dedupe(out)
+    return _dedupe(s for t in texts for s in _modal_of(t, n))
+
+
+@functools.lru_cache(maxsize=_SEEN)
+def _modal_of(t: str, n: int) -> tuple[str, ...]:
+    return tuple(
+        _clip(_LIST_MARK.sub("", s), n) for s in _sentences(_TASK_TAG.sub(lambda mt: mt.group(2), t)) if _MODAL_CUE.search(s) and len(s) >= 12
+    )
 
 
 def _dedupe(items: Iterable[object]) -> list:  # type: ignore[type-arg]

@@ -205,7 +205,8 @@ def filter_key_terms(
     terms: Sequence[str],
     documents: Sequence[str],
     *,
-    present: Callable[[str, str], bool],
+    present: Callable[[str, str], bool] | None = None,
+    doc_freq: Callable[[str], int] | None = None,
     max_df_frac: float = KEYTERM_MAX_DF_FRAC,
     min_docs: int = KEYTERM_MIN_DOCS,
 ) -> tuple[str, ...]:
@@ -213,10 +214,19 @@ def filter_key_terms(
     least ``min_docs`` entries, without those ``present`` in more than ``max_df_frac`` of them.
 
     ``documents``: one text per transcript message (the task prompt left out); ``present(term,
-    document)``: the probes' matcher, so a term counts where a probe would find it. Order kept.
+    document)``: the probes' matcher, so a term counts where a probe would find it; or
+    ``doc_freq(term)``: how many documents it is present in, counted at once. Order kept.
     """
     kept = [t for t in terms if not is_generic_term(t)]
     if len(documents) < min_docs or not kept:
         return tuple(kept)
     limit = max_df_frac * len(documents)
-    return tuple(t for t in kept if sum(1 for d in documents if present(t, d)) <= limit)
+    if doc_freq is None:
+        if present is None:
+            raise TypeError("filter_key_terms needs present or doc_freq")
+        match = present
+
+        def doc_freq(t: str) -> int:
+            return sum(1 for d in documents if match(t, d))
+
+    return tuple(t for t in kept if doc_freq(t) <= limit)

@@ -750,3 +750,32 @@ def test_folder_discovery_leaves_out_claude_codes_own_compaction_calls() -> None
     assert all(t.metadata.get("agent_kind") != "compaction" for t in tasks)
     (one,) = load_tasks(RECORDED / CC_COMPACT1)
     assert one.metadata["agent_kind"] == "compaction"
+
+
+def test_jsonl_lines_split_on_newlines_only(tmp_path: Path) -> None:
+    """JSON allows a raw U+2028 or form feed inside a string; str.splitlines cut the record there
+    and the session failed to load ("not valid JSON")."""
+    text = "do it\u2028now\x0cplease"
+    line = {**CC_LINE, "message": {"role": "user", "content": text}}
+    p = tmp_path / "s.jsonl"
+    p.write_text(json.dumps(line, ensure_ascii=False) + "\n" + json.dumps({**CC_LINE, "uuid": "u2"}) + "\n", encoding="utf-8")
+    assert "\u2028" in p.read_text(encoding="utf-8")
+    t = load_task(p)
+    assert t.messages[0].content == text
+
+
+def test_a_session_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Detecting the format and loading used to read and decode the file twice."""
+    p = _lines(tmp_path / "s.jsonl", CC_LINE, {**CC_LINE, "uuid": "u2"})
+    reads: list[Path] = []
+    orig = Path.read_bytes
+
+    def counting(self: Path) -> bytes:
+        reads.append(self)
+        return orig(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    load_tasks(str(p))
+    assert reads.count(p) == 1
+    p.write_text(p.read_text() + json.dumps({**CC_LINE, "uuid": "u3"}) + "\n")  # changed: read again
+    assert len(load_task(p).messages) == 3

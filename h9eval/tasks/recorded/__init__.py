@@ -30,7 +30,7 @@ from typing import Any
 from h9eval.core.errors import ConfigError, FormatError, did_you_mean
 from h9eval.tasks.model import TASK_JSONL_FORMAT, Task, is_task_jsonl_record, tasks_from_jsonl
 from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
-from h9eval.tasks.recorded._common import read_text, tool_pair_stats
+from h9eval.tasks.recorded._common import first_nonblank_line, read_text, tool_pair_stats
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 
 __all__ = ["FORMATS", "detect_format", "load_task", "load_tasks", "load_recorded", "inspect_task", "summarize_task"]
@@ -67,7 +67,7 @@ def detect_format(path: str | Path) -> str:
             "use load_tasks() to load every session under a folder",
             path=shown,
         )
-    text = read_text(p, shown=shown)
+    text = read_text(p, shown=shown, hand_off=True)  # the loader reads it next
     try:
         obj: Any = json.loads(text)
     except json.JSONDecodeError as e:
@@ -94,7 +94,7 @@ def detect_format(path: str | Path) -> str:
 
 
 def _detect_jsonl(text: str, shown: str, whole: json.JSONDecodeError) -> str:
-    first_n, first_line = next(((n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()), (0, ""))
+    first_n, first_line = first_nonblank_line(text)
     if not first_line:
         raise FormatError(f"file is empty; expected {_EXPECTED_ANY}", path=shown)
     try:

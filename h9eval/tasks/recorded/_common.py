@@ -30,6 +30,8 @@ import json
 import os
 import re
 import shlex
+import threading
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,7 +42,7 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.tasks.keyterms import DEFAULT_MAX_TERMS, extract_key_terms, filter_key_terms
-from h9eval.tasks.text import TextIndex, normalized_message
+from h9eval.tasks.text import TranscriptText, normalize
 from h9eval.tasks.model import Fact, Intent, IntentChange, Task, TaskSource
 
 MAX_FAILURE_FACTS = 20
@@ -54,9 +56,31 @@ MAX_ANSWER_CHARS = 200
 
 
 # -- reading ---------------------------------------------------------------------------------
-def read_text(path: Path, *, shown: str | None = None) -> str:
-    """The file as UTF-8 text; unreadable or non-UTF-8 files raise :class:`FormatError`."""
+# The text format detection read, handed to the loader that reads the same file next (once:
+# taken by the first read of that file, unchanged since), so a session is read and decoded once.
+_HANDOFF: tuple[tuple[str, int, int, int], str] | None = None
+_HANDOFF_LOCK = threading.Lock()
+
+
+def _file_key(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def read_text(path: Path, *, shown: str | None = None, hand_off: bool = False) -> str:
+    """The file as UTF-8 text; unreadable or non-UTF-8 files raise :class:`FormatError`.
+    ``hand_off``: keep the text for the next read of the same, unchanged file."""
+    global _HANDOFF
     shown = shown if shown is not None else str(path)
+    key = _file_key(path)
+    with _HANDOFF_LOCK:
+        if _HANDOFF is not None and key is not None and _HANDOFF[0] == key:
+            text = _HANDOFF[1]
+            _HANDOFF = None
+            return text
     try:
         data = path.read_bytes()
     except IsADirectoryError:
@@ -64,10 +88,28 @@ def read_text(path: Path, *, shown: str | None = None) -> str:
     except OSError as e:
         raise FormatError(f"cannot read file: {e.strerror or e}", path=shown) from None
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise FormatError(f"not valid UTF-8 text (byte {e.start})", path=shown, where=f"line {line}") from None
+    if hand_off and key is not None:
+        with _HANDOFF_LOCK:
+            _HANDOFF = (key, text)
+    return text
+
+
+def first_nonblank_line(text: str) -> tuple[int, str]:
+    """``(1-based line number, line)`` of the first line that is not blank, ``(0, "")`` when
+    none is (without splitting the whole text)."""
+    start, n = 0, 1
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        if line.strip():
+            return n, line
+        start, n = end + 1, n + 1
+    return 0, ""
 
 
 class _NotJSONConstant(ValueError):
@@ -95,7 +137,9 @@ def parse_json(text: str, *, path: str, expected: str, where: str | None = None)
 
 def iter_jsonl(text: str, *, path: str, expected: str) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for every non-blank line (1-based line numbers)."""
-    for n, line in enumerate(text.splitlines(), 1):
+    # JSON Lines are separated by "\n" only: str.splitlines would also cut a line at a raw
+    # U+2028 or form feed, which JSON allows inside a string.
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         yield n, parse_json(line, path=path, expected=expected, where=f"line {n}")
@@ -368,6 +412,10 @@ def shell_edited_paths(cmd: str, state: _EditState | None = None) -> list[str]:
     for m in _PATCH_FILE.finditer(cmd):
         found.append(m.group(1) or m.group(2))
     head, _bodies = _strip_heredocs(cmd)
+    # Only sed -i, a redirection or tee below can name a file: most commands (ls, grep,
+    # pytest...) have none of them, and lexing them with shlex was most of a session's load.
+    if "sed" not in head and "tee" not in head and not (">" in head and ("cat" in head or "echo" in head or "printf" in head)):
+        return found
     for words in _simple_commands(head):
         while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
             words = words[1:]
@@ -698,17 +746,26 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
 # -- the task --------------------------------------------------------------------------------
 def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
     """Key-term filter of this transcript (:func:`h9eval.tasks.keyterms.filter_key_terms`):
-    documents are the messages other than the first prompt, matched as the probes match."""
-    docs = [normalized_message(m) for j, m in enumerate(tr.messages) if j != prompt_at]
-    cache: dict[str, TextIndex] = {}
+    documents are the messages other than the first prompt, matched as the probes match
+    (exact, word-bounded), each term's documents counted from its occurrences in their joined
+    text (one search per term, not one per term and message)."""
+    msgs = [m for j, m in enumerate(tr.messages) if j != prompt_at]
+    whole = TranscriptText(msgs)
 
-    def present(term: str, doc: str) -> bool:
-        idx = cache.get(doc)
-        if idx is None:
-            idx = cache[doc] = TextIndex(doc, fuzzy=False)
-        return idx.present(term)
+    def doc_freq(term: str) -> int:
+        t = normalize(term)
+        if not t:
+            return 0
+        occ, ends = whole.occurrences(t), whole.ends
+        n = k = 0
+        while k < len(occ):
+            d = bisect_right(ends, occ[k])  # the message holding this occurrence
+            n += 1
+            k = bisect_left(occ, ends[d], k)  # on to the first occurrence after that message
+        return n
 
-    return lambda terms: filter_key_terms(terms, docs, present=present)
+    docs = [""] * len(msgs)  # only their number matters to the filter
+    return lambda terms: filter_key_terms(terms, docs, doc_freq=doc_freq)
 
 
 def build_intent(tr: Transcript) -> Intent:
