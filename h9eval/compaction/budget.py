@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 
 from h9eval.compaction.repair import repair_tool_pairs
-from h9eval.core.history import common_prefix_len, extends
+from h9eval.core.history import kept_prefix_len
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
 
@@ -100,8 +100,9 @@ def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int, *, index: G
         return list(msgs)
     anchor = rest[0]
     budget = _eff_max(max_tokens) - estimate_tokens([msgs[0], anchor])
-    if index is not None:
-        return repair_tool_pairs([msgs[0], anchor, *(msgs[j] for j in index.kept(msgs, budget))])
+    at = index.kept(msgs, budget) if index is not None else None
+    if at is not None:
+        return repair_tool_pairs([msgs[0], anchor, *(msgs[j] for j in at)])
     kept: list[Message] = []
     for m in reversed(rest[1:]):
         c = m.nbytes // 4
@@ -124,18 +125,22 @@ class GreedyIndex:
     budget left is below a block's smallest cost, nothing in that block can be kept, so the walk
     jumps over it. Free messages (cost 0) always fit and change nothing, so they are kept from
     a list of their own. Only messages added since the previous call (or after the prefix a
-    write-back kept) are costed in Python."""
+    write-back kept) are costed in Python. A caller whose histories share no messages with the
+    previous one (new objects at every call) gains nothing from an index: it is built only once
+    a history reuses the previous one's messages."""
 
     def __init__(self) -> None:
+        self._seen: list[Message] = []  # the previous history while no index is kept
         self._msgs: list[Message] = []
         self._cost: list[int] = []
         self._block_min: list[float] = []
         self._free: list[int] = []  # positions of cost-0 messages, ascending
 
-    def _update(self, msgs: Sequence[Message]) -> None:
-        n = len(self._msgs)
-        if n and not extends(msgs, self._msgs):
-            n = common_prefix_len(msgs, self._msgs)
+    def _update(self, msgs: Sequence[Message], n: int) -> None:
+        """Cost ``msgs`` after the first ``n``, which the index already holds."""
+        if not self._msgs:
+            self._cost, self._block_min, self._free = [], [], []
+        if n < len(self._msgs):
             del self._msgs[n:], self._cost[n:], self._block_min[(n + _BLOCK - 1) // _BLOCK :]
             del self._free[bisect_left(self._free, n) :]
             if n % _BLOCK:  # the kept part of the last block
@@ -153,10 +158,16 @@ class GreedyIndex:
             else:
                 self._free.append(j)
 
-    def kept(self, msgs: Sequence[Message], budget: int) -> list[int]:
+    def kept(self, msgs: Sequence[Message], budget: int) -> list[int] | None:
         """Positions (ascending) of the messages after the anchor (``msgs[2:]``) that the V3
-        greedy keeps with ``budget`` tokens."""
-        self._update(msgs)
+        greedy keeps with ``budget`` tokens; ``None`` when no index is kept for this history
+        (nothing of it was seen before: the caller walks it)."""
+        n = kept_prefix_len(msgs, self._msgs or self._seen)
+        if not n:
+            self._seen, self._msgs = list(msgs), []
+            return None
+        self._update(msgs, n if self._msgs else 0)
+        self._seen = []
         if budget < 0:
             return []
         cost, block_min = self._cost, self._block_min

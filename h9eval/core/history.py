@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from h9eval.core.messages import Message
 
-__all__ = ["as_list", "extends", "common_prefix_len", "PrefixBytes"]
+__all__ = ["as_list", "extends", "common_prefix_len", "kept_prefix_len", "PrefixBytes"]
 
 # Below this many messages a Python loop is cheaper than another pair of slices.
 _LINEAR = 32
@@ -61,6 +61,19 @@ def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:
     return lo
 
 
+def kept_prefix_len(history: Sequence[Message], previous: Sequence[Message]) -> int:
+    """How many leading messages of ``previous`` (the history a cache describes) ``history``
+    still starts with: all of them when it extends it, the kept prefix after a write-back that
+    reused the messages it did not change, else 0. Histories of new, equal objects (a
+    conformance case parses each step afresh) count as unrelated: comparing them would compare
+    every message's text, which costs more than starting over."""
+    if extends(history, previous):
+        return len(previous)
+    if not history or not previous or history[0] is not previous[0]:
+        return 0
+    return common_prefix_len(history, previous)
+
+
 class PrefixBytes:
     """Cumulative harness9 byte counts of a history that grows between calls.
 
@@ -73,9 +86,8 @@ class PrefixBytes:
         self._cum: list[int] = [0]
 
     def update(self, history: Sequence[Message]) -> list[int]:
-        n = len(self._msgs)
-        if n and not extends(history, self._msgs):
-            n = common_prefix_len(history, self._msgs)
+        n = kept_prefix_len(history, self._msgs)
+        if n < len(self._msgs):
             del self._msgs[n:], self._cum[n + 1 :]
         cum, total = self._cum, self._cum[-1]
         for m in history[n:]:
