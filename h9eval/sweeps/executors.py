@@ -1,7 +1,7 @@
 """Where a sweep's cells run: in this process, in a local process pool, or on Dask.
 
 Every executor calls ``record(row)`` once per cell, in completion order, with the cell's run
-row. A cell whose worker could not write its own row (a lost worker, a pickling error) gets a
+row (in this process also with the tables the cell wrote, so they are not read back). A cell whose worker could not write its own row (a lost worker, a pickling error) gets a
 failed row written by the parent, so it is rerun on resume.
 """
 
@@ -13,20 +13,23 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.cells import Cell
-from h9eval.sweeps.worker import failed_row, run_batch, run_cell
+from h9eval.sweeps.worker import failed_row, run_batch, run_cell_written
 
 __all__ = ["Record", "execute", "batches"]
 
-Record = Callable[[dict[str, Any]], None]
-"""Called with each finished cell's run row."""
+class Record(Protocol):
+    """Called with each finished cell's run row, and the Arrow tables it wrote when this
+    process wrote them (:func:`~h9eval.sweeps.worker.run_cell_written`)."""
+
+    def __call__(self, row: dict[str, Any], written: Mapping[str, Any] | None = None, /) -> None: ...
 
 DASK_ADDRESS_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://")
 
@@ -62,7 +65,7 @@ def execute(pending: Sequence[Cell], out: Path, *, workers: int, scheduler: str 
 def run_in_process(pending: Sequence[Cell], out: Path, record: Record) -> None:
     """For debugging, and the only mode where monkeypatches apply."""
     for c in pending:
-        record(run_cell(c, str(out)))
+        record(*run_cell_written(c, str(out)))
 
 
 def _mp_context() -> Any:
