@@ -45,6 +45,7 @@ __all__ = [
     "bench_recorded_load",
     "bench_sweeps",
     "sweep_bench_spec",
+    "machine_parallelism",
 ]
 
 GO_SHARED_REPLAY_MS = 25.0
@@ -299,9 +300,34 @@ def _timed_sweep(spec: Any, out: Path, workers: int, scheduler: str | None = Non
     return time.perf_counter() - t0, r
 
 
-def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 250) -> dict[str, Any]:
+def _timed_inproc_sweep(spec: Any, out: Path) -> tuple[float, Any, float]:
+    """An in-process sweep: (wall time, result, seconds inside the cells). A cell's time here
+    includes writing its rows (a cell's ``wall_time_s`` stops before), so the rest of the wall
+    time is start-up (planning, manifest) and consolidation, the cells' own output excluded."""
+    import h9eval.sweeps.executors as ex
+
+    inner = ex.run_cell_written
+    spent = [0.0]
+
+    def timed(cell: Any, out_dir: str) -> Any:
+        t = time.perf_counter()
+        try:
+            return inner(cell, out_dir)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    ex.run_cell_written = timed  # type: ignore[assignment]
+    try:
+        t0, r = _timed_sweep(spec, out, 0)
+    finally:
+        ex.run_cell_written = inner  # type: ignore[assignment]
+    return t0, r, spent[0]
+
+
+def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 800) -> dict[str, Any]:
     """A sweep of ``n_tasks`` synthetic tasks of ``n_turns`` turns x a 3x3 progressive grid x
-    2 history modes (108 cells of roughly 0.1-0.7 s each by default)."""
+    2 history modes: 108 cells of about 0.3 s median by default (0.15-0.55 s on a 2-core
+    machine; 250 turns, the earlier default, gave 0.1 s cells, below the target's ~0.3 s)."""
     from h9eval.tasks import tasks_to_jsonl
     from h9eval.tasks.synthetic import generate
 
@@ -317,34 +343,74 @@ def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 250) -> dict[st
     }
 
 
-def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turns: int = 250, dask: bool = True) -> list[Target]:
+def _burn(barrier: Any, results: Any) -> None:
+    barrier.wait()
+    t, x = time.perf_counter(), 0
+    for i in range(3_000_000):
+        x += i * i
+    results.put(time.perf_counter() - t)
+
+
+def machine_parallelism() -> float:
+    """A pure-Python loop's throughput on 2 processes over 1, measured now (spawned, started
+    together): what this machine gives a 2-worker sweep at best, at this moment (2.0 on two
+    free cores; less when other jobs hold them)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    times = []
+    for n in (1, 2):
+        barrier, results = ctx.Barrier(n), ctx.Queue()
+        procs = [ctx.Process(target=_burn, args=(barrier, results)) for _ in range(n)]
+        for p in procs:
+            p.start()
+        times.append(max(results.get() for _ in procs))
+        for p in procs:
+            p.join()
+    return 2 * times[0] / times[1]
+
+
+def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turns: int = 800, dask: bool = True,
+                 repeat: int = 2) -> list[Target]:
     """2 workers over 1 on the scaling sweep, Dask (local cluster) over the process pool, and
     the share of start-up plus consolidation in ``small_toml``'s wall time (in-process run:
-    wall time minus the cells' own times)."""
+    wall time minus the time inside the cells, their rows' writing included).
+
+    The scaling arms run ``repeat`` times, interleaved, and each keeps its best time: on a
+    machine shared with other jobs one run of an arm can be 1.5x another, which a single run
+    per arm would read as a ratio."""
     spec = sweep_bench_spec(tmp, n_tasks, n_turns)
-    t1, r1 = _timed_sweep(spec, tmp / "w1", 1)
-    t2, _ = _timed_sweep(spec, tmp / "w2", 2)
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        dask = False
+    t1 = t2 = td = float("inf")
+    par = []
+    for i in range(repeat):
+        par.append(machine_parallelism())
+        t, r1 = _timed_sweep(spec, tmp / f"w1-{i}", 1)
+        t1 = min(t1, t)
+        t2 = min(t2, _timed_sweep(spec, tmp / f"w2-{i}", 2)[0])
+        if dask:
+            td = min(td, _timed_sweep(spec, tmp / f"dask-{i}", 2, "local")[0])
     cell_s = r1.load().runs["wall_time_s"].astype(float)
     out = [Target(
         f"sweep speed-up, 2 workers vs 1 ({r1.n_cells} cells)",
         t1 / t2, 1.8, "x",
-        f"1 worker {t1:.1f} s, 2 workers {t2:.1f} s; cells {cell_s.median():.2f} s median",
+        f"1 worker {t1:.1f} s, 2 workers {t2:.1f} s, best of {repeat}; cells {cell_s.median():.2f} s median; "
+        f"a pure-Python loop on 2 processes: {', '.join(f'{p:.2f}x' for p in par)}",
         at_least=True,
     )]
     if dask:
-        try:
-            import dask.distributed  # noqa: F401
-        except ImportError:
-            pass
-        else:
-            td, _ = _timed_sweep(spec, tmp / "dask", 2, "local")
-            out.append(Target("sweep Dask local (2 workers) / process pool (2 workers)", td / t2, 1.10, "x",
-                              f"Dask {td:.1f} s, pool {t2:.1f} s, same sweep"))
+        out.append(Target("sweep Dask local (2 workers) / process pool (2 workers)", td / t2, 1.10, "x",
+                          f"Dask {td:.1f} s, pool {t2:.1f} s, same sweep, best of {repeat}"))
     if small_toml is not None and small_toml.exists():
-        t0, r0 = _timed_sweep(small_toml, tmp / "small-inproc", 0)
+        t0, r0, cells_written = _timed_inproc_sweep(small_toml, tmp / "small-inproc")
         cells = float(r0.load().runs["wall_time_s"].astype(float).sum())
         out.append(Target(f"sweep {small_toml.name}: start-up + consolidation / wall time (in process)",
-                          100 * (t0 - cells) / t0, 15.0, "%", f"wall {t0:.2f} s, cells {cells:.2f} s, {r0.n_cells} cells"))
+                          100 * (t0 - cells_written) / t0, 15.0, "%",
+                          f"wall {t0:.2f} s, cells {cells_written:.2f} s of which {cells_written - cells:.2f} s writing "
+                          f"their rows, {r0.n_cells} cells"))
         for w in (1, 2):
             tw, _ = _timed_sweep(small_toml, tmp / f"small-{w}", w)
             out.append(Target(f"sweep {small_toml.name}: wall time with {w} worker(s) / in process", tw / t0, None, "x",

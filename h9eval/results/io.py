@@ -18,21 +18,29 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["write_table", "read_arrow", "read_table", "check_manifest_version"]
+__all__ = ["write_table", "write_arrow", "read_arrow", "read_table", "check_manifest_version"]
 
 
-def write_table(df: pd.DataFrame, path: Path, table: str) -> None:
-    """Write ``df`` as results table ``table`` to ``path`` atomically, stamped with its version."""
+def write_table(df: pd.DataFrame, path: Path, table: str) -> pa.Table:
+    """Write ``df`` as results table ``table`` to ``path`` atomically, stamped with its version;
+    returns the Arrow table written."""
     import pyarrow as pa
+
+    return write_arrow(pa.Table.from_pandas(df, preserve_index=False), path, table)
+
+
+def write_arrow(t: pa.Table, path: Path, table: str) -> pa.Table:
+    """:func:`write_table` of an Arrow table (converted from pandas with ``preserve_index=False``,
+    so its pandas metadata is the one :func:`read_table` restores dtypes from)."""
     import pyarrow.parquet as pq
 
-    t = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(t.schema.metadata or {})
     meta[b"h9eval_schema_version"] = str(SCHEMA_VERSIONS[table]).encode()
     meta[b"h9eval_table"] = table.encode()
     t = t.replace_schema_metadata(meta)
     with atomic_write(path) as f:
         pq.write_table(t, f)
+    return t
 
 
 def _versions_line(versions: tuple[int, ...]) -> str:

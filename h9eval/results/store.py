@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from typing import Any
 from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
-from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_table
+from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_arrow, write_table
 from h9eval.results.schema import (
     _SORT_KEYS,
     CALL_COLUMNS,
@@ -63,6 +63,7 @@ __all__ = [
     "load_results",
     "drop_execution_columns",
     "cell_dir_name",
+    "Consolidation",
 ]
 
 """Version of the folder layout, ``manifest.json`` and the ``runs`` table (bump on a change of
@@ -117,14 +118,32 @@ def clear_cell(out: Path, run_id: str) -> Path:
     return d
 
 
-def write_cell(out: Path, run_id: str, row: Mapping[str, Any], parts: Mapping[str, Any] | None) -> None:
-    """Write a cell's part tables, then its run row (the completion marker) last."""
+_RUN_SCHEMA: list[Any] = []  # the marker's Arrow schema, built once per process
+
+
+def _run_arrow(row: Mapping[str, Any]) -> Any:
+    """``runs_frame([row])`` as an Arrow table, without pandas' per-column casts (most of a
+    cell's write time); the cast path is kept for any value the direct conversion refuses."""
+    import pyarrow as pa
+
+    if not _RUN_SCHEMA:
+        _RUN_SCHEMA.append(pa.Table.from_pandas(runs_frame([]), preserve_index=False).schema)
+    values = {c: (None if isinstance(v, float) and v != v else v) for c in RUN_COLUMNS for v in (row.get(c),)}
+    try:
+        return pa.Table.from_pylist([values], schema=_RUN_SCHEMA[0])
+    except (pa.ArrowException, TypeError, ValueError):
+        return pa.Table.from_pandas(runs_frame([row]), preserve_index=False)
+
+
+def write_cell(out: Path, run_id: str, row: Mapping[str, Any], parts: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Write a cell's part tables, then its run row (the completion marker) last. Returns the
+    Arrow tables written, by table name (``"runs"``: the marker), for :meth:`Consolidation.add`."""
     d = clear_cell(out, run_id)
     prepare_out_dir(out / "cells", what="cells folder")
     prepare_out_dir(d, what="cell folder")
-    for name, df in (parts or {}).items():
-        write_table(df, d / f"{name}.parquet", name)
-    write_table(runs_frame([row]), d / MARKER, "runs")
+    written = {name: write_table(df, d / f"{name}.parquet", name) for name, df in (parts or {}).items()}
+    written["runs"] = write_arrow(_run_arrow(row), d / MARKER, "runs")
+    return written
 
 
 def read_cell_row(out: Path, run_id: str) -> dict[str, Any] | None:
@@ -169,17 +188,52 @@ def consolidate(out: Path, manifest: Mapping[str, Any]) -> dict[str, Any]:
     ``consolidated.json`` (the markers' fingerprint) is written last, so a kill half-way leaves
     stale tables that :func:`load_results` recognises and bypasses. Returns the tables.
     """
-    run_ids = [c["run_id"] for c in manifest.get("cells", [])]
-    fp = _fingerprint(out, run_ids)
-    tables = _tables_from_cells(out, run_ids, _cell_hashes(manifest))
-    try:
-        (out / CONSOLIDATED).unlink()
-    except FileNotFoundError:
-        pass
-    for name in TABLES:
-        write_table(tables[name], out / f"{name}.parquet", name)
-    write_json_atomic(out / CONSOLIDATED, {"schema_version": MANIFEST_SCHEMA_VERSION, "fingerprint": fp, "cells": len(run_ids)})
-    return tables
+    return Consolidation(out, manifest).finish()
+
+
+class Consolidation:
+    """:func:`consolidate`, streamed: each cell's tables are taken in by :meth:`add` as the
+    cell is recorded (while the other cells still run), so :meth:`finish` reads only the cells
+    never added (those reused from an earlier call) and gives the same tables, byte for byte,
+    as a consolidation of the finished folder.
+
+    A cell added is not expected to change afterwards: the sweep holds the folder lock, and a
+    cell rewritten by the sweep itself (a failed row for a lost worker) is added again."""
+
+    def __init__(self, out: Path, manifest: Mapping[str, Any]) -> None:
+        self.out = out
+        self.run_ids = [c["run_id"] for c in manifest.get("cells", [])]
+        self.hashes = _cell_hashes(manifest)
+        self._cells: dict[str, CellTables | None] = {}
+
+    def add(self, run_id: str, written: Mapping[str, Any] | None = None) -> None:
+        """Take in cell ``run_id``: ``written`` is the Arrow tables its worker wrote (by table
+        name, ``"runs"`` the marker; :func:`write_cell` returns them), when this process holds
+        them, else they are read from the cell's folder."""
+        self._cells.pop(run_id, None)
+        d = self.out / "cells" / cell_dir_name(run_id)
+        try:
+            if written is None:
+                self._cells[run_id] = _read_cell(self.out, run_id, self.hashes)
+            else:
+                self._cells[run_id] = _checked_cell(run_id, written["runs"], lambda n, _p: written.get(n), d, self.hashes)
+        except FormatError:
+            pass  # not taken in: finish() reads it again and raises then, where consolidate() would
+
+    def finish(self) -> dict[str, Any]:
+        """Write the consolidated tables, then ``consolidated.json``; returns the tables."""
+        out = self.out
+        fp = _fingerprint(out, self.run_ids)
+        cells = (self._cells[rid] if rid in self._cells else _read_cell(out, rid, self.hashes) for rid in sorted(self.run_ids))
+        tables = _assemble(cells)
+        try:
+            (out / CONSOLIDATED).unlink()
+        except FileNotFoundError:
+            pass
+        for name in TABLES:
+            write_table(tables[name], out / f"{name}.parquet", name)
+        write_json_atomic(out / CONSOLIDATED, {"schema_version": MANIFEST_SCHEMA_VERSION, "fingerprint": fp, "cells": len(self.run_ids)})
+        return tables
 
 
 def _empty_table(name: str) -> Any:
@@ -209,38 +263,66 @@ def _check_part(t: Any, rid: str, path: Path) -> None:
         raise FormatError(f"cell part holds rows of run {sorted(map(str, found - {rid}))[0]!r}; expected only {rid!r}", path=str(path))
 
 
+CellTables = tuple[Any, dict[str, Any]]
+"""A cell's Arrow tables as consolidation uses them: (its one-row run table, its parts by name;
+no parts for a failed cell)."""
+
+
+def _checked_cell(rid: str, run: Any, part: Callable[[str, Path], Any], d: Path, hashes: Mapping[str, str] | None) -> CellTables | None:
+    """``(run, parts)`` after the checks every cell's tables pass, whether read from ``d`` or
+    handed over by the process that wrote them (``part(name, path)``: the part, ``None`` when
+    absent; called in order, so the first problem found is the same either way); ``None`` for a
+    cell written for other inputs."""
+    if run.num_rows != 1 or "run_id" not in run.column_names or run.column("run_id")[0].as_py() != rid:
+        raise FormatError(f"expected one run row for {rid!r}", path=str(d / MARKER))
+    want = (hashes or {}).get(rid)
+    if want is not None and "cell_hash" in run.column_names and run.column("cell_hash")[0].as_py() not in (want, None):
+        return None  # written for other inputs or code (a resume not yet past it): not this cell's rows
+    if run.column("status")[0].as_py() != "ok":
+        return run, {}
+    kept: dict[str, Any] = {}
+    for n in (*CELL_PARTS, *OPTIONAL_TABLES):  # an episode cell's extra part; replay cells have none
+        p = d / f"{n}.parquet"
+        t = part(n, p)
+        if t is None:
+            if n in CELL_PARTS:
+                raise FormatError(f"cell marked ok but its {n} part is missing", path=str(p))
+            continue
+        _check_part(t, rid, p)
+        kept[n] = t
+    return run, kept
+
+
+def _read_part(name: str, path: Path) -> Any:
+    return read_arrow(path, name) if path.exists() else None
+
+
+def _read_cell(out: Path, rid: str, hashes: Mapping[str, str] | None) -> CellTables | None:
+    """The cell's tables read from its folder; ``None`` when it has no marker (never finished)."""
+    d = out / "cells" / cell_dir_name(rid)
+    marker = d / MARKER
+    if not marker.exists():
+        return None
+    return _checked_cell(rid, read_arrow(marker, "runs"), _read_part, d, hashes)
+
+
 def _tables_from_cells(out: Path, run_ids: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return _assemble(_read_cell(out, rid, hashes) for rid in sorted(run_ids))
+
+
+def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
+    """The tables from the cells' tables, given in ``run_id`` order (so the tables' row order
+    does not depend on timing)."""
     import pyarrow as pa
 
     runs: list[Any] = []
     parts: dict[str, list[Any]] = {n: [] for n in (*CELL_PARTS, *OPTIONAL_TABLES)}
-    for rid in sorted(run_ids):  # run_id order: the tables' row order does not depend on timing
-        d = out / "cells" / cell_dir_name(rid)
-        marker = d / MARKER
-        if not marker.exists():
+    for cell in cells:
+        if cell is None:
             continue
-        run = read_arrow(marker, "runs")
-        if run.num_rows != 1 or "run_id" not in run.column_names or run.column("run_id")[0].as_py() != rid:
-            raise FormatError(f"expected one run row for {rid!r}", path=str(marker))
-        want = (hashes or {}).get(rid)
-        if want is not None and "cell_hash" in run.column_names and run.column("cell_hash")[0].as_py() not in (want, None):
-            continue  # written for other inputs or code (a resume not yet past it): not this cell's rows
-        runs.append(run)
-        if run.column("status")[0].as_py() != "ok":
-            continue
-        for n in CELL_PARTS:
-            p = d / f"{n}.parquet"
-            if not p.exists():
-                raise FormatError(f"cell marked ok but its {n} part is missing", path=str(p))
-            t = read_arrow(p, n)
-            _check_part(t, rid, p)
+        runs.append(cell[0])
+        for n, t in cell[1].items():
             parts[n].append(t)
-        for n in OPTIONAL_TABLES:  # an episode cell's extra part; replay cells have none
-            p = d / f"{n}.parquet"
-            if p.exists():
-                t = read_arrow(p, n)
-                _check_part(t, rid, p)
-                parts[n].append(t)
     # Concatenating in Arrow, then converting once, is ~10x faster than per-part pandas frames;
     # "permissive" promotes a column that is all-null in one part to the type it has elsewhere.
     tables: dict[str, Any] = {}

@@ -1,32 +1,37 @@
 """Where a sweep's cells run: in this process, in a local process pool, or on Dask.
 
 Every executor calls ``record(row)`` once per cell, in completion order, with the cell's run
-row. A cell whose worker could not write its own row (a lost worker, a pickling error) gets a
+row (in this process also with the tables the cell wrote, so they are not read back). A cell whose worker could not write its own row (a lost worker, a pickling error) gets a
 failed row written by the parent, so it is rerun on resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import multiprocessing.forkserver
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.cells import Cell
-from h9eval.sweeps.worker import failed_row, run_batch, run_cell
+from h9eval.sweeps.worker import failed_row, run_batch, run_cell_written
 
 __all__ = ["Record", "execute", "batches"]
 
-Record = Callable[[dict[str, Any]], None]
-"""Called with each finished cell's run row."""
+class Record(Protocol):
+    """Called with each finished cell's run row, and the Arrow tables it wrote when this
+    process wrote them (:func:`~h9eval.sweeps.worker.run_cell_written`)."""
+
+    def __call__(self, row: dict[str, Any], written: Mapping[str, Any] | None = None, /) -> None: ...
 
 DASK_ADDRESS_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://")
 
@@ -62,7 +67,7 @@ def execute(pending: Sequence[Cell], out: Path, *, workers: int, scheduler: str 
 def run_in_process(pending: Sequence[Cell], out: Path, record: Record) -> None:
     """For debugging, and the only mode where monkeypatches apply."""
     for c in pending:
-        record(run_cell(c, str(out)))
+        record(*run_cell_written(c, str(out)))
 
 
 def _mp_context() -> Any:
@@ -75,17 +80,25 @@ def _mp_context() -> Any:
     return mp.get_context("spawn")
 
 
-BATCHES_PER_WORKER = 4
-"""Batches per worker: enough that a slow batch does not leave the other workers idle at the
-end, few enough that each batch holds several cells of one task."""
+TAIL_SPLIT = 2
+"""Each batch takes ``1 / (TAIL_SPLIT * workers)`` of the cells still to hand out, so batches
+shrink towards the end of the sweep (guided scheduling): the first ones are large (cells of one
+task together), the last ones a cell or two, so no worker sits idle while another works through
+a long last batch."""
 
 
 def batches(pending: Sequence[Cell], n_workers: int) -> list[list[Cell]]:
-    """``pending`` in batches for ``n_workers``: cells of the same task next to each other (so a
-    worker loads each task once), cut into about ``BATCHES_PER_WORKER`` batches per worker."""
+    """``pending`` in batches for ``n_workers``, in the order to hand them out: cells of the
+    same task next to each other (so a worker loads each task once), each batch
+    ``1 / (TAIL_SPLIT * n_workers)`` of the cells not yet in a batch (at least one)."""
     ordered = sorted(pending, key=lambda c: (c.task_spec, c.task_id))  # stable: spec order within a task
-    size = max(1, -(-len(ordered) // (n_workers * BATCHES_PER_WORKER)))
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    out: list[list[Cell]] = []
+    i = 0
+    while i < len(ordered):
+        size = max(1, -(-(len(ordered) - i) // (TAIL_SPLIT * max(1, n_workers))))
+        out.append(ordered[i : i + size])
+        i += size
+    return out
 
 
 def _record_batch(batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[dict[str, Any]]], record: Record) -> None:
@@ -157,17 +170,32 @@ def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record:
     """On Dask: ``"local"`` starts a ``LocalCluster`` of ``n`` single-threaded processes; an
     address (``tcp://host:8786``) uses that scheduler, whose workers must see ``out``."""
     try:
+        import dask
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise ConfigError("scheduler needs Dask: pip install 'h9eval[dist]'") from None
-    cluster = None
-    if scheduler == "local":
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    elif scheduler.startswith(DASK_ADDRESS_SCHEMES):
-        client = Client(scheduler)
-    else:
+    if scheduler != "local" and not scheduler.startswith(DASK_ADDRESS_SCHEMES):
         raise ConfigError(f"scheduler must be 'local' or a Dask address like tcp://host:8786, got {scheduler!r}")
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if scheduler == "local":
+            # The statistical profiler samples the cells' stacks every 10 ms, for a dashboard
+            # that is not started: pure-Python cells lose several percent to it.
+            stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False}))
+            if _mp_context().get_start_method() == "forkserver":
+                # Local workers forked from the pool's preloaded fork server skip ~1 s of imports
+                # each and exit at once on close (spawned ones take ~0.6 s). Started here, with
+                # h9eval's preload: Dask would otherwise start it with its own list of modules.
+                mp.forkserver.ensure_running()  # type: ignore[attr-defined]
+                stack.enter_context(dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}))
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(scheduler)
+        _run_on_client(client, cluster, pending, out, n, record, as_completed)
+
+
+def _run_on_client(client: Any, cluster: Any, pending: Sequence[Cell], out: Path, n: int, record: Record, as_completed: Any) -> None:
     try:
         futs = {}
         for b in batches(pending, n):

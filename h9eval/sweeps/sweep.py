@@ -28,8 +28,8 @@ from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import (
+    Consolidation,
     Results,
-    consolidate,
     load_results,
     read_cell_row,
     read_manifest,
@@ -231,10 +231,14 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
     n_ok = reused
     n_failed = 0
     interrupted = False
+    # Each cell's tables are taken in as it is recorded, while the other cells run: the end of
+    # the sweep reads only the cells reused from an earlier call.
+    tables = Consolidation(out, manifest)
 
-    def record(row: dict[str, Any]) -> None:
+    def record(row: dict[str, Any], written: Mapping[str, Any] | None = None) -> None:
         nonlocal n_ok, n_failed
         done[row["run_id"]] = row
+        tables.add(row["run_id"], written)
         if row.get("status") == "ok":
             n_ok += 1
         else:
@@ -253,7 +257,7 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     failures = sorted((rid, str(r.get("error", ""))) for rid, r in done.items() if r.get("status") != "ok")
     if not interrupted:
-        consolidate(out, manifest)
+        tables.finish()
     manifest["status"] = {
         "state": "interrupted" if interrupted else "finished",
         "ok": n_ok,

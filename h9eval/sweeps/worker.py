@@ -36,7 +36,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "run_cell", "run_batch"]
+__all__ = ["failed_row", "run_cell", "run_cell_written", "run_batch"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -177,6 +177,13 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     Never raises for a failure of the cell itself: the exception's type and message go to the
     run row's ``error`` with status ``failed``. Returns the run row.
     """
+    return run_cell_written(cell, out_dir)[0]
+
+
+def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`run_cell`, also returning the Arrow tables written (see
+    :func:`~h9eval.results.store.write_cell`): a sweep run in this process consolidates them
+    without reading them back."""
     out = Path(out_dir)
     t0 = time.perf_counter()
     row = _identity_row(cell)
@@ -188,8 +195,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
             head, parts = _episode_parts(cell)
             row.update(head)
             row.update(status="ok", error="", wall_time_s=time.perf_counter() - t0)
-            write_cell(out, cell.run_id, row, parts)
-            return row
+            return row, write_cell(out, cell.run_id, row, parts)
         task = _load_task(cell)
         policy = make_policy(cell.policy_kind, **cell.spec_params)
         if cell.window_peak_frac is not None:
@@ -228,8 +234,7 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
         parts = None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    write_cell(out, cell.run_id, row, parts)
-    return row
+    return row, write_cell(out, cell.run_id, row, parts)
 
 
 def run_batch(cells: list[Cell], out_dir: str) -> list[dict[str, Any]]:

@@ -386,6 +386,54 @@ def test_dask_local_cluster_gives_the_same_tables(reference: Path, spec: dict[st
     _assert_same_tables(reference, tmp_path / "dask")
 
 
+def _consolidated_bytes(out: Path) -> dict[str, bytes]:
+    return {n: (out / f"{n}.parquet").read_bytes() for n in TABLES}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_streamed_consolidation_writes_the_bytes_of_a_consolidation_at_the_end(spec: dict[str, Any], tmp_path: Path,
+                                                                               workers: int) -> None:
+    """The tables taken in cell by cell while the sweep runs (handed over in process, read back
+    from a pool) are the bytes a consolidation of the finished folder writes."""
+    from h9eval.results.store import consolidate, read_manifest
+
+    out = tmp_path / "s"
+    sweep(spec, out_dir=out, workers=workers, progress=False)
+    streamed = _consolidated_bytes(out)
+    consolidate(out, read_manifest(out))
+    assert _consolidated_bytes(out) == streamed
+
+
+def test_a_part_copied_into_a_reused_cell_is_refused_at_consolidation(spec: dict[str, Any], tmp_path: Path) -> None:
+    """A resumed sweep reads its reused cells at the end, with the part checks of the reader."""
+    out = tmp_path / "s"
+    sweep(spec, out_dir=out, workers=0, progress=False)
+    a, b = sorted((out / "cells").iterdir())[:2]
+    shutil.copyfile(a / "calls.parquet", b / "calls.parquet")
+    with pytest.raises(FormatError, match=r"calls\.parquet: cell part holds rows of run .*; expected only"):
+        sweep(spec, out_dir=out, workers=0, progress=False)
+
+
+def test_a_part_handed_over_with_another_cells_rows_is_not_taken_in(spec: dict[str, Any], tmp_path: Path) -> None:
+    """The tables a cell hands over in process pass the same checks as those read from disk:
+    one holding another cell's rows is dropped, and the cell read from its folder instead."""
+    from h9eval.results.io import read_arrow
+    from h9eval.results.store import Consolidation, read_manifest
+
+    out = tmp_path / "s"
+    sweep(spec, out_dir=out, workers=0, progress=False)
+    m = read_manifest(out)
+    expected = _consolidated_bytes(out)
+    a, b = sorted((out / "cells").iterdir())[:2]
+    written = {n: read_arrow(b / f"{n}.parquet", n) for n in ("calls", "compactions", "probes")}
+    written["calls"] = read_arrow(a / "calls.parquet", "calls")
+    written["runs"] = read_arrow(b / "run.parquet", "runs")
+    c = Consolidation(out, m)
+    c.add(written["runs"].column("run_id")[0].as_py(), written)
+    c.finish()
+    assert _consolidated_bytes(out) == expected
+
+
 # -- the reader -----------------------------------------------------------------------------
 def test_stale_consolidated_tables_are_bypassed(reference: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
