@@ -67,6 +67,7 @@ def _best(fn: Any, repeat: int) -> float:
 def bench_replay_scaling(sizes: list[int]) -> list[Row]:
     from h9eval.compaction.policies import make_policy
     from h9eval.runs.replay import ReplayConfig, replay
+    from h9eval.summarizers.offline import clear_caches
     from h9eval.tasks.synthetic import generate
 
     rows: list[Row] = []
@@ -81,7 +82,7 @@ def bench_replay_scaling(sizes: list[int]) -> list[Row]:
             ("progressive", make_policy("progressive", context_window_tokens=100_000), ReplayConfig(history_mode="write_back")),
         ):
             res_holder: list[Any] = []
-            t = _best(lambda: res_holder.append(replay(task, pol, config=cfg)), 3 if n <= 1000 else 1)
+            t = _best(lambda: (clear_caches(), res_holder.append(replay(task, pol, config=cfg))), 3 if n <= 1000 else 1)
             res = res_holder[-1]
             n_comp = int(res.calls["compacted"].sum())
             per_call[(label, n)] = t / calls
@@ -101,6 +102,7 @@ def bench_recorded() -> list[Row]:
     from h9eval.compaction.policies import make_policy
     from h9eval.core.paths import recorded_dir
     from h9eval.runs.replay import replay
+    from h9eval.summarizers.offline import clear_caches
     from h9eval.tasks import load_tasks_from_spec
 
     files = [p for p in recorded_dir().rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".traj")]
@@ -114,7 +116,7 @@ def bench_recorded() -> list[Row]:
     rows: list[Row] = []
     for label in ("keep_all", "progressive"):
         pol = make_policy(label)
-        t = _best(lambda: replay(task, pol), 3)
+        t = _best(lambda: (clear_caches(), replay(task, pol)), 3)  # from cold each time
         rows.append((
             f"replay {label} / load, largest recorded session",
             f"{t / t_load:.2f}x",
