@@ -57,6 +57,10 @@ class Compaction:
 
     view: tuple[Message, ...]
     record: CompactionRecord | None = None
+    kept_prefix: int | None = None
+    """How many leading messages of the input the view keeps as they were, when the policy
+    knows it (``None``: unknown). A write-back then replaces only what follows without the
+    replay comparing the two lists."""
 
     @property
     def tier(self) -> Tier:

@@ -141,25 +141,41 @@ class IncrementalMasking:
         self._results: list[int] = []  # paired result indices in order (tool_results unit)
         self._next_result = 0  # results before this one are masked (tool_results unit)
         self._n_real = 0  # masked results whose content in ``_src`` was not a placeholder yet
+        self._wrote_back = False  # the last call continued from the masked list
+        self.first_difference = 0
+        """Index of the first message the masked list changed (its length when none)."""
 
     def mask(self, history: Sequence[Message]) -> tuple[tuple[Message, ...], int, int]:
         """The masked messages, the number of results masked in it (as :func:`mask_observations`
         counts) and the list's harness9 byte total."""
         n_src, n_out = len(self._src), len(self._out)
-        if extends(history, self._src):
+        from_src = self._continues(history)
+        if from_src is True:
             start = n_src
-        elif extends(history, self._out):
+        elif from_src is False:
             # the replay wrote the masked list back: its masked results are placeholders now
-            start, self._src, self._n_real = n_out, list(self._out), 0
+            start, self._src, self._n_real, self.first_difference = n_out, list(self._out), 0, n_out
         else:
             start = 0
             self._reset()
+        self._wrote_back = from_src is False
         for i in range(start, len(history)):
             self._add(i, history[i])
         self._advance(history)
         return tuple(self._out), self._n_real, self._out_bytes
 
+    def _continues(self, history: Sequence[Message]) -> bool | None:
+        """``True`` when ``history`` extends the source, ``False`` when it extends the masked
+        list, ``None`` when neither; the way the previous call continued is tried first, so
+        either mode costs one list comparison per call."""
+        for from_src in (False, True) if self._wrote_back else (True, False):
+            if extends(history, self._src if from_src else self._out):
+                return from_src
+        return None
+
     def _add(self, i: int, m: Message) -> None:
+        if self.first_difference == len(self._src):
+            self.first_difference += 1
         self._src.append(m)
         self._out.append(m)
         self._out_bytes += m.nbytes
@@ -194,3 +210,4 @@ class IncrementalMasking:
         self._out_bytes += masked.nbytes - self._out[i].nbytes
         self._out[i] = masked
         self._n_real += 1
+        self.first_difference = min(self.first_difference, i)

@@ -644,7 +644,7 @@ class _ReplayLoop:
         """Write-back mode: an effective compaction replaces the history (spec §2.3)."""
         if self.cfg.history_mode != "write_back" or not _writes_back(comp.record, comp.view, self.cfg.writeback_rules):
             return False
-        k = common_prefix_len(self.history, comp.view)
+        k = comp.kept_prefix if comp.kept_prefix is not None else common_prefix_len(self.history, comp.view)
         if k == len(comp.view) == len(self.history):
             return False
         self._rewrite_history(comp.view, k)

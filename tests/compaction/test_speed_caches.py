@@ -225,3 +225,27 @@ def test_greedy_index_keeps_what_the_v3_walk_keeps() -> None:
             if rng.random() < 0.2:  # a write-back: the emergency view becomes the history
                 hist = force_anchor_greedy_v3(hist, 2_000)
                 msgs = [*hist, *msgs[c:]]
+
+
+@pytest.mark.parametrize("kind", ["observation_masking", "clear_tool_uses"])
+def test_kept_prefix_hint_is_the_common_prefix(kind: str) -> None:
+    """A policy's ``kept_prefix`` hint, which lets a write-back skip comparing the lists, is the
+    number of leading messages its view shares with its input, in both history modes."""
+    from h9eval.compaction.policies import make_policy
+    from h9eval.core.history import common_prefix_len
+
+    params = {"keep_recent_turns": 2} if kind == "observation_masking" else {"trigger_tokens": 40, "keep_tool_uses": 2, "clear_tool_inputs": True}
+    for seed in range(4):
+        rng = random.Random(seed)
+        full = _tool_history(rng, 60, "<MASKED>")
+        for write_back in (False, True):
+            run = make_policy(kind, **params).start()
+            hist: list[Message] = []
+            prev = 0
+            for c in sorted(rng.sample(range(3, len(full) + 1), 25)):
+                hist = hist + full[prev:c] if write_back else full[:c]
+                prev = c
+                comp = run.compact(hist)
+                assert comp.kept_prefix == common_prefix_len(hist, comp.view), (seed, write_back, c)
+                if write_back and list(comp.view) != hist:
+                    hist = list(comp.view)

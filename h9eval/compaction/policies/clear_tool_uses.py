@@ -119,6 +119,8 @@ class IncrementalClearing:
         self._waiting: list[tuple[int, int]] = []  # heap of (call position, result index) not yet old
         self._next_input = 0  # calls before this position had their inputs considered
         self._changed: set[int] = set()  # call positions whose result or input differs from ``_src``
+        self.first_difference = 0
+        """Index of the first message the cleared list changed (its length when none)."""
 
     @property
     def n_calls(self) -> int:
@@ -132,6 +134,7 @@ class IncrementalClearing:
         elif extends(history, self._out):
             # the cleared list was written back: what it cleared is the history's own content now
             start, self._src, self.src_bytes, self._changed = len(self._out), list(self._out), self.out_bytes, set()
+            self.first_difference = start
         else:
             start = 0
             self._reset()
@@ -141,6 +144,8 @@ class IncrementalClearing:
         return self._out, len(self._changed)
 
     def _add(self, i: int, m: Message) -> None:
+        if self.first_difference == len(self._src):
+            self.first_difference += 1
         self._src.append(m)
         self._out.append(m)
         self.src_bytes += m.nbytes
@@ -161,6 +166,7 @@ class IncrementalClearing:
     def _set(self, i: int, m: Message) -> None:
         self.out_bytes += m.nbytes - self._out[i].nbytes
         self._out[i] = m
+        self.first_difference = min(self.first_difference, i)
 
     def _advance(self) -> None:
         n_old = max(len(self._calls) - self.keep, 0)
@@ -297,7 +303,7 @@ class ClearToolUsesRun(PolicyRun):
         # a use counts only when a message changed, so the view differs exactly when one did
         tier = Tier.WARN if view is cand else Tier.NONE
         rec = peer_record(self.env, history, view, tier, tokens_before=tb, tokens_after=ta, start_ns=start_ns, extra=extra)
-        return Compaction(tuple(view), rec)
+        return Compaction(tuple(view), rec, kept_prefix=self._clearer.first_difference if view is cand else len(history))
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)

@@ -95,6 +95,7 @@ class _MaskingRun(PolicyRun):
             out, n, out_bytes = self._masker.mask(history)
             extra: dict[str, object] = {EXTRA_MASKED: n}
             ta = out_bytes // 4 if n else tb
+            kept: int | None = self._masker.first_difference
         else:
             idx = masked_positions(history, p.keep_recent_turns, p.placeholder, window_unit=p.window_unit)
             n = len(idx)
@@ -106,6 +107,7 @@ class _MaskingRun(PolicyRun):
                 out, dropped = drop_masked_calls(history, idx, p.placeholder)
                 extra["held_back_calls"] = dropped
             ta = estimate_tokens(out) if n else tb
+            kept = None
         rec = CompactionRecord(
             id=self.env.new_id(),
             session_id=self.env.session_id,
@@ -118,7 +120,7 @@ class _MaskingRun(PolicyRun):
             compression_ratio=ta / tb if tb else 0.0,
             extra=extra,
         )
-        return Compaction(tuple(out), rec)
+        return Compaction(tuple(out), rec, kept_prefix=kept)
 
     def _force(self, history: Sequence[Message]) -> Compaction:
         return self._auto(history)
