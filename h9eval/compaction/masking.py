@@ -9,7 +9,7 @@ import heapq
 from collections.abc import Sequence
 
 from h9eval.compaction._peer import call_positions, paired_calls
-from h9eval.core.history import extends
+from h9eval.core.history import continued_from
 from h9eval.core.messages import Message
 
 __all__ = [
@@ -121,7 +121,7 @@ class IncrementalMasking:
     A call's history either extends the previous call's history (view mode), extends the
     previous call's masked list (write-back mode, after the replay replaced its history with
     it), or is anything else, which starts over. Both prefixes are recognised at C speed
-    (:func:`h9eval.core.history.extends`). Masking only ever grows as a history grows: a
+    (:func:`h9eval.core.history.continued_from`). Masking only ever grows as a history grows: a
     result's pairing (the nearest earlier call of its id) and the cutoff only move forward.
     """
 
@@ -149,7 +149,7 @@ class IncrementalMasking:
         """The masked messages, the number of results masked in it (as :func:`mask_observations`
         counts) and the list's harness9 byte total."""
         n_src, n_out = len(self._src), len(self._out)
-        from_src = self._continues(history)
+        from_src = continued_from(history, self._src, self._out, view_first=self._wrote_back)
         if from_src is True:
             start = n_src
         elif from_src is False:
@@ -163,15 +163,6 @@ class IncrementalMasking:
             self._add(i, history[i])
         self._advance(history)
         return tuple(self._out), self._n_real, self._out_bytes
-
-    def _continues(self, history: Sequence[Message]) -> bool | None:
-        """``True`` when ``history`` extends the source, ``False`` when it extends the masked
-        list, ``None`` when neither; the way the previous call continued is tried first, so
-        either mode costs one list comparison per call."""
-        for from_src in (False, True) if self._wrote_back else (True, False):
-            if extends(history, self._src if from_src else self._out):
-                return from_src
-        return None
 
     def _add(self, i: int, m: Message) -> None:
         if self.first_difference == len(self._src):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from h9eval.core.messages import Message
 
-__all__ = ["as_list", "extends", "common_prefix_len", "kept_prefix_len", "PrefixBytes"]
+__all__ = ["as_list", "extends", "continued_from", "common_prefix_len", "kept_prefix_len", "PrefixBytes"]
 
 # Below this many messages a Python loop is cheaper than another pair of slices.
 _LINEAR = 32
@@ -26,7 +26,8 @@ def as_list(msgs: Sequence[Message]) -> list[Message]:
 
 
 def extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
-    """Whether ``history`` starts with every message of the non-empty ``prefix``."""
+    """Whether ``history`` starts with every message of the non-empty ``prefix``, its last one
+    the same object (so a cache may miss an equal copy of its history, never accept another)."""
     n = len(prefix)
     if n == 0 or len(history) < n or history[n - 1] is not prefix[n - 1]:
         return False
@@ -36,6 +37,16 @@ def extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
         return False
     return as_list(history[:lo]) == as_list(prefix[:lo])
 
+
+def continued_from(history: Sequence[Message], source: Sequence[Message], view: Sequence[Message], *, view_first: bool) -> bool | None:
+    """How ``history`` continues an incremental view's last call: ``True`` when it extends the
+    ``source`` the view was made from (view mode), ``False`` when it extends the ``view`` itself
+    (it was written back), ``None`` when neither. ``view_first``: try the view first (the way
+    the previous call continued), so either mode costs one list comparison per call."""
+    for from_source in (False, True) if view_first else (True, False):
+        if extends(history, source if from_source else view):
+            return from_source
+    return None
 
 
 def common_prefix_len(a: Sequence[Message], b: Sequence[Message]) -> int:

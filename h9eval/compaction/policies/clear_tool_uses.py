@@ -18,7 +18,7 @@ from typing import ClassVar
 from h9eval.compaction._peer import call_positions, paired_calls, peer_record
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
-from h9eval.core.history import extends
+from h9eval.core.history import continued_from
 from h9eval.core.messages import Message
 
 __all__ = ["ClearToolUses", "clear_tool_uses", "IncrementalClearing", "CLEAR_PLACEHOLDER", "CLEARED_INPUTS"]
@@ -121,6 +121,7 @@ class IncrementalClearing:
         self._changed: set[int] = set()  # call positions whose result or input differs from ``_src``
         self.first_difference = 0
         """Index of the first message the cleared list changed (its length when none)."""
+        self._wrote_back = False  # the last call continued from the cleared list
 
     @property
     def n_calls(self) -> int:
@@ -129,15 +130,17 @@ class IncrementalClearing:
     def update(self, history: Sequence[Message]) -> tuple[list[Message], int]:
         """The cleared list of ``history`` and the number of tool uses cleared in it (as
         :func:`clear_tool_uses` returns them; the list is this object's, do not change it)."""
-        if extends(history, self._src):
+        from_src = continued_from(history, self._src, self._out, view_first=self._wrote_back)
+        if from_src is True:
             start = len(self._src)
-        elif extends(history, self._out):
+        elif from_src is False:
             # the cleared list was written back: what it cleared is the history's own content now
             start, self._src, self.src_bytes, self._changed = len(self._out), list(self._out), self.out_bytes, set()
             self.first_difference = start
         else:
             start = 0
             self._reset()
+        self._wrote_back = from_src is False
         for i in range(start, len(history)):
             self._add(i, history[i])
         self._advance()
