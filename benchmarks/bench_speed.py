@@ -46,6 +46,7 @@ __all__ = [
     "bench_sweeps",
     "sweep_bench_spec",
     "machine_parallelism",
+    "best_seconds",
 ]
 
 GO_SHARED_REPLAY_MS = 25.0
@@ -261,7 +262,8 @@ def _parse_json_file(p: Path) -> int:
     return 1
 
 
-def _best(fn: Callable[[], Any], repeat: int) -> float:
+def best_seconds(fn: Callable[[], Any], repeat: int) -> float:
+    """The shortest of ``repeat`` wall-clock timings of ``fn()``, in seconds."""
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -277,15 +279,15 @@ def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
     from h9eval.summarizers.offline import clear_caches
     from h9eval.tasks import load_tasks_from_spec
 
-    t_parse = _best(lambda: _parse_json_file(path), repeat)
+    t_parse = best_seconds(lambda: _parse_json_file(path), repeat)
     holder: list[Any] = []
-    t_load = _best(lambda: holder.append(load_tasks_from_spec(str(path))), repeat)
+    t_load = best_seconds(lambda: holder.append(load_tasks_from_spec(str(path))), repeat)
     task = max(holder[-1], key=lambda t: len(t.messages))
     tokens = sum(m.nbytes for m in task.messages) // 4
     window = max(1_000, tokens // 2)
     pol = make_policy("progressive", context_window_tokens=window)
     # from cold each time: what one run's summaries share, not what earlier runs analysed
-    t_replay = _best(lambda: (clear_caches(), replay(task, pol)), repeat)
+    t_replay = best_seconds(lambda: (clear_caches(), replay(task, pol)), repeat)
     size = f"{path.name} ({path.stat().st_size / 1e6:.1f} MB, {task.n_calls} calls)"
     return [
         Target("largest recorded session: load / JSON parse", t_load / t_parse, 3.0, "x",

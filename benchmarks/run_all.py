@@ -39,6 +39,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from bench_speed import best_seconds  # noqa: E402  (beside this file, found through the path above)
+
 Row = tuple[str, str, str]  # benchmark, value, notes
 
 
@@ -53,15 +55,6 @@ def machine() -> str:
     except OSError:
         cpu = platform.processor() or cpu
     return f"{os.cpu_count()} CPUs (nproc), {cpu}; Python {platform.python_version()} on {platform.system()} {platform.release()}"
-
-
-def _best(fn: Any, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def bench_replay_scaling(sizes: list[int]) -> list[Row]:
@@ -82,7 +75,7 @@ def bench_replay_scaling(sizes: list[int]) -> list[Row]:
             ("progressive", make_policy("progressive", context_window_tokens=100_000), ReplayConfig(history_mode="write_back")),
         ):
             res_holder: list[Any] = []
-            t = _best(lambda: (clear_caches(), res_holder.append(replay(task, pol, config=cfg))), 3 if n <= 1000 else 1)
+            t = best_seconds(lambda: (clear_caches(), res_holder.append(replay(task, pol, config=cfg))), 3 if n <= 1000 else 1)
             res = res_holder[-1]
             n_comp = int(res.calls["compacted"].sum())
             per_call[(label, n)] = t / calls
@@ -110,13 +103,13 @@ def bench_recorded() -> list[Row]:
         return [("largest recorded session", "n/a", f"no recorded sessions under {recorded_dir()}")]
     biggest = max(files, key=lambda p: p.stat().st_size)
     tasks: list[Any] = []
-    t_load = _best(lambda: tasks.append(load_tasks_from_spec(str(biggest))), 3)
+    t_load = best_seconds(lambda: tasks.append(load_tasks_from_spec(str(biggest))), 3)
     task = max(tasks[-1], key=lambda t: len(t.messages))
     calls = sum(1 for m in task.messages if m.role == "assistant")
     rows: list[Row] = []
     for label in ("keep_all", "progressive"):
         pol = make_policy(label)
-        t = _best(lambda: (clear_caches(), replay(task, pol)), 3)  # from cold each time
+        t = best_seconds(lambda: (clear_caches(), replay(task, pol)), 3)  # from cold each time
         rows.append((
             f"replay {label} / load, largest recorded session",
             f"{t / t_load:.2f}x",
