@@ -170,7 +170,7 @@ _SEEN = 8192
 
 def clear_caches() -> None:
     """Forget what earlier summaries analysed (a benchmark timing one run from cold)."""
-    for f in (_sentences_of, _first_sentence, _written_paths_of, _step, _reasoning_of, _modal_of):
+    for f in (_sentences_of, _first_sentence, _written_paths, _step, _reasoning_of, _modal_of):
         f.cache_clear()
 
 
@@ -334,18 +334,10 @@ _REDIRECT = re.compile(r"(?<![\d&>])(>>?)\s*([^\s;&|<>()]+)")
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}|[\w-]+\.(?:py|js|ts|go|rs|java|c|h|cpp|md|txt|json|toml|yaml|yml|cfg|ini|sh|rst))\b")
 
 
-def _written_paths(tc: ToolCall) -> list[tuple[str, str]]:
-    """``(path, how)`` pairs a call writes; ``how`` is ``created`` or ``modified``."""
-    return list(_written_paths_of(tc))
-
-
-
 @functools.lru_cache(maxsize=_SEEN)
-def _written_paths_of(tc: ToolCall) -> tuple[tuple[str, str], ...]:
-    return tuple(_find_written_paths(tc))
-
-
-def _find_written_paths(tc: ToolCall) -> list[tuple[str, str]]:
+def _written_paths(tc: ToolCall) -> tuple[tuple[str, str], ...]:
+    """``(path, how)`` pairs a call writes; ``how`` is ``created`` or ``modified`` (cached: a
+    tuple, so no caller can change what the next one gets)."""
     args = _parse_args(tc)
     out: list[tuple[str, str]] = []
     name = tc.name.lower()
@@ -366,7 +358,7 @@ def _find_written_paths(tc: ToolCall) -> list[tuple[str, str]]:
             out += _shell_writes(cmd)
     elif isinstance(args, str) and "apply_patch" in name:
         out += [(a or b, "modified") for a, b in _PATCH_FILE.findall(args)]
-    return out
+    return tuple(out)
 
 
 def _shell_writes(cmd: str) -> list[tuple[str, str]]:
