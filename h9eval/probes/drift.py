@@ -172,9 +172,19 @@ def estimated_probes(task: Task, grid: Sequence[int]) -> int:
     the facts and anchor items established by then, the intent, the original key terms and
     the next action (an upper bound of what :func:`probes_for` returns). With a fixed
     ``every_k`` this grows with the square of the session's length."""
-    assistants = [i for i, m in enumerate(task.messages) if m.role == "assistant"]
-    born = sorted([f.message_index for f in task.facts] + [a.message_index for a in task.anchors])
-    return sum(3 + bisect_right(born, assistants[c] - 1) for c in grid if c < len(assistants))
+    return _ProbeCount(task).at(grid)
+
+
+class _ProbeCount:
+    """What :func:`estimated_probes` needs of a task, read once for any number of grids."""
+
+    def __init__(self, task: Task) -> None:
+        self.assistants = [i for i, m in enumerate(task.messages) if m.role == "assistant"]
+        self.born = sorted([f.message_index for f in task.facts] + [a.message_index for a in task.anchors])
+
+    def at(self, grid: Sequence[int]) -> int:
+        a, born = self.assistants, self.born
+        return sum(3 + bisect_right(born, a[c] - 1) for c in grid if c < len(a))
 
 
 def check_probe_budget(task: Task, every_k: int | None, max_probes: int = DEFAULT_MAX_PROBES) -> None:
@@ -183,13 +193,14 @@ def check_probe_budget(task: Task, every_k: int | None, max_probes: int = DEFAUL
     that fits."""
     if isinstance(max_probes, bool) or not isinstance(max_probes, int) or max_probes < 1:
         raise ConfigError(f"max_probes must be an integer >= 1, got {max_probes!r}")
-    n_calls = sum(1 for m in task.messages if m.role == "assistant")
+    count = _ProbeCount(task)
+    n_calls = len(count.assistants)
     grid = checkpoint_grid(n_calls, every_k)
-    n = estimated_probes(task, grid)
+    n = count.at(grid)
     if n <= max_probes:
         return
     k = every_k or 1
-    while k < n_calls and estimated_probes(task, checkpoint_grid(n_calls, k)) > max_probes:
+    while k < n_calls and count.at(checkpoint_grid(n_calls, k)) > max_probes:
         k *= 2
     raise ConfigError(
         f"probing task {task.task_id!r} ({n_calls:,} calls) at {len(grid):,} checkpoints scores about {n:,} probes, above "
