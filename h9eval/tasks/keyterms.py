@@ -203,30 +203,21 @@ def is_generic_term(term: str) -> bool:
 
 def filter_key_terms(
     terms: Sequence[str],
-    documents: Sequence[str],
+    n_documents: int,
     *,
-    present: Callable[[str, str], bool] | None = None,
-    doc_freq: Callable[[str], int] | None = None,
+    doc_freq: Callable[[str], int],
     max_df_frac: float = KEYTERM_MAX_DF_FRAC,
     min_docs: int = KEYTERM_MIN_DOCS,
 ) -> tuple[str, ...]:
-    """``terms`` without generic ones (:func:`is_generic_term`) and, when ``documents`` has at
-    least ``min_docs`` entries, without those ``present`` in more than ``max_df_frac`` of them.
+    """``terms`` without generic ones (:func:`is_generic_term`) and, when there are at least
+    ``min_docs`` documents, without those present in more than ``max_df_frac`` of them.
 
-    ``documents``: one text per transcript message (the task prompt left out); ``present(term,
-    document)``: the probes' matcher, so a term counts where a probe would find it; or
-    ``doc_freq(term)``: how many documents it is present in, counted at once. Order kept.
+    ``n_documents``: how many documents there are, one per transcript message (the task prompt
+    left out); ``doc_freq(term)``: in how many of them ``term`` is present, matched as the
+    probes match, so a term counts where a probe would find it. Order kept.
     """
     kept = [t for t in terms if not is_generic_term(t)]
-    if len(documents) < min_docs or not kept:
+    if n_documents < min_docs or not kept:
         return tuple(kept)
-    limit = max_df_frac * len(documents)
-    if doc_freq is None:
-        if present is None:
-            raise TypeError("filter_key_terms needs present or doc_freq")
-        match = present
-
-        def doc_freq(t: str) -> int:
-            return sum(1 for d in documents if match(t, d))
-
+    limit = max_df_frac * n_documents
     return tuple(t for t in kept if doc_freq(t) <= limit)

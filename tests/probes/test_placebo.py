@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -312,14 +313,14 @@ def test_edited_file_facts_skip_scratch_scripts() -> None:
 def test_generic_and_transcript_wide_key_terms_are_dropped() -> None:
     assert is_generic_term("print") and is_generic_term("42") and is_generic_term("curl") and not is_generic_term("8000")
 
-    def present(term: str, doc: str) -> bool:
-        return TextIndex(doc, fuzzy=False).present(term)
+    def doc_freq(docs: list[str]) -> Callable[[str], int]:
+        return lambda term: sum(TextIndex(d, fuzzy=False).present(term) for d in docs)
 
     docs = ["curl web.chal.csaw.io:8000"] * 12 + ["ls", "cat flag.txt"] + ["thinking"] * 8  # 22 messages
     terms = ("web.chal.csaw.io", "curl", "10", "flag.txt", "8000")
-    assert filter_key_terms(terms, docs, present=present) == ("flag.txt",)
+    assert filter_key_terms(terms, len(docs), doc_freq=doc_freq(docs)) == ("flag.txt",)
     # Too few messages for frequencies to mean anything: only the generic filter applies.
-    assert filter_key_terms(terms, docs[:5], present=present) == ("web.chal.csaw.io", "flag.txt", "8000")
+    assert filter_key_terms(terms, 5, doc_freq=doc_freq(docs[:5])) == ("web.chal.csaw.io", "flag.txt", "8000")
 
 
 # ---------------------------------------------------------------------------------------------

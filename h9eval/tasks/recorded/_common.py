@@ -764,8 +764,7 @@ def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]
             k = bisect_left(occ, ends[d], k)  # on to the first occurrence after that message
         return n
 
-    docs = [""] * len(msgs)  # only their number matters to the filter
-    return lambda terms: filter_key_terms(terms, docs, doc_freq=doc_freq)
+    return lambda terms: filter_key_terms(terms, len(msgs), doc_freq=doc_freq)
 
 
 def build_intent(tr: Transcript) -> Intent:
