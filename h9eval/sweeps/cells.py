@@ -249,6 +249,43 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
     return points, skipped
 
 
+class _CellMaker:
+    """Builds the cells of one sweep: the fields every cell takes from the spec, its policy
+    point, history mode, summarizer variant and repeat, and one check that no two cells share
+    a run id."""
+
+    def __init__(self, spec: SweepSpec, cache: str, version: str, code: str) -> None:
+        self.spec, self.cache, self.version, self.code = spec, cache, version, code
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, p: _Point, mode: str, variant: str, r: int, *, run_id: str, here: str, **fields: Any) -> Cell:
+        if run_id in self.seen:
+            raise ConfigError(f"{here} duplicates {self.seen[run_id]}; remove one of the two")
+        self.seen[run_id] = here
+        spec = self.spec
+        return Cell(
+            run_id=run_id,
+            cell_dir=cell_dir_name(run_id),
+            sweep=spec.name,
+            policy_entry=p.entry,
+            policy_name=p.grid.name,
+            policy_kind=p.grid.kind,
+            spec_params=dict(p.given),
+            params=p.resolved,
+            grid=p.point,
+            params_hash=p.params_hash,
+            history_mode=mode,
+            writeback_rules=spec.writeback_rules,
+            summarizer=variant,
+            summarizer_params=dict(spec.summarizer_params),
+            summarizer_cache=_cache_for_repeat(self.cache, r),
+            repeat=r,
+            h9eval_version=self.version,
+            source_hash=self.code,
+            **fields,
+        )
+
+
 def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:
     """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
     × repeats, then world seeds × agents × the same) and the skipped invalid grid cells. A policy that uses no
@@ -264,7 +301,7 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
     points, skipped = _points(spec, skip)
     version, code = provenance.h9eval_version(), provenance.source_hash()
     cells: list[Cell] = []
-    seen: dict[str, str] = {}
+    make = _CellMaker(spec, cache, version, code)
     worlds = _world_refs(spec)
     # exported worlds are replayed like the other tasks (their task is built by the worker)
     refs = _task_refs(spec) + [_TaskRef(path=w.path, spec=f"world:{w.kind}:{w.seed}", source=f"world:{w.kind}:{w.seed}", task_id=w.task_id)
@@ -278,38 +315,18 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
             for variant in variants:
                 for mode in spec.history_modes:
                     for r in range(spec.repeats):
-                        run_id = f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}"
-                        here = f"{p.entry} cell {_fmt_point(p.point)} on task {t.task_id!r} ({t.path})"
-                        if run_id in seen:
-                            raise ConfigError(f"{here} duplicates {seen[run_id]}; remove one of the two")
-                        seen[run_id] = here
-                        cells.append(Cell(
-                            run_id=run_id,
-                            cell_dir=cell_dir_name(run_id),
-                            sweep=spec.name,
+                        cells.append(make(
+                            p, mode, variant, r,
+                            run_id=f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}",
+                            here=f"{p.entry} cell {_fmt_point(p.point)} on task {t.task_id!r} ({t.path})",
                             task_id=t.task_id,
                             task_spec=t.spec,
                             task_source=t.source,
-                            policy_entry=p.entry,
-                            policy_name=p.grid.name,
-                            policy_kind=p.grid.kind,
-                            spec_params=dict(p.given),
-                            params=p.resolved,
-                            grid=p.point,
-                            params_hash=p.params_hash,
-                            history_mode=mode,
-                            writeback_rules=spec.writeback_rules,
                             window=t.peak_window if spec.window_peak_frac is not None else spec.window,
                             window_peak_frac=spec.window_peak_frac,
-                            summarizer=variant,
                             summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
-                            summarizer_params=dict(spec.summarizer_params),
-                            summarizer_cache=_cache_for_repeat(cache, r),
                             scorers=tuple(spec.scorers),
                             probe_every_k=spec.probe_every_k,
-                            repeat=r,
-                            h9eval_version=version,
-                            source_hash=code,
                             **({"world_kind": w.kind, "world_params": dict(w.params), "world_seed": w.seed, "max_steps": w.max_steps} if w else {}),
                         ))
     for w in worlds:
@@ -318,37 +335,17 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                 for variant in spec.summarizers:
                     for mode in spec.history_modes:
                         for r in range(spec.repeats):
-                            run_id = f"{w.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--{agent}--r{r}"
-                            here = f"{p.entry} cell {_fmt_point(p.point)} on world {w.task_id!r} ({w.path}) with agent {agent!r}"
-                            if run_id in seen:
-                                raise ConfigError(f"{here} duplicates {seen[run_id]}; remove one of the two")
-                            seen[run_id] = here
-                            cells.append(Cell(
-                                run_id=run_id,
-                                cell_dir=cell_dir_name(run_id),
-                                sweep=spec.name,
+                            cells.append(make(
+                                p, mode, variant, r,
+                                run_id=f"{w.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--{agent}--r{r}",
+                                here=f"{p.entry} cell {_fmt_point(p.point)} on world {w.task_id!r} ({w.path}) with agent {agent!r}",
                                 task_id=w.task_id,
                                 task_spec=f"world:{w.kind}:{w.seed}",
                                 task_source=f"world:{w.kind}:{w.seed}",
-                                policy_entry=p.entry,
-                                policy_name=p.grid.name,
-                                policy_kind=p.grid.kind,
-                                spec_params=dict(p.given),
-                                params=p.resolved,
-                                grid=p.point,
-                                params_hash=p.params_hash,
-                                history_mode=mode,
-                                writeback_rules=spec.writeback_rules,
                                 window=spec.window,
                                 window_peak_frac=None,  # a world is not a transcript: its window is the spec's
-                                summarizer=variant,
-                                summarizer_params=dict(spec.summarizer_params),
-                                summarizer_cache=_cache_for_repeat(cache, r),
                                 scorers=(),
                                 probe_every_k=None,
-                                repeat=r,
-                                h9eval_version=version,
-                                source_hash=code,
                                 cell_kind="episode",
                                 world_kind=w.kind,
                                 world_params=dict(w.params),
