@@ -119,6 +119,7 @@ from h9eval.compaction.anchors import (
     parse_anchors_and_summary,
 )
 from h9eval.core.errors import ConfigError
+from h9eval.core.history import as_list, extends
 from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 
@@ -172,6 +173,7 @@ def clear_caches() -> None:
     """Forget what earlier summaries analysed (a benchmark timing one run from cold)."""
     for f in (_sentences_of, _first_sentence, _written_paths, _step, _reasoning_of, _modal_of):
         f.cache_clear()
+    _KEPT_SCANS.clear()
 
 
 @functools.lru_cache(maxsize=_SEEN)
@@ -451,16 +453,117 @@ class ParsedHead:
         return sum(s.outcome == "failed" for s in self.steps)
 
 
-def _prior_from_head(head: Sequence[Message]) -> tuple[dict[str, str], str]:
-    """Anchors and summary of the latest ``[Context Compaction]`` message in the head."""
-    for m in reversed(head):
-        if _is_compaction(m):
-            text = m.content.lstrip()[len(COMPACTION_MARKER) :]
-            anchors, summary = parse_anchors_and_summary(text, _ALL_TYPES)
-            # "## Offloaded References" follows the summary; it is not part of it.
-            summary = summary.split("\n## Offloaded References", 1)[0]
-            return {a.type: a.content for a in anchors if a.content != NA}, go_trim(summary)
-    return {}, ""
+def _prior_of(m: Message | None) -> tuple[dict[str, str], str]:
+    """Anchors and summary of a ``[Context Compaction]`` message (none: nothing)."""
+    if m is None:
+        return {}, ""
+    text = m.content.lstrip()[len(COMPACTION_MARKER) :]
+    anchors, summary = parse_anchors_and_summary(text, _ALL_TYPES)
+    # "## Offloaded References" follows the summary; it is not part of it.
+    summary = summary.split("\n## Offloaded References", 1)[0]
+    return {a.type: a.content for a in anchors if a.content != NA}, go_trim(summary)
+
+
+class _Scan:
+    """The message-by-message part of :func:`parse_head`, up to some message of a head.
+
+    A view-mode replay summarises the same growing history again and again, and reading it
+    whole each time made a session's summaries quadratic. The scan of the previous head is
+    kept, and a head that extends it is read only from where it stopped. Steps pair a call
+    with its result from anywhere in the head, so a kept scan is used only when every call it
+    read still pairs with the same result (``used``); and it stops before a trailing call still
+    waiting for its result, the usual end of a soft tier's half of the head. A kept scan is
+    never changed: resuming copies it.
+    """
+
+    __slots__ = ("n", "used", "n_messages", "n_user", "n_assistant", "events", "steps", "assistant_texts",
+                 "written", "paths", "user_msgs", "last_note", "last_compaction")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.used: dict[str, Message | None] = {}  # tool call id -> the result its step was built from
+        self.n_messages = self.n_user = self.n_assistant = 0
+        self.events: list[Event] = []
+        self.steps: list[ToolStep] = []
+        self.assistant_texts: list[str] = []
+        self.written: list[tuple[str, str]] = []
+        self.paths: Counter[str] = Counter()
+        self.user_msgs: list[Message] = []
+        self.last_note = ""
+        self.last_compaction: Message | None = None
+
+    def copy(self) -> _Scan:
+        c = _Scan(self.n)
+        c.used, c.paths = dict(self.used), Counter(self.paths)
+        c.n_messages, c.n_user, c.n_assistant = self.n_messages, self.n_user, self.n_assistant
+        c.events, c.steps, c.assistant_texts = list(self.events), list(self.steps), list(self.assistant_texts)
+        c.written, c.user_msgs = list(self.written), list(self.user_msgs)
+        c.last_note, c.last_compaction = self.last_note, self.last_compaction
+        return c
+
+    def still_pairs(self, results: dict[str, Message]) -> bool:
+        return all(results.get(c) is r for c, r in self.used.items())
+
+    def feed(self, messages: Iterable[Message], results: dict[str, Message]) -> None:
+        n = self.n
+        for m in messages:
+            if _is_compaction(m):
+                self.last_compaction = m
+            if m.role == "system" and not m.is_tool_result:
+                continue
+            self.n_messages += 1
+            if _is_user_text(m):
+                self.user_msgs.append(m)
+                self.n_user += 1
+                self.events.append(Event("user", m.content))
+            elif m.is_assistant and not m.is_tool_result:
+                self.n_assistant += 1
+                if m.content.strip():
+                    self.assistant_texts.append(m.content)
+                    self.events.append(Event("assistant", m.content))
+                    self.last_note = _first_sentence(m.content, n, min_chars=40)
+                for tc in m.tool_calls:
+                    res = self.used[tc.id] = results.get(tc.id)
+                    step = _step(tc, res, n)
+                    self.steps.append(step)
+                    self.events.append(Event("tool", step=step))
+                    self.written += _written_paths(tc)
+                    for path in step.paths:
+                        self.paths[path] += 1
+
+
+# The last scan per character cap, and the messages it read (a few caps at most are in use).
+_KEPT_SCANS: dict[int, tuple[list[Message], _Scan]] = {}
+
+
+def _settled_end(head: list[Message], results: dict[str, Message], start: int) -> int:
+    """Where a scan of ``head`` may stop to be kept: before its last assistant message with
+    tool calls when one of them has no result yet (the next head may bring it), else the end."""
+    for i in range(len(head) - 1, start - 1, -1):
+        m = head[i]
+        if m.is_assistant and not m.is_tool_result and m.tool_calls:
+            return i if any(tc.id not in results for tc in m.tool_calls) else len(head)
+    return len(head)
+
+
+def _scan_head(head: list[Message], n: int) -> _Scan:
+    results = {m.tool_call_id: m for m in head if m.is_tool_result}
+    kept = _KEPT_SCANS.get(n)
+    if kept is not None and extends(head, kept[0]) and kept[1].still_pairs(results):
+        start, scan = len(kept[0]), kept[1].copy()
+    else:
+        start, scan = 0, _Scan(n)
+    stop = _settled_end(head, results, start)
+    scan.feed(head[start:stop], results)
+    if stop < len(head):
+        if stop > 0:
+            _KEPT_SCANS[n] = (head[:stop], scan.copy())
+        scan.feed(head[stop:], results)
+    elif head:
+        _KEPT_SCANS[n] = (list(head), scan)
+    if len(_KEPT_SCANS) > 8:
+        _KEPT_SCANS.clear()
+    return scan
 
 
 _REFINEMENT_SEP = "; latest request: "
@@ -484,40 +587,27 @@ def parse_head(
     ``previous_anchors`` (the compactor's last anchors) take precedence over the anchors of a
     ``[Context Compaction]`` message in the head; character caps are per item.
     """
-    p = ParsedHead()
-    p.prior_anchors, p.prior_summary = _prior_from_head(head)
+    scan = _scan_head(as_list(head), max_item_chars)
+    # copies: the scan may be kept for the next head
+    p = ParsedHead(
+        assistant_texts=list(scan.assistant_texts),
+        steps=list(scan.steps),
+        events=list(scan.events),
+        written=list(scan.written),
+        paths=Counter(scan.paths),
+        n_messages=scan.n_messages,
+        n_user=scan.n_user,
+        n_assistant=scan.n_assistant,
+        last_assistant_note=scan.last_note,
+    )
+    p.prior_anchors, p.prior_summary = _prior_of(scan.last_compaction)
     for typ, content in previous_anchors or ():
         if content != NA and content:
             p.prior_anchors[typ] = content
     if previous_summary:
         p.prior_summary = previous_summary
     prior = prior_task(p.prior_anchors)
-
-    results = {m.tool_call_id: m for m in head if m.is_tool_result}
-    user_msgs: list[Message] = []
-    n = max_item_chars
-    for m in head:
-        if m.role == "system" and not m.is_tool_result:
-            continue
-        p.n_messages += 1
-        if _is_user_text(m):
-            user_msgs.append(m)
-            p.n_user += 1
-            p.events.append(Event("user", m.content))
-        elif m.is_assistant and not m.is_tool_result:
-            p.n_assistant += 1
-            if m.content.strip():
-                p.assistant_texts.append(m.content)
-                p.events.append(Event("assistant", m.content))
-                p.last_assistant_note = _first_sentence(m.content, n, min_chars=40)
-            for tc in m.tool_calls:
-                step = _step(tc, results.get(tc.id), n)
-                p.steps.append(step)
-                p.events.append(Event("tool", step=step))
-                p.written += _written_paths(tc)
-                for path in step.paths:
-                    p.paths[path] += 1
-
+    user_msgs = scan.user_msgs
     p.user_texts = [u.content for u in user_msgs]
     later = user_msgs
     if not prior and user_msgs:
