@@ -20,6 +20,10 @@ def repair_tool_pairs(msgs: Sequence[Message], *, placeholder_role: str = "user"
     """
     called = {tc.id for m in msgs if m.role == "assistant" for tc in m.tool_calls}
     results = {m.tool_call_id for m in msgs if m.tool_call_id != ""}
+    if called == results:
+        # nothing to drop (every result's id is called) and nothing to add (every call, none
+        # with an empty id, has a result): the usual case, without the per-message pass
+        return list(msgs)
     out: list[Message] = []
     for m in msgs:
         if m.tool_call_id != "" and m.tool_call_id not in called:

@@ -171,7 +171,7 @@ _SEEN = 8192
 
 def clear_caches() -> None:
     """Forget what earlier summaries analysed (a benchmark timing one run from cold)."""
-    for f in (_sentences_of, _first_sentence, _written_paths, _step, _reasoning_of, _modal_of):
+    for f in (_sentences_of, _first_sentence, _intent_text, _written_paths, _step, _reasoning_of, _modal_of):
         f.cache_clear()
     _KEPT_SCANS.clear()
 
@@ -237,6 +237,7 @@ def _first_sentence(text: str, max_chars: int, min_chars: int = 30) -> str:
     return _clip(out, max_chars)
 
 
+@functools.lru_cache(maxsize=_SEEN)
 def _intent_text(content: str, max_chars: int) -> str:
     """The one-sentence request of one user message (harness9's prompt asks for one sentence)."""
     return _first_sentence(_task_body(content), max_chars)
