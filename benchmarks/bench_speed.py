@@ -331,10 +331,11 @@ def _timed_inproc_sweep(spec: Any, out: Path) -> tuple[float, Any, float]:
     return t0, r, spent[0]
 
 
-def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 800) -> dict[str, Any]:
+def sweep_bench_spec(tmp: Path, n_tasks: int = 6, n_turns: int = 1200) -> dict[str, Any]:
     """A sweep of ``n_tasks`` synthetic tasks of ``n_turns`` turns x a 3x3 progressive grid x
-    2 history modes: 108 cells of about 0.3 s median by default (0.15-0.55 s on a 2-core
-    machine; 250 turns, the earlier default, gave 0.1 s cells, below the target's ~0.3 s)."""
+    2 history modes: 108 cells of about 0.3 s median by default (0.2-0.6 s on a 2-core
+    machine), the target's cell size. Cells shrink as h9eval gets faster: 250 turns gave 0.1 s
+    cells, 800 turns 0.2 s once the offline summarizer stopped re-reading whole heads."""
     from h9eval.tasks import tasks_to_jsonl
     from h9eval.tasks.synthetic import generate
 
@@ -377,7 +378,7 @@ def machine_parallelism() -> float:
     return 2 * times[0] / times[1]
 
 
-def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turns: int = 800, dask: bool = True,
+def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turns: int = 1200, dask: bool = True,
                  repeat: int = 2) -> list[Target]:
     """2 workers over 1 on the scaling sweep, Dask (local cluster) over the process pool, and
     the share of start-up plus consolidation in ``small_toml``'s wall time (in-process run:
