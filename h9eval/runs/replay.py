@@ -150,9 +150,9 @@ class ReplayResult:
     final_history: list[Message] = field(default_factory=list)
     out_dir: Path | None = None
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """The window the run's ratios and overflows were measured against."""
     offload_write_failures: tuple[str, ...] = ()
     """OS errors of offload writes that failed (the run went on without them, as harness9 does)."""
-    """The window the run's ratios and overflows were measured against."""
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers of the run (what ``h9eval run`` prints): the run's identity and
