@@ -235,9 +235,10 @@ def bench_per_call_ratio(
         tmp = Path(d)
         for pol in policies or sorted(registry()):
             for mode in modes:
-                # best of 2 for both sizes: a 250-call run takes ~50 ms, where one GC pause shows
-                t_small = min(_run_seconds(small, pol, mode, window, tmp) for _ in range(2))
-                t_large = min(_run_seconds(large, pol, mode, window, tmp) for _ in range(2))
+                # best of 5 and of 3: a 250-call run takes ~50 ms, where one pause of a shared
+                # machine shows (best of 2 for both moved a ratio between 0.95x and 1.5x)
+                t_small = min(_run_seconds(small, pol, mode, window, tmp) for _ in range(5))
+                t_large = min(_run_seconds(large, pol, mode, window, tmp) for _ in range(3))
                 ratio = (t_large / large.n_calls) / (t_small / small.n_calls)
                 tg = Target(
                     f"per-call time {large.n_calls}/{small.n_calls} calls: {pol}, {mode}",
