@@ -9,7 +9,7 @@ import heapq
 from collections.abc import Sequence
 
 from h9eval.compaction._peer import call_positions, paired_calls
-from h9eval.core.history import continued_from
+from h9eval.core.history import IncrementalView
 from h9eval.core.messages import Message
 
 __all__ = [
@@ -114,14 +114,14 @@ def drop_masked_calls(msgs: Sequence[Message], masked: Sequence[int], placeholde
     return out, len(dropped_msgs)
 
 
-class IncrementalMasking:
+class IncrementalMasking(IncrementalView):
     """:func:`mask_observations` kept up to date between the calls of one run: the same list and
     count, with Python work only for the messages added since the previous call.
 
     A call's history either extends the previous call's history (view mode), extends the
     previous call's masked list (write-back mode, after the replay replaced its history with
-    it), or is anything else, which starts over. Both prefixes are recognised at C speed
-    (:func:`h9eval.core.history.continued_from`). Masking only ever grows as a history grows: a
+    it), or is anything else, which starts over (:class:`h9eval.core.history.IncrementalView`).
+    Masking only ever grows as a history grows: a
     result's pairing (the nearest earlier call of its id) and the cutoff only move forward.
     """
 
@@ -132,8 +132,7 @@ class IncrementalMasking:
         self._reset()
 
     def _reset(self) -> None:
-        self._src: list[Message] = []  # the history the state describes
-        self._out: list[Message] = []  # its masked list
+        self._clear_view()
         self._out_bytes = 0
         self._latest: dict[str, int] = {}  # call id -> message index of its latest call
         self._assistants: list[int] = []  # indices of assistant messages
@@ -141,34 +140,20 @@ class IncrementalMasking:
         self._results: list[int] = []  # paired result indices in order (tool_results unit)
         self._next_result = 0  # results before this one are masked (tool_results unit)
         self._n_real = 0  # masked results whose content in ``_src`` was not a placeholder yet
-        self._wrote_back = False  # the last call continued from the masked list
-        self.first_difference = 0
-        """Index of the first message the masked list changed (its length when none)."""
+
+    def _adopt_view(self) -> None:
+        self._n_real = 0  # its masked results are placeholders now
 
     def mask(self, history: Sequence[Message]) -> tuple[tuple[Message, ...], int, int]:
         """The masked messages, the number of results masked in it (as :func:`mask_observations`
         counts) and the list's harness9 byte total."""
-        n_src, n_out = len(self._src), len(self._out)
-        from_src = continued_from(history, self._src, self._out, view_first=self._wrote_back)
-        if from_src is True:
-            start = n_src
-        elif from_src is False:
-            # the replay wrote the masked list back: its masked results are placeholders now
-            start, self._src, self._n_real, self.first_difference = n_out, list(self._out), 0, n_out
-        else:
-            start = 0
-            self._reset()
-        self._wrote_back = from_src is False
-        for i in range(start, len(history)):
+        for i in range(self._continue(history), len(history)):
             self._add(i, history[i])
         self._advance(history)
         return tuple(self._out), self._n_real, self._out_bytes
 
     def _add(self, i: int, m: Message) -> None:
-        if self.first_difference == len(self._src):
-            self.first_difference += 1
-        self._src.append(m)
-        self._out.append(m)
+        self._append(m)
         self._out_bytes += m.nbytes
         if m.tool_call_id:
             j = self._latest.get(m.tool_call_id)
@@ -199,6 +184,5 @@ class IncrementalMasking:
             return
         masked = m.with_content(render_placeholder(self.placeholder, m.content))
         self._out_bytes += masked.nbytes - self._out[i].nbytes
-        self._out[i] = masked
+        self._replace(i, masked)
         self._n_real += 1
-        self.first_difference = min(self.first_difference, i)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from h9eval.core.messages import Message
 
-__all__ = ["as_list", "extends", "continued_from", "common_prefix_len", "kept_prefix_len", "PrefixBytes"]
+__all__ = ["as_list", "extends", "continued_from", "common_prefix_len", "kept_prefix_len", "PrefixBytes", "IncrementalView"]
 
 # Below this many messages a Python loop is cheaper than another pair of slices.
 _LINEAR = 32
@@ -106,3 +106,51 @@ class PrefixBytes:
             cum.append(total)
         self._msgs.extend(history[n:])
         return cum
+
+
+class IncrementalView:
+    """What every view kept up to date between the calls of a run shares: the history it
+    describes (``_src``), the view (``_out``, one message for each of it), the first index where
+    they differ (``first_difference``), and how a call's history continues the last one.
+
+    A history extends the previous history (view mode: only its new messages are taken in),
+    extends the previous view (write-back mode: the view becomes the source, what it changed is
+    the history's own content now), or is anything else, which starts over. A subclass starts
+    over in ``_reset`` (calling ``_clear_view``), says in ``_adopt_view`` what else a written-back
+    view resets, and takes in each new message after ``_append``; it changes the view only
+    through ``_replace``."""
+
+    def _clear_view(self) -> None:
+        self._src: list[Message] = []
+        self._out: list[Message] = []
+        self._wrote_back = False  # the last call continued from the view
+        self.first_difference = 0
+        """Index of the first message the view changed (its length when none)."""
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _adopt_view(self) -> None:
+        """What a written-back view resets besides the source (nothing by default)."""
+
+    def _continue(self, history: Sequence[Message]) -> int:
+        """Index of the first message of ``history`` the view has not taken in."""
+        from_src = continued_from(history, self._src, self._out, view_first=self._wrote_back)
+        self._wrote_back = from_src is False
+        if from_src is None:
+            self._reset()
+        elif not from_src:
+            self._src = list(self._out)
+            self.first_difference = len(self._src)
+            self._adopt_view()
+        return len(self._src)
+
+    def _append(self, m: Message) -> None:
+        if self.first_difference == len(self._src):
+            self.first_difference += 1
+        self._src.append(m)
+        self._out.append(m)
+
+    def _replace(self, i: int, m: Message) -> None:
+        self._out[i] = m
+        self.first_difference = min(self.first_difference, i)

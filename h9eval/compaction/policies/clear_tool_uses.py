@@ -18,7 +18,7 @@ from typing import ClassVar
 from h9eval.compaction._peer import call_positions, paired_calls, peer_record
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
-from h9eval.core.history import continued_from
+from h9eval.core.history import IncrementalView
 from h9eval.core.messages import Message
 
 __all__ = ["ClearToolUses", "clear_tool_uses", "IncrementalClearing", "CLEAR_PLACEHOLDER", "CLEARED_INPUTS"]
@@ -86,7 +86,7 @@ def clear_tool_uses(
     return out, len(cleared)
 
 
-class IncrementalClearing:
+class IncrementalClearing(IncrementalView):
     """:func:`clear_tool_uses` kept up to date between the calls of one run: the same list and
     count, with Python work only for the messages added since the previous call (and the uses
     that became old). Like :class:`h9eval.compaction.masking.IncrementalMasking`, a history
@@ -111,17 +111,17 @@ class IncrementalClearing:
         self._reset()
 
     def _reset(self) -> None:
-        self._src: list[Message] = []  # the history the state describes
-        self._out: list[Message] = []  # its cleared list
+        self._clear_view()
         self.src_bytes = self.out_bytes = 0
         self._calls: list[tuple[int, int]] = []  # call_positions(self._src)
         self._latest: dict[str, int] = {}  # call id -> position of its latest call
         self._waiting: list[tuple[int, int]] = []  # heap of (call position, result index) not yet old
         self._next_input = 0  # calls before this position had their inputs considered
         self._changed: set[int] = set()  # call positions whose result or input differs from ``_src``
-        self.first_difference = 0
-        """Index of the first message the cleared list changed (its length when none)."""
-        self._wrote_back = False  # the last call continued from the cleared list
+
+    def _adopt_view(self) -> None:
+        # what it cleared is the history's own content now
+        self.src_bytes, self._changed = self.out_bytes, set()
 
     @property
     def n_calls(self) -> int:
@@ -130,27 +130,13 @@ class IncrementalClearing:
     def update(self, history: Sequence[Message]) -> tuple[list[Message], int]:
         """The cleared list of ``history`` and the number of tool uses cleared in it (as
         :func:`clear_tool_uses` returns them; the list is this object's, do not change it)."""
-        from_src = continued_from(history, self._src, self._out, view_first=self._wrote_back)
-        if from_src is True:
-            start = len(self._src)
-        elif from_src is False:
-            # the cleared list was written back: what it cleared is the history's own content now
-            start, self._src, self.src_bytes, self._changed = len(self._out), list(self._out), self.out_bytes, set()
-            self.first_difference = start
-        else:
-            start = 0
-            self._reset()
-        self._wrote_back = from_src is False
-        for i in range(start, len(history)):
+        for i in range(self._continue(history), len(history)):
             self._add(i, history[i])
         self._advance()
         return self._out, len(self._changed)
 
     def _add(self, i: int, m: Message) -> None:
-        if self.first_difference == len(self._src):
-            self.first_difference += 1
-        self._src.append(m)
-        self._out.append(m)
+        self._append(m)
         self.src_bytes += m.nbytes
         self.out_bytes += m.nbytes
         if m.tool_call_id:
@@ -168,8 +154,7 @@ class IncrementalClearing:
 
     def _set(self, i: int, m: Message) -> None:
         self.out_bytes += m.nbytes - self._out[i].nbytes
-        self._out[i] = m
-        self.first_difference = min(self.first_difference, i)
+        self._replace(i, m)
 
     def _advance(self) -> None:
         n_old = max(len(self._calls) - self.keep, 0)
