@@ -462,33 +462,6 @@ class SessionStore:
                 err.add_note(f"rollback of session {session_id!r} also failed: {rb!r}")
             raise
 
-    def replace_tail(self, session_id: str, keep: int, new_tail: Sequence[Message], old_tail: Sequence[Message]) -> None:
-        """A write-back that writes only what changed: the stored messages after the first
-        ``keep`` (the last ``len(old_tail)``: the caller knows what the session holds) go and
-        ``new_tail`` is added after them (both as stored: no system
-        message is stripped). The caller holds the history, so nothing is read back:
-        ``old_tail`` (the deleted messages) is what a failed add restores, as
-        :meth:`replace_history` restores its prefix.
-
-        The resulting messages are the ones :meth:`replace_history` would leave (the kept rows
-        keep their ids and timestamps); still two steps, not one transaction, as in harness9.
-        """
-        self._require(session_id)
-        # counted from the end, so the cost follows the replaced span, not the kept prefix
-        self._db.execute(
-            "DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
-            (session_id, len(old_tail)),
-        )
-        try:
-            self.add_messages(session_id, new_tail)
-        except Exception as err:
-            try:
-                self.add_messages(session_id, old_tail)
-            except Exception as rb:
-                log.error("session %s: write-back rollback failed: %r", session_id, rb)
-                err.add_note(f"rollback of session {session_id!r} also failed: {rb!r}")
-            raise
-
     # -- plans --------------------------------------------------------------------------------
     def save_plan(self, session_id: str, items: Sequence[Any]) -> None:
         """Upsert the session's plan as one JSON list (harness9's ``SavePlan``)."""

@@ -338,23 +338,3 @@ def test_failed_rollback_keeps_the_first_error_and_notes_the_second(store, monke
 def test_replace_history_of_unknown_session_clears_nothing(store):
     with pytest.raises(UnknownSessionError):
         store.replace_history("ghost", [Message("user", "x")])
-
-
-def test_replace_tail_keeps_the_prefix_rows_and_leaves_what_replace_history_leaves(store):
-    sid = store.create_session("s1")
-    original = transcript()
-    store.add_messages(sid, original)
-    ids = [r[0] for r in store._db.execute("SELECT id FROM messages ORDER BY id")]
-    new = [*original[:2], Message("user", "[Context Compaction]\n## Summary\nx")]
-    store.replace_tail(sid, 2, new[2:], original[2:])
-    assert store.get_messages(sid) == new
-    assert [r[0] for r in store._db.execute("SELECT id FROM messages ORDER BY id")][:2] == ids[:2]
-
-
-def test_replace_tail_restores_the_removed_rows_when_add_fails(store, monkeypatch):
-    sid = store.create_session("s1")
-    original = transcript()
-    store.add_messages(sid, original)
-    with pytest.raises(UnicodeEncodeError):
-        store.replace_tail(sid, 1, [Message("user", "\udfff")], original[1:])
-    assert store.get_messages(sid) == original
