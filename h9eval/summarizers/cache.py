@@ -257,7 +257,7 @@ class ResponseCache:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self.busy_timeout_s = state["busy_timeout_s"]
-        self.start_timeout_s = state.get("start_timeout_s", 5.0)
+        self.start_timeout_s = state["start_timeout_s"]
         self._lock = threading.Lock()
         self._conn = None
         self._pid = -1
