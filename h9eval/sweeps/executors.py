@@ -1,8 +1,9 @@
 """Where a sweep's cells run: in this process, in a local process pool, or on Dask.
 
 Every executor calls ``record(row)`` once per cell, in completion order, with the cell's run
-row (in this process also with the tables the cell wrote, so they are not read back). A cell whose worker could not write its own row (a lost worker, a pickling error) gets a
-failed row written by the parent, so it is rerun on resume.
+row (in this process also with the tables the cell wrote, so they are not read back). A cell
+whose worker could not write its own row (a lost worker, a pickling error) gets a failed row
+written by the parent, so it is rerun on resume.
 """
 
 from __future__ import annotations
