@@ -615,7 +615,7 @@ from pathlib import Path
 import pandas as pd
 
 from h9eval.analysis import plots_closedloop as PC
-from h9eval.analysis import report_closedloop as R
+from h9eval.analysis import episodes as R
 from h9eval.closedloop import steps_frame
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval import load_results, sweep

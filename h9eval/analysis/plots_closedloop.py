@@ -1,5 +1,5 @@
 """Closed-loop plots: a DataFrame in, a matplotlib ``Figure`` out (no pyplot state, no files),
-as in :mod:`h9eval.analysis.plots`. The tables come from :mod:`h9eval.analysis.report_closedloop`.
+as in :mod:`h9eval.analysis.plots`. The tables come from :mod:`h9eval.analysis.episodes`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from h9eval.analysis.plots import _empty, _figure
 
 __all__ = ["cost_success_frontier", "failure_modes", "retention_vs_success"]
 
-_SHAPES = "osD^vP*X"
-
-
 def _colors(n: int) -> list[Any]:
     from matplotlib import colormaps
 
@@ -24,37 +21,41 @@ def _colors(n: int) -> list[Any]:
 
 def cost_success_frontier(table: Any) -> Any:
     """Tokens sent per episode (x, lower is better) against success rate (y) per (agent,
-    configuration), with the 95 % intervals of :func:`~h9eval.analysis.report_closedloop.success_cost`
-    as error bars and, per agent, the frontier: the configurations no other one beats on both
-    (JetBrains' cost-vs-solve-rate figure, offline). One marker shape per agent."""
-    fig, (ax,) = _figure(size=(8.0, 5.5))
-    if table is None or not len(table):
-        _empty(ax, "episodes")
+    configuration), with the 95 % intervals of :func:`~h9eval.analysis.episodes.success_cost`
+    as error bars: one panel per agent, one colour per configuration (the same colour in every
+    panel, each point labelled with its name) and, per agent, the frontier (the configurations
+    no other one beats on both; JetBrains' cost-vs-solve-rate figure, offline), drawn and
+    labelled in its panel."""
+    agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
+    n = max(1, len(agents))
+    fig, axes = _figure(1, n, size=(min(5.2 * n, 13.0), 5.2))
+    if not agents:
+        _empty(axes[0], "episodes")
         return fig
     configs = list(dict.fromkeys(table["config"]))
     color = dict(zip(configs, _colors(len(configs))))
-    agents = list(dict.fromkeys(table["agent"]))
-    shape = {a: _SHAPES[i % len(_SHAPES)] for i, a in enumerate(agents)}
-    for r in table.to_dict("records"):
-        xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
-        yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
-        lab = r["config"] + (f" ({r['agent']})" if len(agents) > 1 else "")
-        ax.errorbar([r["tokens_sent"]], [r["success"]], xerr=xerr, yerr=yerr, fmt=shape[r["agent"]], color=color[r["config"]], capsize=3, label=lab, alpha=0.9)
-    for a in agents:
-        front = M.pareto_front(table[table["agent"] == a], "tokens_sent", "success", maximize=(False, True))
+    for ax, a in zip(axes, agents):
+        g = table[table["agent"] == a]
+        for r in g.to_dict("records"):
+            xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
+            yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
+            ax.errorbar([r["tokens_sent"]], [r["success"]], xerr=xerr, yerr=yerr, fmt="o", color=color[r["config"]], capsize=3, alpha=0.9)
+            ax.annotate(r["config"], (r["tokens_sent"], r["success"]), xytext=(4, 4), textcoords="offset points", fontsize=7, color=color[r["config"]])
+        front = M.pareto_front(g, "tokens_sent", "success", maximize=(False, True)).sort_values("tokens_sent")
         if len(front) > 1:
-            ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0)
-    ax.set_xlabel("tokens sent per episode (sum over model calls)")
-    ax.set_ylabel("success rate")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_title("Closed loop: cost vs success (95% task-bootstrap CI; dashed: frontier)")
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=7, ncol=2)
+            ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0, label="frontier")
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_xlabel("tokens sent per episode (sum over model calls)")
+        ax.set_ylim(-0.05, 1.1)
+        ax.set_title(f"agent {a}", fontsize=9)
+    axes[0].set_ylabel("success rate")
+    fig.suptitle("Closed loop: cost vs success per agent (95% task-bootstrap CI; dashed: the frontier)", fontsize=10)
     return fig
 
 
 def failure_modes(table: Any, kinds: Sequence[str]) -> Any:
     """Share of episodes showing each failure kind (columns ``kinds`` of
-    :func:`~h9eval.analysis.report_closedloop.failure_modes`), grouped bars per configuration."""
+    :func:`~h9eval.analysis.episodes.failure_modes`), grouped bars per configuration."""
     rows = len(table) if table is not None else 0
     fig, (ax,) = _figure(size=(9.0, 3.0 + 0.3 * rows))
     if not rows:

@@ -1,85 +1,240 @@
-"""Report sections on how far the numbers can be trusted, and the paired comparisons.
+"""The setup-and-trust sections of a report: what ran and how far the numbers can be trusted.
 
-Each function takes a :class:`~h9eval.results.store.Results` and returns a list of
-:class:`~h9eval.analysis.report_model.Section` (empty when it has nothing to show), so the
-report adds each with one line. Every number comes from :mod:`h9eval.analysis` (``stats``,
-``compare``, ``options``, ``headline``, ``validity``); these functions only choose, format and
-put the caveat next to the number it qualifies.
+Each function takes the report's :class:`~h9eval.analysis.report.context.ReportContext` (or a
+:class:`~h9eval.results.store.Results`) and returns a list of
+:class:`~h9eval.analysis.report.model.Section` (empty when it has nothing to show). Every
+number comes from :mod:`h9eval.analysis` (``validity``, ``coverage``, ``metrics``,
+``token_accuracy``); these functions only choose, format and put the caveat next to the number
+it qualifies.
 
+* :func:`setup_sections`: the sweep, its cells, provenance and the resolved spec (paths shortened);
+* :func:`configuration_sections`: the name each configuration has and what it changes;
+* :func:`coverage_sections`: did the data exercise the policies?
 * :func:`provenance_sections`: which summarizer produced the results, and that offline results
   rank mechanisms, not a model's summaries; summary-only (anchors-scope) retention beside view
   retention;
-* :func:`headline_sections`: every configuration against harness9's default, task-level
-  paired, Holm-adjusted, verdict words defined once;
-* :func:`option_sections`: each improvement option judged on what it is meant to change, with
-  retention as a guard (:func:`h9eval.analysis.options.judge_options`);
 * :func:`probe_validity_sections`: the placebo floor per probe kind beside retention, excluded
   probes counted, pinned answers reported apart from memory;
-* :func:`emergency_sections`: the share of checkpoints at the emergency tier (a reconstructed
-  rule) and the headline comparison again under ``legacy_last1`` when the results hold it;
+* :func:`emergency_sections`: the share of probe checkpoints at the emergency tier (a
+  reconstructed rule) and the headline comparison again under ``legacy_last1``;
+* :func:`token_estimate_sections`: bytes/4 against a BPE count on the sweep's own tasks;
 * :func:`llm_sections`: judge-vs-exact agreement (with n) and the audit's cost summary, when
   the llm scorer ran.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from h9eval.analysis import headline as H
-from h9eval.analysis import options as O
+from h9eval.analysis import coverage
+from h9eval.analysis import metrics
+from h9eval.analysis import plots
+from h9eval.analysis import token_accuracy
 from h9eval.analysis import validity as V
-from h9eval.analysis.compare import METRICS, run_table
-from h9eval.analysis.report_model import Section
-from h9eval.analysis.stats import DEFAULT_LEVEL, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
+from h9eval.analysis.report.context import ReportContext
+from h9eval.analysis.report.model import Section, num_text, short_list
+from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
 from h9eval.results.store import Results
+from h9eval.summarizers.registry import SUMMARIZERS
+from h9eval.tasks import load_tasks_from_spec
 
 __all__ = [
-    "OPTIONS_TITLE",
-    "verdict_words",
-    "provenance_sections",
-    "headline_sections",
-    "option_sections",
-    "probe_validity_sections",
-    "emergency_sections",
+    "configuration_sections",
+    "coverage_sections",
+    "is_offline",
     "llm_sections",
+    "probe_validity_sections",
+    "provenance_sections",
+    "setup_sections",
+    "token_estimate_sections",
 ]
 
-OPTIONS_TITLE = "h9eval improvement options vs the faithful default"
-_METRIC_TEXT = {m.name: m.description for m in METRICS}
+def is_offline(name: str) -> bool:
+    """Whether the summarizer variant ``name`` is an offline stand-in (not a model)."""
+    try:
+        cls = SUMMARIZERS.get(name)
+    except Exception:  # noqa: BLE001 - an unknown variant name is simply not known to be offline
+        return name.startswith("offline")
+    return cls.__module__.startswith("h9eval.summarizers.offline") or name.startswith("offline")
 
 
-def _num(v: Any, fmt: str = "{:.3f}") -> str:
-    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+def _short_paths(v: Any) -> Any:
+    """``v`` with every absolute path cut to its last two parts: the spec as the reader wrote it
+    matters, not this machine's folders."""
+    if isinstance(v, str) and v.startswith("/") and len(Path(v).parts) > 3:
+        return "…/" + "/".join(Path(v).parts[-2:])
+    if isinstance(v, Mapping):
+        return {k: _short_paths(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_short_paths(x) for x in v]
+    return v
 
 
-def _diff(c: PairedComparison) -> str:
-    """``+0.012 [-0.003, +0.020]``: the mean paired difference and its adjusted interval."""
-    if math.isnan(c.mean_diff):
-        return "–"
-    f = "{:+.3f}" if abs(c.mean_diff) < 100 and abs(c.hi) < 100 else "{:+.3g}"
-    return f"{f.format(c.mean_diff)} [{f.format(c.lo)}, {f.format(c.hi)}]"
+def setup_sections(ctx: ReportContext) -> list[Section]:
+    """The sweep: its cells, provenance, the resolved spec (paths shortened) and failed runs."""
+    res = ctx.results
+    s = Section("Setup and provenance", part="details")
+    m = res.manifest
+    prov = m.get("provenance", {}) or {}
+    runs = res.runs
+    n_ok = int((runs["status"] == "ok").sum()) if len(runs) else 0
+    s.text(
+        f"Sweep {m.get('name', '?')!s} in {res.path}: {len(m.get('cells', []))} cells, {n_ok} ok, "
+        f"{len(runs) - n_ok} failed, {len(m.get('skipped', []) or [])} skipped; "
+        f"{runs['task_id'].nunique() if len(runs) else 0} task(s), {len(res.calls):,} model calls, "
+        f"{len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
+    )
+    keys = ("git_revision", "git_dirty", "h9eval_version", "python", "platform", "hostname")
+    info = {k: prov.get(k) for k in keys if k in prov}
+    info.update({k: m.get(k) for k in ("created", "h9eval_version") if k in m})
+    if info:
+        s.code("\n".join(f"{k}: {v}" for k, v in info.items()))
+    spec = m.get("spec_resolved") or m.get("spec")
+    if spec:
+        s.text("Sweep specification (as resolved):")
+        # one line per top-level key: readable without scrolling through a nested dump
+        s.code(
+            "\n".join(
+                f"{k} = {json.dumps(_short_paths(v), sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
+                for k, v in sorted(spec.items())
+            )[:6000]
+        )
+    if len(runs) and n_ok < len(runs):
+        bad = runs[runs["status"] != "ok"][["run_id", "error"]]
+        s.table(bad, "Failed runs (excluded from every number in this report)")
+    return [s]
 
 
-def _verdict(c: PairedComparison) -> str:
-    """The verdict, starred when too few tasks were paired for a verdict at its adjusted level."""
-    return c.verdict + ("*" if c.n_tasks < min_tasks_for(c.adjusted_level) else "")
+def configuration_sections(ctx: ReportContext) -> list[Section]:
+    """The name each configuration has in every table and figure, and what it changes."""
+    import pandas as pd
+
+    runs = ctx.results.runs
+    runs = runs[runs["status"] == "ok"] if len(runs) and "status" in runs.columns else runs
+    if not len(runs):
+        return []
+    s = Section("Configurations", part="details")
+    rows = []
+    for r in runs.assign(label=[ctx.names.get(x, "") for x in runs["run_id"]]).drop_duplicates("label").to_dict("records"):
+        diff = metrics.params_diff(str(r.get("policy_kind", "")), r.get("params_json"))
+        rows.append(
+            {
+                "configuration": r["label"],
+                "kind": r.get("policy_kind", ""),
+                "parameters changed from the kind's defaults": ", ".join(f"{k}={v}" for k, v in diff.items()) or "(defaults)",
+                "summarizer": r.get("summarizer", ""),
+            }
+        )
+    t = pd.DataFrame(rows)
+    if t["summarizer"].nunique() <= 1:
+        t = t.drop(columns=["summarizer"])
+    s.table(
+        t,
+        "The name each configuration has in every table and figure, and what it changes; the controls keep_all "
+        "(nothing dropped) and drop_all (everything dropped) are bounds, never pooled with the strategies.",
+    )
+    return [s]
 
 
-_STAR = "*: too few tasks paired for a verdict at the comparison's adjusted level, so it reads inconclusive whatever the mean."
+def token_estimate_sections(ctx: ReportContext) -> list[Section]:
+    """Token-estimate error on the sweep's own tasks (reloaded from their specs; nothing for the
+    closed loop's worlds, which are not task files)."""
+    import pandas as pd
+
+    res, max_tasks = ctx.res, ctx.token_error_tasks
+    s = Section("Token-estimate error (bytes/4 vs BPE)", part="details")
+    runs = res.runs
+    specs = [x for x in dict.fromkeys(runs["task_spec"].dropna()) if not str(x).startswith("world:")] if len(runs) and "task_spec" in runs.columns else []
+    if not specs:
+        return []
+    try:
+        windows = res.calls.groupby("task_id")["context_window_tokens"].first().to_dict() if len(res.calls) else {}
+        mts, cts, seen = [], [], set()
+        for spec in specs[: max_tasks * 2]:
+            for t in load_tasks_from_spec(str(spec)):
+                if t.task_id in seen or t.task_id not in set(runs["task_id"]) or len(seen) >= max_tasks:
+                    continue
+                seen.add(t.task_id)
+                mts.append(token_accuracy.message_token_table(t.messages, task_id=t.task_id))
+                cts.append(token_accuracy.call_token_table(t, context_window_tokens=int(windows.get(t.task_id, DEFAULT_CONTEXT_WINDOW_TOKENS))))
+    except Exception:  # noqa: BLE001 - a moved recording must not sink the whole report
+        s.note("Not shown: the sweep's task files could not be reloaded from where the sweep read them (moved or deleted since).")
+        return [s]
+    if not mts:
+        return []
+    mt = pd.concat(mts, ignore_index=True)
+    ct = pd.concat(cts, ignore_index=True)
+    err = metrics.token_estimate_error(mt)
+    bad = metrics.tier_misclassification(ct)
+    bad_cal = metrics.tier_misclassification(ct, estimate_col="history_tokens_calibrated") if "history_tokens_calibrated" in ct.columns else None
+    s.text(f"Measured on {len(seen)} task(s) of this sweep ({len(mt):,} messages), uncompacted history before each call, BPE = quicktok o200k_base. Negative error: the estimate undercounts.")
+    s.table(err, "Per content kind: error = sum(estimate)/sum(BPE) - 1; abs_error_median = median per-message |estimate/BPE - 1|.")
+    allrow = err[err["kind"] == "all"].iloc[0]
+    s.text(
+        f"Overall bytes/4 is off by {allrow['est_error']:+.1%} and the calibrated estimate by "
+        f"{allrow.get('calibrated_error', math.nan):+.1%}. {len(bad)} of {len(ct)} calls "
+        f"({len(bad) / max(len(ct), 1):.1%}) would be put in a different tier (or on the other side of the window) "
+        f"by bytes/4 than by the BPE count; {int((bad['direction'] == 'under').sum()) if len(bad) else 0} of them too late."
+    )
+    if bad_cal is not None:
+        n_late = int((bad_cal["direction"] == "under").sum()) if len(bad_cal) else 0
+        fixed = len(bad) - len(bad_cal)
+        s.text(
+            f'With the calibrated estimate (the `tier_token_counter="calibrated"` option) {len(bad_cal)} of {len(ct)} calls '
+            f"({len(bad_cal) / max(len(ct), 1):.1%}) disagree with BPE, {n_late} of them too late: "
+            + (f"it fixes {fixed} of the {len(bad)} disagreements." if fixed > 0 else "it does not reduce the disagreements on this data.")
+        )
+    if len(bad):
+        s.table(bad[["task_id", "call_index", "history_tokens", "history_tokens_bpe", "est_tier", "bpe_tier", "direction"]].head(20), "Misclassified calls (first 20)")
+
+    s.figure("token_estimate_error", plots.token_estimate_error(mt, ct), "Token-estimate error per content kind; per-call estimate vs BPE with tier disagreements in red.")
+    return [s]
 
 
-def _family_text(method: str, family_size: int, level: float) -> str:
-    if method == "none" or family_size <= 1:
-        return f"intervals at level {level:g}, no adjustment ({family_size} comparison)"
-    name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(method, method)
-    return f"{name}-adjusted over a family of {family_size} comparisons at family level {level:g}"
+def coverage_sections(ctx: ReportContext) -> list[Section]:
+    """Did the data exercise the policies? Per configuration and mode, the tasks whose calls
+    reached each tier and the tasks it never compacted on (:mod:`h9eval.analysis.coverage`)."""
+    if not len(ctx.rm) or not len(ctx.res.calls):
+        return []
+    s = Section("Coverage: did the data exercise the policies?", part="details")
+    cov = coverage.coverage(ctx.res.calls, ctx.res.runs, names=ctx.names)
+    ids = [x.split(", ") if x else [] for x in cov["never_compacted_task_ids"]]
+    t = cov.drop(columns=["never_compacted_task_ids", "never_compacted_tasks"])
+    if "summarizer" in t.columns and t["summarizer"].nunique() <= 1:
+        t = t.drop(columns=["summarizer"])
+    t = t.rename(columns={"label": "configuration", "history_mode": "mode", "n_tasks": "tasks", "n_compactions": "compacting calls"})
+    t.columns = [c.replace("reached_", "reached ").replace("_", " ") for c in t.columns]
+    t["never compacted on"] = [short_list(x, "tasks") if x else "–" for x in ids]
+    s.table(
+        t,
+        "Per configuration: tasks whose calls reached each tier (the tier the policy's compaction ran at), compacting "
+        "calls in all, tasks whose uncompacted transcript reaches harness9's warn fraction (0.6) of the window at its "
+        "peak (uncompacted over warn), and the tasks it never compacted on (their scores there are the uncompacted "
+        "transcript's and say nothing about the policy).",
+    )
+    if "retention" in ctx.rm.columns and ctx.rm["retention"].notna().any():
+        cr = coverage.conditional_retention(ctx.rm).rename(
+            columns={
+                "label": "configuration", "history_mode": "mode", "n_runs": "runs",
+                "retention_after_compaction": "retention after compacting",
+                "runs_with_compaction_before_a_checkpoint": "runs compacted before a checkpoint",
+                "never_compacted_runs": "runs never compacted",
+            }
+        )
+        if "summarizer" in cr.columns and cr["summarizer"].nunique() <= 1:
+            cr = cr.drop(columns=["summarizer"])
+        s.table(
+            cr,
+            "Retention on the shared checkpoint grid (the main number) and, separately, after the policy compacted at "
+            "least once (grid checkpoints after its first compaction); the second compares configurations at different "
+            "moments and is never mixed into the main number.",
+        )
+    return [s]
 
-
-def verdict_words(section: Section) -> None:
-    """Add the verdict words' definitions (:data:`VERDICT_DEFINITIONS`) to ``section``."""
-    for k, v in VERDICT_DEFINITIONS.items():
-        section.text(f"“{k}”: {v}.")
 
 
 # -- which summarizer ----------------------------------------------------------------------------
@@ -124,137 +279,6 @@ def provenance_sections(results: Results) -> list[Section]:
     return [s]
 
 
-# -- every configuration vs the default -------------------------------------------------------------
-def _headline_table(h: H.Headline) -> Any:
-    import pandas as pd
-
-    by: dict[str, dict[str, Any]] = {}
-    for c in h.comparisons:
-        r = by.setdefault(c.a, {"configuration": c.a, "vs": c.b})
-        cov = h.coverage
-        if "tasks compacted" not in r:
-            r["tasks compacted"] = f"{int(cov['n_tasks_compacted'].get(c.a, 0))}/{int(cov['n_tasks'].get(c.a, 0))}"
-        r[f"{c.metric}"] = c.mean_a
-        r[f"Δ {c.metric} [CI]"] = _diff(c)
-        r[f"{c.metric} verdict"] = f"{_verdict(c)} ({c.n_differ}/{c.n_tasks})"
-    t = pd.DataFrame(list(by.values()))
-    return t.drop(columns="vs") if len(h.baselines) == 1 else t
-
-
-def headline_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0, level: float = DEFAULT_LEVEL) -> list[Section]:
-    """Every configuration against harness9's default (same summarizer), task-level paired."""
-    s = Section("Strategy comparison: each configuration vs harness9's default")
-    h = H.versus_default(results, n_resamples=n_resamples, seed=seed, level=level)
-    if h is None or not h.comparisons:
-        s.note(
-            f"No harness9-default configuration in these results (a progressive entry named {H.DEFAULT_NAME!r}, or one "
-            "that sets only the window), so no configuration is compared with it."
-        )
-        return [s]
-    s.text(
-        f"Baseline: {', '.join(h.baselines)}. Each row: configuration A minus the baseline B, paired by task (history modes, "
-        "repeats and checkpoints are averaged inside each task first; deterministic repeats count once), percentile "
-        f"bootstrap over tasks ({n_resamples} resamples, seed {seed}); {_family_text(h.method, h.family_size, level)}. "
-        "Verdicts are read from the adjusted interval, never from the mean:"
-    )
-    verdict_words(s)
-    s.table(
-        _headline_table(h),
-        "Metrics: "
-        + "; ".join(f"{m} = {_METRIC_TEXT[m]}" for m in H.HEADLINE_METRICS)
-        + ". Verdict (k/n): k of the n paired tasks have a paired difference that is not 0. "
-        + _STAR,
-    )
-    cov = h.coverage
-    low = [c for c in cov.index if cov.loc[c, "n_tasks_compacted"] < cov.loc[c, "n_tasks"]]
-    if low:
-        s.note(
-            f'Never compacted on some tasks ("tasks compacted" < tasks run): {", ".join(sorted(map(str, low)))}; a difference '
-            "on those tasks is not a difference in compaction."
-        )
-    small = sorted({c.n_tasks for c in h.comparisons if c.n_tasks < min_tasks_for(c.adjusted_level)})
-    if small:
-        s.note(
-            f"Starred verdicts rest on {', '.join(map(str, small))} task(s): too few for a verdict at their adjusted level "
-            f"(at least {min_tasks_for(level)} at {level:g}, more after adjustment), so they read inconclusive whatever the mean."
-        )
-    over = H.overflowing(run_table(results))
-    if over:
-        s.note(
-            "Overflowed the window (some request larger than the window, so its retention is of a request no model would "
-            "accept): " + ", ".join(f"{k} ({v} calls)" for k, v in over.items()) + "."
-        )
-    return [s]
-
-
-# -- improvement options ------------------------------------------------------------------------------
-def option_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0, level: float = DEFAULT_LEVEL) -> list[Section]:
-    """Each option judged on its target metrics, with retention as a guard (one family)."""
-    import pandas as pd
-
-    s = Section(OPTIONS_TITLE)
-    vs = O.judge_options(results, n_resamples=n_resamples, seed=seed, level=level)
-    if not vs:
-        s.note(
-            "No progressive configuration in these results differs from a baseline only in improvement options "
-            f"({', '.join(t.option for t in O.OPTION_TARGETS)}), so no option is judged here."
-        )
-        return [s]
-    comps = [c for v in vs for c in (*v.targets, *v.guard)]
-    fam = comps[0].family_size if comps else 0
-    s.text(
-        "Each option is judged on what it exists to change (its targets) and on retention as a guard, variant minus baseline "
-        f"(same parameters without the option), paired by task; {_family_text('holm', fam, level)} ({len(vs)} variant(s) × their "
-        f'metrics). Overall: {O.OVERALL_RULE}. Verdict words as defined in the strategy comparison; "inconclusive" means '
-        "no clear effect on this data: it is not evidence against the option."
-    )
-    rows = []
-    for v in vs:
-        for role, cs in (("target", v.targets), ("guard", v.guard)):
-            for c in cs:
-                rows.append(
-                    {
-                        "option": v.option,
-                        "overall": v.overall,
-                        "role": role,
-                        "metric": c.metric,
-                        "baseline": c.mean_b,
-                        "with option": c.mean_a,
-                        "Δ [adj. CI]": _diff(c),
-                        "verdict": _verdict(c),
-                        "tasks differ": f"{c.n_differ}/{c.n_tasks}",
-                    }
-                )
-        for u in v.unmeasured:
-            rows.append(
-                {
-                    "option": v.option,
-                    "overall": v.overall,
-                    "role": "target",
-                    "metric": u,
-                    "baseline": math.nan,
-                    "with option": math.nan,
-                    "Δ [adj. CI]": "not measured here",
-                    "verdict": "–",
-                    "tasks differ": "–",
-                }
-            )
-    s.table(
-        pd.DataFrame(rows),
-        "One row per option and metric; baseline/with option: means over tasks. Smaller is better for calls, emergencies, overwrites and peak tokens. " + _STAR,
-    )
-    for v in vs:
-        why = " (meant to: " + "; ".join(O.option_target(o).rationale for o in v.options) + ")"
-        differ = max((c.n_differ for c in (*v.targets, *v.guard)), default=0)
-        n = max((c.n_tasks for c in (*v.targets, *v.guard)), default=0)
-        line = f"{v.option}: {v.overall}{why}; at most {differ} of {n} task(s) differ from the baseline on any judged metric."
-        if differ == 0:
-            s.note(line + " The option changed nothing measurable on these tasks: the data did not exercise it.")
-        else:
-            s.text(line)
-    return [s]
-
-
 # -- probe validity ------------------------------------------------------------------------------------
 def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int = 0) -> list[Section]:
     """The placebo floor beside retention per probe kind; excluded and pinned probes apart."""
@@ -265,8 +289,8 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
     if placebo is None:
         try:
             placebo = V.placebo_for(results, seed=seed)
-        except Exception as e:  # noqa: BLE001 - a moved recording must not sink the whole report
-            s.note(f"Placebo control not available: could not reload the tasks ({type(e).__name__}: {e}).")
+        except Exception:  # noqa: BLE001 - a moved recording must not sink the whole report
+            s.note("Placebo control not available: the sweep's task files could not be reloaded (moved or deleted since the sweep).")
             placebo = V.placebo_from_rows(None)
     pv = V.probe_validity(results, placebo)
     src = placebo.attrs.get("source", "given") if hasattr(placebo, "attrs") else "given"
@@ -293,87 +317,11 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
             s.note(
                 "Pinned answers: "
                 + ", ".join(
-                    f"{r.probe_kind} {r.n_pinned_rows} row(s), retention {_num(r.retention_pinned)} pinned vs {_num(r.retention_unpinned)} not"
+                    f"{r.probe_kind} {r.n_pinned_rows} row(s), retention {num_text(r.retention_pinned)} pinned vs {num_text(r.retention_unpinned)} not"
                     for r in pinned.itertuples()
                 )
                 + "."
             )
-    return [s]
-
-
-# -- emergency checkpoints ----------------------------------------------------------------------------
-def emergency_sections(results: Results, *, n_resamples: int = 1000, seed: int = 0, level: float = DEFAULT_LEVEL) -> list[Section]:
-    """Share of probe checkpoints at the emergency tier, and the comparison under legacy_last1."""
-    import pandas as pd
-
-    s = Section("Emergency checkpoints and the reconstructed emergency rule")
-    es = V.emergency_share(results)
-    if len(es) == 0:
-        s.note("No probe rows: nothing was measured at emergency checkpoints.")
-        return [s]
-    table = run_table(results)
-    defaults = [d for d in (H.default_config(table, sm) for sm in sorted(table["summarizer"].dropna().unique())) if d]
-    s.text(
-        'harness9\'s emergency truncation rule (anchor_greedy_v3, forced_truncation="anchor_greedy_v3") is reconstructed from '
-        "harness9's description, not verified against its code; checkpoints taken at the emergency tier score that rule."
-    )
-    s.table(
-        es.rename(columns={"emergency_frac": "share of checkpoints", "emergency_row_frac": "share of probe rows"}),
-        "Per configuration: checkpoints (run × call) with probe rows, how many were at the emergency tier, and runs with at least one forced truncation.",
-    )
-    for d in defaults:
-        r = es[es["config"] == d]
-        if len(r) and r["emergency_frac"].iloc[0] > 0:
-            s.note(
-                f"{d}: {r['emergency_frac'].iloc[0]:.0%} of its checkpoints ({r['emergency_row_frac'].iloc[0]:.0%} of its probe rows) "
-                "are at the emergency tier, scored under the reconstructed rule."
-            )
-    legacy = [(d, H.legacy_variant(table, d)) for d in defaults]
-    legacy = [(d, v) for d, v in legacy if v]
-    if not legacy:
-        s.text(
-            'These results hold no legacy_last1 variant of the default (a progressive entry with forced_truncation="legacy_last1" '
-            "and otherwise the default's parameters), so the comparison is not repeated under the other rule."
-        )
-        return [s]
-    for d, lg in legacy:
-        base = H.versus_default(results, baseline=d, metrics=("retention",), n_resamples=n_resamples, seed=seed, level=level, exclude=[lg])
-        alt = H.versus_default(results, baseline=lg, metrics=("retention",), n_resamples=n_resamples, seed=seed, level=level, exclude=[d])
-        direct = H.versus_default(
-            results,
-            baseline=d,
-            metrics=H.HEADLINE_METRICS,
-            n_resamples=n_resamples,
-            seed=seed,
-            level=level,
-            exclude=[c for c in set(table["config"]) if c not in (d, lg)],
-        )
-        if base is None or alt is None:
-            continue
-        by_a = {c.a: c for c in alt.comparisons}
-        rows = [
-            {
-                "configuration": c.a,
-                f"Δ retention vs {d} [adj. CI]": _diff(c),
-                "verdict (anchor_greedy_v3)": _verdict(c),
-                f"Δ retention vs {lg} [adj. CI]": _diff(by_a[c.a]) if c.a in by_a else "–",
-                "verdict (legacy_last1)": _verdict(by_a[c.a]) if c.a in by_a else "–",
-            }
-            for c in base.comparisons
-        ]
-        s.table(
-            pd.DataFrame(rows),
-            "The retention comparison against the default under each emergency rule; each column one family "
-            f"({_family_text(base.method, base.family_size, level)}). A verdict that changes between the columns depends on "
-            "the reconstructed rule. " + _STAR,
-        )
-        changed = [r["configuration"] for r in rows if r["verdict (anchor_greedy_v3)"] != r["verdict (legacy_last1)"]]
-        if changed:
-            s.note(f"{len(changed)} verdict(s) change with the emergency rule: " + ", ".join(changed) + ".")
-        else:
-            s.text("No verdict changes with the emergency rule.")
-        if direct is not None:
-            s.text(f"{lg} vs {d} directly: " + "; ".join(f"{c.metric} {_diff(c)} → {_verdict(c)}" for c in direct.comparisons) + ".")
     return [s]
 
 
