@@ -320,8 +320,9 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
     # the answer box first: success and tokens sent per agent against harness9's default
     md = Path(paths.markdown).read_text(encoding="utf-8")
     answer = md[md.index("## 1. The answer") : md.index("## 2.")]
-    assert "| closed loop, agent scripted:full | view | success |" in md or "| view | success |" in answer
-    assert "harness9-default" in answer and "scripted stand-in" in answer
+    # (this sweep runs harness9's default and the controls only: the answer says there is nothing to compare)
+    assert "harness9's default (harness9-default) is the only configuration here besides the controls" in answer
+    assert "scripted stand-in" in answer
     # the open-loop sections see the replays only
     res = load_results(cl_sweep)
     ol = R.without_episode_runs(res)

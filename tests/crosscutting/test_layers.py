@@ -51,6 +51,7 @@ HEAVY = {
     "httpx2",
     "rapidfuzz",
     "IPython",
+    "jinja2",
 }
 
 

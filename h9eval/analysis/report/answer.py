@@ -356,7 +356,13 @@ def answer_section(ctx: ReportContext) -> list[Section]:
         verdicts += v
     s = Section("The answer", part="answer")
     defaults = sorted({v.default for v in verdicts})
-    if not rows:
+    found = closed_loop_default(ctx) or (headline.default_config(run_table(ctx.res)) if ctx.open_loop else None)
+    if not rows and found:
+        s.note(
+            f"harness9's default ({found}) is the only configuration here besides the controls (keep_all, drop_all): "
+            "there is nothing to compare it with. The sections below show it against the controls."
+        )
+    elif not rows:
         s.note(
             f"No configuration could be compared with harness9's default: add a progressive entry named {headline.DEFAULT_NAME!r} "
             "(or one that sets only the window) to the spec. The sections below still describe each configuration."
