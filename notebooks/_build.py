@@ -96,7 +96,7 @@ print(sorted(p.name for p in Path(out_dir).iterdir()))""",
     ("md", "## Token curve\n\nDashed: the history an uncompacted agent would send; solid: what was sent. Bands: the tiers."),
     ("code", "plots.token_curve(calls, title=f\"{result.task_id}: progressive, {window:,}-token window, {history_mode} mode\")"),
     ("md", "## Tier swimlane"),
-    ("code", "plots.tier_swimlane(calls)"),
+    ("code", "plots.tier_swimlane(calls, labels={result.run_id: f\"progressive, {history_mode} mode\"})"),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -412,8 +412,13 @@ by_summarizer = {s: list(runs[runs["summarizer"] == s]["run_id"]) for s in ("off
 titled(plots.anchor_retention_heatmap(results.probes[results.probes["run_id"].isin(by_summarizer["offline"])]), "Anchor probes: with anchors (offline)")""",
     ),
     ("code", "titled(plots.anchor_retention_heatmap(results.probes[results.probes[\"run_id\"].isin(by_summarizer[\"offline_free_text\"])]), \"Anchor probes: free text (offline_free_text)\")"),
-    ("md", "Intent and fact retention over calls, one line per run (anchors and free text):"),
-    ("code", "plots.drift_curves(results.probes, run_ids=by_summarizer[\"offline\"] + by_summarizer[\"offline_free_text\"])"),
+    ("md", "Intent and fact retention over calls on one task, one line per summarizer (anchors and free text):"),
+    (
+        "code",
+        """one_task = runs[runs["task_id"] == sorted(runs["task_id"])[0]]
+print(one_task["task_id"].iloc[0])
+plots.drift_curves(results.probes, run_ids=list(one_task["run_id"]), labels={r: f"{s} summarizer" for r, s in zip(one_task["run_id"], one_task["summarizer"])})""",
+    ),
     (
         "md",
         """## 2. N/A overwrites: harness9's merge vs `na_safe_merge`
@@ -568,7 +573,7 @@ replays = {
 both = pd.concat([r.calls for r in replays.values()], ignore_index=True)
 pd.DataFrame({c: r.summary() for c, r in replays.items()})""",
     ),
-    ("code", "plots.tier_swimlane(both)"),
+    ("code", "plots.tier_swimlane(both, labels={r.run_id: f\"tier counter: {c}\" for c, r in replays.items()})"),
     (
         "code",
         """tiers = pd.DataFrame({c: r.calls.set_index("call_index")["tier_name"] for c, r in replays.items()})

@@ -294,6 +294,25 @@ def test_every_table_reads_in_headless_chromium(report, closed_loop_report, tmp_
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)")
+def test_a_wide_table_wraps_at_spaces_not_inside_words(tmp_path: Path) -> None:
+    """A table as wide as the old coverage table (snake_case headers, a long list of task ids)
+    fits the page by wrapping text at spaces, never squeezing a column below its header."""
+    import pandas as pd
+
+    from h9eval.analysis.report.model import Section
+    from h9eval.analysis.report.render import render
+
+    cols = ["label", "history_mode", "summarizer", "n_tasks", "reached_warn", "reached_soft", "reached_full", "reached_emergency", "n_compactions"]
+    df = pd.DataFrame([["harness9-legacy-emergency", "write_back", "offline_free_text", 10, 9, 8, 7, 6, 1234]] * 3, columns=cols)
+    df["never compacted on"] = " ".join(f"swe_agent:pydicom__pydicom-{i}" for i in range(30))
+    s = Section("Wide")
+    s.table(df, "A wide table.")
+    rep = render("wide", [s], tmp_path / "wide")
+    m = _measure(rep.html.read_text(encoding="utf-8"), tmp_path, "wide")
+    assert m["narrow"] == [] and m["over"] == [] and m["tall"] == [] and m["w"] <= 1100, m
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)")
 def test_the_table_check_catches_a_squeezed_column(tmp_path: Path) -> None:
     """The check above can fail: a column forced narrower than its header (letters wrapping one
     by one, as the hand-built tables did) and a row taller than a screen are both reported."""
@@ -337,6 +356,25 @@ def test_cli_sweep_report_and_errors(sweep_dir: Path, tmp_path: Path, capsys: py
     assert main(["report", "--records", str(sweep_dir)]) == 2
     assert "--records needs --out" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_report_on_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    argv = ["run", "--task", "synthetic:small:0", "--policy", "progressive", "--window", "12000", "--probes", "recall", "--out", str(run)]
+    assert main(argv) == 0
+    assert main(["report", str(run)]) == 0
+    assert f"wrote {run / 'report.html'}" in capsys.readouterr().out
+    md = (run / "report.md").read_text(encoding="utf-8")
+    answer = md[md.index("## 1. The answer") : md.index("## 2.")]
+    assert "| configuration | progressive |" in answer and "| task | synthetic-small-0 |" in answer
+    assert re.search(r"\| tokens saved \| 0\.\d{3} \|", answer) and re.search(r"\| retention \| [01]\.\d{3} \|", answer)
+    assert "no interval and no verdict" in answer
+    for title in ("Token curves", "Tier transitions", "Setup and provenance"):
+        assert title in md, title
+    assert "Strategy comparison" not in md and "Policies compared" not in md
+    # a folder that is neither a run nor a sweep: one line, exit 2
+    (tmp_path / "other").mkdir()
+    assert main(["report", str(tmp_path / "other")]) == 2
 
 
 def test_offline_summarizers_are_recognised_for_the_caveat() -> None:
