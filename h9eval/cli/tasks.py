@@ -9,6 +9,7 @@ from pathlib import Path
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import check_input_path
 from h9eval.tasks import _is_sqlite, tasks_to_jsonl
+from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
 from h9eval.tasks.recorded import inspect_task, summarize_task
 from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
 from h9eval.tasks.synthetic import generate
@@ -72,8 +73,6 @@ def _inspect_path(args: argparse.Namespace) -> dict[str, object]:
 
 def _inspect_dataset(spec: str, *, n: int | None, seed: int) -> dict[str, object]:
     """One row's task summary (``#ROW``), or the sample's: adapter, provenance, skips by reason."""
-    from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
-
     path, split, row = parse_dataset_spec(spec)
     if row is not None:
         t = dataset_row_task(path, split, row)

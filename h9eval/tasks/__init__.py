@@ -28,6 +28,7 @@ from h9eval.tasks.model import (
     tasks_to_dataset,
     tasks_to_jsonl,
 )
+from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
 from h9eval.tasks.recorded import load_tasks
 from h9eval.tasks.recorded.harness9_db import load_db_tasks, load_session_task
 from h9eval.tasks.synthetic import generate
@@ -99,9 +100,7 @@ def load_tasks_from_spec(spec: str) -> list[Task]:
 
 
 def _dataset_tasks(spec: str) -> list[Task]:
-    # imported here: the datasets library is loaded only by a spec that names a dataset
-    from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
-
+    # the datasets library itself is imported only when a dataset is opened
     path, split, row = parse_dataset_spec(spec)
     if row is not None:
         return [dataset_row_task(path, split, row)]

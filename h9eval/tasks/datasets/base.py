@@ -335,25 +335,21 @@ def truthy_resolved(v: Any) -> bool | None:
     return None
 
 
-def _row_key(row: Mapping[str, Any], adapter: DatasetAdapter, index: int) -> str:
+def _row_key(row: Mapping[str, Any], row_json: bytes, adapter: DatasetAdapter, index: int) -> str:
     base = next((str(row[c]) for c in adapter.id_columns if row.get(c) not in (None, "")), f"row{index}")
     # Datasets hold several runs per instance: the row's own content keeps the key unique and stable
     # whether the row was read from a local file or streamed from the Hub.
-    digest = hashlib.sha256(json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
-    return f"{base}@{digest[:8]}"
-
-
-def _row_bytes(row: Mapping[str, Any]) -> int:
-    return len(json.dumps(row, default=str, ensure_ascii=False).encode())
+    return f"{base}@{hashlib.sha256(row_json).hexdigest()[:8]}"
 
 
 def _convert(row: Mapping[str, Any], index: int, source: DatasetSource, adapter: DatasetAdapter,
              opened: _Opened) -> Task:
     shown = f"{source.path}:{source.split}#{index}"
+    row_json = json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode()
     ctx = RowContext(
         shown=shown,
-        session=_row_key(row, adapter, index),
-        n_bytes=_row_bytes(row),
+        session=_row_key(row, row_json, adapter, index),
+        n_bytes=len(row_json),
         provenance={**opened.provenance, "row": index, "adapter": adapter.name},
     )
     task = adapter.row_to_task(row, ctx)
