@@ -55,27 +55,33 @@ def cost_success_frontier(table: Any) -> Any:
 
 def failure_modes(table: Any, kinds: Sequence[str]) -> Any:
     """Share of episodes showing each failure kind (columns ``kinds`` of
-    :func:`~h9eval.analysis.episodes.failure_modes`), grouped bars per configuration."""
-    rows = len(table) if table is not None else 0
-    fig, (ax,) = _figure(size=(9.0, 3.0 + 0.3 * rows))
-    if not rows:
-        _empty(ax, "episodes")
+    :func:`~h9eval.analysis.episodes.failure_modes`): one panel per agent, one row of grouped
+    bars per configuration, one colour per failure kind."""
+    agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
+    configs = list(dict.fromkeys(table["config"])) if agents else []
+    n = max(1, len(agents))
+    fig, axes = _figure(1, n, size=(min(4.6 * n + 2.0, 13.0), 2.2 + 0.38 * max(len(configs), 1)))
+    if not agents:
+        _empty(axes[0], "episodes")
         return fig
     shown = [k for k in kinds if k in table.columns and table[k].sum() > 0]
     if not shown:
-        _empty(ax, "failures")
+        _empty(axes[0], "failures")
         return fig
-    labels = [f"{r['config']} ({r['agent']})" for r in table.to_dict("records")]
     h = 0.8 / len(shown)
-    for j, (k, c) in enumerate(zip(shown, _colors(len(shown)))):
-        ys = [i + j * h for i in range(rows)]
-        ax.barh(ys, table[k] / table["episodes"], height=h, color=c, label=k.replace("_", " "))
-    ax.set_yticks([i + 0.4 - h / 2 for i in range(rows)], labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of episodes")
-    ax.set_title("Closed loop: failure modes by kind")
-    ax.legend(fontsize=7, loc="lower right")
+    colors = dict(zip(shown, _colors(len(shown))))
+    for i, (ax, a) in enumerate(zip(axes, agents)):
+        g = table[table["agent"] == a].set_index("config").reindex(configs)
+        for j, k in enumerate(shown):
+            ys = [r + j * h for r in range(len(configs))]
+            ax.barh(ys, (g[k] / g["episodes"]).fillna(0), height=h, color=colors[k], label=k.replace("_", " ") if i == 0 else None)
+        ax.set_yticks([r + 0.4 - h / 2 for r in range(len(configs))], configs if i == 0 else [], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("share of episodes")
+        ax.set_title(f"agent {a}", fontsize=9)
+    fig.suptitle("Closed loop: failure modes by kind", fontsize=10)
+    fig.legend(loc="outside lower center", fontsize=7, ncol=min(len(shown), 4))
     return fig
 
 

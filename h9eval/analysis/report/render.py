@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,10 +126,13 @@ def _env() -> Any:
 
 
 def fmt_value(v: Any) -> str:
-    """A table cell as text: ``–`` for a missing number, 3 decimals (3 significant digits for
-    very large or small numbers), long text cut at :data:`MAX_CELL_CHARS`."""
+    """A table cell as text: ``–`` for a missing number, integers with thousands separators, 3
+    decimals (3 significant digits for very large or small numbers), long text cut at
+    :data:`MAX_CELL_CHARS`."""
     if v is None:
         return ""
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return f"{int(v):,}"
     if isinstance(v, float):
         if math.isnan(v):
             return "–"
