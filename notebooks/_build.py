@@ -473,7 +473,7 @@ titled(plots.anchor_retention_heatmap(compactions_na[compactions_na["run_id"].is
     ("md", "Anchor probes over compactions, harness9's merge then `na_safe_merge=True`:"),
     ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[False])]), \"Anchor probes: harness9's merge\")"),
     ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[True])]), \"Anchor probes: na_safe_merge=True\")"),
-    ("code", "plots.drift_curves(probes_na)"),
+    ("code", "plots.drift_curves(probes_na, labels={r.run_id: f\"{'na_safe_merge' if safe else 'harness9 merge'}, {task}\" for (safe, task), r in runs_na.items()})"),
 ]
 
 # ---------------------------------------------------------------------------------------------
