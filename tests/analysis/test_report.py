@@ -134,6 +134,55 @@ def test_recommendation_follows_the_verdicts() -> None:
     assert "keep h9" in line and "highest mean" not in line and "2 of 2 comparisons are inconclusive" in line
 
 
+def test_answer_metrics_add_dollars_only_when_the_results_carry_them() -> None:
+    import pandas as pd
+
+    from h9eval.analysis.report.answer import answer_metrics
+
+    t = pd.DataFrame({"retention": [0.5, 0.7], "tokens_saved": [0.1, 0.2], "summarizer_cost_usd": [0.0, 0.0]})
+    assert answer_metrics(t) == ["retention", "tokens_saved"]
+    assert answer_metrics(t.assign(summarizer_cost_usd=[0.01, 0.02])) == ["retention", "tokens_saved", "summarizer_cost_usd"]
+    assert answer_metrics(t.assign(retention=float("nan"))) == ["tokens_saved"]  # no probes: no retention target
+
+
+def test_sections_and_answer_lines_plug_in_with_one_call(sweep_dir: Path) -> None:
+    from h9eval.analysis import report as report_pkg
+    from h9eval.analysis.report import answer
+    from h9eval.analysis.report.context import build_context
+    from h9eval.analysis.report.model import Section
+    from h9eval.core.errors import ConfigError
+    from h9eval.results.store import load_results
+
+    def extra(ctx):  # type: ignore[no-untyped-def]
+        s = Section("Plugged-in section")
+        s.text(f"{len(ctx.rm)} runs seen.")
+        return [s]
+
+    def caveat(ctx):  # type: ignore[no-untyped-def]
+        return ["A plugged-in caveat."]
+
+    before = (list(report_pkg.SECTIONS), list(answer.CAVEATS))
+    try:
+        report_pkg.add_section(extra, part="details", loop="open", before=report_pkg.trust.setup_sections)
+        answer.add_caveat(caveat)
+        with pytest.raises(ConfigError, match="part must be one of results, details"):
+            report_pkg.add_section(extra, part="answer")
+        with pytest.raises(ConfigError, match="loop must be one of open, closed, any"):
+            report_pkg.add_section(extra, loop="both")
+        with pytest.raises(ConfigError, match="is not a registered section"):
+            report_pkg.add_section(extra, before=caveat)
+        secs = report_pkg.report_sections(build_context(load_results(sweep_dir), n_boot=50))
+        titles = [s.title for s in secs]
+        assert titles[0] == "The answer" and ("caveats", ["Summaries by the offline extractive stand-in (offline), not a model: "
+                                                           "these rank compaction mechanisms, not a model's summaries.",
+                                                           "A plugged-in caveat."]) in secs[0].blocks
+        assert titles.index("Plugged-in section") == titles.index("Setup and provenance") - 1
+        assert secs[titles.index("Plugged-in section")].part == "details" and ("text", "6 runs seen.") in secs[titles.index("Plugged-in section")].blocks
+    finally:
+        report_pkg.SECTIONS[:] = before[0]
+        answer.CAVEATS[:] = before[1]
+
+
 def test_short_lists_say_how_many() -> None:
     from h9eval.analysis.report import short_list
 

@@ -4,7 +4,7 @@ follows those verdicts (or says why the best mean is not recommended), and the c
 each.
 
 Targets come from functions registered in :data:`ANSWER_TARGETS` (open loop: retention, tokens
-saved and every dollar metric the results carry; closed loop: success and tokens sent per agent)
+saved and the dollar metrics the results carry, :data:`ANSWER_METRICS`; closed loop: success and tokens sent per agent)
 and caveats from :data:`CAVEATS`; another analysis adds its own with one call to
 :func:`add_answer_target` or :func:`add_caveat`. Every number is a
 :class:`~h9eval.analysis.stats.PairedComparison` (open loop:
@@ -29,6 +29,7 @@ from h9eval.analysis.stats import BETTER, INCONCLUSIVE, WORSE, min_tasks_for
 __all__ = [
     "ANSWER_TARGETS",
     "CAVEATS",
+    "ANSWER_METRICS",
     "AnswerRow",
     "TargetVerdicts",
     "add_answer_target",
@@ -39,7 +40,15 @@ __all__ = [
     "recommendations",
 ]
 
-_TARGET_NAMES = {"retention": "retention", "tokens_saved": "tokens saved", "success": "success", "tokens_sent": "tokens sent"}
+_TARGET_NAMES = {
+    "retention": "retention",
+    "tokens_saved": "tokens saved",
+    "cost_saved": "dollars saved (share)",
+    "cost_usd": "dollars per task",
+    "summarizer_cost_usd": "summarizer dollars per run",
+    "success": "success",
+    "tokens_sent": "tokens sent",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,11 +110,24 @@ def _row(scope: str, mode: str, target: str, c: Any) -> AnswerRow:
     )
 
 
+ANSWER_METRICS: tuple[str, ...] = ("retention", "tokens_saved", "cost_saved", "cost_usd", "summarizer_cost_usd")
+"""The open-loop targets, in order, each shown when the results carry it (see :func:`answer_metrics`)."""
+
+
 def answer_metrics(table: Any) -> list[str]:
-    """The open-loop targets: retention (when probes ran), tokens saved, and every dollar metric
-    (``*_usd``) with a nonzero value in these results."""
-    out = [m for m in ("retention", "tokens_saved") if m in table.columns and table[m].notna().any()]
-    out += [m.name for m in METRICS if m.name.endswith("_usd") and m.name in table.columns and float(table[m.name].fillna(0).abs().sum()) > 0]
+    """The open-loop targets these results can answer: each of :data:`ANSWER_METRICS` that
+    :data:`~h9eval.analysis.compare.METRICS` defines and the table holds (dollar metrics only when
+    some value is not 0; the summarizer's dollars only when there is no whole-bill dollar metric)."""
+    known = {m.name for m in METRICS}
+    out = []
+    for m in ANSWER_METRICS:
+        if m not in known or m not in table.columns or not table[m].notna().any():
+            continue
+        if ("usd" in m or m.startswith("cost")) and float(table[m].fillna(0).abs().sum()) == 0:
+            continue
+        if m == "summarizer_cost_usd" and "cost_usd" in out:
+            continue
+        out.append(m)
     return out
 
 
@@ -277,7 +299,7 @@ def add_caveat(make: Caveat) -> Caveat:
 def _fmt(v: float, target: str) -> str:
     if v != v:
         return "–"
-    return f"{v:,.0f}" if target == "tokens sent" else f"{v:.3g}" if "usd" in target or "dollar" in target else f"{v:.3f}"
+    return f"{v:,.0f}" if target == "tokens sent" else f"${v:,.4g}" if target.startswith(("dollars per", "summarizer dollars")) else f"{v:.3f}"
 
 
 def _mean_of(t: dict[str, tuple[str, float]], keys: Sequence[str]) -> float:
@@ -328,7 +350,8 @@ def _answer_table(rows: Sequence[AnswerRow]) -> Any:
     many_scopes = len({r.scope for r in rows}) > 1
     recs = []
     for r in rows:
-        sign = "{:+,.0f}" if r.target == "tokens sent" else "{:+.3f}"
+        dollars = r.target.startswith(("dollars per", "summarizer dollars"))
+        sign = "{:+,.0f}" if r.target == "tokens sent" else "{:+.4g}" if dollars else "{:+.3f}"
         d = "–" if r.diff != r.diff else f"{sign.format(r.diff)} [{sign.format(r.lo)}, {sign.format(r.hi)}]"
         recs.append(
             {
