@@ -87,7 +87,7 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
         "token_estimate_error.png",
     } <= names
     # every summarizer is offline: no empty cost panel, one line instead
-    assert "summarizer_cost.png" not in names and "Every summarizer in this sweep is offline" in md
+    assert "summarizer_cost.png" not in names and "Every summarizer in these results is offline" in md
     for p in report.figures:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"](figures/{p.name})" in md
@@ -421,6 +421,16 @@ def test_report_on_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[
     for title in ("Token curves", "Tier transitions", "Setup and provenance"):
         assert title in md, title
     assert "Strategy comparison" not in md and "Policies compared" not in md
+    assert "One run in" in md and "Sweep " not in md
+    # one closed-loop episode's folder: did the agent finish, at what cost
+    ep = tmp_path / "ep"
+    argv = ["run", "--world", "fact_chain:1", "--policy", "progressive", "--set", "context_window_tokens=1500", "--world-set", "padding_bytes=600"]
+    assert main([*argv, "--out", str(ep)]) == 0
+    assert main(["report", str(ep)]) == 0
+    md = (ep / "report.md").read_text(encoding="utf-8")
+    answer = md[md.index("## 1. The answer") : md.index("## 2.")]
+    assert "| success | yes |" in answer and "| world | fact_chain seed 1 |" in answer and "scripted stand-in" in answer
+    assert "Token curves" in md and "ran no probes" not in md and "One episode in" in md
     # a folder that is neither a run nor a sweep: one line, exit 2
     (tmp_path / "other").mkdir()
     assert main(["report", str(tmp_path / "other")]) == 2

@@ -27,7 +27,14 @@ from h9eval.analysis.report.context import ReportContext, build_context, config_
 from h9eval.analysis.report.model import PARTS, Section, short_list
 from h9eval.analysis.report.records import write_report_from_records
 from h9eval.analysis.report.render import ReportPaths, render
-from h9eval.analysis.report.run import is_run_folder, load_run_folder, run_answer_section
+from h9eval.analysis.report.run import (
+    episode_answer_section,
+    is_episode_folder,
+    is_run_folder,
+    load_episode_folder,
+    load_run_folder,
+    run_answer_section,
+)
 from h9eval.core.errors import ConfigError
 from h9eval.core.paths import prepare_out_dir
 from h9eval.results.store import load_results
@@ -146,7 +153,7 @@ def write_report(
     token_error_tasks: int = 4,
 ) -> ReportPaths:
     """Write ``report.html`` and ``report.md`` (figures in ``figures/``) for a sweep's results
-    folder or one run's folder (``h9eval run --out``).
+    folder or one run's folder (``h9eval run --out``: a replay's, or a closed-loop episode's).
 
     ``out_dir``: default ``results_dir`` itself (``RESULTS_DIR/report.html``). ``max_curve_runs``:
     configurations drawn one by one in the token curves, tier transitions and drift (default 4).
@@ -155,20 +162,21 @@ def write_report(
     """
     folder = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else folder
-    single = is_run_folder(folder)
-    res = load_run_folder(folder) if single else load_results(folder)
+    episode = is_episode_folder(folder)
+    single = episode or is_run_folder(folder)
+    res = load_episode_folder(folder) if episode else load_run_folder(folder) if single else load_results(folder)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
-    ctx = build_context(res, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks)
+    ctx = build_context(res, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks, split=not episode)
     name = res.manifest.get("name") or folder.name
     if single:
-        secs = run_answer_section(ctx)
+        secs = episode_answer_section(ctx) if episode else run_answer_section(ctx)
         for entry in SECTIONS:
             if entry.make in _RUN_SECTIONS:
                 made = entry.make(ctx)
                 for s in made if isinstance(made, list) else [made]:
                     s.part = entry.part
                     secs.append(s)
-        return render(f"h9eval report: one run, {name}", secs, out)
+        return render(f"h9eval report: one {'episode' if episode else 'run'}, {name}", secs, out)
     kind = "closed-loop report" if ctx.closed_loop and not ctx.open_loop else "report"
     return render(f"h9eval {kind}: {name}", report_sections(ctx), out)
 

@@ -157,9 +157,14 @@ def _choose(ctx: ReportContext) -> None:
     ctx.example_reason = f"Task {ctx.example_task} is drawn (the runs table has no per-tier compaction counts)."
 
 
-def build_context(results: Results, *, n_boot: int = 1000, seed: int = 0, max_curve_runs: int = 4, token_error_tasks: int = 4) -> ReportContext:
-    """The context of a report on ``results`` (metrics computed once, here)."""
-    res = episodes_mod.without_episode_runs(results)  # the open-loop sections see the replays only
+def build_context(
+    results: Results, *, n_boot: int = 1000, seed: int = 0, max_curve_runs: int = 4, token_error_tasks: int = 4, split: bool = True
+) -> ReportContext:
+    """The context of a report on ``results`` (metrics computed once, here). ``split``: the
+    open-loop sections see the replays only (default); ``False`` for one episode's folder, whose
+    calls those sections draw."""
+    # the open-loop sections see the replays only
+    res = episodes_mod.without_episode_runs(results) if split else results
     calls, probes = res.calls, res.probes
     rm = metrics.run_metrics(calls, probes, res.runs) if len(calls) else metrics.run_metrics(calls, probes, None)
     names = config_names(results.runs)

@@ -93,7 +93,8 @@ def token_curve_sections(ctx: ReportContext) -> Section:
     calls, runs = ctx.res.calls, ctx.res.runs
     if len(calls) == 0 or ctx.example_task is None:
         return s  # nothing to show: the renderer leaves an empty section out
-    s.text(ctx.example_reason)
+    if len(ctx.rm) > 1:  # one run needs no reason for its task
+        s.text(ctx.example_reason)
     ids: list[str] = []
     for label, mode in ctx.chosen:
         ids += ctx.runs_of(label, mode, ctx.example_task)[:1]
@@ -180,7 +181,11 @@ def drift_sections(ctx: ReportContext) -> Section:
     s = Section("Drift")
     probes = ctx.res.probes
     if len(probes) == 0:
-        s.note('The sweep ran no probes: no drift data. Add [probes] scorers = ["recall"] to the spec.')
+        kind = ctx.results.manifest.get("kind")
+        if kind == "run":
+            s.note("The run ran no probes: no drift data. Run it again with --probes recall.")
+        elif kind != "episode":  # a closed-loop episode is judged by its world, not by probes
+            s.note('The sweep ran no probes: no drift data. Add [probes] scorers = ["recall"] to the spec.')
         return s
     t = _kind_heatmap(ctx, None, exclude=ANCHOR_KINDS)
     if len(t):
@@ -224,7 +229,7 @@ def summarizer_sections(ctx: ReportContext) -> Section:
     if paid:
         s.figure("summarizer_cost", plots.summarizer_cost(u, by="configuration"), "Summarizer calls and cost per run, per configuration.")
     else:
-        s.text("Every summarizer in this sweep is offline: no cost to show.")
+        s.text("Every summarizer in these results is offline: no cost to show.")
     return s
 
 

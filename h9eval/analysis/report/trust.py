@@ -82,12 +82,17 @@ def setup_sections(ctx: ReportContext) -> list[Section]:
     prov = m.get("provenance", {}) or {}
     runs = res.runs
     n_ok = int((runs["status"] == "ok").sum()) if len(runs) else 0
-    s.text(
-        f"Sweep {m.get('name', '?')!s} in {res.path}: {len(m.get('cells', []))} cells, {n_ok} ok, "
-        f"{len(runs) - n_ok} failed, {len(m.get('skipped', []) or [])} skipped; "
-        f"{runs['task_id'].nunique() if len(runs) else 0} task(s), {len(res.calls):,} model calls, "
-        f"{len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
-    )
+    tables = f"{len(res.calls):,} model calls, {len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
+    if m.get("kind") in ("run", "episode"):
+        s.text(f"One {m['kind']} in {res.path}: {tables}")
+        if m.get("replay"):
+            s.code("\n".join(f"{k}: {v}" for k, v in sorted(m["replay"].items())))
+    else:
+        s.text(
+            f"Sweep {m.get('name', '?')!s} in {res.path}: {len(m.get('cells', []))} cells, {n_ok} ok, "
+            f"{len(runs) - n_ok} failed, {len(m.get('skipped', []) or [])} skipped; "
+            f"{runs['task_id'].nunique() if len(runs) else 0} task(s), {tables}"
+        )
     keys = ("git_revision", "git_dirty", "h9eval_version", "python", "platform", "hostname")
     info = {k: prov.get(k) for k in keys if k in prov}
     info.update({k: m.get(k) for k in ("created", "h9eval_version") if k in m})
