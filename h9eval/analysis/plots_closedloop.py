@@ -36,11 +36,18 @@ def cost_success_frontier(table: Any) -> Any:
     color = dict(zip(configs, _colors(len(configs))))
     for ax, a in zip(axes, agents):
         g = table[table["agent"] == a]
-        for r in g.to_dict("records"):
+        span_x = max(float(g["tokens_sent"].max() - g["tokens_sent"].min()), 1.0)
+        placed: list[tuple[float, float]] = []
+        for r in g.sort_values(["success", "tokens_sent"], ascending=[False, True]).to_dict("records"):
             xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
             yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
             ax.errorbar([r["tokens_sent"]], [r["success"]], xerr=xerr, yerr=yerr, fmt="o", color=color[r["config"]], capsize=3, alpha=0.9)
-            ax.annotate(r["config"], (r["tokens_sent"], r["success"]), xytext=(4, 4), textcoords="offset points", fontsize=7, color=color[r["config"]])
+            # names of points that nearly coincide are stacked downwards instead of printed over each other
+            pos = (float(r["tokens_sent"]) / span_x, float(r["success"]))
+            near = sum(abs(pos[0] - q[0]) < 0.25 and abs(pos[1] - q[1]) < 0.05 for q in placed)
+            placed.append(pos)
+            ax.annotate(r["config"], (r["tokens_sent"], r["success"]), xytext=(4, 4 - 10 * near), textcoords="offset points", fontsize=7,
+                        color=color[r["config"]])
         front = M.pareto_front(g, "tokens_sent", "success", maximize=(False, True)).sort_values("tokens_sent")
         if len(front) > 1:
             ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0, label="frontier")
