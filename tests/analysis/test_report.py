@@ -113,25 +113,32 @@ def test_answer_box_holds_the_best_per_target_with_verdict_and_caveats(report) -
 
 
 def test_recommendation_follows_the_verdicts() -> None:
-    from h9eval.analysis.report.answer import TargetVerdicts, recommendations
+    from h9eval.analysis.report.answer import AnswerRow, TargetVerdicts, recommendations
 
-    def one(by: dict[str, dict[str, tuple[str, float]]]) -> str:
+    def one(by: dict[str, dict[str, tuple[str, float]]], best_rows: tuple[tuple[str, str, str], ...] = ()) -> str:
         v = TargetVerdicts(scope="open loop", history_mode="view", default="h9", by_config=by, primary="retention",
                            default_means={"retention": 0.80, "tokens_saved": 0.50})
-        return recommendations([v])[0]
+        rows = [
+            AnswerRow(scope="open loop", history_mode="view", target=t, best=c, default="h9", value=0.0, default_value=0.0, diff=0.0,
+                      lo=0.0, hi=0.0, verdict=x, n_tasks=8, higher_is_better=True)
+            for t, c, x in best_rows
+        ]
+        return recommendations([v], rows)[0]
 
-    # better on tokens, retention inconclusive: recommended; a higher-mean but worse config is not
+    # better on tokens, retention inconclusive: recommended; the best on a target that is worse elsewhere is not, and says why
     line = one({"a": {"retention": ("inconclusive", 0.81), "tokens_saved": ("better", 0.6)},
                 "b": {"retention": ("worse", 0.70), "tokens_saved": ("better", 0.9)},
-                "c": {"retention": ("inconclusive", 0.85), "tokens_saved": ("inconclusive", 0.5)}})
-    assert line.startswith("open loop, view mode: use a. It is better than h9 on tokens saved")
-    assert "c has the highest mean retention, but its difference from h9 is inconclusive" in line
+                "c": {"retention": ("inconclusive", 0.85), "tokens_saved": ("inconclusive", 0.5)}},
+               (("retention", "c", "inconclusive"), ("tokens saved", "b", "better")))
+    assert line.startswith("open loop, view mode: use a. It is better than h9 on tokens saved and not worse on the rest (retention inconclusive).")
+    assert "c has the best mean retention, but its difference from h9 is inconclusive" in line
+    assert "b is best on tokens saved but worse than h9 on retention" in line
     # better on one target and worse on another: the default stays, the trade named
     line = one({"b": {"retention": ("worse", 0.70), "tokens_saved": ("better", 0.9)}})
     assert line.startswith("open loop, view mode: keep h9.") and "1 trade one target for another: b" in line
     # nothing above the default's mean: no "why not" line
     line = one({"d": {"retention": ("inconclusive", 0.79), "tokens_saved": ("inconclusive", 0.5)}})
-    assert "keep h9" in line and "highest mean" not in line and "2 of 2 comparisons are inconclusive" in line
+    assert "keep h9" in line and "Not recommended" not in line and "2 of 2 comparisons are inconclusive" in line
 
 
 def test_answer_metrics_add_dollars_only_when_the_results_carry_them() -> None:

@@ -308,23 +308,37 @@ def _mean_of(t: dict[str, tuple[str, float]], keys: Sequence[str]) -> float:
     return x[1] if x is not None and x[1] == x[1] else -math.inf
 
 
-def recommendations(verdicts: Sequence[TargetVerdicts]) -> list[str]:
+def _name(key: str) -> str:
+    return _TARGET_NAMES.get(key, key.replace("_", " "))
+
+
+def _why_not(config: str, target: str, verdicts: dict[str, tuple[str, float]], v: TargetVerdicts, chosen: str) -> str:
+    """Why ``config``, the best on ``target``, is not the recommendation ``chosen``."""
+    worse = [_name(k) for k, (x, _) in verdicts.items() if x == WORSE]
+    if worse:
+        return f"{config} is best on {target} but worse than {v.default} on {', '.join(worse)}"
+    mine = next((x for k, (x, _) in verdicts.items() if _name(k) == target), INCONCLUSIVE)
+    if mine != BETTER:
+        return f"{config} has the best mean {target}, but its difference from {v.default} is {mine}"
+    return f"{config} is also better on {target} and worse on nothing; {chosen} is better on as many targets with a higher {_name(v.primary)}"
+
+
+def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow] = ()) -> list[str]:
     """One recommendation per scope and history mode that follows the verdicts: a configuration
     better than the default on some target and worse on none (most targets better first, then
-    the primary target's mean), else the default; and, when the best mean on the primary
-    target is not the one recommended, why not."""
+    the primary target's mean), else the default. Then, for each configuration the answer table
+    (``rows``) shows as best on a target, and the one with the highest mean on the primary
+    target, when it is not the recommendation: why not."""
     out = []
     for v in verdicts:
         where = f"{v.scope}, {v.history_mode} mode"
         cands = [(c, t) for c, t in v.by_config.items() if any(x == BETTER for x, _ in t.values()) and not any(x == WORSE for x, _ in t.values())]
-        first = v.primary if v.primary in _TARGET_NAMES.values() else _TARGET_NAMES.get(v.primary, v.primary)
-
+        first = _name(v.primary)
         keys = (v.primary, first)
-
         if cands:
             best, t = sorted(cands, key=lambda ct: (-sum(x == BETTER for x, _ in ct[1].values()), -_mean_of(ct[1], keys), ct[0]))[0]
-            better = [_TARGET_NAMES.get(k, k.replace("_", " ")) for k, (x, _) in t.items() if x == BETTER]
-            rest = [f"{_TARGET_NAMES.get(k, k.replace('_', ' '))} {x}" for k, (x, _) in t.items() if x != BETTER]
+            better = [_name(k) for k, (x, _) in t.items() if x == BETTER]
+            rest = [f"{_name(k)} {x}" for k, (x, _) in t.items() if x != BETTER]
             line = f"{where}: use {best}. It is better than {v.default} on {', '.join(better)}" + (f" and not worse on the rest ({'; '.join(rest)})." if rest else ".")
         else:
             mixed = [c for c, t in v.by_config.items() if any(x == BETTER for x, _ in t.values())]
@@ -335,11 +349,16 @@ def recommendations(verdicts: Sequence[TargetVerdicts]) -> list[str]:
             if n_inc:
                 line += f" {n_inc} of {n_all} comparisons are inconclusive on this data."
             best = v.default
+        whys: dict[str, str] = {}
+        for r in rows:
+            if (r.scope, r.history_mode) == (v.scope, v.history_mode) and r.best not in (best, v.default) and r.best not in whys:
+                whys[r.best] = _why_not(r.best, r.target, v.by_config.get(r.best, {}), v, best)
         top = max(v.by_config.items(), key=lambda ct: _mean_of(ct[1], keys), default=None)
         best_mean = _mean_of(v.by_config[best], keys) if best in v.by_config else v.default_means.get(v.primary, math.nan)
-        if top is not None and top[0] != best and _mean_of(top[1], keys) > (best_mean if best_mean == best_mean else -math.inf):
-            verdict = (top[1].get(v.primary) or top[1].get(first) or ("", 0.0))[0]
-            line += f" {top[0]} has the highest mean {first}, but its difference from {v.default} is {verdict}, so it is not the recommendation."
+        if top is not None and top[0] not in (best, *whys) and _mean_of(top[1], keys) > (best_mean if best_mean == best_mean else -math.inf):
+            whys[top[0]] = _why_not(top[0], first, top[1], v, best)
+        if whys:
+            line += " Not recommended: " + "; ".join(whys.values()) + "."
         out.append(line)
     return out
 
@@ -400,7 +419,7 @@ def answer_section(ctx: ReportContext) -> list[Section]:
         if any(r.too_few_tasks for r in rows):
             n = sorted({r.n_tasks for r in rows if r.too_few_tasks})
             s.text(f"*: {', '.join(map(str, n))} task(s) paired, too few for a verdict at the adjusted level: it reads inconclusive whatever the mean.")
-        for line in recommendations(verdicts):
+        for line in recommendations(verdicts, rows):
             s.rec(line)
     lines = [x for make in CAVEATS for x in make(ctx)]
     if lines:
