@@ -119,7 +119,7 @@ def test_recommendation_follows_the_verdicts() -> None:
         v = TargetVerdicts(scope="open loop", history_mode="view", default="h9", by_config=by, primary="retention",
                            default_means={"retention": 0.80, "tokens_saved": 0.50})
         rows = [
-            AnswerRow(scope="open loop", history_mode="view", target=t, best=c, default="h9", value=0.0, default_value=0.0, diff=0.0,
+            AnswerRow(scope="open loop", history_mode="view", target=t, best=c, default="h9", value=1.0, default_value=0.5, diff=0.5,
                       lo=0.0, hi=0.0, verdict=x, n_tasks=8, higher_is_better=True)
             for t, c, x in best_rows
         ]

@@ -351,7 +351,8 @@ def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow
             best = v.default
         whys: dict[str, str] = {}
         for r in rows:
-            if (r.scope, r.history_mode) == (v.scope, v.history_mode) and r.best not in (best, v.default) and r.best not in whys:
+            tied = r.value == r.default_value and r.verdict != BETTER  # no better than the default: nothing to explain
+            if (r.scope, r.history_mode) == (v.scope, v.history_mode) and r.best not in (best, v.default, *whys) and not tied:
                 whys[r.best] = _why_not(r.best, r.target, v.by_config.get(r.best, {}), v, best)
         top = max(v.by_config.items(), key=lambda ct: _mean_of(ct[1], keys), default=None)
         best_mean = _mean_of(v.by_config[best], keys) if best in v.by_config else v.default_means.get(v.primary, math.nan)
