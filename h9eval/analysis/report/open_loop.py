@@ -420,8 +420,7 @@ def emergency_sections(results: Results, *, n_resamples: int = 1000, seed: int =
                 f"{d}: {r['emergency_frac'].iloc[0]:.0%} of its checkpoints ({r['emergency_row_frac'].iloc[0]:.0%} of its probe rows) "
                 "are at the emergency tier, scored under the reconstructed rule."
             )
-    legacy = [(d, headline.legacy_variant(table, d)) for d in defaults]
-    legacy = [(d, v) for d, v in legacy if v]
+    legacy = [(d, v) for d in defaults for v in (headline.legacy_variant(table, d),) if v is not None]
     if not legacy:
         s.text(
             'These results hold no legacy_last1 variant of the default (a progressive entry with forced_truncation="legacy_last1" '

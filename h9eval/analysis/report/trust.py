@@ -158,7 +158,9 @@ def token_estimate_sections(ctx: ReportContext) -> list[Section]:
         return []
     try:
         windows = res.calls.groupby("task_id")["context_window_tokens"].first().to_dict() if len(res.calls) else {}
-        mts, cts, seen = [], [], set()
+        mts: list[Any] = []
+        cts: list[Any] = []
+        seen: set[str] = set()
         for spec in specs[: max_tasks * 2]:
             for t in load_tasks_from_spec(str(spec)):
                 if t.task_id in seen or t.task_id not in set(runs["task_id"]) or len(seen) >= max_tasks:
