@@ -403,22 +403,24 @@ def test_records_report_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_cli_sweep_report_and_errors(sweep_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", str(sweep_dir), "--out", str(tmp_path / "r")]) == 0
+    assert main(["report", str(sweep_dir), "--out", str(tmp_path / "r"), "--n-boot", "200"]) == 0
     assert (tmp_path / "r" / "report.html").exists()
     # without --out the report goes where the README says: RESULTS_DIR/report.html
-    assert main(["report", str(sweep_dir)]) == 0
+    assert main(["report", str(sweep_dir), "--n-boot", "200"]) == 0
     assert (sweep_dir / "report.html").exists() and (sweep_dir / "report.md").exists()
     assert f"wrote {sweep_dir / 'report.html'}" in capsys.readouterr().out
     assert main(["report", "--records", str(sweep_dir)]) == 2
     assert "--records needs --out" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "missing")]) == 2
+    assert main(["report", str(sweep_dir), "--n-boot", "10"]) == 2
+    assert "--n-boot must be at least 100" in capsys.readouterr().err
 
 
 def test_report_on_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     argv = ["run", "--task", "synthetic:small:0", "--policy", "progressive", "--window", "12000", "--probes", "recall", "--out", str(run)]
     assert main(argv) == 0
-    assert main(["report", str(run)]) == 0
+    assert main(["report", str(run), "--n-boot", "200"]) == 0
     assert f"wrote {run / 'report.html'}" in capsys.readouterr().out
     md = (run / "report.md").read_text(encoding="utf-8")
     answer = md[md.index("## 1. The answer") : md.index("## 2.")]
