@@ -43,7 +43,7 @@ from h9eval.tasks.text import normalize, render_message
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BASES", "STATES", "LedgerEvent", "events_from_replay", "fill_events", "item_state", "ledger_rows",
+__all__ = ["BASES", "STATES", "RenderedView", "rendered_view", "LedgerEvent", "events_from_replay", "fill_events", "item_state", "ledger_rows",
            "run_ledger"]
 
 STATES: tuple[str, ...] = ("PRESERVED", "DEGRADED", "STALE", "LOST")
@@ -74,7 +74,7 @@ def _bounded(text: str, value: str) -> int:
 
 
 @dataclass(frozen=True)
-class _View:
+class RenderedView:  # built with rendered_view()
     """A view rendered once: each message's text, its location kind and its anchor sections."""
 
     texts: tuple[str, ...]
@@ -83,7 +83,7 @@ class _View:
     normalized: str
 
     @classmethod
-    def of(cls, view: Sequence[Message]) -> _View:
+    def of(cls, view: Sequence[Message]) -> RenderedView:
         texts, kinds = [], []
         first_user = next((i for i, m in enumerate(view) if m.role == "user"), None)
         for i, m in enumerate(view):
@@ -118,7 +118,12 @@ class _View:
         return None
 
 
-def _degraded(item: Item, view: _View) -> bool:
+def rendered_view(view: Sequence[Message]) -> RenderedView:
+    """A view rendered once for judging many items (:func:`item_state`)."""
+    return RenderedView.of(view)
+
+
+def _degraded(item: Item, view: RenderedView) -> bool:
     value = item.value
     if "/" in value.strip("/"):
         base = value.rstrip("/").rsplit("/", 1)[-1]
@@ -137,7 +142,7 @@ def _degraded(item: Item, view: _View) -> bool:
     return False
 
 
-def item_state(item: Item, view: _View) -> tuple[str, str | None]:
+def item_state(item: Item, view: RenderedView) -> tuple[str, str | None]:
     """``(state, location)`` of ``item`` in a rendered view (see the module docstring)."""
     where = view.location((item.value, *item.variants))
     if where is not None:
@@ -196,7 +201,7 @@ def ledger_rows(task: Task, events: Sequence[LedgerEvent], *, run_id: str,
     call_at, call_text = _uses(task)
     rows: list[dict[str, Any]] = []
     for ev in events:
-        view = _View.of(ev.view)
+        view = RenderedView.of(ev.view)
         later = bisect_right(call_at, ev.message_index)
         for item in items:
             if not item.live_at(ev.message_index):
