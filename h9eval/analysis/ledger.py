@@ -14,17 +14,22 @@ everything for two rounds loses every safety rule at the third).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from h9eval.analysis.compare import config_labels
+from h9eval.analysis.ledger_page import write_ledger_page
 from h9eval.analysis.metrics import bootstrap_ci
+from h9eval.analysis.report_model import Section
 from h9eval.probes.items import ITEM_TYPES
+from h9eval.results.store import Results, cell_dir_name
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["CLIFF_SURVIVAL", "MAX_ROUNDS", "cliff_rounds", "ledger_summary", "survival_curves", "survival_plot"]
+__all__ = ["CLIFF_SURVIVAL", "MAX_ROUNDS", "cliff_rounds", "ledger_sections", "ledger_summary", "survival_curves",
+           "survival_plot"]
 
 CLIFF_SURVIVAL = 0.5
 """The cliff round is the first round where mean survival is below this share of the live items."""
@@ -111,13 +116,14 @@ def survival_plot(curves: pd.DataFrame, *, history_mode: str | None = None,
     """One panel per item type: survival (with its interval band) against the compaction round,
     one line per configuration (named by its label); the cliff level is drawn dashed."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     df = curves if history_mode is None else curves[curves["history_mode"] == history_mode]
     kinds = [t for t in (item_types or ITEM_TYPES) if t in set(df["item_type"])]
     n = max(len(kinds), 1)
-    ncols = min(n, 4)
+    ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.8 * nrows), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.4 * nrows), squeeze=False, sharey=True)
     labels = sorted(set(df["label"]))
     colors = {lab: plt.get_cmap("tab10")(i % 10) for i, lab in enumerate(labels)}
     for ax, kind in zip(axes.flat, kinds):
@@ -129,14 +135,79 @@ def survival_plot(curves: pd.DataFrame, *, history_mode: str | None = None,
         ax.axhline(CLIFF_SURVIVAL, color="grey", lw=0.8, ls="--")
         ax.set_title(kind.replace("_", " "), fontsize=10)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("compaction round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("round (window fill)")
     for ax in list(axes.flat)[len(kinds):]:
         ax.set_visible(False)
     axes[0][0].set_ylabel("items kept exactly")
     handles, names = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, names, loc="lower center", ncol=min(len(names), 4), fontsize=8, frameon=False)
-    fig.suptitle("Survival of typed items after each compaction round (pinned items left out; dashed: cliff level)",
+    fig.suptitle("Items kept exactly after the k-th window fill (pinned items left out; dashed: the cliff level)",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     return fig
+
+
+MAX_LEDGER_PAGES = 6
+"""Runs the report writes a diff page for (each replayed again: a few seconds apiece)."""
+
+
+def _page_runs(res: Results, max_pages: int) -> list[str]:
+    """One task's runs (the task whose harness9-default run compacted most), one page per
+    configuration, harness9's default first and the controls last."""
+    led = res.ledger[res.ledger["basis"] == "compaction"]
+    if not len(led):
+        return []
+    rounds = led.groupby(["task_id", "run_id"], observed=True)["round"].max().reset_index()
+    task = rounds.sort_values(["round", "task_id"], ascending=[False, True])["task_id"].iloc[0]
+    runs = res.runs[(res.runs["task_id"] == task) & (res.runs["status"] == "ok")]
+    runs = runs.assign(label=config_labels(runs))
+    if "cell_kind" in runs.columns:
+        runs = runs[runs["cell_kind"].fillna("replay") == "replay"]
+    control = runs["policy_kind"].isin(["keep_all", "drop_all"])
+    default = runs["label"].str.startswith("harness9")
+    order = runs.assign(o=(~default).astype(int) + 2 * control.astype(int)).sort_values(["o", "label", "history_mode"])
+    return list(order["run_id"].head(max_pages))
+
+
+def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages: int = MAX_LEDGER_PAGES) -> list[Section]:
+    """The report's section on what compaction loses: survival of each item type after each
+    window fill with task-level intervals and the cliff round, the states per configuration, the
+    calibration caveat, and links to the diff pages of one task's runs (written into ``out``)."""
+    s = Section("What compaction loses: the loss ledger")
+    ledger = getattr(res, "ledger", None)
+    if ledger is None or not len(ledger):
+        s.text("No ledger in these results (a sweep written before the loss ledger, or closed-loop cells only).")
+        return [s]
+    curves = survival_curves(ledger, res.runs, seed=seed)
+    s.text("Every item the task's ground truth tracks (goal terms, safety rules, side constraints, preferences, "
+           "facts, updated values, artifacts, failed approaches, progress, next steps) is judged in the view sent "
+           "at each round: PRESERVED only with its exact value, DEGRADED, STALE (an old value shown as current) "
+           "or LOST. A round is the k-th time the uncompacted history outgrew a whole window: the same calls for "
+           "every configuration of a task. Items pinned in the system or first task message are left out. "
+           f"The cliff round is the first where survival falls below {CLIFF_SURVIVAL:.0%}.")
+    s.note("The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
+           "ledger' gives its measured gap to Claude Code's own compaction summaries per item type.")
+    for mode in sorted(set(curves["history_mode"])):
+        s.figure(f"survival_{mode}", survival_plot(curves, history_mode=mode),
+                 f"Items kept exactly after each window fill ({mode} mode); band: 95% bootstrap interval over tasks")
+    cliffs = cliff_rounds(curves)
+    if len(cliffs):
+        wide = cliffs.pivot_table(index=["label", "history_mode"], columns="item_type", values="cliff_round",
+                                  aggfunc="first", observed=True)
+        s.table(wide.astype(object).where(wide.notna(), "–").reset_index(),
+                f"Cliff round per item type (first round with survival below {CLIFF_SURVIVAL:.0%}; – : never)")
+    summary = ledger_summary(ledger, res.runs)
+    if "LOST" in summary.columns:
+        lost = summary.pivot_table(index=["label", "history_mode"], columns="item_type", values="LOST",
+                                   aggfunc="first", observed=True)
+        s.table(lost.round(2).reset_index(), "Share of item-rounds LOST per item type (all rounds, both bases; "
+                "ledger_summary() gives every state and the LOST/STALE items used again later)")
+    if out is not None:
+        for rid in _page_runs(res, max_pages):
+            target = out / "ledger" / f"{cell_dir_name(rid)}.html"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_ledger_page(res.path, target, run_id=rid)
+            s.link(f"ledger/{target.name}", f"Diff view of {rid}: what each compaction took out and what followed")
+    return [s]
