@@ -20,6 +20,7 @@ RESULTS = (
     "Token curves",
     "Tier transitions",
     "Anchor retention",
+    "What compaction loses: the loss ledger",
     "Drift",
     "improvement options vs the faithful default",
 )
@@ -95,6 +96,9 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
     # the option comparison names the option and gives a verdict
     assert "na_safe_merge=True" in md
     assert re.search(r"(better|worse|inconclusive|equivalent within)", md) and "does not help" not in md
+    # the loss ledger's diff pages are written beside the report and linked by configuration name, not run id
+    assert re.search(r"\[Diff view of tight \(write_back mode, synthetic-small-\d\): [^]]*\]\(ledger/[^)]+\.html\)", md), md[-3000:]
+    assert all((report.out_dir / link).is_file() for link in re.findall(r"\]\((ledger/[^)]+\.html)\)", md))
     # the coverage table: every configuration compacted on both tasks at this window
     assert "reached soft" in md and "never compacted on" in md and "after the policy compacted at least once" in md
 

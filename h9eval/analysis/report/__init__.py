@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from h9eval.analysis import ledger as ledger_mod  # a module, not a name: ledger imports report.model (Section)
 from h9eval.analysis.report import closed_loop, open_loop, trust
 from h9eval.analysis.report.answer import add_answer_target, add_caveat, answer_section
 from h9eval.analysis.report.context import ReportContext, build_context, config_names
@@ -81,6 +82,10 @@ def _options(ctx: ReportContext) -> list[Section]:
     return open_loop.option_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed)
 
 
+def _ledger(ctx: ReportContext) -> list[Section]:
+    return ledger_mod.ledger_sections(ctx.res, ctx.out, seed=ctx.seed)
+
+
 def _emergency(ctx: ReportContext) -> list[Section]:
     return open_loop.emergency_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed)
 
@@ -94,6 +99,7 @@ SECTIONS: list[SectionEntry] = [
     SectionEntry(make=open_loop.token_curve_sections, loop="open"),
     SectionEntry(make=open_loop.tier_sections, loop="open"),
     SectionEntry(make=open_loop.anchor_sections, loop="open"),
+    SectionEntry(make=_ledger, loop="open"),
     SectionEntry(make=open_loop.drift_sections, loop="open"),
     SectionEntry(make=open_loop.summarizer_sections, loop="open"),
     SectionEntry(make=_options, loop="open"),
@@ -166,7 +172,9 @@ def write_report(
     single = episode or is_run_folder(folder)
     res = load_episode_folder(folder) if episode else load_run_folder(folder) if single else load_results(folder)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
-    ctx = build_context(res, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks, split=not episode)
+    ctx = build_context(
+        res, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks, split=not episode, out=out
+    )
     name = res.manifest.get("name") or folder.name
     if single:
         secs = episode_answer_section(ctx) if episode else run_answer_section(ctx)

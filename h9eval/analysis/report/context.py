@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from h9eval.analysis import episodes as episodes_mod
@@ -66,6 +67,8 @@ class ReportContext:
     example_reason: str = ""
     chosen: list[tuple[str, str]] = field(default_factory=list)
     reference: str | None = None
+    out: Path | None = None
+    """The report's folder (pages written beside it, such as the loss ledger's diff pages)."""
 
     @property
     def closed_loop(self) -> bool:
@@ -158,7 +161,8 @@ def _choose(ctx: ReportContext) -> None:
 
 
 def build_context(
-    results: Results, *, n_boot: int = 1000, seed: int = 0, max_curve_runs: int = 4, token_error_tasks: int = 4, split: bool = True
+    results: Results, *, n_boot: int = 1000, seed: int = 0, max_curve_runs: int = 4, token_error_tasks: int = 4, split: bool = True,
+    out: Path | None = None,
 ) -> ReportContext:
     """The context of a report on ``results`` (metrics computed once, here). ``split``: the
     open-loop sections see the replays only (default); ``False`` for one episode's folder, whose
@@ -182,7 +186,7 @@ def build_context(
         cm = rm
     ctx = ReportContext(
         results=results, res=res, rm=rm, cm=cm, names=names, n_boot=n_boot, seed=seed,
-        max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks,
+        max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks, out=out,
     )
     if len(rm):
         _choose(ctx)

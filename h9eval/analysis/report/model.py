@@ -25,8 +25,8 @@ class Section:
     order, each ``(kind, payload)`` with kind ``text``, ``note`` (a caveat, highlighted),
     ``rec`` (the recommendation), ``caveat`` (a warning the reader must not miss), ``caveats``
     (a list, one line each), ``code``,
-    ``table`` (``(DataFrame, caption)``) or ``figure`` (``(file stem, matplotlib figure,
-    caption)``). A section with no blocks is left out of the page."""
+    ``table`` (``(DataFrame, caption)``), ``figure`` (``(file stem, matplotlib figure,
+    caption)``) or ``link`` (``(href, text)``: a page written beside the report). A section with no blocks is left out of the page."""
 
     title: str
     blocks: list[tuple[str, Any]] = field(default_factory=list)
@@ -56,6 +56,10 @@ class Section:
 
     def figure(self, name: str, fig: Any, caption: str) -> None:
         self.blocks.append(("figure", (name, fig, caption)))
+
+    def link(self, href: str, text: str) -> None:
+        """A link to a page written beside the report (relative ``href``)."""
+        self.blocks.append(("link", (href, text)))
 
 
 def short_list(items: Iterable[Any], noun: str = "", *, shown: int = 3) -> str:

@@ -71,6 +71,7 @@ _PAGE = """<!DOCTYPE html><html><head><meta charset='utf-8'>
 {%- elif b.kind == 'caveats' %}<ul class='caveats'>{% for c in b.lines %}<li>{{ c|e }}</li>{% endfor %}</ul>
 {%- elif b.kind in ('note', 'rec', 'caveat') %}<p class='{{ b.kind }}'>{{ b.text|e }}</p>
 {%- elif b.kind == 'code' %}<pre>{{ b.text|e }}</pre>
+{%- elif b.kind == 'link' %}<p><a href='{{ b.href|e }}'>{{ b.text|e }}</a></p>
 {%- elif b.kind == 'table' %}{{ b.html }}
 {%- elif b.kind == 'figure' %}<figure><img alt='{{ b.caption|e }}' src='data:image/png;base64,{{ b.b64 }}'>
 <figcaption>{{ b.caption|e }}</figcaption></figure>
@@ -89,6 +90,7 @@ _MD_PAGE = """# {{ title }}
 {% if b.kind == 'text' %}{{ b.text }}
 {% elif b.kind == 'caveats' %}{% for c in b.lines %}- {{ c }}
 {% endfor %}{% elif b.kind in ('note', 'rec', 'caveat') %}> {{ b.text }}
+{% elif b.kind == 'link' %}- [{{ b.text }}]({{ b.href }})
 {% elif b.kind == 'code' %}```
 {{ b.text }}
 ```
@@ -220,6 +222,9 @@ def render(title: str, sections: Sequence[Section], out: Path) -> ReportPaths:
                 blocks.append({"kind": kind, "b64": base64.b64encode(data).decode("ascii"), "file": p.name, "caption": cap})
             elif kind == "caveats":
                 blocks.append({"kind": kind, "lines": list(payload)})
+            elif kind == "link":
+                href, text = payload
+                blocks.append({"kind": kind, "href": str(href), "text": str(text)})
             else:
                 blocks.append({"kind": kind, "text": str(payload)})
         views.append({"title": s.title, "part": s.part, "blocks": blocks})
