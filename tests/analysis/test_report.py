@@ -412,6 +412,8 @@ def test_cli_sweep_report_and_errors(sweep_dir: Path, tmp_path: Path, capsys: py
     # without --out the report goes where the README says: RESULTS_DIR/report.html
     assert main(["report", str(sweep_dir), "--n-boot", "200"]) == 0
     assert (sweep_dir / "report.html").exists() and (sweep_dir / "report.md").exists()
+    # reproducible: the same results and seed give a byte-identical page
+    assert (sweep_dir / "report.html").read_bytes() == (tmp_path / "r" / "report.html").read_bytes()
     assert f"wrote {sweep_dir / 'report.html'}" in capsys.readouterr().out
     assert main(["report", "--records", str(sweep_dir)]) == 2
     assert "--records needs --out" in capsys.readouterr().err
