@@ -164,7 +164,7 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
                     }
                 )
     df = pd.DataFrame(rows)
-    for c in (*(f"{m}_{x}" for m in ("success", "tokens") for x in ("diff", "diff_lo", "diff_hi", "verdict", "diff_level")),):
+    for c in (f"{m}_{x}" for m in ("success", "tokens") for x in ("diff", "diff_lo", "diff_hi", "verdict", "diff_level")):
         if c not in df.columns:
             df[c] = math.nan if not c.endswith("verdict") else ""
     return df
@@ -200,7 +200,9 @@ def failure_modes(ep: Any) -> Any:
                 "episodes": len(g),
                 "failed": int((~g["success"].astype(bool)).sum()),
                 **{k: int(v.sum()) for k, v in flags.items()},
-                "world_failures": "; ".join(f"{r} ×{n}" for r, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))),
+                "world_failures": "; ".join(
+                    f"{r} ×{n}" for r, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))
+                ),
             }
         )
     return pd.DataFrame(rows)

@@ -213,6 +213,6 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
             target = out / "ledger" / f"{cell_dir_name(rid)}.html"
             target.parent.mkdir(parents=True, exist_ok=True)
             write_ledger_page(res.path, target, run_id=rid)
-            s.link(f"ledger/{target.name}",
-                   f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): what each compaction took out and what followed")
+            s.link(f"ledger/{target.name}", f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): "
+                   "what each compaction took out and what followed")
     return [s]

@@ -12,6 +12,7 @@ from h9eval.analysis.plots import _empty, _figure
 
 __all__ = ["cost_success_frontier", "failure_modes", "retention_vs_success"]
 
+
 def _colors(n: int) -> list[Any]:
     from matplotlib import colormaps
 
@@ -41,13 +42,28 @@ def cost_success_frontier(table: Any) -> Any:
         for r in g.sort_values(["success", "tokens_sent"], ascending=[False, True]).to_dict("records"):
             xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
             yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
-            ax.errorbar([r["tokens_sent"]], [r["success"]], xerr=xerr, yerr=yerr, fmt="o", color=color[r["config"]], capsize=3, alpha=0.9)
+            ax.errorbar(
+                [r["tokens_sent"]],
+                [r["success"]],
+                xerr=xerr,
+                yerr=yerr,
+                fmt="o",
+                color=color[r["config"]],
+                capsize=3,
+                alpha=0.9,
+            )
             # names of points that nearly coincide are stacked downwards instead of printed over each other
             pos = (float(r["tokens_sent"]) / span_x, float(r["success"]))
             near = sum(abs(pos[0] - q[0]) < 0.25 and abs(pos[1] - q[1]) < 0.05 for q in placed)
             placed.append(pos)
-            ax.annotate(r["config"], (r["tokens_sent"], r["success"]), xytext=(4, 4 - 10 * near), textcoords="offset points", fontsize=7,
-                        color=color[r["config"]])
+            ax.annotate(
+                r["config"],
+                (r["tokens_sent"], r["success"]),
+                xytext=(4, 4 - 10 * near),
+                textcoords="offset points",
+                fontsize=7,
+                color=color[r["config"]],
+            )
         front = M.pareto_front(g, "tokens_sent", "success", maximize=(False, True)).sort_values("tokens_sent")
         if len(front) > 1:
             ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0, label="frontier")
@@ -81,7 +97,13 @@ def failure_modes(table: Any, kinds: Sequence[str]) -> Any:
         g = table[table["agent"] == a].set_index("config").reindex(configs)
         for j, k in enumerate(shown):
             ys = [r + j * h for r in range(len(configs))]
-            ax.barh(ys, (g[k] / g["episodes"]).fillna(0), height=h, color=colors[k], label=k.replace("_", " ") if i == 0 else None)
+            ax.barh(
+                ys,
+                (g[k] / g["episodes"]).fillna(0),
+                height=h,
+                color=colors[k],
+                label=k.replace("_", " ") if i == 0 else None,
+            )
         ax.set_yticks([r + 0.4 - h / 2 for r in range(len(configs))], configs if i == 0 else [], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(0, 1)

@@ -34,7 +34,14 @@ DETAILS = (
     "Setup and provenance",
 )
 SECTIONS = ("The answer", *RESULTS, *DETAILS)
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or "") if p and Path(p).exists()), None)
+CHROMIUM = next(
+    (
+        p
+        for p in ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or "")
+        if p and Path(p).exists()
+    ),
+    None,
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +53,16 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "name": "report-test",
         "tasks": {"specs": ["synthetic:small:0", "synthetic:small:1"]},
         "policies": [
-            {"kind": "progressive", "params": {"context_window_tokens": 14000}, "grid": {"na_safe_merge": [False, True]}},
-            {"kind": "progressive", "name": "tight", "params": {"context_window_tokens": 14000, "warn_frac": 0.4, "soft_frac": 0.5, "full_frac": 0.6}},
+            {
+                "kind": "progressive",
+                "params": {"context_window_tokens": 14000},
+                "grid": {"na_safe_merge": [False, True]},
+            },
+            {
+                "kind": "progressive",
+                "name": "tight",
+                "params": {"context_window_tokens": 14000, "warn_frac": 0.4, "soft_frac": 0.5, "full_frac": 0.6},
+            },
         ],
         "history_modes": ["write_back"],
         "probes": {"scorers": ["recall"], "every_k": 5},
@@ -97,7 +112,9 @@ def test_sections_and_figures(report) -> None:  # type: ignore[no-untyped-def]
     assert "na_safe_merge=True" in md
     assert re.search(r"(better|worse|inconclusive|equivalent within)", md) and "does not help" not in md
     # the loss ledger's diff pages are written beside the report and linked by configuration name, not run id
-    assert re.search(r"\[Diff view of tight \(write_back mode, synthetic-small-\d\): [^]]*\]\(ledger/[^)]+\.html\)", md), md[-3000:]
+    assert re.search(
+        r"\[Diff view of tight \(write_back mode, synthetic-small-\d\): [^]]*\]\(ledger/[^)]+\.html\)", md
+    ), md[-3000:]
     assert all((report.out_dir / link).is_file() for link in re.findall(r"\]\((ledger/[^)]+\.html)\)", md))
     # the coverage table: every configuration compacted on both tasks at this window
     assert "reached soft" in md and "never compacted on" in md and "after the policy compacted at least once" in md
@@ -107,7 +124,10 @@ def test_answer_box_holds_the_best_per_target_with_verdict_and_caveats(report) -
     md = report.markdown.read_text(encoding="utf-8")
     answer = md[md.index("## 1. The answer") : md.index("## 2.")]
     # one row per target in the sweep's one history mode, against the default the spec names
-    assert "| mode | target | best configuration | its mean | default's mean | Δ vs default [adj. CI] | verdict | tasks |" in answer
+    assert (
+        "| mode | target | best configuration | its mean | default's mean | Δ vs default [adj. CI] | verdict | tasks |"
+        in answer
+    )
     assert re.search(r"\| write_back \| retention \| (tight|progressive \[na_safe_merge=True\]) \|", answer), answer
     assert re.search(r"\| write_back \| tokens saved \| (tight|progressive \[na_safe_merge=True\]) \|", answer), answer
     # two tasks: too few for any verdict, starred, and the recommendation follows the verdicts
@@ -120,21 +140,48 @@ def test_recommendation_follows_the_verdicts() -> None:
     from h9eval.analysis.report.answer import AnswerRow, TargetVerdicts, recommendations
 
     def one(by: dict[str, dict[str, tuple[str, float]]], best_rows: tuple[tuple[str, str, str], ...] = ()) -> str:
-        v = TargetVerdicts(scope="open loop", history_mode="view", default="h9", by_config=by, primary="retention",
-                           default_means={"retention": 0.80, "tokens_saved": 0.50})
+        v = TargetVerdicts(
+            scope="open loop",
+            history_mode="view",
+            default="h9",
+            by_config=by,
+            primary="retention",
+            default_means={"retention": 0.80, "tokens_saved": 0.50},
+        )
         rows = [
-            AnswerRow(scope="open loop", history_mode="view", target=t, best=c, default="h9", value=1.0, default_value=0.5, diff=0.5,
-                      lo=0.0, hi=0.0, verdict=x, n_tasks=8, higher_is_better=True)
+            AnswerRow(
+                scope="open loop",
+                history_mode="view",
+                target=t,
+                best=c,
+                default="h9",
+                value=1.0,
+                default_value=0.5,
+                diff=0.5,
+                lo=0.0,
+                hi=0.0,
+                verdict=x,
+                n_tasks=8,
+                higher_is_better=True,
+            )
             for t, c, x in best_rows
         ]
         return recommendations([v], rows)[0]
 
-    # better on tokens, retention inconclusive: recommended; the best on a target that is worse elsewhere is not, and says why
-    line = one({"a": {"retention": ("inconclusive", 0.81), "tokens_saved": ("better", 0.6)},
-                "b": {"retention": ("worse", 0.70), "tokens_saved": ("better", 0.9)},
-                "c": {"retention": ("inconclusive", 0.85), "tokens_saved": ("inconclusive", 0.5)}},
-               (("retention", "c", "inconclusive"), ("tokens saved", "b", "better")))
-    assert line.startswith("open loop, view mode: use a. It is better than h9 on tokens saved and not worse on the rest (retention inconclusive).")
+    # better on tokens, retention inconclusive: recommended; the best on a target that is worse elsewhere is
+    # not, and says why
+    line = one(
+        {
+            "a": {"retention": ("inconclusive", 0.81), "tokens_saved": ("better", 0.6)},
+            "b": {"retention": ("worse", 0.70), "tokens_saved": ("better", 0.9)},
+            "c": {"retention": ("inconclusive", 0.85), "tokens_saved": ("inconclusive", 0.5)},
+        },
+        (("retention", "c", "inconclusive"), ("tokens saved", "b", "better")),
+    )
+    assert line.startswith(
+        "open loop, view mode: use a. It is better than h9 on tokens saved and not worse on the rest "
+        "(retention inconclusive)."
+    )
     assert "c has the best mean retention, but its difference from h9 is inconclusive" in line
     assert "b is best on tokens saved but worse than h9 on retention" in line
     # better on one target and worse on another: the default stays, the trade named
@@ -152,7 +199,11 @@ def test_answer_metrics_add_dollars_only_when_the_results_carry_them() -> None:
 
     t = pd.DataFrame({"retention": [0.5, 0.7], "tokens_saved": [0.1, 0.2], "summarizer_cost_usd": [0.0, 0.0]})
     assert answer_metrics(t) == ["retention", "tokens_saved"]
-    assert answer_metrics(t.assign(summarizer_cost_usd=[0.01, 0.02])) == ["retention", "tokens_saved", "summarizer_cost_usd"]
+    assert answer_metrics(t.assign(summarizer_cost_usd=[0.01, 0.02])) == [
+        "retention",
+        "tokens_saved",
+        "summarizer_cost_usd",
+    ]
     assert answer_metrics(t.assign(retention=float("nan"))) == ["tokens_saved"]  # no probes: no retention target
 
 
@@ -184,11 +235,23 @@ def test_sections_and_answer_lines_plug_in_with_one_call(sweep_dir: Path) -> Non
             report_pkg.add_section(extra, before=caveat)
         secs = report_pkg.report_sections(build_context(load_results(sweep_dir), n_boot=50))
         titles = [s.title for s in secs]
-        assert titles[0] == "The answer" and ("caveats", ["Summaries by the offline extractive stand-in (offline), not a model: "
-                                                           "these rank compaction mechanisms, not a model's summaries.",
-                                                           "A plugged-in caveat."]) in secs[0].blocks
+        assert (
+            titles[0] == "The answer"
+            and (
+                "caveats",
+                [
+                    "Summaries by the offline extractive stand-in (offline), not a model: "
+                    "these rank compaction mechanisms, not a model's summaries.",
+                    "A plugged-in caveat.",
+                ],
+            )
+            in secs[0].blocks
+        )
         assert titles.index("Plugged-in section") == titles.index("Setup and provenance") - 1
-        assert secs[titles.index("Plugged-in section")].part == "details" and ("text", "6 runs seen.") in secs[titles.index("Plugged-in section")].blocks
+        assert (
+            secs[titles.index("Plugged-in section")].part == "details"
+            and ("text", "6 runs seen.") in secs[titles.index("Plugged-in section")].blocks
+        )
     finally:
         report_pkg.SECTIONS[:] = before[0]
         answer.CAVEATS[:] = before[1]
@@ -225,7 +288,9 @@ def test_tables_and_figures_use_the_spec_names(report) -> None:  # type: ignore[
         assert f"| {name} | write_back |" in md, name
     assert "progressive(" not in md
     # the configurations table says what each name changes
-    assert re.search(r"\| tight \| progressive \| context_window_tokens=14000, full_frac=0.6, soft_frac=0.5, warn_frac=0.4 \|", md)
+    assert re.search(
+        r"\| tight \| progressive \| context_window_tokens=14000, full_frac=0.6, soft_frac=0.5, warn_frac=0.4 \|", md
+    )
 
 
 def test_config_names_are_unique_and_minimal() -> None:
@@ -240,7 +305,14 @@ def test_config_names_are_unique_and_minimal() -> None:
             "policy_name": ["tail", "tail", "h9", "h9", "keep_all", "tail"],
             "policy_kind": ["progressive", "progressive", "progressive", "progressive", "keep_all", "progressive"],
             "params_hash": ["a", "b", "c", "c", "d", "a"],
-            "grid_json": ['{"min_tail_messages": 2}', '{"min_tail_messages": 12}', "{}", "{}", "{}", '{"min_tail_messages": 2}'],
+            "grid_json": [
+                '{"min_tail_messages": 2}',
+                '{"min_tail_messages": 12}',
+                "{}",
+                "{}",
+                "{}",
+                '{"min_tail_messages": 2}',
+            ],
             "params_json": ["{}"] * 6,
             "summarizer": ["offline", "offline", "offline", "offline_free_text", "offline", "offline"],
             "history_mode": ["view", "view", "view", "view", "view", "write_back"],
@@ -278,12 +350,17 @@ var over=[].slice.call(document.querySelectorAll('table,pre,figure,img'))
 var narrow=[],tall=[],cells=0;
 [].slice.call(document.querySelectorAll('table')).forEach(function(t,ti){
  [].slice.call(t.querySelectorAll('th,td')).forEach(function(c){cells++;
-  var cs=getComputedStyle(c),inner=c.getBoundingClientRect().width-parseFloat(cs.paddingLeft)-parseFloat(cs.paddingRight);
-  if(c.scrollWidth>c.clientWidth+1||(c.tagName=='TH'&&inner+1<words(c)))narrow.push(ti+':'+c.textContent.slice(0,40));});
- [].slice.call(t.rows).forEach(function(r){if(r.getBoundingClientRect().height>900)tall.push(ti+':'+r.textContent.slice(0,40));});});
+  var cs=getComputedStyle(c),
+      inner=c.getBoundingClientRect().width-parseFloat(cs.paddingLeft)-parseFloat(cs.paddingRight);
+  if(c.scrollWidth>c.clientWidth+1||(c.tagName=='TH'&&inner+1<words(c)))
+   narrow.push(ti+':'+c.textContent.slice(0,40));});
+ [].slice.call(t.rows).forEach(function(r){
+  if(r.getBoundingClientRect().height>900)tall.push(ti+':'+r.textContent.slice(0,40));});});
 var small=[].slice.call(document.images).filter(function(i){return i.naturalWidth>1.4*i.clientWidth}).length;
-document.body.setAttribute('data-m',JSON.stringify({w:document.documentElement.scrollWidth,h:document.documentElement.scrollHeight,
-over:over,small:small,imgs:document.images.length,narrow:narrow,tall:tall,cells:cells,tables:document.querySelectorAll('table').length}));}</script>"""
+var doc=document.documentElement;
+document.body.setAttribute('data-m',JSON.stringify({w:doc.scrollWidth,h:doc.scrollHeight,over:over,small:small,
+imgs:document.images.length,narrow:narrow,tall:tall,cells:cells,tables:document.querySelectorAll('table').length}));}
+</script>"""
 
 
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
@@ -304,8 +381,16 @@ def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
 
 def _measure(page: str, tmp_path: Path, name: str) -> dict:  # type: ignore[type-arg]
     probe = tmp_path / f"{name}.html"
-    probe.write_text(page.replace("<details>", "<details open>").replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
-    dom = _chromium("--window-size=1100,900", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri(), profile=tmp_path / f"p-{name}").stdout
+    probe.write_text(
+        page.replace("<details>", "<details open>").replace("</body>", _MEASURE + "</body>"), encoding="utf-8"
+    )
+    dom = _chromium(
+        "--window-size=1100,900",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        probe.as_uri(),
+        profile=tmp_path / f"p-{name}",
+    ).stdout
     found = re.search(r'data-m="([^"]*)"', dom)
     assert found, dom[-2000:]
     return json.loads(html.unescape(found.group(1)))  # type: ignore[no-any-return]
@@ -332,8 +417,12 @@ def closed_loop_report(tmp_path_factory: pytest.TempPathFactory):  # type: ignor
     return write_report(out, tmp_path_factory.mktemp("clrep"), n_boot=100)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)")
-def test_every_table_reads_in_headless_chromium(report, closed_loop_report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)"
+)
+def test_every_table_reads_in_headless_chromium(  # type: ignore[no-untyped-def]
+    report, closed_loop_report, tmp_path: Path
+) -> None:
     """Both reports as a reader sees them at 1,100 px with every section open: nothing wider than
     the page, figures not shrunk past legibility, no column narrower than its header's longest
     word, no cell overflowing, no table row taller than a screen; and a full-height screenshot."""
@@ -347,13 +436,17 @@ def test_every_table_reads_in_headless_chromium(report, closed_loop_report, tmp_
         assert m["over"] == [], m  # no table, code block or figure wider than its box
         assert m["imgs"] == len(rep.figures) and m["small"] == 0, m  # no figure scaled below ~70 %
     shot = tmp_path / "shot.png"
-    _chromium("--window-size=1100,1600", f"--screenshot={shot}", report.html.resolve().as_uri(), profile=tmp_path / "p2")
+    _chromium(
+        "--window-size=1100,1600", f"--screenshot={shot}", report.html.resolve().as_uri(), profile=tmp_path / "p2"
+    )
     with Image.open(shot) as im:
         colours = im.convert("L").getextrema()
     assert colours[0] < 80 and colours[1] > 230  # text and background, not a blank page
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)"
+)
 def test_a_wide_table_wraps_at_spaces_not_inside_words(tmp_path: Path) -> None:
     """A table as wide as the old coverage table (snake_case headers, a long list of task ids)
     fits the page by wrapping text at spaces, never squeezing a column below its header."""
@@ -362,8 +455,20 @@ def test_a_wide_table_wraps_at_spaces_not_inside_words(tmp_path: Path) -> None:
     from h9eval.analysis.report.model import Section
     from h9eval.analysis.report.render import render
 
-    cols = ["label", "history_mode", "summarizer", "n_tasks", "reached_warn", "reached_soft", "reached_full", "reached_emergency", "n_compactions"]
-    df = pd.DataFrame([["harness9-legacy-emergency", "write_back", "offline_free_text", 10, 9, 8, 7, 6, 1234]] * 3, columns=cols)
+    cols = [
+        "label",
+        "history_mode",
+        "summarizer",
+        "n_tasks",
+        "reached_warn",
+        "reached_soft",
+        "reached_full",
+        "reached_emergency",
+        "n_compactions",
+    ]
+    df = pd.DataFrame(
+        [["harness9-legacy-emergency", "write_back", "offline_free_text", 10, 9, 8, 7, 6, 1234]] * 3, columns=cols
+    )
     df["never compacted on"] = " ".join(f"swe_agent:pydicom__pydicom-{i}" for i in range(30))
     s = Section("Wide")
     s.table(df, "A wide table.")
@@ -372,7 +477,9 @@ def test_a_wide_table_wraps_at_spaces_not_inside_words(tmp_path: Path) -> None:
     assert m["narrow"] == [] and m["over"] == [] and m["tall"] == [] and m["w"] <= 1100, m
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)"
+)
 def test_the_table_check_catches_a_squeezed_column(tmp_path: Path) -> None:
     """The check above can fail: a column forced narrower than its header (letters wrapping one
     by one, as the hand-built tables did) and a row taller than a screen are both reported."""
@@ -424,7 +531,19 @@ def test_cli_sweep_report_and_errors(sweep_dir: Path, tmp_path: Path, capsys: py
 
 def test_report_on_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
-    argv = ["run", "--task", "synthetic:small:0", "--policy", "progressive", "--window", "12000", "--probes", "recall", "--out", str(run)]
+    argv = [
+        "run",
+        "--task",
+        "synthetic:small:0",
+        "--policy",
+        "progressive",
+        "--window",
+        "12000",
+        "--probes",
+        "recall",
+        "--out",
+        str(run),
+    ]
     assert main(argv) == 0
     assert main(["report", str(run), "--n-boot", "200"]) == 0
     assert f"wrote {run / 'report.html'}" in capsys.readouterr().out
@@ -439,7 +558,17 @@ def test_report_on_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "One run in" in md and "Sweep " not in md
     # one closed-loop episode's folder: did the agent finish, at what cost
     ep = tmp_path / "ep"
-    argv = ["run", "--world", "fact_chain:1", "--policy", "progressive", "--set", "context_window_tokens=1500", "--world-set", "padding_bytes=600"]
+    argv = [
+        "run",
+        "--world",
+        "fact_chain:1",
+        "--policy",
+        "progressive",
+        "--set",
+        "context_window_tokens=1500",
+        "--world-set",
+        "padding_bytes=600",
+    ]
     assert main([*argv, "--out", str(ep)]) == 0
     assert main(["report", str(ep)]) == 0
     md = (ep / "report.md").read_text(encoding="utf-8")

@@ -115,12 +115,16 @@ SECTIONS: list[SectionEntry] = [
 """The report's sections after the answer, in page order (within each part)."""
 
 
-def add_section(make: SectionMaker, *, part: str = "results", loop: str = "any", before: SectionMaker | None = None) -> SectionMaker:
+def add_section(
+    make: SectionMaker, *, part: str = "results", loop: str = "any", before: SectionMaker | None = None
+) -> SectionMaker:
     """Register a section: ``make(ctx)`` returns a section or a list of them; ``part`` and ``loop``
     as in :class:`SectionEntry`; ``before``: a registered maker to insert it before (default: the
     end). Returns ``make`` (usable as a decorator)."""
     if part not in PARTS or part == "answer":
-        raise ConfigError(f"add_section: part must be one of {', '.join(p for p in PARTS if p != 'answer')}, got {part!r}")
+        raise ConfigError(
+            f"add_section: part must be one of {', '.join(p for p in PARTS if p != 'answer')}, got {part!r}"
+        )
     if loop not in LOOPS:
         raise ConfigError(f"add_section: loop must be one of {', '.join(LOOPS)}, got {loop!r}")
     entry = SectionEntry(make=make, part=part, loop=loop)
@@ -132,7 +136,9 @@ def add_section(make: SectionMaker, *, part: str = "results", loop: str = "any",
 
 
 def _applies(entry: SectionEntry, ctx: ReportContext) -> bool:
-    return entry.loop == "any" or (entry.loop == "open" and ctx.open_loop) or (entry.loop == "closed" and ctx.closed_loop)
+    return (
+        entry.loop == "any" or (entry.loop == "open" and ctx.open_loop) or (entry.loop == "closed" and ctx.closed_loop)
+    )
 
 
 def report_sections(ctx: ReportContext) -> list[Section]:
@@ -173,7 +179,13 @@ def write_report(
     res = load_episode_folder(folder) if episode else load_run_folder(folder) if single else load_results(folder)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
     ctx = build_context(
-        res, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks, split=not episode, out=out
+        res,
+        n_boot=n_boot,
+        seed=seed,
+        max_curve_runs=max_curve_runs,
+        token_error_tasks=token_error_tasks,
+        split=not episode,
+        out=out,
     )
     name = res.manifest.get("name") or folder.name
     if single:

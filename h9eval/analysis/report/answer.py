@@ -104,9 +104,20 @@ def _best(comps: Sequence[Any]) -> Any:
 
 def _row(scope: str, mode: str, target: str, c: Any) -> AnswerRow:
     return AnswerRow(
-        scope=scope, history_mode=mode, target=target, best=c.a, default=c.b, value=c.mean_a, default_value=c.mean_b,
-        diff=c.mean_diff, lo=c.lo, hi=c.hi, verdict=c.verdict, n_tasks=c.n_tasks,
-        higher_is_better=c.higher_is_better, too_few_tasks=c.n_tasks < min_tasks_for(c.adjusted_level),
+        scope=scope,
+        history_mode=mode,
+        target=target,
+        best=c.a,
+        default=c.b,
+        value=c.mean_a,
+        default_value=c.mean_b,
+        diff=c.mean_diff,
+        lo=c.lo,
+        hi=c.hi,
+        verdict=c.verdict,
+        n_tasks=c.n_tasks,
+        higher_is_better=c.higher_is_better,
+        too_few_tasks=c.n_tasks < min_tasks_for(c.adjusted_level),
     )
 
 
@@ -149,7 +160,9 @@ def _open_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts
     verdicts: list[TargetVerdicts] = []
     for mode in sorted(table["history_mode"].dropna().unique()):
         keep = set(table.loc[table["history_mode"] == mode, "run_id"])
-        h = headline.versus_default(_subset(res, keep), metrics=mets, n_resamples=ctx.n_boot, seed=ctx.seed, exclude=controls)
+        h = headline.versus_default(
+            _subset(res, keep), metrics=mets, n_resamples=ctx.n_boot, seed=ctx.seed, exclude=controls
+        )
         if h is None or not h.comparisons:
             continue
         by: dict[str, dict[str, tuple[str, float]]] = {}
@@ -159,17 +172,30 @@ def _open_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts
             comps = [c for c in h.comparisons if c.metric == m and c.a not in overflow and not math.isnan(c.mean_a)]
             if comps:
                 rows.append(_row("open loop", str(mode), _TARGET_NAMES.get(m, m.replace("_", " ")), _best(comps)))
-        verdicts.append(TargetVerdicts(scope="open loop", history_mode=str(mode), default=h.baselines[0],
-                                  by_config={k: v for k, v in by.items() if k not in overflow}, primary=mets[0],
-                                  default_means={c.metric: c.mean_b for c in h.comparisons}))
+        verdicts.append(
+            TargetVerdicts(
+                scope="open loop",
+                history_mode=str(mode),
+                default=h.baselines[0],
+                by_config={k: v for k, v in by.items() if k not in overflow},
+                primary=mets[0],
+                default_means={c.metric: c.mean_b for c in h.comparisons},
+            )
+        )
     return rows, verdicts
 
 
 def _subset(res: Any, run_ids: set[Any]) -> Any:
     def keep(df: Any) -> Any:
-        return df[df["run_id"].isin(run_ids)].reset_index(drop=True) if df is not None and len(df) and "run_id" in df.columns else df
+        return (
+            df[df["run_id"].isin(run_ids)].reset_index(drop=True)
+            if df is not None and len(df) and "run_id" in df.columns
+            else df
+        )
 
-    return dataclasses.replace(res, runs=keep(res.runs), calls=keep(res.calls), compactions=keep(res.compactions), probes=keep(res.probes))
+    return dataclasses.replace(
+        res, runs=keep(res.runs), calls=keep(res.calls), compactions=keep(res.compactions), probes=keep(res.probes)
+    )
 
 
 def closed_loop_default(ctx: ReportContext) -> str | None:
@@ -206,16 +232,34 @@ def _closed_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdic
             by: dict[str, dict[str, tuple[str, float]]] = {}
             for metric, col, hib in (("success", "success", True), ("tokens", "tokens_sent", False)):
                 comps = [
-                    _Closed(a=r["config"], b=default, mean_a=r[col], mean_b=float(d[col]), mean_diff=r[f"{metric}_diff"],
-                            lo=r[f"{metric}_diff_lo"], hi=r[f"{metric}_diff_hi"], verdict=str(r[f"{metric}_verdict"] or INCONCLUSIVE),
-                            n_tasks=int(r["n_tasks"]), higher_is_better=hib, adjusted_level=float(r[f"{metric}_diff_level"]))
+                    _Closed(
+                        a=r["config"],
+                        b=default,
+                        mean_a=r[col],
+                        mean_b=float(d[col]),
+                        mean_diff=r[f"{metric}_diff"],
+                        lo=r[f"{metric}_diff_lo"],
+                        hi=r[f"{metric}_diff_hi"],
+                        verdict=str(r[f"{metric}_verdict"] or INCONCLUSIVE),
+                        n_tasks=int(r["n_tasks"]),
+                        higher_is_better=hib,
+                        adjusted_level=float(r[f"{metric}_diff_level"]),
+                    )
                     for r in others.to_dict("records")
                 ]
                 for c in comps:
                     by.setdefault(c.a, {})[_TARGET_NAMES[col]] = (c.verdict, c.mean_a)
                 rows.append(_row(scope, str(mode), _TARGET_NAMES[col], _best(comps)))
-            verdicts.append(TargetVerdicts(scope=scope, history_mode=str(mode), default=default, by_config=by, primary="success",
-                                      default_means={"success": float(d["success"]), "tokens sent": float(d["tokens_sent"])}))
+            verdicts.append(
+                TargetVerdicts(
+                    scope=scope,
+                    history_mode=str(mode),
+                    default=default,
+                    by_config=by,
+                    primary="success",
+                    default_means={"success": float(d["success"]), "tokens sent": float(d["tokens_sent"])},
+                )
+            )
     return rows, verdicts
 
 
@@ -252,7 +296,10 @@ def _offline_caveat(ctx: ReportContext) -> list[str]:
     if not len(sr) or not bool(sr["offline"].any()):
         return []
     names = ", ".join(sr.loc[sr["offline"], "summarizer"])
-    return [f"Summaries by the offline extractive stand-in ({names}), not a model: these rank compaction mechanisms, not a model's summaries."]
+    return [
+        f"Summaries by the offline extractive stand-in ({names}), not a model: these rank compaction mechanisms, not "
+        "a model's summaries."
+    ]
 
 
 def _agent_caveat(ctx: ReportContext) -> list[str]:
@@ -282,7 +329,10 @@ def _emergency_caveat(ctx: ReportContext) -> list[str]:
         return []
     es = validity.emergency_share(ctx.res)
     if len(es) and float(es["emergency_frac"].max()) > 0:
-        return ["harness9's emergency truncation rule is reconstructed, not verified: checkpoints at the emergency tier score that rule."]
+        return [
+            "harness9's emergency truncation rule is reconstructed, not verified: checkpoints at the emergency tier "
+            "score that rule."
+        ]
     return []
 
 
@@ -299,7 +349,13 @@ def add_caveat(make: Caveat) -> Caveat:
 def _fmt(v: float, target: str) -> str:
     if v != v:
         return "–"
-    return f"{v:,.0f}" if target == "tokens sent" else f"${v:,.4g}" if target.startswith(("dollars per", "summarizer dollars")) else f"{v:.3f}"
+    return (
+        f"{v:,.0f}"
+        if target == "tokens sent"
+        else f"${v:,.4g}"
+        if target.startswith(("dollars per", "summarizer dollars"))
+        else f"{v:.3f}"
+    )
 
 
 def _mean_of(t: dict[str, tuple[str, float]], keys: Sequence[str]) -> float:
@@ -320,7 +376,10 @@ def _why_not(config: str, target: str, verdicts: dict[str, tuple[str, float]], v
     mine = next((x for k, (x, _) in verdicts.items() if _name(k) == target), INCONCLUSIVE)
     if mine != BETTER:
         return f"{config} has the best mean {target}, but its difference from {v.default} is {mine}"
-    return f"{config} is also better on {target} and worse on nothing; {chosen} is better on as many targets with a higher {_name(v.primary)}"
+    return (
+        f"{config} is also better on {target} and worse on nothing; {chosen} is better on as many targets "
+        f"with a higher {_name(v.primary)}"
+    )
 
 
 def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow] = ()) -> list[str]:
@@ -332,17 +391,28 @@ def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow
     out = []
     for v in verdicts:
         where = f"{v.scope}, {v.history_mode} mode"
-        cands = [(c, t) for c, t in v.by_config.items() if any(x == BETTER for x, _ in t.values()) and not any(x == WORSE for x, _ in t.values())]
+        cands = [
+            (c, t)
+            for c, t in v.by_config.items()
+            if any(x == BETTER for x, _ in t.values()) and not any(x == WORSE for x, _ in t.values())
+        ]
         first = _name(v.primary)
         keys = (v.primary, first)
         if cands:
-            best, t = sorted(cands, key=lambda ct: (-sum(x == BETTER for x, _ in ct[1].values()), -_mean_of(ct[1], keys), ct[0]))[0]
+            best, t = sorted(
+                cands, key=lambda ct: (-sum(x == BETTER for x, _ in ct[1].values()), -_mean_of(ct[1], keys), ct[0])
+            )[0]
             better = [_name(k) for k, (x, _) in t.items() if x == BETTER]
             rest = [f"{_name(k)} {x}" for k, (x, _) in t.items() if x != BETTER]
-            line = f"{where}: use {best}. It is better than {v.default} on {', '.join(better)}" + (f" and not worse on the rest ({'; '.join(rest)})." if rest else ".")
+            line = f"{where}: use {best}. It is better than {v.default} on {', '.join(better)}" + (
+                f" and not worse on the rest ({'; '.join(rest)})." if rest else "."
+            )
         else:
             mixed = [c for c, t in v.by_config.items() if any(x == BETTER for x, _ in t.values())]
-            line = f"{where}: keep {v.default}. No configuration is better than it on a target without being worse on another"
+            line = (
+                f"{where}: keep {v.default}. "
+                "No configuration is better than it on a target without being worse on another"
+            )
             line += f" ({short_list(mixed, 'trade one target for another')})." if mixed else "."
             n_inc = sum(x == INCONCLUSIVE for t in v.by_config.values() for x, _ in t.values())
             n_all = sum(len(t) for t in v.by_config.values())
@@ -352,11 +422,21 @@ def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow
         whys: dict[str, str] = {}
         for r in rows:
             tied = r.value == r.default_value and r.verdict != BETTER  # no better than the default: nothing to explain
-            if (r.scope, r.history_mode) == (v.scope, v.history_mode) and r.best not in (best, v.default, *whys) and not tied:
+            if (
+                (r.scope, r.history_mode) == (v.scope, v.history_mode)
+                and r.best not in (best, v.default, *whys)
+                and not tied
+            ):
                 whys[r.best] = _why_not(r.best, r.target, v.by_config.get(r.best, {}), v, best)
         top = max(v.by_config.items(), key=lambda ct: _mean_of(ct[1], keys), default=None)
-        best_mean = _mean_of(v.by_config[best], keys) if best in v.by_config else v.default_means.get(v.primary, math.nan)
-        if top is not None and top[0] not in (best, *whys) and _mean_of(top[1], keys) > (best_mean if best_mean == best_mean else -math.inf):
+        best_mean = (
+            _mean_of(v.by_config[best], keys) if best in v.by_config else v.default_means.get(v.primary, math.nan)
+        )
+        if (
+            top is not None
+            and top[0] not in (best, *whys)
+            and _mean_of(top[1], keys) > (best_mean if best_mean == best_mean else -math.inf)
+        ):
             whys[top[0]] = _why_not(top[0], first, top[1], v, best)
         if whys:
             line += " Not recommended: " + "; ".join(whys.values()) + "."
@@ -407,19 +487,25 @@ def answer_section(ctx: ReportContext) -> list[Section]:
         )
     elif not rows:
         s.note(
-            f"No configuration could be compared with harness9's default: add a progressive entry named {headline.DEFAULT_NAME!r} "
+            "No configuration could be compared with harness9's default: add a progressive entry named "
+            f"{headline.DEFAULT_NAME!r} "
             "(or one that sets only the window) to the spec. The sections below still describe each configuration."
         )
     else:
         s.text(
-            f"Each configuration against harness9's default ({', '.join(defaults)}), paired by task; per target, the best "
-            "configuration (one shown better first, then the best mean; controls and configurations that overflowed the "
+            f"Each configuration against harness9's default ({', '.join(defaults)}), paired by task; per target, the "
+            "best "
+            "configuration (one shown better first, then the best mean; controls and configurations that overflowed "
+            "the "
             "window left out), with the paired difference's family-adjusted 95% interval and its verdict."
         )
         s.table(_answer_table(rows), "")
         if any(r.too_few_tasks for r in rows):
             n = sorted({r.n_tasks for r in rows if r.too_few_tasks})
-            s.text(f"*: {', '.join(map(str, n))} task(s) paired, too few for a verdict at the adjusted level: it reads inconclusive whatever the mean.")
+            s.text(
+                f"*: {', '.join(map(str, n))} task(s) paired, too few for a verdict at the adjusted level: it reads "
+                "inconclusive whatever the mean."
+            )
         for line in recommendations(verdicts, rows):
             s.rec(line)
     lines = [x for make in CAVEATS for x in make(ctx)]
@@ -427,4 +513,3 @@ def answer_section(ctx: ReportContext) -> list[Section]:
         s.text("Caveats:")
         s.caveats(lines)
     return [s]
-

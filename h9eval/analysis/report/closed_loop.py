@@ -41,20 +41,40 @@ def success_sections(ctx: ReportContext) -> list[Section]:
     sc = episodes.success_cost(ep, n_boot=ctx.n_boot, seed=ctx.seed)
     s = Section("Closed loop: success and cost per configuration")
     s.text(
-        f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds ({', '.join(sorted(ep['world_kind'].unique()))}), "
-        f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next action "
-        "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % task-level "
-        "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted over "
+        f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds "
+        f"({', '.join(sorted(ep['world_kind'].unique()))}), "
+        f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next "
+        "action "
+        "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % "
+        "task-level "
+        "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted "
+        "over "
         "an agent's configurations."
     )
     if _scripted(ep):
         s.note(STAND_IN_AGENT)
     show = sc.assign(
         success_ci=[ci_text(*v) for v in zip(sc["success"], sc["success_lo"], sc["success_hi"])],
-        tokens_ci=[ci_text(*v, fmt="{:,.0f}") for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])],
-        vs_keep_all=[ci_text(*v, fmt="{:+.3g}") for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])],
+        tokens_ci=[
+            ci_text(*v, fmt="{:,.0f}") for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])
+        ],
+        vs_keep_all=[
+            ci_text(*v, fmt="{:+.3g}") for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])
+        ],
     )
-    show = show[["agent", "config", "n_tasks", "success_ci", "vs_keep_all", "success_verdict", "tokens_ci", "tokens_verdict", "excess_steps"]]
+    show = show[
+        [
+            "agent",
+            "config",
+            "n_tasks",
+            "success_ci",
+            "vs_keep_all",
+            "success_verdict",
+            "tokens_ci",
+            "tokens_verdict",
+            "excess_steps",
+        ]
+    ]
     show = show.rename(
         columns={
             "config": "configuration",
@@ -69,7 +89,11 @@ def success_sections(ctx: ReportContext) -> list[Section]:
     )
     if float(sc["summarizer_cost_usd"].fillna(0).sum()) > 0:
         show["summarizer USD"] = sc["summarizer_cost_usd"].to_numpy()
-    s.table(show, "Success rate and tokens sent per episode, mean [95% CI] over tasks; verdicts against keep_all on the same tasks.")
+    s.table(
+        show,
+        "Success rate and tokens sent per episode, mean [95% CI] over tasks; verdicts against keep_all on the same "
+        "tasks.",
+    )
     s.figure(
         "closedloop_frontier",
         plots_closedloop.cost_success_frontier(sc),
@@ -95,7 +119,11 @@ def failure_sections(ctx: ReportContext) -> list[Section]:
     show.columns = [c.replace("_", " ") for c in show.columns]
     reasons = [r.split("; ") if r else [] for r in fm["world_failures"]]
     show["the worlds' reasons (most frequent first)"] = [short_list(r, "reasons", shown=2) for r in reasons]
-    s.table(show, "Episodes per configuration showing each failure kind (an episode may show several); kinds no episode showed are left out.")
+    s.table(
+        show,
+        "Episodes per configuration showing each failure kind (an episode may show several); kinds no episode showed "
+        "are left out.",
+    )
     s.figure(
         "closedloop_failures",
         plots_closedloop.failure_modes(fm, kinds),
@@ -117,16 +145,21 @@ def validation_sections(ctx: ReportContext) -> list[Section]:
         return []
     s = Section("Validation: does open-loop retention predict closed-loop success?")
     s.text(
-        "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same configurations; "
-        "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across tasks, "
-        "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a configuration "
+        "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same "
+        "configurations; "
+        "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across "
+        "tasks, "
+        "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a "
+        "configuration "
         "that always succeeds or always fails has nothing to predict). A high pooled rho says open-loop replay ranks "
         "configurations as the closed loop does; a low one says run the closed loop."
     )
 
     def rho(t: Any) -> Any:
         t = t.assign(**{"rho [95% CI]": [ci_text(*x, fmt="{:+.2f}") for x in zip(t["rho"], t["rho_lo"], t["rho_hi"])]})
-        return t.drop(columns=["rho", "rho_lo", "rho_hi"]).rename(columns={"config": "configuration", "n_tasks": "tasks"})
+        return t.drop(columns=["rho", "rho_lo", "rho_hi"]).rename(
+            columns={"config": "configuration", "n_tasks": "tasks"}
+        )
 
     s.table(rho(v.pooled), "Pooled over configurations, per agent.")
     s.table(rho(v.per_config), "Per configuration.")
@@ -134,8 +167,13 @@ def validation_sections(ctx: ReportContext) -> list[Section]:
         k = 3
         best = v.probes[v.probes["rho"].notna()]
         if len(best):
-            pick = pd.concat([pd.concat([g.head(k), g.tail(k)]).drop_duplicates() for _, g in best.groupby("agent", sort=True)])
-            s.table(rho(pick), f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho).")
+            pick = pd.concat(
+                [pd.concat([g.head(k), g.tail(k)]).drop_duplicates() for _, g in best.groupby("agent", sort=True)]
+            )
+            s.table(
+                rho(pick),
+                f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho).",
+            )
     s.figure(
         "closedloop_validation",
         plots_closedloop.retention_vs_success(v.pairs),

@@ -133,7 +133,9 @@ def _choose(ctx: ReportContext) -> None:
     thr = [
         r
         for r in ctx.non_control(rm).drop_duplicates(["label", "history_mode"]).to_dict("records")
-        if r["label"] != ref and r.get("policy_kind") == "progressive" and tier_fracs("progressive", r.get("params_json")) != default_fracs
+        if r["label"] != ref
+        and r.get("policy_kind") == "progressive"
+        and tier_fracs("progressive", r.get("params_json")) != default_fracs
     ]
     if thr:
         chosen.append((thr[0]["label"], thr[0]["history_mode"]))
@@ -147,7 +149,14 @@ def _choose(ctx: ReportContext) -> None:
         score = []
         for tid, g in r.groupby("task_id", sort=True):
             reached = [t for t in tiers if int(g[f"compactions_{t}"].fillna(0).sum()) > 0]
-            score.append((len(reached), int(g["n_compactions"].fillna(0).sum()) if "n_compactions" in g.columns else 0, str(tid), reached))
+            score.append(
+                (
+                    len(reached),
+                    int(g["n_compactions"].fillna(0).sum()) if "n_compactions" in g.columns else 0,
+                    str(tid),
+                    reached,
+                )
+            )
         if score:
             k, nc, tid, reached = sorted(score, key=lambda s: (-s[0], -s[1], s[2]))[0]
             ctx.example_task = tid
@@ -161,7 +170,13 @@ def _choose(ctx: ReportContext) -> None:
 
 
 def build_context(
-    results: Results, *, n_boot: int = 1000, seed: int = 0, max_curve_runs: int = 4, token_error_tasks: int = 4, split: bool = True,
+    results: Results,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    max_curve_runs: int = 4,
+    token_error_tasks: int = 4,
+    split: bool = True,
     out: Path | None = None,
 ) -> ReportContext:
     """The context of a report on ``results`` (metrics computed once, here). ``split``: the
@@ -185,8 +200,16 @@ def build_context(
     else:
         cm = rm
     ctx = ReportContext(
-        results=results, res=res, rm=rm, cm=cm, names=names, n_boot=n_boot, seed=seed,
-        max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks, out=out,
+        results=results,
+        res=res,
+        rm=rm,
+        cm=cm,
+        names=names,
+        n_boot=n_boot,
+        seed=seed,
+        max_curve_runs=max_curve_runs,
+        token_error_tasks=token_error_tasks,
+        out=out,
     )
     if len(rm):
         _choose(ctx)

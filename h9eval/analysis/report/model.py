@@ -26,7 +26,8 @@ class Section:
     ``rec`` (the recommendation), ``caveat`` (a warning the reader must not miss), ``caveats``
     (a list, one line each), ``code``,
     ``table`` (``(DataFrame, caption)``), ``figure`` (``(file stem, matplotlib figure,
-    caption)``) or ``link`` (``(href, text)``: a page written beside the report). A section with no blocks is left out of the page."""
+    caption)``) or ``link`` (``(href, text)``: a page written beside the report). A section with
+    no blocks is left out of the page."""
 
     title: str
     blocks: list[tuple[str, Any]] = field(default_factory=list)

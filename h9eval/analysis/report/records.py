@@ -29,7 +29,10 @@ def write_report_from_records(records_dir: str | os.PathLike[str], out_dir: str 
     comps = read_records_dir(records_dir)
     secs: list[Section] = []
     s = Section("Records")
-    s.text(f"{len(comps):,} compaction record(s) in {comps['session_id'].nunique() if len(comps) else 0} session(s) from {records_dir}.")
+    s.text(
+        f"{len(comps):,} compaction record(s) in {comps['session_id'].nunique() if len(comps) else 0} session(s) from "
+        f"{records_dir}."
+    )
     if len(comps):
         per = (
             comps.groupby("session_id")
@@ -46,19 +49,34 @@ def write_report_from_records(records_dir: str | os.PathLike[str], out_dir: str 
         s.table(comps["tier_name"].value_counts().rename_axis("tier").reset_index(name="records"), "Records by tier.")
     secs.append(s)
     s = Section("Token curve")
-    s.figure("records_token_curve", plots.records_token_curve(comps), "Tokens before (dashed) and after (solid) each compaction, per session.")
+    s.figure(
+        "records_token_curve",
+        plots.records_token_curve(comps),
+        "Tokens before (dashed) and after (solid) each compaction, per session.",
+    )
     secs.append(s)
     s = Section("Tier transitions")
     if len(comps):
-        pseudo = pd.DataFrame({"run_id": comps["session_id"], "call_index": comps["record_index"], "tier_name": comps["tier_name"]})
-        s.table(metrics.tier_transitions(pseudo).reset_index(), "From one record's tier (rows) to the next record's (columns), per session.")
-        s.figure("tier_transitions", plots.tier_transition_matrix(pseudo), "Tier transitions between consecutive records.")
+        pseudo = pd.DataFrame(
+            {"run_id": comps["session_id"], "call_index": comps["record_index"], "tier_name": comps["tier_name"]}
+        )
+        s.table(
+            metrics.tier_transitions(pseudo).reset_index(),
+            "From one record's tier (rows) to the next record's (columns), per session.",
+        )
+        s.figure(
+            "tier_transitions", plots.tier_transition_matrix(pseudo), "Tier transitions between consecutive records."
+        )
     else:
         s.note("No records.")
     secs.append(s)
     s = Section("Anchor retention")
     if len(comps) and comps["anchors_json"].notna().any():
-        s.figure("anchor_retention_records", plots.anchor_retention_heatmap(comps), "Share of sessions whose record at each index has the anchor section filled (not N/A).")
+        s.figure(
+            "anchor_retention_records",
+            plots.anchor_retention_heatmap(comps),
+            "Share of sessions whose record at each index has the anchor section filled (not N/A).",
+        )
         s.table(metrics.anchor_retention(comps).reset_index(), "Anchor type × record index.")
     else:
         s.note("No record carries anchors (only warn-tier offloads or emergency truncations).")

@@ -163,13 +163,19 @@ def html_table(df: Any, caption: str = "", *, uid: str = "t") -> str:
     df.columns = [str(c) for c in df.columns]
     text = _text_columns(df)
     # a snake_case header may break after its underscores (a zero-width space), never inside a word
-    sty = df.style.hide(axis="index").format(fmt_value).format_index(lambda c: str(c).replace("_", "_\u200b"), axis=1).set_uuid(uid)
+    sty = (
+        df.style.hide(axis="index")
+        .format(fmt_value)
+        .format_index(lambda c: str(c).replace("_", "_\u200b"), axis=1)
+        .set_uuid(uid)
+    )
     if caption:
         sty = sty.set_caption(caption)
     classes = pd.DataFrame([["t" if t else "" for t in text]] * len(df), index=df.index, columns=df.columns)
     sty = sty.set_td_classes(classes)
     sty = sty.set_table_styles(
-        [{"selector": f"th.col_heading.col{i}", "props": "text-align:left"} for i, t in enumerate(text) if t], overwrite=False
+        [{"selector": f"th.col_heading.col{i}", "props": "text-align:left"} for i, t in enumerate(text) if t],
+        overwrite=False,
     )
     return str(sty.to_html(cell_ids=False, exclude_styles=False, doctype_html=False))
 
@@ -210,7 +216,14 @@ def render(title: str, sections: Sequence[Section], out: Path) -> ReportPaths:
             if kind == "table":
                 df, cap = payload
                 n_table += 1
-                blocks.append({"kind": kind, "html": html_table(df, cap, uid=f"t{n_table}"), "md": markdown_table(df), "caption": cap})
+                blocks.append(
+                    {
+                        "kind": kind,
+                        "html": html_table(df, cap, uid=f"t{n_table}"),
+                        "md": markdown_table(df),
+                        "caption": cap,
+                    }
+                )
             elif kind == "figure":
                 name, fig, cap = payload
                 data = _png(fig)
@@ -219,7 +232,9 @@ def render(title: str, sections: Sequence[Section], out: Path) -> ReportPaths:
                 with atomic_write(p) as f:
                     f.write(data)
                 figures.append(p)
-                blocks.append({"kind": kind, "b64": base64.b64encode(data).decode("ascii"), "file": p.name, "caption": cap})
+                blocks.append(
+                    {"kind": kind, "b64": base64.b64encode(data).decode("ascii"), "file": p.name, "caption": cap}
+                )
             elif kind == "caveats":
                 blocks.append({"kind": kind, "lines": list(payload)})
             elif kind == "link":

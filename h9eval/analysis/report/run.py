@@ -15,7 +15,14 @@ from h9eval.results.io import check_manifest_version, read_table
 from h9eval.results.schema import CELL_PARTS, MANIFEST, RUN_SUMMARY_KEYS
 from h9eval.results.store import Results, empty_table, runs_frame
 
-__all__ = ["episode_answer_section", "is_episode_folder", "is_run_folder", "load_episode_folder", "load_run_folder", "run_answer_section"]
+__all__ = [
+    "episode_answer_section",
+    "is_episode_folder",
+    "is_run_folder",
+    "load_episode_folder",
+    "load_run_folder",
+    "run_answer_section",
+]
 
 
 def _manifest(folder: Path) -> dict[str, Any] | None:
@@ -99,17 +106,32 @@ def run_answer_section(ctx: ReportContext) -> list[Section]:
         ("task", str(r["task_id"])),
         ("history mode", str(r["history_mode"])),
         ("window (tokens)", f"{int(summ['context_window_tokens']):,}" if summ.get("context_window_tokens") else "–"),
-        ("tokens saved", f"{float(r['tokens_saved']):.3f}" if "tokens_saved" in r and r["tokens_saved"] == r["tokens_saved"] else "–"),
-        ("retention", f"{float(r['retention']):.3f}" if "retention" in r and r["retention"] == r["retention"] else "– (no probes)"),
-        ("compactions by tier", ", ".join(f"{k} {v}" for k, v in (summ.get("compactions_by_tier") or {}).items()) or "none"),
+        (
+            "tokens saved",
+            f"{float(r['tokens_saved']):.3f}"
+            if "tokens_saved" in r and r["tokens_saved"] == r["tokens_saved"]
+            else "–",
+        ),
+        (
+            "retention",
+            f"{float(r['retention']):.3f}"
+            if "retention" in r and r["retention"] == r["retention"]
+            else "– (no probes)",
+        ),
+        (
+            "compactions by tier",
+            ", ".join(f"{k} {v}" for k, v in (summ.get("compactions_by_tier") or {}).items()) or "none",
+        ),
         ("peak tokens sent", f"{int(summ.get('peak_tokens_sent') or 0):,}"),
         ("summarizer calls", str(summ.get("summarizer_calls", 0))),
         ("overflows", str(summ.get("overflows", 0))),
     ]
     s.table(pd.DataFrame(rows, columns=["what", "value"]), "")
     s.note(
-        "One run of one configuration on one task: no interval and no verdict. For a verdict against harness9's default, "
-        "sweep this configuration and a progressive entry named harness9-default over several tasks (h9eval sweep), then "
+        "One run of one configuration on one task: no interval and no verdict. For a verdict against harness9's "
+        "default, "
+        "sweep this configuration and a progressive entry named harness9-default over several tasks (h9eval sweep), "
+        "then "
         "h9eval report on the sweep's folder."
     )
     return [s]
@@ -176,14 +198,20 @@ def episode_answer_section(ctx: ReportContext) -> list[Section]:
         ("window (tokens)", f"{int(e['context_window_tokens']):,}"),
         ("success", "yes" if bool(e["success"]) else f"no: {e['failure'] or e['terminated_by']}"),
         ("subgoals reached", f"{int(e['subgoals_reached'])} of {int(e['subgoals_total'])}"),
-        ("steps", f"{int(e['steps'])}" + (f" (the keep_all oracle: {int(oracle)})" if oracle is not None and oracle == oracle else "")),
+        (
+            "steps",
+            f"{int(e['steps'])}"
+            + (f" (the keep_all oracle: {int(oracle)})" if oracle is not None and oracle == oracle else ""),
+        ),
         ("tokens sent", f"{int(e['tokens_sent_sum']):,} (peak {int(e['tokens_sent_peak']):,})"),
         ("compactions", f"{int(e['n_compactions'])}"),
     ]
     s.table(pd.DataFrame(rows, columns=["what", "value"]), "")
     s.note(
-        "One episode of one configuration on one world seed: no interval and no verdict. For a verdict against harness9's "
-        "default, sweep the worlds ([tasks] worlds) with this configuration and a progressive entry named harness9-default, "
+        "One episode of one configuration on one world seed: no interval and no verdict. For a verdict against "
+        "harness9's "
+        "default, sweep the worlds ([tasks] worlds) with this configuration and a progressive entry named "
+        "harness9-default, "
         "then h9eval report on the sweep's folder."
     )
     if str(e["agent_id"]).startswith("scripted"):

@@ -53,6 +53,7 @@ __all__ = [
     "token_estimate_sections",
 ]
 
+
 def is_offline(name: str) -> bool:
     """Whether the summarizer variant ``name`` is an offline stand-in (not a model)."""
     try:
@@ -82,7 +83,9 @@ def setup_sections(ctx: ReportContext) -> list[Section]:
     prov = m.get("provenance", {}) or {}
     runs = res.runs
     n_ok = int((runs["status"] == "ok").sum()) if len(runs) else 0
-    tables = f"{len(res.calls):,} model calls, {len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
+    tables = (
+        f"{len(res.calls):,} model calls, {len(res.compactions):,} compaction records, {len(res.probes):,} probe rows."
+    )
     if m.get("kind") in ("run", "episode"):
         s.text(f"One {m['kind']} in {res.path}: {tables}")
         if m.get("replay"):
@@ -104,7 +107,9 @@ def setup_sections(ctx: ReportContext) -> list[Section]:
         # one line per top-level key: readable without scrolling through a nested dump
         s.code(
             "\n".join(
-                f"{k} = {json.dumps(_short_paths(v), sort_keys=True, default=str)}" if k != "policies" else f"policies = {len(v)} entries (see Configurations)"
+                f"{k} = {json.dumps(_short_paths(v), sort_keys=True, default=str, ensure_ascii=False)}"
+                if k != "policies"
+                else f"policies = {len(v)} entries (see Configurations)"
                 for k, v in sorted(spec.items())
             )[:6000]
         )
@@ -124,13 +129,16 @@ def configuration_sections(ctx: ReportContext) -> list[Section]:
         return []
     s = Section("Configurations", part="details")
     rows = []
-    for r in runs.assign(label=[ctx.names.get(x, "") for x in runs["run_id"]]).drop_duplicates("label").to_dict("records"):
+    for r in (
+        runs.assign(label=[ctx.names.get(x, "") for x in runs["run_id"]]).drop_duplicates("label").to_dict("records")
+    ):
         diff = metrics.params_diff(str(r.get("policy_kind", "")), r.get("params_json"))
         rows.append(
             {
                 "configuration": r["label"],
                 "kind": r.get("policy_kind", ""),
-                "parameters changed from the kind's defaults": ", ".join(f"{k}={v}" for k, v in diff.items()) or "(defaults)",
+                "parameters changed from the kind's defaults": ", ".join(f"{k}={v}" for k, v in diff.items())
+                or "(defaults)",
                 "summarizer": r.get("summarizer", ""),
             }
         )
@@ -153,7 +161,11 @@ def token_estimate_sections(ctx: ReportContext) -> list[Section]:
     res, max_tasks = ctx.res, ctx.token_error_tasks
     s = Section("Token-estimate error (bytes/4 vs BPE)", part="details")
     runs = res.runs
-    specs = [x for x in dict.fromkeys(runs["task_spec"].dropna()) if not str(x).startswith("world:")] if len(runs) and "task_spec" in runs.columns else []
+    specs = (
+        [x for x in dict.fromkeys(runs["task_spec"].dropna()) if not str(x).startswith("world:")]
+        if len(runs) and "task_spec" in runs.columns
+        else []
+    )
     if not specs:
         return []
     try:
@@ -167,9 +179,16 @@ def token_estimate_sections(ctx: ReportContext) -> list[Section]:
                     continue
                 seen.add(t.task_id)
                 mts.append(token_accuracy.message_token_table(t.messages, task_id=t.task_id))
-                cts.append(token_accuracy.call_token_table(t, context_window_tokens=int(windows.get(t.task_id, DEFAULT_CONTEXT_WINDOW_TOKENS))))
+                cts.append(
+                    token_accuracy.call_token_table(
+                        t, context_window_tokens=int(windows.get(t.task_id, DEFAULT_CONTEXT_WINDOW_TOKENS))
+                    )
+                )
     except Exception:  # noqa: BLE001 - a moved recording must not sink the whole report
-        s.note("Not shown: the sweep's task files could not be reloaded from where the sweep read them (moved or deleted since).")
+        s.note(
+            "Not shown: the sweep's task files could not be reloaded from where the sweep read them (moved or deleted "
+            "since)."
+        )
         return [s]
     if not mts:
         return []
@@ -177,28 +196,54 @@ def token_estimate_sections(ctx: ReportContext) -> list[Section]:
     ct = pd.concat(cts, ignore_index=True)
     err = metrics.token_estimate_error(mt)
     bad = metrics.tier_misclassification(ct)
-    bad_cal = metrics.tier_misclassification(ct, estimate_col="history_tokens_calibrated") if "history_tokens_calibrated" in ct.columns else None
-    s.text(f"Measured on {len(seen)} task(s) of this sweep ({len(mt):,} messages), uncompacted history before each call, BPE = quicktok o200k_base. Negative error: the estimate undercounts.")
-    s.table(err, "Per content kind: error = sum(estimate)/sum(BPE) - 1; abs_error_median = median per-message |estimate/BPE - 1|.")
+    bad_cal = (
+        metrics.tier_misclassification(ct, estimate_col="history_tokens_calibrated")
+        if "history_tokens_calibrated" in ct.columns
+        else None
+    )
+    s.text(
+        f"Measured on {len(seen)} task(s) of this sweep ({len(mt):,} messages), uncompacted history before each call, "
+        "BPE = quicktok o200k_base. Negative error: the estimate undercounts."
+    )
+    s.table(
+        err,
+        "Per content kind: error = sum(estimate)/sum(BPE) - 1; abs_error_median = median per-message |estimate/BPE - "
+        "1|.",
+    )
     allrow = err[err["kind"] == "all"].iloc[0]
     s.text(
         f"Overall bytes/4 is off by {allrow['est_error']:+.1%} and the calibrated estimate by "
         f"{allrow.get('calibrated_error', math.nan):+.1%}. {len(bad)} of {len(ct)} calls "
         f"({len(bad) / max(len(ct), 1):.1%}) would be put in a different tier (or on the other side of the window) "
-        f"by bytes/4 than by the BPE count; {int((bad['direction'] == 'under').sum()) if len(bad) else 0} of them too late."
+        f"by bytes/4 than by the BPE count; {int((bad['direction'] == 'under').sum()) if len(bad) else 0} of them too "
+        "late."
     )
     if bad_cal is not None:
         n_late = int((bad_cal["direction"] == "under").sum()) if len(bad_cal) else 0
         fixed = len(bad) - len(bad_cal)
         s.text(
-            f'With the calibrated estimate (the `tier_token_counter="calibrated"` option) {len(bad_cal)} of {len(ct)} calls '
+            f'With the calibrated estimate (the `tier_token_counter="calibrated"` option) {len(bad_cal)} of {len(ct)} '
+            "calls "
             f"({len(bad_cal) / max(len(ct), 1):.1%}) disagree with BPE, {n_late} of them too late: "
-            + (f"it fixes {fixed} of the {len(bad)} disagreements." if fixed > 0 else "it does not reduce the disagreements on this data.")
+            + (
+                f"it fixes {fixed} of the {len(bad)} disagreements."
+                if fixed > 0
+                else "it does not reduce the disagreements on this data."
+            )
         )
     if len(bad):
-        s.table(bad[["task_id", "call_index", "history_tokens", "history_tokens_bpe", "est_tier", "bpe_tier", "direction"]].head(20), "Misclassified calls (first 20)")
+        s.table(
+            bad[
+                ["task_id", "call_index", "history_tokens", "history_tokens_bpe", "est_tier", "bpe_tier", "direction"]
+            ].head(20),
+            "Misclassified calls (first 20)",
+        )
 
-    s.figure("token_estimate_error", plots.token_estimate_error(mt, ct), "Token-estimate error per content kind; per-call estimate vs BPE with tier disagreements in red.")
+    s.figure(
+        "token_estimate_error",
+        plots.token_estimate_error(mt, ct),
+        "Token-estimate error per content kind; per-call estimate vs BPE with tier disagreements in red.",
+    )
     return [s]
 
 
@@ -213,7 +258,14 @@ def coverage_sections(ctx: ReportContext) -> list[Section]:
     t = cov.drop(columns=["never_compacted_task_ids", "never_compacted_tasks"])
     if "summarizer" in t.columns and t["summarizer"].nunique() <= 1:
         t = t.drop(columns=["summarizer"])
-    t = t.rename(columns={"label": "configuration", "history_mode": "mode", "n_tasks": "tasks", "n_compactions": "compacting calls"})
+    t = t.rename(
+        columns={
+            "label": "configuration",
+            "history_mode": "mode",
+            "n_tasks": "tasks",
+            "n_compactions": "compacting calls",
+        }
+    )
     t.columns = [c.replace("reached_", "reached ").replace("_", " ") for c in t.columns]
     t["never compacted on"] = [short_list(x, "tasks") if x else "–" for x in ids]
     s.table(
@@ -226,7 +278,9 @@ def coverage_sections(ctx: ReportContext) -> list[Section]:
     if "retention" in ctx.rm.columns and ctx.rm["retention"].notna().any():
         cr = coverage.conditional_retention(ctx.rm).rename(
             columns={
-                "label": "configuration", "history_mode": "mode", "n_runs": "runs",
+                "label": "configuration",
+                "history_mode": "mode",
+                "n_runs": "runs",
                 "retention_after_compaction": "retention after compacting",
                 "runs_with_compaction_before_a_checkpoint": "runs compacted before a checkpoint",
                 "never_compacted_runs": "runs never compacted",
@@ -243,7 +297,6 @@ def coverage_sections(ctx: ReportContext) -> list[Section]:
     return [s]
 
 
-
 # -- which summarizer ----------------------------------------------------------------------------
 def provenance_sections(results: Results) -> list[Section]:
     """ "What produced these numbers": the summarizer(s), the offline caveat, and retention of
@@ -257,30 +310,43 @@ def provenance_sections(results: Results) -> list[Section]:
     offline = bool(sr["offline"].all())
     if offline:
         s.note(
-            f"Summarizer: {names} — offline stand-in(s), no model wrote these summaries. Offline results rank compaction "
-            "mechanisms (what each policy keeps, when it compacts, how often it truncates) under one fixed extraction whose "
-            "bias is known; they do not measure how well a model's summaries preserve information. A ranking that holds under "
-            "two different offline extractions (offline and offline_recent) is more robust than one that holds under one."
+            f"Summarizer: {names} — offline stand-in(s), no model wrote these summaries. Offline results rank "
+            "compaction "
+            "mechanisms (what each policy keeps, when it compacts, how often it truncates) under one fixed extraction "
+            "whose "
+            "bias is known; they do not measure how well a model's summaries preserve information. A ranking that "
+            "holds under "
+            "two different offline extractions (offline and offline_recent) is more robust than one that holds under "
+            "one."
         )
     else:
         model = ", ".join(sr.loc[~sr["offline"], "summarizer"])
-        s.note(f"Summarizer(s): {names}. Model-written summaries come from {model}; rows from offline stand-ins rank mechanisms, not a model's summaries.")
+        s.note(
+            f"Summarizer(s): {names}. Model-written summaries come from {model}; rows from offline stand-ins rank "
+            "mechanisms, not a model's summaries."
+        )
     s.table(sr, "Runs per summarizer variant (ok runs).")
     sc = V.scope_retention(results)
     if len(sc):
-        t = sc.rename(columns={"view_retention": "retention (view sent)", "anchors_retention": "retention (summary only)"})
+        t = sc.rename(
+            columns={"view_retention": "retention (view sent)", "anchors_retention": "retention (summary only)"}
+        )
         t["tasks compacted"] = [f"{a}/{b}" for a, b in zip(sc["n_tasks_compacted"], sc["n_tasks"])]
         t = t.drop(columns=["n_tasks", "n_tasks_compacted"])
         s.table(
             t,
-            "Per configuration, mean over tasks of the per-task mean. View: the whole request sent (pinned messages, summary, "
-            'kept tail). Summary only: the compaction summary alone (probe scope "anchors"); – for a configuration that never '
-            "called the summarizer. A view score well above the summary-only score is carried by the kept tail, not by the summary.",
+            "Per configuration, mean over tasks of the per-task mean. View: the whole request sent (pinned messages, "
+            "summary, "
+            'kept tail). Summary only: the compaction summary alone (probe scope "anchors"); – for a configuration '
+            "that never "
+            "called the summarizer. A view score well above the summary-only score is carried by the kept tail, not "
+            "by the summary.",
         )
         never = sc[sc["n_tasks_compacted"] < sc["n_tasks"]]
         if len(never):
             s.note(
-                f'Did not compact on every task ("tasks compacted" column): {", ".join(never["config"])}; on those tasks '
+                f'Did not compact on every task ("tasks compacted" column): {", ".join(never["config"])}; on those '
+                "tasks "
                 "their score is the uncompacted history's and says nothing about their compaction."
             )
     return [s]
@@ -297,34 +363,52 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
         try:
             placebo = V.placebo_for(results, seed=seed)
         except Exception:  # noqa: BLE001 - a moved recording must not sink the whole report
-            s.note("Placebo control not available: the sweep's task files could not be reloaded (moved or deleted since the sweep).")
+            s.note(
+                "Placebo control not available: the sweep's task files could not be reloaded (moved or deleted since "
+                "the sweep)."
+            )
             placebo = V.placebo_from_rows(None)
     pv = V.probe_validity(results, placebo)
     src = placebo.attrs.get("source", "given") if hasattr(placebo, "attrs") else "given"
     s.text(
-        "Placebo control: every probe of a task is scored against the full history of unrelated tasks; the placebo rate is how "
-        f"often it passes there (chance, not memory). A probe passing more than {V.PLACEBO_THRESHOLD:.0%} of the time is "
-        f"excluded from retention_kept. Placebo source: {src}. Pinned rows: the answer is in the system prompt or the pinned "
-        "first message, which every policy keeps: they measure pinning, not memory, so retention_unpinned is the memory number."
+        "Placebo control: every probe of a task is scored against the full history of unrelated tasks; the placebo "
+        "rate is how "
+        f"often it passes there (chance, not memory). A probe passing more than {V.PLACEBO_THRESHOLD:.0%} of the time "
+        "is "
+        f"excluded from retention_kept. Placebo source: {src}. Pinned rows: the answer is in the system prompt or the "
+        "pinned "
+        "first message, which every policy keeps: they measure pinning, not memory, so retention_unpinned is the "
+        "memory number."
     )
-    s.table(pv, "Per probe kind (recall scorer, view scope, answerable rows). retention counts every answerable row, as the rest of this report does.")
+    s.table(
+        pv,
+        "Per probe kind (recall scorer, view scope, answerable rows). retention counts every answerable row, as the "
+        "rest of this report does.",
+    )
     if len(pv):
         chance = pv[pv["placebo_rate"].notna() & (pv["placebo_rate"] >= 0.5 * pv["retention"])]
         if len(chance):
             s.note(
                 "Near chance: for "
-                + ", ".join(f"{r.probe_kind} (placebo {r.placebo_rate:.2f} vs retention {r.retention:.2f})" for r in chance.itertuples())
+                + ", ".join(
+                    f"{r.probe_kind} (placebo {r.placebo_rate:.2f} vs retention {r.retention:.2f})"
+                    for r in chance.itertuples()
+                )
                 + " the placebo floor is at least half the retention: those probes pass largely by coincidence."
             )
         n_ex = int(pv["n_excluded"].sum())
         if n_ex:
-            s.note(f"{n_ex} of {int(pv['n_probes'].sum())} probes are excluded by the placebo control; retention elsewhere in this report still counts them.")
+            s.note(
+                f"{n_ex} of {int(pv['n_probes'].sum())} probes are excluded by the placebo control; retention "
+                "elsewhere in this report still counts them."
+            )
         pinned = pv[pv["n_pinned_rows"] > 0]
         if len(pinned):
             s.note(
                 "Pinned answers: "
                 + ", ".join(
-                    f"{r.probe_kind} {r.n_pinned_rows} row(s), retention {num_text(r.retention_pinned)} pinned vs {num_text(r.retention_unpinned)} not"
+                    f"{r.probe_kind} {r.n_pinned_rows} row(s), retention {num_text(r.retention_pinned)} pinned vs "
+                    f"{num_text(r.retention_unpinned)} not"
                     for r in pinned.itertuples()
                 )
                 + "."
@@ -342,14 +426,20 @@ def llm_sections(results: Results, audit: Any = None) -> list[Section]:
     s = Section("LLM scorer: judge agreement and audit")
     overall, per = V.llm_agreement(results)
     if overall.n == 0:
-        s.note("The llm scorer ran, but no fact probe was graded by both the judge and exact matching: its judge is not calibrated here.")
+        s.note(
+            "The llm scorer ran, but no fact probe was graded by both the judge and exact matching: its judge is not "
+            "calibrated here."
+        )
     else:
         s.text(
-            f"On answerable fact probes the judge agrees with exact matching on {overall.agreement:.1%} of n={overall.n} observations "
+            f"On answerable fact probes the judge agrees with exact matching on {overall.agreement:.1%} of "
+            f"n={overall.n} observations "
             f"({overall.judge_yes_exact_no} judge yes / exact no: a lenient judge or a paraphrased value; "
             f"{overall.judge_no_exact_yes} judge no / exact yes: a strict judge)."
         )
-        s.table(per, "Per configuration: n paired observations (same run, checkpoint, probe and scope) and the agreement.")
+        s.table(
+            per, "Per configuration: n paired observations (same run, checkpoint, probe and scope) and the agreement."
+        )
         if overall.n < 30:
             s.note(f"Only {overall.n} paired observations: the agreement rate is a rough calibration.")
     a = V.audit_summary(audit)
