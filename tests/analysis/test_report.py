@@ -192,6 +192,30 @@ def test_recommendation_follows_the_verdicts() -> None:
     assert "keep h9" in line and "Not recommended" not in line and "2 of 2 comparisons are inconclusive" in line
 
 
+def test_a_best_that_only_ties_the_default_is_not_named() -> None:
+    from h9eval.analysis.report.answer import AnswerRow, _answer_table
+
+    def row(best: str, value: float, verdict: str) -> AnswerRow:
+        return AnswerRow(
+            scope="closed loop, agent a",
+            history_mode="view",
+            target="success",
+            best=best,
+            default="h9",
+            value=value,
+            default_value=0.0,
+            diff=value,
+            lo=0.0,
+            hi=value,
+            verdict=verdict,
+            n_tasks=6,
+            higher_is_better=True,
+        )
+
+    t = _answer_table([row("hybrid", 0.0, "inconclusive"), row("masking", 0.5, "inconclusive")])
+    assert list(t["best configuration"]) == ["none above the default", "masking"]
+
+
 def test_answer_metrics_add_dollars_only_when_the_results_carry_them() -> None:
     import pandas as pd
 

@@ -458,7 +458,10 @@ def _answer_table(rows: Sequence[AnswerRow]) -> Any:
                 **({"scope": r.scope} if many_scopes else {}),
                 "mode": r.history_mode,
                 "target": r.target + (" (lower is better)" if not r.higher_is_better else ""),
-                "best configuration": r.best,
+                # a "best" that only ties the default is not one: said so instead of naming the first of the tie
+                "best configuration": r.best
+                if r.value != r.default_value or r.verdict == BETTER
+                else "none above the default",
                 "its mean": _fmt(r.value, r.target),
                 "default's mean": _fmt(r.default_value, r.target),
                 "Δ vs default [adj. CI]": d,
