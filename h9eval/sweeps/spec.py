@@ -151,8 +151,9 @@ class SweepSpec:
     seeds. ``history_modes``: default ``("view",)``. ``summarizers``: variant names (default
     ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
     (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
-    default). ``repeats``: ≥ 1 (default 1). ``window``: tokens, for policies without a
-    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``window_peak_frac``
+    default). ``repeats``: ≥ 1 (default 1). ``window``: the run's window in tokens, for every
+    policy (it replaces a policy's default ``context_window_tokens``; a policy entry that sets
+    another is refused); default ``None``: each policy's own, else 200,000. ``window_peak_frac``
 (``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
 own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, paired_calls, call_positions, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -112,7 +112,7 @@ def latest_todos(msgs: Sequence[Message], todo_tools: Sequence[str]) -> str | No
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class ClaudeCodeCompact(Policy):
+class ClaudeCodeCompact(WindowedPolicy):
     """Claude Code auto-compact: a summary, the recently read files and the todo list.
 
     Compacts when the conversation reaches the effective window (the window minus

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -120,7 +120,7 @@ def build_compacted_history(
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class CodexCompact(Policy):
+class CodexCompact(WindowedPolicy):
     """Codex CLI auto-compact: summarise everything, re-insert the recent user messages.
 
     The summarizer sees the whole history after the initial context. If it fails, the oldest

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, IncrementalMasking, mask_observations
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
@@ -41,7 +41,7 @@ CHECKPOINT_PROMPT = (
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class Hybrid(Policy):
+class Hybrid(WindowedPolicy):
     """JetBrains 'The Complexity Trap' hybrid: masking first, a summary as the backstop.
 
     ``style="h9eval"`` (the default) masks old tool outputs at every call and, when the

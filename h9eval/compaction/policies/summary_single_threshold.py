@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from h9eval.compaction._peer import Continuation, split_system, fit_newest
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import Tier
@@ -60,7 +60,7 @@ def _strip_summary_header(text: str) -> str:
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class SummarySingleThreshold(Policy):
+class SummarySingleThreshold(WindowedPolicy):
     """Codex CLI / Claude Code auto-compact: one threshold, summarise everything before the tail.
 
     A second compaction summarises the previous summary with the new messages (harness9's

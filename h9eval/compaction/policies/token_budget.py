@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.compaction.budget import (
     GreedyIndex,
@@ -32,7 +32,7 @@ __all__ = ["TokenBudgetCompactor"]
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class TokenBudgetCompactor(Policy):
+class TokenBudgetCompactor(WindowedPolicy):
     """harness9's ``TokenBudgetCompactor`` on its own (the progressive policy's fallback).
 
     A forced or manual compaction applies the ``forced_truncation`` rule (harness9's
