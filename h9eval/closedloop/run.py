@@ -30,6 +30,7 @@ from h9eval.closedloop.worlds import make_world, parse_world_spec
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.records import Tier
+from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
@@ -180,6 +181,8 @@ def run_world(
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
     ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
     with ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring.
+    ``window``: the run's window (tokens), the same rule as :func:`~h9eval.runs.run.run_task`'s
+    (:func:`~h9eval.compaction.step.run_window`).
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
     second paid episode, and a cassette holds only the episode it recorded)."""
     kind, seed = parse_world_spec(world)
@@ -192,6 +195,8 @@ def run_world(
         if params:
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
         pol = policy
+    # the run's window, as run_task resolves it (a window given in params is an explicit choice)
+    pol = run_window(pol, window, explicit="context_window_tokens" in (params or {}) if isinstance(policy, str) else None).policy
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,
