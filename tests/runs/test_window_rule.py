@@ -100,7 +100,26 @@ def test_an_explicit_conflicting_window_is_one_error_naming_both(tmp_path: Path)
         run_world(WORLD, policy="progressive", params={"context_window_tokens": 30_000}, window=WINDOW)
     with pytest.raises(ConfigError, match=msg):
         run_world(WORLD, policy=make_policy("progressive", context_window_tokens=30_000), window=WINDOW)
+    # a window given by name is a choice even when it equals the default
+    for entry in (run_task, lambda *a, **k: run_world(WORLD, policy=a[1], **k)):
+        with pytest.raises(ConfigError, match=r"window 40000 conflicts with hybrid's context_window_tokens 200000"):
+            entry(TASK, "hybrid", params={"context_window_tokens": 200_000}, window=WINDOW)
     spec = {"name": "conflict", "window": WINDOW, "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
             "policies": [{"kind": "progressive", "params": {"context_window_tokens": 30_000}}]}
     with pytest.raises(ConfigError, match=r"policies\[0\] .*" + msg):
         sweep(spec, out_dir=tmp_path / "o", workers=0, progress=False)
+
+
+def test_the_loops_themselves_apply_the_rule() -> None:
+    """replay() and run_episode() resolve the window too, for callers that skip the entry points."""
+    from h9eval.closedloop.agents import make_agent
+    from h9eval.closedloop.episode import run_episode
+
+    ep = run_episode("fact_chain", make_agent("scripted"), make_policy("progressive"), seed=0, context_window_tokens=1500)
+    assert ep.context_window_tokens == 1500 and ep.policy_params["context_window_tokens"] == 1500 and ep.n_compactions > 0
+    task = load_tasks_from_spec(TASK)[0]
+    res = replay(task, make_policy("token_budget"), config=ReplayConfig(context_window_tokens=12_000))
+    assert res.params["context_window_tokens"] == 12_000 and res.calls["compacted"].any()
+    with pytest.raises(ConfigError, match="window 1500 conflicts with progressive's context_window_tokens 3000"):
+        run_episode("fact_chain", make_agent("scripted"), make_policy("progressive", context_window_tokens=3000), seed=0,
+                    context_window_tokens=1500)
