@@ -29,7 +29,6 @@ before its fact appeared says nothing about compaction.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 
 from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import stats as S
+from h9eval.analysis.metrics import config_labels
 from h9eval.core.errors import ConfigError
 
 __all__ = [
@@ -84,21 +84,11 @@ class ClosedLoopSection:
 
 # -- labels -------------------------------------------------------------------------------------
 def _labels(runs: Any) -> dict[str, str]:
-    """run_id -> configuration label: the entry name, its grid point, and the summarizer when
-    the sweep has several variants (history modes and agents are columns of their own)."""
+    """run_id -> configuration label (:func:`h9eval.analysis.metrics.config_labels`, the one
+    definition; history modes and agents are columns of their own)."""
     if runs is None or not len(runs):
         return {}
-    many_summ = "summarizer" in runs.columns and runs["summarizer"].nunique() > 1
-    out = {}
-    for r in runs.to_dict("records"):
-        grid = json.loads(r["grid_json"]) if isinstance(r.get("grid_json"), str) and r["grid_json"] else {}
-        lab = str(r.get("policy_name") or r.get("policy_kind"))
-        if grid:
-            lab += " " + ",".join(f"{k}={v}" for k, v in grid.items())
-        if many_summ:
-            lab += f" [{r['summarizer']}]"
-        out[str(r["run_id"])] = lab
-    return out
+    return dict(zip(runs["run_id"].astype(str), config_labels(runs)))
 
 
 def episode_table(res: Any) -> Any:
