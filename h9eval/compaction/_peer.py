@@ -35,8 +35,6 @@ __all__ = [
     "head_end",
     "tail_start",
     "fit_newest",
-    "call_positions",
-    "paired_calls",
     "request_peer_summary",
 ]
 
@@ -187,34 +185,6 @@ def fit_newest(fixed: Sequence[Message], rest: Sequence[Message], below_tokens: 
     if start == len(rest) and rest:
         start -= 1
     return start
-
-
-def call_positions(msgs: Sequence[Message]) -> list[tuple[int, int]]:
-    """Every tool call by position: ``(message index, call index within the message)``, in
-    transcript order. Only assistant messages carry calls that count."""
-    return [(i, k) for i, m in enumerate(msgs) if m.role == "assistant" for k in range(len(m.tool_calls))]
-
-
-def paired_calls(msgs: Sequence[Message]) -> dict[int, int]:
-    """``{result message index: position of its call in call_positions(msgs)}``.
-
-    A result is paired with the *nearest preceding* call of its id, so a provider that reuses
-    ids (every call ``call_0``) still pairs each result with its own call; this is how the
-    peers select (by position, never by id alone). A result with no preceding call of its id
-    is left out."""
-    latest: dict[str, int] = {}
-    out: dict[int, int] = {}
-    pos = 0
-    for i, m in enumerate(msgs):
-        if m.tool_call_id:
-            j = latest.get(m.tool_call_id)
-            if j is not None:
-                out[i] = j
-        if m.role == "assistant":
-            for tc in m.tool_calls:
-                latest[tc.id] = pos
-                pos += 1
-    return out
 
 
 class RawHistory:

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, paired_calls, call_positions, request_peer_summary
+from h9eval.compaction._peer import Continuation, request_peer_summary
+from h9eval.compaction.repair import call_positions, paired_calls
 from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
