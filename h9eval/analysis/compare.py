@@ -133,7 +133,7 @@ def run_table(results: Results) -> Any:
     return out.sort_values("run_id", kind="stable").reset_index(drop=True)
 
 
-def _as_results(results: Results | str | os.PathLike[str]) -> Results:
+def as_results(results: Results | str | os.PathLike[str]) -> Results:
     return results if isinstance(results, Results) else load_results(results)
 
 
@@ -274,7 +274,7 @@ def compare(
     available ones) and :class:`~h9eval.core.errors.FormatError` for a folder that is not a
     sweep's results.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
     a, b = _resolve(a, labels), _resolve(b, labels)
@@ -328,7 +328,7 @@ def compare_factor(
     All comparisons × metrics form one family. For ``history_mode`` the labels are
     ``config@mode`` and the pairs are matched by task only.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = run_table(res)
     mets = _metric_list(metric)
     rows = table.to_dict("records")
@@ -386,7 +386,7 @@ def _baseline_value(g: Any, factor: str, values: Sequence[str], baseline: Any) -
     if factor in _PREFERRED_BASELINE and _key(_PREFERRED_BASELINE[factor]) in values:
         return _key(_PREFERRED_BASELINE[factor])
     kind = str(g["policy_kind"].iloc[0])
-    defaults = M._defaults(kind)
+    defaults = M.policy_defaults(kind)
     if factor in defaults and _key(defaults[factor]) in values:
         return _key(defaults[factor])
     return values[0]

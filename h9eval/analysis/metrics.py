@@ -289,14 +289,16 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     return out
 
 
-def _defaults(kind: str) -> dict[str, Any]:
+def policy_defaults(kind: str) -> dict[str, Any]:
+    """The resolved default parameters of policy ``kind`` (``{}`` for a kind that cannot be built)."""
     try:
         return policy_params(make_policy(kind))
     except Exception:  # noqa: BLE001 - an unknown or unbuildable kind simply has no defaults
         return {}
 
 
-def _params(params_json: Any) -> dict[str, Any]:
+def params_of(params_json: Any) -> dict[str, Any]:
+    """A config's parameters from ``params_json`` (JSON text or a mapping; ``{}`` when neither)."""
     if isinstance(params_json, Mapping):
         return dict(params_json)
     if isinstance(params_json, str) and params_json:
@@ -310,8 +312,8 @@ def _params(params_json: Any) -> dict[str, Any]:
 
 def params_diff(kind: str, params_json: Any) -> dict[str, Any]:
     """The parameters of a config that differ from the policy kind's defaults."""
-    d = _defaults(kind)
-    p = _params(params_json)
+    d = policy_defaults(kind)
+    p = params_of(params_json)
     return {k: v for k, v in sorted(p.items()) if k in d and d[k] != v or k not in d}
 
 
@@ -344,7 +346,7 @@ def config_labels(runs: pd.DataFrame) -> pd.Series:
         rows = base.index[base == b]
         if hashes[rows].nunique() > 1:
             for i in rows:
-                point = _params(grids[i]) or params_diff(kinds[i], pj[i])
+                point = params_of(grids[i]) or params_diff(kinds[i], pj[i])
                 label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
         if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
             for i in rows:
@@ -632,7 +634,7 @@ def option_comparison(
         return pd.DataFrame(columns=["option", "n_tasks"])
     opts, base_keys = [], []
     for pj in df["params_json"]:
-        p = _params(pj)
+        p = params_of(pj)
         o = _improvement_options_set(pj)
         opts.append(", ".join(f"{k}={v}" for k, v in sorted(o.items())))
         base_keys.append(json.dumps({k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, sort_keys=True, default=str))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import check_input_path
-from h9eval.tasks import _is_sqlite, tasks_to_jsonl
+from h9eval.tasks import is_sqlite, tasks_to_jsonl
 from h9eval.tasks.recorded import inspect_task, summarize_task
 from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
 from h9eval.tasks.synthetic import generate
@@ -40,7 +40,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     check_input_path(args.path, what="task")
-    if _is_sqlite(Path(args.path)):
+    if is_sqlite(Path(args.path)):
         info = _inspect_db(args.path, args.session)
     else:
         try:

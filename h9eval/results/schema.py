@@ -144,7 +144,7 @@ COMPACTION_COLUMNS: tuple[str, ...] = (
 )
 
 
-_INT_COLUMNS = (
+COMPACTION_INT_COLUMNS = (
     "schema_version",
     "record_index",
     "tier",
@@ -258,7 +258,7 @@ EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-_SORT_KEYS: dict[str, tuple[str, ...]] = {
+SORT_KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id",),
     "calls": ("run_id", "call_index"),
     "compactions": ("run_id", "record_index"),

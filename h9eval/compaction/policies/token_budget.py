@@ -17,7 +17,7 @@ from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.compaction.budget import (
     GreedyIndex,
     FORCED_TRUNCATION_RULES,
-    _eff_max,
+    effective_max_tokens,
     budget_compact,
     budget_for_window,
     force_anchor_greedy_v3,
@@ -75,7 +75,7 @@ class TokenBudgetCompactor(WindowedPolicy):
     def resolved_max_tokens(self) -> int:
         """The budget in tokens as harness9 would use it."""
         mt = self.max_tokens if self.max_tokens is not None else budget_for_window(self.context_window_tokens)
-        return _eff_max(mt)
+        return effective_max_tokens(mt)
 
     def budget_tokens(self) -> int | None:
         return None
