@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from h9eval.compaction.policies import make_policy
-from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.compaction.base import policy_params
 from h9eval.compaction.anchors import is_no_information
 from h9eval.tasks.model import ANCHOR_KINDS
@@ -69,13 +68,8 @@ __all__ = [
 ]
 
 TIER_NAMES: tuple[str, ...] = ("none", "warn", "soft", "full", "emergency")
-_HARNESS9 = ProgressiveCompactor()
-DEFAULT_THRESHOLDS: Mapping[str, float] = {
-    "warn": _HARNESS9.warn_frac,
-    "soft": _HARNESS9.soft_frac,
-    "full": _HARNESS9.full_frac,
-    "emergency": _HARNESS9.emergency_frac,
-}
+_HARNESS9 = policy_params(make_policy("progressive"))
+DEFAULT_THRESHOLDS: Mapping[str, float] = {t: float(_HARNESS9[f"{t}_frac"]) for t in ("warn", "soft", "full", "emergency")}
 """harness9's tier thresholds as fractions of the window (``>=`` comparisons): the defaults of
 :class:`~h9eval.compaction.policies.progressive.ProgressiveCompactor`, their one owner."""
 

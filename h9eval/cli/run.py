@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
+from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import run_task
@@ -59,8 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
     p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
-    p.add_argument("--history-mode", default="view", choices=["view", "write_back"])
-    p.add_argument("--writeback-rules", default="v3", choices=["v2", "v3"])
+    p.add_argument("--history-mode", default="view", choices=HISTORY_MODES)
+    p.add_argument("--writeback-rules", default="v3", choices=WRITEBACK_RULES)
     p.add_argument(
         "--window", type=int, default=None,
         help="the run's context window (tokens), with --task and --world alike: every policy runs at it "

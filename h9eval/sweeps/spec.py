@@ -65,7 +65,7 @@ from h9eval.compaction.policies import policy_param_names
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
 from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
-from h9eval.runs.replay import HISTORY_MODES
+from h9eval.compaction.step import HISTORY_MODES
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
 from h9eval.tasks.synthetic import PRESETS
 

@@ -123,3 +123,22 @@ def test_the_loops_themselves_apply_the_rule() -> None:
     with pytest.raises(ConfigError, match="window 1500 conflicts with progressive's context_window_tokens 3000"):
         run_episode("fact_chain", make_agent("scripted"), make_policy("progressive", context_window_tokens=3000), seed=0,
                     context_window_tokens=1500)
+
+
+def test_cli_window_on_both_paths_and_the_tokens_saved_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from h9eval.analysis.metrics import tokens_saved
+    from h9eval.cli import main
+    from h9eval.results.io import read_table
+
+    assert main(["run", "--task", TASK, "--policy", "observation_masking", "--window", "12000", "--out", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.strip().startswith("tokens_saved:"))
+    calls = read_table(tmp_path / "t" / "calls.parquet", "calls")
+    saved = float(tokens_saved(calls)["tokens_saved"].iloc[0])
+    assert 0 < saved < 1 and line.split(": ", 1)[1].startswith(f"{saved:.3f} (sent {int(calls['tokens_sent'].sum()):,} of")
+    assert main(["run", "--world", WORLD, "--policy", "progressive", "--window", "1500", "--max-steps", "3"]) == 0
+    at_window = run_world(WORLD, policy="progressive", params={"context_window_tokens": 1500}, max_steps=3, oracle=False)
+    assert f"episode {at_window.run_id}" in capsys.readouterr().out  # the run id carries the policy's parameters' hash
+    assert main(["run", "--world", WORLD, "--window-peak-frac", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--window-peak-frac" in err
