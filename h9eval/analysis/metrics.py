@@ -69,7 +69,9 @@ __all__ = [
 
 TIER_NAMES: tuple[str, ...] = ("none", "warn", "soft", "full", "emergency")
 _HARNESS9 = policy_params(make_policy("progressive"))
-DEFAULT_THRESHOLDS: Mapping[str, float] = {t: float(_HARNESS9[f"{t}_frac"]) for t in ("warn", "soft", "full", "emergency")}
+DEFAULT_THRESHOLDS: Mapping[str, float] = {
+    tier: float(_HARNESS9[f"{tier}_frac"]) for tier in ("warn", "soft", "full", "emergency")
+}
 """harness9's tier thresholds as fractions of the window (``>=`` comparisons): the defaults of
 :class:`~h9eval.compaction.policies.progressive.ProgressiveCompactor`, their one owner."""
 
@@ -330,7 +332,8 @@ def config_labels(runs: pd.DataFrame) -> pd.Series:
     if len(runs) == 0:
         return pd.Series([], dtype=object, index=runs.index)
     kinds = runs["policy_kind"].fillna("").astype(str)
-    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else pd.Series("", index=runs.index)
+    no_names = pd.Series("", index=runs.index)
+    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else no_names
     base = names.where(names != "", kinds)
     label = base.astype(object).copy()
     hashes = runs["params_hash"].astype(str) if "params_hash" in runs.columns else pd.Series("", index=runs.index)

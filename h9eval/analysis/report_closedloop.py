@@ -134,7 +134,8 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     for agent, g in ep.groupby("agent_id", sort=True):
         pairs_s, pairs_t, names = [], [], []
         for config, c in g.groupby("config", sort=False):
-            s_mean, s_lo, s_hi = S.mean_interval(_task_means(c.assign(success=c["success"].astype(float)), "success"), n_boot, seed)
+            success = _task_means(c.assign(success=c["success"].astype(float)), "success")
+            s_mean, s_lo, s_hi = S.mean_interval(success, n_boot, seed)
             t_mean, t_lo, t_hi = S.mean_interval(_task_means(c, "tokens_sent_sum"), n_boot, seed)
             rows.append(
                 {

@@ -55,7 +55,15 @@ from h9eval.closedloop.worlds.base import (
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.base import CompactionEnv, LogicalClock, Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy, policy_from_dict
-from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES, CallRequest, CallStep, StepRules, run_window, tool_time_hook
+from h9eval.compaction.step import (
+    HISTORY_MODES,
+    WRITEBACK_RULES,
+    CallRequest,
+    CallStep,
+    StepRules,
+    run_window,
+    tool_time_hook,
+)
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import Summarizer

@@ -196,7 +196,8 @@ def run_world(
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
         pol = policy
     # the run's window, as run_task resolves it (a window given in params is an explicit choice)
-    pol = run_window(pol, window, explicit="context_window_tokens" in (params or {}) if isinstance(policy, str) else None).policy
+    explicit = "context_window_tokens" in (params or {}) if isinstance(policy, str) else None
+    pol = run_window(pol, window, explicit=explicit).policy
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,

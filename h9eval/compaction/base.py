@@ -295,7 +295,8 @@ class WindowedPolicy(Policy):
 
     @classmethod
     def default_window_tokens(cls) -> int:
-        default: int = {f.name: f.default for f in dataclasses.fields(cls)}["context_window_tokens"]  # type: ignore[arg-type,assignment]
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        default: int = defaults["context_window_tokens"]  # type: ignore[assignment]
         return default
 
     def at_window(self, window_tokens: int) -> Self:

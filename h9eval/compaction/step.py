@@ -118,10 +118,12 @@ class StepRules:
 
     def __post_init__(self) -> None:
         if self.history_mode not in HISTORY_MODES:
-            raise ConfigError(f"StepRules.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}")
+            modes = ", ".join(HISTORY_MODES)
+            raise ConfigError(f"StepRules.history_mode must be one of {modes}, got {self.history_mode!r}")
         if self.writeback_rules not in WRITEBACK_RULES:
             raise ConfigError(f"StepRules.writeback_rules must be v2 or v3, got {self.writeback_rules!r}")
-        if isinstance(self.overflow_retries, bool) or not isinstance(self.overflow_retries, int) or self.overflow_retries < 0:
+        retries = self.overflow_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"StepRules.overflow_retries must be an integer >= 0, got {self.overflow_retries!r}")
 
 
@@ -347,7 +349,8 @@ class CallStep:
 
     def _write_back(self, comp: Compaction) -> bool:
         """``write_back`` mode: an effective compaction replaces the history (spec §2.3)."""
-        if self.rules.history_mode != "write_back" or not writes_back(comp.record, comp.view, self.rules.writeback_rules):
+        rules = self.rules
+        if rules.history_mode != "write_back" or not writes_back(comp.record, comp.view, rules.writeback_rules):
             return False
         k = comp.kept_prefix if comp.kept_prefix is not None else common_prefix_len(self.history, comp.view)
         if k == len(comp.view) == len(self.history):
@@ -375,7 +378,8 @@ class CallStep:
         view = comp.view
         # the record already holds harness9's estimate of the view: no second O(n) pass
         view_tokens = comp.record.tokens_after if comp.record is not None else estimate_tokens(view)
-        while view_tokens + self.tool_schema_tokens > self.window_tokens and len(comps) - auto - 1 < self.rules.overflow_retries:
+        retries = self.rules.overflow_retries
+        while view_tokens + self.tool_schema_tokens > self.window_tokens and len(comps) - auto - 1 < retries:
             forced = self.compactor.compact(view, force=True)
             comps.append(forced)
             view = forced.view

@@ -67,13 +67,18 @@ CALL_COLUMNS = (
     "offload_write_failures",
 )
 
-_CALL_BOOL_COLUMNS = ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided")
-_CALL_STR_COLUMNS = ("run_id", "task_id", "policy_kind", "params_hash", "history_mode", "tier_name", "fallback_error", "fallback_cause")
-_CALL_FLOAT_COLUMNS = ("ratio_to_window", "summarizer_latency_s", "summarizer_cost_usd")
+_CALL_KIND_COLUMNS = {
+    "bool": (
+        "compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided",
+    ),
+    "str": (
+        "run_id", "task_id", "policy_kind", "params_hash", "history_mode", "tier_name", "fallback_error", "fallback_cause",
+    ),
+    "float64": ("ratio_to_window", "summarizer_latency_s", "summarizer_cost_usd"),
+}
 
 CALL_DTYPES: dict[str, str] = {
-    c: "bool" if c in _CALL_BOOL_COLUMNS else "str" if c in _CALL_STR_COLUMNS else "float64" if c in _CALL_FLOAT_COLUMNS else "int64"
-    for c in CALL_COLUMNS
+    c: next((kind for kind, cols in _CALL_KIND_COLUMNS.items() if c in cols), "int64") for c in CALL_COLUMNS
 }
 """The dtype of every ``calls`` column (both loops write the table through :func:`calls_frame`)."""
 

@@ -7,7 +7,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from h9eval.compaction.records import CompactionRecord
-from h9eval.results.schema import COMPACTION_COLUMNS, COMPACTIONS_SCHEMA_VERSION, EPISODE_COLUMNS, COMPACTION_INT_COLUMNS
+from h9eval.results.schema import (
+    COMPACTION_COLUMNS,
+    COMPACTION_INT_COLUMNS,
+    COMPACTIONS_SCHEMA_VERSION,
+    EPISODE_COLUMNS,
+)
 
 __all__ = ["episodes_table", "records_to_frame"]
 

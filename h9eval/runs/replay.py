@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, Any, Self
 from h9eval.compaction.base import CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
 from h9eval.compaction.offload import reset_write_failures, write_failure_count, write_failures
 from h9eval.compaction.records import EXTRA_OFFLOAD_PLACEHOLDERS, CompactionRecord, FileRecordStore, Tier
-from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES, CallRequest, CallStep, StepRules, run_window, tool_time_hook
+from h9eval.compaction.step import (
+    HISTORY_MODES,
+    WRITEBACK_RULES,
+    CallRequest,
+    CallStep,
+    StepRules,
+    run_window,
+    tool_time_hook,
+)
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.errors import ConfigError
@@ -430,7 +438,8 @@ class _ReplayLoop:
             return
         ph: dict[str, str] = rec.extra.get(EXTRA_OFFLOAD_PLACEHOLDERS) or {}
         if ph:
-            self.step.replace_history([x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in self.step.history])
+            aliased = [x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in self.step.history]
+            self.step.replace_history(aliased)
 
     def _model_call(self, i: int, m: Message) -> None:
         self.call_index += 1
@@ -533,7 +542,9 @@ def replay(
         context_window_tokens=window,
         tool_schema_tokens=estimate_tool_tokens(task.tools),
     )
-    rules = StepRules(history_mode=cfg.history_mode, writeback_rules=cfg.writeback_rules, tool_time_offload=cfg.tool_time_offload)
+    rules = StepRules(
+        history_mode=cfg.history_mode, writeback_rules=cfg.writeback_rules, tool_time_offload=cfg.tool_time_offload
+    )
     first: list[Message] = []
     if not task.messages or task.messages[0].role != "system":
         # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);

@@ -133,7 +133,8 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     agent = make_agent(cell.agent)
     # the cell's window, for every policy (the spec refused a conflicting explicit one)
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
-    ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, policy, summarizer=_summarizer(cell), **common)
+    world = make_world(cell.world_kind, **cell.world_params)
+    ep = run_episode(world, agent, policy, summarizer=_summarizer(cell), **common)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(

@@ -19,11 +19,18 @@ from h9eval.results.schema import CALL_COLUMNS, CALL_DTYPES, call_row, calls_fra
 VIEW = (Message("user", "x"),)
 
 
-def _rec(*, tier: Tier = Tier.SOFT, error: str = "", msgs: tuple[int, int] = (10, 10), tokens: tuple[int, int] = (100, 100),
-         offloaded: bool = False) -> CompactionRecord:
+def _rec(
+    *,
+    tier: Tier = Tier.SOFT,
+    error: str = "",
+    msgs: tuple[int, int] = (10, 10),
+    tokens: tuple[int, int] = (100, 100),
+    offloaded: bool = False,
+) -> CompactionRecord:
+    entry = OffloadEntry(tool_call_id="c", tool_name="bash", file_path="p", bytes=5, lines=1)
     return CompactionRecord(
-        tier=tier, tokens_before=tokens[0], tokens_after=tokens[1], msgs_before=msgs[0], msgs_after=msgs[1], error=error,
-        offloaded=[OffloadEntry(tool_call_id="c", tool_name="bash", file_path="p", bytes=5, lines=1)] if offloaded else None,
+        tier=tier, tokens_before=tokens[0], tokens_after=tokens[1], msgs_before=msgs[0], msgs_after=msgs[1],
+        error=error, offloaded=[entry] if offloaded else None,
     )
 
 
@@ -55,13 +62,14 @@ def test_rules_are_validated_with_the_field_named() -> None:
 def test_forced_retries_stop_at_the_rule_and_are_counted() -> None:
     history = [Message("system", "s"), Message("user", "u" * 4000)]
     for retries in (0, 2):
-        step = CallStep(make_policy("keep_all").start(CompactionEnv()), StepRules(overflow_retries=retries), window_tokens=100,
-                        tool_schema_tokens=7, hook=None, history=history)
+        step = CallStep(make_policy("keep_all").start(CompactionEnv()), StepRules(overflow_retries=retries),
+                        window_tokens=100, tool_schema_tokens=7, hook=None, history=history)
         req = step.before_call()
         assert req.forced_compactions == retries and len(req.compactions) == 1 + retries
         assert req.stats.tokens_sent == req.stats.view_tokens + 7 > 100 and not req.stats.compacted
     many = [Message("system", "s"), *(Message("user", "u" * 400) for _ in range(10)), Message("user", "q")]
-    step = CallStep(make_policy("drop_all").start(CompactionEnv()), StepRules(overflow_retries=2, history_mode="write_back"),
+    rules = StepRules(overflow_retries=2, history_mode="write_back")
+    step = CallStep(make_policy("drop_all").start(CompactionEnv()), rules,
                     window_tokens=100, tool_schema_tokens=0, hook=None, history=many)
     req = step.before_call()
     assert req.forced_compactions == 0 and req.stats.compacted and req.stats.written_back
@@ -92,7 +100,8 @@ def test_every_policy_declares_its_window_and_hook_threshold() -> None:
         p = make_policy(kind)
         assert ("context_window_tokens" in fields) == isinstance(p, WindowedPolicy), kind
         if "context_window_tokens" in fields:
-            assert p.window_tokens() == p.context_window_tokens == cls.default_window_tokens()  # type: ignore[attr-defined]
+            own = p.context_window_tokens  # type: ignore[attr-defined]
+            assert p.window_tokens() == own == cls.default_window_tokens()
             assert p.at_window(90_000).window_tokens() == 90_000 and p.at_window(p.window_tokens()) is p
         else:
             assert p.window_tokens() is None and p.at_window(90_000) is p

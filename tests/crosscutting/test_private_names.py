@@ -44,5 +44,7 @@ def test_no_module_uses_another_modules_private_names() -> None:
 
 def test_the_check_sees_both_forms(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
-    f.write_text("from h9eval.analysis import metrics as M\nfrom h9eval.core.paths import _secret\nx = M._defaults('p')\n")
+    f.write_text(
+        "from h9eval.analysis import metrics as M\nfrom h9eval.core.paths import _secret\nx = M._defaults('p')\n"
+    )
     assert sorted(_private_uses(f)) == ["M._defaults", "_secret"]

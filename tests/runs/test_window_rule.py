@@ -57,7 +57,10 @@ def test_a_sweep_window_means_what_run_window_means_for_every_policy(tmp_path: P
     spec = {
         "name": "window-rule",
         "window": WINDOW,
-        "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}], "worlds": [{"kind": "fact_chain", "seeds": [0], "max_steps": 4, "open_loop": False}]},
+        "tasks": {
+            "synthetic": [{"preset": "small", "seeds": [0]}],
+            "worlds": [{"kind": "fact_chain", "seeds": [0], "max_steps": 4, "open_loop": False}],
+        },
         "policies": [{"kind": k} for k in KINDS],
     }
     r = sweep(spec, out_dir=tmp_path / "out", workers=0, progress=False)
@@ -73,7 +76,8 @@ def test_a_sweep_window_means_what_run_window_means_for_every_policy(tmp_path: P
     task = load_tasks_from_spec(TASK)[0]
     compacting = 0
     for kind in KINDS:
-        direct = replay(task, make_policy(kind), config=ReplayConfig(context_window_tokens=WINDOW), session_id=task.task_id)
+        cfg = ReplayConfig(context_window_tokens=WINDOW)
+        direct = replay(task, make_policy(kind), config=cfg, session_id=task.task_id)
         by_sweep = res.calls[(res.calls["policy_kind"] == kind) & (res.calls["task_id"] == task.task_id)]
         assert by_sweep["tokens_sent"].tolist() == direct.calls["tokens_sent"].tolist(), kind
         compacting += int(_windowed(kind) and direct.calls["compacted"].any())
@@ -115,13 +119,15 @@ def test_the_loops_themselves_apply_the_rule() -> None:
     from h9eval.closedloop.agents import make_agent
     from h9eval.closedloop.episode import run_episode
 
-    ep = run_episode("fact_chain", make_agent("scripted"), make_policy("progressive"), seed=0, context_window_tokens=1500)
-    assert ep.context_window_tokens == 1500 and ep.policy_params["context_window_tokens"] == 1500 and ep.n_compactions > 0
+    agent = make_agent("scripted")
+    ep = run_episode("fact_chain", agent, make_policy("progressive"), seed=0, context_window_tokens=1500)
+    assert ep.context_window_tokens == 1500 and ep.policy_params["context_window_tokens"] == 1500
+    assert ep.n_compactions > 0
     task = load_tasks_from_spec(TASK)[0]
     res = replay(task, make_policy("token_budget"), config=ReplayConfig(context_window_tokens=12_000))
     assert res.params["context_window_tokens"] == 12_000 and res.calls["compacted"].any()
     with pytest.raises(ConfigError, match="window 1500 conflicts with progressive's context_window_tokens 3000"):
-        run_episode("fact_chain", make_agent("scripted"), make_policy("progressive", context_window_tokens=3000), seed=0,
+        run_episode("fact_chain", agent, make_policy("progressive", context_window_tokens=3000), seed=0,
                     context_window_tokens=1500)
 
 
@@ -130,14 +136,17 @@ def test_cli_window_on_both_paths_and_the_tokens_saved_line(tmp_path: Path, caps
     from h9eval.cli import main
     from h9eval.results.io import read_table
 
-    assert main(["run", "--task", TASK, "--policy", "observation_masking", "--window", "12000", "--out", str(tmp_path / "t")]) == 0
+    out_dir = str(tmp_path / "t")
+    assert main(["run", "--task", TASK, "--policy", "observation_masking", "--window", "12000", "--out", out_dir]) == 0
     out = capsys.readouterr().out.splitlines()
     line = next(x for x in out if x.strip().startswith("tokens_saved:"))
     calls = read_table(tmp_path / "t" / "calls.parquet", "calls")
     saved = float(tokens_saved(calls)["tokens_saved"].iloc[0])
-    assert 0 < saved < 1 and line.split(": ", 1)[1].startswith(f"{saved:.3f} (sent {int(calls['tokens_sent'].sum()):,} of")
+    sent = int(calls["tokens_sent"].sum())
+    assert 0 < saved < 1 and line.split(": ", 1)[1].startswith(f"{saved:.3f} (sent {sent:,} of")
     assert main(["run", "--world", WORLD, "--policy", "progressive", "--window", "1500", "--max-steps", "3"]) == 0
-    at_window = run_world(WORLD, policy="progressive", params={"context_window_tokens": 1500}, max_steps=3, oracle=False)
+    params = {"context_window_tokens": 1500}
+    at_window = run_world(WORLD, policy="progressive", params=params, max_steps=3, oracle=False)
     assert f"episode {at_window.run_id}" in capsys.readouterr().out  # the run id carries the policy's parameters' hash
     assert main(["run", "--world", WORLD, "--window-peak-frac", "0.5"]) == 2
     err = capsys.readouterr().err
