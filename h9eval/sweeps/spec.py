@@ -4,7 +4,7 @@
 
     name = "small"                      # results go to results/<name>/ by default
     repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
-    window = 40000                      # context window (tokens) for policies without one
+    window = 40000                      # the run's context window (tokens), for every policy
     # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's uncompacted peak
     history_modes = ["view", "write_back"]
     skip_invalid = false                # skip grid cells the policy rejects instead of failing
