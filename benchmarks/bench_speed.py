@@ -19,7 +19,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import lzma
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +43,11 @@ __all__ = [
     "window_crossing_all_tiers",
     "truncate_calls",
     "bench_shared_replay",
+    "recorded_replay_case",
+    "long_replay_cases",
+    "time_case_cold",
+    "bench_long_replays",
+    "bench_startup",
     "bench_synthetic_replays",
     "bench_per_call_ratio",
     "bench_recorded_load",
@@ -51,6 +59,8 @@ __all__ = [
 
 GO_SHARED_REPLAY_MS = 25.0
 """harness9's Go code on the shared long replay case, time inside its compaction calls (2 cores)."""
+GO_REPLAY_MS = {"replay-mini-w50k-t6": GO_SHARED_REPLAY_MS}
+"""harness9's Go figures by case name: recorded for the shared case only."""
 
 _ANCHOR_REPLY = (
     "## Anchors\n\n### 用户意图\nFix the failing build.\n\n### 执行进度\n- step {n} done\n\n"
@@ -99,7 +109,9 @@ def time_case(case: dict[str, Any], repeat: int) -> tuple[float, dict[str, int],
     return statistics.median(r[0] for r in runs) / 1e6, mid.tier_median_ns, mid.steps
 
 
-def _progressive_case(history: Sequence[Any], window: int, n_replies: int, name: str) -> dict[str, Any]:
+def _progressive_case(
+    history: Sequence[Any], window: int, n_replies: int, name: str, fail_every: int = 0
+) -> dict[str, Any]:
     msgs = messages_to_json(history, harness9_roles=True)
     steps = [{"messages": msgs[:i]} for i, m in enumerate(history) if m.role == "assistant"]
     return {
@@ -117,7 +129,10 @@ def _progressive_case(history: Sequence[Any], window: int, n_replies: int, name:
                 "offloader": True,
                 "session_id": name,
             },
-            "summarizer": {"responses": [_ANCHOR_REPLY.format(n=i) for i in range(n_replies)]},
+            "summarizer": {
+                "responses": [_ANCHOR_REPLY.format(n=i) for i in range(n_replies)],
+                "fail_on_calls": list(range(fail_every, n_replies + 1, fail_every)) if fail_every else [],
+            },
             "steps": steps,
         },
         "expected": {},
@@ -164,6 +179,99 @@ def synthetic_replay_case(seed: int, steps: int, *, preset: str = "long") -> dic
         total += m.nbytes
     window = window_crossing_all_tiers(step_tokens)
     return _progressive_case(task.messages, window, n_replies=steps, name=f"synthetic-{preset}-{seed}")
+
+
+def _step_tokens(messages: Sequence[Any]) -> list[int]:
+    out, total = [], 0
+    for m in messages:
+        if m.role == "assistant":
+            out.append(total // 4)
+        total += m.nbytes
+    return out
+
+
+def recorded_replay_case(path: str | Path, name: str) -> dict[str, Any]:
+    """A progressive case like the shared long replay from a recorded session (its longest
+    task): one step per assistant message, each the whole history before it, the offloader on,
+    every 7th summary failing (the shared case has failures and fallbacks too), at the largest
+    window at which the steps cross every tier."""
+    from h9eval.tasks import load_tasks_from_spec
+
+    task = max(load_tasks_from_spec(str(path)), key=lambda t: len(t.messages))
+    window = window_crossing_all_tiers(_step_tokens(task.messages))
+    return _progressive_case(task.messages, window, n_replies=task.n_calls, name=name, fail_every=7)
+
+
+#: recorded sessions (under shared/data/recorded) replayed like the shared long replay
+RECORDED_LONG_REPLAYS = (
+    ("claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "replay-claude-code-8463c716"),
+    ("claude-code/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", "replay-claude-code-ae4a77f8"),
+    ("openhands/3f3d5850aca74c6db03728ce9d896373", "replay-openhands-3f3d5850"),
+    ("openhands/6e57829462844ed99b8f39e7588cdd14", "replay-openhands-6e578294"),
+    ("mini-swe-agent/deepseek_reasoner_dev/sqlfluff__sqlfluff-1763.traj.json", "replay-mini-sqlfluff-1763"),
+)
+
+
+def long_replay_cases(out_dir: Path, shared: Sequence[Path], recorded_root: Path | None) -> list[Path]:
+    """The six long replays as case files under ``out_dir``: the shared case(s) (expanded, with
+    Go's expectations) and the recorded sessions of :data:`RECORDED_LONG_REPLAYS` that exist."""
+    paths = []
+    for p in shared:
+        dest = out_dir / p.name.removesuffix(".xz")
+        dest.write_bytes(lzma.decompress(p.read_bytes()) if p.name.endswith(".xz") else p.read_bytes())
+        paths.append(dest)
+    for rel, name in RECORDED_LONG_REPLAYS if recorded_root is not None else ():
+        src = recorded_root / rel
+        if src.exists():
+            dest = out_dir / f"{name}.json"
+            dest.write_text(json.dumps(recorded_replay_case(src, name)), encoding="utf-8")
+            paths.append(dest)
+    return paths
+
+
+def time_case_cold(path: Path, repeat: int) -> tuple[float, dict[str, int], int]:
+    """As :func:`time_case`, but each run in a fresh ``h9eval conformance --timing`` process
+    (as harness9's Go code is timed: nothing warm from an earlier session)."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    runs = []
+    for _ in range(repeat):
+        proc = subprocess.run(
+            [sys.executable, "-m", "h9eval", "conformance", "--timing", str(path)],
+            capture_output=True, text=True, cwd=root, env=env, timeout=600,
+        )
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
+        if line is None:
+            raise RuntimeError(f"no timing line from {path}: {proc.stdout[-300:]} {proc.stderr[-300:]}")
+        runs.append(json.loads(line))
+    runs.sort(key=lambda r: r["compaction_ns"])
+    mid = runs[len(runs) // 2]
+    return statistics.median(r["compaction_ns"] for r in runs) / 1e6, mid["tier_median_ns"], mid["steps"]
+
+
+def bench_long_replays(paths: Sequence[Path], repeat: int) -> list[Target]:
+    """Per long replay: the cold-process time inside compaction (median of ``repeat`` fresh
+    processes) beside the warm in-process one (median of ``repeat`` runs in this process, the
+    caches warm from the earlier runs). The target (2x Go) exists for the shared case only:
+    harness9's Go figure is recorded for it alone."""
+    out = []
+    for p in paths:
+        case = load_case(p)
+        name = case.get("name", p.name)
+        cold, tiers, steps = time_case_cold(p, repeat)
+        time_case(case, 1)  # warm the process's caches first: the warm figure is the best case
+        warm, _, _ = time_case(case, repeat)
+        go_ms = GO_REPLAY_MS.get(name)
+        go = f"Go {go_ms:g} ms on 2 cores, cold {cold / go_ms:.2f}x Go; " if go_ms else "no Go figure recorded; "
+        out.append(Target(
+            f"long replay {name}: time inside compaction, cold process",
+            cold,
+            2 * go_ms if go_ms else None,
+            "ms",
+            f"{steps} steps, median of {repeat} fresh processes; warm (in-process, repeated) {warm:.1f} ms; {go}"
+            "cold tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
+        ))
+    return out
 
 
 def bench_shared_replay(paths: Sequence[Path], repeat: int) -> list[Target]:
@@ -425,3 +533,48 @@ def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 6, n_turn
             out.append(Target(f"sweep {small_toml.name}: wall time with {w} worker(s) / in process", tw / t0, None, "x",
                               f"{tw:.2f} s vs {t0:.2f} s in process (informational)"))
     return out
+
+
+def _child_seconds(args: Sequence[str], cwd: Path) -> tuple[float, float, str]:
+    """(wall, CPU user+system) seconds of one fresh ``python args`` process, and its stdout."""
+    import resource
+
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"python {' '.join(args)} failed: {proc.stderr[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def bench_startup(tmp: Path, repeat: int = 5) -> list[Target]:
+    """Start-up as a user meets it, each the median of ``repeat`` fresh processes: ``import
+    h9eval`` (the import alone, timed inside the process), ``h9eval --help`` (the whole
+    process, wall) and a 10-call ``h9eval run`` with a results folder (the whole process, CPU)."""
+    from h9eval.tasks import tasks_to_jsonl
+    from h9eval.tasks.synthetic import generate
+
+    root = Path(__file__).resolve().parents[1]
+    probe = "import sys, time; t = time.perf_counter(); import h9eval; print(time.perf_counter() - t, file=sys.stdout)"
+    imports = [float(_child_seconds(["-c", probe], root)[2].strip()) for _ in range(repeat)]
+    helps = [_child_seconds(["-m", "h9eval", "--help"], root)[0] for _ in range(repeat)]
+    task_file = tmp / "ten-calls.jsonl"
+    tasks_to_jsonl([truncate_calls(generate("small", seed=0), 10)], task_file)
+    runs = [
+        _child_seconds(["-m", "h9eval", "run", "--task", str(task_file), "--out", str(tmp / f"run-{i}")], root)[1]
+        for i in range(repeat)
+    ]
+    med = statistics.median
+    return [
+        Target("start-up: import h9eval", med(imports), 0.3, "s",
+               f"median of {repeat} fresh processes, the import alone; "
+               f"range {min(imports):.2f}-{max(imports):.2f} s"),
+        Target("start-up: h9eval --help (whole process, wall)", med(helps), 0.3, "s",
+               f"median of {repeat}; range {min(helps):.2f}-{max(helps):.2f} s"),
+        Target("start-up: 10-call h9eval run with --out (whole process, CPU)", med(runs), 1.0, "s",
+               f"median of {repeat}, user+system CPU; range {min(runs):.2f}-{max(runs):.2f} s"),
+    ]
