@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
 import platform
 import subprocess
@@ -40,19 +39,28 @@ def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for p in _PACKAGES:
         try:
-            out[p] = importlib.metadata.version(p)
-        except importlib.metadata.PackageNotFoundError:
+            out[p] = _metadata().version(p)
+        except _metadata().PackageNotFoundError:
             out[p] = None
     return out
+
+
+def _metadata() -> Any:
+    # importlib.metadata (email, zipfile, csv...) costs a sixth of ``import h9eval``: imported
+    # when a version is asked for, not at start-up.
+    import importlib.metadata
+
+    return importlib.metadata
 
 
 @lru_cache(maxsize=1)
 def h9eval_version() -> str:
     """h9eval's version from the installed package's metadata (``0+unknown`` for a checkout on
     ``sys.path`` without an install); ``h9eval.__version__`` is this value."""
+    metadata = _metadata()
     try:
-        return importlib.metadata.version("h9eval")
-    except importlib.metadata.PackageNotFoundError:
+        return str(metadata.version("h9eval"))
+    except metadata.PackageNotFoundError:
         return "0+unknown"
 
 
