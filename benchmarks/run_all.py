@@ -211,7 +211,7 @@ def speed_targets(*, quick: bool = False) -> list[Any]:
     if files:
         targets += bs.bench_recorded_load(max(files, key=lambda p: p.stat().st_size))
     with tempfile.TemporaryDirectory(prefix="h9eval-bench-sweeps-") as d:
-        targets += bs.bench_sweeps(Path(d), ROOT / "examples" / "sweep-small.toml", n_tasks=2 if quick else 6)
+        targets += bs.bench_sweeps(Path(d), ROOT / "examples" / "sweep-small.toml", n_tasks=2 if quick else 4)
     return targets
 
 

@@ -42,7 +42,7 @@ def test_targets_report_met_and_not_met() -> None:
 
 def test_sweep_bench_runs_on_a_tiny_sweep(tmp_path: Path) -> None:
     ts = bs.bench_sweeps(tmp_path, None, n_tasks=1, n_turns=60, dask=False, repeat=1)
-    assert ts[0].name.startswith("sweep speed-up, 2 workers vs 1 (18 cells)") and ts[0].value > 0
+    assert ts[0].name.startswith("sweep speed-up, 2 workers vs 1 (8 cells)") and ts[0].value > 0
 
 
 @pytest.mark.parametrize("fn", ["synthetic", "ratio"])
