@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,8 @@ _PACKAGES = ("h9eval", "pandas", "pyarrow", "matplotlib", "anthropic", "datasets
 @lru_cache(maxsize=1)
 def git_state() -> dict[str, Any]:
     """``{"git_commit": sha or None, "git_dirty": bool or None}`` of the h9eval checkout."""
+    import subprocess  # only when provenance is recorded: start-up (every command) does without it
+
     root = repo_root()
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -43,6 +43,12 @@ def package_versions() -> dict[str, str | None]:
         except _metadata().PackageNotFoundError:
             out[p] = None
     return out
+
+
+def _platform() -> Any:
+    import platform
+
+    return platform
 
 
 def _metadata() -> Any:
@@ -69,8 +75,8 @@ def provenance() -> dict[str, Any]:
     return {
         "h9eval_version": h9eval_version(),
         **git_state(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        "python": _platform().python_version(),
+        "platform": _platform().platform(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
     }

@@ -11,7 +11,6 @@ import json
 import lzma
 import math
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -158,6 +157,12 @@ def _files_under(root: Path) -> dict[str, str]:
 
 
 # -- running ----------------------------------------------------------------------------------
+def _median(values: list[int]) -> float:
+    import statistics  # with fractions and decimal, a tenth of start-up: only when timing is asked for
+
+    return statistics.median(values)
+
+
 class CaseTimer:
     """Times the compaction calls of one case (never its parsing or comparison): total
     nanoseconds and each call's nanoseconds under the tier it ended in."""
@@ -178,7 +183,7 @@ class CaseTimer:
             steps=sum(len(v) for v in self.by_tier.values()),
             compaction_ns=self.total_ns,
             compaction_cpu_ns=self.total_cpu_ns,
-            tier_median_ns={k: int(statistics.median(v)) for k, v in sorted(self.by_tier.items())},
+            tier_median_ns={k: int(_median(v)) for k, v in sorted(self.by_tier.items())},
         )
 
 
