@@ -885,7 +885,7 @@ class OfflineSummarizer:
         text = self._render(p, request)
         return SummaryReply(
             text=text,
-            input_tokens=(_utf8_len(request.system_prompt) + _utf8_len(request.user_prompt)) // 4,
+            input_tokens=(_utf8_len(request.system_prompt) + request.user_prompt_nbytes) // 4,
             output_tokens=_utf8_len(text) // 4,
             # No model latency offline: reporting 0 keeps results byte-identical across reruns;
             # the compute time is kept in ``extra`` for anyone profiling the heuristics.

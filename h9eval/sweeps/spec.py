@@ -53,7 +53,6 @@ import copy
 import itertools
 import os
 import re
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -292,6 +291,8 @@ def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike[str]) -> S
         if not p.is_file():
             raise FormatError("no such sweep spec file", path=str(p))
         try:
+            import tomllib  # only when a TOML spec is read
+
             d: Any = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise FormatError(f"not valid TOML ({e})", path=str(p)) from None

@@ -165,13 +165,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = {
         "episodes": episodes_table([row]),
         "calls": calls,
-        "compactions": _EMPTY_COMPACTIONS,
+        "compactions": records_to_frame([], run_id="", session_id=""),
         "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
     }
     return head, parts
-
-
-_EMPTY_COMPACTIONS = records_to_frame([], run_id="", session_id="")
 
 
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:

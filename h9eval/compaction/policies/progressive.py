@@ -37,7 +37,7 @@ from h9eval.compaction.offload import (
     CompactionOffloader,
     OffloadError,
 )
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file
 from h9eval.compaction.records import (
     EXTRA_MASKED,
     EXTRA_NA_OVERWRITES,
@@ -475,8 +475,8 @@ class ProgressiveRun(PolicyRun):
         """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
         if self.env.summarizer is None:
             return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
-        conv = serialize_conversation(head)
-        req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
+        # the conversation and the prompt are built only if the summarizer reads them
+        req = summary_request(self._prompts, head, None, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
             return None

@@ -208,10 +208,10 @@ class SummaryThresholdRun(ContinuedRun):
     def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor] | None] | None:
         """One summarizer call (progressive's ``_summarize`` shape); ``None`` on any failure."""
         p = self.policy
-        conv = serialize_conversation(head)
-        if p.anchors:
-            req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
+        if p.anchors:  # the conversation and the prompt are built only if the summarizer reads them
+            req = summary_request(self._prompts, head, None, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
         else:
+            conv = serialize_conversation(head)
             prev = self.last_summary or None
             tmpl = FREE_TEXT_INCREMENTAL_PROMPT if prev is not None else FREE_TEXT_PROMPT
             # one pass, so a "{conversation}" inside the previous summary stays literal
