@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from h9eval.analysis import metrics as M
-from h9eval.analysis.plots import _empty, _figure
+from h9eval.analysis.plots import empty_figure, new_figure
 
 __all__ = ["cost_success_frontier", "failure_modes", "retention_vs_success"]
 
@@ -29,9 +29,9 @@ def cost_success_frontier(table: Any) -> Any:
     labelled in its panel."""
     agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
     n = max(1, len(agents))
-    fig, axes = _figure(1, n, size=(min(5.2 * n, 13.0), 5.2))
+    fig, axes = new_figure(1, n, size=(min(5.2 * n, 13.0), 5.2))
     if not agents:
-        _empty(axes[0], "episodes")
+        empty_figure(axes[0], "episodes")
         return fig
     configs = list(dict.fromkeys(table["config"]))
     color = dict(zip(configs, _colors(len(configs))))
@@ -83,13 +83,13 @@ def failure_modes(table: Any, kinds: Sequence[str]) -> Any:
     agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
     configs = list(dict.fromkeys(table["config"])) if agents else []
     n = max(1, len(agents))
-    fig, axes = _figure(1, n, size=(min(4.6 * n + 2.0, 13.0), 2.2 + 0.38 * max(len(configs), 1)))
+    fig, axes = new_figure(1, n, size=(min(4.6 * n + 2.0, 13.0), 2.2 + 0.38 * max(len(configs), 1)))
     if not agents:
-        _empty(axes[0], "episodes")
+        empty_figure(axes[0], "episodes")
         return fig
     shown = [k for k in kinds if k in table.columns and table[k].sum() > 0]
     if not shown:
-        _empty(axes[0], "failures")
+        empty_figure(axes[0], "failures")
         return fig
     h = 0.8 / len(shown)
     colors = dict(zip(shown, _colors(len(shown))))
@@ -119,9 +119,9 @@ def retention_vs_success(pairs: Any) -> Any:
     one colour per configuration (the validation study's data). Success is jittered a little
     vertically (deterministically) so equal points stay visible."""
     agents = list(dict.fromkeys(pairs["agent_id"])) if pairs is not None and len(pairs) else []
-    fig, axes = _figure(1, max(1, len(agents)), size=(4.5 * max(1, len(agents)), 4.5))
+    fig, axes = new_figure(1, max(1, len(agents)), size=(4.5 * max(1, len(agents)), 4.5))
     if not agents:
-        _empty(axes[0], "paired open- and closed-loop runs")
+        empty_figure(axes[0], "paired open- and closed-loop runs")
         return fig
     configs = list(dict.fromkeys(pairs["config"]))
     color = dict(zip(configs, _colors(len(configs))))

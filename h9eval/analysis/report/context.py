@@ -1,6 +1,6 @@
 """What every section reads: the results split into their open-loop replays and closed-loop
 episodes, per-run and per-configuration metrics labelled with the configuration names the spec
-gave (:func:`h9eval.analysis.compare.config_labels`), and the choices several sections share
+gave (:func:`h9eval.analysis.metrics.config_labels`), and the choices several sections share
 (harness9's default as these results name it, the example task, the configurations drawn one by
 one)."""
 
@@ -15,14 +15,14 @@ from typing import Any
 from h9eval.analysis import episodes as episodes_mod
 from h9eval.analysis import metrics
 from h9eval.analysis import plots
-from h9eval.analysis.compare import config_labels
+from h9eval.analysis.metrics import config_labels
 from h9eval.results.store import Results
 
 __all__ = ["ReportContext", "after_compaction", "build_context", "config_names", "tier_fracs"]
 
 
 def config_names(runs: Any) -> dict[str, str]:
-    """The configuration's name per run id (of the ok runs): :func:`h9eval.analysis.compare.config_labels`."""
+    """The configuration's name per run id (of the ok runs): :func:`h9eval.analysis.metrics.config_labels`."""
     if runs is None or not len(runs):
         return {}
     r = runs[runs["status"] == "ok"] if "status" in runs.columns else runs
