@@ -187,8 +187,13 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
            "or LOST. A round is the k-th time the uncompacted history outgrew a whole window: the same calls for "
            "every configuration of a task. Items pinned in the system or first task message are left out. "
            f"The cliff round is the first where survival falls below {CLIFF_SURVIVAL:.0%}.")
-    s.note("The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
-           "ledger' gives its measured gap to Claude Code's own compaction summaries per item type.")
+    summarizers = set(res.runs["summarizer"].dropna().astype(str)) if "summarizer" in res.runs.columns else set()
+    if not summarizers or all(name.startswith("offline") for name in summarizers):
+        s.note("The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
+               "ledger' gives its measured gap to Claude Code's own compaction summaries per item type.")
+    else:
+        s.note(f"Summaries written by: {', '.join(sorted(summarizers))} (the offline ones are an extractive stand-in; "
+               "README section 'The loss ledger' gives its gap to a real model's summaries).")
     for mode in sorted(set(curves["history_mode"])):
         s.figure(f"survival_{mode}", survival_plot(curves, history_mode=mode),
                  f"Items kept exactly after each window fill ({mode} mode); band: 95% bootstrap interval over tasks")
