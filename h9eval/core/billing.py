@@ -1,0 +1,359 @@
+"""Cost as providers bill it: prompt caching, call by call.
+
+A provider bills the input of a request in classes: tokens read from its prompt cache, tokens
+written to it (Anthropic: by lifetime, 5 minutes or 1 hour) and the rest, uncached; then the
+output. Which class a token falls in depends on the prefix the request shares with the cached
+prefixes still alive — the earlier requests' breakpoints, their lifetime against the time
+between calls — and on the provider's rules. A compaction rewrites the prefix, so the call
+after it writes again what the calls before it read: that is the invalidation a compaction
+costs. See ``docs/billing.md`` for the model, its assumptions and its measured agreement.
+
+The model, per request (a sequence of *segments*: an optional harness prefix — tool schemas
+and system prompt the transcript lacks — then one segment per message):
+
+* **anthropic** (explicit breakpoints, placed by a :class:`CachePlacement`): each breakpoint
+  looks back up to ``lookback_blocks`` content blocks for the longest prefix an earlier request
+  wrote (same model, alive); the longest hit over all breakpoints is read (and every hit's
+  lifetime is refreshed); the tokens from there to the last breakpoint are written, each span at
+  its breakpoint's lifetime; the rest is uncached. A prefix shorter than the model's
+  ``min_cacheable_tokens`` is never cached.
+* **openai** / **google** (automatic prefix caching): the longest prefix shared with an alive
+  earlier request of the same model, of at least ``min_cacheable_tokens``, is read, rounded
+  down to 128-token steps past the minimum; nothing is billed as a write.
+* **other**: no cache.
+
+Everything here is pure: :class:`PromptCache` is the state of one session's cache, fed requests
+in time order; :func:`bill_requests` bills a whole sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.history import common_prefix_len
+from h9eval.core.messages import Message
+from h9eval.core.prices import ModelInfo, model_entry
+
+__all__ = [
+    "PLACEMENTS",
+    "TTL_SECONDS",
+    "CachePlacement",
+    "CallBill",
+    "CallTiming",
+    "PromptCache",
+    "Request",
+    "Segment",
+    "bill_requests",
+    "call_cost_usd",
+    "message_segments",
+    "placement",
+]
+
+TTL_SECONDS: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
+"""Anthropic's cache lifetimes (refreshed at every read)."""
+
+AUTOMATIC_TTL_S = 300.0
+"""How long an automatic (OpenAI-style) prefix stays cached without use: 5 minutes, the low end
+of OpenAI's "5 to 10 minutes of inactivity"."""
+
+AUTOMATIC_STEP_TOKENS = 128
+"""OpenAI caches prefixes in steps of 128 tokens past the minimum."""
+
+_MAX_BREAKPOINTS = 4  # Anthropic's limit per request
+
+
+@dataclass(frozen=True, kw_only=True)
+class CachePlacement:
+    """Where a harness puts Anthropic cache breakpoints (``cache_control``) in a request.
+
+    The default, ``claude_code``, is how Claude Code places them: one after the tool schemas and
+    the system prompt, and one on the last message of every request (a rolling breakpoint), all
+    of the same lifetime."""
+
+    name: str = "claude_code"
+    system: bool = True
+    """A breakpoint after the harness prefix and the leading system messages."""
+    last_messages: int = 1
+    """Breakpoints on the last N messages (Claude Code: 1; some harnesses mark the last 2)."""
+    ttl: str = "5m"
+    """Lifetime of every breakpoint: ``5m`` or ``1h``."""
+    lookback_blocks: int = 20
+    """How many content blocks before a breakpoint the provider looks for an earlier write."""
+
+    def __post_init__(self) -> None:
+        if self.ttl not in TTL_SECONDS:
+            raise ConfigError(f"CachePlacement.ttl must be one of {', '.join(TTL_SECONDS)}, got {self.ttl!r}")
+        if self.last_messages < 0 or self.last_messages + int(self.system) > _MAX_BREAKPOINTS:
+            raise ConfigError(
+                f"CachePlacement.last_messages ({self.last_messages}) must be >= 0 and leave at most "
+                f"{_MAX_BREAKPOINTS} breakpoints with the system one"
+            )
+        if self.lookback_blocks < 1:
+            raise ConfigError(f"CachePlacement.lookback_blocks must be >= 1, got {self.lookback_blocks}")
+
+
+PLACEMENTS: dict[str, CachePlacement] = {
+    "claude_code": CachePlacement(),
+    "claude_code_1h": CachePlacement(name="claude_code_1h", ttl="1h"),
+    "last_two": CachePlacement(name="last_two", last_messages=2),
+    "system_only": CachePlacement(name="system_only", last_messages=0),
+    "none": CachePlacement(name="none", system=False, last_messages=0),
+}
+"""Named placements: ``claude_code`` (default; ``claude_code_1h`` with 1-hour writes, as Claude
+Code sends them on some plans), ``last_two`` (system + the last two messages), ``system_only``
+and ``none`` (no breakpoint: nothing is cached — h9eval's summarizers send none)."""
+
+
+def placement(name: str) -> CachePlacement:
+    """A named placement; an unknown name gets a did-you-mean :class:`ConfigError`."""
+    if name not in PLACEMENTS:
+        raise ConfigError(did_you_mean(name, PLACEMENTS, what="cache placement"))
+    return PLACEMENTS[name]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of request content the cache sees as one unit: a key (equal keys = equal content),
+    its tokens and its content blocks (Anthropic's lookback counts blocks)."""
+
+    key: Hashable
+    tokens: int
+    blocks: int = 1
+    system: bool = False
+    """Part of the leading system prefix (tools and system prompt)."""
+
+
+def message_segments(messages: Iterable[Message], *, prefix_tokens: int = 0, prefix_key: Hashable = "harness-prefix") -> list[Segment]:
+    """One segment per message (tokens: harness9's bytes/4, as a float-free floor per message;
+    blocks: a text block and one per tool call), after an optional harness prefix of
+    ``prefix_tokens`` (tool schemas and a system prompt the transcript lacks)."""
+    out: list[Segment] = []
+    if prefix_tokens > 0:
+        out.append(Segment(("prefix", prefix_key), prefix_tokens, 1, True))
+    leading = True
+    for m in messages:
+        leading = leading and m.role == "system"
+        out.append(Segment(m, m.nbytes // 4, max(1, int(bool(m.content)) + len(m.tool_calls)), leading))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One model call to bill."""
+
+    model: str
+    segments: Sequence[Segment]
+    at_s: float
+    """When the request was sent (seconds; only differences matter)."""
+    output_tokens: int = 0
+    placement: CachePlacement = field(default_factory=CachePlacement)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallBill:
+    """What one call is billed: its input by class, its output, and the dollars."""
+
+    model: str
+    input_tokens: int
+    """Every input token of the request (the sum of the three classes)."""
+    uncached_input_tokens: int
+    cache_write_5m_tokens: int
+    cache_write_1h_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    """List-price dollars; ``None`` when the model is unpriced (never a silent 0)."""
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+    @property
+    def priced(self) -> bool:
+        return self.cost_usd is not None
+
+
+def call_cost_usd(
+    info: ModelInfo | None,
+    *,
+    uncached: int,
+    write_5m: int = 0,
+    write_1h: int = 0,
+    read: int = 0,
+    output: int = 0,
+) -> float | None:
+    """List-price dollars of one call's billed classes; ``None`` when ``info`` is unpriced."""
+    if info is None or not info.priced:
+        return None
+    pin, pout = float(info.input_usd_per_mtok or 0.0), float(info.output_usd_per_mtok or 0.0)
+    dollars = (
+        uncached * pin
+        + write_5m * pin * info.cache_write_5m_frac
+        + write_1h * pin * info.cache_write_1h_frac
+        + read * pin * info.cache_read_frac
+        + output * pout
+    )
+    return dollars / 1e6
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallTiming:
+    """A stated model of the time between calls where none is recorded (synthetic tasks and
+    worlds): the model thinks ``base_s`` plus ``s_per_output_token`` per token it writes, then
+    each tool it called runs ``tool_s``. Defaults: 2 s + 20 ms/token + 5 s/tool (a fast agent:
+    gaps of seconds, so a 5-minute cache expires only across a pause)."""
+
+    base_s: float = 2.0
+    s_per_output_token: float = 0.02
+    tool_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("base_s", "s_per_output_token", "tool_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"CallTiming.{name} must be >= 0, got {getattr(self, name)}")
+
+    def gap_s(self, previous_output: Message | None) -> float:
+        """Seconds between the call that wrote ``previous_output`` and the next call."""
+        if previous_output is None:
+            return 0.0
+        return self.base_s + self.s_per_output_token * (previous_output.nbytes // 4) + self.tool_s * len(previous_output.tool_calls)
+
+
+@dataclass
+class _Entry:
+    tokens: int
+    expires_at_s: float
+    ttl_s: float
+
+
+@dataclass
+class _Prefix:
+    """One request's segments with their prefix sums and chained keys (index j: the first j)."""
+
+    keys: list[Hashable]
+    chain: list[int]
+    tokens: list[int]
+    blocks: list[int]
+    at_s: float = 0.0
+    model: str = ""
+
+    @classmethod
+    def build(cls, segments: Sequence[Segment], previous: _Prefix | None) -> _Prefix:
+        keys = [s.key for s in segments]
+        k = common_prefix_len(previous.keys, keys) if previous is not None else 0  # type: ignore[arg-type]
+        if previous is not None and k:
+            chain, tokens, blocks = previous.chain[: k + 1], previous.tokens[: k + 1], previous.blocks[: k + 1]
+        else:
+            chain, tokens, blocks, k = [0], [0], [0], 0
+        for s in segments[k:]:
+            chain.append(hash((chain[-1], s.key)))
+            tokens.append(tokens[-1] + s.tokens)
+            blocks.append(blocks[-1] + s.blocks)
+        return cls(keys, chain, tokens, blocks)
+
+
+class PromptCache:
+    """The prompt cache of one session at a provider, fed requests in time order.
+
+    ``models``: the model table (default :data:`h9eval.core.prices.MODELS`). A model without an
+    entry is billed with no cache and no price (``cost_usd=None``)."""
+
+    def __init__(self, *, models: Mapping[str, ModelInfo] | None = None) -> None:
+        self.models = models
+        self._entries: dict[tuple[str, int, int], _Entry] = {}
+        self._previous: _Prefix | None = None
+        self._recent: list[_Prefix] = []  # automatic caching: alive earlier requests, newest last
+        self._last_at_s = float("-inf")
+
+    def bill(self, request: Request) -> CallBill:
+        """Bill ``request`` and update the cache (requests must come in time order)."""
+        if request.at_s < self._last_at_s:
+            raise ConfigError(f"requests must be billed in time order: {request.at_s} s after {self._last_at_s} s")
+        self._last_at_s = request.at_s
+        info = model_entry(request.model, self.models)
+        pre = _Prefix.build(request.segments, self._previous)
+        pre.at_s, pre.model = request.at_s, request.model
+        self._previous = pre
+        total = pre.tokens[-1]
+        provider = info.provider if info is not None else "other"
+        if provider == "anthropic" and info is not None:
+            read, w5, w1 = self._anthropic(request, pre, info)
+        elif provider in ("openai", "google") and info is not None:
+            read, w5, w1 = self._automatic(pre, info), 0, 0
+        else:
+            read, w5, w1 = 0, 0, 0
+        uncached = total - read - w5 - w1
+        cost = call_cost_usd(info, uncached=uncached, write_5m=w5, write_1h=w1, read=read, output=request.output_tokens)
+        return CallBill(
+            model=request.model,
+            input_tokens=total,
+            uncached_input_tokens=uncached,
+            cache_write_5m_tokens=w5,
+            cache_write_1h_tokens=w1,
+            cache_read_tokens=read,
+            output_tokens=request.output_tokens,
+            cost_usd=cost,
+        )
+
+    # -- anthropic ----------------------------------------------------------------------------
+    def _breakpoints(self, segments: Sequence[Segment], where: CachePlacement) -> list[int]:
+        """Prefix lengths (in segments) that end at a breakpoint, ascending, at most 4."""
+        n = len(segments)
+        points: set[int] = set()
+        if where.system:
+            s = 0
+            while s < n and segments[s].system:
+                s += 1
+            if s:
+                points.add(s)
+        for j in range(max(n - where.last_messages + 1, 1), n + 1):
+            points.add(j)
+        return sorted(points)[-_MAX_BREAKPOINTS:]
+
+    def _anthropic(self, request: Request, pre: _Prefix, info: ModelInfo) -> tuple[int, int, int]:
+        where, now, model = request.placement, request.at_s, request.model
+        points = self._breakpoints(request.segments, where)
+        hit = 0  # the longest prefix (segments) read
+        for p in points:
+            j = p
+            while j >= 1 and pre.blocks[p] - pre.blocks[j] < where.lookback_blocks:
+                entry = self._entries.get((model, j, pre.chain[j]))
+                if entry is not None and entry.expires_at_s >= now:
+                    entry.expires_at_s = now + entry.ttl_s  # a read refreshes the lifetime
+                    hit = max(hit, j)
+                    break
+                j -= 1
+        read = pre.tokens[hit] if hit else 0
+        writes = {"5m": 0, "1h": 0}
+        ttl_s = TTL_SECONDS[where.ttl]
+        done = read
+        for p in points:
+            if p <= hit or pre.tokens[p] < info.min_cacheable_tokens:
+                continue
+            writes[where.ttl] += pre.tokens[p] - done
+            done = pre.tokens[p]
+            self._entries[(model, p, pre.chain[p])] = _Entry(pre.tokens[p], now + ttl_s, ttl_s)
+        if len(self._entries) > 4096:  # drop the dead ones now and then
+            self._entries = {k: e for k, e in self._entries.items() if e.expires_at_s >= now}
+        return read, writes["5m"], writes["1h"]
+
+    # -- automatic (OpenAI) -------------------------------------------------------------------
+    def _automatic(self, pre: _Prefix, info: ModelInfo) -> int:
+        now = pre.at_s
+        alive = [r for r in self._recent if r.at_s + AUTOMATIC_TTL_S >= now]
+        best = 0
+        for r in alive:
+            if r.model == pre.model:
+                best = max(best, pre.tokens[common_prefix_len(r.keys, pre.keys)])  # type: ignore[arg-type]
+        self._recent = [*alive, pre][-8:]  # the newest request carries the refreshed prefix
+        if best < info.min_cacheable_tokens:
+            return 0
+        return info.min_cacheable_tokens + (best - info.min_cacheable_tokens) // AUTOMATIC_STEP_TOKENS * AUTOMATIC_STEP_TOKENS
+
+
+def bill_requests(requests: Iterable[Request], *, models: Mapping[str, ModelInfo] | None = None) -> list[CallBill]:
+    """Bill a session's requests in order, from an empty cache."""
+    cache = PromptCache(models=models)
+    return [cache.bill(r) for r in requests]
