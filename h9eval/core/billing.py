@@ -141,14 +141,35 @@ def message_segments(messages: Iterable[Message], *, prefix_tokens: int = 0, pre
 
 @dataclass(frozen=True, kw_only=True)
 class Request:
-    """One model call to bill."""
+    """One model call to bill: its content as ``segments``, or as ``messages`` after a harness
+    prefix of ``prefix_tokens`` (the same as :func:`message_segments` gives, built only for the
+    messages the previous request did not already have)."""
 
     model: str
-    segments: Sequence[Segment]
     at_s: float
     """When the request was sent (seconds; only differences matter)."""
+    segments: Sequence[Segment] = ()
+    messages: Sequence[Message] | None = None
+    prefix_tokens: int = 0
     output_tokens: int = 0
     placement: CachePlacement = field(default_factory=CachePlacement)
+
+    def keys(self) -> list[Hashable]:
+        if self.messages is None:
+            return [s.key for s in self.segments]
+        head: list[Hashable] = [("prefix", "harness-prefix")] if self.prefix_tokens > 0 else []
+        return [*head, *self.messages]
+
+    def segment(self, i: int) -> Segment:
+        """The ``i``-th segment (built on demand for a request given as messages)."""
+        if self.messages is None:
+            return self.segments[i]
+        if self.prefix_tokens > 0:
+            if i == 0:
+                return Segment(("prefix", "harness-prefix"), self.prefix_tokens, 1, True)
+            i -= 1
+        m = self.messages[i]
+        return Segment(m, m.nbytes // 4, max(1, int(bool(m.content)) + len(m.tool_calls)), m.role == "system")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,22 +257,29 @@ class _Prefix:
     chain: list[int]
     tokens: list[int]
     blocks: list[int]
+    n_system: int
     at_s: float = 0.0
     model: str = ""
 
     @classmethod
-    def build(cls, segments: Sequence[Segment], previous: _Prefix | None) -> _Prefix:
-        keys = [s.key for s in segments]
+    def build(cls, request: Request, previous: _Prefix | None) -> _Prefix:
+        """Prefix sums and chain of ``request``, reusing ``previous``'s over the keys they share
+        (one C-speed comparison), so a growing session costs O(new segments) per call."""
+        keys = request.keys()
         k = common_prefix_len(previous.keys, keys) if previous is not None else 0  # type: ignore[arg-type]
         if previous is not None and k:
             chain, tokens, blocks = previous.chain[: k + 1], previous.tokens[: k + 1], previous.blocks[: k + 1]
         else:
             chain, tokens, blocks, k = [0], [0], [0], 0
-        for s in segments[k:]:
-            chain.append(hash((chain[-1], s.key)))
-            tokens.append(tokens[-1] + s.tokens)
-            blocks.append(blocks[-1] + s.blocks)
-        return cls(keys, chain, tokens, blocks)
+        for i in range(k, len(keys)):
+            seg = request.segment(i)
+            chain.append(hash((chain[-1], seg.key)))
+            tokens.append(tokens[-1] + seg.tokens)
+            blocks.append(blocks[-1] + seg.blocks)
+        n_system = 0
+        while n_system < len(keys) and request.segment(n_system).system:
+            n_system += 1
+        return cls(keys, chain, tokens, blocks, n_system)
 
 
 class PromptCache:
@@ -273,7 +301,7 @@ class PromptCache:
             raise ConfigError(f"requests must be billed in time order: {request.at_s} s after {self._last_at_s} s")
         self._last_at_s = request.at_s
         info = model_entry(request.model, self.models)
-        pre = _Prefix.build(request.segments, self._previous)
+        pre = _Prefix.build(request, self._previous)
         pre.at_s, pre.model = request.at_s, request.model
         self._previous = pre
         total = pre.tokens[-1]
@@ -298,23 +326,19 @@ class PromptCache:
         )
 
     # -- anthropic ----------------------------------------------------------------------------
-    def _breakpoints(self, segments: Sequence[Segment], where: CachePlacement) -> list[int]:
+    def _breakpoints(self, pre: _Prefix, where: CachePlacement) -> list[int]:
         """Prefix lengths (in segments) that end at a breakpoint, ascending, at most 4."""
-        n = len(segments)
+        n = len(pre.keys)
         points: set[int] = set()
-        if where.system:
-            s = 0
-            while s < n and segments[s].system:
-                s += 1
-            if s:
-                points.add(s)
+        if where.system and pre.n_system:
+            points.add(pre.n_system)
         for j in range(max(n - where.last_messages + 1, 1), n + 1):
             points.add(j)
         return sorted(points)[-_MAX_BREAKPOINTS:]
 
     def _anthropic(self, request: Request, pre: _Prefix, info: ModelInfo) -> tuple[int, int, int]:
         where, now, model = request.placement, request.at_s, request.model
-        points = self._breakpoints(request.segments, where)
+        points = self._breakpoints(pre, where)
         hit = 0  # the longest prefix (segments) read
         for p in points:
             j = p
@@ -357,3 +381,166 @@ def bill_requests(requests: Iterable[Request], *, models: Mapping[str, ModelInfo
     """Bill a session's requests in order, from an empty cache."""
     cache = PromptCache(models=models)
     return [cache.bill(r) for r in requests]
+
+
+DEFAULT_BILLING_MODEL = "claude-sonnet-4-6"
+"""The agent model a run is billed as when the task records none (synthetic tasks, worlds)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BillingConfig:
+    """How a run's calls are billed (all optional; see ``docs/billing.md``)."""
+
+    model: str | None = None
+    """The agent's model; ``None``: each call's recorded model where the task records one, else
+    :data:`DEFAULT_BILLING_MODEL`."""
+    summarizer_model: str | None = None
+    """The model the summarizer's calls are billed as; ``None``: the agent's model (the offline
+    summarizer's token counts priced as that model would bill them)."""
+    placement: str = "claude_code"
+    """The agent's cache breakpoints: a name of :data:`PLACEMENTS`."""
+    timing: CallTiming = field(default_factory=CallTiming)
+    """Time between calls where the task records no timestamps."""
+    prefix_tokens: int | None = None
+    """Tokens the harness sends before the transcript (tool schemas, a system prompt the record
+    lacks); ``None``: the task's tool schemas."""
+    models: Mapping[str, Mapping[str, object]] | None = None
+    """Overrides of :data:`h9eval.core.prices.MODELS` (model -> fields), e.g. from a spec."""
+
+    def __post_init__(self) -> None:
+        placement(self.placement)  # a did-you-mean for an unknown name, at construction
+        if self.prefix_tokens is not None and self.prefix_tokens < 0:
+            raise ConfigError(f"BillingConfig.prefix_tokens must be >= 0, got {self.prefix_tokens}")
+        if self.models is not None:
+            from h9eval.core.prices import models_with
+
+            models_with(self.models, where="billing.models")
+
+    def model_table(self) -> dict[str, ModelInfo]:
+        from h9eval.core.prices import models_with
+
+        return models_with(self.models, where="billing.models")
+
+
+def recorded_call_times(recorded_calls: Sequence[Mapping[str, object]] | None) -> list[float] | None:
+    """Seconds since the first call of each recorded call (ISO 8601 ``timestamp`` fields), or
+    ``None`` when any is missing or unreadable (the timing model is used then)."""
+    import datetime
+
+    if not recorded_calls:
+        return None
+    out: list[float] = []
+    for c in recorded_calls:
+        ts = c.get("timestamp")
+        if not isinstance(ts, str):
+            return None
+        try:
+            out.append(datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            return None
+    return [t - out[0] for t in out]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionBills:
+    """One call's bills: the agent's request, the summarizer's requests, and the uncompacted
+    transcript's request under the same billing."""
+
+    agent: CallBill
+    summarizer: tuple[CallBill, ...]
+    raw: CallBill
+    at_s: float
+    invalidation_usd: float | None
+    """Dollars paid to write again (or send uncached) tokens that were not new since the previous
+    call, over reading them: what a rewritten prefix (a compaction, an expiry, a model switch)
+    cost this call."""
+
+    @property
+    def cost_usd(self) -> float | None:
+        parts = [self.agent.cost_usd, *(b.cost_usd for b in self.summarizer)]
+        return None if any(p is None for p in parts) else float(sum(p for p in parts if p is not None))
+
+
+class SessionBiller:
+    """Bills a session's calls in order: the agent's views through one prompt cache, the
+    uncompacted transcript through another, the summarizer's calls (no breakpoints, a prompt of
+    their own) uncached. ``recorded_models`` / ``recorded_times_s``: per call, from the task."""
+
+    def __init__(
+        self,
+        config: BillingConfig,
+        *,
+        prefix_tokens: int,
+        recorded_models: Sequence[str | None] | None = None,
+        recorded_times_s: Sequence[float] | None = None,
+    ) -> None:
+        self.config = config
+        self.models = config.model_table()
+        self.prefix_tokens = prefix_tokens
+        self._where = placement(config.placement)
+        self._recorded_models = recorded_models
+        self._times = recorded_times_s
+        self._agent = PromptCache(models=self.models)
+        self._raw = PromptCache(models=self.models)
+        self._summ = PromptCache(models=self.models)
+        self._clock = 0.0
+        self._n = 0
+        self._summary_calls = 0
+
+    def model_of(self, call_index: int) -> str:
+        if self.config.model is not None:
+            return self.config.model
+        rec = self._recorded_models
+        if rec is not None and call_index < len(rec) and rec[call_index]:
+            return str(rec[call_index])
+        return DEFAULT_BILLING_MODEL
+
+    def _at(self, call_index: int, previous_output: Message | None) -> float:
+        if self._times is not None and call_index < len(self._times):
+            self._clock = max(self._clock, self._times[call_index])
+        else:
+            self._clock += self.config.timing.gap_s(previous_output) if call_index else 0.0
+        return self._clock
+
+    def call(
+        self,
+        call_index: int,
+        *,
+        view: Sequence[Message],
+        raw_view: Sequence[Message],
+        output: Message,
+        previous_output: Message | None,
+        appended_tokens: int,
+        summarizer_calls: Iterable[tuple[int, int]] = (),
+    ) -> SessionBills:
+        """Bill call ``call_index``: ``view`` sent, ``raw_view`` the uncompacted transcript,
+        ``output`` the reply, ``appended_tokens`` the tokens that joined the history since the
+        previous call, ``summarizer_calls`` ``(input_tokens, output_tokens)`` of the summaries made
+        for this call (billed just before it)."""
+        at = self._at(call_index, previous_output)
+        model = self.model_of(call_index)
+        out_tokens = output.nbytes // 4
+        agent = self._agent.bill(Request(
+            model=model, messages=view, prefix_tokens=self.prefix_tokens, at_s=at,
+            output_tokens=out_tokens, placement=self._where,
+        ))
+        raw = self._raw.bill(Request(
+            model=model, messages=raw_view, prefix_tokens=self.prefix_tokens, at_s=at,
+            output_tokens=out_tokens, placement=self._where,
+        ))
+        summ_model = self.config.summarizer_model or model
+        summ: list[CallBill] = []
+        for tin, tout in summarizer_calls:
+            self._summary_calls += 1
+            summ.append(self._summ.bill(Request(
+                model=summ_model, segments=[Segment(("summary-request", self._summary_calls), tin)], at_s=at,
+                output_tokens=tout, placement=PLACEMENTS["none"],
+            )))
+        info = model_entry(model, self.models)
+        rewritten = max(0, agent.cache_write_tokens + agent.uncached_input_tokens - appended_tokens)
+        lost = None
+        if info is not None and info.priced:
+            write_frac = info.cache_write_1h_frac if self._where.ttl == "1h" else info.cache_write_5m_frac
+            frac = max(write_frac, 1.0) - info.cache_read_frac if info.provider == "anthropic" else 1.0 - info.cache_read_frac
+            lost = rewritten * float(info.input_usd_per_mtok or 0.0) * frac / 1e6
+        return SessionBills(agent=agent, summarizer=tuple(summ), raw=raw, at_s=at, invalidation_usd=lost)

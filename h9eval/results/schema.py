@@ -12,7 +12,8 @@ Columns are only ever appended at the end, without a bump: a column added later 
 from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
 as a value. Added since version 1 was first written: ``raw_tokens_sent``,
 ``fallback_cause`` (why the summaries behind a fallback failed), ``offload_write_failures``
-(offload files the file system refused since the previous call)."""
+(offload files the file system refused since the previous call), and the billed columns from
+``billed_model`` to ``priced`` (the provider's bill of the call; :mod:`h9eval.core.billing`)."""
 
 
 CALL_COLUMNS = (
@@ -60,6 +61,20 @@ CALL_COLUMNS = (
     "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
     "fallback_cause",
     "offload_write_failures",
+    # the bill as the provider would charge it (h9eval.core.billing; docs/billing.md)
+    "billed_model",  # the model the call is billed as (recorded, configured, or the default)
+    "call_at_s",  # seconds since the first call: recorded timestamps or the stated timing model
+    "uncached_input_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_read_tokens",
+    "billed_output_tokens",
+    "agent_cost_usd",  # the agent's call; NaN when the model is unpriced
+    "summarizer_bill_usd",  # the summarizer's calls for this call, billed as summarizer_model
+    "cost_usd",  # agent_cost_usd + summarizer_bill_usd; NaN when either is unpriced
+    "raw_cost_usd",  # the uncompacted transcript's call under the same billing
+    "invalidation_usd",  # dollars paid to rewrite tokens that were not new since the previous call
+    "priced",  # bool: every model of the call has prices
 )
 
 

@@ -57,6 +57,7 @@ from h9eval.compaction.records import (
 )
 from h9eval.compaction.summary import Summarizer, SummaryCall
 from h9eval.core.anthropic import redact_secret_params
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, recorded_call_times
 from h9eval.core.errors import ConfigError
 from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message, ToolCall
@@ -119,6 +120,8 @@ class ReplayConfig:
     seed: int = 0
     system_prompt: str = "You are a software engineering agent. Use the available tools to complete the user's task."
     v1_alias_offload: bool = False
+    billing: BillingConfig = field(default_factory=BillingConfig)
+    """How the calls are billed (models, cache placement, timing): :mod:`h9eval.core.billing`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manual_compact_at", tuple(self.manual_compact_at))
@@ -276,6 +279,8 @@ class CallStats:
     offload_write_failures: int = 0
     """Offload files the file system refused (a full disk) since the previous call: harness9
     fails open and leaves the output in place, which changes what is sent."""
+    bills: SessionBills | None = None
+    """The call's bill (agent, summarizer, uncompacted transcript), :mod:`h9eval.core.billing`."""
 
 
 def _summary_calls(rec: CompactionRecord) -> list[SummaryCall]:
@@ -349,6 +354,35 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "raw_tokens_sent": call.raw_tokens_sent,
         "fallback_cause": _fallback_cause(summ) if fallback_err else "",
         "offload_write_failures": call.offload_write_failures,
+        **bill_columns(call.bills),
+    }
+
+
+def _usd(v: float | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def bill_columns(bills: SessionBills | None) -> dict[str, Any]:
+    """The calls table's billed columns (``billed_model`` .. ``priced``) of one call's bills."""
+    if bills is None:
+        return {}
+    a = bills.agent
+    summ = [b.cost_usd for b in bills.summarizer]
+    summ_usd = None if any(c is None for c in summ) else float(sum(c for c in summ if c is not None))
+    return {
+        "billed_model": a.model,
+        "call_at_s": float(bills.at_s),
+        "uncached_input_tokens": a.uncached_input_tokens,
+        "cache_write_5m_tokens": a.cache_write_5m_tokens,
+        "cache_write_1h_tokens": a.cache_write_1h_tokens,
+        "cache_read_tokens": a.cache_read_tokens,
+        "billed_output_tokens": a.output_tokens,
+        "agent_cost_usd": _usd(a.cost_usd),
+        "summarizer_bill_usd": _usd(summ_usd),
+        "cost_usd": _usd(bills.cost_usd),
+        "raw_cost_usd": _usd(bills.raw.cost_usd),
+        "invalidation_usd": _usd(bills.invalidation_usd),
+        "priced": bills.cost_usd is not None and bills.raw.cost_usd is not None,
     }
 
 
@@ -362,6 +396,19 @@ def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: s
         return False
     return rec.msgs_after < rec.msgs_before or rec.tokens_after < rec.tokens_before or bool(rec.offloaded)
 
+
+
+def _biller(task: Task, cfg: ReplayConfig, tool_schema_tokens: int, n_calls: int) -> SessionBiller:
+    """The run's biller: recorded models and timestamps when the task has one per call."""
+    recorded = task.metadata.get("recorded_calls")
+    recorded = recorded if isinstance(recorded, list) and len(recorded) == n_calls else None
+    prefix = cfg.billing.prefix_tokens if cfg.billing.prefix_tokens is not None else tool_schema_tokens
+    return SessionBiller(
+        cfg.billing,
+        prefix_tokens=prefix,
+        recorded_models=[c.get("model") for c in recorded] if recorded else None,
+        recorded_times_s=recorded_call_times(recorded),
+    )
 
 
 def _tool_time_hook(policy: Policy, cfg: ReplayConfig, root: str | os.PathLike[str], session_id: str) -> OffloadHook | None:
@@ -588,6 +635,10 @@ class _ReplayLoop:
         self.n_compactions = 0
         self._write_failures_seen = 0
         self._manual_at = set(cfg.manual_compact_at)
+        self.raw: list[Message] = list(self.history)  # the uncompacted transcript so far, as recorded
+        self.biller = _biller(task, cfg, run.tool_schema_tokens, self.n_calls)
+        self._appended_bytes = self.hist_bytes  # bytes that joined the history since the last call
+        self._previous_output: Message | None = None
 
     def run(self) -> None:
         for i, m in enumerate(self.task.messages):
@@ -596,6 +647,8 @@ class _ReplayLoop:
             else:
                 self._arrive(m)
             self.raw_bytes += m.nbytes
+            self.raw.append(m)
+            self._appended_bytes += m.nbytes
         self.outputs.flush()
 
     # -- the history ------------------------------------------------------------------------
@@ -685,12 +738,28 @@ class _ReplayLoop:
             manual_compact=manual,
             offload_write_failures=self._new_write_failures(),
         )
+        call = dataclasses.replace(call, bills=self._bill(comps, comp.view, m))
         self.hook_count = self.hook_bytes = 0
         row = self._log(call, comp.view)
         self._probe(call, row, comp.view)
         self._append(m)
         for tc in m.tool_calls:
             self.calls_by_id[tc.id] = tc
+
+    def _bill(self, comps: Sequence[Compaction], view: Sequence[Message], output: Message) -> SessionBills:
+        summ = [(sc.input_tokens, sc.output_tokens) for c in comps if c.record is not None for sc in _summary_calls(c.record)]
+        bills = self.biller.call(
+            self.call_index,
+            view=view,
+            raw_view=self.raw,
+            output=output,
+            previous_output=self._previous_output,
+            appended_tokens=self._appended_bytes // 4,
+            summarizer_calls=summ,
+        )
+        self._appended_bytes = 0
+        self._previous_output = output
+        return bills
 
     def _new_write_failures(self) -> int:
         n = write_failure_count(self.outputs.offload_root)
