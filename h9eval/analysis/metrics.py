@@ -45,6 +45,8 @@ __all__ = [
     "bootstrap_ci",
     "TOKENS_SAVED_COLUMNS",
     "tokens_saved",
+    "COST_COLUMNS",
+    "cost_metrics",
     "retention",
     "retention_over_calls",
     "run_metrics",
@@ -162,6 +164,60 @@ def tokens_saved(calls: Any) -> Any:
     return g.reset_index()[list(TOKENS_SAVED_COLUMNS)]
 
 
+COST_COLUMNS = (
+    "run_id",
+    "cost_usd",
+    "raw_cost_usd",
+    "cost_saved_usd",
+    "cost_saved",
+    "cache_read_share",
+    "invalidation_usd",
+    "unpriced_calls",
+)
+"""Columns of :func:`cost_metrics`."""
+
+_BILLED_INPUT = ("uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
+
+
+def cost_metrics(calls: Any) -> Any:
+    """Per run (:data:`COST_COLUMNS`), from the calls table's billed columns
+    (:mod:`h9eval.core.billing`): ``cost_usd`` (dollars per task: agent and summarizer calls),
+    ``raw_cost_usd`` (the uncompacted transcript under the same billing), ``cost_saved_usd``
+    (their difference), ``cost_saved`` (its share of ``raw_cost_usd``), ``cache_read_share``
+    (cache reads over the agent's billed input), ``invalidation_usd`` (dollars paid to rewrite
+    what was not new, mostly after compactions) and ``unpriced_calls``. Dollars are NaN — never
+    0 — for a run with an unpriced call, and for tables written before billing existed."""
+    import pandas as pd
+
+    if len(calls) == 0 or "cost_usd" not in calls.columns:
+        runs = sorted(calls["run_id"].unique()) if len(calls) else []
+        out = pd.DataFrame({"run_id": runs})
+        for c in COST_COLUMNS[1:]:
+            out[c] = math.nan
+        return out[list(COST_COLUMNS)]
+    d = calls.copy()
+
+    def total(x: Any) -> float:
+        return float(x.sum()) if x.notna().all() else math.nan
+
+    d["_input"] = d[list(_BILLED_INPUT)].astype(float).sum(axis=1)
+    d["_unpriced"] = ~d["priced"].astype("boolean").fillna(False).astype(bool)
+    g = d.groupby("run_id", sort=True).agg(
+        cost_usd=("cost_usd", total),
+        raw_cost_usd=("raw_cost_usd", total),
+        invalidation_usd=("invalidation_usd", total),
+        _read=("cache_read_tokens", "sum"),
+        _input=("_input", "sum"),
+        unpriced_calls=("_unpriced", "sum"),
+    )
+    g["cost_saved_usd"] = g["raw_cost_usd"] - g["cost_usd"]
+    raw = g["raw_cost_usd"].astype(float)
+    g["cost_saved"] = (g["cost_saved_usd"] / raw.where(raw > 0)).astype(float)
+    g["cache_read_share"] = (g["_read"].astype(float) / g["_input"].where(g["_input"] > 0)).astype(float)
+    g["unpriced_calls"] = g["unpriced_calls"].astype(int)
+    return g.reset_index()[list(COST_COLUMNS)]
+
+
 def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
     p = probes
     if method is not None and "method" in p.columns:
@@ -232,7 +288,8 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds),
     ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
     before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
-    ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``n_compactions`` (calls
+    ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, the billed dollars of
+    :func:`cost_metrics` (``cost_usd`` ...), ``n_compactions`` (calls
     that compacted), ``never_compacted`` (the run never compacted: its scores say nothing
     about the policy), ``calls``, ``label`` (see :func:`config_label`). ``runs`` (optional): the sweep's runs table,
     for ``params_json``/``summarizer`` and to keep only ok runs."""
@@ -256,6 +313,7 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
         else pd.DataFrame(columns=["run_id"])
     )
     out = info.merge(ts[["run_id", "tokens_saved", "peak_tokens_sent", "peak_ratio_to_window"]], on="run_id", how="left").merge(agg, on="run_id", how="left")
+    out = out.merge(cost_metrics(calls), on="run_id", how="left")
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
         out = out.merge(overall, on="run_id", how="left")

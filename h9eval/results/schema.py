@@ -183,6 +183,10 @@ RUN_COLUMNS: dict[str, str] = {
     "forced_truncations": "Int64",
     "overflows": "Int64",
     "probe_rows": "Int64",
+    "cost_usd": "float64",  # dollars as the provider bills the run (NaN: an unpriced model)
+    "raw_cost_usd": "float64",  # the uncompacted transcript under the same billing
+    "cache_read_share": "float64",  # cache reads over the agent's billed input
+    "invalidation_usd": "float64",  # dollars paid to rewrite what was not new since the previous call
 }
 
 
@@ -202,6 +206,10 @@ RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "fallback_causes",
     "forced_truncations",
     "overflows",
+    "cost_usd",
+    "raw_cost_usd",
+    "cache_read_share",
+    "invalidation_usd",
 )
 """The headline numbers of one run, in the order ``h9eval run`` prints them. ``compactions`` (and
 ``compactions_by_tier``, the same calls by tier) counts the calls whose compaction changed what

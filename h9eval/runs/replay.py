@@ -204,6 +204,21 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
+        **_bill_numbers(c),
+    }
+
+
+def _bill_numbers(c: pd.DataFrame) -> dict[str, float | None]:
+    """The run's billed dollars and cache-read share (``None``: an unpriced call, or no bills)."""
+    def dollars(col: str) -> float | None:
+        return float(c[col].sum()) if col in c.columns and c[col].notna().all() else None
+
+    billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum().sum() if "cache_read_tokens" in c.columns else 0
+    return {
+        "cost_usd": dollars("cost_usd"),
+        "raw_cost_usd": dollars("raw_cost_usd"),
+        "cache_read_share": float(c["cache_read_tokens"].sum() / billed) if billed else None,
+        "invalidation_usd": dollars("invalidation_usd"),
     }
 
 

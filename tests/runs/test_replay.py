@@ -186,7 +186,7 @@ def test_call_stats_is_a_frozen_named_value() -> None:
     from h9eval.runs.replay import CallStats
 
     names = [f.name for f in dataclasses.fields(CallStats)]
-    assert "compactions" in names and "tokens_sent" in names and len(names) == 13
+    assert "compactions" in names and "tokens_sent" in names and "bills" in names and len(names) == 14
     assert all(f.kw_only for f in dataclasses.fields(CallStats))
     stats = CallStats(
         call_index=0, message_index=1, history_tokens=10, history_messages=2, view_tokens=10, tokens_sent=12,
