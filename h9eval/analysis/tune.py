@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
+from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.policies import make_policy
 from h9eval.sweeps.sweep import sweep
@@ -52,20 +53,16 @@ from h9eval.tasks.model import Task
 __all__ = ["MODELS", "DEFAULT_GRID", "HeldOutCheck", "TuneResult", "tune", "split_tasks", "unexercised_tasks", "load_models", "model_info", "to_toml"]
 
 MODELS: dict[str, dict[str, Any]] = {
-    # context windows (tokens) and list prices (USD per million input/output tokens) as published
-    # by the vendors when this table was written; prices change, so override them with
-    # load_models() for cost bounds that matter. None = unknown.
-    "claude-sonnet-4-6": {"context_window_tokens": 200_000, "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
-    "claude-sonnet-4-5": {"context_window_tokens": 200_000, "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
-    "claude-opus-4-1": {"context_window_tokens": 200_000, "input_usd_per_mtok": 15.0, "output_usd_per_mtok": 75.0},
-    "claude-haiku-4-5": {"context_window_tokens": 200_000, "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 5.0},
-    "gpt-4o": {"context_window_tokens": 128_000, "input_usd_per_mtok": 2.5, "output_usd_per_mtok": 10.0},
-    "gpt-4o-mini": {"context_window_tokens": 128_000, "input_usd_per_mtok": 0.15, "output_usd_per_mtok": 0.6},
-    "gpt-4.1": {"context_window_tokens": 1_047_576, "input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
-    "gemini-2.5-pro": {"context_window_tokens": 1_048_576, "input_usd_per_mtok": 1.25, "output_usd_per_mtok": 10.0},
-    "kimi-k3": {"context_window_tokens": 1_048_576, "input_usd_per_mtok": None, "output_usd_per_mtok": None},
+    name: {
+        "context_window_tokens": info.context_window_tokens,
+        "input_usd_per_mtok": info.input_usd_per_mtok,
+        "output_usd_per_mtok": info.output_usd_per_mtok,
+    }
+    for name, info in PRICE_TABLE.items()
+    if info.context_window_tokens is not None
 }
-"""Built-in model registry: ``context_window_tokens`` and optional prices per million tokens."""
+"""Built-in model registry: ``context_window_tokens`` and optional prices per million tokens,
+derived from the one dated model table :data:`h9eval.core.prices.MODELS`."""
 
 DEFAULT_GRID: dict[str, list[Any]] = {
     "warn_frac": [0.5, 0.6, 0.7],

@@ -37,6 +37,7 @@ __all__ = [
     "PRICES_AS_OF",
     "PROVIDERS",
     "ModelInfo",
+    "base_model_id",
     "load_models",
     "model_entry",
     "model_info",
@@ -147,6 +148,11 @@ MODELS: dict[str, ModelInfo] = {
 _DATED = re.compile(r"-(\d{8}|latest)$")
 
 
+def base_model_id(model: str) -> str:
+    """``model`` without a date or ``-latest`` suffix (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``)."""
+    return _DATED.sub("", model)
+
+
 def model_entry(model: str, models: Mapping[str, ModelInfo] | None = None) -> ModelInfo | None:
     """``model``'s entry, or ``None`` when unknown.
 
@@ -156,7 +162,7 @@ def model_entry(model: str, models: Mapping[str, ModelInfo] | None = None) -> Mo
     table = MODELS if models is None else models
     if model in table:
         return table[model]
-    return table.get(_DATED.sub("", model))
+    return table.get(base_model_id(model))
 
 
 def price_of(model: str, models: Mapping[str, ModelInfo] | None = None) -> ModelInfo | None:
