@@ -37,8 +37,15 @@ from h9eval.core.messages import Message
 from h9eval.core.prices import ModelInfo, model_entry
 
 __all__ = [
+    "BILLING_KEYS",
+    "DEFAULT_BILLING_MODEL",
     "PLACEMENTS",
     "TTL_SECONDS",
+    "BillingConfig",
+    "SessionBiller",
+    "SessionBills",
+    "billing_config_from_dict",
+    "recorded_call_times",
     "CachePlacement",
     "CallBill",
     "CallTiming",
@@ -544,3 +551,39 @@ class SessionBiller:
             frac = max(write_frac, 1.0) - info.cache_read_frac if info.provider == "anthropic" else 1.0 - info.cache_read_frac
             lost = rewritten * float(info.input_usd_per_mtok or 0.0) * frac / 1e6
         return SessionBills(agent=agent, summarizer=tuple(summ), raw=raw, at_s=at, invalidation_usd=lost)
+
+
+BILLING_KEYS = ("model", "summarizer_model", "placement", "prefix_tokens", "timing", "models")
+"""The keys of a spec's ``[billing]`` table (:class:`BillingConfig`'s fields)."""
+TIMING_KEYS = ("base_s", "s_per_output_token", "tool_s")
+
+
+def billing_config_from_dict(d: Mapping[str, object] | None, *, where: str = "billing") -> BillingConfig:
+    """A :class:`BillingConfig` from a spec's ``[billing]`` table; errors name ``where.<key>``."""
+    if not d:
+        return BillingConfig()
+    unknown = sorted(set(d) - set(BILLING_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: " + did_you_mean(unknown[0], BILLING_KEYS, what="billing key"))
+    kwargs: dict[str, object] = {k: v for k, v in d.items() if k != "timing"}
+    timing = d.get("timing")
+    if timing is not None:
+        if not isinstance(timing, Mapping) or set(timing) - set(TIMING_KEYS):
+            bad = sorted(set(timing) - set(TIMING_KEYS)) if isinstance(timing, Mapping) else []
+            raise ConfigError(f"{where}.timing: " + (did_you_mean(bad[0], TIMING_KEYS, what="timing key") if bad
+                                                     else f"expected a table of {', '.join(TIMING_KEYS)}, got {timing!r}"))
+        try:
+            kwargs["timing"] = CallTiming(**timing)  # type: ignore[arg-type]
+        except (TypeError, ConfigError) as e:
+            raise ConfigError(f"{where}.timing: {e}") from None
+    for key in ("model", "summarizer_model", "placement"):
+        if key in kwargs and not isinstance(kwargs[key], str):
+            raise ConfigError(f"{where}.{key}: expected a string, got {kwargs[key]!r}")
+    if "prefix_tokens" in kwargs and not (isinstance(kwargs["prefix_tokens"], int) and not isinstance(kwargs["prefix_tokens"], bool)):
+        raise ConfigError(f"{where}.prefix_tokens: expected an integer >= 0, got {kwargs['prefix_tokens']!r}")
+    if "models" in kwargs and not isinstance(kwargs["models"], Mapping):
+        raise ConfigError(f"{where}.models: expected a table of models, got {kwargs['models']!r}")
+    try:
+        return BillingConfig(**kwargs)  # type: ignore[arg-type]
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None

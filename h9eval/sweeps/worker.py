@@ -28,6 +28,7 @@ from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
+from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.runs.run import with_run_window
 from h9eval.probes.runner import make_probe_fn
@@ -206,6 +207,7 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
             writeback_rules=cell.writeback_rules,
             context_window_tokens=cell.window,
             seed=cell.repeat,
+            billing=billing_config_from_dict(cell.billing),
         )
         res = replay(
             task,
