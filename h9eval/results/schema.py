@@ -75,6 +75,7 @@ CALL_COLUMNS = (
     "raw_cost_usd",  # the uncompacted transcript's call under the same billing
     "invalidation_usd",  # dollars paid to rewrite tokens that were not new since the previous call
     "priced",  # bool: every model of the call has prices
+    "min_gain_deferred",  # bool: progressive's minimum-gain rule deferred a summary at this call
 )
 
 

@@ -46,6 +46,7 @@ from h9eval.compaction.base import (
 from h9eval.compaction.offload import OffloadHook, ToolOutput, reset_write_failures, write_failure_count, write_failures
 from h9eval.compaction.records import (
     EXTRA_MASKED,
+    EXTRA_MIN_GAIN_DEFERRED,
     EXTRA_NA_OVERWRITES,
     EXTRA_NA_OVERWRITES_PREVENTED,
     EXTRA_OFFLOAD_PLACEHOLDERS,
@@ -370,6 +371,7 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "fallback_cause": _fallback_cause(summ) if fallback_err else "",
         "offload_write_failures": call.offload_write_failures,
         **bill_columns(call.bills),
+        "min_gain_deferred": bool(rec is not None and rec.extra.get(EXTRA_MIN_GAIN_DEFERRED)),
     }
 
 
