@@ -42,6 +42,7 @@ from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.analysis import plots as P
 from h9eval.analysis import report_closedloop as CL
+from h9eval.analysis import report_cost as RC
 from h9eval.analysis import report_sections as RS
 from h9eval.analysis.report_model import Section as _Section
 from h9eval.results.store import load_results
@@ -661,6 +662,7 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
     lambda ctx: RS.probe_validity_sections(ctx.res, seed=ctx.seed),
     lambda ctx: RS.emergency_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
     _summarizer_section,
+    lambda ctx: RC.cost_sections(ctx.rm),
     _token_error_section,
     lambda ctx: RS.option_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
     lambda ctx: RS.llm_sections(ctx.res),
