@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from h9eval.compaction.policies import make_policy
-from h9eval.core.billing import TTL_SECONDS, BillingConfig
+from h9eval.core.billing import TTL_SECONDS, BillingConfig, PromptCache, Request, placement as placement_named
+from h9eval.core.messages import Message
 from h9eval.core.errors import ConfigError
 from h9eval.core.prices import model_entry
 from h9eval.runs.replay import ReplayConfig, replay
@@ -61,6 +62,9 @@ class BillCheck:
     ttl: str
     boundaries: list[dict[str, Any]] = field(default_factory=list)
     """Per recorded compaction: the call after it, predicted and recorded (tokens, shares, miss)."""
+    compaction_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Claude Code's own compaction (summarizer) calls (``subagents/agent-acompact-*.jsonl``),
+    predicted as the conversation so far plus their prompt, against their recorded usage."""
 
     def shares(self) -> dict[str, float]:
         """The session's read and write shares of the main agent's input, predicted and recorded."""
@@ -135,11 +139,12 @@ def check_bills(task: Task, *, prefix_tokens: int | str = "first_call", placemen
         prefix = prefix_tokens
     else:
         raise ConfigError(f"prefix_tokens must be 'first_call' or an integer >= 0, got {prefix_tokens!r}")
-    run = replay(task, make_policy("as_recorded"), config=ReplayConfig(billing=BillingConfig(placement=where, prefix_tokens=prefix)),
-                 session_store=False)
+    cfg = ReplayConfig(billing=BillingConfig(placement=where, prefix_tokens=prefix), keep_views=True)
+    run = replay(task, make_policy("as_recorded"), config=cfg, session_store=False)
     calls = _compare(run.calls, rec, rec_input, prefix, TTL_SECONDS[ttl])
     return BillCheck(task_id=task.task_id, calls=calls, prefix_tokens=prefix, ttl=ttl,
-                     boundaries=_boundaries(task, calls, prefix, ttl))
+                     boundaries=_boundaries(task, calls, prefix, ttl),
+                     compaction_calls=_compaction_calls(task, run, cfg, prefix, where))
 
 
 def _compare(c: pd.DataFrame, rec: pd.DataFrame, rec_input: pd.Series, prefix: int, ttl_s: float) -> pd.DataFrame:
@@ -224,6 +229,69 @@ def _boundaries(task: Task, calls: pd.DataFrame, prefix: int, ttl: str) -> list[
             "recorded_rewrite_usd": float(row["rec_write"]) * pin * frac / 1e6,
         })
     return out
+
+
+def _compaction_calls(task: Task, run: Any, cfg: ReplayConfig, prefix: int, where: str) -> list[dict[str, Any]]:
+    """Claude Code's compaction calls, billed in time order with the agent's calls: each sends the
+    conversation before its boundary (as the agent sent it) plus its own prompt messages."""
+    from h9eval.tasks.recorded.claude_code import load_claude_code
+
+    src = Path(task.source.path) if task.source.path else None
+    folder = src.with_suffix("") / "subagents" if src is not None else None
+    if folder is None or not folder.is_dir() or run.views is None:
+        return []
+    comps = [c for c in task.metadata.get("compactions") or [] if c.get("timestamp")]
+    rc = task.metadata.get("recorded_calls") or []
+    if not comps or not rc or not rc[0].get("timestamp"):
+        return []
+    start = _seconds(str(rc[0]["timestamp"]))
+    system = [] if task.messages and task.messages[0].role == "system" else [Message("system", cfg.system_prompt)]
+    reqs: list[tuple[float, int, Request, dict[str, Any] | None]] = []
+    bp = placement_named(where)
+    for i, row in enumerate(run.calls.itertuples()):
+        out = task.messages[int(row.message_index)]
+        reqs.append((float(row.call_at_s), 0, Request(model=str(row.billed_model), at_s=float(row.call_at_s), messages=run.views[i],
+                                                      prefix_tokens=prefix, output_tokens=out.nbytes // 4, placement=bp), None))
+    for f in sorted(folder.glob("agent-acompact-*.jsonl")):
+        sub = load_claude_code(f)
+        sub_calls = sub.metadata.get("recorded_calls") or []
+        if not sub_calls or not sub_calls[0].get("timestamp"):
+            continue
+        first = sub_calls[0]
+        at = _seconds(str(first["timestamp"])) - start
+        comp = next((c for c in comps if _seconds(str(c["timestamp"])) - start >= at), None)
+        if comp is None:
+            continue
+        history = [*system, *task.messages[: int(comp["message_index"])]]
+        view = make_policy("as_recorded").start().compact(history).view
+        prompt = [m for m in sub.messages[: int(first["message_index"])] if m.role == "user"]
+        info = {"file": f.name, "model": first.get("model"), "at_s": at, "rec": first}
+        reqs.append((at, 1, Request(model=str(first.get("model")), at_s=at, messages=[*view, *prompt], prefix_tokens=prefix,
+                                    placement=bp), info))
+    cache = PromptCache()
+    out_rows: list[dict[str, Any]] = []
+    for _at, _, req, info in sorted(reqs, key=lambda r: (r[0], r[1])):
+        bill = cache.bill(req)
+        if info is None:
+            continue
+        rec = info.pop("rec")
+        rec_total = sum(int(rec.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        out_rows.append({
+            **info,
+            "pred_read_share": bill.cache_read_tokens / bill.input_tokens if bill.input_tokens else float("nan"),
+            "rec_read_share": int(rec.get("cache_read_input_tokens") or 0) / rec_total if rec_total else float("nan"),
+            "pred_read": bill.cache_read_tokens,
+            "rec_read": int(rec.get("cache_read_input_tokens") or 0),
+            "pred_write": bill.cache_write_tokens,
+            "rec_write": int(rec.get("cache_creation_input_tokens") or 0),
+        })
+    return out_rows
+
+
+def _seconds(iso: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _session_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:

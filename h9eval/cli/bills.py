@@ -39,7 +39,8 @@ def _run(args: argparse.Namespace) -> int:
         bad = chk.calls[chk.calls["reason"] != ""]
         if args.json:
             cols = ["call_index", "model", "at_s", "pred_read_share", "rec_read_share", "reason"]
-            print(json.dumps({**s, "compactions_detail": chk.boundaries, "disagreeing": bad[cols].to_dict("records")}))
+            print(json.dumps({**s, "compactions_detail": chk.boundaries, "compaction_calls": chk.compaction_calls,
+                              "disagreeing": bad[cols].to_dict("records")}))
             continue
         print(
             f"{s['task_id']}: {s['calls']} calls; cache-read share predicted {100 * s['predicted_read_share']:.2f} % vs "
@@ -52,6 +53,11 @@ def _run(args: argparse.Namespace) -> int:
                 f"  compaction ({b['trigger']}) before call {b['call_index']}: recorded read {b['rec_read_before']} -> "
                 f"{b['rec_read']} tokens, {b['rec_write']} written (${b['recorded_rewrite_usd']:.3f} over reading them); "
                 f"predicted {'a miss' if b['predicted_miss'] else 'a hit'} (read {b['pred_read']}, wrote {b['pred_write']})"
+            )
+        for cc in chk.compaction_calls:
+            print(
+                f"  Claude Code's compaction call ({cc['file']}): read share predicted {100 * cc['pred_read_share']:.1f} %, "
+                f"recorded {100 * cc['rec_read_share']:.1f} %"
             )
         if args.calls:
             for r in bad.itertuples():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,6 +165,16 @@ _ZERO: dict[str, Any] = {
     "written_back": False,
     "manual_compact": False,
     "thrash_avoided": False,
+    # the closed loop does not bill its calls yet: unknown (NaN), never $0
+    "billed_model": "",
+    "call_at_s": math.nan,
+    "agent_cost_usd": math.nan,
+    "summarizer_bill_usd": math.nan,
+    "cost_usd": math.nan,
+    "raw_cost_usd": math.nan,
+    "invalidation_usd": math.nan,
+    "priced": False,
+    "min_gain_deferred": False,
 }
 _DTYPES: dict[str, str] = {
     **{c: "int64" for c in CALL_COLUMNS},
@@ -178,7 +189,10 @@ _DTYPES: dict[str, str] = {
     "ratio_to_window": "float64",
     "summarizer_latency_s": "float64",
     "summarizer_cost_usd": "float64",
-    **{c: "bool" for c in ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided")},
+    "billed_model": "str",
+    **{c: "float64" for c in ("call_at_s", "agent_cost_usd", "summarizer_bill_usd", "cost_usd", "raw_cost_usd", "invalidation_usd")},
+    **{c: "bool" for c in ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact",
+                           "thrash_avoided", "priced", "min_gain_deferred")},
 }
 
 

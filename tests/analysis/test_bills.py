@@ -43,6 +43,16 @@ def test_every_shipped_session_agrees_with_its_recorded_bill(checks: dict) -> No
 
 
 @needs_data
+def test_claude_codes_own_compaction_calls(checks: dict) -> None:
+    calls = {cc["file"]: cc for chk in checks.values() for cc in chk.compaction_calls}
+    assert len(calls) == 2
+    hit = calls["agent-acompact-f46190.jsonl"]  # 72 s after the last call, 1-hour cache: a hit
+    assert abs(hit["pred_read_share"] - hit["rec_read_share"]) < 0.05 and hit["rec_read_share"] > 0.95
+    miss = calls["agent-acompact-946d2b.jsonl"]  # Opus's cache expired during the Haiku stretch
+    assert miss["pred_read_share"] < 0.2 and miss["rec_read_share"] < 0.2
+
+
+@needs_data
 def test_disagreeing_calls_name_a_reason(checks: dict) -> None:
     for chk in checks.values():
         bad = chk.calls[chk.calls["reason"] != ""]
