@@ -267,6 +267,8 @@ class _Prefix:
     n_system: int
     at_s: float = 0.0
     model: str = ""
+    shared: bool = False
+    """Kept by the automatic cache as an earlier request: the next build must copy, not cut."""
 
     @classmethod
     def build(cls, request: Request, previous: _Prefix | None) -> _Prefix:
@@ -274,7 +276,12 @@ class _Prefix:
         (one C-speed comparison), so a growing session costs O(new segments) per call."""
         keys = request.keys()
         k = common_prefix_len(previous.keys, keys) if previous is not None else 0  # type: ignore[arg-type]
-        if previous is not None and k:
+        if previous is not None and k and not previous.shared:
+            # nothing else holds the previous request's sums: cut them back in place (no O(n) copy)
+            chain, tokens, blocks = previous.chain, previous.tokens, previous.blocks
+            del chain[k + 1 :], tokens[k + 1 :], blocks[k + 1 :]
+            previous.keys = []
+        elif previous is not None and k:
             chain, tokens, blocks = previous.chain[: k + 1], previous.tokens[: k + 1], previous.blocks[: k + 1]
         else:
             chain, tokens, blocks, k = [0], [0], [0], 0
@@ -373,6 +380,7 @@ class PromptCache:
     # -- automatic (OpenAI) -------------------------------------------------------------------
     def _automatic(self, pre: _Prefix, info: ModelInfo) -> int:
         now = pre.at_s
+        pre.shared = True
         alive = [r for r in self._recent if r.at_s + AUTOMATIC_TTL_S >= now]
         best = 0
         for r in alive:
