@@ -211,14 +211,14 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
 
 def _bill_numbers(c: pd.DataFrame) -> dict[str, float | None]:
     """The run's billed dollars and cache-read share (``None``: an unpriced call, or no bills)."""
-    def dollars(col: str) -> float | None:
-        return float(c[col].sum()) if col in c.columns and c[col].notna().all() else None
+    def dollars(col: str) -> float | None:  # to the millionth of a dollar: what a bill shows and more
+        return round(float(c[col].sum()), 6) if col in c.columns and c[col].notna().all() else None
 
     billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum().sum() if "cache_read_tokens" in c.columns else 0
     return {
         "cost_usd": dollars("cost_usd"),
         "raw_cost_usd": dollars("raw_cost_usd"),
-        "cache_read_share": float(c["cache_read_tokens"].sum() / billed) if billed else None,
+        "cache_read_share": round(float(c["cache_read_tokens"].sum() / billed), 4) if billed else None,
         "invalidation_usd": dollars("invalidation_usd"),
     }
 
