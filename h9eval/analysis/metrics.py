@@ -47,6 +47,7 @@ __all__ = [
     "tokens_saved",
     "COST_COLUMNS",
     "cost_metrics",
+    "compaction_invalidation",
     "retention",
     "retention_over_calls",
     "run_metrics",
@@ -216,6 +217,29 @@ def cost_metrics(calls: Any) -> Any:
     g["cache_read_share"] = (g["_read"].astype(float) / g["_input"].where(g["_input"] > 0)).astype(float)
     g["unpriced_calls"] = g["unpriced_calls"].astype(int)
     return g.reset_index()[list(COST_COLUMNS)]
+
+
+def compaction_invalidation(calls: Any) -> Any:
+    """One row per compaction (a call with ``compacted``): ``run_id``, ``call_index``, ``tier_name``,
+    ``invalidation_usd`` — the invalidation dollars of that call and of the calls after it up to
+    the next compaction (the extra it caused over the next calls: mostly its own rewrite, plus any
+    lookback miss after it) — and ``calls_until_next``. Empty for tables without bills."""
+    import pandas as pd
+
+    cols = ["run_id", "call_index", "tier_name", "invalidation_usd", "calls_until_next"]
+    if len(calls) == 0 or "invalidation_usd" not in calls.columns:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for rid, g in calls.sort_values(["run_id", "call_index"], kind="stable").groupby("run_id", sort=True):
+        comp = g["compacted"].astype(bool).to_numpy()
+        inval = g["invalidation_usd"].astype(float).to_numpy()
+        idx, tiers = g["call_index"].to_numpy(), g["tier_name"].to_numpy()
+        starts = [i for i in range(len(g)) if comp[i]]
+        for k, i in enumerate(starts):
+            end = starts[k + 1] if k + 1 < len(starts) else len(g)
+            rows.append({"run_id": rid, "call_index": int(idx[i]), "tier_name": str(tiers[i]),
+                         "invalidation_usd": float(inval[i:end].sum()), "calls_until_next": end - i})
+    return pd.DataFrame(rows, columns=cols)
 
 
 def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:

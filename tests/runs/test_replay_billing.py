@@ -78,3 +78,12 @@ def test_uncached_tokens_that_were_not_new_count_as_invalidation() -> None:
     c = replay(_task(), make_policy("drop_all"), config=cfg).calls
     assert c["uncached_input_tokens"].iloc[1] == 2000 and c["cache_write_5m_tokens"].iloc[1] == 0
     assert c["invalidation_usd"].iloc[1] == pytest.approx(900 * 1.0 / 1e6 * (1.25 - 0.1))
+
+
+def test_each_compaction_carries_its_invalidation() -> None:
+    from h9eval.analysis.metrics import compaction_invalidation
+
+    c = replay(_task(), make_policy("drop_all"), config=CFG).calls
+    inv = compaction_invalidation(c)
+    assert list(inv["call_index"]) == list(c.loc[c["compacted"], "call_index"])
+    assert inv["invalidation_usd"].sum() == pytest.approx(c["invalidation_usd"].sum())
