@@ -17,6 +17,7 @@ the recorded ones.
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from h9eval.core.errors import ConfigError
 from h9eval.core.prices import model_entry
 from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.tasks.model import Task
+from h9eval.tasks.recorded.claude_code import is_compaction_call_file, load_claude_code
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -234,8 +236,6 @@ def _boundaries(task: Task, calls: pd.DataFrame, prefix: int, ttl: str) -> list[
 def _compaction_calls(task: Task, run: Any, cfg: ReplayConfig, prefix: int, where: str) -> list[dict[str, Any]]:
     """Claude Code's compaction calls, billed in time order with the agent's calls: each sends the
     conversation before its boundary (as the agent sent it) plus its own prompt messages."""
-    from h9eval.tasks.recorded.claude_code import load_claude_code
-
     src = Path(task.source.path) if task.source.path else None
     folder = src.with_suffix("") / "subagents" if src is not None else None
     if folder is None or not folder.is_dir() or run.views is None:
@@ -289,14 +289,10 @@ def _compaction_calls(task: Task, run: Any, cfg: ReplayConfig, prefix: int, wher
 
 
 def _seconds(iso: str) -> float:
-    import datetime
-
     return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _session_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    from h9eval.tasks.recorded.claude_code import is_compaction_call_file
-
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -313,6 +309,4 @@ def check_bill_files(
 ) -> list[BillCheck]:
     """:func:`check_bills` on every Claude Code session file in ``paths`` (folders: their
     ``*.jsonl`` files, Claude Code's own compaction calls left out)."""
-    from h9eval.tasks.recorded.claude_code import load_claude_code
-
     return [check_bills(load_claude_code(f), prefix_tokens=prefix_tokens, placement=placement) for f in _session_files(paths)]

@@ -28,13 +28,14 @@ in time order; :func:`bill_requests` bills a whole sequence.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message
-from h9eval.core.prices import ModelInfo, model_entry
+from h9eval.core.prices import ModelInfo, model_entry, models_with
 
 __all__ = [
     "BILLING_KEYS",
@@ -427,21 +428,15 @@ class BillingConfig:
         if self.prefix_tokens is not None and self.prefix_tokens < 0:
             raise ConfigError(f"BillingConfig.prefix_tokens must be >= 0, got {self.prefix_tokens}")
         if self.models is not None:
-            from h9eval.core.prices import models_with
-
             models_with(self.models, where="billing.models")
 
     def model_table(self) -> dict[str, ModelInfo]:
-        from h9eval.core.prices import models_with
-
         return models_with(self.models, where="billing.models")
 
 
 def recorded_call_times(recorded_calls: Sequence[Mapping[str, object]] | None) -> list[float] | None:
     """Seconds since the first call of each recorded call (ISO 8601 ``timestamp`` fields), or
     ``None`` when any is missing or unreadable (the timing model is used then)."""
-    import datetime
-
     if not recorded_calls:
         return None
     out: list[float] = []
