@@ -677,9 +677,13 @@ def retention_cost_frontier(df: Any, *, x: str = "cost_usd", y: str = "retention
         ax.scatter(sub[x], sub[y], color=f"C{i}", label=str(mode) if mode is not None else None, zorder=3)
         # configurations at the same point (identical behaviour) share one label
         for (px, py), grp in sub.groupby([sub[x].round(6), sub[y].round(6)], sort=False):
-            ax.annotate(" = ".join(str(v) for v in grp[label]), (px, py), fontsize=7, xytext=(4, 2), textcoords="offset points")
+            text = " = ".join(str(v) for v in grp[label])
+            note = ax.annotate(text if len(text) <= 60 else text[:57] + "...", (px, py), fontsize=7, xytext=(4, 2),
+                               textcoords="offset points")
+            note.set_in_layout(False)  # long labels must not squeeze the axes
         front = M.pareto_front(sub, x, y, maximize=(False, True))
         ax.plot(front[x], front[y], color=f"C{i}", alpha=0.5, linestyle="--")
+    ax.margins(x=0.35, y=0.08)  # room for the labels right of the points
     ax.set_xlabel("dollars per task (list prices, prompt caching)")
     ax.set_ylabel("retention (mean recall-probe score)")
     dropped = len(df) - len(d)

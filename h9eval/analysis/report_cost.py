@@ -55,8 +55,8 @@ def cost_sections(rm: pd.DataFrame) -> list[Section]:
     s.caveat(COST_CAVEAT)
     s.text(
         "Dollars per task beside tokens saved: a compaction rewrites the cached prefix, so the calls after it pay "
-        "for cache writes where they would have paid a tenth for reads. `cost_saved` is the share of the uncompacted "
-        "transcript's dollars saved under the same billing; `invalidation_usd` what rewriting non-new tokens cost."
+        "for cache writes where they would have paid a tenth for reads. cost_saved is the share of the uncompacted "
+        "transcript's dollars saved under the same billing; invalidation_usd what rewriting non-new tokens cost."
     )
     if t["unpriced_calls"].any():
         s.note("Some calls were billed as an unpriced model: their dollars are missing (never 0).")
