@@ -77,6 +77,7 @@ IMPROVEMENT_OPTIONS: tuple[str, ...] = (
     "tier_token_counter",
     "anti_thrash_frac",
     "mask_observations_keep_turns",
+    "min_gain_horizon_calls",
 )
 """The ``progressive`` policy's h9eval improvement options (all off in the faithful default)."""
 
