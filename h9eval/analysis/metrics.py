@@ -481,12 +481,17 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     calls table, the runs table for ``params_json``. Columns: ``by``, ``n_runs``,
     ``summarizer_calls``, ``summarizer_input_tokens``, ``summarizer_output_tokens``,
     ``summarizer_cost_usd`` (totals; token columns 0 when unknown), ``calls_per_run``,
-    ``cost_per_run_usd``."""
+    ``cost_per_run_usd``, and with a calls table that has bills ``billed_usd_per_run`` (the
+    summarizer's calls as the provider bills them, :mod:`h9eval.core.billing`; NaN when unpriced)."""
     import pandas as pd
 
     cols = ["summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens", "summarizer_cost_usd"]
+    billed = "call_index" in table.columns and "summarizer_bill_usd" in table.columns
     if "call_index" in table.columns:
         per_run = table.groupby("run_id")[cols].sum().reset_index() if len(table) else pd.DataFrame(columns=["run_id", *cols])
+        if billed and len(table):
+            bill = table.groupby("run_id")["summarizer_bill_usd"].agg(lambda x: float(x.sum()) if x.notna().all() else math.nan)
+            per_run = per_run.merge(bill.rename("_billed").reset_index(), on="run_id", how="left")
         info = _run_info(runs, table)
         d = info.merge(per_run, on="run_id", how="left")
     else:
@@ -501,6 +506,9 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     g = d.groupby(by, sort=True).agg(n_runs=("run_id", "nunique"), **{c: (c, "sum") for c in cols}).reset_index()
     g["calls_per_run"] = g["summarizer_calls"] / g["n_runs"]
     g["cost_per_run_usd"] = g["summarizer_cost_usd"] / g["n_runs"]
+    if "_billed" in d.columns:
+        billed_mean = d.groupby(by, sort=True)["_billed"].agg(lambda x: float(x.mean()) if x.notna().all() else math.nan)
+        g["billed_usd_per_run"] = g[by].map(billed_mean)
     return g
 
 

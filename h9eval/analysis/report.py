@@ -634,14 +634,17 @@ def _summarizer_section(ctx: _Ctx) -> _Section:
     for c in ("summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens"):
         u[c] = u[c].round().astype(int)
     paid = float(u["summarizer_cost_usd"].sum()) > 0
+    billed = ["billed_usd_per_run"] if "billed_usd_per_run" in u.columns else []  # dollars beside the tokens
     s.table(
-        u[cols + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns={"n_runs": "runs"}),
-        "Summarizer calls and tokens per configuration (configurations that never summarize are left out).",
+        u[cols + billed + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns={"n_runs": "runs"}),
+        "Summarizer calls and tokens per configuration (configurations that never summarize are left out)"
+        + ("; billed_usd_per_run: their list-price dollars as the provider bills them." if billed else "."),
     )
     if paid:
         s.figure("summarizer_cost", P.summarizer_cost(u, by="configuration"), "Summarizer calls and cost per run, per configuration.")
     else:
-        s.text("Every summarizer in this sweep is offline: no cost to show.")
+        s.text("Every summarizer in this sweep is offline: it cost nothing here"
+               + ("; billed_usd_per_run prices its tokens as the billed model would." if billed else "."))
     return s
 
 

@@ -60,6 +60,10 @@ def test_the_summarizer_calls_are_billed_uncached_as_the_agent_model() -> None:
     assert c["cost_usd"].tolist() == pytest.approx((c["agent_cost_usd"] + c["summarizer_bill_usd"]).tolist())
     s = res.summary()
     assert s["cost_usd"] == pytest.approx(float(c["cost_usd"].sum()), abs=1e-6) and 0 <= s["cache_read_share"] <= 1
+    from h9eval.analysis.metrics import summarizer_usage
+
+    u = summarizer_usage(c, by="run_id")
+    assert u["billed_usd_per_run"].iloc[0] == pytest.approx(float(c["summarizer_bill_usd"].sum()))
 
 
 def test_unpriced_models_give_nan_dollars_never_zero() -> None:
