@@ -45,6 +45,7 @@ __all__ = [
     "BillingConfig",
     "SessionBiller",
     "SessionBills",
+    "bill_columns",
     "billing_config_from_dict",
     "recorded_call_times",
     "CachePlacement",
@@ -458,12 +459,13 @@ class SessionBills:
 
     agent: CallBill
     summarizer: tuple[CallBill, ...]
-    raw: CallBill
+    raw: CallBill | None
+    """``None`` where there is no uncompacted transcript to bill (the closed loop)."""
     at_s: float
     invalidation_usd: float | None
-    """Dollars paid to write again (or send uncached) tokens that were not new since the previous
-    call, over reading them: what a rewritten prefix (a compaction, an expiry, a model switch)
-    cost this call."""
+    """Dollars paid to cache again tokens that were not new since the previous call (Anthropic:
+    written; automatic caching: sent uncached in a cacheable prompt), over reading them: what a
+    rewritten prefix (a compaction, an expiry, a model switch) cost this call."""
 
     @property
     def cost_usd(self) -> float | None:
@@ -496,6 +498,7 @@ class SessionBiller:
         self._clock = 0.0
         self._n = 0
         self._summary_calls = 0
+        self._cacheable_before = 0  # input tokens of the previous agent request, when it was cacheable
 
     def model_of(self, call_index: int) -> str:
         if self.config.model is not None:
@@ -517,7 +520,7 @@ class SessionBiller:
         call_index: int,
         *,
         view: Sequence[Message],
-        raw_view: Sequence[Message],
+        raw_view: Sequence[Message] | None,
         output: Message,
         previous_output: Message | None,
         appended_tokens: int,
@@ -534,7 +537,7 @@ class SessionBiller:
             model=model, messages=view, prefix_tokens=self.prefix_tokens, at_s=at,
             output_tokens=out_tokens, placement=self._where,
         ))
-        raw = self._raw.bill(Request(
+        raw = None if raw_view is None else self._raw.bill(Request(
             model=model, messages=raw_view, prefix_tokens=self.prefix_tokens, at_s=at,
             output_tokens=out_tokens, placement=self._where,
         ))
@@ -547,7 +550,18 @@ class SessionBiller:
                 output_tokens=tout, placement=PLACEMENTS["none"],
             )))
         info = model_entry(model, self.models)
-        rewritten = max(0, agent.cache_write_tokens + agent.uncached_input_tokens - appended_tokens)
+        # what the call put into the cache again: Anthropic's writes; with automatic caching the
+        # uncached part of a cacheable prompt. A prompt under the minimum never had a cache to lose.
+        if info is None or info.provider == "other":
+            again = 0
+        elif info.provider == "anthropic":
+            again = agent.cache_write_tokens
+        else:
+            again = agent.uncached_input_tokens if agent.input_tokens >= info.min_cacheable_tokens else 0
+        # ... and only what the previous request could have left in the cache (a prompt that first
+        # grows past the minimum writes its old part for the first time, not again)
+        rewritten = min(max(0, again - appended_tokens), self._cacheable_before)
+        self._cacheable_before = agent.input_tokens if info is not None and agent.input_tokens >= info.min_cacheable_tokens else 0
         lost = None
         if info is not None and info.priced:
             write_frac = info.cache_write_1h_frac if self._where.ttl == "1h" else info.cache_write_5m_frac
@@ -590,3 +604,32 @@ def billing_config_from_dict(d: Mapping[str, object] | None, *, where: str = "bi
         return BillingConfig(**kwargs)  # type: ignore[arg-type]
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
+
+
+def _usd(v: float | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def bill_columns(bills: SessionBills | None) -> dict[str, object]:
+    """The calls table's billed columns (``billed_model`` .. ``priced``) of one call's bills, the
+    one mapping both agent loops use (:data:`h9eval.results.schema.CALL_COLUMNS` owns the names)."""
+    if bills is None:
+        return {}
+    a = bills.agent
+    summ = [b.cost_usd for b in bills.summarizer]
+    summ_usd = None if any(c is None for c in summ) else float(sum(c for c in summ if c is not None))
+    return {
+        "billed_model": a.model,
+        "call_at_s": float(bills.at_s),
+        "uncached_input_tokens": a.uncached_input_tokens,
+        "cache_write_5m_tokens": a.cache_write_5m_tokens,
+        "cache_write_1h_tokens": a.cache_write_1h_tokens,
+        "cache_read_tokens": a.cache_read_tokens,
+        "billed_output_tokens": a.output_tokens,
+        "agent_cost_usd": _usd(a.cost_usd),
+        "summarizer_bill_usd": _usd(summ_usd),
+        "cost_usd": _usd(bills.cost_usd),
+        "raw_cost_usd": _usd(bills.raw.cost_usd if bills.raw is not None else None),
+        "invalidation_usd": _usd(bills.invalidation_usd),
+        "priced": bills.cost_usd is not None,
+    }

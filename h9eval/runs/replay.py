@@ -58,7 +58,7 @@ from h9eval.compaction.records import (
 )
 from h9eval.compaction.summary import Summarizer, SummaryCall
 from h9eval.core.anthropic import redact_secret_params
-from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, recorded_call_times
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, recorded_call_times
 from h9eval.core.errors import ConfigError
 from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message, ToolCall
@@ -376,34 +376,6 @@ def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
         "offload_write_failures": call.offload_write_failures,
         **bill_columns(call.bills),
         "min_gain_deferred": bool(rec is not None and rec.extra.get(EXTRA_MIN_GAIN_DEFERRED)),
-    }
-
-
-def _usd(v: float | None) -> float:
-    return float("nan") if v is None else float(v)
-
-
-def bill_columns(bills: SessionBills | None) -> dict[str, Any]:
-    """The calls table's billed columns (``billed_model`` .. ``priced``) of one call's bills."""
-    if bills is None:
-        return {}
-    a = bills.agent
-    summ = [b.cost_usd for b in bills.summarizer]
-    summ_usd = None if any(c is None for c in summ) else float(sum(c for c in summ if c is not None))
-    return {
-        "billed_model": a.model,
-        "call_at_s": float(bills.at_s),
-        "uncached_input_tokens": a.uncached_input_tokens,
-        "cache_write_5m_tokens": a.cache_write_5m_tokens,
-        "cache_write_1h_tokens": a.cache_write_1h_tokens,
-        "cache_read_tokens": a.cache_read_tokens,
-        "billed_output_tokens": a.output_tokens,
-        "agent_cost_usd": _usd(a.cost_usd),
-        "summarizer_bill_usd": _usd(summ_usd),
-        "cost_usd": _usd(bills.cost_usd),
-        "raw_cost_usd": _usd(bills.raw.cost_usd),
-        "invalidation_usd": _usd(bills.invalidation_usd),
-        "priced": bills.cost_usd is not None and bills.raw.cost_usd is not None,
     }
 
 

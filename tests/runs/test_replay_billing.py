@@ -76,18 +76,27 @@ def test_unpriced_models_give_nan_dollars_never_zero() -> None:
     assert math.isnan(m["cost_usd"]) and m["unpriced_calls"] == 2
 
 
-def test_uncached_tokens_that_were_not_new_count_as_invalidation() -> None:
-    # claude-haiku-4-5 caches nothing under 4096 tokens: the rewritten 900 tokens go uncached
+def test_a_prompt_under_the_minimum_has_no_cache_to_lose() -> None:
+    # claude-haiku-4-5 caches nothing under 4096 tokens: the same rewrite costs no invalidation
     cfg = ReplayConfig(system_prompt="s" * 4000, billing=BillingConfig(model="claude-haiku-4-5"))
     c = replay(_task(), make_policy("drop_all"), config=cfg).calls
     assert c["uncached_input_tokens"].iloc[1] == 2000 and c["cache_write_5m_tokens"].iloc[1] == 0
-    assert c["invalidation_usd"].iloc[1] == pytest.approx(900 * 1.0 / 1e6 * (1.25 - 0.1))
+    assert c["invalidation_usd"].iloc[1] == 0.0
+
+
+def test_automatic_caching_counts_uncached_repeats() -> None:
+    # gpt-4o: call 1 of drop_all sends 2000 tokens, 1100 of them new; nothing shared with call 0
+    cfg = ReplayConfig(system_prompt="s" * 4000, billing=BillingConfig(model="gpt-4o"))
+    c = replay(_task(), make_policy("drop_all"), config=cfg).calls
+    assert c["cache_read_tokens"].iloc[1] == 0 and c["uncached_input_tokens"].iloc[1] == 2000
+    assert c["invalidation_usd"].iloc[1] == pytest.approx(900 * 2.5 / 1e6 * (1 - 0.5))
 
 
 def test_each_compaction_carries_its_invalidation() -> None:
     from h9eval.analysis.metrics import compaction_invalidation
 
     c = replay(_task(), make_policy("drop_all"), config=CFG).calls
+    assert not c["compacted"].iloc[0] and c["compacted"].iloc[1]
     inv = compaction_invalidation(c)
-    assert list(inv["call_index"]) == list(c.loc[c["compacted"], "call_index"])
-    assert inv["invalidation_usd"].sum() == pytest.approx(c["invalidation_usd"].sum())
+    assert list(inv["call_index"]) == [1] and inv["calls_until_next"].iloc[0] == 1
+    assert inv["invalidation_usd"].iloc[0] == pytest.approx(900 * (W - R))
