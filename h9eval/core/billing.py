@@ -169,6 +169,16 @@ class Request:
         head: list[Hashable] = [("prefix", "harness-prefix")] if self.prefix_tokens > 0 else []
         return [*head, *self.messages]
 
+    def is_system(self, i: int) -> bool:
+        """Whether the ``i``-th segment is system content (without building it)."""
+        if self.messages is None:
+            return self.segments[i].system
+        if self.prefix_tokens > 0:
+            if i == 0:
+                return True
+            i -= 1
+        return self.messages[i].role == "system"
+
     def segment(self, i: int) -> Segment:
         """The ``i``-th segment (built on demand for a request given as messages)."""
         if self.messages is None:
@@ -293,7 +303,7 @@ class _Prefix:
             tokens.append(tokens[-1] + seg.tokens)
             blocks.append(blocks[-1] + seg.blocks)
         n_system = 0
-        while n_system < len(keys) and request.segment(n_system).system:
+        while n_system < len(keys) and request.is_system(n_system):
             n_system += 1
         return cls(keys, chain, tokens, blocks, n_system)
 

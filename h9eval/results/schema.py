@@ -125,7 +125,7 @@ def call_row(values: Mapping[str, Any]) -> dict[str, Any]:
         "overflow": sent > window,
         "overflow_tokens": max(sent - window, 0),
     }
-    return {c: derived[c] if c in derived else values.get(c, _unmeasured(c)) for c in CALL_COLUMNS}
+    return {c: derived[c] if c in derived else values[c] if c in values else _unmeasured(c) for c in CALL_COLUMNS}
 
 
 def _unmeasured(column: str) -> Any:
