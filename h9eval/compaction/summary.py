@@ -103,6 +103,14 @@ class SummaryRequest:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"SummaryRequest is immutable: cannot set {name!r}")
 
+    # pickle and copy restore the slots directly (__setattr__ refuses every assignment)
+    def __getstate__(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
     @property
     def conversation(self) -> str:
         if self._conversation is None:

@@ -3,6 +3,8 @@ building it (the offline summarizers count tokens from ``user_prompt_nbytes``)."
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 
 import pytest
@@ -60,6 +62,16 @@ def test_the_old_eager_prompt_is_what_the_lazy_one_builds() -> None:
     assert first.template == "first" and first.user_prompt == DEFAULT_PROMPTS.render_first(conv, ("user_intent",))
     inc = summary_request(DEFAULT_PROMPTS, head, None, "old", None, ("user_intent",), 60.0)
     assert inc.template == "incremental" and inc.user_prompt == DEFAULT_PROMPTS.render_incremental("old", conv)
+
+
+def test_a_request_pickles_and_copies_with_its_lazy_texts() -> None:
+    head = _head(5)
+    for built in (False, True):
+        req = summary_request(DEFAULT_PROMPTS, head, None, "prev", None, ("user_intent",), 60.0)
+        if built:
+            assert req.user_prompt
+        for other in (pickle.loads(pickle.dumps(req)), copy.copy(req), copy.deepcopy(req)):
+            assert other.holds_text == built and other == req and other.user_prompt == req.user_prompt
 
 
 def test_a_request_is_immutable_and_needs_a_prompt() -> None:
