@@ -12,7 +12,13 @@ import pytest
 from h9eval.compaction.anchors import Anchor
 from h9eval.compaction.base import CompactionEnv
 from h9eval.compaction.policies import make_policy
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, conversation_nbytes, serialize_conversation
+from h9eval.compaction.prompts import (
+    DEFAULT_PROMPTS,
+    ConversationText,
+    PromptSet,
+    conversation_nbytes,
+    serialize_conversation,
+)
 from h9eval.compaction.summary import ScriptedSummarizer, SummaryReply, SummaryRequest, summary_request
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import estimate_tokens
@@ -122,3 +128,29 @@ def test_an_offline_summary_never_builds_the_conversation() -> None:
     assert not scripted.calls[0].holds_text
     assert "[tool_result c0]: output 0" in scripted.calls[0].user_prompt and scripted.calls[0].holds_text
     assert run.calls[0].conversation == scripted.calls[0].conversation  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_conversation_text_extends_the_previous_head_exactly(seed: int) -> None:
+    """A compactor's successive heads (growing with the same message objects, cut, replaced, a
+    first head with no text at all) serialise to exactly what a fresh serialisation gives."""
+    rng = random.Random(seed)
+    pool = _head(seed) + _head(seed + 100) + [Message("assistant", ""), Message("user", "")]
+    conv = ConversationText()
+    head: list[Message] = []
+    prev: list[Message] = []
+    extended = 0
+    for _ in range(25):
+        step = rng.random()
+        if step < 0.6:
+            head = head + rng.sample(pool, min(len(pool), rng.randint(0, 3)))
+        elif step < 0.8:
+            head = head[: rng.randint(0, len(head))]
+        else:
+            head = [Message(m.role, m.content, m.tool_calls, m.tool_call_id) for m in head]  # equal, not identical
+        assert conv(head) == serialize_conversation(head)
+        extended += bool(prev) and len(head) > len(prev) and all(a is b for a, b in zip(head, prev))
+        prev = head
+    assert conv([]) == ""
+    if seed == 0:
+        assert extended > 0
