@@ -53,6 +53,7 @@ HEAVY = {
     "httpx2",
     "rapidfuzz",
     "IPython",
+    "jinja2",
     "inspect_ai",
 }
 
