@@ -38,7 +38,7 @@ from h9eval.compaction.offload import (
     CompactionOffloader,
     OffloadError,
 )
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, ConversationText, PromptSet, load_prompt_file
 from h9eval.compaction.records import (
     EXTRA_MASKED,
     EXTRA_MIN_GAIN_DEFERRED,
@@ -266,6 +266,8 @@ class ProgressiveRun(PolicyRun):
         self.env = env
         self.types = policy.anchor_types
         self._prompts = policy.prompts()
+        # successive view-mode heads start with the previous one: their text is extended, not rebuilt
+        self._conversation = ConversationText()
         self.last_summary = ""
         self.last_anchors: list[Anchor] | None = None
         self.calls: list[SummaryCall] = []
@@ -514,7 +516,10 @@ class ProgressiveRun(PolicyRun):
         if self.env.summarizer is None:
             return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
         # the conversation and the prompt are built only if the summarizer reads them
-        req = summary_request(self._prompts, head, None, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
+        req = summary_request(
+            self._prompts, head, None, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s,
+            serialize=self._conversation,
+        )
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
             return None
