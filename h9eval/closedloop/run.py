@@ -32,6 +32,7 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.records import Tier
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError
+from h9eval.core.lock import folder_lock
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
 from h9eval.results.schema import CALL_COLUMNS, CALLS_SCHEMA_VERSION, EPISODES_SCHEMA_VERSION
@@ -239,9 +240,10 @@ def run_world(
         out = prepare_out_dir(out_dir)
     run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
-        write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
-        write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
-        write_json_atomic(out / "episode.json", episode_to_dict(ep))
+        with folder_lock(out):  # two episodes written into one folder at once would mix their three files
+            write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
+            write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
+            write_json_atomic(out / "episode.json", episode_to_dict(ep))
     return run
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -14,10 +15,11 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
-from h9eval.core.paths import safe_name
+from h9eval.core.lock import folder_lock
+from h9eval.core.paths import prepare_out_dir, safe_name
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget
-from h9eval.probes.runner import make_probe_fn
+from h9eval.probes.runner import ProbeFn, make_probe_fn
 from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
@@ -136,6 +138,31 @@ def run_task(
     if probe_fn is not None:  # every task's grid before any task runs
         for t in tasks:
             check_probe_budget(t, probe_every_k, max_probes)
+    # One writer per folder, as for sweeps: a second run into it is refused with one line instead of
+    # mixing its tables and session store with the first's (both are staged under the same names).
+    out = prepare_out_dir(out_dir, what="results folder") if out_dir is not None else None
+    with folder_lock(out) if out is not None else contextlib.nullcontext():
+        return _run_tasks(tasks, pol, window=window, window_peak_frac=window_peak_frac, summ=summ, probe_fn=probe_fn,
+                          history_mode=history_mode, writeback_rules=writeback_rules, manual_compact_at=manual_compact_at,
+                          probe_every_k=probe_every_k, max_probes=max_probes, out_dir=out)
+
+
+def _run_tasks(
+    tasks: Sequence[Task],
+    pol: Policy,
+    *,
+    window: int | None,
+    window_peak_frac: float | None,
+    summ: Summarizer | None,
+    probe_fn: ProbeFn | None,
+    history_mode: str,
+    writeback_rules: str,
+    manual_compact_at: Sequence[int],
+    probe_every_k: int | None,
+    max_probes: int,
+    out_dir: Path | None,
+) -> list[ReplayResult]:
+    """:func:`run_task`'s loop over its resolved tasks (under the folder's lock when it writes)."""
     results = []
     seen: dict[str, int] = {}
     for t in tasks:
@@ -154,6 +181,6 @@ def run_task(
             run_id = f"{key}--{run_pol.kind}-{params_hash(run_pol.kind, policy_params(run_pol))}-{cfg.history_mode}"
         out = None
         if out_dir is not None:
-            out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(key)
+            out = out_dir if len(tasks) == 1 else out_dir / safe_name(key)
         results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes))
     return results
