@@ -22,7 +22,7 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError, H9Error
 
-__all__ = ["API_KEY_ENV", "AnthropicAPI", "Usage", "redact", "resolve_api_key", "usage_of"]
+__all__ = ["API_KEY_ENV", "AnthropicAPI", "Reply", "Usage", "count_of", "redact", "resolve_api_key", "usage_of"]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 #: characters of an API error message kept in an h9eval error (after redaction)
@@ -91,16 +91,38 @@ class Usage:
     missing: bool = False
 
 
+def count_of(obj: Any, name: str, *, where: str = "usage") -> int:
+    """The token count ``obj.<name>`` of a response (0 when absent or null). Anything but a
+    non-negative integer (a string, a float, a bool) is a :class:`ValueError` that names the
+    field and the value's type, never the value: a reply can echo the key anywhere."""
+    v = getattr(obj, name, None)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        what = "a negative integer" if isinstance(v, int) and not isinstance(v, bool) else f"a {type(v).__name__}"
+        raise ValueError(f"{where}.{name} is not a non-negative integer (got {what})")
+    return v
+
+
 def usage_of(resp: Any) -> Usage:
-    """The :class:`Usage` of an SDK response (zeros, ``missing=True`` when it has none)."""
+    """The :class:`Usage` of an SDK response (zeros, ``missing=True`` when it has none); a count
+    that is not a non-negative integer is a :class:`ValueError` naming the field, not the value
+    (:meth:`AnthropicAPI.reply` maps it to the caller's error)."""
     usage = getattr(resp, "usage", None)
     if usage is None:
         return Usage(missing=True)
+    return Usage(*(count_of(usage, f) for f in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")))
 
-    def n(name: str) -> int:
-        return int(getattr(usage, name, 0) or 0)
 
-    return Usage(n("input_tokens"), n("output_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens"))
+@dataclass(frozen=True)
+class Reply:
+    """What h9eval stores of one Messages response, every string redacted
+    (:meth:`AnthropicAPI.reply`): ``text`` the text blocks joined (``None`` without one)."""
+
+    text: str | None
+    model: str | None
+    stop_reason: str | None
+    usage: Usage
 
 
 def _error_type(body: object) -> str:
@@ -177,6 +199,42 @@ class AnthropicAPI:
     def redact(self, text: str) -> str:
         """``text`` with this client's key (and its variants) removed."""
         return redact(text, self._api_key)
+
+    def redact_obj(self, obj: Any) -> Any:
+        """``obj`` (JSON-like) with every string in it, keys included, :meth:`redact`-ed (a copy):
+        for a whole response stored as it came (a cassette)."""
+        if isinstance(obj, str):
+            return self.redact(obj)
+        if isinstance(obj, Mapping):
+            return {self.redact_obj(k): self.redact_obj(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.redact_obj(v) for v in obj]
+        return obj
+
+    def _field(self, resp: Any, name: str) -> str | None:
+        v = getattr(resp, name, None)
+        return None if v is None else self.redact(str(v))
+
+    def reply(self, resp: Any) -> Reply:
+        """The one reading of a ``messages.create`` response: the text blocks, ``model``,
+        ``stop_reason`` (each redacted: a reply can echo the key in any field) and the usage.
+        A response without a content list, or with a token count that is not a non-negative
+        integer, is :meth:`error` (naming the field, never its value)."""
+        content = getattr(resp, "content", None)
+        if not isinstance(content, list):
+            raise self.error(f"malformed response: no content list (got {type(resp).__name__})")
+        try:
+            usage = usage_of(resp)
+        except ValueError as e:
+            raise self.error(f"malformed response: {e}") from None
+        texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
+        texts = [t for t in texts if isinstance(t, str)]
+        return Reply(
+            text=self.redact("".join(texts)) if texts else None,
+            model=self._field(resp, "model"),
+            stop_reason=self._field(resp, "stop_reason"),
+            usage=usage,
+        )
 
     def error(self, detail: str) -> H9Error:
         """The h9eval error for ``detail``: redacted first, then cut, so no key prefix survives."""

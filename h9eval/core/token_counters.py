@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import AnthropicAPI, count_of
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
 from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
@@ -435,7 +435,10 @@ class AnthropicCountTokens:
                 return int(row[0])
         resp = self._api.count_tokens(model=self.model, messages=[{"role": "user", "content": text}])
         self.api_calls += 1
-        n = int(resp.input_tokens)
+        try:
+            n = count_of(resp, "input_tokens", where="count_tokens")
+        except ValueError as e:
+            raise self._api.error(f"malformed response: {e}") from None
         self._mem[k] = n
         if self._db is not None:
             self._db.execute("INSERT OR REPLACE INTO token_counts (key, tokens) VALUES (?, ?)", (k, n))
