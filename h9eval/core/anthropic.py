@@ -111,7 +111,7 @@ def usage_of(resp: Any) -> Usage:
     usage = getattr(resp, "usage", None)
     if usage is None:
         return Usage(missing=True)
-    return Usage(*(count_of(usage, f) for f in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")))
+    return Usage(**{f: count_of(usage, f) for f in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")})
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,8 @@ class AnthropicAPI:
             usage = usage_of(resp)
         except ValueError as e:
             raise self.error(f"malformed response: {e}") from None
-        texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
-        texts = [t for t in texts if isinstance(t, str)]
+        blocks = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
+        texts = [t for t in blocks if isinstance(t, str)]
         return Reply(
             text=self.redact("".join(texts)) if texts else None,
             model=self._field(resp, "model"),
