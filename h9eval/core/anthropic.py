@@ -111,7 +111,12 @@ def usage_of(resp: Any) -> Usage:
     usage = getattr(resp, "usage", None)
     if usage is None:
         return Usage(missing=True)
-    return Usage(**{f: count_of(usage, f) for f in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")})
+    return Usage(
+        input_tokens=count_of(usage, "input_tokens"),
+        output_tokens=count_of(usage, "output_tokens"),
+        cache_creation_input_tokens=count_of(usage, "cache_creation_input_tokens"),
+        cache_read_input_tokens=count_of(usage, "cache_read_input_tokens"),
+    )
 
 
 @dataclass(frozen=True)
