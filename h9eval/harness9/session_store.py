@@ -61,6 +61,7 @@ __all__ = [
     "UnknownSessionError",
     "encode_tool_calls",
     "decode_tool_calls",
+    "json_text",
     "row_to_message",
     "ARGUMENTS_TEXT_FLAG",
 ]
@@ -256,22 +257,48 @@ def decode_tool_calls(text: str | None) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
-def _text(v: Any) -> str:
+def _text(v: Any, column: str) -> str:
     if v is None:
         return ""
     if isinstance(v, bytes):  # a BLOB written by another client; harness9 writes TEXT
-        return v.decode("utf-8")
-    return str(v)
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"column {column}: a BLOB that is not UTF-8 ({e.reason} at byte {e.start})") from None
+    return str(v)  # an INTEGER or REAL: Go's database/sql scans it into a string the same way
+
+
+def json_text(v: Any, column: str) -> str | None:
+    """A JSON column's value as text (``None`` for NULL). An INTEGER or REAL (``tool_calls = 5``)
+    is a :class:`ValueError` naming the column: it is not JSON text, and harness9 would fail
+    to unmarshal it too."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        return _text(v, column)
+    kind = {int: "an INTEGER", float: "a REAL"}.get(type(v), f"a {type(v).__name__}")
+    raise ValueError(f"column {column}: expected JSON text or NULL, got {kind}")
 
 
 def row_to_message(role: Any, content: Any, tool_calls: Any, tool_call_id: Any) -> Message:
     """One ``messages`` row (harness9's ``SELECT role, content, tool_calls, tool_call_id``) as
-    an h9eval :class:`Message`; a ``user`` tool result comes back with role ``tool``."""
-    role_s, tcid = _text(role), _text(tool_call_id)
+    an h9eval :class:`Message`; a ``user`` tool result comes back with role ``tool``. A bad
+    value is a :class:`ValueError` whose message starts with ``column <name>:``."""
+    role_s, tcid = _text(role, "role"), _text(tool_call_id, "tool_call_id")
     if tcid and role_s == "user":
         role_s = "tool"
-    raw_calls = tool_calls.decode("utf-8") if isinstance(tool_calls, bytes) else tool_calls
-    return Message(role_s, _text(content), decode_tool_calls(raw_calls), tcid)
+    raw_calls = json_text(tool_calls, "tool_calls")
+    try:
+        calls = decode_tool_calls(raw_calls)
+    except RecursionError:  # JSON nested thousands deep: no tool call looks like that
+        raise ValueError("column tool_calls: JSON nested too deeply") from None
+    except ValueError as e:
+        raise ValueError(f"column tool_calls: {e}") from None
+    text = _text(content, "content")
+    try:
+        return Message(role_s, text, calls, tcid)
+    except ValueError as e:
+        raise ValueError(f"column role/content: {e}") from None
 
 
 def _strip_system(msgs: Sequence[Message]) -> list[Message]:
@@ -429,8 +456,8 @@ class SessionStore:
         for r in rows:
             try:
                 out.append(row_to_message(*r[1:]))
-            except (ValueError, UnicodeDecodeError) as e:
-                raise FormatError(f"bad tool_calls in session {session_id!r}: {e}", path=self.path, where=f"messages.id {r[0]}") from None
+            except ValueError as e:
+                raise FormatError(f"bad message in session {session_id!r}: {e}", path=self.path, where=f"messages.id {r[0]}") from None
         return out
 
     def clear(self, session_id: str) -> None:
@@ -479,9 +506,13 @@ class SessionStore:
         if r is None or not r[0]:
             return None
         try:
-            items = json.loads(r[0])
+            items = json.loads(json_text(r[0], "items") or "")
         except json.JSONDecodeError as e:
             raise FormatError(f"plan of session {session_id!r} is not JSON ({e.msg})", path=self.path, where="session_plans") from None
+        except RecursionError:
+            raise FormatError(f"plan of session {session_id!r}: JSON nested too deeply", path=self.path, where="session_plans") from None
+        except ValueError as e:  # an INTEGER or REAL items, named by json_text
+            raise FormatError(f"plan of session {session_id!r}: {e}", path=self.path, where="session_plans") from None
         if not isinstance(items, list):
             raise FormatError(f"plan of session {session_id!r} is not a JSON list", path=self.path, where="session_plans")
         return items
