@@ -34,6 +34,7 @@ from h9eval.core.anthropic import AnthropicAPI, count_of
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
 from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
+from h9eval.core import storage
 
 __all__ = [
     "CONTENT_KINDS",
@@ -406,7 +407,7 @@ class AnthropicCountTokens:
         self._mem: dict[str, int] = {}
         self._db: sqlite3.Connection | None = None
         if cache_path is not None:
-            self._db = sqlite3.connect(str(cache_path), check_same_thread=False)
+            self._db = storage.connect(str(cache_path), check_same_thread=False)  # its errors name the file
             self._db.execute("CREATE TABLE IF NOT EXISTS token_counts (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL)")
             self._db.commit()
         self._overhead: int | None = None

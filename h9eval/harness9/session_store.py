@@ -53,6 +53,7 @@ from h9eval.core.errors import FormatError, H9InputError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import go_json
 from h9eval.core.paths import check_db_file
+from h9eval.core import storage
 
 __all__ = [
     "SCHEMA_SQL",
@@ -339,7 +340,7 @@ class SessionStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Autocommit mode: every statement commits on its own unless inside an explicit BEGIN,
         # which is how Go's database/sql behaves and what harness9's Clear/AddMessages rely on.
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout_s)
+        self._db = storage.connect(self.path, isolation_level=None, timeout=timeout_s)  # its errors name the file
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             if not sync_each_commit:
@@ -351,6 +352,8 @@ class SessionStore:
                 self._db.execute("ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''")
         except sqlite3.DatabaseError as e:
             self._db.close()
+            if storage.is_disk_full(e, self.path):
+                raise  # the disk, not the file: said as such by the CLI (core.storage)
             raise FormatError(f"cannot open as a harness9 session database: {e}", path=self.path) from None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -428,8 +431,14 @@ class SessionStore:
             )
             self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
+        except BaseException as e:
+            # SQLite has already rolled back after some errors (a full disk): the ROLLBACK's
+            # "no transaction is active" must not replace the error that says what happened.
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error as rb:
+                    e.add_note(f"the rollback also failed: {rb}")
             raise
 
     def get_messages(self, session_id: str, limit: int = 0) -> list[Message]:

@@ -25,7 +25,14 @@ from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+__all__ = ["MIN_WINDOW_TOKENS", "peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+
+
+MIN_WINDOW_TOKENS = 1_000
+"""The smallest run window (``run --window``, a sweep spec's ``window``) accepted, in tokens.
+Below it one ordinary tool result or file read is over the window, so every call ends in
+forced truncation and the run measures nothing else; ``window = 1`` is a typo, not a study.
+A policy's own ``context_window_tokens`` is not bounded here (unit tests use tiny ones)."""
 
 
 def uncompacted_peak_tokens(task: Task, *, system_prompt: str | None = None) -> int:
@@ -111,6 +118,8 @@ def run_task(
     """
     if window is not None and window_peak_frac is not None:
         raise ConfigError(f"give window ({window}) or window_peak_frac ({window_peak_frac}), not both")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < MIN_WINDOW_TOKENS):
+        raise ConfigError(f"window must be an integer >= {MIN_WINDOW_TOKENS:,} tokens, got {window!r}")
     if window_peak_frac is not None:
         _check_peak_frac(window_peak_frac)
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]

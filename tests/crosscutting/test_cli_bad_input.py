@@ -576,7 +576,13 @@ def _(t: Path) -> Case:
 @case("run/window-zero")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--window", "0"), [r"context_window_tokens must be > 0, got 0"], [out])
+    return Case(run_argv("synthetic:small", out, "--window", "0"), [r"window must be an integer >= 1,000 tokens, got 0"], [out])
+
+
+@case("run/window-one")
+def _(t: Path) -> Case:
+    out = existing_run(t)
+    return Case(run_argv("synthetic:small", out, "--window", "1"), [r"window must be an integer >= 1,000 tokens, got 1"], [out])
 
 
 @case("run/compact-at-not-int")
