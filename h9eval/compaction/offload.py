@@ -157,8 +157,12 @@ class _Writer:
             cur = cur / part
             if os.path.islink(cur) or not os.path.isdir(cur):
                 raise OffloadError(f"{cur} is not a real directory")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        # A fresh file, never the old one truncated: a name planted as a hard link to a file
+        # elsewhere is replaced, not written through (O_EXCL: nothing slips in between).
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         try:
+            if os.path.isfile(target) and not os.path.islink(target):  # a planted symlink stays refused (ELOOP)
+                os.unlink(target)
             fd = os.open(target, flags, 0o600)
         except OSError as e:
             _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))

@@ -145,12 +145,14 @@ def refuse_hard_link(path: str | os.PathLike[str], *, what: str = "file", fd: in
 
 def check_db_file(path: str | os.PathLike[str], *, what: str = "database") -> None:
     """Before SQLite opens ``path``: refuse it (:class:`FormatError` naming it) when it, or
-    its ``-wal`` / ``-shm`` / ``-journal`` companion, is a symbolic link, or when it exists
+    its ``-wal`` / ``-shm`` / ``-journal`` companion, is a symbolic link or has a second hard
+    link, or when it exists
     and is not a regular file (a folder, a FIFO, a device). SQLite follows links and would
     modify the database they point at."""
     p = str(path)
     for q in (p, p + "-wal", p + "-shm", p + "-journal"):
         refuse_symlink(q, what=what)
+        refuse_hard_link(q, what=what)  # SQLite would write into the file the other name belongs to
     if os.path.exists(p) and not os.path.isfile(p):
         raise FormatError(f"{what} is not a regular file", path=p)
 

@@ -35,6 +35,7 @@ from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
 from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
 from h9eval.core import storage
+from h9eval.core.paths import check_db_file
 
 __all__ = [
     "CONTENT_KINDS",
@@ -407,6 +408,7 @@ class AnthropicCountTokens:
         self._mem: dict[str, int] = {}
         self._db: sqlite3.Connection | None = None
         if cache_path is not None:
+            check_db_file(cache_path, what="token count cache")
             self._db = storage.connect(str(cache_path), check_same_thread=False)  # its errors name the file
             self._db.execute("CREATE TABLE IF NOT EXISTS token_counts (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL)")
             self._db.commit()
