@@ -32,6 +32,7 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.records import Tier
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.lock import folder_lock
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
@@ -206,23 +207,25 @@ def run_world(
     max_steps: int = 60,
     oracle: bool | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    call_limits: CallLimits | None = None,
 ) -> WorldRun:
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
     ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
     with ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring.
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
-    second paid episode, and a cassette holds only the episode it recorded)."""
+    second paid episode, and a cassette holds only the episode it recorded). ``call_limits``: the
+    request timeout and retries of the live agent and a model summarizer."""
     kind, seed = parse_world_spec(world)
     wparams = dict(world_params or {})
     make_world(kind, **wparams)  # refuse a bad parameter before anything runs
-    ag = make_agent(agent, **dict(agent_params or {}))
+    ag = make_agent(agent, call_limits=call_limits, **dict(agent_params or {}))
     if isinstance(policy, str):
         pol = make_policy(policy, **dict(params or {}))
     else:
         if params:
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
         pol = policy
-    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
+    summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,
         "history_mode": history_mode,

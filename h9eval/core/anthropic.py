@@ -14,6 +14,7 @@ h9eval is imported.
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -22,12 +23,64 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError, H9Error
 
-__all__ = ["API_KEY_ENV", "AnthropicAPI", "Reply", "Usage", "count_of", "redact", "resolve_api_key", "usage_of"]
+__all__ = ["API_KEY_ENV", "AnthropicAPI", "CallLimits", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage", "count_of", "redact", "resolve_api_key", "usage_of"]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 #: characters of an API error message kept in an h9eval error (after redaction)
 ERROR_MESSAGE_CHARS = 300
 _REDACTED = "[redacted]"
+
+
+MAX_RETRIES_LIMIT = 10
+"""The most retries :class:`CallLimits` accepts (the SDK backs off exponentially: more is a hang)."""
+REQUEST_TIMEOUT_LIMIT_S = 3600.0
+"""The longest per-attempt timeout :class:`CallLimits` accepts, in seconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallLimits:
+    """How long one model request may take and how often it is retried: what every
+    model-calling command (``--request-timeout-s``, ``--max-retries``) and sweep spec
+    (``request_timeout_s``, ``max_retries``) hands down to the SDK client of each part that
+    calls a model (the Anthropic summarizers, the llm scorer's client, the live agent).
+
+    ``request_timeout_s``: seconds per HTTP attempt, in (0, 3600]; ``None`` (default) = each
+    part's own default (a summary request's ``timeout_s``, harness9's 60 s). ``max_retries``:
+    SDK retries after the first attempt (408/409/429/5xx and connection errors), 0-10;
+    ``None`` = the part's default (2). The worst wall time of one call is about
+    ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff.
+    """
+
+    request_timeout_s: float | None = None
+    max_retries: int | None = None
+
+    def __post_init__(self) -> None:
+        t = self.request_timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t)
+                              or not 0 < t <= REQUEST_TIMEOUT_LIMIT_S):
+            raise ConfigError(f"request_timeout_s must be a number of seconds in (0, {REQUEST_TIMEOUT_LIMIT_S:g}], got {t!r}")
+        r = self.max_retries
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_RETRIES_LIMIT):
+            raise ConfigError(f"max_retries must be an integer in [0, {MAX_RETRIES_LIMIT}], got {r!r}")
+
+    def client_params(self) -> dict[str, Any]:
+        """The parameters the model-calling parts take (``timeout_s``, ``max_retries``), set ones only."""
+        out: dict[str, Any] = {}
+        if self.request_timeout_s is not None:
+            out["timeout_s"] = float(self.request_timeout_s)
+        if self.max_retries is not None:
+            out["max_retries"] = self.max_retries
+        return out
+
+    def apply(self, params: dict[str, Any], *, who: str) -> dict[str, Any]:
+        """``params`` (a model-calling part's) with these limits added; one also given in
+        ``params`` with another value is a :class:`ConfigError` naming both (``who`` the part)."""
+        out = dict(params)
+        for k, v in self.client_params().items():
+            if k in out and out[k] != v:
+                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's request limit {v!r}; give one")
+            out[k] = v
+        return out
 
 
 def resolve_api_key(api_key: str | None, *, who: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
 from h9eval.core.lock import folder_lock
@@ -103,6 +104,7 @@ def run_task(
     probe_every_k: int | None = None,
     max_probes: int = DEFAULT_MAX_PROBES,
     out_dir: str | os.PathLike[str] | None = None,
+    call_limits: CallLimits | None = None,
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
 
@@ -115,6 +117,9 @@ def run_task(
     probes one task's grid may score (checked for every task before any runs). With several tasks each
     gets ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
     ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
+    ``call_limits``: the request timeout and retries of a model summarizer and the llm scorer.
+    A run into ``out_dir`` holds its lock (:func:`~h9eval.core.lock.folder_lock`): a second
+    run into the same folder meanwhile is refused.
     """
     if window is not None and window_peak_frac is not None:
         raise ConfigError(f"give window ({window}) or window_peak_frac ({window_peak_frac}), not both")
@@ -142,8 +147,11 @@ def run_task(
             f"window_peak_frac {window_peak_frac} sizes each task's window, but {pol.kind}'s context_window_tokens "
             f"was set to {policy_window(pol)}: a run has one window; drop one of them"
         )
-    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
-    probe_fn = make_probe_fn(probes, cache=summarizer_cache)
+    if isinstance(summarizer, str) or summarizer is None:
+        summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits)
+    else:
+        summ = summarizer
+    probe_fn = make_probe_fn(probes, cache=summarizer_cache, call_limits=call_limits)
     if probe_fn is not None:  # every task's grid before any task runs
         for t in tasks:
             check_probe_budget(t, probe_every_k, max_probes)

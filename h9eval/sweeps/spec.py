@@ -62,6 +62,7 @@ from h9eval.closedloop.agents import AGENT_KINDS, make_agent
 from h9eval.closedloop.worlds import make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
 from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
@@ -92,6 +93,8 @@ TOP_LEVEL_KEYS = (
     "skip_invalid",
     "description",
     "agents",
+    "request_timeout_s",
+    "max_retries",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds")
 WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop")
@@ -157,7 +160,10 @@ class SweepSpec:
 (``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
 own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
-    ``v3`` (default) or ``v2``. ``source``: the spec as passed (for the manifest).
+    ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
+    ``max_retries`` of every model request a cell makes (:class:`~h9eval.core.anthropic.CallLimits`;
+    not part of a cell's identity: they change when a reply arrives, not what it says).
+    ``source``: the spec as passed (for the manifest).
     """
 
     name: str
@@ -180,6 +186,7 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
     writeback_rules: str = "v3"
     skip_invalid: bool = False
     description: str = ""
+    call_limits: CallLimits = field(default_factory=CallLimits)
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     source_path: str | None = field(default=None, compare=False)
 
@@ -211,6 +218,8 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},
             "writeback_rules": self.writeback_rules,
             "skip_invalid": self.skip_invalid,
+            "request_timeout_s": self.call_limits.request_timeout_s,
+            "max_retries": self.call_limits.max_retries,
         }
 
 
@@ -357,6 +366,8 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     _expect(isinstance(skip, bool), "skip_invalid", "must be true or false", skip)
     desc = d.get("description", "")
     _expect(isinstance(desc, str), "description", "expected a string", desc)
+    with _at("request limits"):
+        limits = CallLimits(request_timeout_s=d.get("request_timeout_s"), max_retries=d.get("max_retries"))
     return SweepSpec(
         name=name,
         recorded=recorded,
@@ -377,6 +388,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         writeback_rules=rules,
         skip_invalid=skip,
         description=desc,
+        call_limits=limits,
         source=source,
         source_path=source_path,
     )
