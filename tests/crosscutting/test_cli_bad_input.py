@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from h9eval.core.lock import LOCK_NAME
 from h9eval.core.paths import conformance_dir, recorded_dir
 
 PYTHON = sys.executable
@@ -1006,6 +1007,8 @@ def snapshot(paths: list[Path]) -> dict[str, tuple[str, int, bytes | None]]:
     snap: dict[str, tuple[str, int, bytes | None]] = {}
 
     def add(p: Path) -> None:
+        if p.name == LOCK_NAME:  # the folder lock's file holds its holder's pid while held: coordination, not data
+            return
         st = p.lstat()
         if p.is_symlink():
             snap[str(p)] = ("link", st.st_mtime_ns, os.readlink(p).encode())
