@@ -104,6 +104,7 @@ def run_task(
     probe_every_k: int | None = None,
     max_probes: int = DEFAULT_MAX_PROBES,
     out_dir: str | os.PathLike[str] | None = None,
+    ledger: bool = True,
     call_limits: CallLimits | None = None,
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
@@ -117,6 +118,7 @@ def run_task(
     probes one task's grid may score (checked for every task before any runs). With several tasks each
     gets ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
     ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
+    ``ledger``: compute the loss ledger of each run (``ReplayResult.ledger``, ``ledger.parquet``).
     ``call_limits``: the request timeout and retries of a model summarizer and the llm scorer.
     A run into ``out_dir`` holds its lock (:func:`~h9eval.core.lock.folder_lock`): a second
     run into the same folder meanwhile is refused.
@@ -161,7 +163,7 @@ def run_task(
     with folder_lock(out) if out is not None else contextlib.nullcontext():
         return _run_tasks(tasks, pol, window=window, window_peak_frac=window_peak_frac, summ=summ, probe_fn=probe_fn,
                           history_mode=history_mode, writeback_rules=writeback_rules, manual_compact_at=manual_compact_at,
-                          probe_every_k=probe_every_k, max_probes=max_probes, out_dir=out)
+                          probe_every_k=probe_every_k, max_probes=max_probes, out_dir=out, ledger=ledger)
 
 
 def _run_tasks(
@@ -178,6 +180,7 @@ def _run_tasks(
     probe_every_k: int | None,
     max_probes: int,
     out_dir: Path | None,
+    ledger: bool,
 ) -> list[ReplayResult]:
     """:func:`run_task`'s loop over its resolved tasks (under the folder's lock when it writes)."""
     results = []
@@ -199,5 +202,6 @@ def _run_tasks(
         out = None
         if out_dir is not None:
             out = out_dir if len(tasks) == 1 else out_dir / safe_name(key)
-        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes))
+        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes,
+                              ledger=ledger))
     return results
