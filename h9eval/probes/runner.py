@@ -14,6 +14,7 @@ from typing import Any
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.messages import Message
 from h9eval.probes.drift import probe_view
+from h9eval.probes.llm import AnthropicTextClient
 from h9eval.probes.scorers import make_scorer
 from h9eval.tasks.model import Task
 
@@ -40,8 +41,6 @@ def _scorer(name: str, cache: str | os.PathLike[str] | None, call_limits: CallLi
         return make_scorer(name)
     if call_limits is None:
         return make_scorer(name, cache=cache)
-    from h9eval.probes.llm import AnthropicTextClient  # builds the SDK client: only when asked for
-
     return make_scorer(name, answerer=AnthropicTextClient(cache=cache, **call_limits.client_params()))
 
 
