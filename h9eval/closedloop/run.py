@@ -35,6 +35,8 @@ from h9eval.compaction.summary import Summarizer
 from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.errors import ConfigError
+from h9eval.core.anthropic import CallLimits
+from h9eval.core.lock import folder_lock
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
 from h9eval.results.schema import EPISODES_SCHEMA_VERSION, call_row, calls_frame
@@ -208,6 +210,7 @@ def run_world(
     max_steps: int = 60,
     oracle: bool | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    call_limits: CallLimits | None = None,
 ) -> WorldRun:
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
     ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
@@ -215,11 +218,12 @@ def run_world(
     ``window``: the run's window (tokens), the same rule as :func:`~h9eval.runs.run.run_task`'s
     (:func:`~h9eval.compaction.step.run_window`).
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
-    second paid episode, and a cassette holds only the episode it recorded)."""
+    second paid episode, and a cassette holds only the episode it recorded). ``call_limits``: the
+    request timeout and retries of the live agent and a model summarizer."""
     kind, seed = parse_world_spec(world)
     wparams = dict(world_params or {})
     make_world(kind, **wparams)  # refuse a bad parameter before anything runs
-    ag = make_agent(agent, **dict(agent_params or {}))
+    ag = make_agent(agent, call_limits=call_limits, **dict(agent_params or {}))
     if isinstance(policy, str):
         pol = make_policy(policy, **dict(params or {}))
     else:
@@ -229,7 +233,7 @@ def run_world(
     # the run's window, as run_task resolves it (a window given in params is an explicit choice)
     explicit = "context_window_tokens" in (params or {}) if isinstance(policy, str) else None
     pol = run_window(pol, window, explicit=explicit).policy
-    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
+    summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,
         "history_mode": history_mode,
@@ -247,9 +251,10 @@ def run_world(
         out = prepare_out_dir(out_dir)
     run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
-        write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
-        write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
-        write_json_atomic(out / "episode.json", episode_to_dict(ep))
+        with folder_lock(out):  # two episodes written into one folder at once would mix their three files
+            write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
+            write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
+            write_json_atomic(out / "episode.json", episode_to_dict(ep))
     return run
 
 

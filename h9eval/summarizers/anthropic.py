@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
-from h9eval.core.anthropic import AnthropicAPI, usage_of
+from h9eval.core.anthropic import AnthropicAPI, Reply
 from h9eval.core.errors import ConfigError, SummarizerError
 from h9eval.core.prices import MODELS, base_model_id
 
@@ -168,30 +168,24 @@ class AnthropicSummarizer:
             timeout=timeout,
         )
         latency = time.perf_counter() - t0
-        text = self._reply_text(resp)
-        return self._reply(resp, text, latency)
+        # Every field stored of the reply (its text, model, stop reason, usage) is read and
+        # redacted once, at the source, so the key never reaches the cache, the tables, the
+        # records or sessions.db, even when a reply echoes it.
+        reply = self._api.reply(resp)
+        return self._reply(reply, self._reply_text(reply), latency)
 
-    def _reply_text(self, resp: Any) -> str | None:
-        content = getattr(resp, "content", None)
-        if not isinstance(content, list):
-            raise self._api.error(f"malformed response: no content list (got {type(resp).__name__})")
-        texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
-        texts = [t for t in texts if isinstance(t, str)]
-        if not texts:
-            return None  # harness9's nil message (see the module docstring)
-        # Redacted here, at the source, so the key never reaches the cache, the compactions
-        # table, the records or sessions.db, even when a reply echoes it.
-        return self._api.redact("".join(texts))
+    def _reply_text(self, reply: Reply) -> str | None:
+        return reply.text  # None: harness9's nil message (see the module docstring)
 
-    def _reply(self, resp: Any, text: str | None, latency: float) -> SummaryReply:
-        usage = usage_of(resp)
+    def _reply(self, reply: Reply, text: str | None, latency: float) -> SummaryReply:
+        usage = reply.usage
         tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
         cost = 0.0 if price is None else (tin * price[0] + tout * price[1]) / 1e6
         extra: dict[str, object] = {
-            "stop_reason": getattr(resp, "stop_reason", None),
+            "stop_reason": reply.stop_reason,
             "cost_known": price is not None,
-            "response_model": getattr(resp, "model", None),
+            "response_model": reply.model,
         }
         if usage.missing:
             extra["usage_missing"] = True
@@ -244,8 +238,8 @@ class AnthropicFreeTextSummarizer(AnthropicSummarizer):
         parts.append("Conversation:\n" + request.conversation)
         return FREE_TEXT_SYSTEM_PROMPT, "\n\n".join(parts)
 
-    def _reply_text(self, resp: Any) -> str | None:
-        text = super()._reply_text(resp)
+    def _reply_text(self, reply: Reply) -> str | None:
+        text = super()._reply_text(reply)
         if text is None:
             return None
         body = text.strip()

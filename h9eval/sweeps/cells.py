@@ -100,6 +100,10 @@ class Cell:
     """An episode cell's step bound."""
     billing: dict[str, Any] = field(default_factory=dict)
     """The spec's ``[billing]`` table (how the calls are billed)."""
+    request_timeout_s: float | None = None
+    """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
+    max_retries: int | None = None
+    """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
     cell_hash: str = field(init=False)
     """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
     manifest schema, the h9eval version and the source hash."""
@@ -310,6 +314,8 @@ class _CellMaker:
             billing=spec.billing,
             summarizer=variant,
             summarizer_params=dict(spec.summarizer_params),
+            request_timeout_s=spec.call_limits.request_timeout_s,
+            max_retries=spec.call_limits.max_retries,
             summarizer_cache=_cache_for_repeat(self.cache, r),
             repeat=r,
             h9eval_version=self.version,

@@ -232,4 +232,5 @@ class AnthropicAgent:
         extra_body = {"temperature": body["temperature"]} if "temperature" in body else None
         method = api.client.beta.messages.create if "context_management" in kwargs else api.client.messages.create
         resp = api.call(method, timeout=self.timeout_s, extra_body=extra_body, **kwargs)
-        return dict(resp.model_dump(mode="json", exclude_none=True))
+        # Stored whole (the cassette): every string of it redacted, as the one redaction does for a summary.
+        return dict(api.redact_obj(resp.model_dump(mode="json", exclude_none=True)))
