@@ -901,8 +901,8 @@ registers two of them as h9eval policies that call Inspect's own code: `inspect_
 harness9's default and the `keep_all` control over a few of the demo's tasks, under the same
 probes and loss ledger, and compares tokens saved, retention and item survival.
 
-The cells run in this process (`workers=0`): Inspect's strategies are registered by importing
-the integration, which worker processes do not do. The summaries of harness9's tiers are the
+The cells run in this process (`workers=0`): Inspect's strategies are registered in this process by
+`register_inspect_policies()`, which worker processes do not call. The summaries of harness9's tiers are the
 offline stand-in's, not a model's.""",
     ),
     (
@@ -922,7 +922,8 @@ from pathlib import Path
 
 import pandas as pd
 
-import h9eval.integrations.inspect  # registers inspect_trim and inspect_edit
+from h9eval.integrations.inspect import register_inspect_policies
+register_inspect_policies()  # inspect_trim and inspect_edit
 from h9eval import load_results, sweep
 from h9eval.analysis import metrics as M
 from h9eval.analysis.ledger import survival_curves, survival_plot

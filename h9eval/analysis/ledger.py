@@ -21,6 +21,7 @@ from h9eval.analysis.compare import config_labels
 from h9eval.analysis.ledger_page import write_ledger_page
 from h9eval.analysis.metrics import bootstrap_ci
 from h9eval.analysis.report.model import Section
+from h9eval.core.paths import prepare_out_dir
 from h9eval.probes.items import ITEM_TYPES
 from h9eval.results.store import Results, cell_dir_name
 
@@ -115,7 +116,8 @@ def survival_plot(curves: pd.DataFrame, *, history_mode: str | None = None,
                   item_types: tuple[str, ...] | None = None) -> Figure:
     """One panel per item type: survival (with its interval band) against the compaction round,
     one line per configuration (named by its label); the cliff level is drawn dashed."""
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     df = curves if history_mode is None else curves[curves["history_mode"] == history_mode]
@@ -123,9 +125,11 @@ def survival_plot(curves: pd.DataFrame, *, history_mode: str | None = None,
     n = max(len(kinds), 1)
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.4 * nrows), squeeze=False, sharey=True)
+    # a Figure, not pyplot: no global figure state (a notebook or a report may draw many)
+    fig = Figure(figsize=(3.0 * ncols, 2.4 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
     labels = sorted(set(df["label"]))
-    colors = {lab: plt.get_cmap("tab10")(i % 10) for i, lab in enumerate(labels)}
+    colors = {lab: colormaps["tab10"](i % 10) for i, lab in enumerate(labels)}
     for ax, kind in zip(axes.flat, kinds):
         for (lab, mode), g in df[df["item_type"] == kind].groupby(["label", "history_mode"], observed=True):
             g = g.sort_values("round")
@@ -216,7 +220,7 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
         where = {r: f"{m} mode, {t}" for r, m, t in zip(runs["run_id"], runs["history_mode"], runs["task_id"])}
         for rid in _page_runs(res, max_pages):
             target = out / "ledger" / f"{cell_dir_name(rid)}.html"
-            target.parent.mkdir(parents=True, exist_ok=True)
+            prepare_out_dir(target.parent, what="ledger pages folder")  # refuses a planted link
             write_ledger_page(res.path, target, run_id=rid)
             s.link(f"ledger/{target.name}", f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): "
                    "what each compaction took out and what followed")

@@ -32,6 +32,7 @@ from h9eval.compaction.anchors import (
 from h9eval.compaction.policies import make_policy
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
+from h9eval.core.paths import refuse_symlink, write_text_atomic
 from h9eval.results.store import cell_dir_name
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.summarizers.registry import build_summarizer
@@ -250,5 +251,6 @@ def write_ledger_page(path: str | os.PathLike[str], out: str | os.PathLike[str] 
     folder = Path(path)
     target = Path(out) if out is not None else folder / ("ledger.html" if run_id is None else
                                                           f"ledger-{cell_dir_name(run_id)}.html")
-    target.write_text("".join(parts), encoding="utf-8")
+    refuse_symlink(target, what="ledger page")
+    write_text_atomic(target, "".join(parts))
     return target

@@ -8,10 +8,9 @@ Three uses, each a few lines for a user of ``inspect-ai``:
   messages, offload placeholders); a policy that summarises asks Inspect's own model (the agent's
   model, or ``summarizer_model``) unless an h9eval summarizer is given; every compaction record is
   logged in the sample's transcript as an info event ``{"h9eval_compaction": record}``.
-* :func:`inspect_policy`: Inspect's ``CompactionEdit`` and ``CompactionTrim`` (and
-  ``CompactionSummary`` with an h9eval summarizer standing in for the model) registered as h9eval
-  policies ``inspect_edit``, ``inspect_trim``, ``inspect_summary`` that call Inspect's own
-  implementation, so a sweep compares them with harness9's tiers under the same probes.
+* :func:`register_inspect_policies`: Inspect's ``CompactionTrim`` and ``CompactionEdit`` as the
+  h9eval policies ``inspect_trim`` and ``inspect_edit``, which call Inspect's own implementation,
+  so a sweep compares them with harness9's tiers under the same probes and ledger.
 * :func:`run_to_eval_log` / :func:`sweep_to_eval_log` write h9eval results as Inspect eval logs
   that ``inspect view`` opens (one sample per task and configuration: the view sent at each call as
   model events, the compactions as compaction events, the run's numbers as scores);
@@ -64,7 +63,16 @@ from inspect_ai.tool import ToolCall as InspectToolCall
 from inspect_ai.tool import ToolCallError, ToolInfo
 
 from h9eval.compaction._peer import peer_record
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, policy_params, register
+from h9eval.compaction.base import (
+    POLICIES,
+    Compaction,
+    CompactionEnv,
+    Policy,
+    PolicyRun,
+    WindowedPolicy,
+    policy_params,
+    register,
+)
 from h9eval.compaction.records import Tier
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
@@ -81,8 +89,10 @@ __all__ = [
     "INSPECT_LOG_FORMAT",
     "SCRIPTED_MODEL",
     "H9Compaction",
+    "INSPECT_POLICIES",
     "InspectEdit",
     "InspectTrim",
+    "register_inspect_policies",
     "run_to_eval_log",
     "tasks_from_eval_log",
     "InspectModelSummarizer",
@@ -431,9 +441,8 @@ def _check_fracs(obj: Any, **fracs: float) -> None:
         raise ConfigError(f"{type(obj).__name__}.context_window_tokens must be > 0, got {obj.context_window_tokens!r}")
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
-class InspectTrim(Policy):
+class InspectTrim(WindowedPolicy):
     """Inspect's ``CompactionTrim``, called as it is (``inspect_ai.model.CompactionTrim``): above
     ``threshold_frac`` of the window, keep the system and input messages and the last ``preserve``
     share of the rest, tool pairs kept whole.
@@ -461,9 +470,8 @@ class InspectTrim(Policy):
         return _InspectStrategyRun(self, env or CompactionEnv(), strategy)
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
-class InspectEdit(Policy):
+class InspectEdit(WindowedPolicy):
     """Inspect's ``CompactionEdit``, called as it is: above ``threshold_frac`` of the window, clear
     the results (and inputs unless ``keep_tool_inputs``) of all but the last ``keep_tool_uses`` tool
     uses, and the thinking of all but the last turn.
@@ -491,3 +499,16 @@ class InspectEdit(Policy):
         strategy = CompactionEdit(threshold=self.threshold_frac, memory=False, keep_tool_uses=self.keep_tool_uses,
                                   keep_tool_inputs=self.keep_tool_inputs)
         return _InspectStrategyRun(self, env or CompactionEnv(), strategy)
+
+
+INSPECT_POLICIES: tuple[type[Policy], ...] = (InspectTrim, InspectEdit)
+
+
+def register_inspect_policies() -> tuple[str, ...]:
+    """Register Inspect's strategies as the h9eval policies ``inspect_trim`` and ``inspect_edit``
+    (once; a second call does nothing) and return their kinds. Explicit, not done on import, so
+    importing this module never changes which policies a sweep or a test sees."""
+    for cls in INSPECT_POLICIES:
+        if cls.kind not in POLICIES:
+            register(cls)
+    return tuple(cls.kind for cls in INSPECT_POLICIES)

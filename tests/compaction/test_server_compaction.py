@@ -12,11 +12,28 @@ from pathlib import Path
 
 import pytest
 
-import h9eval.compaction.policies.anthropic_server_compaction  # noqa: F401  (registers the policy)
+from h9eval.compaction.base import POLICIES
 from h9eval.core.errors import ConfigError
 from h9eval.runs.run import run_task
 
 SEEN: list[dict] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered() -> Iterator[None]:
+    """The policy is registered by importing its module (it needs a cassette, so it is not a
+    built-in); the registration is undone after this module, so tests that walk every registered
+    policy elsewhere never meet it."""
+    import importlib
+    import sys
+
+    name = "h9eval.compaction.policies.anthropic_server_compaction"
+    if "anthropic_server_compaction" not in POLICIES:
+        sys.modules.pop(name, None)
+        importlib.import_module(name)
+    yield
+    POLICIES.remove("anthropic_server_compaction")
+    sys.modules.pop(name, None)
 
 
 class _Handler(BaseHTTPRequestHandler):

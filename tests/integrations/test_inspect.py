@@ -20,9 +20,11 @@ from inspect_ai.model import ModelOutput, get_model  # noqa: E402
 from inspect_ai.tool import tool  # noqa: E402
 
 from h9eval.integrations.inspect import (  # noqa: E402
+    INSPECT_POLICIES,
     SCRIPTED_MODEL,
     H9Compaction,
     from_inspect,
+    register_inspect_policies,
     run_to_eval_log,
     tasks_from_eval_log,
     to_inspect,
@@ -136,7 +138,19 @@ def test_a_run_exported_as_an_eval_log_opens_and_comes_back_as_a_task(tmp_path: 
     assert len(again.calls) == len(r.calls)
 
 
-def test_inspect_strategies_run_as_h9eval_policies() -> None:
+@pytest.fixture
+def inspect_policies():  # type: ignore[no-untyped-def]
+    """Registered for the test, removed after it: other tests walk every registered policy."""
+    from h9eval.compaction.base import POLICIES
+
+    kinds = register_inspect_policies()
+    assert register_inspect_policies() == kinds  # a second call does nothing
+    yield kinds
+    for cls in INSPECT_POLICIES:
+        POLICIES.remove(cls.kind)
+
+
+def test_inspect_strategies_run_as_h9eval_policies(inspect_policies) -> None:  # type: ignore[no-untyped-def]
     for kind, tier in (("inspect_trim", "soft"), ("inspect_edit", "warn")):
         [r] = run_task("synthetic:small:0", kind, params={"context_window_tokens": 9000}, history_mode="write_back")
         s = r.summary()
