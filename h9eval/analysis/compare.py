@@ -47,6 +47,8 @@ __all__ = [
     "compare",
     "compare_factor",
     "pairs_for",
+    "RANKING_COLUMNS",
+    "retention_rankings",
 ]
 
 DEFAULT_RETENTION_MARGIN = 0.005
@@ -68,7 +70,9 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric(name="retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="mean probe score over answerable recall probes of the view sent"),
+           description="mean probe score over answerable, unpinned recall probes the placebo control kept (memory)"),
+    Metric(name="pinned_retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
+           description="retention over the pinned probes only (answer in the system or first task message): pinning, not memory"),
     Metric(name="anchor_retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
            description="retention over the anchor-kind probes only (" + ", ".join(ANCHOR_KINDS) + ")"),
     Metric(name="tokens_saved", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
@@ -150,7 +154,10 @@ def run_table(results: Results) -> Any:
     ok = ok.drop_duplicates("run_id").copy()
     ok["config"] = config_labels(ok)
     rm = M.run_metrics(results.calls, results.probes, ok)
-    keep = [c for c in ("run_id", "tokens_saved", "retention", "peak_tokens_sent", "summarizer_calls", "summarizer_cost_usd", "emergencies", "overflows", "fallbacks") if c in rm.columns]
+    keep = [
+        c for c in ("run_id", "tokens_saved", "retention", "pinned_retention", "retention_with_pinned", "peak_tokens_sent",
+                    "summarizer_calls", "summarizer_cost_usd", "emergencies", "overflows", "fallbacks") if c in rm.columns
+    ]
     info_cols = [c for c in ("run_id", "task_id", "config", "policy_name", "policy_kind", "params_hash", "params_json", "summarizer", "history_mode", "repeat", "n_compactions") if c in ok.columns]
     out = ok[info_cols].merge(rm[keep], on="run_id", how="left")
     probes = results.probes
@@ -167,6 +174,38 @@ def run_table(results: Results) -> Any:
             out[m.name] = float("nan")
         out[m.name] = pd.to_numeric(out[m.name], errors="coerce").astype(float)
     return out.sort_values("run_id", kind="stable").reset_index(drop=True)
+
+
+RANKING_COLUMNS: tuple[str, ...] = (
+    "config", "n_tasks", "retention", "rank", "retention_with_pinned", "rank_with_pinned", "pinned_retention", "rank_moved",
+)
+"""Columns of :func:`retention_rankings`."""
+
+
+def retention_rankings(table: Any) -> Any:
+    """Configurations ranked by retention (memory: pinned probes left out) and by retention
+    with the pinned probes averaged in, from a :func:`run_table` (:data:`RANKING_COLUMNS`).
+
+    Each value is the mean over tasks of the per-task mean (tasks weigh equally, as in
+    :mod:`h9eval.analysis.stats`); ranks are 1 = best, ties share the smaller rank;
+    ``rank_moved`` is ``rank_with_pinned - rank``. Sorted by ``rank``. The two rankings
+    disagree when any ``rank_moved`` is not 0: a report then shows both.
+    """
+    import pandas as pd
+
+    if len(table) == 0:
+        return pd.DataFrame(columns=list(RANKING_COLUMNS))
+    cols = ["retention", "retention_with_pinned", "pinned_retention"]
+    per_task = table.groupby(["config", "task_id"], sort=True)[cols].mean()
+    g = per_task.groupby(level="config")
+    out = g.mean()
+    out["n_tasks"] = g["retention"].count()
+    out = out[out["retention"].notna()]
+    out["rank"] = out["retention"].rank(ascending=False, method="min").astype(int)
+    out["rank_with_pinned"] = out["retention_with_pinned"].rank(ascending=False, method="min").astype("Int64")
+    out["rank_moved"] = out["rank_with_pinned"] - out["rank"]
+    out = out.reset_index().sort_values(["rank", "config"], kind="stable").reset_index(drop=True)
+    return out[list(RANKING_COLUMNS)]
 
 
 def _as_results(results: Results | str | os.PathLike[str]) -> Results:

@@ -16,9 +16,12 @@ Definitions used throughout:
   NaN, never a number against another baseline.
 * **peak tokens sent** / **peak ratio to the window** of a run: the largest ``tokens_sent``,
   and that over the run's ``context_window_tokens`` (> 1: some call overflowed).
-* **retention** of a run: mean probe ``score`` over *answerable* probes (method ``recall`` and
-  scope ``view`` unless told otherwise), overall and per ``probe_kind``, on the task's
-  checkpoint grid (the same calls for every policy). **retention after compaction** is the
+* **retention** of a run: mean probe ``score`` over *answerable*, *unpinned* probes the placebo
+  control kept (method ``recall`` and scope ``view`` unless told otherwise), overall and per
+  ``probe_kind``, on the task's checkpoint grid (the same calls for every policy). A pinned
+  probe's answer sits in the system or first task message, which every policy keeps: it
+  measures pinning, not memory, and is reported apart (``pinned_retention``;
+  ``retention_with_pinned`` is both together). **retention after compaction** is the
   conditional view "after the policy compacted at least once" (grid checkpoints with
   ``after_compaction``): its own column, never mixed into ``retention``.
 * a **config**: ``policy_kind`` + ``params_hash`` (+ ``history_mode``, ``summarizer``); its
@@ -45,6 +48,7 @@ __all__ = [
     "bootstrap_ci",
     "TOKENS_SAVED_COLUMNS",
     "tokens_saved",
+    "PINNED_CHOICES",
     "retention",
     "retention_over_calls",
     "run_metrics",
@@ -162,7 +166,16 @@ def tokens_saved(calls: Any) -> Any:
     return g.reset_index()[list(TOKENS_SAVED_COLUMNS)]
 
 
-def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
+PINNED_CHOICES: tuple[str, ...] = ("exclude", "only", "include")
+"""What :func:`retention` does with pinned probes (``answer_pinned``: the answer sits in the
+system message or the first task message, which every policy keeps): ``exclude`` (default: the
+headline retention measures memory, not pinning), ``only`` (the ``pinned_retention`` column) or
+``include`` (both, the number h9eval reported before pinning was set apart)."""
+
+
+def _probe_subset(probes: Any, method: str | None, scope: str | None, *, pinned: str = "exclude", placebo: bool = True) -> Any:
+    if pinned not in PINNED_CHOICES:
+        raise ValueError(f"pinned must be one of {', '.join(PINNED_CHOICES)}, got {pinned!r}")
     p = probes
     if method is not None and "method" in p.columns:
         p = p[p["method"] == method]
@@ -170,6 +183,12 @@ def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
         p = p[p["scope"] == scope]
     if "answerable" in p.columns:
         p = p[p["answerable"].astype(bool)]
+    if pinned != "include" and "answer_pinned" in p.columns:
+        is_pinned = p["answer_pinned"].fillna(False).astype(bool)
+        p = p[is_pinned] if pinned == "only" else p[~is_pinned]
+    if placebo and "placebo_excluded" in p.columns:
+        # a probe that passes against unrelated histories measures coincidence: never averaged in
+        p = p[~p["placebo_excluded"].fillna(False).astype(bool)]
     return p[p["score"].notna()]
 
 
@@ -180,17 +199,21 @@ def retention(
     method: str | None = "recall",
     scope: str | None = "view",
     after_compaction_only: bool = False,
+    pinned: str = "exclude",
+    placebo: bool = True,
 ) -> Any:
     """Mean score over answerable probes, grouped by ``by`` (default per run and probe kind).
 
     Columns: ``by`` + ``retention`` (mean score) + ``n_probes``. ``method``/``scope``: filters
     (default ``recall``/``view``; ``None`` keeps all). ``after_compaction_only``: the
     conditional view, only checkpoints after the policy's first compaction (rows without the
-    ``after_compaction`` column or with it unknown are left out).
+    ``after_compaction`` column or with it unknown are left out). ``pinned``: pinned probes
+    are left out by default (:data:`PINNED_CHOICES`). ``placebo``: leave out the probes the
+    placebo control excluded (``placebo_excluded``; default ``True``).
     """
     import pandas as pd
 
-    p = _probe_subset(probes, method, scope)
+    p = _probe_subset(probes, method, scope, pinned=pinned, placebo=placebo)
     if after_compaction_only:
         p = p[p["after_compaction"].fillna(False).astype(bool)] if "after_compaction" in p.columns else p.iloc[0:0]
     if len(p) == 0:
@@ -229,8 +252,9 @@ def _run_info(runs: Any | None, calls: Any) -> Any:
 
 def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, *, method: str = "recall") -> Any:
     """One row per run: config columns, ``tokens_saved``, ``peak_tokens_sent``,
-    ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds),
-    ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
+    ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds; unpinned probes
+    the placebo control kept), ``pinned_retention`` (pinned probes only), ``retention_with_pinned``
+    (both), ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
     before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
     ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``n_compactions`` (calls
     that compacted), ``never_compacted`` (the run never compacted: its scores say nothing
@@ -259,6 +283,9 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
         out = out.merge(overall, on="run_id", how="left")
+        for col, which in (("pinned_retention", "only"), ("retention_with_pinned", "include")):
+            r = retention(probes, by=("run_id",), method=method, pinned=which)[["run_id", "retention"]]
+            out = out.merge(r.rename(columns={"retention": col}), on="run_id", how="left")
         cond = retention(probes, by=("run_id",), method=method, after_compaction_only=True)[["run_id", "retention"]]
         out = out.merge(cond.rename(columns={"retention": "retention_after_compaction"}), on="run_id", how="left")
         per = retention(probes, by=("run_id", "probe_kind"), method=method)
@@ -266,8 +293,8 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
             wide = per.pivot(index="run_id", columns="probe_kind", values="retention").add_prefix("retention_").reset_index()
             out = out.merge(wide, on="run_id", how="left")
     else:
-        out["retention"] = math.nan
-        out["retention_after_compaction"] = math.nan
+        for col in ("retention", "retention_after_compaction", "pinned_retention", "retention_with_pinned"):
+            out[col] = math.nan
     for c in ("overflows", "emergencies", "fallbacks", "summarizer_calls", "calls", "n_compactions"):
         if c in out.columns:
             out[c] = out[c].fillna(0).astype(int)

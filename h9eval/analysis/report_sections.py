@@ -29,7 +29,7 @@ from typing import Any
 from h9eval.analysis import headline as H
 from h9eval.analysis import options as O
 from h9eval.analysis import validity as V
-from h9eval.analysis.compare import METRICS, run_table
+from h9eval.analysis.compare import METRICS, retention_rankings, run_table
 from h9eval.analysis.report_model import Section
 from h9eval.analysis.stats import DEFAULT_LEVEL, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
 from h9eval.results.store import Results
@@ -276,7 +276,8 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
         f"excluded from retention_kept. Placebo source: {src}. Pinned rows: the answer is in the system prompt or the pinned "
         "first message, which every policy keeps: they measure pinning, not memory, so retention_unpinned is the memory number."
     )
-    s.table(pv, "Per probe kind (recall scorer, view scope, answerable rows). retention counts every answerable row, as the rest of this report does.")
+    s.table(pv, "Per probe kind (recall scorer, view scope, answerable rows). retention here counts every answerable row; "
+            "elsewhere in this report retention is retention_kept without the pinned rows (memory).")
     if len(pv):
         chance = pv[pv["placebo_rate"].notna() & (pv["placebo_rate"] >= 0.5 * pv["retention"])]
         if len(chance):
@@ -287,7 +288,7 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
             )
         n_ex = int(pv["n_excluded"].sum())
         if n_ex:
-            s.note(f"{n_ex} of {int(pv['n_probes'].sum())} probes are excluded by the placebo control; retention elsewhere in this report still counts them.")
+            s.note(f"{n_ex} of {int(pv['n_probes'].sum())} probes are excluded by the placebo control; retention elsewhere in this report leaves them out.")
         pinned = pv[pv["n_pinned_rows"] > 0]
         if len(pinned):
             s.note(
@@ -298,6 +299,14 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
                 )
                 + "."
             )
+    rk = retention_rankings(run_table(results))
+    if len(rk) and (rk["rank_moved"].fillna(0) != 0).any():
+        s.note(
+            "The ranking by retention (memory, pinned probes left out) differs from the ranking with the pinned probes "
+            f"averaged in for {int((rk['rank_moved'].fillna(0) != 0).sum())} of {len(rk)} configurations; both are shown. "
+            "This report ranks by memory."
+        )
+        s.table(rk, "rank: by retention without pinned probes (mean over tasks); rank_with_pinned: with them; rank_moved: the difference.")
     return [s]
 
 

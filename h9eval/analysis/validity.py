@@ -140,16 +140,16 @@ def probe_validity(results: Results, placebo: Any = None, *, method: str = "reca
     rows = []
     p = probes if probes is not None else pd.DataFrame(columns=["probe_kind", "score"])
     kinds = sorted(set(p["probe_kind"].dropna()) | set(pk.index)) if len(p) or len(pk) else []
-    ans = M.retention(p, by=("probe_kind",), method=method, scope=scope) if len(p) else pd.DataFrame(columns=["probe_kind", "retention", "n_probes"])
+    ans = M.retention(p, by=("probe_kind",), method=method, scope=scope, pinned="include", placebo=False) if len(p) else pd.DataFrame(columns=["probe_kind", "retention", "n_probes"])
     ans = ans.set_index("probe_kind")
     if len(p):
         sub = p[(p["method"] == method) & (p["scope"] == scope)]
         key = list(zip(sub["task_id"].astype(str), sub["probe_id"].astype(str)))
         kept = sub[[k not in excluded for k in key]]
         pinned = kept["answer_pinned"].fillna(False).astype(bool) if "answer_pinned" in kept.columns else pd.Series(False, index=kept.index)
-        r_kept = M.retention(kept, by=("probe_kind",), method=None, scope=None).set_index("probe_kind")
-        r_pin = M.retention(kept[pinned], by=("probe_kind",), method=None, scope=None).set_index("probe_kind")
-        r_unpin = M.retention(kept[~pinned], by=("probe_kind",), method=None, scope=None).set_index("probe_kind")
+        r_kept = M.retention(kept, by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
+        r_pin = M.retention(kept[pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
+        r_unpin = M.retention(kept[~pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
     else:
         r_kept = r_pin = r_unpin = pd.DataFrame(columns=["retention", "n_probes"])
     nan = math.nan

@@ -204,7 +204,7 @@ def test_provenance_names_the_summarizer_and_shows_summary_only_retention(res: A
     assert math.isnan(sc.loc["drop_all", "anchors_retention"])  # never called the summarizer
     t = run_table(res)
     p = res.probes
-    a = p[(p["scope"] == "anchors") & (p["method"] == "recall") & p["answerable"].astype(bool)]
+    a = p[(p["scope"] == "anchors") & (p["method"] == "recall") & p["answerable"].astype(bool) & ~p["answer_pinned"].astype(bool)]
     a = a.merge(t[["run_id", "config"]], on="run_id")
     d = a[a["config"] == "harness9-default"].groupby("task_id")["score"].mean().mean()
     assert sc.loc["harness9-default", "anchors_retention"] == pytest.approx(d)
