@@ -305,10 +305,21 @@ def _select_mode(table: Any, history_mode: str | None) -> Any:
     return table[table["history_mode"] == history_mode]
 
 
+def _task_mean(table: Any, config: str, column: str) -> float:
+    rows = table[table["config"] == config]
+    return float(rows.groupby("task_id")[column].mean().mean()) if column in rows.columns and len(rows) else float("nan")
+
+
 def _notes(table: Any, a: str, b: str) -> list[str]:
     ta = set(table.loc[table["config"] == a, "task_id"])
     tb = set(table.loc[table["config"] == b, "task_id"])
     notes = []
+    pa, pb = _task_mean(table, a, "pinned_retention"), _task_mean(table, b, "pinned_retention")
+    if pa == pa or pb == pb:
+        notes.append(
+            f"pinned_retention (answer in the system or first task message; pinning, not memory, left out of retention): "
+            f"{a} {pa:.3f}, {b} {pb:.3f}"
+        )
     for x, only in ((a, ta - tb), (b, tb - ta)):
         if only:
             notes.append(f"{len(only)} task(s) only {x} ran, left out: {', '.join(sorted(only))}")

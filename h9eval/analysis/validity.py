@@ -27,7 +27,7 @@ from typing import Any
 from h9eval.analysis import metrics as M
 from h9eval.analysis.compare import config_labels, run_table
 from h9eval.probes.llm import judge_agreement, judge_agreement_table
-from h9eval.probes.placebo import PLACEBO_MAX_PASS_RATE, placebo_by_kind, placebo_table
+from h9eval.probes.placebo import PLACEBO_MAX_PASS_RATE, placebo_by_kind, placebo_table, sweep_placebo
 from h9eval.results.store import Results
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
@@ -184,8 +184,8 @@ def placebo_for(results: Results, tasks: Sequence[Task] | None = None, *, seed: 
         t.attrs["source"] = "probe rows"
         return t
     ts = list(tasks) if tasks is not None else sweep_tasks(results)
-    t = placebo_table(ts, seed=seed) if len(ts) >= 2 else placebo_from_rows(None)
-    t.attrs["source"] = f"recomputed on {len(ts)} task(s), seed {seed}"
+    t = placebo_table(sweep_placebo(ts)) if ts else placebo_from_rows(None)
+    t.attrs["source"] = f"recomputed on {len(ts)} task(s) (results written before sweeps applied the control)"
     return t
 
 
