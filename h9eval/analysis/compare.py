@@ -48,6 +48,10 @@ __all__ = [
     "compare_factor",
     "pairs_for",
     "RANKING_COLUMNS",
+    "ROBUSTNESS_COLUMNS",
+    "robustness_frame",
+    "stand_in_robustness",
+    "stand_in_caveats",
     "retention_rankings",
 ]
 
@@ -251,13 +255,17 @@ class Comparison:
     """Comparisons made as one family (adjusted together): ``comparisons`` in the order asked
     (:class:`~h9eval.analysis.stats.PairedComparison`), ``method`` and ``level`` of the
     adjustment, ``history_modes`` the pairs were matched within, ``notes`` (tasks only one
-    side ran, and similar caveats)."""
+    side ran, and similar caveats), ``caveats`` (printed beside the verdicts: the stand-in
+    summarizer), ``robustness`` (one line per metric: the verdict under each offline
+    extractor the sweep ran, and whether they agree; see :func:`stand_in_robustness`)."""
 
     comparisons: tuple[PairedComparison, ...]
     method: str
     level: float
     history_modes: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    robustness: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """One line per comparison (``A vs B`` heads each new pair) and then the notes."""
@@ -269,9 +277,12 @@ class Comparison:
                 out.append(f"{c.a} vs {c.b} (A - B, paired by task{within}):")
                 last = (c.a, c.b)
             out.append("  " + c.line())
-        fam = len([c for c in self.comparisons if c.p_value == c.p_value])
-        if self.method != "none" and fam > 1:
-            out.append(f"intervals adjusted for {fam} comparisons ({self.method}); family level {self.level:g}")
+        fams = {c.family_size for c in self.comparisons if c.in_family}
+        if self.method != "none" and fams and max(fams) > 1:
+            out.append(f"intervals adjusted within each family of {'/'.join(map(str, sorted(fams)))} comparisons ({self.method}); "
+                       f"family level {self.level:g}")
+        out += [f"stand-in: {r}" for r in self.robustness]
+        out += [f"caveat: {c}" for c in self.caveats]
         return out + [f"note: {n}" for n in self.notes]
 
     def __str__(self) -> str:
@@ -288,6 +299,8 @@ class Comparison:
             "level": self.level,
             "history_modes": list(self.history_modes),
             "notes": list(self.notes),
+            "caveats": list(self.caveats),
+            "robustness": list(self.robustness),
             "comparisons": [{k: _json_safe(v) for k, v in c.as_dict().items()} for c in self.comparisons],
         }
 
@@ -363,15 +376,137 @@ def compare(
     res = _as_results(results)
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
-    a, b = _resolve(a, labels), _resolve(b, labels)
-    if a == b:
-        raise ConfigError(f"compare: A and B are the same configuration {a!r}")
+    bases = _base_labels(table)
+    if a not in labels and b not in labels and a in set(bases) and b in set(bases):
+        # strategies named without their summarizer: compare them under every extractor both ran
+        summs = sorted(set(table.loc[bases == a, "summarizer"]) & set(table.loc[bases == b, "summarizer"]))
+        if not summs:
+            raise ConfigError(f"compare: {a!r} and {b!r} never ran with the same summarizer")
+        pairs_ab = [(f"{a}:{sm}", f"{b}:{sm}") for sm in summs]
+    else:
+        a, b = _resolve(a, labels), _resolve(b, labels)
+        if a == b:
+            raise ConfigError(f"compare: A and B are the same configuration {a!r}")
+        pairs_ab = [(a, b)]
     mets = _metric_list(metric)
-    pairs = [pairs_for(table, a, b, m, margin=margin) for m in mets]
-    comps = compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed)
-    sides = table[table["config"].isin([a, b])]
-    modes = tuple(sorted(set(sides.loc[sides["config"] == a, "history_mode"]) & set(sides.loc[sides["config"] == b, "history_mode"])))
-    return Comparison(comparisons=comps, method=method, level=level, history_modes=modes, notes=tuple(_notes(table, a, b)))
+    comps: list[PairedComparison] = []
+    for x, y in pairs_ab:  # each extractor's comparison is a family of its own: the verdict under that stand-in
+        pairs = [pairs_for(table, x, y, m, margin=margin) for m in mets]
+        comps.extend(compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed))
+    x, y = pairs_ab[0]
+    sides = table[table["config"].isin([x, y])]
+    modes = tuple(sorted(set(sides.loc[sides["config"] == x, "history_mode"]) & set(sides.loc[sides["config"] == y, "history_mode"])))
+    robust: list[str] = []
+    if len(pairs_ab) == 1:
+        others = _other_extractors(table, bases, x, y)
+        if others:
+            rob = stand_in_robustness(table, [(x, y), *others], mets, margin=margin, level=level, method=method, n_resamples=n_resamples, seed=seed)
+            robust = _robust_lines(rob)
+    else:
+        rob = robustness_frame(comps, [sm for sm in summs for _ in mets])
+        robust = _robust_lines(rob)
+    notes = [n for x2, y2 in pairs_ab for n in _notes(table, x2, y2)]
+    return Comparison(
+        comparisons=tuple(comps), method=method, level=level, history_modes=modes, notes=tuple(dict.fromkeys(notes)),
+        caveats=tuple(stand_in_caveats(table, [c for xy in pairs_ab for c in xy])), robustness=tuple(robust),
+    )
+
+
+# -- the stand-in summarizer ------------------------------------------------------------------------
+ROBUSTNESS_COLUMNS: tuple[str, ...] = ("a", "b", "summarizer", "metric", "n_differ", "mean_diff", "lo", "hi", "p_adjusted", "verdict", "robust")
+"""Columns of :func:`stand_in_robustness`."""
+
+
+def _base_labels(table: Any) -> Any:
+    """Each row's configuration label without its ``:summarizer`` suffix."""
+    import pandas as pd
+
+    if "summarizer" not in table.columns:
+        return table["config"].copy()
+    return pd.Series(
+        [c[: -len(sm) - 1] if isinstance(sm, str) and str(c).endswith(":" + sm) else c for c, sm in zip(table["config"], table["summarizer"])],
+        index=table.index,
+    )
+
+
+def _other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str, str]]:
+    """``(a', b')`` for every other summarizer variant both ``a``'s and ``b``'s strategies ran with."""
+    ba, bb = bases[table["config"] == a], bases[table["config"] == b]
+    if not len(ba) or not len(bb):
+        return []
+    base_a, base_b = ba.iloc[0], bb.iloc[0]
+    own = set(table.loc[table["config"].isin([a, b]), "summarizer"])
+    sa = set(table.loc[bases == base_a, "summarizer"]) - own
+    sb = set(table.loc[bases == base_b, "summarizer"]) - own
+    return [(f"{base_a}:{sm}", f"{base_b}:{sm}") for sm in sorted(sa & sb)]
+
+
+def robustness_frame(comps: Sequence[PairedComparison], summarizers: Sequence[str]) -> Any:
+    """The verdicts of ``comps`` (one per summarizer in ``summarizers``, same order) with a
+    ``robust`` column per metric (:data:`ROBUSTNESS_COLUMNS`): ``True`` only when at least two
+    extractors ran and every one gives the same verdict."""
+    import pandas as pd
+
+    rows = [
+        {"a": c.a, "b": c.b, "summarizer": sm, "metric": c.metric, "n_differ": c.n_differ, "mean_diff": c.mean_diff,
+         "lo": c.lo, "hi": c.hi, "p_adjusted": c.p_adjusted, "verdict": c.verdict}
+        for c, sm in zip(comps, summarizers)
+    ]
+    df = pd.DataFrame(rows, columns=[c for c in ROBUSTNESS_COLUMNS if c != "robust"])
+    agree = df.groupby("metric")["verdict"].agg(lambda v: len(v) >= 2 and v.nunique() == 1)
+    df["robust"] = df["metric"].map(agree).astype(bool)
+    return df[list(ROBUSTNESS_COLUMNS)]
+
+
+def stand_in_robustness(
+    table: Any,
+    pairs_ab: Sequence[tuple[str, str]],
+    metrics: Sequence[Metric],
+    *,
+    margin: float | Mapping[str, float] | None = None,
+    level: float = DEFAULT_LEVEL,
+    method: str = "holm",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> Any:
+    """The same comparison of two summarizing strategies under each offline extractor:
+    ``pairs_ab`` gives the two labels per extractor (``a:offline``, ``b:offline``), each pair a
+    family of its own; see :func:`robustness_frame`."""
+    comps: list[PairedComparison] = []
+    summs: list[str] = []
+    for x, y in pairs_ab:
+        sm = str(table.loc[table["config"] == x, "summarizer"].iloc[0]) if "summarizer" in table.columns else ""
+        pairs = [pairs_for(table, x, y, m, margin=margin) for m in metrics]
+        comps.extend(compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed))
+        summs.extend([sm] * len(metrics))
+    return robustness_frame(comps, summs)
+
+
+def _robust_lines(rob: Any) -> list[str]:
+    out = []
+    for metric, g in rob.groupby("metric", sort=False):
+        each = ", ".join(f"{r.verdict} under {r.summarizer}" for r in g.itertuples())
+        word = "robust to the stand-in (every extractor agrees)" if bool(g["robust"].iloc[0]) else "NOT robust to the stand-in"
+        out.append(f"{metric}: {each} -> {word}")
+    return out
+
+
+def stand_in_caveats(table: Any, configs: Sequence[str]) -> list[str]:
+    """The caveat printed beside a verdict when a configuration compared called an offline
+    summarizer (an extractive stand-in, not a model)."""
+    from h9eval.analysis.validity import is_offline  # validity imports this module
+
+    rows = table[table["config"].isin(list(configs))]
+    if "summarizer" not in rows.columns or "summarizer_calls" not in rows.columns:
+        return []
+    used = rows[rows["summarizer_calls"].fillna(0) > 0]
+    offline = sorted({str(sm) for sm in used["summarizer"].dropna() if is_offline(sm)})
+    if not offline:
+        return []
+    return [
+        f"summaries from the offline extractive stand-in ({', '.join(offline)}), not a language model: a verdict between "
+        "summarizing strategies ranks mechanisms under this extractor and may change under a model's summaries"
+    ]
 
 
 # -- one factor ----------------------------------------------------------------------------------
