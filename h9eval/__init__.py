@@ -35,7 +35,7 @@ _LAZY = {
     "load_results": ("h9eval.results.store", "load_results"),
     "write_report": ("h9eval.analysis.report", "write_report"),
     "compare": ("h9eval.analysis.compare", "compare"),
-    "tune": ("h9eval.analysis.tune", "tune"),
+    "tune": ("h9eval.tuning.tune", "tune"),
     "plots": ("h9eval.analysis.plots", None),
     "metrics": ("h9eval.analysis.metrics", None),
     "probes": ("h9eval.probes", None),

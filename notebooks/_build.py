@@ -224,10 +224,10 @@ NOTEBOOKS["03-tune-thresholds"] = [
         "md",
         """# Tuning the progressive thresholds for a model's window
 
-`h9eval.analysis.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
+`h9eval.tuning.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
 local refinement) on a few tasks with the offline summarizer and recall probes, and recommends
 the config with the highest retention among those that never overflow the window and never
-reach the emergency tier. Choose a model (its window comes from `h9eval.analysis.tune.MODELS`) or a
+reach the emergency tier. Choose a model (its window comes from `h9eval.tuning.tune.MODELS`) or a
 window in tokens in the parameter cell; the default is a deliberately tiny window and grid so
 the notebook runs in seconds.
 
@@ -238,7 +238,7 @@ config) and the tokens-saved vs retention figure.""",
     (
         "params",
         """# Parameters
-model = None                     # a name from h9eval.analysis.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
+model = None                     # a name from h9eval.tuning.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
 window = 10_000                  # tokens; used when model is None
 tasks = ["synthetic:small:0", "synthetic:small:1"]   # task specs (synthetic or recorded paths)
 grid = {
@@ -264,7 +264,7 @@ import tomllib
 import pandas as pd
 
 from h9eval import policy_from_dict
-from h9eval.analysis.tune import MODELS, tune
+from h9eval.tuning.tune import MODELS, tune
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)

@@ -52,6 +52,9 @@ __all__ = [
     "robustness_frame",
     "stand_in_robustness",
     "stand_in_caveats",
+    "stand_in_caveat",
+    "OFFLINE_PREFIXES",
+    "is_offline",
     "retention_rankings",
 ]
 
@@ -491,11 +494,27 @@ def _robust_lines(rob: Any) -> list[str]:
     return out
 
 
+OFFLINE_PREFIXES: tuple[str, ...] = ("offline", "none")
+"""Summarizer names starting with one of these run without a model."""
+
+
+def is_offline(summarizer: Any) -> bool:
+    """True for an offline summarizer name (:data:`OFFLINE_PREFIXES`)."""
+    return str(summarizer).startswith(OFFLINE_PREFIXES)
+
+
+def stand_in_caveat(names: Sequence[str]) -> str:
+    """The stand-in caveat for offline summarizers ``names``: printed beside every verdict and
+    recommendation whose numbers come from them (``compare``, the tuner's TOML, notebooks)."""
+    return (
+        f"summaries from the offline extractive stand-in ({', '.join(names)}), not a language model: a verdict between "
+        "summarizing strategies ranks mechanisms under this extractor and may change under a model's summaries"
+    )
+
+
 def stand_in_caveats(table: Any, configs: Sequence[str]) -> list[str]:
     """The caveat printed beside a verdict when a configuration compared called an offline
     summarizer (an extractive stand-in, not a model)."""
-    from h9eval.analysis.validity import is_offline  # validity imports this module
-
     rows = table[table["config"].isin(list(configs))]
     if "summarizer" not in rows.columns or "summarizer_calls" not in rows.columns:
         return []
@@ -503,10 +522,7 @@ def stand_in_caveats(table: Any, configs: Sequence[str]) -> list[str]:
     offline = sorted({str(sm) for sm in used["summarizer"].dropna() if is_offline(sm)})
     if not offline:
         return []
-    return [
-        f"summaries from the offline extractive stand-in ({', '.join(offline)}), not a language model: a verdict between "
-        "summarizing strategies ranks mechanisms under this extractor and may change under a model's summaries"
-    ]
+    return [stand_in_caveat(offline)]
 
 
 # -- one factor ----------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from h9eval.analysis import metrics as M
-from h9eval.analysis.compare import config_labels, run_table
+from h9eval.analysis.compare import OFFLINE_PREFIXES, config_labels, is_offline, run_table
 from h9eval.probes.llm import judge_agreement, judge_agreement_table
 from h9eval.probes.placebo import PLACEBO_MAX_PASS_RATE, placebo_by_kind, placebo_table, sweep_placebo
 from h9eval.results.store import Results
@@ -61,15 +61,6 @@ VALIDITY_COLUMNS: tuple[str, ...] = (
     "retention_unpinned",
 )
 """Columns of :func:`probe_validity`."""
-
-OFFLINE_PREFIXES: tuple[str, ...] = ("offline", "none")
-"""Summarizer names starting with one of these run without a model."""
-
-
-def is_offline(summarizer: Any) -> bool:
-    """True for an offline summarizer name (:data:`OFFLINE_PREFIXES`)."""
-    return str(summarizer).startswith(OFFLINE_PREFIXES)
-
 
 def sweep_tasks(results: Results, *, max_tasks: int | None = None) -> list[Task]:
     """The sweep's tasks, reloaded from the runs' ``task_spec`` entries (only the task ids the

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from h9eval.analysis.tune import load_models, tune
+from h9eval.tuning.tune import load_models, tune
 from h9eval.core.errors import ConfigError
 
 

@@ -44,6 +44,7 @@ from h9eval.probes.probe import (
 )
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
 from h9eval.tasks.model import Task
+from h9eval.tasks.synthetic import generate
 
 __all__ = [
     "PLACEBO_MAX_PASS_RATE",
@@ -179,8 +180,6 @@ def placebo_excluded(n_passed: int, n_partners: int, *, max_pass_rate: float = P
 def synthetic_partners(n: int, *, avoid_families: Sequence[str] = (), preset: str = "small") -> list[Task]:
     """``n`` generated synthetic tasks to serve as placebo partners (seeds from
     :data:`SYNTHETIC_PARTNER_SEED` up, skipping any family in ``avoid_families``)."""
-    from h9eval.tasks.synthetic import generate
-
     out: list[Task] = []
     seed = SYNTHETIC_PARTNER_SEED
     while len(out) < n:

@@ -26,6 +26,7 @@ from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
+from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import (
     PLACEBO_FILE,
@@ -40,6 +41,7 @@ from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.sweeps.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
+from h9eval.tasks import load_tasks_from_spec
 
 __all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
 
@@ -219,9 +221,6 @@ def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progre
     family, and generated synthetic tasks up to
     :data:`~h9eval.probes.placebo.DEFAULT_PLACEBO_PARTNERS`
     (:func:`~h9eval.probes.placebo.sweep_placebo`); a summary goes in the manifest."""
-    from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
-    from h9eval.tasks import load_tasks_from_spec
-
     path = out / PLACEBO_FILE
     if not sp.scorers or not sp.task_specs():
         path.unlink(missing_ok=True)

@@ -26,8 +26,9 @@ RANKS: dict[str, int] = {
     "closedloop": 6,
     "sweeps": 7,
     "analysis": 8,
-    "cli": 9,
-    "": 10,  # h9eval/__init__.py and __main__.py: the public surface over everything
+    "tuning": 9,  # orchestration over analysis: the tuner drives sweeps and replays and reads their evidence
+    "cli": 10,
+    "": 11,  # h9eval/__init__.py and __main__.py: the public surface over everything
 }
 
 #: third parties whose import costs enough to be done only when a function needs it
@@ -51,6 +52,8 @@ HEAVY = {
     "httpx2",
     "rapidfuzz",
     "IPython",
+    "scipy",
+    "statsmodels",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from h9eval.cli import main
 from h9eval.compaction.policies import policy_from_dict
 from h9eval.core.errors import ConfigError
-from h9eval.analysis.tune import MODELS, load_models, model_info, to_toml, tune
+from h9eval.tuning.tune import MODELS, load_models, model_info, to_toml, tune
 
 TASK = "synthetic:small:0"
 GRID = {"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]}
@@ -95,7 +95,7 @@ def test_tune_refuses_tasks_that_never_reach_the_warn_tier_naming_them() -> None
     """At a 200k window the small synthetic tasks never reach the warn tier: every candidate
     would score the same, so the tuner refuses by name; with the explicit flag it warns loudly
     (a Python warning, the result's warnings and the TOML comment)."""
-    from h9eval.analysis.tune import unexercised_tasks
+    from h9eval.tuning.tune import unexercised_tasks
     from h9eval.tasks import load_tasks_from_spec
 
     with pytest.raises(ConfigError, match=r"never reach the warn tier .*synthetic-small-0 \(peak [\d,]+ tokens\).*allow_unexercised"):
@@ -112,7 +112,7 @@ def test_tune_refuses_tasks_that_never_reach_the_warn_tier_naming_them() -> None
 def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Four tasks: one is held out of the search (seeded split); the recommendation is replayed
     on it and the check is printed next to the recommendation by the CLI."""
-    from h9eval.analysis.tune import split_tasks
+    from h9eval.tuning.tune import split_tasks
 
     assert split_tasks(["d", "a", "c", "b"], holdout_frac=0.25, seed=0) == split_tasks(["a", "b", "c", "d"], holdout_frac=0.25, seed=0)
     tun, held = split_tasks(["a", "b", "c", "d"], holdout_frac=0.5, seed=3)
@@ -137,7 +137,7 @@ def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(tmp_path: P
 def _rigged(monkeypatch: pytest.MonkeyPatch, **set_on_top: float) -> None:
     """Make the config with the highest retention (made 1.0) carry ``set_on_top`` (e.g. one
     emergency): a tuner that ignores that filter recommends it."""
-    import h9eval.analysis.tune as T
+    import h9eval.tuning.tune as T
 
     real = T._aggregate
 
@@ -167,7 +167,7 @@ def test_tuner_picks_the_most_robust_of_the_configs_tied_with_the_best() -> None
     config is tied with the best): the pick is the best worst-task retention, not the best mean."""
     import pandas as pd
 
-    from h9eval.analysis.tune import _choose
+    from h9eval.tuning.tune import _choose
 
     per = [{"a": 1.0, "b": 1.0, "c": 0.4}, {"a": 0.8, "b": 0.8, "c": 0.7}, {"a": 1.0, "b": 1.0, "c": 1.0}]
     ev = pd.DataFrame(
