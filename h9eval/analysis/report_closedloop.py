@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from h9eval.analysis import closedloop_units as CU
 from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import stats as S
 from h9eval.core.errors import ConfigError
@@ -143,48 +144,16 @@ def _ci(values: Any, n_boot: int, seed: int, level: float = S.DEFAULT_LEVEL) -> 
 
 
 def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = BASELINE) -> Any:
-    """One row per (agent, configuration): ``n_tasks``; ``success`` and ``tokens_sent`` (the
-    mean over tasks of each episode's summed tokens sent) with ``_lo``/``_hi`` task-bootstrap
-    95 % intervals; ``excess_steps`` and ``summarizer_cost_usd`` (means); and, against
-    ``baseline`` on the same tasks, ``success_diff`` and ``tokens_diff`` with their intervals
-    and verdicts (Holm-adjusted over the agent's configurations)."""
-    import pandas as pd
-
-    rows = []
-    for agent, g in ep.groupby("agent_id", sort=True):
-        pairs_s, pairs_t, names = [], [], []
-        for config, c in g.groupby("config", sort=False):
-            s_mean, s_lo, s_hi = _ci(_task_means(c.assign(success=c["success"].astype(float)), "success"), n_boot, seed)
-            t_mean, t_lo, t_hi = _ci(_task_means(c, "tokens_sent_sum"), n_boot, seed)
-            rows.append(
-                {
-                    "agent": agent,
-                    "config": config,
-                    "n_tasks": int(c["task_id"].nunique()),
-                    "success": s_mean,
-                    "success_lo": s_lo,
-                    "success_hi": s_hi,
-                    "tokens_sent": t_mean,
-                    "tokens_sent_lo": t_lo,
-                    "tokens_sent_hi": t_hi,
-                    "excess_steps": float(c["excess_steps"].astype(float).mean()),
-                    "summarizer_cost_usd": float(c["summarizer_cost_usd"].astype(float).mean()),
-                }
-            )
-            if config != baseline and baseline in set(g["config"]):
-                t = g.assign(success=g["success"].astype(float))
-                pairs_s.append(S.task_pairs(t, config, baseline, metric="success", within=("history_mode",)))
-                pairs_t.append(S.task_pairs(t, config, baseline, metric="tokens_sent_sum", within=("history_mode",), higher_is_better=False))
-                names.append(config)
-        for metric, pairs in (("success", pairs_s), ("tokens", pairs_t)):
-            for name, cmp in zip(names, S.compare_family(pairs, n_resamples=n_boot, seed=seed) if pairs else ()):
-                row = next(r for r in rows if r["agent"] == agent and r["config"] == name)
-                row.update({f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi, f"{metric}_verdict": cmp.verdict})
-    df = pd.DataFrame(rows)
-    for c in ("success_diff", "success_diff_lo", "success_diff_hi", "success_verdict", "tokens_diff", "tokens_diff_lo", "tokens_diff_hi", "tokens_verdict"):
-        if c not in df.columns:
-            df[c] = math.nan if not c.endswith("verdict") else ""
-    return df
+    """One row per (agent, configuration): the world-level success and cost of
+    :func:`h9eval.analysis.closedloop_units.success_cost_by_world` (the unit is the world, seeds
+    nested; verdicts Holm-adjusted over the agent's configurations, ``insufficient units`` with
+    too few worlds), plus ``excess_steps`` and ``summarizer_cost_usd`` (means over episodes)."""
+    sc = CU.success_cost_by_world(ep, n_boot=n_boot, seed=seed, baseline=baseline)
+    extra = ep.groupby(["agent_id", "config"], sort=True).agg(
+        excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
+        summarizer_cost_usd=("summarizer_cost_usd", lambda v: float(v.astype(float).mean())),
+    ).reset_index().rename(columns={"agent_id": "agent"})
+    return sc.merge(extra, on=["agent", "config"], how="left")
 
 
 # -- failure modes ------------------------------------------------------------------------------
@@ -436,11 +405,13 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
         (
             "text",
             (
-                f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds ({', '.join(sorted(ep['world_kind'].unique()))}), "
-                f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next action "
-                "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % task-level "
-                "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted over "
-                "an agent's configurations. The scripted agent is a stand-in: see the README on what it can and cannot say."
+                f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds of {CU.world_units(ep).nunique()} worlds "
+                f"({', '.join(sorted(ep['world_kind'].unique()))}), agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction "
+                "runs before every model call and the next action depends on the compacted view; success is checked against the "
+                "world's hidden state. The unit is the world (kind and parameters): seeds of a world behave alike, so they are "
+                "averaged inside it, and intervals are 95 % world-level bootstraps; differences are paired with keep_all on the same "
+                "worlds, Holm-adjusted over an agent's configurations; with fewer worlds than a verdict needs it reads "
+                f"'{CU.INSUFFICIENT_UNITS}'. The scripted agent is a stand-in: see the README on what it can and cannot say."
             ),
         )
     )
@@ -452,7 +423,8 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
         [
             "agent",
             "config",
-            "n_tasks",
+            "n_worlds",
+            "n_seeds",
             "success_ci",
             "success_vs_keep_all",
             "success_verdict",
@@ -518,7 +490,11 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
                 ),
             )
         )
-        s.blocks.append(("table", (v.pooled, "Pooled over configurations, per agent.")))
+        vw = CU.validation_by_world(v.pairs, n_boot=n_boot, seed=seed)
+        s.blocks.append(("table", (vw, f"Without the controls ({', '.join(CU.CONTROLS)}: retention and success fixed by construction), the "
+                                   "world as the unit (seeds averaged inside it): rho across configurations per world, and pooled over "
+                                   "(configuration, world) with a world-bootstrap interval. This is the number to read.")))
+        s.blocks.append(("table", (v.pooled, "Pooled over every configuration and seed, controls included (for comparison: the controls inflate it).")))
         s.blocks.append(("table", (v.per_config, "Per configuration.")))
         if len(v.probes):
             import pandas as pd

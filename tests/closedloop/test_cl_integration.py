@@ -281,9 +281,11 @@ def test_success_cost_and_failure_modes(cl_sweep: Path) -> None:
     ep = R.episode_table(res)
     sc = R.success_cost(ep, n_boot=200).set_index(["agent", "config"])
     keep = sc.loc[("scripted:full", "keep_all")]
-    assert keep["success"] == 1.0 and keep["n_tasks"] == 9 and math.isnan(keep["success_diff"])
+    assert keep["success"] == 1.0 and (keep["n_worlds"], keep["n_seeds"]) == (3, 9) and math.isnan(keep["success_diff"])
     drop = sc.loc[("scripted:full", "drop_all")]
     assert drop["success"] == 0.0 and drop["success_diff"] == -1.0 and drop["tokens_diff"] < 0
+    # three worlds are three units, whatever the seeds: too few for a verdict
+    assert drop["success_verdict"] == "insufficient units"
     assert drop["tokens_sent_lo"] <= drop["tokens_sent"] <= drop["tokens_sent_hi"]
     fm = R.failure_modes(ep).set_index(["agent", "config"])
     assert fm.loc[("scripted:full", "drop_all"), "failed"] == 9 and fm.loc[("scripted:full", "keep_all"), "failed"] == 0
