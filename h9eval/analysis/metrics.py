@@ -664,15 +664,22 @@ def option_comparison(
 def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: str = "tokens_saved") -> dict[str, Any] | None:
     """The best config by ``metric`` among those with no overflow (and no emergency when that
     leaves any), ties broken by ``tiebreak``; ``None`` when no config qualifies. Returns the row
-    as a dict plus ``reason`` (one sentence saying how it was chosen) and ``excluded`` (labels
-    dropped for overflowing)."""
+    as a dict plus ``reason`` (one sentence saying how it was chosen), ``excluded`` (labels
+    dropped for overflowing) and ``excluded_why`` (every configuration left out, for overflows
+    or emergency truncations, with its count: ``label: 12 call(s) over the window``)."""
     df = config_metrics_df
     if len(df) == 0 or metric not in df.columns:
         return None
     ok = df[df.get("overflows", 0) == 0] if "overflows" in df.columns else df
     excluded = sorted(set(df["label"]) - set(ok["label"])) if "label" in df.columns else []
+    why: list[str] = []
+    if excluded and "overflows" in df.columns:
+        for r in df[df["label"].isin(excluded)].sort_values("label").to_dict("records"):
+            why.append(f"{r['label']}: {int(r['overflows'])} call(s) over the window")
     note = "no overflow"
     if "emergencies" in ok.columns and (ok["emergencies"] == 0).any():
+        for r in ok[ok["emergencies"] > 0].sort_values("label").to_dict("records") if "label" in ok.columns else []:
+            why.append(f"{r['label']}: {int(r['emergencies'])} emergency truncation(s)")
         ok = ok[ok["emergencies"] == 0]
         note = "no overflow and no emergency truncation"
     elif "emergencies" in ok.columns and len(ok):
@@ -687,4 +694,5 @@ def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: st
         + (f"; ties broken by {tiebreak}" if tiebreak in ok.columns else "")
     )
     best["excluded"] = excluded
+    best["excluded_why"] = why
     return best

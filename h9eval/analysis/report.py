@@ -253,8 +253,10 @@ def _recommendation_section(cm: Any) -> _Section:
                 f"{len(overlap)} other configuration(s) have retention CIs overlapping the best one's, so the ranking among "
                 "them is not established by this sweep; prefer the one that saves more tokens or costs fewer summarizer calls."
             )
-    if best.get("excluded"):
-        s.text("Excluded for overflowing the window: " + "; ".join(best["excluded"]) + ".")
+    if best.get("excluded_why"):
+        s.text(f"Left out of the recommendation ({len(best['excluded_why'])} configuration(s)): " + "; ".join(best["excluded_why"])
+               + ". A configuration that overflowed sent a request the model would refuse; the overflow table of the coverage "
+               "section names the message that made each request too large.")
     return s
 
 
@@ -654,6 +656,7 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
     _policies_section,
     lambda ctx: RS.headline_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
     lambda ctx: _Section("Coverage: did the data exercise the policies?", C.coverage_blocks(ctx.res.calls, ctx.res.runs, ctx.rm, names=ctx.names)),
+    lambda ctx: RS.overflow_sections(ctx.res, names=ctx.names),
     _token_curves_section,
     _tiers_section,
     _anchors_section,

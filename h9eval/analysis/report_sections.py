@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from h9eval.analysis import coverage as C
 from h9eval.analysis import headline as H
 from h9eval.analysis import options as O
 from h9eval.analysis import validity as V
@@ -42,6 +43,7 @@ __all__ = [
     "option_sections",
     "probe_validity_sections",
     "emergency_sections",
+    "overflow_sections",
     "llm_sections",
 ]
 
@@ -307,6 +309,32 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
             "This report ranks by memory."
         )
         s.table(rk, "rank: by retention without pinned probes (mean over tasks); rank_with_pinned: with them; rank_moved: the difference.")
+    return [s]
+
+
+# -- overflows ----------------------------------------------------------------------------------------
+def overflow_sections(results: Results, *, names: Any = None) -> list[Section]:
+    """Every call over the window, with the message that made the request too large
+    (:func:`h9eval.analysis.coverage.overflow_causes`); none when nothing overflowed."""
+    import pandas as pd
+
+    calls = results.calls
+    if calls is None or not len(calls) or not calls["overflow"].fillna(False).astype(bool).any():
+        return []
+    s = Section("Overflows: which message made the request too large")
+    try:
+        tasks = V.sweep_tasks(results)
+    except Exception as e:  # noqa: BLE001 - a moved recording must not sink the whole report
+        s.note(f"The tasks could not be reloaded ({type(e).__name__}); the messages are not named.")
+        tasks = []
+    oc = C.overflow_causes(calls, tasks, names=names)
+    per = oc.groupby("config").agg(overflowing_calls=("call_index", "size"), tasks=("task_id", "nunique"),
+                                   alone_over_window=("message_alone_over_window", "sum")).reset_index()
+    s.text(f"{len(oc)} call(s) of {len(calls)} sent a request larger than the window. For each, the newest message (the one the "
+           "request answers) and its size: when it alone is larger than the window no policy could have avoided the overflow; "
+           "otherwise the policy kept too much before it.")
+    s.table(per.sort_values("overflowing_calls", ascending=False, kind="stable"), "Overflowing calls per configuration.")
+    s.table(pd.DataFrame(oc[["config", "task_id", "history_mode", "call_index", "cause"]]).head(40), "The overflowing calls (first 40).")
     return [s]
 
 
