@@ -380,12 +380,11 @@ def compare(
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
     bases = _base_labels(table)
-    if a not in labels and b not in labels and a in set(bases) and b in set(bases):
-        # strategies named without their summarizer: compare them under every extractor both ran
-        summs = sorted(set(table.loc[bases == a, "summarizer"]) & set(table.loc[bases == b, "summarizer"]))
-        if not summs:
-            raise ConfigError(f"compare: {a!r} and {b!r} never ran with the same summarizer")
-        pairs_ab = [(f"{a}:{sm}", f"{b}:{sm}") for sm in summs]
+    if (a not in labels or b not in labels) and {a, b} <= set(bases) | set(labels):
+        # a strategy named without its summarizer: compare under every extractor it ran (the
+        # other side paired by extractor too, or as it is when it calls no summarizer)
+        pairs_ab = _extractor_pairs(table, bases, labels, a, b)
+        summs = [str(table.loc[table["config"] == x, "summarizer"].iloc[0]) for x, _ in pairs_ab]
     else:
         a, b = _resolve(a, labels), _resolve(b, labels)
         if a == b:
@@ -432,6 +431,24 @@ def _base_labels(table: Any) -> Any:
     )
 
 
+def _extractor_pairs(table: Any, bases: Any, labels: Sequence[str], a: str, b: str) -> list[tuple[str, str]]:
+    """``(a:sm, b:sm)`` for every summarizer ``sm`` both strategies ran with; a side given as a
+    full label (a policy that calls no summarizer runs once) is paired as it is."""
+    def variants(x: str) -> dict[str, str]:
+        if x in labels:
+            return {}
+        return {str(sm): str(c) for c, sm in zip(table.loc[bases == x, "config"], table.loc[bases == x, "summarizer"])}
+
+    va, vb = variants(a), variants(b)
+    if va and vb:
+        out = [(va[sm], vb[sm]) for sm in sorted(set(va) & set(vb))]
+    else:
+        out = [(va[sm], b) for sm in sorted(va)] if va else [(a, vb[sm]) for sm in sorted(vb)]
+    if not out:
+        raise ConfigError(f"compare: {a!r} and {b!r} never ran with the same summarizer")
+    return out
+
+
 def _other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str, str]]:
     """``(a', b')`` for every other summarizer variant both ``a``'s and ``b``'s strategies ran with."""
     ba, bb = bases[table["config"] == a], bases[table["config"] == b]
@@ -441,6 +458,11 @@ def _other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str,
     own = set(table.loc[table["config"].isin([a, b]), "summarizer"])
     sa = set(table.loc[bases == base_a, "summarizer"]) - own
     sb = set(table.loc[bases == base_b, "summarizer"]) - own
+    fixed_a, fixed_b = table.loc[bases == base_a, "config"].nunique() == 1, table.loc[bases == base_b, "config"].nunique() == 1
+    if fixed_b and not fixed_a:  # b calls no summarizer: it ran once, and pairs with each of a's extractors
+        return [(f"{base_a}:{sm}", b) for sm in sorted(sa)]
+    if fixed_a and not fixed_b:
+        return [(a, f"{base_b}:{sm}") for sm in sorted(sb)]
     return [(f"{base_a}:{sm}", f"{base_b}:{sm}") for sm in sorted(sa & sb)]
 
 

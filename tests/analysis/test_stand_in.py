@@ -76,3 +76,15 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tests.analysis.test_compare import results_dir as build
 
     return build.__wrapped__(tmp_path_factory)  # type: ignore[attr-defined]
+
+
+def test_a_strategy_without_its_suffix_pairs_with_a_policy_that_calls_no_summarizer() -> None:
+    t = _table((-0.1,) * 8)
+    t = t[~t["config"].str.startswith("h9:")]
+    keep = t[t["config"] == "codex:offline"].assign(config="keep_all", retention=0.6, summarizer="offline", summarizer_calls=0)
+    t = pd.concat([t, keep], ignore_index=True)
+    bases = C._base_labels(t)
+    labels = sorted(t["config"].unique())
+    pairs = C._extractor_pairs(t, bases, labels, "codex", "keep_all")
+    assert pairs == [(f"codex:{sm}", "keep_all") for sm in sorted(SUMMS)]
+    assert C._other_extractors(t, bases, "codex:offline", "keep_all") == [("codex:offline_free_text", "keep_all"), ("codex:offline_recent", "keep_all")]
