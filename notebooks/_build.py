@@ -291,7 +291,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
-print(tuned.holdout.line() if tuned.holdout is not None else "no held-out check (too few tasks)")
+print("\n".join(tuned.lines()))  # held-out check, thresholds kept at harness9's values, the tied set, the stand-in caveat
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
@@ -662,11 +662,11 @@ results = load_results(res.out_dir)
 episodes = R.episode_table(results)
 episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum", "n_compactions"]].head(12)""",
     ),
-    ("md", "## Success and cost per configuration\n\nMeans over tasks (world seeds) with 95 % task-bootstrap intervals; the differences are paired with `keep_all` on the same tasks."),
+    ("md", "## Success and cost per configuration\n\nThe unit is the world (kind and parameters; its seeds are averaged inside it): means over worlds with 95 % world-bootstrap intervals; the differences are paired with `keep_all` on the same worlds, Holm-adjusted; with too few worlds the verdict reads `insufficient units`."),
     (
         "code",
         """table = R.success_cost(episodes)
-table[["agent", "config", "n_tasks", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
+table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
     ),
     ("code", "PC.cost_success_frontier(table)"),
     ("md", "## Failure modes"),
