@@ -673,13 +673,18 @@ def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: st
     ok = df[df.get("overflows", 0) == 0] if "overflows" in df.columns else df
     excluded = sorted(set(df["label"]) - set(ok["label"])) if "label" in df.columns else []
     why: list[str] = []
+
+    def name(r: Mapping[str, Any]) -> str:
+        extra = [str(r[c]) for c in ("history_mode", "summarizer") if c in r and isinstance(r[c], str) and r[c] and r[c] not in str(r["label"])]
+        return str(r["label"]) + (f" ({', '.join(extra)})" if extra else "")
+
     if excluded and "overflows" in df.columns:
         for r in df[df["label"].isin(excluded)].sort_values("label").to_dict("records"):
-            why.append(f"{r['label']}: {int(r['overflows'])} call(s) over the window")
+            why.append(f"{name(r)}: {int(r['overflows'])} call(s) over the window")
     note = "no overflow"
     if "emergencies" in ok.columns and (ok["emergencies"] == 0).any():
         for r in ok[ok["emergencies"] > 0].sort_values("label").to_dict("records") if "label" in ok.columns else []:
-            why.append(f"{r['label']}: {int(r['emergencies'])} emergency truncation(s)")
+            why.append(f"{name(r)}: {int(r['emergencies'])} emergency truncation(s)")
         ok = ok[ok["emergencies"] == 0]
         note = "no overflow and no emergency truncation"
     elif "emergencies" in ok.columns and len(ok):
