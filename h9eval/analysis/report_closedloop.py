@@ -193,51 +193,20 @@ def failure_modes(ep: Any) -> Any:
 
 
 # -- validation study -----------------------------------------------------------------------------
-def _avg_ranks(x: Any) -> Any:
-    import numpy as np
-
-    a = np.asarray(x, dtype=float)
-    order = np.argsort(a, kind="mergesort")
-    _, inv, counts = np.unique(a[order], return_inverse=True, return_counts=True)
-    avg = np.cumsum(counts) - (counts - 1) / 2.0
-    r = np.empty(len(a))
-    r[order] = avg[inv]
-    return r
-
-
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant
-    or there are fewer than 3 points."""
-    import numpy as np
-
+    """Spearman's rank correlation (``scipy.stats.spearmanr``, average ranks for ties; see
+    :func:`h9eval.analysis.closedloop_units.spearman`); NaN when either side is constant or
+    there are fewer than 3 points."""
     if len(x) != len(y):
         raise ConfigError(f"spearman: x and y must have the same length, got {len(x)} and {len(y)}")
-    if len(x) < 3:
-        return math.nan
-    rx, ry = _avg_ranks(x), _avg_ranks(y)
-    sx, sy = rx.std(), ry.std()
-    if sx == 0 or sy == 0:
-        return math.nan
-    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
+    return CU.spearman(list(x), list(y))
 
 
 def _batch_ranks(a: Any) -> Any:
-    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array."""
-    import numpy as np
+    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array (``scipy.stats.rankdata``)."""
+    from scipy import stats as sps
 
-    b, n = a.shape
-    order = np.argsort(a, axis=1, kind="mergesort")
-    srt = np.take_along_axis(a, order, axis=1)
-    pos = np.broadcast_to(np.arange(n), (b, n))
-    new_group = np.ones((b, n), dtype=bool)
-    new_group[:, 1:] = srt[:, 1:] != srt[:, :-1]
-    start = np.maximum.accumulate(np.where(new_group, pos, 0), axis=1)
-    end_group = np.ones((b, n), dtype=bool)
-    end_group[:, :-1] = new_group[:, 1:]
-    end = np.flip(np.minimum.accumulate(np.flip(np.where(end_group, pos, n), axis=1), axis=1), axis=1)
-    ranks = np.empty((b, n))
-    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=1)
-    return ranks
+    return sps.rankdata(a, axis=1)
 
 
 def _batch_spearman(x: Any, y: Any) -> Any:

@@ -271,6 +271,12 @@ def test_spearman_and_its_batched_form() -> None:
     x, y = rng.integers(0, 4, size=(40, 8)).astype(float), rng.integers(0, 2, size=(40, 8)).astype(float)
     batched = R._batch_spearman(x, y)
     single = np.array([R.spearman(a, b) for a, b in zip(x, y)])
+    # independently: Pearson's r of pandas' average ranks
+    import pandas as pd
+
+    for a, b in zip(x[:10], y[:10]):
+        if len(set(a)) > 1 and len(set(b)) > 1:
+            assert R.spearman(a, b) == pytest.approx(float(np.corrcoef(pd.Series(a).rank(), pd.Series(b).rank())[0, 1]))
     assert np.array_equal(np.isnan(batched), np.isnan(single)) and np.allclose(batched[~np.isnan(single)], single[~np.isnan(single)])
     with pytest.raises(ConfigError, match="same length"):
         R.spearman([1, 2, 3], [1, 2])
