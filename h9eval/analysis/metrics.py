@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from h9eval.analysis import stats as S
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.base import policy_params
 from h9eval.compaction.anchors import is_no_information
@@ -121,10 +122,9 @@ def bootstrap_ci(values: Iterable[float], n: int = 1000, seed: int = 0, level: f
     m = float(x.mean())
     if len(x) == 1 or n <= 0:
         return CI(m, m, m, len(x), level)
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(n, len(x)))].mean(axis=1)
-    a = (1 - level) / 2
-    return CI(m, float(np.quantile(means, a)), float(np.quantile(means, 1 - a)), len(x), level)
+    # the one bootstrap (scipy's, in h9eval.analysis.stats): the same draws, rng.integers(0, len, (n, len))
+    lo, hi = S.percentile_interval(S.bootstrap_means(x, n_resamples=n, seed=seed), level)
+    return CI(m, lo, hi, len(x), level)
 
 
 # -- per run ----------------------------------------------------------------------------------
