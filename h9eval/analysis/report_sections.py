@@ -23,9 +23,11 @@ put the caveat next to the number it qualifies.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
+from h9eval.analysis import compare as CMP
 from h9eval.analysis import coverage as C
 from h9eval.analysis import headline as H
 from h9eval.analysis import options as O
@@ -64,11 +66,11 @@ def _diff(c: PairedComparison) -> str:
 
 
 def _verdict(c: PairedComparison) -> str:
-    """The verdict, starred when too few tasks were paired for a verdict at its adjusted level."""
-    return c.verdict + ("*" if c.n_tasks < min_tasks_for(c.adjusted_level) else "")
+    """The verdict, starred when too few tasks differ for a verdict at its adjusted level."""
+    return c.verdict + ("*" if c.n_differ < min_tasks_for(c.adjusted_level) and not c.verdict.startswith("equivalent") else "")
 
 
-_STAR = "*: too few tasks paired for a verdict at the comparison's adjusted level, so it reads inconclusive whatever the mean."
+_STAR = "*: too few tasks differ for a verdict at the comparison's adjusted level, so it reads inconclusive whatever the mean."
 
 
 def _family_text(method: str, family_size: int, level: float) -> str:
@@ -174,12 +176,29 @@ def headline_sections(results: Results, *, n_resamples: int = 1000, seed: int = 
             f'Never compacted on some tasks ("tasks compacted" < tasks run): {", ".join(sorted(map(str, low)))}; a difference '
             "on those tasks is not a difference in compaction."
         )
-    small = sorted({c.n_tasks for c in h.comparisons if c.n_tasks < min_tasks_for(c.adjusted_level)})
+    small = sorted({c.n_differ for c in h.comparisons if c.n_differ < min_tasks_for(c.adjusted_level) and not c.verdict.startswith("equivalent")})
     if small:
         s.note(
-            f"Starred verdicts rest on {', '.join(map(str, small))} task(s): too few for a verdict at their adjusted level "
+            f"Starred verdicts rest on {', '.join(map(str, small))} task(s) that differ: too few for a verdict at their adjusted level "
             f"(at least {min_tasks_for(level)} at {level:g}, more after adjustment), so they read inconclusive whatever the mean."
         )
+    summs = sorted(str(v) for v in results.ok["summarizer"].dropna().unique()) if "summarizer" in results.ok.columns else []
+    if len(summs) > 1:
+        # the same strategy under each offline extractor: robust only when every extractor gives the same verdict
+        comps, under = [], []
+        for c in h.comparisons:
+            sm = next((x for x in summs if c.a.endswith(":" + x)), None)
+            if sm is not None:
+                comps.append(dataclasses.replace(c, a=c.a[: -len(sm) - 1]))
+                under.append(sm)
+        if comps:
+            rob = CMP.robustness_frame(comps, under)
+            wide = rob.pivot_table(index=["a", "metric"], columns="summarizer", values="verdict", aggfunc="first").reset_index()
+            wide = wide.merge(rob.groupby(["a", "metric"], as_index=False)["robust"].first(), on=["a", "metric"])
+            n_not = int((~wide["robust"]).sum())
+            s.note(f"Robust to the stand-in: {len(wide) - n_not} of {len(wide)} (configuration, metric) verdicts agree under every "
+                   f"offline extractor ({', '.join(summs)}); the others depend on which stand-in wrote the summaries.")
+            s.table(wide.rename(columns={"a": "config"}), "The verdict vs harness9's default under each extractor; robust: all agree.")
     over = H.overflowing(run_table(results))
     if over:
         s.note(
