@@ -47,7 +47,7 @@ def cost_success_frontier(table: Any) -> Any:
     ax.set_xlabel("tokens sent per episode (sum over model calls)")
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_title("Closed loop: cost vs success (95% task-bootstrap CI; dashed: frontier)")
+    ax.set_title("Closed loop: cost vs success (95% world-bootstrap CI; dashed: frontier)")
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=7, ncol=2)
     return fig
 

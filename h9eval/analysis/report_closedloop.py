@@ -410,7 +410,7 @@ def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[
             (
                 "closedloop_frontier",
                 PC.cost_success_frontier(sc),
-                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; "
+                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % world-bootstrap intervals (the world is the unit); "
                 "dashed: the frontier (no configuration is cheaper and at least as successful).",
             ),
         )
