@@ -47,9 +47,26 @@ INSUFFICIENT_UNITS = "insufficient units"
 """The verdict when fewer worlds were paired than a verdict at the adjusted level needs."""
 
 SUCCESS_COST_COLUMNS: tuple[str, ...] = (
-    "agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent", "tokens_sent_lo",
-    "tokens_sent_hi", "success_diff", "success_diff_lo", "success_diff_hi", "success_p_adjusted", "success_verdict",
-    "tokens_diff", "tokens_diff_lo", "tokens_diff_hi", "tokens_p_adjusted", "tokens_verdict",
+    "agent",
+    "config",
+    "n_worlds",
+    "n_seeds",
+    "success",
+    "success_lo",
+    "success_hi",
+    "tokens_sent",
+    "tokens_sent_lo",
+    "tokens_sent_hi",
+    "success_diff",
+    "success_diff_lo",
+    "success_diff_hi",
+    "success_p_adjusted",
+    "success_verdict",
+    "tokens_diff",
+    "tokens_diff_lo",
+    "tokens_diff_hi",
+    "tokens_p_adjusted",
+    "tokens_verdict",
 )
 """Columns of :func:`success_cost_by_world`."""
 
@@ -64,7 +81,9 @@ def world_units(ep: Any) -> Any:
     import pandas as pd
 
     if "world_kind" in ep.columns:
-        params = ep["world_params"].fillna("").astype(str) if "world_params" in ep.columns else pd.Series("", index=ep.index)
+        params = (
+            ep["world_params"].fillna("").astype(str) if "world_params" in ep.columns else pd.Series("", index=ep.index)
+        )
         kind = ep["world_kind"].astype(str)
         return kind.where(params.isin(["", "{}"]), kind + " " + params)
     return ep["task_id"].astype(str).str.rsplit("-", n=1).str[0]
@@ -84,7 +103,9 @@ def _unit_verdict(c: S.PairedComparison) -> str:
     return INSUFFICIENT_UNITS if c.n_tasks < S.min_tasks_for(c.adjusted_level) else c.verdict
 
 
-def success_cost_by_world(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = "keep_all", method: str = "holm") -> Any:
+def success_cost_by_world(
+    ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = "keep_all", method: str = "holm"
+) -> Any:
     """One row per (agent, configuration) (:data:`SUCCESS_COST_COLUMNS`): ``n_worlds`` units and
     ``n_seeds`` episodes' seeds; ``success`` and ``tokens_sent`` (per episode) as means over worlds
     of the per-world means, with world-bootstrap 95 % intervals; against ``baseline`` on the same
@@ -95,7 +116,13 @@ def success_cost_by_world(ep: Any, *, n_boot: int = 1000, seed: int = 0, baselin
     columns (:func:`world_units`)."""
     import pandas as pd
 
-    d = ep.assign(**{UNIT: world_units(ep), "success": ep["success"].astype(float), "tokens_sent_sum": ep["tokens_sent_sum"].astype(float)})
+    d = ep.assign(
+        **{
+            UNIT: world_units(ep),
+            "success": ep["success"].astype(float),
+            "tokens_sent_sum": ep["tokens_sent_sum"].astype(float),
+        }
+    )
     rows: list[dict[str, Any]] = []
     for agent, g in d.groupby("agent_id", sort=True):
         pairs: dict[str, list[S.TaskPairs]] = {"success": [], "tokens": []}
@@ -104,19 +131,41 @@ def success_cost_by_world(ep: Any, *, n_boot: int = 1000, seed: int = 0, baselin
             per_world = c.groupby(UNIT, sort=True)[["success", "tokens_sent_sum"]].mean()
             s = _mean_ci(per_world["success"], n_boot, seed)
             t = _mean_ci(per_world["tokens_sent_sum"], n_boot, seed)
-            rows.append({"agent": agent, "config": config, "n_worlds": len(per_world), "n_seeds": int(c["task_id"].nunique()),
-                         "success": s[0], "success_lo": s[1], "success_hi": s[2],
-                         "tokens_sent": t[0], "tokens_sent_lo": t[1], "tokens_sent_hi": t[2]})
+            rows.append(
+                {
+                    "agent": agent,
+                    "config": config,
+                    "n_worlds": len(per_world),
+                    "n_seeds": int(c["task_id"].nunique()),
+                    "success": s[0],
+                    "success_lo": s[1],
+                    "success_hi": s[2],
+                    "tokens_sent": t[0],
+                    "tokens_sent_lo": t[1],
+                    "tokens_sent_hi": t[2],
+                }
+            )
             if config != baseline and baseline in set(g["config"]):
                 # task=UNIT: seeds and history modes of a world are cells averaged inside it
                 pairs["success"].append(S.task_pairs(g, config, baseline, metric="success", task=UNIT))
-                pairs["tokens"].append(S.task_pairs(g, config, baseline, metric="tokens_sent_sum", task=UNIT, higher_is_better=False))
+                pairs["tokens"].append(
+                    S.task_pairs(g, config, baseline, metric="tokens_sent_sum", task=UNIT, higher_is_better=False)
+                )
                 names.append(config)
         for metric, ps in pairs.items():
-            for name, cmp in zip(names, S.compare_family(ps, n_resamples=n_boot, seed=seed, method=method) if ps else ()):
+            for name, cmp in zip(
+                names, S.compare_family(ps, n_resamples=n_boot, seed=seed, method=method) if ps else ()
+            ):
                 row = next(r for r in rows if r["agent"] == agent and r["config"] == name)
-                row.update({f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi,
-                            f"{metric}_p_adjusted": cmp.p_adjusted, f"{metric}_verdict": _unit_verdict(cmp)})
+                row.update(
+                    {
+                        f"{metric}_diff": cmp.mean_diff,
+                        f"{metric}_diff_lo": cmp.lo,
+                        f"{metric}_diff_hi": cmp.hi,
+                        f"{metric}_p_adjusted": cmp.p_adjusted,
+                        f"{metric}_verdict": _unit_verdict(cmp),
+                    }
+                )
     df = pd.DataFrame(rows)
     for col in SUCCESS_COST_COLUMNS:
         if col not in df.columns:
@@ -180,9 +229,29 @@ def validation_by_world(pairs: Any, *, n_boot: int = 1000, seed: int = 0, contro
     rows = []
     for agent, g in cell.groupby("agent_id", sort=True):
         for world, w in g.groupby(UNIT, sort=True):
-            rows.append({"agent": agent, "scope": world, "n_worlds": 1, "n_configs": int(w["config"].nunique()), "n_pairs": len(w),
-                         "rho": spearman(w["retention"].tolist(), w["success"].tolist()), "rho_lo": math.nan, "rho_hi": math.nan})
+            rows.append(
+                {
+                    "agent": agent,
+                    "scope": world,
+                    "n_worlds": 1,
+                    "n_configs": int(w["config"].nunique()),
+                    "n_pairs": len(w),
+                    "rho": spearman(w["retention"].tolist(), w["success"].tolist()),
+                    "rho_lo": math.nan,
+                    "rho_hi": math.nan,
+                }
+            )
         rho, lo, hi = _rho_world_ci(g, n_boot, seed)
-        rows.append({"agent": agent, "scope": "pooled", "n_worlds": int(g[UNIT].nunique()), "n_configs": int(g["config"].nunique()),
-                     "n_pairs": len(g), "rho": rho, "rho_lo": lo, "rho_hi": hi})
+        rows.append(
+            {
+                "agent": agent,
+                "scope": "pooled",
+                "n_worlds": int(g[UNIT].nunique()),
+                "n_configs": int(g["config"].nunique()),
+                "n_pairs": len(g),
+                "rho": rho,
+                "rho_lo": lo,
+                "rho_hi": hi,
+            }
+        )
     return pd.DataFrame(rows, columns=list(VALIDATION_COLUMNS))

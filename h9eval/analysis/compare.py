@@ -50,6 +50,10 @@ __all__ = [
     "RANKING_COLUMNS",
     "ROBUSTNESS_COLUMNS",
     "robustness_frame",
+    "robust_lines",
+    "extractor_pairs",
+    "other_extractors",
+    "base_labels",
     "stand_in_robustness",
     "stand_in_caveats",
     "stand_in_caveat",
@@ -379,11 +383,11 @@ def compare(
     res = _as_results(results)
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
-    bases = _base_labels(table)
+    bases = base_labels(table)
     if (a not in labels or b not in labels) and {a, b} <= set(bases) | set(labels):
         # a strategy named without its summarizer: compare under every extractor it ran (the
         # other side paired by extractor too, or as it is when it calls no summarizer)
-        pairs_ab = _extractor_pairs(table, bases, labels, a, b)
+        pairs_ab = extractor_pairs(table, bases, labels, a, b)
         summs = [str(table.loc[table["config"] == x, "summarizer"].iloc[0]) for x, _ in pairs_ab]
     else:
         a, b = _resolve(a, labels), _resolve(b, labels)
@@ -400,13 +404,13 @@ def compare(
     modes = tuple(sorted(set(sides.loc[sides["config"] == x, "history_mode"]) & set(sides.loc[sides["config"] == y, "history_mode"])))
     robust: list[str] = []
     if len(pairs_ab) == 1:
-        others = _other_extractors(table, bases, x, y)
+        others = other_extractors(table, bases, x, y)
         if others:
             rob = stand_in_robustness(table, [(x, y), *others], mets, margin=margin, level=level, method=method, n_resamples=n_resamples, seed=seed)
-            robust = _robust_lines(rob)
+            robust = robust_lines(rob)
     else:
         rob = robustness_frame(comps, [sm for sm in summs for _ in mets])
-        robust = _robust_lines(rob)
+        robust = robust_lines(rob)
     notes = [n for x2, y2 in pairs_ab for n in _notes(table, x2, y2)]
     return Comparison(
         comparisons=tuple(comps), method=method, level=level, history_modes=modes, notes=tuple(dict.fromkeys(notes)),
@@ -419,7 +423,7 @@ ROBUSTNESS_COLUMNS: tuple[str, ...] = ("a", "b", "summarizer", "metric", "n_diff
 """Columns of :func:`stand_in_robustness`."""
 
 
-def _base_labels(table: Any) -> Any:
+def base_labels(table: Any) -> Any:
     """Each row's configuration label without its ``:summarizer`` suffix."""
     import pandas as pd
 
@@ -431,7 +435,7 @@ def _base_labels(table: Any) -> Any:
     )
 
 
-def _extractor_pairs(table: Any, bases: Any, labels: Sequence[str], a: str, b: str) -> list[tuple[str, str]]:
+def extractor_pairs(table: Any, bases: Any, labels: Sequence[str], a: str, b: str) -> list[tuple[str, str]]:
     """``(a:sm, b:sm)`` for every summarizer ``sm`` both strategies ran with; a side given as a
     full label (a policy that calls no summarizer runs once) is paired as it is."""
     def variants(x: str) -> dict[str, str]:
@@ -449,7 +453,7 @@ def _extractor_pairs(table: Any, bases: Any, labels: Sequence[str], a: str, b: s
     return out
 
 
-def _other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str, str]]:
+def other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str, str]]:
     """``(a', b')`` for every other summarizer variant both ``a``'s and ``b``'s strategies ran with."""
     ba, bb = bases[table["config"] == a], bases[table["config"] == b]
     if not len(ba) or not len(bb):
@@ -507,7 +511,7 @@ def stand_in_robustness(
     return robustness_frame(comps, summs)
 
 
-def _robust_lines(rob: Any) -> list[str]:
+def robust_lines(rob: Any) -> list[str]:
     out = []
     for metric, g in rob.groupby("metric", sort=False):
         each = ", ".join(f"{r.verdict} under {r.summarizer}" for r in g.itertuples())

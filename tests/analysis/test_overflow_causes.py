@@ -20,14 +20,46 @@ def _task() -> Task:
 def test_each_overflow_names_its_newest_message_and_whether_it_alone_is_too_large() -> None:
     t = _task()
     big, small = estimate_tokens([t.messages[2]]), estimate_tokens([t.messages[3]])
-    calls = pd.DataFrame([
-        {"run_id": "r1", "task_id": "T", "history_mode": "view", "call_index": 0, "message_index": 2, "tokens_sent": big + 10,
-         "context_window_tokens": 500, "overflow": True, "overflow_tokens": big + 10 - 500, "policy_kind": "keep_all"},
-        {"run_id": "r1", "task_id": "T", "history_mode": "view", "call_index": 1, "message_index": 3, "tokens_sent": 1200,
-         "context_window_tokens": 1100, "overflow": True, "overflow_tokens": 100, "policy_kind": "keep_all"},
-        {"run_id": "r1", "task_id": "T", "history_mode": "view", "call_index": 2, "message_index": 3, "tokens_sent": 10,
-         "context_window_tokens": 1100, "overflow": False, "overflow_tokens": 0, "policy_kind": "keep_all"},
-    ])
+    calls = pd.DataFrame(
+        [
+            {
+                "run_id": "r1",
+                "task_id": "T",
+                "history_mode": "view",
+                "call_index": 0,
+                "message_index": 2,
+                "tokens_sent": big + 10,
+                "context_window_tokens": 500,
+                "overflow": True,
+                "overflow_tokens": big + 10 - 500,
+                "policy_kind": "keep_all",
+            },
+            {
+                "run_id": "r1",
+                "task_id": "T",
+                "history_mode": "view",
+                "call_index": 1,
+                "message_index": 3,
+                "tokens_sent": 1200,
+                "context_window_tokens": 1100,
+                "overflow": True,
+                "overflow_tokens": 100,
+                "policy_kind": "keep_all",
+            },
+            {
+                "run_id": "r1",
+                "task_id": "T",
+                "history_mode": "view",
+                "call_index": 2,
+                "message_index": 3,
+                "tokens_sent": 10,
+                "context_window_tokens": 1100,
+                "overflow": False,
+                "overflow_tokens": 0,
+                "policy_kind": "keep_all",
+            },
+        ]
+    )
     oc = overflow_causes(calls, [t], names={"r1": "keep_all"})
     assert len(oc) == 2 and list(oc["message_index"]) == [2, 3]
     assert list(oc["message_tokens"]) == [big, small] and big > 500
@@ -37,8 +69,15 @@ def test_each_overflow_names_its_newest_message_and_whether_it_alone_is_too_larg
 
 
 def test_the_recommendation_says_what_it_left_out_and_why() -> None:
-    cm = pd.DataFrame({"label": ["a", "b", "c"], "retention": [0.9, 0.8, 0.7], "tokens_saved": [0.1, 0.2, 0.3],
-                       "overflows": [3, 0, 0], "emergencies": [0, 2, 0]})
+    cm = pd.DataFrame(
+        {
+            "label": ["a", "b", "c"],
+            "retention": [0.9, 0.8, 0.7],
+            "tokens_saved": [0.1, 0.2, 0.3],
+            "overflows": [3, 0, 0],
+            "emergencies": [0, 2, 0],
+        }
+    )
     best = M.recommend(cm)
     assert best is not None and best["label"] == "c"
     assert best["excluded_why"] == ["a: 3 call(s) over the window", "b: 2 emergency truncation(s)"]

@@ -23,12 +23,23 @@ def _table(free_text_diffs: tuple[float, ...]) -> pd.DataFrame:
         diffs = free_text_diffs if sm == "offline_free_text" else (-0.1,) * 8
         for i, d in enumerate(diffs):
             for cfg, v in ((f"codex:{sm}", 0.5 + d), (f"h9:{sm}", 0.5)):
-                rows.append({"config": cfg, "task_id": f"t{i}", "history_mode": "view", "summarizer": sm, "summarizer_calls": 3, "retention": v})
+                rows.append(
+                    {
+                        "config": cfg,
+                        "task_id": f"t{i}",
+                        "history_mode": "view",
+                        "summarizer": sm,
+                        "summarizer_calls": 3,
+                        "retention": v,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def _rob(table: pd.DataFrame) -> pd.DataFrame:
-    return C.stand_in_robustness(table, [(f"codex:{sm}", f"h9:{sm}") for sm in SUMMS], [C.metric_spec("retention")], margin=0)
+    return C.stand_in_robustness(
+        table, [(f"codex:{sm}", f"h9:{sm}") for sm in SUMMS], [C.metric_spec("retention")], margin=0
+    )
 
 
 def test_not_robust_when_one_extractor_disagrees() -> None:
@@ -40,15 +51,16 @@ def test_not_robust_when_one_extractor_disagrees() -> None:
     assert rob.loc["offline", "p_adjusted"] == pytest.approx(2 / 256)
     assert rob.loc["offline_free_text", "verdict"] == INCONCLUSIVE
     assert not rob["robust"].any()
-    assert C._robust_lines(rob.reset_index()) == [
-        "retention: worse under offline, worse under offline_recent, inconclusive under offline_free_text -> NOT robust to the stand-in"
-    ]
+    line = "retention: worse under offline, worse under offline_recent, inconclusive under offline_free_text"
+    assert C.robust_lines(rob.reset_index()) == [line + " -> NOT robust to the stand-in"]
 
 
 def test_robust_when_every_extractor_agrees_and_not_with_one_extractor_alone() -> None:
     rob = _rob(_table((-0.1,) * 8))
     assert rob["robust"].all() and set(rob["verdict"]) == {WORSE}
-    one = C.stand_in_robustness(_table((-0.1,) * 8), [("codex:offline", "h9:offline")], [C.metric_spec("retention")], margin=0)
+    one = C.stand_in_robustness(
+        _table((-0.1,) * 8), [("codex:offline", "h9:offline")], [C.metric_spec("retention")], margin=0
+    )
     assert not one["robust"].any()  # one extractor cannot show robustness
 
 
@@ -81,10 +93,15 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_a_strategy_without_its_suffix_pairs_with_a_policy_that_calls_no_summarizer() -> None:
     t = _table((-0.1,) * 8)
     t = t[~t["config"].str.startswith("h9:")]
-    keep = t[t["config"] == "codex:offline"].assign(config="keep_all", retention=0.6, summarizer="offline", summarizer_calls=0)
+    keep = t[t["config"] == "codex:offline"].assign(
+        config="keep_all", retention=0.6, summarizer="offline", summarizer_calls=0
+    )
     t = pd.concat([t, keep], ignore_index=True)
-    bases = C._base_labels(t)
+    bases = C.base_labels(t)
     labels = sorted(t["config"].unique())
-    pairs = C._extractor_pairs(t, bases, labels, "codex", "keep_all")
+    pairs = C.extractor_pairs(t, bases, labels, "codex", "keep_all")
     assert pairs == [(f"codex:{sm}", "keep_all") for sm in sorted(SUMMS)]
-    assert C._other_extractors(t, bases, "codex:offline", "keep_all") == [("codex:offline_free_text", "keep_all"), ("codex:offline_recent", "keep_all")]
+    assert C.other_extractors(t, bases, "codex:offline", "keep_all") == [
+        ("codex:offline_free_text", "keep_all"),
+        ("codex:offline_recent", "keep_all"),
+    ]

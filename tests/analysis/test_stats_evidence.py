@@ -16,8 +16,13 @@ from h9eval.analysis import stats as S
 def _pairs(diffs: tuple[float, ...], *, name: str = "m", margin: float | None = None) -> S.TaskPairs:
     n = len(diffs)
     return S.TaskPairs(
-        a="A", b="B", metric=name, task_ids=tuple(f"t{i:02d}" for i in range(n)),
-        values_a=tuple(0.5 + d for d in diffs), values_b=(0.5,) * n, margin=margin,
+        a="A",
+        b="B",
+        metric=name,
+        task_ids=tuple(f"t{i:02d}" for i in range(n)),
+        values_a=tuple(0.5 + d for d in diffs),
+        values_b=(0.5,) * n,
+        margin=margin,
     )
 
 
@@ -61,13 +66,17 @@ def test_with_few_differing_tasks_the_exact_test_decides_not_the_bootstrap() -> 
     bootstrap resample is positive."""
     diffs = (0.3, 0.3, 0.3, 0.3, 0.3, -0.05)
     (c,) = S.compare_family([_pairs(diffs)], method="none", seed=3)
-    assert c.p_method == "sign-flip" and c.p_value == pytest.approx(_enumerated_sign_flip_p(diffs)) == pytest.approx(4 / 64)
+    assert c.p_method == "sign-flip" and c.p_value == pytest.approx(_enumerated_sign_flip_p(diffs)) == pytest.approx(
+        4 / 64
+    )
     assert c.lo > 0 and c.verdict == S.INCONCLUSIVE
     (boot,) = S.compare_family([_pairs(diffs)], method="none", seed=3, exact_max_differ=0)
     assert boot.p_value < 0.05 and boot.verdict == S.BETTER
 
 
-@pytest.mark.parametrize("diffs", [(0.3, -0.1, 0.2, 0.05, -0.02, 0.0, 0.12), (1.0, 2.0, -0.5, 0.0, 0.0, 3.0), (-0.2, -0.1, 0.4, -0.3)])
+@pytest.mark.parametrize(
+    "diffs", [(0.3, -0.1, 0.2, 0.05, -0.02, 0.0, 0.12), (1.0, 2.0, -0.5, 0.0, 0.0, 3.0), (-0.2, -0.1, 0.4, -0.3)]
+)
 def test_the_sign_flip_p_matches_an_enumeration_of_every_sign_pattern(diffs: tuple[float, ...]) -> None:
     assert S.sign_flip_p_value(diffs) == pytest.approx(_enumerated_sign_flip_p(diffs))
 
@@ -85,7 +94,9 @@ def test_the_guard_is_checked_at_the_adjusted_level() -> None:
     """Mutant killed: the guard read at the family level 0.95 (6 tasks) instead of Holm's
     0.995 for the smallest of 10 p-values (9 tasks)."""
     strong = (0.4, 0.5, 0.45, 0.6, 0.55, 0.5, 0.42)
-    fam = [_pairs(strong, name="strong")] + [_pairs((0.1, -0.1, 0.2, -0.2, 0.05, -0.05, 0.01), name=f"m{i}") for i in range(9)]
+    fam = [_pairs(strong, name="strong")] + [
+        _pairs((0.1, -0.1, 0.2, -0.2, 0.05, -0.05, 0.01), name=f"m{i}") for i in range(9)
+    ]
     c = S.compare_family(fam, method="holm", seed=2, exact_max_differ=0)[0]
     assert c.p_adjusted == 0 and c.adjusted_level == pytest.approx(1 - 0.05 / 10) and c.lo > 0
     assert S.min_tasks_for(c.adjusted_level) == 9 > c.n_differ == 7 >= S.min_tasks_for(0.95)

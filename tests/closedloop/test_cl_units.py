@@ -19,8 +19,18 @@ def _episodes(success: dict[str, list[list[int]]]) -> pd.DataFrame:
     for config, worlds in success.items():
         for w, seeds in enumerate(worlds):
             for s, ok in enumerate(seeds):
-                rows.append({"agent_id": "scripted", "config": config, "task_id": f"world-fact_chain-{w:08x}-{s}", "world_kind": "fact_chain",
-                             "world_params": f'{{"n": {w}}}', "history_mode": "write_back", "success": bool(ok), "tokens_sent_sum": 100})
+                rows.append(
+                    {
+                        "agent_id": "scripted",
+                        "config": config,
+                        "task_id": f"world-fact_chain-{w:08x}-{s}",
+                        "world_kind": "fact_chain",
+                        "world_params": f'{{"n": {w}}}',
+                        "history_mode": "write_back",
+                        "success": bool(ok),
+                        "tokens_sent_sum": 100,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -46,17 +56,22 @@ def test_verdicts_against_keep_all_are_holm_adjusted_over_the_configurations() -
     c: -1, -1, 0 x4, +0.5, +0.5 (12 of 16 patterns as extreme, p = 0.75). Holm over 3: a 0.0234
     worse; b 2 x 0.03125 = 0.0625 not. Mutant killed: dropping Holm makes b "worse"."""
     full, half = [1, 1], [1, 0]
-    ep = _episodes({
-        "keep_all": [full] * 6 + [half] * 2,
-        "a": [[0, 0]] * 8,
-        "b": [[0, 0]] * 6 + [half] * 2,
-        "c": [[0, 0]] * 2 + [full] * 4 + [full] * 2,
-    })
+    ep = _episodes(
+        {
+            "keep_all": [full] * 6 + [half] * 2,
+            "a": [[0, 0]] * 8,
+            "b": [[0, 0]] * 6 + [half] * 2,
+            "c": [[0, 0]] * 2 + [full] * 4 + [full] * 2,
+        }
+    )
     sc = CU.success_cost_by_world(ep, n_boot=200).set_index("config")
     # independent: mean over worlds of the per-world success rate
     assert sc.loc["keep_all", "success"] == pytest.approx((6 + 0.5 * 2) / 8)
     assert sc.loc["a", "success_p_adjusted"] == pytest.approx(3 * 2 / 256) and sc.loc["a", "success_verdict"] == WORSE
-    assert sc.loc["b", "success_p_adjusted"] == pytest.approx(2 * 2 / 64) and sc.loc["b", "success_verdict"] == INCONCLUSIVE
+    assert (
+        sc.loc["b", "success_p_adjusted"] == pytest.approx(2 * 2 / 64)
+        and sc.loc["b", "success_verdict"] == INCONCLUSIVE
+    )
     assert sc.loc["c", "success_p_adjusted"] == pytest.approx(0.75)
     unadjusted = CU.success_cost_by_world(ep, n_boot=200, method="none").set_index("config")
     assert unadjusted.loc["b", "success_verdict"] == WORSE
@@ -75,21 +90,48 @@ def test_the_validation_study_leaves_the_controls_out_per_world_and_pooled() -> 
     for cfg in ("p", "q", "r"):
         for w in range(3):
             for s in range(2):
-                rows.append({"agent_id": "scripted", "config": cfg, "task_id": f"world-fact_chain-{w}{w}{w}{w}-{s}",
-                             "retention": ret[cfg][w], "success": suc[cfg][w]})
+                rows.append(
+                    {
+                        "agent_id": "scripted",
+                        "config": cfg,
+                        "task_id": f"world-fact_chain-{w}{w}{w}{w}-{s}",
+                        "retention": ret[cfg][w],
+                        "success": suc[cfg][w],
+                    }
+                )
     for w in range(3):
         for s in range(2):
-            rows.append({"agent_id": "scripted", "config": "keep_all", "task_id": f"world-fact_chain-{w}{w}{w}{w}-{s}", "retention": 1.0, "success": 1.0})
-            rows.append({"agent_id": "scripted", "config": "drop_all", "task_id": f"world-fact_chain-{w}{w}{w}{w}-{s}", "retention": 0.0, "success": 0.0})
+            rows.append(
+                {
+                    "agent_id": "scripted",
+                    "config": "keep_all",
+                    "task_id": f"world-fact_chain-{w}{w}{w}{w}-{s}",
+                    "retention": 1.0,
+                    "success": 1.0,
+                }
+            )
+            rows.append(
+                {
+                    "agent_id": "scripted",
+                    "config": "drop_all",
+                    "task_id": f"world-fact_chain-{w}{w}{w}{w}-{s}",
+                    "retention": 0.0,
+                    "success": 0.0,
+                }
+            )
     v = CU.validation_by_world(pd.DataFrame(rows), n_boot=200).set_index("scope")
     assert set(v.index) == {"world-fact_chain-0000", "world-fact_chain-1111", "world-fact_chain-2222", "pooled"}
     for w in range(3):
         row = v.loc[f"world-fact_chain-{w}{w}{w}{w}"]
-        assert row["n_configs"] == 3 and row["rho"] == pytest.approx(_rank_rho([ret[c][w] for c in "pqr"], [suc[c][w] for c in "pqr"]))
+        assert row["n_configs"] == 3 and row["rho"] == pytest.approx(
+            _rank_rho([ret[c][w] for c in "pqr"], [suc[c][w] for c in "pqr"])
+        )
     pooled = v.loc["pooled"]
     xs = [ret[c][w] for c in "pqr" for w in range(3)]
     ys = [suc[c][w] for c in "pqr" for w in range(3)]
     assert pooled["n_pairs"] == 9 and pooled["n_worlds"] == 3 and pooled["rho"] == pytest.approx(_rank_rho(xs, ys))
     # with the controls (mutant: not leaving them out) the pooled rho is higher: they sit at the corners
-    with_controls = CU.validation_by_world(pd.DataFrame(rows), n_boot=50, controls=()).set_index("scope").loc["pooled", "rho"]
+    with_controls = (
+        CU.validation_by_world(pd.DataFrame(rows), n_boot=50, controls=()).set_index("scope").loc["pooled", "rho"]
+    )
     assert with_controls > pooled["rho"] + 0.05

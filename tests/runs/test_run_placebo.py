@@ -13,7 +13,9 @@ from h9eval.runs.run import run_task
 
 
 def test_a_run_with_probes_fills_the_placebo_columns_in_memory_and_on_disk(tmp_path: Path) -> None:
-    (r,) = run_task("synthetic:small:0", "keep_all", probes=["recall"], probe_every_k=40, window=16_000, out_dir=tmp_path / "run")
+    (r,) = run_task(
+        "synthetic:small:0", "keep_all", probes=["recall"], probe_every_k=40, window=16_000, out_dir=tmp_path / "run"
+    )
     p = r.probes[(r.probes["method"] == "recall") & r.probes["answerable"].astype(bool)]
     assert p["placebo_rate"].notna().all() and p["placebo_excluded"].astype(bool).any()
     assert (p.loc[p["placebo_excluded"].astype(bool), "placebo_rate"] > PLACEBO_FALSE_PASS_RATE).all()

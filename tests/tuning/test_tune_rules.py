@@ -22,10 +22,20 @@ def test_harness9_defaults_are_the_ones_this_file_assumes() -> None:
 def test_thresholds_above_the_highest_usage_ratio_keep_harness9s_value() -> None:
     """The issue's case: highest usage 0.656, pick full 0.85 / emergency 0.9. Mutant killed:
     recommending the unexercised values (or only warning)."""
-    pick = {"warn_frac": 0.5, "soft_frac": 0.6, "full_frac": 0.85, "emergency_frac": 0.9, "context_window_tokens": 16_000}
+    pick = {
+        "warn_frac": 0.5,
+        "soft_frac": 0.6,
+        "full_frac": 0.85,
+        "emergency_frac": 0.9,
+        "context_window_tokens": 16_000,
+    }
     out, why = keep_unexercised_defaults(pick, 0.656)
     assert out == {**pick, "full_frac": 0.8, "emergency_frac": 0.95}
-    assert len(why) == 2 and why[0].startswith("full_frac: harness9's 0.8 kept instead of 0.85") and "highest 0.656" in why[0]
+    assert (
+        len(why) == 2
+        and why[0].startswith("full_frac: harness9's 0.8 kept instead of 0.85")
+        and "highest 0.656" in why[0]
+    )
     # reached thresholds stay, whatever their value
     assert keep_unexercised_defaults(pick, 0.97) == (pick, [])
     # harness9's values would put soft (0.7) below the reached warn (0.72): the evaluated values stay, said so
@@ -36,7 +46,9 @@ def test_thresholds_above_the_highest_usage_ratio_keep_harness9s_value() -> None
 
 def test_change_from_default_is_the_sum_of_relative_changes() -> None:
     # |0.5-0.6|/0.6 + |4-6|/6 = 1/6 + 1/3 = 0.5; context window not counted
-    assert change_from_default({"warn_frac": 0.5, "min_tail_messages": 4}, ["warn_frac", "min_tail_messages"]) == pytest.approx(0.5)
+    assert change_from_default(
+        {"warn_frac": 0.5, "min_tail_messages": 4}, ["warn_frac", "min_tail_messages"]
+    ) == pytest.approx(0.5)
     assert change_from_default({"warn_frac": 0.6}, ["warn_frac"]) == 0
 
 
@@ -45,9 +57,14 @@ def _ev(per: list[dict[str, float]], change: list[float], **cols: list[float]) -
     base = {
         "retention": [sum(p.values()) / len(p) for p in per],
         "retention_min": [min(p.values()) for p in per],
-        "worst_peak_ratio": [0.8] * n, "tokens_saved": [0.5] * n, "summarizer_calls_per_run": [1.0] * n,
-        "overflows": [0] * n, "emergencies": [0] * n, "feasible": [True] * n,
-        "change_from_default": change, "_per_task": [json.dumps(p) for p in per],
+        "worst_peak_ratio": [0.8] * n,
+        "tokens_saved": [0.5] * n,
+        "summarizer_calls_per_run": [1.0] * n,
+        "overflows": [0] * n,
+        "emergencies": [0] * n,
+        "feasible": [True] * n,
+        "change_from_default": change,
+        "_per_task": [json.dumps(p) for p in per],
     }
     base.update(cols)
     return pd.DataFrame(base)
