@@ -32,7 +32,6 @@ __all__ = [
     "VALIDATION_COLUMNS",
     "world_units",
     "success_cost_by_world",
-    "spearman",
     "validation_by_world",
 ]
 
@@ -173,27 +172,13 @@ def success_cost_by_world(
     return df[list(SUCCESS_COST_COLUMNS)]
 
 
-def spearman(x: Any, y: Any) -> float:
-    """Spearman's rank correlation (``scipy.stats.spearmanr``, average ranks for ties); NaN when
-    either side is constant or there are fewer than 3 points."""
-    import warnings
-
-    from scipy import stats as sps
-
-    if len(x) < 3 or len(set(map(float, x))) < 2 or len(set(map(float, y))) < 2:
-        return math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(sps.spearmanr(x, y).statistic)
-
-
 def _rho_world_ci(df: Any, n_boot: int, seed: int) -> tuple[float, float, float]:
     """rho of (retention, success) over the rows of ``df`` and its world-bootstrap interval:
     worlds drawn with replacement, every row of a drawn world kept; resamples with a constant
     side give no rho and are left out."""
     import numpy as np
 
-    rho = spearman(df["retention"].tolist(), df["success"].tolist())
+    rho = S.spearman(df["retention"].tolist(), df["success"].tolist())
     worlds = sorted(set(df[UNIT]))
     if math.isnan(rho) or len(worlds) < 3:
         return (rho, math.nan, math.nan)
@@ -203,7 +188,7 @@ def _rho_world_ci(df: Any, n_boot: int, seed: int) -> tuple[float, float, float]
     vals = []
     for draw in rng.integers(0, len(worlds), size=(n_boot, len(worlds))):
         m = xy[np.concatenate([rows_of[i] for i in draw])]
-        r = spearman(m[:, 0].tolist(), m[:, 1].tolist())
+        r = S.spearman(m[:, 0].tolist(), m[:, 1].tolist())
         if not math.isnan(r):
             vals.append(r)
     if not vals:
@@ -236,7 +221,7 @@ def validation_by_world(pairs: Any, *, n_boot: int = 1000, seed: int = 0, contro
                     "n_worlds": 1,
                     "n_configs": int(w["config"].nunique()),
                     "n_pairs": len(w),
-                    "rho": spearman(w["retention"].tolist(), w["success"].tolist()),
+                    "rho": S.spearman(w["retention"].tolist(), w["success"].tolist()),
                     "rho_lo": math.nan,
                     "rho_hi": math.nan,
                 }
