@@ -105,7 +105,8 @@ VERDICT_DEFINITIONS: Mapping[str, str] = {
     "detectable but smaller than d is called equivalent",
     BETTER: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A "
     "is better than B (above 0 for a larger-is-better metric, below 0 for a smaller-is-better one)",
-    WORSE: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A is worse than B",
+    WORSE: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A is "
+    "worse than B",
     INCONCLUSIVE: "anything else: the adjusted interval contains 0 (and is not within ±d), the adjusted p-value "
     "(exact sign-flip test when few tasks differ) is not below alpha, or too few tasks differ for the adjusted level "
     "(see min_tasks_for: 6 at 0.95; an equivalence verdict counts all paired tasks)",
@@ -286,7 +287,8 @@ def bootstrap_means(values: Sequence[float], *, n_resamples: int = DEFAULT_RESAM
         # identical values make scipy warn that the interval is degenerate: the distribution is still right
         warnings.simplefilter("ignore", category=sps.DegenerateDataWarning)
         res = sps.bootstrap(
-            (x,), np.mean, n_resamples=n_resamples, method="percentile", vectorized=True, axis=-1, rng=np.random.default_rng(seed)
+            (x,), np.mean, n_resamples=n_resamples, method="percentile", vectorized=True, axis=-1,
+            rng=np.random.default_rng(seed),
         )
     return np.asarray(res.bootstrap_distribution, dtype=float)
 
@@ -378,7 +380,8 @@ def paired_p_value(diffs: Sequence[float], means: Any, *, exact_max_differ: int 
     if len(diffs) < 2:
         return PairedTest(p_value=math.nan, method="none", n_differ=n_differ, n_resamples=len(means))
     if n_differ <= exact_max_differ:
-        return PairedTest(p_value=sign_flip_p_value(diffs), method="sign-flip", n_differ=n_differ, n_resamples=len(means))
+        p = sign_flip_p_value(diffs)
+        return PairedTest(p_value=p, method="sign-flip", n_differ=n_differ, n_resamples=len(means))
     return PairedTest(p_value=bootstrap_p_value(means), method="bootstrap", n_differ=n_differ, n_resamples=len(means))
 
 
@@ -514,7 +517,9 @@ class PairedComparison:
             why = ""
         p = format_p(self.p_value, method=self.p_method, n_resamples=self.n_resamples)
         pa = format_p(self.p_adjusted, method=self.p_method, n_resamples=self.n_resamples)
-        test = f" p={p} ({self.p_method})" + (f" p_adj={pa}" if adj and self.in_family else "") if self.p_method != "none" else ""
+        test = ""
+        if self.p_method != "none":
+            test = f" p={p} ({self.p_method})" + (f" p_adj={pa}" if adj and self.in_family else "")
         return (
             f"{self.metric}: n_tasks={self.n_tasks} n_differ={self.n_differ} "
             f"mean_diff={self.mean_diff:+.4g} CI=[{self.lo:+.4g}, {self.hi:+.4g}] "
