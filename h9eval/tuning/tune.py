@@ -53,7 +53,8 @@ from h9eval.tasks.model import Task
 
 __all__ = [
     "MODELS", "DEFAULT_GRID", "TIER_FRACS", "MIN_HELDOUT_TASKS", "HeldOutCheck", "TuneResult", "tune", "split_tasks",
-    "unexercised_tasks", "load_models", "model_info", "to_toml", "change_from_default", "keep_unexercised_defaults", "cross_validate",
+    "unexercised_tasks", "load_models", "model_info", "to_toml", "change_from_default", "keep_unexercised_defaults",
+    "cross_validate",
 ]
 
 MODELS: dict[str, dict[str, Any]] = {
@@ -129,11 +130,13 @@ def keep_unexercised_defaults(params: Mapping[str, Any], max_usage_ratio: float)
     if above and not _valid(out):
         return dict(params), [
             f"{', '.join(above)} above the highest usage ratio reached ({max_usage_ratio:.3f}) but harness9's values "
-            f"({', '.join(f'{d[k]:g}' for k in above)}) would not keep the tiers in order: the evaluated values stay, unexercised"
+            f"({', '.join(f'{d[k]:g}' for k in above)}) would not keep the tiers in order: the evaluated values stay, "
+            "unexercised"
         ]
     for k in above:
         why.append(
-            f"{k}: harness9's {d[k]:g} kept instead of {params[k]:g}: no tuning task's usage ratio reached {min(params[k], d[k]):g} "
+            f"{k}: harness9's {d[k]:g} kept instead of {params[k]:g}: no tuning task's usage ratio reached "
+            f"{min(params[k], d[k]):g} "
             f"(highest {max_usage_ratio:.3f}), so this threshold never fired and the data cannot choose it"
         )
     return out, why
@@ -434,8 +437,8 @@ def _choose(ev: Any, *, level: float, n_resamples: int, seed: int) -> _Choice:
     best = int(f.sort_values(["retention", "tokens_saved"], ascending=[False, False], kind="stable").index[0])
     verdicts = _indistinguishable(ev, best, level=level, n_resamples=n_resamples, seed=seed)
     tied = [best, *(i for i, v in verdicts.items() if v != S.WORSE)]
-    keys = [k for k in ("change_from_default", "retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention")
-            if k in ev.columns]
+    order = ("change_from_default", "retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention")
+    keys = [k for k in order if k in ev.columns]
     up = {"change_from_default": True, "retention_min": False, "worst_peak_ratio": True, "tokens_saved": False,
           "summarizer_calls_per_run": True, "retention": False}
     t = ev.loc[tied].sort_values(keys, ascending=[up[k] for k in keys], kind="stable")
@@ -460,7 +463,8 @@ def cross_validate(ev: Any, *, folds: int, seed: int = 0) -> Any:
     order = np.random.default_rng(seed).permutation(len(tids))
     parts = [sorted(tids[int(i)] for i in order[k::folds]) for k in range(folds)]
     feas = [i for i in range(len(ev)) if bool(ev["feasible"].iloc[i])] or list(range(len(ev)))
-    change = [float(ev["change_from_default"].iloc[i]) if "change_from_default" in ev.columns else 0.0 for i in range(len(ev))]
+    has_change = "change_from_default" in ev.columns
+    change = [float(ev["change_from_default"].iloc[i]) if has_change else 0.0 for i in range(len(ev))]
 
     def mean(i: int, ts: Sequence[str]) -> float:
         v = [per[i][t] for t in ts if t in per[i] and not math.isnan(per[i][t])]
@@ -561,12 +565,16 @@ class TuneResult:
             out.append(f"{len(ind)} configuration(s) not distinguishable from the best by retention "
                        "(the recommendation is the one that changes harness9's defaults least):")
             show = [c for c in ind.columns if c not in ("config_index",)]
-            out += ["  " + ln for ln in ind[show].to_string(index=False, float_format=lambda v: f"{v:.4g}").splitlines()]
+            text = ind[show].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+            out += ["  " + ln for ln in text.splitlines()]
         if self.cv is not None and len(self.cv):
-            same = int((self.cv["pick"] == self.evidence.index[self.evidence["best"]][0]).sum()) if "best" in self.evidence.columns else 0
+            same = 0
+            if "best" in self.evidence.columns:
+                same = int((self.cv["pick"] == self.evidence.index[self.evidence["best"]][0]).sum())
             out.append(
                 f"{len(self.cv)}-fold cross-validation over the tuning tasks: mean regret {self.cv['regret'].mean():.4f} "
-                f"(fold best minus the other folds' pick, retention); the pick matched the recommendation's config in {same} of {len(self.cv)} folds"
+                f"(fold best minus the other folds' pick, retention); the pick matched the recommendation's config in "
+                f"{same} of {len(self.cv)} folds"
             )
         if self.caveat:
             out.append(f"caveat: {self.caveat}")
@@ -827,7 +835,8 @@ def tune(
         is_feasible = bool(b["feasible"])
         varied = [k for k in g if k in ev.columns]
         ind = ev.loc[list(choice.tied), [*varied, "retention", "retention_min", "tokens_saved", "change_from_default"]]
-        ind = ind.sort_values(["change_from_default", "retention"], ascending=[True, False], kind="stable").reset_index(drop=True)
+        ind = ind.sort_values(["change_from_default", "retention"], ascending=[True, False], kind="stable")
+        ind = ind.reset_index(drop=True)
         cv = cross_validate(ev, folds=cv_folds, seed=split_seed) if cv_folds else None
         caveat = stand_in_caveat(["offline"])
         if int(b["tasks_compacted"]) < int(b["n_tasks"]):
