@@ -66,6 +66,8 @@ SUCCESS_COST_COLUMNS: tuple[str, ...] = (
     "tokens_diff_hi",
     "tokens_p_adjusted",
     "tokens_verdict",
+    "success_diff_level",
+    "tokens_diff_level",
 )
 """Columns of :func:`success_cost_by_world`."""
 
@@ -163,6 +165,7 @@ def success_cost_by_world(
                         f"{metric}_diff_hi": cmp.hi,
                         f"{metric}_p_adjusted": cmp.p_adjusted,
                         f"{metric}_verdict": _unit_verdict(cmp),
+                        f"{metric}_diff_level": cmp.adjusted_level,
                     }
                 )
     df = pd.DataFrame(rows)
@@ -199,7 +202,7 @@ def _rho_world_ci(df: Any, n_boot: int, seed: int) -> tuple[float, float, float]
 
 def validation_by_world(pairs: Any, *, n_boot: int = 1000, seed: int = 0, controls: tuple[str, ...] = CONTROLS) -> Any:
     """The validation study without the controls (:data:`VALIDATION_COLUMNS`), from the pairs of
-    :func:`h9eval.analysis.report_closedloop.validation_study` (``agent_id``, ``config``,
+    :func:`h9eval.analysis.episodes.validation_study` (``agent_id``, ``config``,
     ``task_id``, ``retention``, ``success``; plus ``world_kind``/``world_params`` or a task id
     ending in ``-<seed>``). Seeds are averaged inside each (configuration, world). Per world:
     Spearman's rho across the configurations (no interval: one world is one unit). Pooled: rho

@@ -30,6 +30,7 @@ Definitions used throughout:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -315,9 +316,16 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
 def policy_defaults(kind: str) -> dict[str, Any]:
     """The resolved default parameters of policy ``kind`` (``{}`` for a kind that cannot be built)."""
     try:
-        return policy_params(make_policy(kind))
+        return dict(_kind_defaults(kind))
     except Exception:  # noqa: BLE001 - an unknown or unbuildable kind simply has no defaults
         return {}
+
+
+@functools.lru_cache(maxsize=256)
+def _kind_defaults(kind: str) -> dict[str, Any]:
+    # built once per kind (a failure is not cached: a policy registered later is found): a
+    # report labels thousands of rows, and building a policy per row was most of its time
+    return policy_params(make_policy(kind))
 
 
 def params_of(params_json: Any) -> dict[str, Any]:

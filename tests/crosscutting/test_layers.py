@@ -56,6 +56,7 @@ HEAVY = {
     "IPython",
     "scipy",
     "statsmodels",
+    "jinja2",
     "inspect_ai",
 }
 

@@ -1,4 +1,4 @@
-"""The closed-loop part of the report: success and cost per configuration, the cost-vs-success
+"""Closed-loop episodes, analysed: success and cost per configuration, the cost-vs-success
 frontier, failure modes by kind, and the validation study (does open-loop probe retention
 predict closed-loop success?).
 
@@ -17,8 +17,7 @@ each reader profile is its own experiment.
   the open-loop retention of the task's exported transcript (the replay cells of ``[tasks]
   worlds`` with ``open_loop = true``) and closed-loop success, with a task bootstrap interval;
   pooled over configurations; and the probes whose retention predicts success best and worst.
-* :func:`closedloop_sections`: all of it as report sections (``report.py`` adds them);
-  :func:`without_episode_runs`: the results without the episode cells, for the open-loop
+* :func:`without_episode_runs`: the results without the episode cells, for the open-loop
   sections.
 
 Open-loop retention here is the mean ``recall`` score in the ``view`` scope over the probes
@@ -30,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import closedloop_units as CU
@@ -41,9 +40,7 @@ from h9eval.analysis.metrics import config_labels
 __all__ = [
     "BASELINE",
     "FAILURE_KINDS",
-    "ClosedLoopSection",
     "Validation",
-    "closedloop_sections",
     "episode_table",
     "failure_modes",
     "open_loop_retention",
@@ -69,15 +66,6 @@ FAILURE_KINDS: tuple[tuple[str, str], ...] = (
     ("protocol_errors", "a view a real API would reject for its tool pairs"),
     ("wasted_refetches", "re-read an offloaded result that was still in view"),
 )
-
-
-@dataclass
-class ClosedLoopSection:
-    """A report section: ``blocks`` are ``(kind, payload)`` with the report's kinds (``text``,
-    ``note``, ``table`` = (DataFrame, caption), ``figure`` = (name, Figure, caption))."""
-
-    title: str
-    blocks: list[tuple[str, Any]] = field(default_factory=list)
 
 
 # -- labels -------------------------------------------------------------------------------------
@@ -139,7 +127,7 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
 def failure_modes(ep: Any) -> Any:
     """One row per (agent, configuration): ``episodes``, ``failed`` and, per
     :data:`FAILURE_KINDS`, the number of episodes showing that kind (an episode may show
-    several); ``world_failures``: the worlds' own failure reasons with counts."""
+    several); ``world_failures``: the worlds' own failure reasons with counts, most frequent first."""
     import pandas as pd
 
     rows = []
@@ -165,7 +153,9 @@ def failure_modes(ep: Any) -> Any:
                 "episodes": len(g),
                 "failed": int((~g["success"].astype(bool)).sum()),
                 **{k: int(v.sum()) for k, v in flags.items()},
-                "world_failures": "; ".join(f"{r} ×{n}" for r, n in sorted(counts.items())),
+                "world_failures": "; ".join(
+                    f"{r} ×{n}" for r, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -271,142 +261,3 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
     if len(probes):
         probes = probes.sort_values(["agent", "rho"], ascending=[True, False], na_position="last", kind="stable").reset_index(drop=True)
     return Validation(pairs=pairs, per_config=pd.DataFrame(per), pooled=pd.DataFrame(pooled), probes=probes)
-
-
-# -- sections -----------------------------------------------------------------------------------
-def _fmt_ci(m: float, lo: float, hi: float) -> str:
-    if m != m:
-        return "–"
-    return f"{m:.3g} [{lo:.3g}, {hi:.3g}]" if lo == lo else f"{m:.3g}"
-
-
-def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[ClosedLoopSection]:
-    """The closed-loop sections of a sweep's report (none when it ran no episodes)."""
-    ep = episode_table(res)
-    if not len(ep):
-        return []
-    secs = []
-    sc = success_cost(ep, n_boot=n_boot, seed=seed)
-    s = ClosedLoopSection("Closed loop: success and cost")
-    s.blocks.append(
-        (
-            "text",
-            (
-                f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds of {CU.world_units(ep).nunique()} worlds "
-                f"({', '.join(sorted(ep['world_kind'].unique()))}), agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction "
-                "runs before every model call and the next action depends on the compacted view; success is checked against the "
-                "world's hidden state. The unit is the world (kind and parameters): seeds of a world behave alike, so they are "
-                "averaged inside it, and intervals are 95 % world-level bootstraps; differences are paired with keep_all on the same "
-                "worlds, Holm-adjusted over an agent's configurations; with fewer worlds than a verdict needs it reads "
-                f"'{CU.INSUFFICIENT_UNITS}'. The scripted agent is a stand-in: see the README on what it can and cannot say."
-            ),
-        )
-    )
-    show = sc.assign(
-        success_ci=[_fmt_ci(*v) for v in zip(sc["success"], sc["success_lo"], sc["success_hi"])],
-        tokens_sent_ci=[_fmt_ci(*v) for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])],
-        success_vs_keep_all=[_fmt_ci(*v) for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])],
-    )[
-        [
-            "agent",
-            "config",
-            "n_worlds",
-            "n_seeds",
-            "success_ci",
-            "success_vs_keep_all",
-            "success_verdict",
-            "tokens_sent_ci",
-            "tokens_verdict",
-            "excess_steps",
-            "summarizer_cost_usd",
-        ]
-    ]
-    s.blocks.append(("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict.")))
-    s.blocks.append(
-        (
-            "figure",
-            (
-                "closedloop_frontier",
-                PC.cost_success_frontier(sc),
-                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % world-bootstrap intervals (the world is the unit); "
-                "dashed: the frontier (no configuration is cheaper and at least as successful).",
-            ),
-        )
-    )
-    secs.append(s)
-
-    fm = failure_modes(ep)
-    s = ClosedLoopSection("Closed loop: failure modes")
-    s.blocks.append(
-        (
-            "table",
-            (
-                fm,
-                "Episodes per configuration showing each failure kind (an episode may show several); world_failures: the worlds' own reasons for the episodes that failed.",
-            ),
-        )
-    )
-    s.blocks.append(
-        (
-            "figure",
-            ("closedloop_failures", PC.failure_modes(fm, [k for k, _ in FAILURE_KINDS]), "Share of episodes showing each failure kind, per configuration."),
-        )
-    )
-    s.blocks.append(("text", "Kinds: " + "; ".join(f"{k}: {d}" for k, d in FAILURE_KINDS) + "."))
-    secs.append(s)
-
-    v = validation_study(res, n_boot=n_boot, seed=seed)
-    s = ClosedLoopSection("Validation: does open-loop retention predict closed-loop success?")
-    if not len(v.pairs):
-        s.blocks.append(
-            (
-                "note",
-                'No open-loop replays of the worlds with probes: set open_loop = true on the [tasks] worlds entries and add [probes] scorers = ["recall"].',
-            )
-        )
-    else:
-        s.blocks.append(
-            (
-                "text",
-                (
-                    "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same configurations; "
-                    "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across tasks, "
-                    "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a configuration "
-                    "that always succeeds or always fails has nothing to predict). A high pooled rho says open-loop replay ranks "
-                    "configurations as the closed loop does; a low one says run the closed loop."
-                ),
-            )
-        )
-        vw = CU.validation_by_world(v.pairs, n_boot=n_boot, seed=seed)
-        s.blocks.append(("table", (vw, f"Without the controls ({', '.join(CU.CONTROLS)}: retention and success fixed by construction), the "
-                                   "world as the unit (seeds averaged inside it): rho across configurations per world, and pooled over "
-                                   "(configuration, world) with a world-bootstrap interval. This is the number to read.")))
-        s.blocks.append(("table", (v.pooled, "Pooled over every configuration and seed, controls included (for comparison: the controls inflate it).")))
-        s.blocks.append(("table", (v.per_config, "Per configuration.")))
-        if len(v.probes):
-            import pandas as pd
-
-            k = 3
-            best = v.probes[v.probes["rho"].notna()]
-            pick = pd.concat([pd.concat([g.head(k), g.tail(k)]).drop_duplicates() for _, g in best.groupby("agent", sort=True)]) if len(best) else best
-            s.blocks.append(
-                (
-                    "table",
-                    (
-                        pick,
-                        f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho; probes with a constant side left out).",
-                    ),
-                )
-            )
-        s.blocks.append(
-            (
-                "figure",
-                (
-                    "closedloop_validation",
-                    PC.retention_vs_success(v.pairs),
-                    "Open-loop retention against closed-loop success per task, one panel per agent, one colour per configuration.",
-                ),
-            )
-        )
-    secs.append(s)
-    return secs
