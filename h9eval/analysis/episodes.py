@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import closedloop_units as CU
-from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import stats as S
 from h9eval.analysis.metrics import config_labels
 
