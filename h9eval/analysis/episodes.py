@@ -113,13 +113,17 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     """One row per (agent, configuration): the world-level success and cost of
     :func:`h9eval.analysis.closedloop_units.success_cost_by_world` (the unit is the world, seeds
     nested; verdicts Holm-adjusted over the agent's configurations, ``insufficient units`` with
-    too few worlds), plus ``excess_steps`` and ``summarizer_cost_usd`` (means over episodes)."""
+    too few worlds), plus ``excess_steps`` and ``summarizer_cost_usd`` (means over episodes) and
+    ``n_tasks`` (= ``n_worlds``: the paired units)."""
     sc = CU.success_cost_by_world(ep, n_boot=n_boot, seed=seed, baseline=baseline)
     extra = ep.groupby(["agent_id", "config"], sort=True).agg(
         excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
         summarizer_cost_usd=("summarizer_cost_usd", lambda v: float(v.astype(float).mean())),
     ).reset_index().rename(columns={"agent_id": "agent"})
-    return sc.merge(extra, on=["agent", "config"], how="left")
+    out = sc.merge(extra, on=["agent", "config"], how="left")
+    # the paired unit count under the name the answer box reads (a closed-loop "task" is a world)
+    out["n_tasks"] = out["n_worlds"]
+    return out
 
 
 # -- failure modes ------------------------------------------------------------------------------
