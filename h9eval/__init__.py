@@ -23,7 +23,6 @@ from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.tasks import Task, load_tasks_from_spec
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.runs.run import run_task
-
 from h9eval.analysis import metrics, plots
 from h9eval.analysis.compare import compare
 from h9eval.analysis.report import write_report
@@ -39,6 +38,10 @@ from h9eval.tasks.recorded import load_task
 from h9eval.tasks.recorded.harness9_db import load_db_tasks
 from h9eval.tasks.synthetic import generate
 
+# Every module above imports its heavy third parties (pandas, pyarrow, matplotlib, the
+# Anthropic SDK, datasets, rapidfuzz) inside the functions that use them, so ``import h9eval``
+# stays light; tests/crosscutting/test_layers.py checks both that and that nothing here is
+# imported by string.
 
 
 def __getattr__(name: str) -> str:
@@ -48,10 +51,6 @@ def __getattr__(name: str) -> str:
         return h9eval_version()
     raise AttributeError(f"module 'h9eval' has no attribute {name!r}")
 
-
-# Every module above imports its heavy third parties (pandas, pyarrow, matplotlib, the
-# Anthropic SDK, datasets) inside the functions that use them, so ``import h9eval`` stays light;
-# tests/crosscutting/test_layers.py checks both.
 
 __all__ = [
     "__version__",

@@ -13,14 +13,15 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from h9eval.cli import compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
+from h9eval.cli import bills, compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
+from h9eval.core.storage import storage_error_line
 
 __all__ = ["main", "build_parser"]
 
 # The commands, in the order ``h9eval --help`` lists them.
-_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, demo)
+_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, bills, demo)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,9 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if os.environ.get("H9EVAL_DEBUG"):
             raise
-        where = f" ({e.filename})" if isinstance(e, OSError) and e.filename and str(e.filename) not in str(e) else ""
-        msg = " ".join(str(e).split()) or type(e).__name__
-        print(f"h9eval {args.command}: error: {msg[:500]}{where} [{type(e).__name__}]", file=sys.stderr)
+        msg = storage_error_line(e) if not isinstance(e, RecursionError) else " ".join(str(e).split())
+        print(f"h9eval {args.command}: error: {msg[:500]} [{type(e).__name__}]", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("h9eval: interrupted", file=sys.stderr)

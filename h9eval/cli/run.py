@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
+from h9eval.core.anthropic import MAX_RETRIES_LIMIT, CallLimits
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import run_task
@@ -48,6 +49,21 @@ def parse_indices(raw: str, option: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def add_call_limit_options(p: argparse.ArgumentParser) -> None:
+    """``--request-timeout-s`` and ``--max-retries``: every command that can call a model has them."""
+    p.add_argument("--request-timeout-s", type=float, default=None, metavar="S",
+                   help="seconds per model request attempt (Anthropic summarizer, llm probes, live agent; default 60)")
+    p.add_argument("--max-retries", type=int, default=None, metavar="N",
+                   help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)")
+
+
+def call_limits(args: argparse.Namespace) -> CallLimits | None:
+    """The :class:`CallLimits` the options give (``None`` when neither was given)."""
+    if args.request_timeout_s is None and args.max_retries is None:
+        return None
+    return CallLimits(request_timeout_s=args.request_timeout_s, max_retries=args.max_retries)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)")
     p.add_argument("--task", default=None, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
@@ -80,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"refuse a probe grid scoring more than N probes (probe x checkpoint) per task (default {DEFAULT_MAX_PROBES:,})",
     )
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
+    add_call_limit_options(p)
     p.set_defaults(func=_run)
 
 
@@ -106,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         probe_every_k=args.probe_every,
         max_probes=args.max_probes,
         out_dir=args.out,
+        call_limits=call_limits(args),
     )
     for r in results:
         s = r.summary()
@@ -149,6 +167,7 @@ def _run_world(args: argparse.Namespace) -> int:
         window=args.window,
         max_steps=args.max_steps,
         out_dir=args.out,
+        call_limits=call_limits(args),
     )
     print(format_episode(run))
     return 0

@@ -32,7 +32,11 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns
+from h9eval.core.messages import Message, ToolCall
 from h9eval.core.errors import ConfigError
+from h9eval.core.anthropic import CallLimits
+from h9eval.core.lock import folder_lock
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
 from h9eval.results.schema import EPISODES_SCHEMA_VERSION, call_row, calls_frame
@@ -118,9 +122,12 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.Da
     replay's builder and dtypes).
 
     What the closed loop does not record per step is zero or empty: offload bytes, summarizer
-    latency and cache hits, fallbacks, write-backs and masking counts."""
+    latency and cache hits, fallbacks, write-backs and masking counts. The billed columns come
+    from :func:`episode_bills` (no uncompacted transcript: ``raw_cost_usd`` is NaN; an episode
+    without its views leaves them unknown)."""
     rows = []
-    for s in episode.steps:
+    bills = episode_bills(episode)
+    for i, s in enumerate(episode.steps):
         rows.append(
             call_row(
                 {
@@ -148,10 +155,36 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.Da
                     "summarizer_output_tokens": s.summarizer_output_tokens,
                     "summarizer_cost_usd": s.summarizer_cost_usd,
                     "forced_truncation": s.forced_compactions > 0,
+                    **(bill_columns(bills[i]) if i < len(bills) else {}),
                 }
             )
         )
     return calls_frame(rows)
+
+
+def episode_bills(episode: Episode, billing: BillingConfig | None = None) -> list[SessionBills]:
+    """Each step's bill (:mod:`h9eval.core.billing`): the view sent, after the tool schemas; the
+    reply as the step's tool call (its note is not kept); time between steps from the stated
+    timing model; tokens new since the previous step = the view's messages the previous view did
+    not hold (a compaction's summary counts as new here, unlike in the open-loop replay)."""
+    views = episode.views
+    if not views:
+        return []
+    steps = episode.steps
+    tools_tokens = max(steps[0].tokens_sent - steps[0].view_tokens, 0) if steps else 0
+    cfg = billing or BillingConfig()
+    biller = SessionBiller(cfg, prefix_tokens=cfg.prefix_tokens if cfg.prefix_tokens is not None else tools_tokens)
+    out: list[SessionBills] = []
+    previous: Message | None = None
+    seen: set[Message] = set()
+    for i, (s, view) in enumerate(zip(steps, views)):
+        reply = Message("assistant", "", (ToolCall(f"call_{s.step:03d}", s.tool, s.arguments),) if s.tool else ())
+        new = sum(m.nbytes for m in view if m not in seen) // 4
+        summ = [(s.summarizer_input_tokens, s.summarizer_output_tokens)] if s.summarizer_calls else []
+        out.append(biller.call(i, view=view, raw_view=None, output=reply, previous_output=previous,
+                               appended_tokens=new, summarizer_calls=summ))
+        previous, seen = reply, set(view)
+    return out
 
 
 def world_task(kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60) -> Task:
@@ -177,6 +210,7 @@ def run_world(
     max_steps: int = 60,
     oracle: bool | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    call_limits: CallLimits | None = None,
 ) -> WorldRun:
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
     ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
@@ -184,11 +218,12 @@ def run_world(
     ``window``: the run's window (tokens), the same rule as :func:`~h9eval.runs.run.run_task`'s
     (:func:`~h9eval.compaction.step.run_window`).
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
-    second paid episode, and a cassette holds only the episode it recorded)."""
+    second paid episode, and a cassette holds only the episode it recorded). ``call_limits``: the
+    request timeout and retries of the live agent and a model summarizer."""
     kind, seed = parse_world_spec(world)
     wparams = dict(world_params or {})
     make_world(kind, **wparams)  # refuse a bad parameter before anything runs
-    ag = make_agent(agent, **dict(agent_params or {}))
+    ag = make_agent(agent, call_limits=call_limits, **dict(agent_params or {}))
     if isinstance(policy, str):
         pol = make_policy(policy, **dict(params or {}))
     else:
@@ -198,7 +233,7 @@ def run_world(
     # the run's window, as run_task resolves it (a window given in params is an explicit choice)
     explicit = "context_window_tokens" in (params or {}) if isinstance(policy, str) else None
     pol = run_window(pol, window, explicit=explicit).policy
-    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
+    summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,
         "history_mode": history_mode,
@@ -216,9 +251,10 @@ def run_world(
         out = prepare_out_dir(out_dir)
     run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
-        write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
-        write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
-        write_json_atomic(out / "episode.json", episode_to_dict(ep))
+        with folder_lock(out):  # two episodes written into one folder at once would mix their three files
+            write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
+            write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
+            write_json_atomic(out / "episode.json", episode_to_dict(ep))
     return run
 
 

@@ -217,10 +217,17 @@ class _Writer:
         self._write_file(target, content, target, None)
 
     def _write_file(self, path: str | Path, content: str, target: Path, dir_fd: int | None) -> None:
-        """Create or truncate ``path`` (relative to ``dir_fd`` when given; never following a
-        symlink at it) and write ``content``; ``target`` is its full path, for messages."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        """Create ``path`` afresh (relative to ``dir_fd`` when given; never following a symlink
+        at it) and write ``content``; ``target`` is its full path, for messages. A file already
+        there is unlinked first, never truncated: a name planted as a hard link to a file
+        elsewhere is replaced, not written through (O_EXCL: nothing slips in between)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         try:
+            try:
+                if stat.S_ISREG(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode):  # a symlink stays refused (ELOOP)
+                    os.unlink(path, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
             fd = os.open(path, flags, 0o600, dir_fd=dir_fd)
         except OSError as e:
             _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_PROMPTS",
     "serialize_conversation",
     "conversation_nbytes",
+    "ConversationText",
     "render_template",
     "rendered_nbytes",
     "previous_compaction_text",
@@ -171,6 +172,26 @@ def serialize_conversation(head: Sequence[Message]) -> str:
     if parts:
         parts[0] = parts[0][1:]  # no newline before the first line
     return "".join(parts)
+
+
+class ConversationText:
+    """:func:`serialize_conversation` for one compactor's successive heads: a head that starts
+    with the previous one (the same message objects, as successive view-mode heads do) is
+    serialised by extending the previous text with its new messages instead of rebuilding it."""
+
+    def __init__(self) -> None:
+        self._head: tuple[Message, ...] = ()
+        self._text = ""
+
+    def __call__(self, head: Sequence[Message]) -> str:
+        prev, n = self._head, len(self._head)
+        if n and len(head) >= n and all(a is b for a, b in zip(head, prev)):
+            rest = serialize_conversation(head[n:])
+            text = self._text + "\n" + rest if self._text and rest else self._text or rest
+        else:
+            text = serialize_conversation(head)
+        self._head, self._text = tuple(head), text
+        return text
 
 
 def conversation_nbytes(head: Sequence[Message]) -> int:

@@ -9,7 +9,7 @@ made from) and calls ``summarizer.summarize(request)``. A summarizer returns a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,6 +54,7 @@ class SummaryRequest:
     __slots__ = (
         "system_prompt", "template", "previous_compaction", "head", "previous_summary", "previous_anchors",
         "anchor_types", "max_output_tokens", "timeout_s", "_user_prompt", "_conversation", "_prompt_template",
+        "_serialize",
     )
     system_prompt: str
     template: str
@@ -67,6 +68,7 @@ class SummaryRequest:
     _user_prompt: str | None
     _conversation: str | None
     _prompt_template: str | None
+    _serialize: Callable[[Sequence[Message]], str] | None
 
     def __init__(
         self,
@@ -83,6 +85,7 @@ class SummaryRequest:
         anchor_types: tuple[str, ...] = _DEFAULT_TYPES,
         max_output_tokens: int = 2048,
         timeout_s: float = 60.0,
+        serialize: Callable[[Sequence[Message]], str] | None = None,
     ) -> None:
         if user_prompt is None and prompt_template is None:
             raise TypeError("SummaryRequest needs user_prompt or prompt_template")
@@ -99,14 +102,26 @@ class SummaryRequest:
         setter(self, "_user_prompt", user_prompt)
         setter(self, "_conversation", conversation)
         setter(self, "_prompt_template", prompt_template)
+        setter(self, "_serialize", serialize)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"SummaryRequest is immutable: cannot set {name!r}")
 
+    # pickle and copy restore the slots directly (__setattr__ refuses every assignment)
+    def __getstate__(self) -> dict[str, object]:
+        # the serializer is a compactor's (its cache of the previous head): never pickled
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_serialize"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        object.__setattr__(self, "_serialize", None)
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
     @property
     def conversation(self) -> str:
         if self._conversation is None:
-            object.__setattr__(self, "_conversation", serialize_conversation(self.head))
+            serialize = self._serialize or serialize_conversation
+            object.__setattr__(self, "_conversation", serialize(self.head))
         assert self._conversation is not None
         return self._conversation
 
@@ -239,12 +254,14 @@ def summary_request(
     template: str | None = None,
     previous: str | None = None,
     user_prompt: str | None = None,
+    serialize: Callable[[Sequence[Message]], str] | None = None,
 ) -> SummaryRequest:
     """The request for one summary. Without ``user_prompt`` the template is harness9's choice
     (spec §3.10 step 3): incremental when a previous summary exists, else the first one, and
     the prompt is built when a summarizer reads it; a caller with its own prompt (e.g. free
     text) passes ``template``, ``previous`` and it. ``conversation=None``: the head is
-    serialised when a summarizer reads it."""
+    serialised when a summarizer reads it (by ``serialize``, e.g. a compactor's
+    :class:`~h9eval.compaction.prompts.ConversationText`, when given)."""
     prompt_template = None
     if user_prompt is None:
         if last_summary != "":
@@ -266,6 +283,7 @@ def summary_request(
         previous_anchors=tuple((a.type, a.content) for a in last_anchors) if last_anchors is not None else None,
         anchor_types=tuple(types),
         timeout_s=timeout_s,
+        serialize=serialize,
     )
 
 

@@ -30,10 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import AnthropicAPI, count_of
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
 from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
+from h9eval.core import storage
+from h9eval.core.paths import check_db_file
 
 __all__ = [
     "CONTENT_KINDS",
@@ -406,7 +408,8 @@ class AnthropicCountTokens:
         self._mem: dict[str, int] = {}
         self._db: sqlite3.Connection | None = None
         if cache_path is not None:
-            self._db = sqlite3.connect(str(cache_path), check_same_thread=False)
+            check_db_file(cache_path, what="token count cache")
+            self._db = storage.connect(str(cache_path), check_same_thread=False)  # its errors name the file
             self._db.execute("CREATE TABLE IF NOT EXISTS token_counts (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL)")
             self._db.commit()
         self._overhead: int | None = None
@@ -435,7 +438,10 @@ class AnthropicCountTokens:
                 return int(row[0])
         resp = self._api.count_tokens(model=self.model, messages=[{"role": "user", "content": text}])
         self.api_calls += 1
-        n = int(resp.input_tokens)
+        try:
+            n = count_of(resp, "input_tokens", where="count_tokens")
+        except ValueError as e:
+            raise self._api.error(f"malformed response: {e}") from None
         self._mem[k] = n
         if self._db is not None:
             self._db.execute("INSERT OR REPLACE INTO token_counts (key, tokens) VALUES (?, ?)", (k, n))

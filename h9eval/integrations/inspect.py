@@ -67,6 +67,7 @@ from h9eval.compaction._peer import peer_record
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, policy_params, register
 from h9eval.compaction.records import Tier
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.errors import ConfigError, SummarizerError
 from h9eval.core.messages import Message, ToolCall
@@ -203,10 +204,10 @@ class H9Compaction(CompactionStrategy):
                  summarizer: str | None = None, summarizer_model: str | Model | None = None,
                  offload_root: str | None = None) -> None:
         pol = make_policy(policy, **dict(params or {})) if isinstance(policy, str) else policy
-        if window_tokens is not None and hasattr(pol, "context_window_tokens"):
-            pol = make_policy(pol.kind, **{**policy_params(pol), "context_window_tokens": window_tokens})
+        if window_tokens is not None:  # the policy at that window (compaction.step.run_window's rule)
+            pol = run_window(pol, window_tokens, explicit=False).policy
         self.policy = pol
-        window = getattr(pol, "context_window_tokens", None) or window_tokens
+        window = pol.window_tokens() or window_tokens
         # Inspect calls a strategy only above its threshold and requires the result to be below
         # it: harness9's soft tier (the first that removes messages) is where that can hold.
         first = getattr(pol, "soft_frac", None)

@@ -34,7 +34,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
            "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps")
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing")
 CELL_KINDS = ("replay", "episode")
 
 
@@ -98,6 +98,12 @@ class Cell:
     """An episode cell's agent (``make_agent`` form)."""
     max_steps: int = 60
     """An episode cell's step bound."""
+    billing: dict[str, Any] = field(default_factory=dict)
+    """The spec's ``[billing]`` table (how the calls are billed)."""
+    request_timeout_s: float | None = None
+    """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
+    max_retries: int | None = None
+    """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
     cell_hash: str = field(init=False)
     """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
     manifest schema, the h9eval version and the source hash."""
@@ -305,8 +311,11 @@ class _CellMaker:
             params_hash=p.params_hash,
             history_mode=mode,
             writeback_rules=spec.writeback_rules,
+            billing=spec.billing,
             summarizer=variant,
             summarizer_params=dict(spec.summarizer_params),
+            request_timeout_s=spec.call_limits.request_timeout_s,
+            max_retries=spec.call_limits.max_retries,
             summarizer_cache=_cache_for_repeat(self.cache, r),
             repeat=r,
             h9eval_version=self.version,

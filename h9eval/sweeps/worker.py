@@ -24,12 +24,14 @@ from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import cell_work_dir
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
+from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
@@ -64,10 +66,15 @@ def _load_task(cell: Cell) -> Task:
     raise FormatError(f"task {cell.task_id!r} not found (it was there when the sweep was planned)", path=cell.task_spec)
 
 
+def _limits(cell: Cell) -> CallLimits:
+    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
+
+
 def _summarizer(cell: Cell) -> Any:
-    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache], sort_keys=True)
+    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries],
+                     sort_keys=True)
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
-        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, **cell.summarizer_params)
+        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), **cell.summarizer_params)
     return _SUMMARIZERS[key]
 
 
@@ -131,7 +138,7 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
         "context_window_tokens": cell.window, "max_steps": cell.max_steps,
     }
-    agent = make_agent(cell.agent)
+    agent = make_agent(cell.agent, call_limits=_limits(cell))
     # the cell's window, for every policy (the spec refused a conflicting explicit one)
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
     world = make_world(cell.world_kind, **cell.world_params)
@@ -193,6 +200,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
         context_window_tokens=cell.window,
         seed=cell.repeat,
         keep_views=keep_views,
+        billing=billing_config_from_dict(cell.billing),
     )
     return replay(
         task,
@@ -200,7 +208,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
         summarizer=_summarizer(cell),
         config=cfg,
         run_id=cell.run_id,
-        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
+        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache, call_limits=_limits(cell)),
         probe_every_k=cell.probe_every_k,
         session_store=False,
         offload_root=offload_root,

@@ -59,6 +59,8 @@ def _is_task_jsonl(p: Path) -> bool:
         d = json.loads(first)
     except json.JSONDecodeError:
         return False
+    except RecursionError:  # no record of any format is nested that deeply
+        raise FormatError("JSON nested too deeply", path=str(p), where="line 1") from None
     return is_task_jsonl_record(d)
 
 

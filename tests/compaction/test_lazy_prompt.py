@@ -3,6 +3,8 @@ building it (the offline summarizers count tokens from ``user_prompt_nbytes``)."
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 
 import pytest
@@ -10,7 +12,13 @@ import pytest
 from h9eval.compaction.anchors import Anchor
 from h9eval.compaction.base import CompactionEnv
 from h9eval.compaction.policies import make_policy
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, conversation_nbytes, serialize_conversation
+from h9eval.compaction.prompts import (
+    DEFAULT_PROMPTS,
+    ConversationText,
+    PromptSet,
+    conversation_nbytes,
+    serialize_conversation,
+)
 from h9eval.compaction.summary import ScriptedSummarizer, SummaryReply, SummaryRequest, summary_request
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import estimate_tokens
@@ -62,6 +70,16 @@ def test_the_old_eager_prompt_is_what_the_lazy_one_builds() -> None:
     assert inc.template == "incremental" and inc.user_prompt == DEFAULT_PROMPTS.render_incremental("old", conv)
 
 
+def test_a_request_pickles_and_copies_with_its_lazy_texts() -> None:
+    head = _head(5)
+    for built in (False, True):
+        req = summary_request(DEFAULT_PROMPTS, head, None, "prev", None, ("user_intent",), 60.0)
+        if built:
+            assert req.user_prompt
+        for other in (pickle.loads(pickle.dumps(req)), copy.copy(req), copy.deepcopy(req)):
+            assert other.holds_text == built and other == req and other.user_prompt == req.user_prompt
+
+
 def test_a_request_is_immutable_and_needs_a_prompt() -> None:
     req = SummaryRequest(system_prompt="s", user_prompt="u", template="first", previous_compaction=None, conversation="c")
     with pytest.raises(AttributeError):
@@ -110,3 +128,29 @@ def test_an_offline_summary_never_builds_the_conversation() -> None:
     assert not scripted.calls[0].holds_text
     assert "[tool_result c0]: output 0" in scripted.calls[0].user_prompt and scripted.calls[0].holds_text
     assert run.calls[0].conversation == scripted.calls[0].conversation  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_conversation_text_extends_the_previous_head_exactly(seed: int) -> None:
+    """A compactor's successive heads (growing with the same message objects, cut, replaced, a
+    first head with no text at all) serialise to exactly what a fresh serialisation gives."""
+    rng = random.Random(seed)
+    pool = _head(seed) + _head(seed + 100) + [Message("assistant", ""), Message("user", "")]
+    conv = ConversationText()
+    head: list[Message] = []
+    prev: list[Message] = []
+    extended = 0
+    for _ in range(25):
+        step = rng.random()
+        if step < 0.6:
+            head = head + rng.sample(pool, min(len(pool), rng.randint(0, 3)))
+        elif step < 0.8:
+            head = head[: rng.randint(0, len(head))]
+        else:
+            head = [Message(m.role, m.content, m.tool_calls, m.tool_call_id) for m in head]  # equal, not identical
+        assert conv(head) == serialize_conversation(head)
+        extended += bool(prev) and len(head) > len(prev) and all(a is b for a, b in zip(head, prev))
+        prev = head
+    assert conv([]) == ""
+    if seed == 0:
+        assert extended > 0

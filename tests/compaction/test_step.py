@@ -97,8 +97,11 @@ def test_every_policy_declares_its_window_and_hook_threshold() -> None:
     field, when a policy has one, is what it declares."""
     for kind, cls in registry().items():
         fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        p = make_policy(kind)
-        assert ("context_window_tokens" in fields) == isinstance(p, WindowedPolicy), kind
+        assert ("context_window_tokens" in fields) == issubclass(cls, WindowedPolicy), kind
+        try:
+            p = make_policy(kind)
+        except ConfigError:  # a policy with a required parameter (a cassette): its class is checked above
+            continue
         if "context_window_tokens" in fields:
             own = p.context_window_tokens  # type: ignore[attr-defined]
             assert p.window_tokens() == own == cls.default_window_tokens()

@@ -21,7 +21,16 @@ from h9eval.tasks import load_tasks_from_spec
 WINDOW = 40_000  # below every policy's default, above claude_code_compact's reserve and buffer
 TASK = "synthetic:small:0"
 WORLD = "fact_chain:0"
-KINDS = sorted(registry())
+def _buildable(kind: str) -> bool:
+    """Policies that run with their defaults (not one that needs a cassette file)."""
+    try:
+        make_policy(kind)
+    except ConfigError:
+        return False
+    return True
+
+
+KINDS = sorted(k for k in registry() if _buildable(k))
 
 
 def _windowed(kind: str) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from h9eval.analysis import ledger as ledger_mod  # a module, not a name: ledger imports report.model (Section)
-from h9eval.analysis.report import closed_loop, open_loop, trust
+from h9eval.analysis.report import closed_loop, cost, open_loop, trust
 from h9eval.analysis.report.answer import add_answer_target, add_caveat, answer_section
 from h9eval.analysis.report.context import ReportContext, build_context, config_names
 from h9eval.analysis.report.model import PARTS, Section, short_list
@@ -86,6 +86,10 @@ def _ledger(ctx: ReportContext) -> list[Section]:
     return ledger_mod.ledger_sections(ctx.res, ctx.out, seed=ctx.seed)
 
 
+def _cost(ctx: ReportContext) -> list[Section]:
+    return cost.cost_sections(ctx.rm)
+
+
 def _emergency(ctx: ReportContext) -> list[Section]:
     return open_loop.emergency_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed)
 
@@ -102,6 +106,7 @@ SECTIONS: list[SectionEntry] = [
     SectionEntry(make=_ledger, loop="open"),
     SectionEntry(make=open_loop.drift_sections, loop="open"),
     SectionEntry(make=open_loop.summarizer_sections, loop="open"),
+    SectionEntry(make=_cost, loop="open"),
     SectionEntry(make=_options, loop="open"),
     SectionEntry(make=trust.configuration_sections, part="details"),
     SectionEntry(make=lambda ctx: trust.provenance_sections(ctx.res), part="details", loop="open"),

@@ -266,7 +266,9 @@ def summarizer_sections(ctx: ReportContext) -> Section:
     for c in ("summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens"):
         u[c] = u[c].round().astype(int)
     paid = float(u["summarizer_cost_usd"].sum()) > 0
+    billed = ["billed_usd_per_run"] if "billed_usd_per_run" in u.columns else []  # dollars beside the tokens
     heads = {
+        "billed_usd_per_run": "billed USD per run",
         "n_runs": "runs",
         "calls_per_run": "calls per run",
         "summarizer_input_tokens": "input tokens",
@@ -275,8 +277,9 @@ def summarizer_sections(ctx: ReportContext) -> Section:
         "summarizer_cost_usd": "USD in all",
     }
     s.table(
-        u[cols + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns=heads),
-        "Summarizer calls and tokens per configuration (configurations that never summarize are left out).",
+        u[cols + billed + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns=heads),
+        "Summarizer calls and tokens per configuration (configurations that never summarize are left out)"
+        + ("; billed USD per run: their list-price dollars as the provider bills them." if billed else "."),
     )
     if paid:
         s.figure(
@@ -285,7 +288,8 @@ def summarizer_sections(ctx: ReportContext) -> Section:
             "Summarizer calls and cost per run, per configuration.",
         )
     else:
-        s.text("Every summarizer in these results is offline: no cost to show.")
+        s.text("Every summarizer in these results is offline: it cost nothing here"
+               + ("; billed USD per run prices its tokens as the billed model would." if billed else "."))
     return s
 
 

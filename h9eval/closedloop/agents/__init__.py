@@ -17,6 +17,7 @@ from h9eval.closedloop.agents.base import (
 from h9eval.closedloop.agents.live import AnthropicAgent, Cassette
 from h9eval.closedloop.agents.reading import PROFILES, ReaderProfile
 from h9eval.closedloop.agents.scripted import ScriptedAgent
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, did_you_mean
 
 __all__ = [
@@ -38,9 +39,10 @@ __all__ = [
 AGENT_KINDS = ("scripted", "anthropic")
 
 
-def make_agent(spec: str, /, **params: Any) -> Agent:
+def make_agent(spec: str, /, *, call_limits: CallLimits | None = None, **params: Any) -> Agent:
     """An agent from ``KIND[:PROFILE]``: ``scripted`` (profile ``full``), ``scripted:raw_only``,
-    ``scripted:last_k``, or ``anthropic`` (``params`` are :class:`AnthropicAgent`'s)."""
+    ``scripted:last_k``, or ``anthropic`` (``params`` are :class:`AnthropicAgent`'s).
+    ``call_limits``: the live agent's request timeout and retries (a scripted agent calls no model)."""
     kind, _, profile = spec.partition(":")
     if kind not in AGENT_KINDS:
         raise ConfigError(did_you_mean(kind, AGENT_KINDS, what="agent"))
@@ -50,4 +52,4 @@ def make_agent(spec: str, /, **params: Any) -> Agent:
         return ScriptedAgent(profile or "full")
     if profile:
         raise ConfigError(f"agent 'anthropic' has no profile, got {spec!r}")
-    return AnthropicAgent(**params)
+    return AnthropicAgent(**(call_limits.apply(params, who="agent 'anthropic'") if call_limits is not None else params))

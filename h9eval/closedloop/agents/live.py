@@ -48,7 +48,9 @@ from h9eval.closedloop.agents.base import (
     parse_view,
 )
 from h9eval.core.anthropic import AnthropicAPI, anthropic_messages
+from h9eval.core.billing import DEFAULT_BILLING_MODEL
 from h9eval.core.cassette import Cassette, request_hash
+from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
 from h9eval.core.errors import ConfigError
 
@@ -80,9 +82,10 @@ def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, tempera
     return body
 
 
-#: Anthropic's prompt-caching multipliers of the input price: reads 0.1x, 5-minute writes 1.25x
-CACHE_READ_PRICE_FRAC = 0.1
-CACHE_WRITE_PRICE_FRAC = 1.25
+#: Anthropic's prompt-caching multipliers of the input price (reads 0.1x, 5-minute writes 1.25x),
+#: from the one model table (h9eval.core.prices)
+CACHE_READ_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_read_frac
+CACHE_WRITE_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_write_5m_frac
 
 
 def call_cost_usd(usage: CallUsage, price: tuple[float, float] | None) -> float:
@@ -229,4 +232,5 @@ class AnthropicAgent:
         extra_body = {"temperature": body["temperature"]} if "temperature" in body else None
         method = api.client.beta.messages.create if "context_management" in kwargs else api.client.messages.create
         resp = api.call(method, timeout=self.timeout_s, extra_body=extra_body, **kwargs)
-        return dict(resp.model_dump(mode="json", exclude_none=True))
+        # Stored whole (the cassette): every string of it redacted, as the one redaction does for a summary.
+        return dict(api.redact_obj(resp.model_dump(mode="json", exclude_none=True)))

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 from h9eval.compaction._peer import peer_record
 from h9eval.compaction.anchors import COMPACTION_MARKER
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.records import EXTRA_SUMMARY_CALLS, Tier
 from h9eval.compaction.summary import SummaryCall
 from h9eval.core.anthropic import AnthropicAPI, anthropic_messages
@@ -81,7 +81,7 @@ def _compaction_of(response: dict[str, Any]) -> tuple[str | None, int, int]:
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class AnthropicServerCompaction(Policy):
+class AnthropicServerCompaction(WindowedPolicy):
     """Anthropic's server-side compaction (``compact_20260112``) replayed from a cassette (see the
     module docstring); ``keep_all`` otherwise. Parameters name the request it sends."""
 
