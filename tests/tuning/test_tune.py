@@ -201,7 +201,7 @@ def test_objective_cost_picks_the_cheapest_config_retention_cannot_tell_apart() 
 
     import pandas as pd
 
-    from h9eval.analysis import tune as tune_module
+    from h9eval.tuning import tune as tune_module
 
     per_task = _json.dumps({"t0": 0.9})
     ev = pd.DataFrame({
