@@ -26,7 +26,7 @@ from h9eval.runs.run import run_task
 from h9eval.analysis import metrics, plots
 from h9eval.analysis.compare import compare
 from h9eval.analysis.report import write_report
-from h9eval.analysis.tune import tune
+from h9eval.tuning.tune import tune
 from h9eval.harness9.conformance import run_conformance
 from h9eval.harness9.records_dir import read_records_dir
 from h9eval.harness9.session_store import SessionStore

@@ -224,10 +224,10 @@ NOTEBOOKS["03-tune-thresholds"] = [
         "md",
         """# Tuning the progressive thresholds for a model's window
 
-`h9eval.analysis.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
+`h9eval.tuning.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
 local refinement) on a few tasks with the offline summarizer and recall probes, and recommends
 the config with the highest retention among those that never overflow the window and never
-reach the emergency tier. Choose a model (its window comes from `h9eval.analysis.tune.MODELS`) or a
+reach the emergency tier. Choose a model (its window comes from `h9eval.tuning.tune.MODELS`) or a
 window in tokens in the parameter cell; the default is a deliberately tiny window and grid so
 the notebook runs in seconds.
 
@@ -238,7 +238,7 @@ config) and the tokens-saved vs retention figure.""",
     (
         "params",
         """# Parameters
-model = None                     # a name from h9eval.analysis.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
+model = None                     # a name from h9eval.tuning.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
 window = 10_000                  # tokens; used when model is None
 tasks = ["synthetic:small:0", "synthetic:small:1"]   # task specs (synthetic or recorded paths)
 grid = {
@@ -264,7 +264,7 @@ import tomllib
 import pandas as pd
 
 from h9eval import policy_from_dict
-from h9eval.analysis.tune import MODELS, tune
+from h9eval.tuning.tune import MODELS, tune
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)
@@ -291,7 +291,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
-print(tuned.holdout.line() if tuned.holdout is not None else "no held-out check (too few tasks)")
+print("\n".join(tuned.lines()))  # held-out check, thresholds kept at harness9's values, the tied set, the stand-in caveat
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
@@ -667,11 +667,11 @@ results = load_results(res.out_dir)
 episodes = R.episode_table(results)
 episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum", "n_compactions"]].head(12)""",
     ),
-    ("md", "## Success and cost per configuration\n\nMeans over tasks (world seeds) with 95 % task-bootstrap intervals; the differences are paired with `keep_all` on the same tasks."),
+    ("md", "## Success and cost per configuration\n\nThe unit is the world (kind and parameters; its seeds are averaged inside it): means over worlds with 95 % world-bootstrap intervals; the differences are paired with `keep_all` on the same worlds, Holm-adjusted; with too few worlds the verdict reads `insufficient units`."),
     (
         "code",
         """table = R.success_cost(episodes)
-table[["agent", "config", "n_tasks", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
+table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
     ),
     ("code", "PC.cost_success_frontier(table)"),
     ("md", "## Failure modes"),

@@ -48,6 +48,19 @@ __all__ = [
     "compare",
     "compare_factor",
     "pairs_for",
+    "RANKING_COLUMNS",
+    "ROBUSTNESS_COLUMNS",
+    "robustness_frame",
+    "robust_lines",
+    "extractor_pairs",
+    "other_extractors",
+    "base_labels",
+    "stand_in_robustness",
+    "stand_in_caveats",
+    "stand_in_caveat",
+    "OFFLINE_PREFIXES",
+    "is_offline",
+    "retention_rankings",
 ]
 
 DEFAULT_RETENTION_MARGIN = 0.005
@@ -69,7 +82,9 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric(name="retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="mean probe score over answerable recall probes of the view sent"),
+           description="mean probe score over answerable, unpinned recall probes the placebo control kept (memory)"),
+    Metric(name="pinned_retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
+           description="retention over the pinned probes only (answer in the system or first task message): pinning, not memory"),
     Metric(name="anchor_retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
            description="retention over the anchor-kind probes only (" + ", ".join(ANCHOR_KINDS) + ")"),
     Metric(name="tokens_saved", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
@@ -119,8 +134,11 @@ def run_table(results: Results) -> Any:
     ok = ok.drop_duplicates("run_id").copy()
     ok["config"] = config_labels(ok)
     rm = M.run_metrics(results.calls, results.probes, ok)
-    keep = [c for c in ("run_id", "tokens_saved", "retention", "peak_tokens_sent", "summarizer_calls", "summarizer_cost_usd",
-                        "cost_usd", "cost_saved", "cache_read_share", "emergencies", "overflows", "fallbacks") if c in rm.columns]
+    keep = [
+        c for c in ("run_id", "tokens_saved", "retention", "pinned_retention", "retention_with_pinned", "peak_tokens_sent",
+                    "summarizer_calls", "summarizer_cost_usd", "cost_usd", "cost_saved", "cache_read_share", "emergencies",
+                    "overflows", "fallbacks") if c in rm.columns
+    ]
     info_cols = [c for c in ("run_id", "task_id", "config", "policy_name", "policy_kind", "params_hash", "params_json", "summarizer", "history_mode", "repeat", "n_compactions") if c in ok.columns]
     out = ok[info_cols].merge(rm[keep], on="run_id", how="left")
     probes = results.probes
@@ -137,6 +155,38 @@ def run_table(results: Results) -> Any:
             out[m.name] = float("nan")
         out[m.name] = pd.to_numeric(out[m.name], errors="coerce").astype(float)
     return out.sort_values("run_id", kind="stable").reset_index(drop=True)
+
+
+RANKING_COLUMNS: tuple[str, ...] = (
+    "config", "n_tasks", "retention", "rank", "retention_with_pinned", "rank_with_pinned", "pinned_retention", "rank_moved",
+)
+"""Columns of :func:`retention_rankings`."""
+
+
+def retention_rankings(table: Any) -> Any:
+    """Configurations ranked by retention (memory: pinned probes left out) and by retention
+    with the pinned probes averaged in, from a :func:`run_table` (:data:`RANKING_COLUMNS`).
+
+    Each value is the mean over tasks of the per-task mean (tasks weigh equally, as in
+    :mod:`h9eval.analysis.stats`); ranks are 1 = best, ties share the smaller rank;
+    ``rank_moved`` is ``rank_with_pinned - rank``. Sorted by ``rank``. The two rankings
+    disagree when any ``rank_moved`` is not 0: a report then shows both.
+    """
+    import pandas as pd
+
+    if len(table) == 0:
+        return pd.DataFrame(columns=list(RANKING_COLUMNS))
+    cols = ["retention", "retention_with_pinned", "pinned_retention"]
+    per_task = table.groupby(["config", "task_id"], sort=True)[cols].mean()
+    g = per_task.groupby(level="config")
+    out = g.mean()
+    out["n_tasks"] = g["retention"].count()
+    out = out[out["retention"].notna()]
+    out["rank"] = out["retention"].rank(ascending=False, method="min").astype(int)
+    out["rank_with_pinned"] = out["retention_with_pinned"].rank(ascending=False, method="min").astype("Int64")
+    out["rank_moved"] = out["rank_with_pinned"] - out["rank"]
+    out = out.reset_index().sort_values(["rank", "config"], kind="stable").reset_index(drop=True)
+    return out[list(RANKING_COLUMNS)]
 
 
 def as_results(results: Results | str | os.PathLike[str]) -> Results:
@@ -182,13 +232,17 @@ class Comparison:
     """Comparisons made as one family (adjusted together): ``comparisons`` in the order asked
     (:class:`~h9eval.analysis.stats.PairedComparison`), ``method`` and ``level`` of the
     adjustment, ``history_modes`` the pairs were matched within, ``notes`` (tasks only one
-    side ran, and similar caveats)."""
+    side ran, and similar caveats), ``caveats`` (printed beside the verdicts: the stand-in
+    summarizer), ``robustness`` (one line per metric: the verdict under each offline
+    extractor the sweep ran, and whether they agree; see :func:`stand_in_robustness`)."""
 
     comparisons: tuple[PairedComparison, ...]
     method: str
     level: float
     history_modes: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    robustness: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """One line per comparison (``A vs B`` heads each new pair) and then the notes."""
@@ -200,9 +254,12 @@ class Comparison:
                 out.append(f"{c.a} vs {c.b} (A - B, paired by task{within}):")
                 last = (c.a, c.b)
             out.append("  " + c.line())
-        fam = len([c for c in self.comparisons if c.p_value == c.p_value])
-        if self.method != "none" and fam > 1:
-            out.append(f"intervals adjusted for {fam} comparisons ({self.method}); family level {self.level:g}")
+        fams = {c.family_size for c in self.comparisons if c.in_family}
+        if self.method != "none" and fams and max(fams) > 1:
+            out.append(f"intervals adjusted within each family of {'/'.join(map(str, sorted(fams)))} comparisons ({self.method}); "
+                       f"family level {self.level:g}")
+        out += [f"stand-in: {r}" for r in self.robustness]
+        out += [f"caveat: {c}" for c in self.caveats]
         return out + [f"note: {n}" for n in self.notes]
 
     def __str__(self) -> str:
@@ -219,6 +276,8 @@ class Comparison:
             "level": self.level,
             "history_modes": list(self.history_modes),
             "notes": list(self.notes),
+            "caveats": list(self.caveats),
+            "robustness": list(self.robustness),
             "comparisons": [{k: _json_safe(v) for k, v in c.as_dict().items()} for c in self.comparisons],
         }
 
@@ -236,10 +295,21 @@ def _select_mode(table: Any, history_mode: str | None) -> Any:
     return table[table["history_mode"] == history_mode]
 
 
+def _task_mean(table: Any, config: str, column: str) -> float:
+    rows = table[table["config"] == config]
+    return float(rows.groupby("task_id")[column].mean().mean()) if column in rows.columns and len(rows) else float("nan")
+
+
 def _notes(table: Any, a: str, b: str) -> list[str]:
     ta = set(table.loc[table["config"] == a, "task_id"])
     tb = set(table.loc[table["config"] == b, "task_id"])
     notes = []
+    pa, pb = _task_mean(table, a, "pinned_retention"), _task_mean(table, b, "pinned_retention")
+    if pa == pa or pb == pb:
+        notes.append(
+            f"pinned_retention (answer in the system or first task message; pinning, not memory, left out of retention): "
+            f"{a} {pa:.3f}, {b} {pb:.3f}"
+        )
     for x, only in ((a, ta - tb), (b, tb - ta)):
         if only:
             notes.append(f"{len(only)} task(s) only {x} ran, left out: {', '.join(sorted(only))}")
@@ -283,15 +353,172 @@ def compare(
     res = as_results(results)
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
-    a, b = _resolve(a, labels), _resolve(b, labels)
-    if a == b:
-        raise ConfigError(f"compare: A and B are the same configuration {a!r}")
+    bases = base_labels(table)
+    if (a not in labels or b not in labels) and {a, b} <= set(bases) | set(labels):
+        # a strategy named without its summarizer: compare under every extractor it ran (the
+        # other side paired by extractor too, or as it is when it calls no summarizer)
+        pairs_ab = extractor_pairs(table, bases, labels, a, b)
+        summs = [str(table.loc[table["config"] == x, "summarizer"].iloc[0]) for x, _ in pairs_ab]
+    else:
+        a, b = _resolve(a, labels), _resolve(b, labels)
+        if a == b:
+            raise ConfigError(f"compare: A and B are the same configuration {a!r}")
+        pairs_ab = [(a, b)]
     mets = _metric_list(metric)
-    pairs = [pairs_for(table, a, b, m, margin=margin) for m in mets]
-    comps = compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed)
-    sides = table[table["config"].isin([a, b])]
-    modes = tuple(sorted(set(sides.loc[sides["config"] == a, "history_mode"]) & set(sides.loc[sides["config"] == b, "history_mode"])))
-    return Comparison(comparisons=comps, method=method, level=level, history_modes=modes, notes=tuple(_notes(table, a, b)))
+    comps: list[PairedComparison] = []
+    for x, y in pairs_ab:  # each extractor's comparison is a family of its own: the verdict under that stand-in
+        pairs = [pairs_for(table, x, y, m, margin=margin) for m in mets]
+        comps.extend(compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed))
+    x, y = pairs_ab[0]
+    sides = table[table["config"].isin([x, y])]
+    modes = tuple(sorted(set(sides.loc[sides["config"] == x, "history_mode"]) & set(sides.loc[sides["config"] == y, "history_mode"])))
+    robust: list[str] = []
+    if len(pairs_ab) == 1:
+        others = other_extractors(table, bases, x, y)
+        if others:
+            rob = stand_in_robustness(table, [(x, y), *others], mets, margin=margin, level=level, method=method, n_resamples=n_resamples, seed=seed)
+            robust = robust_lines(rob)
+    else:
+        rob = robustness_frame(comps, [sm for sm in summs for _ in mets])
+        robust = robust_lines(rob)
+    notes = [n for x2, y2 in pairs_ab for n in _notes(table, x2, y2)]
+    return Comparison(
+        comparisons=tuple(comps), method=method, level=level, history_modes=modes, notes=tuple(dict.fromkeys(notes)),
+        caveats=tuple(stand_in_caveats(table, [c for xy in pairs_ab for c in xy])), robustness=tuple(robust),
+    )
+
+
+# -- the stand-in summarizer ------------------------------------------------------------------------
+ROBUSTNESS_COLUMNS: tuple[str, ...] = ("a", "b", "summarizer", "metric", "n_differ", "mean_diff", "lo", "hi", "p_adjusted", "verdict", "robust")
+"""Columns of :func:`stand_in_robustness`."""
+
+
+def base_labels(table: Any) -> Any:
+    """Each row's configuration label without its ``:summarizer`` suffix."""
+    import pandas as pd
+
+    if "summarizer" not in table.columns:
+        return table["config"].copy()
+    return pd.Series(
+        [c[: -len(sm) - 1] if isinstance(sm, str) and str(c).endswith(":" + sm) else c for c, sm in zip(table["config"], table["summarizer"])],
+        index=table.index,
+    )
+
+
+def extractor_pairs(table: Any, bases: Any, labels: Sequence[str], a: str, b: str) -> list[tuple[str, str]]:
+    """``(a:sm, b:sm)`` for every summarizer ``sm`` both strategies ran with; a side given as a
+    full label (a policy that calls no summarizer runs once) is paired as it is."""
+    def variants(x: str) -> dict[str, str]:
+        if x in labels:
+            return {}
+        return {str(sm): str(c) for c, sm in zip(table.loc[bases == x, "config"], table.loc[bases == x, "summarizer"])}
+
+    va, vb = variants(a), variants(b)
+    if va and vb:
+        out = [(va[sm], vb[sm]) for sm in sorted(set(va) & set(vb))]
+    else:
+        out = [(va[sm], b) for sm in sorted(va)] if va else [(a, vb[sm]) for sm in sorted(vb)]
+    if not out:
+        raise ConfigError(f"compare: {a!r} and {b!r} never ran with the same summarizer")
+    return out
+
+
+def other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str, str]]:
+    """``(a', b')`` for every other summarizer variant both ``a``'s and ``b``'s strategies ran with."""
+    ba, bb = bases[table["config"] == a], bases[table["config"] == b]
+    if not len(ba) or not len(bb):
+        return []
+    base_a, base_b = ba.iloc[0], bb.iloc[0]
+    own = set(table.loc[table["config"].isin([a, b]), "summarizer"])
+    sa = set(table.loc[bases == base_a, "summarizer"]) - own
+    sb = set(table.loc[bases == base_b, "summarizer"]) - own
+    fixed_a, fixed_b = table.loc[bases == base_a, "config"].nunique() == 1, table.loc[bases == base_b, "config"].nunique() == 1
+    if fixed_b and not fixed_a:  # b calls no summarizer: it ran once, and pairs with each of a's extractors
+        return [(f"{base_a}:{sm}", b) for sm in sorted(sa)]
+    if fixed_a and not fixed_b:
+        return [(a, f"{base_b}:{sm}") for sm in sorted(sb)]
+    return [(f"{base_a}:{sm}", f"{base_b}:{sm}") for sm in sorted(sa & sb)]
+
+
+def robustness_frame(comps: Sequence[PairedComparison], summarizers: Sequence[str]) -> Any:
+    """The verdicts of ``comps`` (one per summarizer in ``summarizers``, same order) with a
+    ``robust`` column per metric (:data:`ROBUSTNESS_COLUMNS`): ``True`` only when at least two
+    extractors ran and every one gives the same verdict."""
+    import pandas as pd
+
+    rows = [
+        {"a": c.a, "b": c.b, "summarizer": sm, "metric": c.metric, "n_differ": c.n_differ, "mean_diff": c.mean_diff,
+         "lo": c.lo, "hi": c.hi, "p_adjusted": c.p_adjusted, "verdict": c.verdict}
+        for c, sm in zip(comps, summarizers)
+    ]
+    df = pd.DataFrame(rows, columns=[c for c in ROBUSTNESS_COLUMNS if c != "robust"])
+    agree = df.groupby("metric")["verdict"].agg(lambda v: len(v) >= 2 and v.nunique() == 1)
+    df["robust"] = df["metric"].map(agree).astype(bool)
+    return df[list(ROBUSTNESS_COLUMNS)]
+
+
+def stand_in_robustness(
+    table: Any,
+    pairs_ab: Sequence[tuple[str, str]],
+    metrics: Sequence[Metric],
+    *,
+    margin: float | Mapping[str, float] | None = None,
+    level: float = DEFAULT_LEVEL,
+    method: str = "holm",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> Any:
+    """The same comparison of two summarizing strategies under each offline extractor:
+    ``pairs_ab`` gives the two labels per extractor (``a:offline``, ``b:offline``), each pair a
+    family of its own; see :func:`robustness_frame`."""
+    comps: list[PairedComparison] = []
+    summs: list[str] = []
+    for x, y in pairs_ab:
+        sm = str(table.loc[table["config"] == x, "summarizer"].iloc[0]) if "summarizer" in table.columns else ""
+        pairs = [pairs_for(table, x, y, m, margin=margin) for m in metrics]
+        comps.extend(compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed))
+        summs.extend([sm] * len(metrics))
+    return robustness_frame(comps, summs)
+
+
+def robust_lines(rob: Any) -> list[str]:
+    out = []
+    for metric, g in rob.groupby("metric", sort=False):
+        each = ", ".join(f"{r.verdict} under {r.summarizer}" for r in g.itertuples())
+        word = "robust to the stand-in (every extractor agrees)" if bool(g["robust"].iloc[0]) else "NOT robust to the stand-in"
+        out.append(f"{metric}: {each} -> {word}")
+    return out
+
+
+OFFLINE_PREFIXES: tuple[str, ...] = ("offline", "none")
+"""Summarizer names starting with one of these run without a model."""
+
+
+def is_offline(summarizer: Any) -> bool:
+    """True for an offline summarizer name (:data:`OFFLINE_PREFIXES`)."""
+    return str(summarizer).startswith(OFFLINE_PREFIXES)
+
+
+def stand_in_caveat(names: Sequence[str]) -> str:
+    """The stand-in caveat for offline summarizers ``names``: printed beside every verdict and
+    recommendation whose numbers come from them (``compare``, the tuner's TOML, notebooks)."""
+    return (
+        f"summaries from the offline extractive stand-in ({', '.join(names)}), not a language model: a verdict between "
+        "summarizing strategies ranks mechanisms under this extractor and may change under a model's summaries"
+    )
+
+
+def stand_in_caveats(table: Any, configs: Sequence[str]) -> list[str]:
+    """The caveat printed beside a verdict when a configuration compared called an offline
+    summarizer (an extractive stand-in, not a model)."""
+    rows = table[table["config"].isin(list(configs))]
+    if "summarizer" not in rows.columns or "summarizer_calls" not in rows.columns:
+        return []
+    used = rows[rows["summarizer_calls"].fillna(0) > 0]
+    offline = sorted({str(sm) for sm in used["summarizer"].dropna() if is_offline(sm)})
+    if not offline:
+        return []
+    return [stand_in_caveat(offline)]
 
 
 # -- one factor ----------------------------------------------------------------------------------

@@ -20,8 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.analysis import metrics as M
+from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
+    "OVERFLOW_COLUMNS",
+    "overflow_causes",
     "RUN_COVERAGE_COLUMNS",
     "COVERAGE_COLUMNS",
     "run_coverage",
@@ -193,3 +196,48 @@ def coverage_blocks(
             )
         )
     return blocks
+
+
+OVERFLOW_COLUMNS: tuple[str, ...] = (
+    "config", "task_id", "history_mode", "call_index", "message_index", "tokens_sent", "context_window_tokens",
+    "overflow_tokens", "message_role", "message_tokens", "message_alone_over_window", "cause",
+)
+"""Columns of :func:`overflow_causes`."""
+
+
+def overflow_causes(calls: Any, tasks: Any, *, names: Mapping[str, str] | None = None) -> Any:
+    """One row per call whose request exceeded the window (:data:`OVERFLOW_COLUMNS`): which
+    message made it too large. The call's newest message (``message_index``: the one whose
+    arrival the request answers) with its role and size (harness9's estimate), whether it alone
+    is larger than the window, and a sentence (``cause``). ``tasks``: the sweep's
+    :class:`~h9eval.tasks.model.Task` objects (a task not given: role and size unknown, NaN);
+    ``names``: run id -> configuration label."""
+    import pandas as pd
+
+    if calls is None or len(calls) == 0 or "overflow" not in calls.columns:
+        return pd.DataFrame(columns=list(OVERFLOW_COLUMNS))
+    over = calls[calls["overflow"].fillna(False).astype(bool)]
+    by_id = {t.task_id: t for t in tasks}
+    rows = []
+    for r in over.sort_values(["run_id", "call_index"]).to_dict("records"):
+        t = by_id.get(str(r["task_id"]))
+        i = int(r["message_index"])
+        msg = t.messages[i] if t is not None and 0 <= i < len(t.messages) else None
+        size = estimate_tokens([msg]) if msg is not None else float("nan")
+        window = int(r["context_window_tokens"])
+        alone = bool(msg is not None and size > window)
+        role = str(msg.role) if msg is not None else ""
+        if msg is None:
+            cause = "message unknown (the task could not be reloaded)"
+        elif alone:
+            cause = f"message {i} ({role}, {size:,} tokens) is larger than the {window:,}-token window by itself"
+        else:
+            cause = (f"message {i} ({role}, {size:,} tokens) arrived with {int(r['tokens_sent']) - size:,} tokens already in the "
+                     f"request: what the policy kept plus it exceed the window by {int(r['overflow_tokens']):,}")
+        rows.append({
+            "config": (names or {}).get(str(r["run_id"]), str(r.get("policy_kind", ""))), "task_id": r["task_id"],
+            "history_mode": r.get("history_mode"), "call_index": int(r["call_index"]), "message_index": i,
+            "tokens_sent": int(r["tokens_sent"]), "context_window_tokens": window, "overflow_tokens": int(r["overflow_tokens"]),
+            "message_role": role, "message_tokens": size, "message_alone_over_window": alone, "cause": cause,
+        })
+    return pd.DataFrame(rows, columns=list(OVERFLOW_COLUMNS))

@@ -28,11 +28,11 @@ before its fact appeared says nothing about compaction.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from h9eval.analysis import closedloop_units as CU
 from h9eval.analysis import stats as S
 from h9eval.analysis.metrics import config_labels
 
@@ -110,55 +110,20 @@ def _task_means(df: Any, value: str) -> Any:
 
 
 def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = BASELINE) -> Any:
-    """One row per (agent, configuration): ``n_tasks``; ``success`` and ``tokens_sent`` (the
-    mean over tasks of each episode's summed tokens sent) with ``_lo``/``_hi`` task-bootstrap
-    95 % intervals; ``excess_steps`` and ``summarizer_cost_usd`` (means); and, against
-    ``baseline`` on the same tasks, ``success_diff`` and ``tokens_diff`` with their intervals
-    and verdicts (Holm-adjusted over the agent's configurations; ``*_diff_level``: the interval's
-    adjusted level)."""
-    import pandas as pd
-
-    rows = []
-    for agent, g in ep.groupby("agent_id", sort=True):
-        pairs_s, pairs_t, names = [], [], []
-        for config, c in g.groupby("config", sort=False):
-            success = _task_means(c.assign(success=c["success"].astype(float)), "success")
-            s_mean, s_lo, s_hi = S.mean_interval(success, n_boot, seed)
-            t_mean, t_lo, t_hi = S.mean_interval(_task_means(c, "tokens_sent_sum"), n_boot, seed)
-            rows.append(
-                {
-                    "agent": agent,
-                    "config": config,
-                    "n_tasks": int(c["task_id"].nunique()),
-                    "success": s_mean,
-                    "success_lo": s_lo,
-                    "success_hi": s_hi,
-                    "tokens_sent": t_mean,
-                    "tokens_sent_lo": t_lo,
-                    "tokens_sent_hi": t_hi,
-                    "excess_steps": float(c["excess_steps"].astype(float).mean()),
-                    "summarizer_cost_usd": float(c["summarizer_cost_usd"].astype(float).mean()),
-                }
-            )
-            if config != baseline and baseline in set(g["config"]):
-                t = g.assign(success=g["success"].astype(float))
-                pairs_s.append(S.task_pairs(t, config, baseline, metric="success", within=("history_mode",)))
-                pairs_t.append(S.task_pairs(t, config, baseline, metric="tokens_sent_sum", within=("history_mode",), higher_is_better=False))
-                names.append(config)
-        for metric, pairs in (("success", pairs_s), ("tokens", pairs_t)):
-            for name, cmp in zip(names, S.compare_family(pairs, n_resamples=n_boot, seed=seed) if pairs else ()):
-                row = next(r for r in rows if r["agent"] == agent and r["config"] == name)
-                row.update(
-                    {
-                        f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi,
-                        f"{metric}_verdict": cmp.verdict, f"{metric}_diff_level": cmp.adjusted_level,
-                    }
-                )
-    df = pd.DataFrame(rows)
-    for c in (f"{m}_{x}" for m in ("success", "tokens") for x in ("diff", "diff_lo", "diff_hi", "verdict", "diff_level")):
-        if c not in df.columns:
-            df[c] = math.nan if not c.endswith("verdict") else ""
-    return df
+    """One row per (agent, configuration): the world-level success and cost of
+    :func:`h9eval.analysis.closedloop_units.success_cost_by_world` (the unit is the world, seeds
+    nested; verdicts Holm-adjusted over the agent's configurations, ``insufficient units`` with
+    too few worlds), plus ``excess_steps`` and ``summarizer_cost_usd`` (means over episodes) and
+    ``n_tasks`` (= ``n_worlds``: the paired units)."""
+    sc = CU.success_cost_by_world(ep, n_boot=n_boot, seed=seed, baseline=baseline)
+    extra = ep.groupby(["agent_id", "config"], sort=True).agg(
+        excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
+        summarizer_cost_usd=("summarizer_cost_usd", lambda v: float(v.astype(float).mean())),
+    ).reset_index().rename(columns={"agent_id": "agent"})
+    out = sc.merge(extra, on=["agent", "config"], how="left")
+    # the paired unit count under the name the answer box reads (a closed-loop "task" is a world)
+    out["n_tasks"] = out["n_worlds"]
+    return out
 
 
 # -- failure modes ------------------------------------------------------------------------------

@@ -16,9 +16,12 @@ Definitions used throughout:
   NaN, never a number against another baseline.
 * **peak tokens sent** / **peak ratio to the window** of a run: the largest ``tokens_sent``,
   and that over the run's ``context_window_tokens`` (> 1: some call overflowed).
-* **retention** of a run: mean probe ``score`` over *answerable* probes (method ``recall`` and
-  scope ``view`` unless told otherwise), overall and per ``probe_kind``, on the task's
-  checkpoint grid (the same calls for every policy). **retention after compaction** is the
+* **retention** of a run: mean probe ``score`` over *answerable*, *unpinned* probes the placebo
+  control kept (method ``recall`` and scope ``view`` unless told otherwise), overall and per
+  ``probe_kind``, on the task's checkpoint grid (the same calls for every policy). A pinned
+  probe's answer sits in the system or first task message, which every policy keeps: it
+  measures pinning, not memory, and is reported apart (``pinned_retention``;
+  ``retention_with_pinned`` is both together). **retention after compaction** is the
   conditional view "after the policy compacted at least once" (grid checkpoints with
   ``after_compaction``): its own column, never mixed into ``retention``.
 * a **config**: ``policy_kind`` + ``params_hash`` (+ ``history_mode``, ``summarizer``); its
@@ -34,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from h9eval.analysis import stats as S
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.base import policy_params
 from h9eval.compaction.anchors import is_no_information
@@ -50,6 +54,7 @@ __all__ = [
     "bootstrap_ci",
     "TOKENS_SAVED_COLUMNS",
     "tokens_saved",
+    "PINNED_CHOICES",
     "COST_COLUMNS",
     "cost_metrics",
     "compaction_invalidation",
@@ -130,10 +135,9 @@ def bootstrap_ci(values: Iterable[float], n: int = 1000, seed: int = 0, level: f
     m = float(x.mean())
     if len(x) == 1 or n <= 0:
         return CI(m, m, m, len(x), level)
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(n, len(x)))].mean(axis=1)
-    a = (1 - level) / 2
-    return CI(m, float(np.quantile(means, a)), float(np.quantile(means, 1 - a)), len(x), level)
+    # the one bootstrap (scipy's, in h9eval.analysis.stats): the same draws, rng.integers(0, len, (n, len))
+    lo, hi = S.percentile_interval(S.bootstrap_means(x, n_resamples=n, seed=seed), level)
+    return CI(m, lo, hi, len(x), level)
 
 
 # -- per run ----------------------------------------------------------------------------------
@@ -173,6 +177,13 @@ def tokens_saved(calls: Any) -> Any:
     raw = g["_sum_raw"].astype(float)
     g["tokens_saved"] = (1 - g["_sum_sent"] / raw.where(raw > 0)).astype(float)
     return g.reset_index()[list(TOKENS_SAVED_COLUMNS)]
+
+
+PINNED_CHOICES: tuple[str, ...] = ("exclude", "only", "include")
+"""What :func:`retention` does with pinned probes (``answer_pinned``: the answer sits in the
+system message or the first task message, which every policy keeps): ``exclude`` (default: the
+headline retention measures memory, not pinning), ``only`` (the ``pinned_retention`` column) or
+``include`` (both, the number h9eval reported before pinning was set apart)."""
 
 
 COST_COLUMNS = (
@@ -252,7 +263,9 @@ def compaction_invalidation(calls: Any) -> Any:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
+def _probe_subset(probes: Any, method: str | None, scope: str | None, *, pinned: str = "exclude", placebo: bool = True) -> Any:
+    if pinned not in PINNED_CHOICES:
+        raise ValueError(f"pinned must be one of {', '.join(PINNED_CHOICES)}, got {pinned!r}")
     p = probes
     if method is not None and "method" in p.columns:
         p = p[p["method"] == method]
@@ -260,6 +273,12 @@ def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
         p = p[p["scope"] == scope]
     if "answerable" in p.columns:
         p = p[p["answerable"].astype(bool)]
+    if pinned != "include" and "answer_pinned" in p.columns:
+        is_pinned = p["answer_pinned"].fillna(False).astype(bool)
+        p = p[is_pinned] if pinned == "only" else p[~is_pinned]
+    if placebo and "placebo_excluded" in p.columns:
+        # a probe that passes against unrelated histories measures coincidence: never averaged in
+        p = p[~p["placebo_excluded"].fillna(False).astype(bool)]
     return p[p["score"].notna()]
 
 
@@ -270,17 +289,21 @@ def retention(
     method: str | None = "recall",
     scope: str | None = "view",
     after_compaction_only: bool = False,
+    pinned: str = "exclude",
+    placebo: bool = True,
 ) -> Any:
     """Mean score over answerable probes, grouped by ``by`` (default per run and probe kind).
 
     Columns: ``by`` + ``retention`` (mean score) + ``n_probes``. ``method``/``scope``: filters
     (default ``recall``/``view``; ``None`` keeps all). ``after_compaction_only``: the
     conditional view, only checkpoints after the policy's first compaction (rows without the
-    ``after_compaction`` column or with it unknown are left out).
+    ``after_compaction`` column or with it unknown are left out). ``pinned``: pinned probes
+    are left out by default (:data:`PINNED_CHOICES`). ``placebo``: leave out the probes the
+    placebo control excluded (``placebo_excluded``; default ``True``).
     """
     import pandas as pd
 
-    p = _probe_subset(probes, method, scope)
+    p = _probe_subset(probes, method, scope, pinned=pinned, placebo=placebo)
     if after_compaction_only:
         p = p[p["after_compaction"].fillna(False).astype(bool)] if "after_compaction" in p.columns else p.iloc[0:0]
     if len(p) == 0:
@@ -319,8 +342,9 @@ def _run_info(runs: Any | None, calls: Any) -> Any:
 
 def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, *, method: str = "recall") -> Any:
     """One row per run: config columns, ``tokens_saved``, ``peak_tokens_sent``,
-    ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds),
-    ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
+    ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds; unpinned probes
+    the placebo control kept), ``pinned_retention`` (pinned probes only), ``retention_with_pinned``
+    (both), ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
     before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
     ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, the billed dollars of
     :func:`cost_metrics` (``cost_usd`` ...), ``n_compactions`` (calls
@@ -351,6 +375,9 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
         out = out.merge(overall, on="run_id", how="left")
+        for col, which in (("pinned_retention", "only"), ("retention_with_pinned", "include")):
+            r = retention(probes, by=("run_id",), method=method, pinned=which)[["run_id", "retention"]]
+            out = out.merge(r.rename(columns={"retention": col}), on="run_id", how="left")
         cond = retention(probes, by=("run_id",), method=method, after_compaction_only=True)[["run_id", "retention"]]
         out = out.merge(cond.rename(columns={"retention": "retention_after_compaction"}), on="run_id", how="left")
         per = retention(probes, by=("run_id", "probe_kind"), method=method)
@@ -358,8 +385,8 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
             wide = per.pivot(index="run_id", columns="probe_kind", values="retention").add_prefix("retention_").reset_index()
             out = out.merge(wide, on="run_id", how="left")
     else:
-        out["retention"] = math.nan
-        out["retention_after_compaction"] = math.nan
+        for col in ("retention", "retention_after_compaction", "pinned_retention", "retention_with_pinned"):
+            out[col] = math.nan
     for c in ("overflows", "emergencies", "fallbacks", "summarizer_calls", "calls", "n_compactions"):
         if c in out.columns:
             out[c] = out[c].fillna(0).astype(int)
@@ -774,15 +801,27 @@ def option_comparison(
 def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: str = "tokens_saved") -> dict[str, Any] | None:
     """The best config by ``metric`` among those with no overflow (and no emergency when that
     leaves any), ties broken by ``tiebreak``; ``None`` when no config qualifies. Returns the row
-    as a dict plus ``reason`` (one sentence saying how it was chosen) and ``excluded`` (labels
-    dropped for overflowing)."""
+    as a dict plus ``reason`` (one sentence saying how it was chosen), ``excluded`` (labels
+    dropped for overflowing) and ``excluded_why`` (every configuration left out, for overflows
+    or emergency truncations, with its count: ``label: 12 call(s) over the window``)."""
     df = config_metrics_df
     if len(df) == 0 or metric not in df.columns:
         return None
     ok = df[df.get("overflows", 0) == 0] if "overflows" in df.columns else df
     excluded = sorted(set(df["label"]) - set(ok["label"])) if "label" in df.columns else []
+    why: list[str] = []
+
+    def name(r: Mapping[str, Any]) -> str:
+        extra = [str(r[c]) for c in ("history_mode", "summarizer") if c in r and isinstance(r[c], str) and r[c] and r[c] not in str(r["label"])]
+        return str(r["label"]) + (f" ({', '.join(extra)})" if extra else "")
+
+    if excluded and "overflows" in df.columns:
+        for r in df[df["label"].isin(excluded)].sort_values("label").to_dict("records"):
+            why.append(f"{name(r)}: {int(r['overflows'])} call(s) over the window")
     note = "no overflow"
     if "emergencies" in ok.columns and (ok["emergencies"] == 0).any():
+        for r in ok[ok["emergencies"] > 0].sort_values("label").to_dict("records") if "label" in ok.columns else []:
+            why.append(f"{name(r)}: {int(r['emergencies'])} emergency truncation(s)")
         ok = ok[ok["emergencies"] == 0]
         note = "no overflow and no emergency truncation"
     elif "emergencies" in ok.columns and len(ok):
@@ -797,4 +836,5 @@ def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: st
         + (f"; ties broken by {tiebreak}" if tiebreak in ok.columns else "")
     )
     best["excluded"] = excluded
+    best["excluded_why"] = why
     return best

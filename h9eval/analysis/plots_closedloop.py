@@ -72,7 +72,7 @@ def cost_success_frontier(table: Any) -> Any:
         ax.set_ylim(-0.05, 1.1)
         ax.set_title(f"agent {a}", fontsize=9)
     axes[0].set_ylabel("success rate")
-    fig.suptitle("Closed loop: cost vs success per agent (95% task-bootstrap CI; dashed: the frontier)", fontsize=10)
+    fig.suptitle("Closed loop: cost vs success per agent (95% world-bootstrap CI; dashed: the frontier)", fontsize=10)
     return fig
 
 

@@ -17,22 +17,33 @@ aggregated *inside* each task first and the bootstrap resamples tasks. In detail
    with another moment or mode;
 3. the paired differences (a - b) are averaged within the task: one difference per task.
 
-**Interval.** A seeded percentile bootstrap of the mean difference over tasks: each resample
-draws ``n`` of the ``n`` tasks with replacement (:func:`bootstrap_means`); the interval at level
-``L`` is the ``(1-L)/2`` and ``(1+L)/2`` quantiles (numpy's ``linear`` rule) of the resampled
-means. The p-value is the interval's inversion (:func:`bootstrap_p_value`): the smallest
-``alpha`` whose ``1-alpha`` interval excludes 0, so "the interval excludes 0" and
-"p < alpha" are the same statement.
+**Interval.** A seeded percentile bootstrap of the mean difference over tasks
+(``scipy.stats.bootstrap``): each resample draws ``n`` of the ``n`` tasks with replacement
+(:func:`bootstrap_means`); the interval at level ``L`` is the ``(1-L)/2`` and ``(1+L)/2``
+quantiles (numpy's ``linear`` rule) of the resampled means.
+
+**p-value** (:func:`paired_p_value`). Only the tasks whose paired difference is not 0 carry
+evidence. When at most :data:`EXACT_MAX_DIFFER` tasks differ, an exact sign-flip
+(permutation) test over them decides (``scipy.stats.permutation_test``: every one of the
+``2**k`` sign patterns; eight tasks that all moved the same way give ``p = 2/256``, never 0).
+With more, the bootstrap interval's inversion (:func:`bootstrap_p_value`): the smallest
+``alpha`` whose ``1-alpha`` interval excludes 0. A bootstrap p of 0 only says "below the
+resolution of ``B`` resamples" and is printed ``< 1/B``.
 
 **A family of comparisons** (every comparison a report or a ``compare`` call makes at once) is
-adjusted together (:func:`adjust`): ``holm`` (default; family-wise error), ``bh``
-(Benjamini-Hochberg, false discovery rate) or ``none``. The adjusted p-values are reported, and
+adjusted together (:func:`adjust`, ``statsmodels.stats.multitest.multipletests``): ``holm``
+(default; family-wise error), ``bh`` (Benjamini-Hochberg, false discovery rate) or ``none``.
+A comparison in which no task differs cannot reject anything and is not counted in the family
+(offline summarizer cost, fallbacks that never happened: padding the family with them would
+only weaken the others). The adjusted p-values are reported, and
 each comparison's interval is recomputed at its *adjusted level* (Holm: ``1 - alpha/(m-k+1)``
 for the comparison ranked ``k`` by p-value, frozen at the first rank Holm fails to reject; BH:
 the false-coverage-rate level ``1 - R*alpha/m`` with ``R`` rejections, ``1 - alpha/m`` when
 there is none), so that an interval excluding 0 is exactly a rejection of the adjusted test.
 
-**Verdicts** come from the adjusted interval, never from the mean (:func:`verdict`); the words
+**Verdicts** come from the adjusted test and interval, never from the mean (:func:`verdict`):
+"better"/"worse" needs the adjusted p-value below ``alpha``, the adjusted interval on one side
+of 0 and at least :func:`min_tasks_for` (at the *adjusted* level) tasks that differ; the words
 are defined once, in :data:`VERDICT_DEFINITIONS`.
 """
 
@@ -63,6 +74,11 @@ __all__ = [
     "bootstrap_means",
     "percentile_interval",
     "bootstrap_p_value",
+    "EXACT_MAX_DIFFER",
+    "sign_flip_p_value",
+    "paired_p_value",
+    "PairedTest",
+    "format_p",
     "holm",
     "benjamini_hochberg",
     "adjust",
@@ -87,11 +103,13 @@ VERDICT_DEFINITIONS: Mapping[str, str] = {
     "equivalent within ±d": "the whole adjusted interval of the mean paired difference lies within [-d, d] "
     "(d in the metric's own unit, stated with the verdict); checked first, so a difference that is "
     "detectable but smaller than d is called equivalent",
-    BETTER: "the whole adjusted interval lies on the side of 0 where A is better than B "
-    "(above 0 for a larger-is-better metric, below 0 for a smaller-is-better one)",
-    WORSE: "the whole adjusted interval lies on the side of 0 where A is worse than B",
-    INCONCLUSIVE: "anything else: the adjusted interval contains 0 (and is not within ±d), "
-    "or too few tasks were paired for the interval's level (see min_tasks_for: 6 at 0.95)",
+    BETTER: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A "
+    "is better than B (above 0 for a larger-is-better metric, below 0 for a smaller-is-better one)",
+    WORSE: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A is "
+    "worse than B",
+    INCONCLUSIVE: "anything else: the adjusted interval contains 0 (and is not within ±d), the adjusted p-value "
+    "(exact sign-flip test when few tasks differ) is not below alpha, or too few tasks differ for the adjusted level "
+    "(see min_tasks_for: 6 at 0.95; an equivalence verdict counts all paired tasks)",
 }
 """What each verdict word means; every table and report that prints a verdict uses these."""
 
@@ -126,21 +144,33 @@ def verdict(
     higher_is_better: bool = True,
     margin: float | None = None,
     n_tasks: int | None = None,
+    n_differ: int | None = None,
+    p_adjusted: float | None = None,
     level: float = DEFAULT_LEVEL,
+    family_level: float | None = None,
 ) -> str:
     """The verdict on A against B from the (adjusted) interval ``[lo, hi]`` of mean(A - B).
 
     ``higher_is_better``: the metric's direction. ``margin``: the equivalence margin d (same
-    unit as the metric; ``None`` or 0: no equivalence verdict). ``n_tasks``: tasks paired
-    (``None``: not checked; fewer than :func:`min_tasks_for` ``level``: inconclusive).
-    ``level``: the interval's (adjusted) level. See :data:`VERDICT_DEFINITIONS`.
+    unit as the metric; ``None`` or 0: no equivalence verdict). ``n_tasks``: tasks paired (an
+    equivalence verdict needs :func:`min_tasks_for` ``level`` of them). ``n_differ``: tasks whose
+    difference is not 0 (better/worse needs that many of *them*; default ``n_tasks``).
+    ``p_adjusted``: the adjusted p-value (better/worse needs it below the family's alpha,
+    ``1 - family_level`` (default ``level``), i.e. the adjusted test rejects; ``None``: not
+    checked). ``level``: the interval's (adjusted) level. ``None`` counts are not checked.
+    See :data:`VERDICT_DEFINITIONS`.
     """
-    if n_tasks is not None and n_tasks < min_tasks_for(level):
-        return INCONCLUSIVE
+    need = min_tasks_for(level)
     if math.isnan(lo) or math.isnan(hi):
         return INCONCLUSIVE
     if margin is not None and margin > 0 and -margin <= lo and hi <= margin:
-        return equivalent_within(margin)
+        return INCONCLUSIVE if n_tasks is not None and n_tasks < need else equivalent_within(margin)
+    differ = n_differ if n_differ is not None else n_tasks
+    if differ is not None and differ < need:
+        return INCONCLUSIVE
+    alpha = 1 - (level if family_level is None else family_level)
+    if p_adjusted is not None and not math.isnan(p_adjusted) and not p_adjusted < alpha:
+        return INCONCLUSIVE
     if lo > 0:
         return BETTER if higher_is_better else WORSE
     if hi < 0:
@@ -239,16 +269,28 @@ def task_pairs(
 # -- bootstrap ------------------------------------------------------------------------------------
 def bootstrap_means(values: Sequence[float], *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Any:
     """Means of ``n_resamples`` resamples of ``values``, each drawing ``len(values)`` values
-    with replacement: ``numpy.random.default_rng(seed).integers(0, n, size=(n_resamples, n))``
-    indexes the values (a numpy array of ``n_resamples`` means; empty for no values)."""
+    with replacement (``scipy.stats.bootstrap``'s distribution with
+    ``numpy.random.default_rng(seed)``: the indexes are
+    ``rng.integers(0, n, size=(n_resamples, n))``); a numpy array, empty for no values."""
+    import warnings
+
     import numpy as np
+    from scipy import stats as sps
 
     x = np.asarray(values, dtype=float)
     n = len(x)
     if n == 0:
         return np.empty(0)
-    rng = np.random.default_rng(seed)
-    return x[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1)
+    if n == 1:  # scipy refuses one value; every resample of one value is that value
+        return np.full(n_resamples, x[0])
+    with warnings.catch_warnings():
+        # identical values make scipy warn that the interval is degenerate: the distribution is still right
+        warnings.simplefilter("ignore", category=sps.DegenerateDataWarning)
+        res = sps.bootstrap(
+            (x,), np.mean, n_resamples=n_resamples, method="percentile", vectorized=True, axis=-1,
+            rng=np.random.default_rng(seed),
+        )
+    return np.asarray(res.bootstrap_distribution, dtype=float)
 
 
 def percentile_interval(means: Any, level: float) -> tuple[float, float]:
@@ -296,30 +338,87 @@ def bootstrap_p_value(means: Any) -> float:
     return float(min(1.0, 2 * q0, 2 * (1 - q1)))
 
 
+EXACT_MAX_DIFFER = 16
+"""Up to this many differing tasks the exact sign-flip test gives the p-value (``2**16`` sign
+patterns at most, a few milliseconds); beyond it the bootstrap's resolution is fine."""
+
+def sign_flip_p_value(diffs: Sequence[float]) -> float:
+    """Exact two-sided sign-flip (permutation) p-value of "the paired differences are symmetric
+    about 0", over every sign pattern of the non-zero differences (``scipy.stats.permutation_test``,
+    statistic: the mean). 1 when no difference is non-zero; NaN for no values."""
+    import numpy as np
+    from scipy import stats as sps
+
+    d = np.asarray(diffs, dtype=float)
+    if len(d) == 0:
+        return math.nan
+    d = d[d != 0]
+    if len(d) <= 1:  # both sign patterns of one difference are equally extreme (scipy wants two)
+        return 1.0
+    res = sps.permutation_test(
+        (d,), np.mean, permutation_type="samples", n_resamples=np.inf, alternative="two-sided", vectorized=True, axis=-1
+    )
+    return float(min(1.0, res.pvalue))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairedTest:
+    """A paired test's p-value and how it was computed: ``method`` ``sign-flip`` (exact) or
+    ``bootstrap``; ``n_differ`` tasks whose difference is not 0; ``n_resamples`` the bootstrap's."""
+
+    p_value: float
+    method: str
+    n_differ: int
+    n_resamples: int
+
+
+def paired_p_value(diffs: Sequence[float], means: Any, *, exact_max_differ: int = EXACT_MAX_DIFFER) -> PairedTest:
+    """The p-value of "mean difference = 0" (see the module docstring): the exact sign-flip test
+    when at most ``exact_max_differ`` of ``diffs`` are not 0, else :func:`bootstrap_p_value` of
+    the bootstrap ``means``. NaN with fewer than 2 tasks."""
+    n_differ = sum(1 for x in diffs if x != 0)
+    if len(diffs) < 2:
+        return PairedTest(p_value=math.nan, method="none", n_differ=n_differ, n_resamples=len(means))
+    if n_differ <= exact_max_differ:
+        p = sign_flip_p_value(diffs)
+        return PairedTest(p_value=p, method="sign-flip", n_differ=n_differ, n_resamples=len(means))
+    return PairedTest(p_value=bootstrap_p_value(means), method="bootstrap", n_differ=n_differ, n_resamples=len(means))
+
+
+def format_p(p: float, *, method: str = "bootstrap", n_resamples: int = DEFAULT_RESAMPLES) -> str:
+    """A p-value as printed: ``0.0078``; a bootstrap p of 0 as ``< 1/2000`` (all resamples on one
+    side says only that p is below the bootstrap's resolution); NaN as ``n/a``."""
+    if math.isnan(p):
+        return "n/a"
+    if p == 0 and method == "bootstrap":
+        return f"< 1/{n_resamples}"
+    return f"{p:.2g}" if p < 0.001 else f"{p:.4f}".rstrip("0").rstrip(".") if p < 1 else "1"
+
+
 # -- multiplicity -----------------------------------------------------------------------------------
+def _multipletests(p_values: Sequence[float], method: str) -> tuple[float, ...]:
+    """Adjusted p-values by ``statsmodels``' ``multipletests`` (NaNs stay NaN and do not count
+    towards the family size)."""
+    from statsmodels.stats.multitest import multipletests
+
+    idx = [i for i, p in enumerate(p_values) if not math.isnan(p)]
+    out = [math.nan] * len(p_values)
+    if idx:
+        adjusted = multipletests([p_values[i] for i in idx], method=method)[1]
+        for i, v in zip(idx, adjusted):
+            out[i] = float(v)
+    return tuple(out)
+
+
 def holm(p_values: Sequence[float]) -> tuple[float, ...]:
     """Holm's step-down adjusted p-values (same order as given; NaNs stay NaN and do not count
     towards the family size)."""
-    idx = [i for i, p in enumerate(p_values) if not math.isnan(p)]
-    m = len(idx)
-    out = [math.nan] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(sorted(idx, key=lambda i: (p_values[i], i))):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
-        out[i] = running
-    return tuple(out)
+    return _multipletests(p_values, "holm")
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> tuple[float, ...]:
     """Benjamini-Hochberg adjusted p-values (same order; NaNs stay NaN and are not counted)."""
-    idx = [i for i, p in enumerate(p_values) if not math.isnan(p)]
-    m = len(idx)
-    out = [math.nan] * len(p_values)
-    running = 1.0
-    for k, i in reversed(list(enumerate(sorted(idx, key=lambda i: (p_values[i], i)), start=1))):
-        running = min(running, m * p_values[i] / k)
-        out[i] = min(1.0, running)
-    return tuple(out)
+    return _multipletests(p_values, "fdr_bh")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -370,6 +469,9 @@ class PairedComparison:
     ``adjusted_level`` (the family's ``level`` after the ``method`` adjustment over
     ``family_size`` comparisons); ``verdict`` is read from that interval (see
     :data:`VERDICT_DEFINITIONS`). ``n_differ``: tasks whose paired difference is not 0.
+    ``p_method``: how ``p_value`` was computed (``sign-flip``: exact, few tasks differ;
+    ``bootstrap``; ``none``: fewer than 2 tasks). ``in_family``: counted in the adjustment's
+    family (``False`` when no task differs: such a comparison cannot reject anything).
     """
 
     a: str
@@ -393,6 +495,8 @@ class PairedComparison:
     higher_is_better: bool
     n_resamples: int
     seed: int
+    p_method: str = "bootstrap"
+    in_family: bool = True
     task_ids: tuple[str, ...] = field(default=(), repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -402,14 +506,24 @@ class PairedComparison:
         return d
 
     def line(self) -> str:
-        """One line: metric, tasks, tasks that differ, mean diff, interval, level, verdict."""
+        """One line: metric, tasks, tasks that differ, mean diff, interval, level, p, verdict."""
         adj = f", {self.method} over {self.family_size}" if self.method != "none" and self.family_size > 1 else ""
         need = min_tasks_for(self.adjusted_level)
-        why = f" ({self.n_tasks} tasks; a verdict at this level needs {need})" if self.n_tasks < need else ""
+        if not self.in_family:
+            why = " (no task differs: left out of the family)"
+        elif self.n_differ < need and not self.verdict.startswith("equivalent"):
+            why = f" ({self.n_differ} tasks differ; a verdict at this level needs {need})"
+        else:
+            why = ""
+        p = format_p(self.p_value, method=self.p_method, n_resamples=self.n_resamples)
+        pa = format_p(self.p_adjusted, method=self.p_method, n_resamples=self.n_resamples)
+        test = ""
+        if self.p_method != "none":
+            test = f" p={p} ({self.p_method})" + (f" p_adj={pa}" if adj and self.in_family else "")
         return (
             f"{self.metric}: n_tasks={self.n_tasks} n_differ={self.n_differ} "
             f"mean_diff={self.mean_diff:+.4g} CI=[{self.lo:+.4g}, {self.hi:+.4g}] "
-            f"level={self.adjusted_level:.4g} (family {self.level:g}{adj}) -> {self.verdict}{why}"
+            f"level={self.adjusted_level:.4g} (family {self.level:g}{adj}){test} -> {self.verdict}{why}"
         )
 
 
@@ -420,30 +534,36 @@ def compare_family(
     method: str = "holm",
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    exact_max_differ: int = EXACT_MAX_DIFFER,
 ) -> tuple[PairedComparison, ...]:
     """Compare every :class:`TaskPairs` of a family, adjusted together (``method``: ``holm``,
     ``bh`` or ``none``; ``level``: the family's level). Each comparison resamples its own tasks
-    with a generator seeded by ``seed``, so the result does not depend on the family's order."""
+    with a generator seeded by ``seed``, so the result does not depend on the family's order.
+    ``exact_max_differ``: up to this many differing tasks the exact sign-flip test gives the
+    p-value (:func:`paired_p_value`). A comparison in which no task differs is left out of the
+    family (``in_family=False``)."""
     import numpy as np
 
     if not isinstance(n_resamples, int) or n_resamples < 1:
         raise ConfigError(f"n_resamples must be an integer >= 1, got {n_resamples!r}")
     boots = [bootstrap_means(p.diffs, n_resamples=n_resamples, seed=seed) for p in pairs]
-    # a comparison with fewer than 2 tasks has no p-value and does not count in the family
-    pvals = [bootstrap_p_value(bm) if len(p.task_ids) >= 2 else math.nan for p, bm in zip(pairs, boots)]
-    adj = adjust(pvals, level=level, method=method)
+    tests = [paired_p_value(p.diffs, bm, exact_max_differ=exact_max_differ) for p, bm in zip(pairs, boots)]
+    # a comparison with fewer than 2 tasks, or none that differs, has no p-value in the family
+    in_family = [not math.isnan(t.p_value) and t.n_differ > 0 for t in tests]
+    adj = adjust([t.p_value if f else math.nan for t, f in zip(tests, in_family)], level=level, method=method)
     out = []
-    for p, bm, pv, pa, lev in zip(pairs, boots, pvals, adj.p_adjusted, adj.levels):
+    for p, bm, t, fam, pa, lev in zip(pairs, boots, tests, in_family, adj.p_adjusted, adj.levels):
         d = np.asarray(p.diffs, dtype=float)
         n = len(d)
         lo, hi = percentile_interval(bm, lev)
+        p_adj = pa if fam else t.p_value
         out.append(
             PairedComparison(
                 a=p.a,
                 b=p.b,
                 metric=p.metric,
                 n_tasks=n,
-                n_differ=int(np.count_nonzero(d)),
+                n_differ=t.n_differ,
                 mean_a=float(np.mean(p.values_a)) if n else math.nan,
                 mean_b=float(np.mean(p.values_b)) if n else math.nan,
                 mean_diff=float(d.mean()) if n else math.nan,
@@ -451,15 +571,20 @@ def compare_family(
                 hi=hi,
                 level=level,
                 adjusted_level=lev,
-                p_value=pv,
-                p_adjusted=pa,
+                p_value=t.p_value,
+                p_adjusted=p_adj,
                 method=adj.method,
                 family_size=adj.family_size,
-                verdict=verdict(lo, hi, higher_is_better=p.higher_is_better, margin=p.margin, n_tasks=n, level=lev),
+                verdict=verdict(
+                    lo, hi, higher_is_better=p.higher_is_better, margin=p.margin, n_tasks=n, n_differ=t.n_differ,
+                    p_adjusted=p_adj, level=lev, family_level=level,
+                ),
                 equivalence_margin=p.margin,
                 higher_is_better=p.higher_is_better,
                 n_resamples=n_resamples,
                 seed=seed,
+                p_method=t.method,
+                in_family=fam,
                 task_ids=p.task_ids,
             )
         )
@@ -509,51 +634,27 @@ class RankCorrelation:
         return iter((self.rho, self.lo, self.hi, self.n_resamples))
 
 
-def _avg_ranks(x: Any) -> Any:
-    import numpy as np
-
-    a = np.asarray(x, dtype=float)
-    order = np.argsort(a, kind="mergesort")
-    _, inv, counts = np.unique(a[order], return_inverse=True, return_counts=True)
-    avg = np.cumsum(counts) - (counts - 1) / 2.0
-    r = np.empty(len(a))
-    r[order] = avg[inv]
-    return r
-
-
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant
-    or there are fewer than 3 points."""
-    import numpy as np
+    """Spearman's rank correlation (``scipy.stats.spearmanr``, average ranks for ties); NaN when
+    either side is constant or there are fewer than 3 points."""
+    import warnings
+
+    from scipy import stats as sps
 
     if len(x) != len(y):
         raise ConfigError(f"spearman: x and y must have the same length, got {len(x)} and {len(y)}")
-    if len(x) < 3:
+    if len(x) < 3 or len(set(map(float, x))) < 2 or len(set(map(float, y))) < 2:
         return math.nan
-    rx, ry = _avg_ranks(x), _avg_ranks(y)
-    sx, sy = rx.std(), ry.std()
-    if sx == 0 or sy == 0:
-        return math.nan
-    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(sps.spearmanr(x, y).statistic)
 
 
 def _batch_ranks(a: Any) -> Any:
-    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array."""
-    import numpy as np
+    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array (``scipy.stats.rankdata``)."""
+    from scipy import stats as sps
 
-    b, n = a.shape
-    order = np.argsort(a, axis=1, kind="mergesort")
-    srt = np.take_along_axis(a, order, axis=1)
-    pos = np.broadcast_to(np.arange(n), (b, n))
-    new_group = np.ones((b, n), dtype=bool)
-    new_group[:, 1:] = srt[:, 1:] != srt[:, :-1]
-    start = np.maximum.accumulate(np.where(new_group, pos, 0), axis=1)
-    end_group = np.ones((b, n), dtype=bool)
-    end_group[:, :-1] = new_group[:, 1:]
-    end = np.flip(np.minimum.accumulate(np.flip(np.where(end_group, pos, n), axis=1), axis=1), axis=1)
-    ranks = np.empty((b, n))
-    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=1)
-    return ranks
+    return sps.rankdata(a, axis=1)
 
 
 def spearman_rows(x: Any, y: Any) -> Any:

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from h9eval.analysis import metrics as M
-from h9eval.analysis.compare import config_labels, run_table
+from h9eval.analysis.compare import OFFLINE_PREFIXES, config_labels, is_offline, run_table
 from h9eval.probes.llm import judge_agreement, judge_agreement_table
-from h9eval.probes.placebo import PLACEBO_MAX_PASS_RATE, placebo_by_kind, placebo_table
+from h9eval.probes.placebo import PLACEBO_MAX_PASS_RATE, placebo_by_kind, placebo_table, sweep_placebo
 from h9eval.results.store import Results
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
@@ -61,15 +61,6 @@ VALIDITY_COLUMNS: tuple[str, ...] = (
     "retention_unpinned",
 )
 """Columns of :func:`probe_validity`."""
-
-OFFLINE_PREFIXES: tuple[str, ...] = ("offline", "none")
-"""Summarizer names starting with one of these run without a model."""
-
-
-def is_offline(summarizer: Any) -> bool:
-    """True for an offline summarizer name (:data:`OFFLINE_PREFIXES`)."""
-    return str(summarizer).startswith(OFFLINE_PREFIXES)
-
 
 def sweep_tasks(results: Results, *, max_tasks: int | None = None) -> list[Task]:
     """The sweep's tasks, reloaded from the runs' ``task_spec`` entries (only the task ids the
@@ -140,16 +131,16 @@ def probe_validity(results: Results, placebo: Any = None, *, method: str = "reca
     rows = []
     p = probes if probes is not None else pd.DataFrame(columns=["probe_kind", "score"])
     kinds = sorted(set(p["probe_kind"].dropna()) | set(pk.index)) if len(p) or len(pk) else []
-    ans = M.retention(p, by=("probe_kind",), method=method, scope=scope) if len(p) else pd.DataFrame(columns=["probe_kind", "retention", "n_probes"])
+    ans = M.retention(p, by=("probe_kind",), method=method, scope=scope, pinned="include", placebo=False) if len(p) else pd.DataFrame(columns=["probe_kind", "retention", "n_probes"])
     ans = ans.set_index("probe_kind")
     if len(p):
         sub = p[(p["method"] == method) & (p["scope"] == scope)]
         key = list(zip(sub["task_id"].astype(str), sub["probe_id"].astype(str)))
         kept = sub[[k not in excluded for k in key]]
         pinned = kept["answer_pinned"].fillna(False).astype(bool) if "answer_pinned" in kept.columns else pd.Series(False, index=kept.index)
-        r_kept = M.retention(kept, by=("probe_kind",), method=None, scope=None).set_index("probe_kind")
-        r_pin = M.retention(kept[pinned], by=("probe_kind",), method=None, scope=None).set_index("probe_kind")
-        r_unpin = M.retention(kept[~pinned], by=("probe_kind",), method=None, scope=None).set_index("probe_kind")
+        r_kept = M.retention(kept, by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
+        r_pin = M.retention(kept[pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
+        r_unpin = M.retention(kept[~pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
     else:
         r_kept = r_pin = r_unpin = pd.DataFrame(columns=["retention", "n_probes"])
     nan = math.nan
@@ -184,8 +175,8 @@ def placebo_for(results: Results, tasks: Sequence[Task] | None = None, *, seed: 
         t.attrs["source"] = "probe rows"
         return t
     ts = list(tasks) if tasks is not None else sweep_tasks(results)
-    t = placebo_table(ts, seed=seed) if len(ts) >= 2 else placebo_from_rows(None)
-    t.attrs["source"] = f"recomputed on {len(ts)} task(s), seed {seed}"
+    t = placebo_table(sweep_placebo(ts)) if ts else placebo_from_rows(None)
+    t.attrs["source"] = f"recomputed on {len(ts)} task(s) (results written before sweeps applied the control)"
     return t
 
 

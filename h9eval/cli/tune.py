@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from h9eval.analysis.tune import load_models, tune
+from h9eval.tuning.tune import load_models, tune
 from h9eval.core.errors import ConfigError
 
 
@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--allow-unexercised", action="store_true",
         help="tune even when some tasks never reach the warn tier at this window (a loud warning instead of an error)",
     )
+    p.add_argument("--cv-folds", type=int, default=0, help="k-fold cross-validation of the choice over the tuning tasks (0 = none; default 0)")
     p.add_argument("--workers", type=int, default=1, help="sweep worker processes (1 = in-process)")
     p.add_argument("--out", default=None, help="folder for sweeps, recommended.toml, evidence.csv, tune.png")
     p.set_defaults(func=_run)
@@ -70,10 +71,12 @@ def _run(args: argparse.Namespace) -> int:
         split_seed=args.split_seed,
         safety_margin_frac=args.safety_margin_frac,
         allow_unexercised=args.allow_unexercised,
+        cv_folds=args.cv_folds,
     )
     print(r.toml, end="")
-    # the held-out check next to the recommendation, not only in its comment
-    print(r.holdout.line() if r.holdout is not None else "held-out check: none (too few tasks to hold one out)")
+    # the held-out check, the thresholds kept, the tied set and the caveat next to the recommendation
+    for line in r.lines():
+        print(line)
     for w in r.warnings:
         print(f"WARNING: {w}", file=sys.stderr)
     for k, p in r.paths.items():

@@ -4,8 +4,14 @@ Every probe of a task is scored against the *full* uncompacted history of a few 
 tasks (its *partners*). A probe that passes there measures coincidence, not memory: a generic
 error name (``TypeError``), a number any session prints, a template phrase every synthetic
 task shares. Its *placebo rate* is the fraction of partners it passes against; a probe whose
-rate exceeds :data:`PLACEBO_MAX_PASS_RATE` is *excluded* (rows keep it, flagged, so reports
-can count it and leave it out of retention).
+rate exceeds the tolerated false-pass rate :data:`PLACEBO_FALSE_PASS_RATE` is *excluded* (rows
+keep it, flagged, so reports can count it; every retention aggregate leaves it out).
+
+In a sweep (:func:`sweep_placebo`) every task is scored against *every* task of another family
+the sweep offers, and when fewer than :data:`DEFAULT_PLACEBO_PARTNERS` exist, against generated
+synthetic tasks (:func:`synthetic_partners`) until it has that many: with 8 partners one chance
+pass is a rate of 0.125, above the tolerated 0.10, so the threshold can tell a probe that passes
+by chance one time in eight from one that does not.
 
 Pairing (:func:`placebo_partners`) is deterministic: tasks sorted by id, one
 ``random.Random(seed)`` draws up to ``n_partners`` partners per task among the tasks of other
@@ -38,6 +44,7 @@ from h9eval.probes.probe import (
 )
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
 from h9eval.tasks.model import Task
+from h9eval.tasks.synthetic import generate
 
 __all__ = [
     "PLACEBO_MAX_PASS_RATE",
@@ -46,6 +53,11 @@ __all__ = [
     "PLACEBO_KIND_COLUMNS",
     "PlaceboResult",
     "task_family",
+    "PLACEBO_FALSE_PASS_RATE",
+    "SYNTHETIC_PARTNER_SEED",
+    "synthetic_partners",
+    "placebo_excluded",
+    "sweep_placebo",
     "placebo_partners",
     "lifetime_probes",
     "placebo_results",
@@ -55,12 +67,21 @@ __all__ = [
     "with_placebo",
 ]
 
-PLACEBO_MAX_PASS_RATE = 0.25
-"""A probe that passes against more than this fraction of unrelated histories is excluded.
-With the default 4 partners: one chance pass (0.25) is tolerated, two are not."""
+PLACEBO_FALSE_PASS_RATE = 0.10
+"""The false-pass rate a probe counted in retention may have: it must fail against at least 90 %
+of unrelated histories. Chosen so that a probe contributes at most 0.10 of chance to any
+retention; with at least 8 partners a single chance pass (1/8 = 0.125) exceeds it."""
 
-DEFAULT_PLACEBO_PARTNERS = 4
-"""Unrelated tasks each task's probes are scored against (fewer when fewer exist)."""
+PLACEBO_MAX_PASS_RATE = PLACEBO_FALSE_PASS_RATE
+"""A probe whose placebo rate exceeds this is excluded (the stated false-pass rate)."""
+
+DEFAULT_PLACEBO_PARTNERS = 8
+"""Unrelated tasks each task's probes are scored against at least (synthetic partners fill the
+gap in :func:`sweep_placebo`; :func:`placebo_partners` draws this many when it can)."""
+
+SYNTHETIC_PARTNER_SEED = 910_000
+"""First seed of the generated synthetic partners (far from the seeds a sweep names, and a
+partner of the task's own family is never used)."""
 
 PLACEBO_COLUMNS: tuple[str, ...] = (
     "task_id",
@@ -150,6 +171,24 @@ def lifetime_probes(task: Task) -> list[Probe]:
     return [p for p in marked if p.answerable]
 
 
+def placebo_excluded(n_passed: int, n_partners: int, *, max_pass_rate: float = PLACEBO_MAX_PASS_RATE) -> bool:
+    """Whether a probe that passed against ``n_passed`` of ``n_partners`` unrelated histories is
+    excluded: its rate exceeds the tolerated false-pass rate (never without partners)."""
+    return n_partners > 0 and n_passed / n_partners > max_pass_rate
+
+
+def synthetic_partners(n: int, *, avoid_families: Sequence[str] = (), preset: str = "small") -> list[Task]:
+    """``n`` generated synthetic tasks to serve as placebo partners (seeds from
+    :data:`SYNTHETIC_PARTNER_SEED` up, skipping any family in ``avoid_families``)."""
+    out: list[Task] = []
+    seed = SYNTHETIC_PARTNER_SEED
+    while len(out) < n:
+        if f"synthetic:{seed}" not in avoid_families:
+            out.append(generate(preset, seed=seed))
+        seed += 1
+    return out
+
+
 def placebo_results(
     tasks: Sequence[Task],
     *,
@@ -157,36 +196,43 @@ def placebo_results(
     n_partners: int = DEFAULT_PLACEBO_PARTNERS,
     scorer: str | Any = "recall",
     max_pass_rate: float = PLACEBO_MAX_PASS_RATE,
+    partners: Mapping[str, Sequence[str]] | None = None,
+    extra: Sequence[Task] = (),
 ) -> list[PlaceboResult]:
     """Placebo rate of every probe of every task (order: task id, then probe order).
 
-    ``seed``/``n_partners``: the pairing (:func:`placebo_partners`). ``scorer``: a scorer name
-    or object; its first method is used, on scope ``view`` (default ``recall``).
-    ``max_pass_rate``: the exclusion threshold (default :data:`PLACEBO_MAX_PASS_RATE`).
+    ``seed``/``n_partners``: the pairing (:func:`placebo_partners`), unless ``partners`` gives
+    it (task id -> partner ids, among ``tasks`` and ``extra``: histories that are partners
+    only, never scored themselves). ``scorer``: a scorer name or object; its first method is
+    used, on scope ``view`` (default ``recall``). ``max_pass_rate``: the exclusion threshold
+    (default :data:`PLACEBO_MAX_PASS_RATE`).
     """
 
     if not 0.0 <= max_pass_rate <= 1.0:
         raise ConfigError(f"max_pass_rate must be in [0, 1], got {max_pass_rate!r}")
     (sc,) = resolve_scorers([scorer])
     method = sc.methods[0]
-    partners = placebo_partners(tasks, seed=seed, n_partners=n_partners)
+    if partners is None:
+        partners = placebo_partners(tasks, seed=seed, n_partners=n_partners)
     by_id = {t.task_id: t for t in tasks}
+    histories = {**{t.task_id: t for t in extra}, **by_id}
     inputs: dict[str, ProbeInput] = {}
 
     def history(tid: str) -> ProbeInput:
         if tid not in inputs:
-            inputs[tid] = ProbeInput(tuple(by_id[tid].messages))
+            inputs[tid] = ProbeInput(tuple(histories[tid].messages))
         return inputs[tid]
 
     out: list[PlaceboResult] = []
     for tid in sorted(by_id):
         probes = [p for p in lifetime_probes(by_id[tid]) if p.kind != "next_action"]
         passed = [0] * len(probes)
-        for other in partners[tid]:
+        mine = tuple(partners.get(tid, ()))
+        for other in mine:
             scores = sc.score(probes, history(other), "view").get(method, [None] * len(probes)) if probes else []
             for j, s in enumerate(scores):
                 passed[j] += s is not None and s >= PASS_THRESHOLD
-        n = len(partners[tid])
+        n = len(mine)
         for p, k in zip(probes, passed, strict=True):
             rate = k / n if n else math.nan
             out.append(
@@ -199,11 +245,40 @@ def placebo_results(
                     n_partners=n,
                     n_passed=k,
                     placebo_rate=rate,
-                    excluded=bool(n) and rate > max_pass_rate,
-                    partners=partners[tid],
+                    excluded=placebo_excluded(k, n, max_pass_rate=max_pass_rate),
+                    partners=mine,
                 )
             )
     return out
+
+
+def sweep_placebo(
+    tasks: Sequence[Task],
+    *,
+    min_partners: int = DEFAULT_PLACEBO_PARTNERS,
+    scorer: str | Any = "recall",
+    max_pass_rate: float = PLACEBO_MAX_PASS_RATE,
+) -> list[PlaceboResult]:
+    """The placebo control of a sweep (or a single run): every task's probes against every
+    task of another family among ``tasks`` (as many as the sweep offers), and against generated
+    synthetic tasks (:func:`synthetic_partners`) when that gives fewer than ``min_partners``.
+    Deterministic: no draw is involved."""
+    if min_partners < 1:
+        raise ConfigError(f"min_partners must be >= 1 tasks, got {min_partners!r}")
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ConfigError(f"placebo tasks must have distinct task ids; {dup!r} is given twice")
+    ordered = sorted(tasks, key=lambda t: t.task_id)
+    fam = {t.task_id: task_family(t) for t in ordered}
+    pools = {t.task_id: [o.task_id for o in ordered if fam[o.task_id] != fam[t.task_id]] for t in ordered}
+    short = max((min_partners - len(p) for p in pools.values()), default=0)
+    extra = synthetic_partners(short, avoid_families=sorted(set(fam.values()))) if short > 0 else []
+    partners: dict[str, tuple[str, ...]] = {}
+    for tid, pool in pools.items():
+        fill = [e.task_id for e in extra if e.task_id not in fam][: max(0, min_partners - len(pool))]
+        partners[tid] = (*pool, *fill)
+    return placebo_results(tasks, partners=partners, extra=extra, scorer=scorer, max_pass_rate=max_pass_rate)
 
 
 def placebo_table(results: Iterable[PlaceboResult] | Sequence[Task], **kw: Any) -> Any:

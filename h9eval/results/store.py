@@ -222,11 +222,14 @@ class Consolidation:
             pass  # not taken in: finish() reads it again and raises then, where consolidate() would
 
     def finish(self) -> dict[str, Any]:
-        """Write the consolidated tables, then ``consolidated.json``; returns the tables."""
+        """Write the consolidated tables, then ``consolidated.json``; returns the tables. The
+        probe rows' placebo columns come from ``placebo.json`` when the sweep wrote one
+        (:func:`fill_placebo`: the control needs every task of the sweep, so no cell can)."""
         out = self.out
         fp = _fingerprint(out, self.run_ids)
         cells = (self._cells[rid] if rid in self._cells else _read_cell(out, rid, self.hashes) for rid in sorted(self.run_ids))
         tables = _assemble(cells)
+        tables["probes"] = fill_placebo(tables["probes"], out / PLACEBO_FILE)
         try:
             (out / CONSOLIDATED).unlink()
         except FileNotFoundError:
@@ -235,6 +238,30 @@ class Consolidation:
             write_table(tables[name], out / f"{name}.parquet", name)
         write_json_atomic(out / CONSOLIDATED, {"schema_version": MANIFEST_SCHEMA_VERSION, "fingerprint": fp, "cells": len(self.run_ids)})
         return tables
+
+
+PLACEBO_FILE = "placebo.json"
+"""The sweep's placebo control, one entry per (task, probe): written by the sweep before it
+consolidates, read by every consolidation (``{"rows": [[task_id, probe_id, placebo_rate,
+excluded], ...], ...}`` plus the settings that produced it)."""
+
+
+def fill_placebo(probes: Any, path: Path) -> Any:
+    """``probes`` with ``placebo_rate``/``placebo_excluded`` from the placebo file at ``path``
+    (rows of probes it does not list: NaN / False); unchanged when there is no such file."""
+    if not path.exists() or len(probes) == 0:
+        return probes
+    try:
+        rows = json.loads(path.read_text())["rows"]
+        look = {(str(t), str(p)): (float(r), bool(e)) for t, p, r, e in rows}
+    except (ValueError, KeyError, TypeError) as e:
+        raise FormatError(f"placebo file is not readable ({type(e).__name__}: {e})", path=str(path)) from None
+    keys = zip(probes["task_id"].astype(str), probes["probe_id"].astype(str))
+    got = [look.get(k, (float("nan"), False)) for k in keys]
+    out = probes.copy()
+    out["placebo_rate"] = [g[0] for g in got]
+    out["placebo_excluded"] = [g[1] for g in got]
+    return out
 
 
 def empty_table(name: str) -> Any:
@@ -311,7 +338,9 @@ def _read_cell(out: Path, rid: str, hashes: Mapping[str, str] | None) -> CellTab
 
 
 def _tables_from_cells(out: Path, run_ids: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, Any]:
-    return _assemble(_read_cell(out, rid, hashes) for rid in sorted(run_ids))
+    tables = _assemble(_read_cell(out, rid, hashes) for rid in sorted(run_ids))
+    tables["probes"] = fill_placebo(tables["probes"], out / PLACEBO_FILE)
+    return tables
 
 
 def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:

@@ -17,10 +17,13 @@ from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
 from h9eval.core.lock import folder_lock
-from h9eval.core.paths import prepare_out_dir, safe_name
+from h9eval.core.paths import prepare_out_dir, safe_name, write_json_atomic
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget
+from h9eval.probes.placebo import placebo_table, sweep_placebo, with_placebo
 from h9eval.probes.runner import ProbeFn, make_probe_fn
+from h9eval.results.io import write_table
+from h9eval.results.store import PLACEBO_FILE
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
@@ -183,4 +186,23 @@ def _run_tasks(
             out = out_dir if len(tasks) == 1 else out_dir / safe_name(key)
         results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes,
                               ledger=ledger))
+    if probe_fn is not None:
+        apply_placebo(tasks, results)
     return results
+
+
+def apply_placebo(tasks: Sequence[Task], results: Sequence[ReplayResult]) -> None:
+    """The placebo control of a run, as a sweep applies it: every task's probes against every
+    unrelated task given and generated synthetic partners up to 8
+    (:func:`~h9eval.probes.placebo.sweep_placebo`); each result's probe rows get their
+    ``placebo_rate``/``placebo_excluded``, rewritten (atomically) in its folder beside a
+    ``placebo.json`` of its task's probes."""
+    unique = list({t.task_id: t for t in tasks}.values())
+    table = placebo_table(sweep_placebo(unique))
+    for r in results:
+        r.probes = with_placebo(r.probes, table)
+        if r.out_dir is not None and Path(r.out_dir, "probes.parquet").exists():
+            write_table(r.probes, Path(r.out_dir) / "probes.parquet", "probes")
+            mine = table[table["task_id"] == r.task_id]
+            rows = [[t, p, float(x), bool(e)] for t, p, x, e in zip(mine["task_id"], mine["probe_id"], mine["placebo_rate"], mine["excluded"])]
+            write_json_atomic(Path(r.out_dir) / PLACEBO_FILE, {"n_partners": sorted({int(n) for n in mine["n_partners"]}), "rows": rows})

@@ -27,9 +27,11 @@ from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.lock import LOCK_NAME, folder_lock
-from h9eval.core.paths import prepare_out_dir, refuse_symlink
+from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
+from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import (
+    PLACEBO_FILE,
     Consolidation,
     Results,
     load_results,
@@ -41,6 +43,7 @@ from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.sweeps.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
+from h9eval.tasks import load_tasks_from_spec
 
 __all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
 
@@ -220,6 +223,33 @@ def sweep(
         return _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
 
 
+def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progress: bool) -> None:
+    """Write ``placebo.json`` (read by consolidation into the probe rows; removed for a sweep
+    without probes or tasks): every task of the sweep scored against every task of another
+    family, and generated synthetic tasks up to
+    :data:`~h9eval.probes.placebo.DEFAULT_PLACEBO_PARTNERS`
+    (:func:`~h9eval.probes.placebo.sweep_placebo`); a summary goes in the manifest."""
+    path = out / PLACEBO_FILE
+    if not sp.scorers or not sp.task_specs():
+        path.unlink(missing_ok=True)
+        return
+    tasks = {t.task_id: t for _, ts in sp.task_specs() for t in load_tasks_from_spec(ts)}
+    if progress:
+        print(f"sweep {sp.name}: placebo control, {len(tasks)} task(s) against unrelated histories", file=sys.stderr)
+    results = sweep_placebo(list(tasks.values()))
+    settings = {
+        "min_partners": DEFAULT_PLACEBO_PARTNERS,
+        "false_pass_rate": PLACEBO_FALSE_PASS_RATE,
+        "n_tasks": len(tasks),
+        "partners_per_task": sorted({r.n_partners for r in results}),
+        "n_probes": len(results),
+        "n_excluded": sum(r.excluded for r in results),
+    }
+    rows = [[r.task_id, r.probe_id, r.placebo_rate, r.excluded] for r in results]
+    write_json_atomic(path, {**settings, "rows": rows})
+    manifest["placebo"] = settings
+
+
 def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skipped: list[SkippedCell], n_workers: int, *,
                   scheduler: str | None, resume: bool, progress: bool) -> SweepResult:
     old = _prepare_out(out)  # read again under the lock: another sweep may have just finished
@@ -265,6 +295,7 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     failures = sorted((rid, str(r.get("error", ""))) for rid, r in done.items() if r.get("status") != "ok")
     if not interrupted:
+        _write_placebo(sp, out, manifest, progress=progress)
         tables.finish()
     manifest["status"] = {
         "state": "interrupted" if interrupted else "finished",

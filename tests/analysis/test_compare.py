@@ -179,7 +179,10 @@ def test_cli_json_and_list(results_dir: Path, capsys: pytest.CaptureFixture[str]
     by = {c["metric"]: c for c in d["comparisons"]}
     assert set(by) == {m.name for m in C.METRICS} and d["method"] == "holm"
     assert by["retention"]["equivalence_margin"] == 0.02 and by["tokens_saved"]["equivalence_margin"] == 0.005
-    assert all(c["family_size"] == len(C.METRICS) for c in d["comparisons"])
+    # the family holds only the metrics in which some task differs (the others cannot reject anything)
+    fam = [c for c in d["comparisons"] if c["in_family"]]
+    assert all(c["family_size"] == len(fam) for c in d["comparisons"]) and 0 < len(fam) < len(C.METRICS)
+    assert all(c["n_differ"] == 0 for c in d["comparisons"] if not c["in_family"])
     assert main(["compare", str(results_dir), "--list"]) == 0
     assert capsys.readouterr().out.split() == ["base:offline", "base:offline_free_text", "thrash:offline", "thrash:offline_free_text"]
 

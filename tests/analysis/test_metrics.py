@@ -6,6 +6,7 @@ import json
 import math
 
 import pandas as pd
+import numpy as np
 import pytest
 
 from h9eval.analysis import metrics as M
@@ -46,6 +47,10 @@ def test_bootstrap_ci_is_seeded_and_sane() -> None:
     assert a == b and a.lo <= a.mean <= a.hi and a.n == 5
     assert math.isclose(a.mean, 0.5)
     assert M.bootstrap_ci([0.4]).lo == 0.4 == M.bootstrap_ci([0.4]).hi
+    # independently: n resamples of len(v) draws with replacement, numpy's linear quantiles
+    x = np.asarray([float(t) for t in v])
+    ref = x[np.random.default_rng(3).integers(0, len(x), size=(1000, len(x)))].mean(axis=1)
+    assert (a.lo, a.hi) == pytest.approx(tuple(np.quantile(ref, [0.025, 0.975])))
     assert M.bootstrap_ci([]).n == 0 and math.isnan(M.bootstrap_ci([float("nan")]).mean)
     wide, narrow = M.bootstrap_ci(v, level=0.99), M.bootstrap_ci(v, level=0.5)
     assert wide.hi - wide.lo > narrow.hi - narrow.lo

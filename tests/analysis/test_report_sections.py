@@ -19,7 +19,7 @@ from h9eval.analysis.report import trust as TR
 from h9eval.analysis import validity as V
 from h9eval.analysis.compare import run_table
 from h9eval.analysis.stats import VERDICT_DEFINITIONS
-from h9eval.probes.placebo import placebo_by_kind, placebo_table, with_placebo
+from h9eval.probes.placebo import placebo_by_kind, placebo_table, sweep_placebo, with_placebo
 from h9eval.results.store import load_results
 from h9eval.sweeps.sweep import sweep
 
@@ -151,7 +151,7 @@ def test_option_section_judges_targets_with_a_guard_and_never_says_does_not_help
 def test_placebo_floor_matches_the_placebo_module(res: Any, placebo: Any) -> None:
     tasks = V.sweep_tasks(res)
     assert len(tasks) == N_TASKS
-    table = placebo_table(tasks, seed=0)
+    table = placebo_table(sweep_placebo(tasks))  # what the sweep applied: every unrelated task, synthetic ones up to 8
     # the report counts the probes these results asked (the shared checkpoint grid's)
     asked = set(zip(res.probes["task_id"].astype(str), res.probes["probe_id"].astype(str)))
     table = table[[k in asked for k in zip(table["task_id"].astype(str), table["probe_id"].astype(str))]]
@@ -205,7 +205,8 @@ def test_provenance_names_the_summarizer_and_shows_summary_only_retention(res: A
     assert math.isnan(sc.loc["drop_all", "anchors_retention"])  # never called the summarizer
     t = run_table(res)
     p = res.probes
-    a = p[(p["scope"] == "anchors") & (p["method"] == "recall") & p["answerable"].astype(bool)]
+    a = p[(p["scope"] == "anchors") & (p["method"] == "recall") & p["answerable"].astype(bool) & ~p["answer_pinned"].astype(bool)
+          & ~p["placebo_excluded"].astype(bool)]
     a = a.merge(t[["run_id", "config"]], on="run_id")
     d = a[a["config"] == "harness9-default"].groupby("task_id")["score"].mean().mean()
     assert sc.loc["harness9-default", "anchors_retention"] == pytest.approx(d)

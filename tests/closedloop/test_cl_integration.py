@@ -274,6 +274,12 @@ def test_spearman_and_its_batched_form() -> None:
     x, y = rng.integers(0, 4, size=(40, 8)).astype(float), rng.integers(0, 2, size=(40, 8)).astype(float)
     batched = stats.spearman_rows(x, y)
     single = np.array([stats.spearman(a, b) for a, b in zip(x, y)])
+    # independently: Pearson's r of pandas' average ranks
+    import pandas as pd
+
+    for a, b in zip(x[:10], y[:10]):
+        if len(set(a)) > 1 and len(set(b)) > 1:
+            assert stats.spearman(a, b) == pytest.approx(float(np.corrcoef(pd.Series(a).rank(), pd.Series(b).rank())[0, 1]))
     assert np.array_equal(np.isnan(batched), np.isnan(single)) and np.allclose(batched[~np.isnan(single)], single[~np.isnan(single)])
     with pytest.raises(ConfigError, match="same length"):
         stats.spearman([1, 2, 3], [1, 2])
@@ -284,9 +290,11 @@ def test_success_cost_and_failure_modes(cl_sweep: Path) -> None:
     ep = R.episode_table(res)
     sc = R.success_cost(ep, n_boot=200).set_index(["agent", "config"])
     keep = sc.loc[("scripted:full", "keep_all")]
-    assert keep["success"] == 1.0 and keep["n_tasks"] == 9 and math.isnan(keep["success_diff"])
+    assert keep["success"] == 1.0 and (keep["n_worlds"], keep["n_seeds"]) == (3, 9) and math.isnan(keep["success_diff"])
     drop = sc.loc[("scripted:full", "drop_all")]
     assert drop["success"] == 0.0 and drop["success_diff"] == -1.0 and drop["tokens_diff"] < 0
+    # three worlds are three units, whatever the seeds: too few for a verdict
+    assert drop["success_verdict"] == "insufficient units"
     assert drop["tokens_sent_lo"] <= drop["tokens_sent"] <= drop["tokens_sent_hi"]
     fm = R.failure_modes(ep).set_index(["agent", "config"])
     assert fm.loc[("scripted:full", "drop_all"), "failed"] == 9 and fm.loc[("scripted:full", "keep_all"), "failed"] == 0

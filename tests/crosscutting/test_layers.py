@@ -27,6 +27,7 @@ RANKS: dict[str, int] = {
     "closedloop": 6,
     "sweeps": 7,
     "analysis": 8,
+    "tuning": 9,  # orchestration over analysis: the tuner drives sweeps and replays and reads their evidence
     "integrations": 9,  # optional frameworks (Inspect): imported by the user, never by h9eval
     "cli": 10,
     "": 11,  # h9eval/__init__.py and __main__.py: the public surface over everything
@@ -53,6 +54,8 @@ HEAVY = {
     "httpx2",
     "rapidfuzz",
     "IPython",
+    "scipy",
+    "statsmodels",
     "jinja2",
     "inspect_ai",
 }

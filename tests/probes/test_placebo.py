@@ -32,7 +32,14 @@ from h9eval.probes import (
     summarize_drift,
     with_placebo,
 )
-from h9eval.probes.placebo import lifetime_probes, task_family
+from h9eval.probes.placebo import (
+    DEFAULT_PLACEBO_PARTNERS,
+    PLACEBO_FALSE_PASS_RATE,
+    lifetime_probes,
+    placebo_excluded,
+    sweep_placebo,
+    task_family,
+)
 from h9eval.probes.probe import FINAL_KEY_TERMS, Probe, answer_found
 from h9eval.probes.recall import recall_score
 from h9eval.tasks.keyterms import filter_key_terms, is_generic_term
@@ -424,8 +431,27 @@ class FakeText:
         return str(self.fn(system, user))
 
 
-def test_placebo_threshold_is_a_documented_constant() -> None:
-    assert PLACEBO_MAX_PASS_RATE == 0.25
+@pytest.mark.parametrize(
+    ("n_passed", "n_partners", "excluded"),
+    [(0, 8, False), (1, 8, True), (1, 10, False), (2, 16, True), (1, 9, True), (2, 20, False), (3, 20, True), (0, 0, False)],
+)
+def test_the_threshold_is_the_stated_false_pass_rate(n_passed: int, n_partners: int, excluded: bool) -> None:
+    """The stated rate is 0.10: one chance pass in 8 partners (0.125) is excluded, one in 10 is
+    not. Mutants killed: the old 0.25 (or any value from 0.125 up) keeps 1 in 8; 0.05 drops 1 in 10."""
+    assert PLACEBO_FALSE_PASS_RATE == PLACEBO_MAX_PASS_RATE
+    assert placebo_excluded(n_passed, n_partners) is excluded
+
+
+def test_a_sweeps_placebo_uses_every_unrelated_task_and_fills_up_with_synthetic_partners() -> None:
+    tasks = [task_a(), task_b()]  # two recorded families: one partner each among them, 7 generated
+    res = sweep_placebo(tasks)
+    by_task = {r.task_id: r.partners for r in res}
+    assert by_task["A"][0] == "B" and by_task["B"][0] == "A"
+    assert all(len(p) == DEFAULT_PLACEBO_PARTNERS == 8 for p in by_task.values())
+    assert all(pid.startswith("synthetic-") for p in by_task.values() for pid in p[1:])
+    many = [generate("small", s, n_turns=12) for s in range(10)]  # 10 families: 9 partners each, none generated
+    got = {r.task_id: r.partners for r in sweep_placebo(many)}
+    assert all(len(p) == 9 and not any(x.startswith("synthetic-small-91") for x in p) for p in got.values())
 
 
 def test_filtered_key_terms_are_not_re_extracted_from_the_statement() -> None:
@@ -471,4 +497,4 @@ def test_placebo_table_is_deterministic_per_seed() -> None:
     tasks = [generate("small", s, n_turns=20) for s in (1, 2, 3)]
     a = placebo_table(tasks, seed=3)
     assert a.equals(placebo_table(list(reversed(tasks)), seed=3)) and len(a) > 0
-    assert set(a["n_partners"]) == {2}  # each task against both others (fewer than 4 exist)
+    assert set(a["n_partners"]) == {2}  # each task against both others (fewer than 8 exist)

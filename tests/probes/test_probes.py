@@ -735,5 +735,7 @@ def test_a_key_term_probe_with_no_term_in_the_history_is_unanswerable_and_left_o
 
     df = pd.DataFrame(rows)
     ret = M.retention(df, by=("run_id",))
-    assert ret["retention"].iloc[0] == 1.0 and ret["n_probes"].iloc[0] == len(live)
+    # the headline retention counts the answerable probes whose answer is not pinned
+    assert ret["retention"].iloc[0] == 1.0 and ret["n_probes"].iloc[0] == sum(not r["answer_pinned"] for r in live)
+    assert M.retention(df, by=("run_id",), pinned="include")["n_probes"].iloc[0] == len(live)
     assert "key_terms" not in set(M.retention(df, by=("probe_kind",))["probe_kind"])

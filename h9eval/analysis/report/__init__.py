@@ -111,6 +111,7 @@ SECTIONS: list[SectionEntry] = [
     SectionEntry(make=trust.configuration_sections, part="details"),
     SectionEntry(make=lambda ctx: trust.provenance_sections(ctx.res), part="details", loop="open"),
     SectionEntry(make=trust.coverage_sections, part="details", loop="open"),
+    SectionEntry(make=lambda ctx: trust.overflow_sections(ctx.res, names=ctx.names), part="details", loop="open"),
     SectionEntry(make=lambda ctx: trust.probe_validity_sections(ctx.res, seed=ctx.seed), part="details", loop="open"),
     SectionEntry(make=_emergency, part="details", loop="open"),
     SectionEntry(make=trust.token_estimate_sections, part="details", loop="open"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from h9eval.analysis import episodes
+from h9eval.analysis import closedloop_units, episodes
 from h9eval.analysis import plots_closedloop
 from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section, short_list
@@ -45,11 +45,10 @@ def success_sections(ctx: ReportContext) -> list[Section]:
         f"({', '.join(sorted(ep['world_kind'].unique()))}), "
         f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next "
         "action "
-        "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % "
-        "task-level "
-        "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted "
-        "over "
-        "an agent's configurations."
+        "depends on the compacted view; success is checked against the world's hidden state. The unit is the world "
+        "(kind and parameters): seeds of a world behave alike, so they are averaged inside it; intervals are 95 % "
+        "world-level bootstraps, differences are paired with keep_all on the same worlds, Holm-adjusted over an "
+        f"agent's configurations, and too few worlds read '{closedloop_units.INSUFFICIENT_UNITS}'."
     )
     if _scripted(ep):
         s.note(STAND_IN_AGENT)
@@ -66,7 +65,8 @@ def success_sections(ctx: ReportContext) -> list[Section]:
         [
             "agent",
             "config",
-            "n_tasks",
+            "n_worlds",
+            "n_seeds",
             "success_ci",
             "vs_keep_all",
             "success_verdict",
@@ -78,7 +78,8 @@ def success_sections(ctx: ReportContext) -> list[Section]:
     show = show.rename(
         columns={
             "config": "configuration",
-            "n_tasks": "tasks",
+            "n_worlds": "worlds (the unit)",
+            "n_seeds": "seeds",
             "success_ci": "success [95% CI]",
             "vs_keep_all": "Δ success vs keep_all [CI]",
             "success_verdict": "success verdict",
@@ -161,7 +162,14 @@ def validation_sections(ctx: ReportContext) -> list[Section]:
             columns={"config": "configuration", "n_tasks": "tasks"}
         )
 
-    s.table(rho(v.pooled), "Pooled over configurations, per agent.")
+    vw = closedloop_units.validation_by_world(v.pairs, n_boot=ctx.n_boot, seed=ctx.seed)
+    s.table(
+        rho(vw),
+        f"The number to read: without the controls ({', '.join(closedloop_units.CONTROLS)}, whose retention and success "
+        "are fixed by construction), the world as the unit (seeds averaged inside it): rho across configurations per "
+        "world, and pooled over (configuration, world) with a world-bootstrap interval.",
+    )
+    s.table(rho(v.pooled), "Pooled over every configuration and seed, controls included (they inflate it).")
     s.table(rho(v.per_config), "Per configuration.")
     if len(v.probes):
         k = 3

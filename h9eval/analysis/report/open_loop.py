@@ -303,7 +303,8 @@ def _diff(c: PairedComparison) -> str:
 
 def _verdict(c: PairedComparison) -> str:
     """The verdict, starred when too few tasks were paired for a verdict at its adjusted level."""
-    return c.verdict + ("*" if c.n_tasks < min_tasks_for(c.adjusted_level) else "")
+    short = c.n_differ < min_tasks_for(c.adjusted_level) and not c.verdict.startswith("equivalent")
+    return c.verdict + ("*" if short else "")
 
 
 _STAR = (

@@ -35,6 +35,7 @@ from h9eval.analysis import metrics
 from h9eval.analysis import plots
 from h9eval.analysis import token_accuracy
 from h9eval.analysis import validity as V
+from h9eval.analysis.compare import retention_rankings, run_table
 from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section, num_text, short_list
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
@@ -400,7 +401,7 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
         if n_ex:
             s.note(
                 f"{n_ex} of {int(pv['n_probes'].sum())} probes are excluded by the placebo control; retention "
-                "elsewhere in this report still counts them."
+                "elsewhere in this report leaves them out."
             )
         pinned = pv[pv["n_pinned_rows"] > 0]
         if len(pinned):
@@ -413,6 +414,42 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
                 )
                 + "."
             )
+    rk = retention_rankings(run_table(results))
+    moved = rk["rank_moved"].fillna(0) != 0 if len(rk) else []
+    if len(rk) and moved.any():
+        s.note(
+            "The ranking by retention (memory: pinned probes left out) differs from the ranking with the pinned probes "
+            f"averaged in for {int(moved.sum())} of {len(rk)} configurations; both are shown. This report ranks by memory."
+        )
+        s.table(rk, "rank: by retention without pinned probes (mean over tasks); rank_with_pinned: with them.")
+    return [s]
+
+
+def overflow_sections(results: Results, *, names: Any = None) -> list[Section]:
+    """Every strategy's call over the window, with the message that made the request too large
+    (:func:`h9eval.analysis.coverage.overflow_causes`); none when nothing overflowed."""
+    import pandas as pd
+
+    calls = results.calls
+    if calls is None or not len(calls) or not calls["overflow"].fillna(False).astype(bool).any():
+        return []
+    s = Section("Overflows: which message made the request too large")
+    try:
+        tasks = V.sweep_tasks(results)
+    except Exception as e:  # noqa: BLE001 - a moved recording must not sink the whole report
+        s.note(f"The tasks could not be reloaded ({type(e).__name__}); the messages are not named.")
+        tasks = []
+    oc = coverage.overflow_causes(calls, tasks, names=names)
+    per = oc.groupby("config").agg(overflowing_calls=("call_index", "size"), tasks=("task_id", "nunique"),
+                                   alone_over_window=("message_alone_over_window", "sum")).reset_index()
+    s.text(f"{len(oc)} call(s) of {len(calls)} sent a request larger than the window. For each, the newest message and "
+           "its size: when it alone is larger than the window no policy could have avoided the overflow; otherwise the "
+           "policy kept too much before it.")
+    s.table(per.sort_values("overflowing_calls", ascending=False, kind="stable"), "Overflowing calls per configuration.")
+    detail = oc[~oc["config"].isin(["keep_all", "drop_all"])]
+    if len(detail):
+        s.table(pd.DataFrame(detail[["config", "task_id", "history_mode", "call_index", "cause"]]).head(40),
+                "The strategies' overflowing calls (first 40; keep_all, which sends everything, overflows by construction).")
     return [s]
 
 

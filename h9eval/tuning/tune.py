@@ -46,13 +46,18 @@ from h9eval.probes.runner import make_probe_fn
 from h9eval.summarizers.registry import make_summarizer
 from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.analysis.plots import tune_evidence
+from h9eval.analysis.compare import stand_in_caveat
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.core.tokens import estimate_tool_tokens
 from h9eval.runs.run import uncompacted_peak_tokens
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["MODELS", "DEFAULT_GRID", "HeldOutCheck", "TuneResult", "tune", "split_tasks", "unexercised_tasks", "load_models", "model_info", "to_toml"]
+__all__ = [
+    "MODELS", "DEFAULT_GRID", "TIER_FRACS", "MIN_HELDOUT_TASKS", "HeldOutCheck", "TuneResult", "tune", "split_tasks",
+    "unexercised_tasks", "load_models", "model_info", "to_toml", "change_from_default", "keep_unexercised_defaults",
+    "cross_validate",
+]
 
 MODELS: dict[str, dict[str, Any]] = {
     name: {
@@ -85,6 +90,62 @@ COST_RETENTION_GUARD = 0.02
 is never recommended, even when too few tasks make the paired test unable to tell them apart."""
 
 _INT_PARAMS = ("min_tail_messages", "offload_threshold_bytes", "offload_hook_threshold_bytes")
+
+TIER_FRACS: tuple[str, ...] = ("warn_frac", "soft_frac", "full_frac", "emergency_frac")
+"""The tier thresholds, fractions of the window: one above the highest usage ratio a tuning task
+reached never fired, so the tuner keeps harness9's value for it (:func:`keep_unexercised_defaults`)."""
+
+MIN_HELDOUT_TASKS = 4
+"""The fewest held-out tasks a held-out check is made on: with fewer, its interval rests on a
+handful of values, and the tasks go back to tuning (the output says so)."""
+
+
+def _harness9_defaults() -> dict[str, Any]:
+    return {f.name: getattr(ProgressiveCompactor(), f.name) for f in dataclasses.fields(ProgressiveCompactor)}
+
+
+def change_from_default(params: Mapping[str, Any], keys: Sequence[str]) -> float:
+    """How far ``params`` moves from harness9's defaults on ``keys``: the sum of relative changes
+    ``|v - d| / |d|`` (``|v - d|`` where the default is 0 or not a number; 1 for any other
+    difference). Ties between indistinguishable configurations go to the smallest change."""
+    d = _harness9_defaults()
+    total = 0.0
+    for k in keys:
+        v, dv = params.get(k), d.get(k)
+        if v == dv:
+            continue
+        if isinstance(v, (int, float)) and isinstance(dv, (int, float)) and not isinstance(v, bool):
+            total += abs(v - dv) / abs(dv) if dv else abs(v - dv)
+        else:
+            total += 1.0
+    return total
+
+
+def keep_unexercised_defaults(params: Mapping[str, Any], max_usage_ratio: float) -> tuple[dict[str, Any], list[str]]:
+    """``params`` with every tier threshold above ``max_usage_ratio`` (the highest usage ratio any
+    tuning task reached under them) set back to harness9's value, and one line per threshold
+    saying why: no task reached it, so the data cannot prefer any value there. When harness9's
+    values would break the tier ordering with the thresholds that were reached, the evaluated
+    values stay and a line says so."""
+    d = _harness9_defaults()
+    out = dict(params)
+    why: list[str] = []
+    above = [k for k in TIER_FRACS if k in params and float(params[k]) > max_usage_ratio and params[k] != d[k]]
+    for k in above:
+        out[k] = d[k]
+    if above and not _valid(out):
+        return dict(params), [
+            f"{', '.join(above)} above the highest usage ratio reached ({max_usage_ratio:.3f}) but harness9's values "
+            f"({', '.join(f'{d[k]:g}' for k in above)}) would not keep the tiers in order: the evaluated values stay, "
+            "unexercised"
+        ]
+    for k in above:
+        why.append(
+            f"{k}: harness9's {d[k]:g} kept instead of {params[k]:g}: no tuning task's usage ratio reached "
+            f"{min(params[k], d[k]):g} "
+            f"(highest {max_usage_ratio:.3f}), so this threshold never fired and the data cannot choose it"
+        )
+    return out, why
 
 
 # -- models ------------------------------------------------------------------------------------
@@ -300,6 +361,8 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
     cols = ["summarizer_input_tokens", "summarizer_output_tokens"]
     tok = calls.groupby("run_id")[cols].sum().reset_index()
     rm = rm.merge(tok, on="run_id", how="left")
+    usage = calls.groupby("run_id")["ratio_to_window"].max().rename("_max_usage").reset_index()
+    rm = rm.merge(usage, on="run_id", how="left")
     rows = []
     pin = (model or {}).get("input_usd_per_mtok")
     pout = (model or {}).get("output_usd_per_mtok")
@@ -322,6 +385,8 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
                 "retention_min": float(g["retention"].min()) if len(g) else math.nan,
                 "tokens_saved": float(g["tokens_saved"].mean()) if len(g) else math.nan,
                 "worst_peak_ratio": float(g["peak_ratio_to_window"].max()) if len(g) else math.nan,
+                "max_usage_ratio": float(g["_max_usage"].max()) if len(g) else math.nan,
+                "change_from_default": change_from_default(c, [k for k in sorted(c) if k != "context_window_tokens"]),
                 "tasks_compacted": int((g["n_compactions"] > 0).sum()),
                 "overflows": int(g["overflows"].sum()),
                 "emergencies": int(g["emergencies"].sum()),
@@ -339,23 +404,21 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
 # -- choosing -----------------------------------------------------------------------------------
 def _indistinguishable(ev: Any, best: int, *, level: float, n_resamples: int, seed: int) -> dict[int, str]:
     """Row position -> verdict of each feasible config's retention against the best's, paired by
-    task, Holm-adjusted over the family (every feasible config but the best)."""
+    task (:func:`~h9eval.analysis.stats.compare_family`: exact sign-flip test when few tasks
+    differ, guard on the tasks that differ), Holm-adjusted over the family (every feasible
+    config but the best)."""
     others = [i for i in range(len(ev)) if i != best and bool(ev["feasible"].iloc[i])]
     if not others:
         return {}
     b = json.loads(ev["_per_task"].iloc[best])
-    diffs, ps = [], []
+    pairs = []
     for i in others:
         a = json.loads(ev["_per_task"].iloc[i])
-        d = [a[t] - b[t] for t in sorted(set(a) & set(b)) if not (math.isnan(a[t]) or math.isnan(b[t]))]
-        diffs.append(d)
-        ps.append(S.bootstrap_p_value(S.bootstrap_means(d, n_resamples=n_resamples, seed=seed)) if d else math.nan)
-    adj = S.adjust(ps, level=level, method="holm")
-    out = {}
-    for i, d, lev in zip(others, diffs, adj.levels):
-        lo, hi = S.percentile_interval(S.bootstrap_means(d, n_resamples=n_resamples, seed=seed), lev) if d else (math.nan, math.nan)
-        out[i] = S.verdict(lo, hi, n_tasks=len(d), level=lev)
-    return out
+        tids = [t for t in sorted(set(a) & set(b)) if not (math.isnan(a[t]) or math.isnan(b[t]))]
+        pairs.append(S.TaskPairs(a=str(i), b=str(best), metric="retention", task_ids=tuple(tids),
+                                 values_a=tuple(a[t] for t in tids), values_b=tuple(b[t] for t in tids)))
+    comps = S.compare_family(pairs, level=level, method="holm", n_resamples=n_resamples, seed=seed)
+    return {i: c.verdict for i, c in zip(others, comps)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -363,19 +426,22 @@ class _Choice:
     best: int
     """Row position of the highest mean retention among feasible configs."""
     pick: int
-    """Row position of the recommendation: the most robust config not distinguishable from ``best``."""
+    """Row position of the recommendation: the config not distinguishable from ``best`` that changes
+    harness9's defaults least."""
     tied: tuple[int, ...]
     """Row positions not distinguishable from ``best`` (``best`` included)."""
 
 
 def _choose(ev: Any, *, level: float, n_resamples: int, seed: int, objective: str = "retention") -> _Choice:
     """Among feasible configs: the best by mean retention; those whose paired task-level
-    difference to it is not clearly worse (Holm-adjusted bootstrap; with fewer tasks than
-    :func:`~h9eval.analysis.stats.min_tasks_for` nothing is distinguishable); among them the
-    most robust: the best worst-task retention, then the most headroom on the worst task, then
-    tokens saved, then fewer summarizer calls; with ``objective="cost_usd"`` the cheapest of them
-    in billed dollars per task (retention is then the guard, not the goal). With nothing
-    feasible: the least-violating."""
+    difference to it is not clearly worse (Holm-adjusted; with fewer differing tasks than
+    :func:`~h9eval.analysis.stats.min_tasks_for` nothing is distinguishable) are tied with it;
+    among them the smallest change from harness9's defaults (``change_from_default``; the data
+    gives no reason to move further), then the best worst-task retention, the most headroom on
+    the worst task, tokens saved, fewer summarizer calls. With nothing feasible: the
+    least-violating; with
+    ``objective="cost_usd"`` the cheapest of them in billed dollars per task (retention is then
+    the guard, not the goal)."""
     ev = ev.reset_index(drop=True)
     f = ev[ev["feasible"]]
     if not len(f):
@@ -385,8 +451,11 @@ def _choose(ev: Any, *, level: float, n_resamples: int, seed: int, objective: st
     best = int(f.sort_values(["retention", "tokens_saved"], ascending=[False, False], kind="stable").index[0])
     verdicts = _indistinguishable(ev, best, level=level, n_resamples=n_resamples, seed=seed)
     tied = [best, *(i for i, v in verdicts.items() if v != S.WORSE)]
-    keys = ["retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention"]
-    ascending = [False, True, False, True, False]
+    order = ("change_from_default", "retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention")
+    keys = [k for k in order if k in ev.columns]
+    up = {"change_from_default": True, "retention_min": False, "worst_peak_ratio": True, "tokens_saved": False,
+          "summarizer_calls_per_run": True, "retention": False}
+    ascending = [up[k] for k in keys]
     if objective == "cost_usd":
         # the guard: retention within COST_RETENTION_GUARD of the best, whatever the test can tell
         floor = float(ev["retention"].iloc[best]) - COST_RETENTION_GUARD
@@ -394,6 +463,41 @@ def _choose(ev: Any, *, level: float, n_resamples: int, seed: int, objective: st
         keys, ascending = ["billed_cost_usd_per_run", *keys], [True, *ascending]
     t = ev.loc[tied].sort_values(keys, ascending=ascending, kind="stable", na_position="last")
     return _Choice(best=best, pick=int(t.index[0]), tied=tuple(sorted(tied)))
+
+
+def cross_validate(ev: Any, *, folds: int, seed: int = 0) -> Any:
+    """k-fold cross-validation of the choice over the tuning tasks, from the evidence already
+    gathered (every config was replayed on every tuning task): for each fold, the feasible
+    config with the best mean retention on the other folds' tasks (ties: smallest change from
+    harness9's defaults) is scored on the fold's tasks, beside the fold's own best. Columns:
+    ``fold``, ``n_tasks``, ``pick`` (row position), ``pick_retention`` (on the fold),
+    ``fold_best_retention``, ``regret`` (their difference). Empty with fewer tasks than folds."""
+    import numpy as np
+    import pandas as pd
+
+    cols = ["fold", "n_tasks", "pick", "pick_retention", "fold_best_retention", "regret"]
+    per = [json.loads(x) for x in ev["_per_task"]]
+    tids = sorted(set().union(*per)) if per else []
+    if folds < 2 or len(tids) < folds:
+        return pd.DataFrame(columns=cols)
+    order = np.random.default_rng(seed).permutation(len(tids))
+    parts = [sorted(tids[int(i)] for i in order[k::folds]) for k in range(folds)]
+    feas = [i for i in range(len(ev)) if bool(ev["feasible"].iloc[i])] or list(range(len(ev)))
+    has_change = "change_from_default" in ev.columns
+    change = [float(ev["change_from_default"].iloc[i]) if has_change else 0.0 for i in range(len(ev))]
+
+    def mean(i: int, ts: Sequence[str]) -> float:
+        v = [per[i][t] for t in ts if t in per[i] and not math.isnan(per[i][t])]
+        return float(np.mean(v)) if v else math.nan
+
+    rows = []
+    for k, test in enumerate(parts):
+        train = [t for t in tids if t not in test]
+        pick = min(feas, key=lambda i: (-mean(i, train), change[i], i))
+        best = max(mean(i, test) for i in feas)
+        rows.append({"fold": k, "n_tasks": len(test), "pick": pick, "pick_retention": mean(pick, test),
+                     "fold_best_retention": best, "regret": best - mean(pick, test)})
+    return pd.DataFrame(rows, columns=cols)
 
 
 # -- result ------------------------------------------------------------------------------------
@@ -446,7 +550,11 @@ class TuneResult:
     least-violating config). ``tuning_tasks``/``holdout``: the split and the held-out check
     (``None`` when nothing was held out). ``warnings``: what makes the recommendation weak
     (also in the TOML comment). ``paths``: files written to ``out_dir`` (``recommended.toml``,
-    ``evidence.csv``, ``tune.png``), if any.
+    ``evidence.csv``, ``tune.png``), if any. ``kept_defaults``: the tier thresholds left at
+    harness9's values because no tuning task reached them, one line each. ``indistinguishable``:
+    the tied configurations (varied parameters, retention, change from harness9's defaults).
+    ``cv``: :func:`cross_validate` (with ``cv_folds``). ``holdout_note``: why there is no
+    held-out check. ``caveat``: the stand-in summarizer caveat.
     """
     params: dict[str, Any]
     toml: str
@@ -460,6 +568,37 @@ class TuneResult:
     n_tied: int = 1
     warnings: list[str] = field(default_factory=list)
     paths: dict[str, Path] = field(default_factory=dict)
+    kept_defaults: list[str] = field(default_factory=list)
+    indistinguishable: Any = None
+    cv: Any = None
+    holdout_note: str = ""
+    caveat: str = ""
+
+    def lines(self) -> list[str]:
+        """What the CLI prints after the TOML: the held-out check (or why there is none), the
+        thresholds kept at harness9's values, the indistinguishable set, cross-validation, the
+        stand-in caveat."""
+        out = [self.holdout.line() if self.holdout is not None else self.holdout_note]
+        out += [f"kept harness9's value: {k}" for k in self.kept_defaults]
+        if self.indistinguishable is not None and len(self.indistinguishable):
+            ind = self.indistinguishable
+            out.append(f"{len(ind)} configuration(s) not distinguishable from the best by retention "
+                       "(the recommendation is the one that changes harness9's defaults least):")
+            show = [c for c in ind.columns if c not in ("config_index",)]
+            text = ind[show].to_string(index=False, float_format=lambda v: f"{v:.4g}")
+            out += ["  " + ln for ln in text.splitlines()]
+        if self.cv is not None and len(self.cv):
+            same = 0
+            if "best" in self.evidence.columns:
+                same = int((self.cv["pick"] == self.evidence.index[self.evidence["best"]][0]).sum())
+            out.append(
+                f"{len(self.cv)}-fold cross-validation over the tuning tasks: mean regret {self.cv['regret'].mean():.4f} "
+                f"(fold best minus the other folds' pick, retention); the pick matched the recommendation's config in "
+                f"{same} of {len(self.cv)} folds"
+            )
+        if self.caveat:
+            out.append(f"caveat: {self.caveat}")
+        return out
 
     def figure(self) -> Any:
         """Tokens saved vs retention of every evaluated config (:func:`h9eval.analysis.plots.tune_evidence`)."""
@@ -535,7 +674,8 @@ def _check_args(
 
 
 def _comment(b: Any, *, window: int, model: str | None, history_mode: str, margin: float, n_configs: int, n_tied: int,
-             check: HeldOutCheck | None, feasible: bool, warns: Sequence[str]) -> str:
+             check: HeldOutCheck | None, feasible: bool, warns: Sequence[str], kept: Sequence[str] = (), holdout_note: str = "",
+             caveat: str = "") -> str:
     """The recommended TOML's comment: what it achieved, how it was chosen, the held-out check, warnings."""
     return (
         f"h9eval tune: recommended ProgressiveCompactor for a {window:,}-token window"
@@ -547,8 +687,11 @@ def _comment(b: Any, *, window: int, model: str | None, history_mode: str, margi
         f"{int(b['emergencies'])} emergency truncations, worst peak {b['worst_peak_ratio']:.2f} of the window "
         f"(tool schemas counted; margin {margin:g}); {n_configs} configs evaluated"
         + f"\n{n_tied} config(s) not distinguishable from the best by retention (paired by task, Holm-adjusted); "
-        "this is the most robust of them (best worst-task retention, then most headroom)"
-        + (f"\n{check.line()}" if check is not None else "")
+        "this is the one that changes harness9's defaults least (then best worst-task retention, most headroom)"
+        + f"\nhighest usage ratio reached on a tuning task: {b['max_usage_ratio']:.3f} of the window"
+        + "".join(f"\nkept harness9's value: {k}" for k in kept)
+        + (f"\n{check.line()}" if check is not None else f"\n{holdout_note}" if holdout_note else "")
+        + (f"\ncaveat: {caveat}" if caveat else "")
         + ("" if feasible else "\nWARNING: no config met every constraint; this one violates the fewest")
         + "".join(f"\nWARNING: {w}" for w in warns)
     )
@@ -574,6 +717,7 @@ def tune(
     allow_unexercised: bool = False,
     level: float = S.DEFAULT_LEVEL,
     n_resamples: int = S.DEFAULT_RESAMPLES,
+    cv_folds: int = 0,
     objective: str = "retention",
 ) -> TuneResult:
     """Search progressive thresholds for ``window`` (tokens) or ``model``'s window.
@@ -604,7 +748,13 @@ def tune(
     counted) at most ``1 - safety_margin_frac`` of the window (default margin 0.05), within the
     bounds. Among feasible configs, those whose retention is not distinguishable from the best
     (paired by task, Holm-adjusted bootstrap at ``level``, ``n_resamples`` resamples) are
-    ``tied``, and the most robust of them is recommended (see :func:`_choose`).
+    ``tied``, and the one that changes harness9's defaults least is recommended (see
+    :func:`_choose`); the tied set is returned (``indistinguishable``). A tier threshold above
+    the highest usage ratio the recommendation reached on any tuning task never fired: harness9's
+    value is kept there (:func:`keep_unexercised_defaults`). The held-out check needs
+    :data:`MIN_HELDOUT_TASKS` tasks; with fewer they go back to tuning and ``holdout_note`` says
+    so. ``cv_folds`` (>= 2): k-fold cross-validation of the choice over the tuning tasks
+    (:func:`cross_validate`).
     """
     import pandas as pd
 
@@ -642,11 +792,20 @@ def tune(
             raise ConfigError(f"tune: {msg}; use a smaller window or longer tasks, or allow_unexercised=True (--allow-unexercised) to tune anyway")
         warns.append(msg)
         warnings.warn(f"h9eval tune: {msg}", stacklevel=2)
+    if cv_folds < 0 or cv_folds == 1:
+        raise ConfigError(f"cv_folds must be 0 (none) or >= 2, got {cv_folds!r}")
     tuning_ids, held_ids = split_tasks([e.task.task_id for e in entries], holdout_frac=holdout_frac, seed=split_seed)
+    holdout_note = ""
+    if 0 < len(held_ids) < MIN_HELDOUT_TASKS:
+        holdout_note = (f"held-out check not made: {len(held_ids)} task(s) would be held out ({', '.join(held_ids)}), and a check "
+                        f"needs at least {MIN_HELDOUT_TASKS}; they were used for tuning")
+        tuning_ids, held_ids = tuple(sorted((*tuning_ids, *held_ids))), ()
+    elif not held_ids:
+        holdout_note = f"held-out check not made: {len(entries)} task(s), holdout_frac {holdout_frac:g} holds none out"
     tuning = [e for e in entries if e.task.task_id in tuning_ids]
     held = [e.task for e in entries if e.task.task_id in held_ids]
     if not held:
-        warns.append(f"no held-out check: {len(entries)} task(s), holdout_frac {holdout_frac:g}")
+        warns.append(holdout_note)
     specs = [e.spec for e in tuning]
     use_sweep = all(s is not None for s in specs)
 
@@ -699,8 +858,14 @@ def tune(
         ev["tied"] = [i in choice.tied for i in range(len(ev))]
         ev["best"] = [i == choice.pick for i in range(len(ev))]
         b = ev.iloc[choice.pick]
-        params = json.loads(b["params_json"])
+        params, kept = keep_unexercised_defaults(json.loads(b["params_json"]), float(b["max_usage_ratio"]))
         is_feasible = bool(b["feasible"])
+        varied = [k for k in g if k in ev.columns]
+        ind = ev.loc[list(choice.tied), [*varied, "retention", "retention_min", "tokens_saved", "change_from_default"]]
+        ind = ind.sort_values(["change_from_default", "retention"], ascending=[True, False], kind="stable")
+        ind = ind.reset_index(drop=True)
+        cv = cross_validate(ev, folds=cv_folds, seed=split_seed) if cv_folds else None
+        caveat = stand_in_caveat(["offline"])
         if int(b["tasks_compacted"]) < int(b["n_tasks"]):
             warns.append(f"the recommendation never compacted on {int(b['n_tasks']) - int(b['tasks_compacted'])} of {int(b['n_tasks'])} tuning task(s)")
         check = (
@@ -709,11 +874,13 @@ def tune(
             else None
         )
         comment = _comment(b, window=window, model=model, history_mode=history_mode, margin=safety_margin_frac, n_configs=len(ev),
-                           n_tied=len(choice.tied), check=check, feasible=is_feasible, warns=warns)
+                           n_tied=len(choice.tied), check=check, feasible=is_feasible, warns=[w for w in warns if w != holdout_note],
+                           kept=kept, holdout_note=holdout_note, caveat=caveat)
         toml = to_toml(params, comment=comment)
         result = TuneResult(
             params=params, toml=toml, evidence=ev.drop(columns=["_per_task"]), feasible=is_feasible, window=window, model=model,
             history_mode=history_mode, tuning_tasks=tuning_ids, holdout=check, n_tied=len(choice.tied), warnings=warns,
+            kept_defaults=kept, indistinguishable=ind, cv=cv, holdout_note=holdout_note, caveat=caveat,
         )
         if out_dir is not None:
             result.paths["toml"] = root / "recommended.toml"
