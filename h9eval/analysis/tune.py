@@ -244,7 +244,7 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
         "summarizer": {"name": "offline"},
         "history_modes": [history_mode],
     }
-    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=False)
+    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=False, on_failure="return")  # failures: below
     res = r.load()
 
     rm = M.run_metrics(res.calls, res.probes, res.runs)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from h9eval.cli import compare, conformance, demo, policies, report, run, sweep, tasks, tune
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
+from h9eval.sweeps.sweep import SweepFailed
 
 __all__ = ["main", "build_parser"]
 
@@ -60,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = " ".join(str(e).split()) or type(e).__name__
         print(f"h9eval {args.command}: error: {msg[:500]}{where} [{type(e).__name__}]", file=sys.stderr)
         return 2
+    except SweepFailed as e:  # cells failed (not bad input): the finished ones are kept
+        print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
+        if os.environ.get("H9EVAL_DEBUG"):
+            raise
+        return 1
     except KeyboardInterrupt:
         print("h9eval: interrupted", file=sys.stderr)
         return 130

@@ -34,6 +34,7 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         skip_invalid=args.skip_invalid,
         **({} if args.max_cells is None else {"max_cells": args.max_cells}),
+        on_failure="return",  # the failed cells are listed below, and the exit status is 1
     )
     print(f"sweep {r.name}: {r.n_cells} cells: {r.ok} ok, {r.failed} failed, {len(r.skipped)} skipped (invalid)")
     print(f"  {r.ran} run now, {r.reused} reused from an earlier run; {r.wall_time_s:.1f} s")

@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Protocol
 
+from h9eval.compaction.user import ship
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.cells import Cell
 from h9eval.sweeps.worker import failed_row, run_batch, run_cell_written
@@ -59,10 +60,14 @@ def execute(pending: Sequence[Cell], out: Path, *, workers: int, scheduler: str 
         return
     if workers == 0:
         run_in_process(pending, out, record)
-    elif scheduler is None:
-        run_pool(pending, out, min(workers, len(pending)), record)
+        return
+    # A policy the user defined (notebook, script, own module) is sent to the workers by value;
+    # one that cannot be is refused here, before any cell runs.
+    policies = ship({c.policy_kind for c in pending})
+    if scheduler is None:
+        run_pool(pending, out, min(workers, len(pending)), record, policies)
     else:
-        run_dask(pending, out, scheduler, max(1, workers), record)
+        run_dask(pending, out, scheduler, max(1, workers), record, policies)
 
 
 def run_in_process(pending: Sequence[Cell], out: Path, record: Record) -> None:
@@ -148,14 +153,14 @@ def die_with_parent(sweep_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(sweep_pid, os.getppid()), name="h9eval-parent-watch", daemon=True).start()
 
 
-def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None:
+def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record, policies: Mapping[str, bytes] | None = None) -> None:
     """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else
     ``spawn``), fed :func:`batches` of cells, each worker exiting when this process dies
     (:func:`die_with_parent`). When a worker dies, every cell of its batch gets a failed row (so
     it is rerun on resume), even one that had finished."""
     ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context(), initializer=die_with_parent, initargs=(os.getpid(),))
     try:
-        futs = {ex.submit(run_batch, b, str(out)): b for b in batches(pending, n)}
+        futs = {ex.submit(run_batch, b, str(out), policies): b for b in batches(pending, n)}
         left = set(futs)
         while left:
             finished, left = wait(left, return_when=FIRST_COMPLETED)
@@ -167,7 +172,7 @@ def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None
     ex.shutdown(wait=True)
 
 
-def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record: Record) -> None:
+def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record: Record, policies: Mapping[str, bytes] | None = None) -> None:
     """On Dask: ``"local"`` starts a ``LocalCluster`` of ``n`` single-threaded processes; an
     address (``tcp://host:8786``) uses that scheduler, whose workers must see ``out``."""
     try:
@@ -193,14 +198,15 @@ def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record:
             client = Client(cluster)
         else:
             client = Client(scheduler)
-        _run_on_client(client, cluster, pending, out, n, record, as_completed)
+        _run_on_client(client, cluster, pending, out, n, record, as_completed, policies or {})
 
 
-def _run_on_client(client: Any, cluster: Any, pending: Sequence[Cell], out: Path, n: int, record: Record, as_completed: Any) -> None:
+def _run_on_client(client: Any, cluster: Any, pending: Sequence[Cell], out: Path, n: int, record: Record, as_completed: Any,
+                   policies: Mapping[str, bytes]) -> None:
     try:
         futs = {}
         for b in batches(pending, n):
-            f = client.submit(run_batch, b, str(out), pure=False, key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}")
+            f = client.submit(run_batch, b, str(out), policies, pure=False, key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}")
             futs[f.key] = (f, b)
         for f in as_completed([v[0] for v in futs.values()]):
             # a worker lost: the batch's cells fail, and are rerun on resume

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core import provenance
-from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.errors import ConfigError, FormatError, H9Error
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
@@ -40,7 +40,7 @@ from h9eval.sweeps.executors import execute
 from h9eval.sweeps.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
 
-__all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
+__all__ = ["SweepResult", "SweepFailed", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS", "ON_FAILURE"]
 
 DEFAULT_MAX_CELLS = 100_000
 """The most cells a sweep plans unless ``max_cells`` (``--max-cells``) raises it."""
@@ -88,6 +88,25 @@ class SweepResult:
             f"sweep {self.name}: {self.n_cells} cells: {self.ok} ok, {self.failed} failed, "
             f"{len(self.skipped)} skipped (invalid); {self.ran} run now, {self.reused} reused; "
             f"{self.wall_time_s:.1f} s -> {self.out_dir}"
+        )
+
+
+ON_FAILURE = ("raise", "return")
+"""What :func:`sweep` does when cells failed: raise :class:`SweepFailed` (default) or return."""
+
+
+class SweepFailed(H9Error):
+    """Some cells of a sweep failed. The other cells' results are written and kept (rerun the
+    same sweep to retry only the failed ones); ``result`` is the :class:`SweepResult`."""
+
+    def __init__(self, result: SweepResult) -> None:
+        self.result = result
+        first = result.failures[0] if result.failures else ("?", "?")
+        more = f" (and {result.failed - 1} more)" if result.failed > 1 else ""
+        super().__init__(
+            f"sweep {result.name}: {result.failed} of {result.n_cells} cells failed; first: {first[0]}: {first[1]}{more}. "
+            f"The {result.ok} ok cells are kept in {result.out_dir}; run the sweep again to retry the failed ones, "
+            "or pass on_failure='return' to get the result without raising"
         )
 
 
@@ -168,6 +187,7 @@ def sweep(
     progress: bool = True,
     skip_invalid: bool = False,
     max_cells: int = DEFAULT_MAX_CELLS,
+    on_failure: str = "raise",
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -180,7 +200,10 @@ def sweep(
     ``False`` every cell is rerun. ``progress``: a tqdm bar on a terminal or in a notebook,
     plain periodic lines on a stderr that is neither (:mod:`h9eval.sweeps.progress`). ``skip_invalid``:
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
-    spec of more cells is refused (:class:`ConfigError`) before it is planned.
+    spec of more cells is refused (:class:`ConfigError`) before it is planned. ``on_failure``:
+    when cells failed, ``"raise"`` (default) raises :class:`SweepFailed` after the sweep ends
+    (holding the result; the ok cells are kept), ``"return"`` returns the result, whose
+    ``failed`` and ``failures`` say which.
 
     Raises :class:`ConfigError` for an invalid spec (before anything runs). A cell that raises
     is recorded as failed; a KeyboardInterrupt stops the sweep, keeping finished cells. The
@@ -188,6 +211,8 @@ def sweep(
     :class:`FormatError` naming the holder's pid.
     """
     t0 = time.perf_counter()
+    if on_failure not in ON_FAILURE:
+        raise ConfigError(f"on_failure must be one of {', '.join(ON_FAILURE)}, got {on_failure!r}")
     sp = load_spec(spec)
     out = Path(out_dir) if out_dir is not None else Path("results") / sp.name
     refuse_symlink(out, what="results folder")  # before resolve(), which would follow it
@@ -209,7 +234,10 @@ def sweep(
         raise ConfigError("workers=0 (in-process) cannot be combined with a Dask scheduler")
     prepare_out_dir(out, what="results folder")
     with folder_lock(out):
-        return _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
+        result = _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
+    if result.failed and on_failure == "raise":
+        raise SweepFailed(result)
+    return result
 
 
 def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skipped: list[SkippedCell], n_workers: int, *,
@@ -244,8 +272,9 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         else:
             n_failed += 1
         if bar is not None:
-            bar.update(1)
+            # the counts first: the update writes the line (or redraws the bar) that shows them
             bar.set_postfix(ok=n_ok, failed=n_failed, remaining=len(cells) - n_ok - n_failed, refresh=False)
+            bar.update(1)
 
     try:
         execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)

@@ -74,5 +74,5 @@ def test_a_sweep_with_stderr_in_a_file_writes_short_lines(tmp_path: Path) -> Non
     assert r.returncode == 0, err.read_text()
     text = err.read_text()
     lines = [x for x in text.splitlines() if x.startswith("sweep p:")]
-    assert lines and lines[-1].startswith("sweep p: 4/4 cells (100%)"), text
+    assert lines and lines[-1].startswith("sweep p: 4/4 cells (100%), ok=4 failed=0 remaining=0,"), text  # the counts of the last cell
     assert "\r" not in text and max(len(x) for x in text.splitlines()) < 200
