@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
-from h9eval.runs.run import run_task
+from h9eval.runs.run import fallback_warning, run_task
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"refuse a probe grid scoring more than N probes (probe x checkpoint) per task (default {DEFAULT_MAX_PROBES:,})",
     )
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a run fell back on every summary it asked for (a bad key, no network)")
     p.set_defaults(func=_run)
 
 
@@ -97,13 +99,18 @@ def _run(args: argparse.Namespace) -> int:
         max_probes=args.max_probes,
         out_dir=args.out,
     )
+    all_fell_back = False
     for r in results:
         s = r.summary()
         print(f"run {s['run_id']} -> {r.out_dir}")
         for k, v in s.items():
             if k != "run_id":
                 print(f"  {k:>22}: {v}")
-    return 0
+        warning = fallback_warning(s)
+        if warning:
+            all_fell_back = True
+            print(f"WARNING: {s['run_id']}: {warning}", file=sys.stderr)
+    return 1 if all_fell_back and args.strict else 0
 
 
 def _run_world(args: argparse.Namespace) -> int:

@@ -23,7 +23,22 @@ from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+__all__ = ["fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+
+
+def fallback_warning(summary: Mapping[str, Any]) -> str | None:
+    """One line when a run (its :meth:`~h9eval.runs.replay.ReplayResult.summary`) fell back on
+    every summary it asked for, else ``None``. A fallback is harness9's: the summary fails and
+    the history is truncated instead, so such a run measures the fallback, not the summarizer
+    (a bad key, no network, an outage: ``fallback_causes`` says which)."""
+    fell = int(summary.get("fallbacks", 0) or 0)
+    asked = int(summary.get("summarizer_calls", 0) or 0)
+    if fell == 0 or fell < asked:
+        return None
+    causes = summary.get("fallback_causes") or {}
+    why = "; ".join(f"{cause} (x{n})" for cause, n in causes.items()) or "no cause recorded"
+    return (f"every summary fell back to truncation ({fell} of {max(fell, asked)}): {why}; "
+            "these results measure harness9's fallback, not the summarizer")
 
 
 def uncompacted_peak_tokens(task: Task, *, system_prompt: str | None = None) -> int:
