@@ -35,6 +35,7 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
+from h9eval.core.progress import make_progress
 from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
 from h9eval.analysis.compare import config_labels
@@ -670,8 +671,13 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
 a list of them."""
 
 
+REPORT_PROGRESS_DELAY_S = 2.0
+"""A report shows its progress only when it is still being written after this many seconds."""
+
+
 def write_report(
-    results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0, token_error_tasks: int = 4
+    results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0,
+    token_error_tasks: int = 4, progress: bool = True,
 ) -> ReportPaths:
     """Write ``report.html`` and ``report.md`` (figures in ``figures/``) for the sweep in
     ``results_dir``.
@@ -680,11 +686,17 @@ def write_report(
     configurations drawn one by one in the token curves, tier transitions and drift (default 4).
     ``n_boot``/``seed``: bootstrap resamples and seed (default 1,000 and 0).
     ``token_error_tasks``: tasks reloaded for the token-estimate section (default 4).
+    ``progress``: sections done so far, on stderr or as a notebook widget, once the report has
+    taken more than a couple of seconds (:mod:`h9eval.core.progress`).
     """
     res = load_results(results_dir)
     out = Path(out_dir) if out_dir is not None else Path(results_dir)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
+    # one step for the closed loop, one per section, one for the figures' rendering
+    bar = make_progress(total=len(SECTIONS) + 2, desc=f"report {Path(results_dir).name}", unit="section", delay_s=REPORT_PROGRESS_DELAY_S,
+                        enabled=progress)
     closed_loop = [_Section(c.title, list(c.blocks)) for c in CL.closedloop_sections(res, n_boot=n_boot, seed=seed)]
+    bar.update(1)
     res = CL.without_episode_runs(res)  # the open-loop sections see the replays only
     calls, probes = res.calls, res.probes
     rm = M.run_metrics(calls, probes, res.runs) if len(calls) else M.run_metrics(calls, probes, None)
@@ -708,8 +720,12 @@ def write_report(
     for f in SECTIONS:
         made = f(ctx)
         secs.extend(made if isinstance(made, list) else [made])
+        bar.update(1)
     secs += closed_loop
-    return _render(f"h9eval report: {res.manifest.get('name', Path(results_dir).name)}", secs, out)
+    paths = _render(f"h9eval report: {res.manifest.get('name', Path(results_dir).name)}", secs, out)
+    bar.update(1)
+    bar.close()
+    return paths
 
 
 # -- harness9 records --------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from typing import Any
 
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.progress import make_progress
 from h9eval.compaction.policies import make_policy
 from h9eval.sweeps.sweep import sweep
 from h9eval.analysis import metrics as M
@@ -235,7 +236,7 @@ def unexercised_tasks(tasks: Sequence[Task], *, window: int, warn_frac: float) -
 
 
 # -- evaluation --------------------------------------------------------------------------------
-def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str) -> Any:
+def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str, *, progress: bool = False) -> Any:
     spec = {
         "name": out.name,
         "tasks": {"specs": list(specs)},
@@ -244,7 +245,8 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
         "summarizer": {"name": "offline"},
         "history_modes": [history_mode],
     }
-    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=False, on_failure="return")  # failures: below
+    # the sweep's progress is the tuner's: "sweep sweep_grid: 40/132 cells"
+    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=progress, on_failure="return")  # failures: below
     res = r.load()
 
     rm = M.run_metrics(res.calls, res.probes, res.runs)
@@ -257,19 +259,22 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
     return rm, res.calls
 
 
-def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str) -> Any:
+def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str, *, progress: bool = False) -> Any:
     import pandas as pd
 
     probe_fn = make_probe_fn(["recall"])
     rms, calls = [], []
+    bar = make_progress(total=len(configs) * len(tasks), desc="tune", unit="replay", enabled=progress)
     for i, c in enumerate(configs):
         pol = make_policy("progressive", **c)
         for t in tasks:
+            bar.update(1)
             r = replay(t, pol, summarizer=make_summarizer("offline"), config=ReplayConfig(history_mode=history_mode), probe_fn=probe_fn, session_store=False)
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
             rms.append(rm)
             calls.append(r.calls)
+    bar.close()
     return pd.concat(rms, ignore_index=True), pd.concat(calls, ignore_index=True)
 
 
@@ -556,6 +561,7 @@ def tune(
     allow_unexercised: bool = False,
     level: float = S.DEFAULT_LEVEL,
     n_resamples: int = S.DEFAULT_RESAMPLES,
+    progress: bool = True,
 ) -> TuneResult:
     """Search progressive thresholds for ``window`` (tokens) or ``model``'s window.
 
@@ -582,7 +588,8 @@ def tune(
     counted) at most ``1 - safety_margin_frac`` of the window (default margin 0.05), within the
     bounds. Among feasible configs, those whose retention is not distinguishable from the best
     (paired by task, Holm-adjusted bootstrap at ``level``, ``n_resamples`` resamples) are
-    ``tied``, and the most robust of them is recommended (see :func:`_choose`).
+    ``tied``, and the most robust of them is recommended (see :func:`_choose`). ``progress``:
+    each stage's replays done so far (:mod:`h9eval.core.progress`).
     """
     import pandas as pd
 
@@ -637,9 +644,9 @@ def tune(
         if not new:
             return
         if use_sweep:
-            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode)
+            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode, progress=progress)
         else:
-            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode)
+            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode, progress=progress)
         ev = _aggregate(rm, calls, new, minfo, **stat)
         ev.insert(0, "stage", stage)
         ev["params_json"] = [_key(c) for c in new]

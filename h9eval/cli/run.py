@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from h9eval.closedloop.run import format_episode, run_world
+from h9eval.compaction.policies import read_policy_file
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import fallback_warning, run_task
@@ -52,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic")
     p.add_argument("--world-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: a world parameter (repeatable), e.g. hops=4")
     p.add_argument("--max-steps", type=int, default=60, help="with --world: agent steps before the episode is cut off (default 60)")
-    p.add_argument("--policy", default="progressive", help="policy name (see `h9eval policies`)")
+    p.add_argument("--policy", default=None, help="policy name (see `h9eval policies`; default progressive, harness9's)")
+    p.add_argument("--policy-file", default=None, metavar="FILE",
+                   help="the policy and its parameters from a TOML [policy] table (what `h9eval tune` writes: recommended.toml) or JSON; --set overrides")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
     p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
@@ -75,6 +78,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+def _policy(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The policy kind and parameters from --policy, --policy-file and --set (in that order of
+    precedence for the parameters: --set over the file)."""
+    params = parse_set(args.set)
+    if args.policy_file is None:
+        return args.policy or "progressive", params
+    table = read_policy_file(args.policy_file)
+    kind = str(table.pop("kind"))
+    if args.policy is not None and args.policy != kind:
+        raise ConfigError(f"--policy {args.policy} conflicts with --policy-file {args.policy_file} (kind {kind!r}); give one")
+    return kind, {**table, **params}
+
+
 def _run(args: argparse.Namespace) -> int:
     if (args.task is None) == (args.world is None):
         raise ConfigError("give exactly one of --task PATH|synthetic:PRESET[:SEED] and --world KIND:SEED")
@@ -83,10 +99,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise ConfigError("--task: --out FOLDER is required")
     manual = parse_indices(args.compact_at, "--compact-at")
+    kind, params = _policy(args)
     results = run_task(
         args.task,
-        args.policy,
-        params=parse_set(args.set),
+        kind,
+        params=params,
         summarizer=args.summarizer,
         summarizer_cache=args.summarizer_cache,
         history_mode=args.history_mode,
@@ -117,12 +134,13 @@ def _run_world(args: argparse.Namespace) -> int:
     for flag, given in (("--compact-at", args.compact_at), ("--probes", args.probes), ("--probe-every", args.probe_every)):
         if given:
             raise ConfigError(f"{flag} applies to --task replays only")
+    kind, params = _policy(args)
     run = run_world(
         args.world,
         agent=args.agent,
         agent_params=parse_set(args.agent_set),
-        policy=args.policy,
-        params=parse_set(args.set),
+        policy=kind,
+        params=params,
         world_params=parse_set(args.world_set),
         summarizer=args.summarizer,
         summarizer_cache=args.summarizer_cache,

@@ -37,7 +37,7 @@ from h9eval.results.store import (
 )
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
-from h9eval.sweeps.progress import Progress, make_progress
+from h9eval.core.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
 
 __all__ = ["SweepResult", "SweepFailed", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS", "ON_FAILURE"]
@@ -198,7 +198,7 @@ def sweep(
     Dask scheduler address ``tcp://host:port`` (its workers must see ``out_dir`` at the same
     path). ``resume``: keep cells that finished ``ok`` with the same cell hash (default); with
     ``False`` every cell is rerun. ``progress``: a tqdm bar on a terminal or in a notebook,
-    plain periodic lines on a stderr that is neither (:mod:`h9eval.sweeps.progress`). ``skip_invalid``:
+    plain periodic lines on a stderr that is neither (:mod:`h9eval.core.progress`). ``skip_invalid``:
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
     spec of more cells is refused (:class:`ConfigError`) before it is planned. ``on_failure``:
     when cells failed, ``"raise"`` (default) raises :class:`SweepFailed` after the sweep ends

@@ -25,6 +25,7 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.user import install
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import cell_work_dir
+from h9eval.core.progress import silence
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
@@ -243,6 +244,7 @@ def run_batch(cells: list[Cell], out_dir: str, policies: Mapping[str, bytes] | N
     the same task loads it once and pays one round trip to the pool. ``policies``: the user
     policies the cells need, as :func:`h9eval.compaction.user.ship` sent them (registered here
     first). Returns the run rows."""
+    silence()  # the sweep shows the progress; a worker's own (loading a folder of sessions) would be noise
     install(policies or {})
     return [run_cell(c, out_dir) for c in cells]
 

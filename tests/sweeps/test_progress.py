@@ -8,8 +8,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from h9eval.sweeps.progress import LINE_EVERY_S, PlainProgress, in_notebook, make_progress
+from h9eval.core.progress import LINE_EVERY_S, PlainProgress, in_notebook, make_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,3 +77,29 @@ def test_a_sweep_with_stderr_in_a_file_writes_short_lines(tmp_path: Path) -> Non
     lines = [x for x in text.splitlines() if x.startswith("sweep p:")]
     assert lines and lines[-1].startswith("sweep p: 4/4 cells (100%), ok=4 failed=0 remaining=0,"), text  # the counts of the last cell
     assert "\r" not in text and max(len(x) for x in text.splitlines()) < 200
+
+
+def test_a_delayed_step_is_silent_when_quick_and_speaks_once_slow() -> None:
+    """Task loading, reports and the tuner pass a delay: a quick step prints nothing at all."""
+    out, clock = io.StringIO(), _Clock()
+    quick = PlainProgress(total=3, desc="loading x", stream=out, unit="file", delay_s=2.0, clock=clock)
+    for _ in range(3):
+        quick.update(1)
+    quick.close()
+    assert out.getvalue() == ""
+    slow = PlainProgress(total=3, desc="report r", stream=out, unit="section", delay_s=2.0, clock=clock)
+    slow.update(1)
+    clock.t = 2.5
+    slow.update(1)  # past the delay: the first line
+    slow.update(1)
+    slow.close()
+    assert out.getvalue().splitlines() == ["report r: 2/3 sections (66%), 2 s", "report r: 3/3 sections (100%), 2 s"]
+
+
+def test_silenced_processes_and_disabled_steps_show_nothing(monkeypatch: Any) -> None:
+    import h9eval.core.progress as progress
+
+    assert type(make_progress(total=3, desc="d", stream=_Tty(), enabled=False)).__name__ == "NullProgress"
+    monkeypatch.setattr(progress, "_SILENT", False)
+    progress.silence()
+    assert type(make_progress(total=3, desc="d", stream=_Tty())).__name__ == "NullProgress"

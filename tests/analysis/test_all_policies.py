@@ -1,0 +1,53 @@
+"""Every policy on one task at one window, one command (issue 27), and configuration names a
+shell takes unquoted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from h9eval.analysis.all_policies import all_policies_spec, compare_all_policies
+from h9eval.analysis.compare import shell_name
+from h9eval.analysis.headline import DEFAULT_NAME
+from h9eval.compaction.policies import registry
+from h9eval.core.errors import ConfigError
+
+
+def test_the_spec_has_every_registered_policy_each_at_the_window() -> None:
+    spec = all_policies_spec(["/data/runs/my session.jsonl"], window=12_000)
+    kinds = [p["kind"] for p in spec["policies"]]
+    assert sorted(kinds) == sorted(registry()) and kinds[0] == "progressive" and spec["policies"][0]["name"] == DEFAULT_NAME
+    with_window = {p["kind"] for p in spec["policies"] if p.get("params", {}).get("context_window_tokens") == 12_000}
+    assert {"progressive", "summary_single_threshold", "hybrid"} <= with_window and "keep_all" not in with_window
+    assert spec["name"] == "all-policies-my-session.jsonl-w12000" and spec["window"] == 12_000
+    with pytest.raises(ConfigError, match="window must be a positive"):
+        all_policies_spec(["synthetic:small:0"], window=0)
+
+
+def test_one_task_gives_a_table_and_says_why_there_is_no_verdict(tmp_path: Path) -> None:
+    a = compare_all_policies(["synthetic:small:0"], window=12_000, out_dir=tmp_path / "all", workers=0, progress=False)
+    skipped = [s.where for s in a.sweep.skipped]
+    assert skipped == ["policies[1] cell {}"] and "claude_code_compact" not in set(a.table["config"])  # its 33,000-token reserve
+    assert a.sweep.ok == len(registry()) - 1 and a.headline is None and a.n_tasks == 1
+    t = a.table
+    assert len(t) == len(registry()) - 1 and set(t["config"]) >= {DEFAULT_NAME, "keep_all", "drop_all"}
+    assert t["retention"].is_monotonic_decreasing or t["retention"].isna().any()
+    row = t.set_index("config")
+    assert row.loc[DEFAULT_NAME, "n_compactions"] > 0 and row.loc["keep_all", "n_compactions"] == 0  # the window reached harness9's tiers
+    assert row.loc["drop_all", "retention"] < row.loc["keep_all", "retention"] == 1.0
+    text = str(a)
+    assert "no verdicts against harness9-default (a paired verdict needs at least 6 tasks" in text and "skipped policies[1]" in text and f"results: {tmp_path / 'all'}" in text
+
+
+@pytest.mark.parametrize(
+    ("label", "name"),
+    [
+        ("progressive [min_tail_messages=4, warn_frac=0.5]:offline", "progressive:min_tail_messages=4,warn_frac=0.5:offline"),
+        ("base:offline", "base:offline"),
+        ("my policy (v2)", "my-policy-v2"),
+        ("harness9-default", "harness9-default"),
+    ],
+)
+def test_shell_names(label: str, name: str) -> None:
+    assert shell_name(label) == name
