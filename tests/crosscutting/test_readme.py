@@ -181,3 +181,29 @@ def test_readme_block_runs(block: Block, scratch: dict[str, Path], fake_api: str
         assert len(_Fake.hits) > before, f"{block.id} names the Anthropic summarizer but asked for no summary"
         assert "summarizer_calls" in r.stdout and not re.search(r"summarizer_calls: 0\b", r.stdout), r.stdout
         assert not re.search(r"summarizer_cost_usd: 0\.0\b", r.stdout), r.stdout
+
+
+def test_every_registered_policy_is_in_the_readme_policies_table() -> None:
+    from h9eval.compaction.policies import registry
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Policies", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| `")]
+    listed = {k for ln in rows for k in re.findall(r"`([a-z_0-9]+)`", ln.split("|")[1])}
+    assert set(registry()) - listed == set(), "policies missing from the README's table"
+
+
+def test_the_notebooks_readme_counts_and_names_every_notebook() -> None:
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    words = {5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine"}
+    text = (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8")
+    assert text.split("\n\n", 2)[1].startswith(f"{words[len(names)]} short notebooks"), "the count in notebooks/README.md is stale"
+    assert all(f"**`{n}.ipynb`" in text for n in names)
+    top = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"holds {words[len(names)].lower()} thin notebooks" in top and all(f"| `{n}` |" in top for n in names)
+
+
+def test_every_notebook_declares_the_projects_kernel() -> None:
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        spec = json.loads(nb.read_text(encoding="utf-8"))["metadata"]["kernelspec"]
+        assert (spec["name"], spec["display_name"]) == ("h9eval", "Python (h9eval)"), nb.name
