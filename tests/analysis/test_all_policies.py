@@ -51,3 +51,22 @@ def test_one_task_gives_a_table_and_says_why_there_is_no_verdict(tmp_path: Path)
 )
 def test_shell_names(label: str, name: str) -> None:
     assert shell_name(label) == name
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        ([], "give a sweep spec (SPEC.toml) or --task PATH --window TOKENS"),
+        (["--task", "synthetic:small:0"], "--task needs --window TOKENS"),
+        (["examples/sweep-small.toml", "--window", "1000"], "--window and --history-mode go with --task"),
+        (["examples/sweep-small.toml", "--task", "synthetic:small:0"], "not both"),
+        (["--task", "synthetic:small:0", "--window", "-5"], "window must be a positive number of tokens, got -5"),
+    ],
+)
+def test_the_one_liner_refuses_bad_input_in_one_line(args: list[str], expect: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from h9eval.cli import main
+
+    assert main(["sweep", *args, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expect in err[0], err
+    assert not (tmp_path / "o").exists()
