@@ -91,45 +91,57 @@ def is_user_policy(cls: type) -> bool:
 
 
 def policy_code_hash(kind: str) -> str:
-    """A short hash of a user policy's source ("" for a built-in one, whose code the package's
-    source hash covers): a sweep reruns a user policy's cells when its code changed."""
+    """A short hash of a user policy's code ("" for a built-in one, whose code the package's
+    source hash covers): a sweep reruns a user policy's cells when its code changed. It hashes
+    what :func:`ship` sends (the class and the code it references, by value), so a change to a
+    helper it calls counts too; a new notebook session (its cells have new file names) reruns
+    them once."""
     cls = POLICIES.get(kind)
     if not is_user_policy(cls):
         return ""
     try:
-        text = inspect.getsource(cls)
-    except (OSError, TypeError):  # defined where the source is not kept: its fields stand in
-        text = repr([(f.name, f.default) for f in dataclasses.fields(cls)])  # type: ignore[arg-type]
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+        blob = _dumps(cls)
+    except Exception:  # cannot be pickled (ship() refuses it for workers): its source stands in
+        try:
+            blob = inspect.getsource(cls).encode()
+        except (OSError, TypeError):
+            blob = repr([(f.name, f.default) for f in dataclasses.fields(cls)]).encode()  # type: ignore[arg-type]
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _dumps(cls: type) -> bytes:
+    """``cls`` pickled by value: a user's own module is sent whole, so the workers need not be
+    able to import it (a class of ``__main__`` is pickled by value anyway)."""
+    import cloudpickle  # type: ignore[import-untyped]
+
+    module = sys.modules.get(cls.__module__)
+    by_value = module is not None and cls.__module__ != "__main__"
+    if by_value:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return bytes(cloudpickle.dumps(cls))
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def ship(kinds: Iterable[str]) -> dict[str, bytes]:
     """The user policies among ``kinds``, each pickled by value for worker processes.
 
     Raises :class:`ConfigError` (before any cell runs) for a class that cannot be pickled."""
-    import cloudpickle  # type: ignore[import-untyped]
-
     out: dict[str, bytes] = {}
     for kind in sorted(set(kinds)):
         cls = POLICIES.get(kind)
         if not is_user_policy(cls):
             continue
-        module = sys.modules.get(cls.__module__)
-        by_value = module is not None and cls.__module__ != "__main__"
         try:
-            if by_value:
-                # a user's own module: sent whole, so the workers need not be able to import it
-                cloudpickle.register_pickle_by_value(module)
-            out[kind] = cloudpickle.dumps(cls)
+            out[kind] = _dumps(cls)
         except Exception as e:
             raise ConfigError(
                 f"policy {kind!r} ({cls.__module__}.{cls.__qualname__}) cannot be sent to the sweep's worker processes "
                 f"({type(e).__name__}: {e}); keep the class's fields and globals picklable, or run the sweep in this "
                 "process with workers=0 (--workers 0)"
             ) from None
-        finally:
-            if by_value:
-                cloudpickle.unregister_pickle_by_value(module)
     return out
 
 

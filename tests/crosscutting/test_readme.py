@@ -177,6 +177,11 @@ def test_readme_block_runs(block: Block, scratch: dict[str, Path], fake_api: str
         cmd = [sys.executable, "-c", block.code]
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{block.id} failed ({r.returncode}):\n{block.code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+    if re.search(r"^h9eval compare \S+ \S+ \S+", block.code, flags=re.M):
+        # an example comparison must reach a verdict, not only run: the example has enough tasks
+        verdicts = re.findall(r"-> (better|worse|equivalent within \S+|inconclusive)", r.stdout)
+        assert verdicts and set(verdicts) != {"inconclusive"}, r.stdout
+        assert "a verdict at this level needs" not in r.stdout.split("\n", 2)[1], r.stdout
     if re.search(r"--summarizer anthropic|make_summarizer\(\"anthropic\"", block.code):
         assert len(_Fake.hits) > before, f"{block.id} names the Anthropic summarizer but asked for no summary"
         assert "summarizer_calls" in r.stdout and not re.search(r"summarizer_calls: 0\b", r.stdout), r.stdout

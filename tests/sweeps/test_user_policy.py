@@ -112,7 +112,7 @@ def test_register_policy_makes_the_kind_usable_and_the_record_helper_fills_harne
     assert rec is not None and [m.content for m in out.view] == ["b" * 40, "c"]
     assert (rec.msgs_before, rec.msgs_after, rec.session_id, rec.tier) == (4, 2, "s1", Tier.SOFT)
     assert rec.tokens_before > rec.tokens_after > 0 and rec.compression_ratio == rec.tokens_after / rec.tokens_before
-    assert rec.extra == {"note": "x"} and is_user_policy(last) and policy_code_hash(last.kind)
+    assert rec.extra == {"note": "x"} and is_user_policy(last) and policy_code_hash(last.kind) == policy_code_hash(last.kind) != ""
     assert not is_user_policy(POLICIES.get("progressive")) and policy_code_hash("progressive") == ""
 
 
@@ -154,3 +154,23 @@ def test_a_policy_that_cannot_reach_the_workers_is_refused_before_any_cell_runs(
         assert sweep(spec, out_dir=tmp_path / "o", workers=0, progress=False).ok == 1  # in process it runs
     finally:
         POLICIES.remove("test_locked_user")
+
+
+def test_a_user_policys_cells_rerun_when_its_code_changes(last: Any, tmp_path: Path) -> None:
+    """h9eval's source hash cannot see the user's class: the cell hash carries its own."""
+    from h9eval.sweeps.cells import expand_cells
+    from h9eval.sweeps.spec import load_spec
+
+    spec = load_spec({"name": "c", "window": 16000, "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
+                      "policies": [{"kind": last.kind}, {"kind": "keep_all"}]})
+    mine, builtin = expand_cells(spec, out_dir=tmp_path)[0]
+    assert mine.source_hash.endswith(f"+{last.kind}:{policy_code_hash(last.kind)}") and "+" not in builtin.source_hash
+    POLICIES.remove(last.kind)
+
+    class Changed(_Last):
+        def start(self, env: CompactionEnv | None = None) -> _LastRun:  # other code, the same kind and parameters
+            return _LastRun(self, env or CompactionEnv(seed=0))
+
+    register_policy(Changed)
+    again = expand_cells(spec, out_dir=tmp_path)[0][0]
+    assert (again.run_id, again.params_hash) == (mine.run_id, mine.params_hash) and again.cell_hash != mine.cell_hash
