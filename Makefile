@@ -12,8 +12,6 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,dist]'
 	touch $(STAMP)
 
-venv: $(STAMP)
-
 # The notebooks declare the kernel "h9eval" (this project's .venv): nbmake starts the kernel a
 # notebook names, so `make test` registers it first, as `make lab` does.
 KERNEL := $(VENV)/share/jupyter/kernels/h9eval/kernel.json
@@ -21,6 +19,8 @@ $(KERNEL): $(STAMP)
 	$(BIN)/python -m ipykernel install --sys-prefix --name h9eval --display-name "Python (h9eval)" >/dev/null
 
 kernel: $(KERNEL)
+
+venv: $(STAMP) $(KERNEL)
 
 test: $(STAMP) $(KERNEL) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
