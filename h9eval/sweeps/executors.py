@@ -27,7 +27,7 @@ from h9eval.core.errors import ConfigError
 from h9eval.sweeps.cells import Cell
 from h9eval.sweeps.worker import failed_row, run_batch, run_cell_written
 
-__all__ = ["Record", "execute", "batches"]
+__all__ = ["Record", "execute", "batches", "MAX_BATCH"]
 
 class Record(Protocol):
     """Called with each finished cell's run row, and the Arrow tables it wrote when this
@@ -93,15 +93,22 @@ task together), the last ones a cell or two, so no worker sits idle while anothe
 a long last batch."""
 
 
+MAX_BATCH = 16
+"""The most cells in one batch. A batch's cells are recorded (and the progress moves) only when
+the whole batch is back: without a cap the first batches of the 672-cell demo held 168 cells
+each, and its progress bar sat at 0 for minutes."""
+
+
 def batches(pending: Sequence[Cell], n_workers: int) -> list[list[Cell]]:
     """``pending`` in batches for ``n_workers``, in the order to hand them out: cells of the
     same task next to each other (so a worker loads each task once), each batch
-    ``1 / (TAIL_SPLIT * n_workers)`` of the cells not yet in a batch (at least one)."""
+    ``1 / (TAIL_SPLIT * n_workers)`` of the cells not yet in a batch (at least one, at most
+    :data:`MAX_BATCH`)."""
     ordered = sorted(pending, key=lambda c: (c.task_spec, c.task_id))  # stable: spec order within a task
     out: list[list[Cell]] = []
     i = 0
     while i < len(ordered):
-        size = max(1, -(-(len(ordered) - i) // (TAIL_SPLIT * max(1, n_workers))))
+        size = min(MAX_BATCH, max(1, -(-(len(ordered) - i) // (TAIL_SPLIT * max(1, n_workers)))))
         out.append(ordered[i : i + size])
         i += size
     return out

@@ -103,3 +103,17 @@ def test_silenced_processes_and_disabled_steps_show_nothing(monkeypatch: Any) ->
     monkeypatch.setattr(progress, "_SILENT", False)
     progress.silence()
     assert type(make_progress(total=3, desc="d", stream=_Tty())).__name__ == "NullProgress"
+
+
+def test_batches_are_small_enough_for_the_progress_to_move() -> None:
+    """Cells are recorded a batch at a time: the 672-cell demo's first batches held 168 cells."""
+    from h9eval.sweeps.executors import MAX_BATCH, batches
+    from h9eval.sweeps.cells import expand_cells
+    from h9eval.sweeps.spec import load_spec
+
+    spec = load_spec({"name": "b", "window": 16000, "tasks": {"synthetic": [{"preset": "small", "seeds": [0, 1, 2]}]},
+                      "policies": [{"kind": "window", "grid": {"keep_last": list(range(5, 65))}}]})
+    cells, _ = expand_cells(spec, out_dir=ROOT / "results" / "never-written")
+    got = batches(cells, 2)
+    assert len(cells) == 180 and max(map(len, got)) == MAX_BATCH <= 16 and len(got[-1]) == 1
+    assert sorted(c.run_id for b in got for c in b) == sorted(c.run_id for c in cells)
