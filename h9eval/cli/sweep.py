@@ -9,6 +9,7 @@ retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupte
 from __future__ import annotations
 
 import argparse
+import sys
 
 from h9eval.analysis.all_policies import compare_all_policies
 from h9eval.core.errors import ConfigError
@@ -30,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resume", action="store_true", help="rerun every cell, even those already finished")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)")
     p.set_defaults(func=_run)
 
 
@@ -52,7 +54,11 @@ def _run(args: argparse.Namespace) -> int:
         on_failure="return",  # the failed cells are listed below, and the exit status is 1
     )
     _print_result(r)
-    return 1 if r.failed else 0
+    if r.fell_back:
+        print(f"WARNING: {len(r.fell_back)} of {r.ok} ok cells fell back on every summary they asked for (first: {r.fell_back[0]}); "
+              "their numbers measure harness9's truncation fallback, not the summarizer (the runs table's fallbacks, the calls "
+              "table's fallback_cause say why)", file=sys.stderr)
+    return 1 if r.failed or (r.fell_back and args.strict) else 0
 
 
 def _all_policies(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from h9eval.results.store import (
     read_manifest,
     write_manifest,
 )
+from h9eval.runs.run import fallback_warning
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.core.progress import Progress, make_progress
@@ -78,6 +79,9 @@ class SweepResult:
     failures: list[tuple[str, str]]
     wall_time_s: float
     interrupted: bool = False
+    fell_back: list[str] = field(default_factory=list)
+    """Run ids of ok cells that fell back on every summary they asked for (a bad key, no
+    network): their numbers measure harness9's truncation fallback, not the summarizer."""
 
     def load(self) -> Results:
         """The results as DataFrames (:func:`h9eval.results.store.load_results`)."""
@@ -308,6 +312,7 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         failures=failures,
         wall_time_s=time.perf_counter() - t0,
         interrupted=interrupted,
+        fell_back=sorted(rid for rid, r in done.items() if r.get("status") == "ok" and fallback_warning(r)),
     )
     if interrupted:
         raise KeyboardInterrupt(str(result))

@@ -71,3 +71,20 @@ def test_strict_exits_1_on_a_run_that_fell_back_everywhere(tmp_path: Path, refus
     assert "fallback_causes: {" in plain.stdout and "sk-ant-FAKE" not in plain.stdout + plain.stderr
     strict = _run(tmp_path, refusing_api, "--strict")
     assert strict.returncode == 1 and "every summary fell back" in strict.stderr
+
+
+def test_a_sweep_names_its_cells_that_fell_back_everywhere_and_strict_fails(tmp_path: Path, refusing_api: str) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'name = "fb"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0] }]\n'
+        '[[policies]]\nkind = "progressive"\nparams = { context_window_tokens = 16000 }\n'
+        '[[policies]]\nkind = "observation_masking"\n[summarizer]\nname = "anthropic"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-ant-FAKE-strict-0123456789", "ANTHROPIC_BASE_URL": refusing_api,
+           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    r = subprocess.run([sys.executable, "-m", "h9eval", "sweep", str(spec), "--workers", "0", "--strict", "--out", str(tmp_path / "o")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "2 ok, 0 failed" in r.stdout, r.stdout + r.stderr
+    warnings = [x for x in r.stderr.splitlines() if x.startswith("WARNING:")]
+    # the masking cell asked for no summary: only harness9's default fell back everywhere
+    assert len(warnings) == 1 and "1 of 2 ok cells fell back on every summary" in warnings[0] and "progressive" in warnings[0], r.stderr
