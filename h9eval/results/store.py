@@ -236,7 +236,8 @@ class Consolidation:
         return tables
 
 
-def _empty_table(name: str) -> Any:
+def empty_table(name: str) -> Any:
+    """The table `name` with its columns and no rows (a table a folder lacks, or an export left out)."""
     import pandas as pd
 
     if name == "calls":
@@ -330,7 +331,7 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
     for n in (*CELL_PARTS, *OPTIONAL_TABLES):
         frames = [t for t in parts[n] if t.num_rows]
         if not frames:
-            tables[n] = parts[n][0].to_pandas() if parts[n] else _empty_table(n)
+            tables[n] = parts[n][0].to_pandas() if parts[n] else empty_table(n)
             continue
         df = pa.concat_tables(frames, promote_options="permissive").to_pandas()
         keys = [k for k in _SORT_KEYS[n] if k in df.columns]
@@ -445,7 +446,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         if isinstance(stamp, dict) and stamp.get("fingerprint") == _fingerprint(folder, run_ids):
             tables = {n: read_table(folder / f"{n}.parquet", n) for n in TABLES if (folder / f"{n}.parquet").is_file()}
             for n in OPTIONAL_TABLES:
-                tables.setdefault(n, _empty_table(n))
+                tables.setdefault(n, empty_table(n))
     from_parts = tables is None
     if tables is None:
         tables = _tables_from_cells(folder, run_ids, _cell_hashes(m))
