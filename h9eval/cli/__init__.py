@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from h9eval.cli import compare, conformance, demo, export, policies, report, run, sweep, tasks, tune
+from h9eval.compaction.user import import_policies
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
 from h9eval.sweeps.sweep import SweepFailed
@@ -33,6 +34,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps).")
     p.add_argument("--version", action="version", version=f"h9eval {h9eval_version()}")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE.py|MODULE",
+                   help="import your own policies (registered with register_policy) before the command runs; repeatable")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in _COMMANDS:
@@ -44,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        for source in args.imports:
+            import_policies(source)
         rc = args.func(args)
     except H9InputError as e:
         print(f"h9eval {args.command}: error: {e}", file=sys.stderr)

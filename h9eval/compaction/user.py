@@ -25,7 +25,7 @@ from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 
-__all__ = ["register_policy", "compaction_record", "is_user_policy", "policy_code_hash", "ship", "install"]
+__all__ = ["register_policy", "compaction_record", "import_policies", "is_user_policy", "policy_code_hash", "ship", "install"]
 
 P = TypeVar("P", bound=Policy)
 
@@ -56,6 +56,38 @@ def register_policy(cls: type[P]) -> type[P]:
             raise ConfigError(f"register_policy: policy {cls.kind!r} is already registered ({old.__module__}.{old.__qualname__}); pick another kind")
     POLICIES.add(cls.kind, cls)
     return cls
+
+
+def import_policies(source: str) -> list[str]:
+    """Import the module that registers your policies (``h9eval --import mine.py ...``): a
+    ``.py`` file by path, else a module name importable from the current folder or
+    ``sys.path``. Returns the policy kinds it registered. Any error is one
+    :class:`ConfigError` naming the source."""
+    import importlib
+    import importlib.util
+    import os
+
+    before = set(POLICIES.names())
+    try:
+        if source.endswith(".py") or os.sep in source:
+            if not os.path.isfile(source):
+                raise ConfigError(f"--import {source}: no such Python file")
+            name = "h9eval_user_" + "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(source))[0])
+            spec = importlib.util.spec_from_file_location(name, source)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"--import {source}: not an importable Python file")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # dataclasses and pickling look the module up by name
+            spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path and "" not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            importlib.import_module(source)
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"--import {source}: {type(e).__name__}: {e}") from None
+    return sorted(set(POLICIES.names()) - before)
 
 
 def _same_class(old: type, new: type) -> bool:
