@@ -915,6 +915,94 @@ c.frame()[["metric", "n_tasks", "mean_diff", "lo", "hi", "verdict"]]""",
 
 
 # ---------------------------------------------------------------------------------------------
+NOTEBOOKS["09-loss-ledger"] = [
+    (
+        "md",
+        """# The loss ledger: what each compaction kept, lost or left stale
+
+Every run records a ledger: at each round, each typed item of the task's ground truth (goal
+terms, safety rules, side constraints, preferences, facts, updated values, artifacts, failed
+approaches, progress, next steps) is PRESERVED (its exact value is in the view), DEGRADED,
+STALE (an old value shown as current) or LOST. This notebook compares harness9's default with
+two peers and the controls round by round, finds each type's *cliff round* (survival below 50 %),
+and opens one run's compactions to see exactly what left the view.
+
+Survival rounds are *window fills* (the k-th time the uncompacted history outgrew a window): the
+same calls for every configuration of a task. The summaries are the offline extractive
+stand-in's; `docs/ledger.md` gives its measured gap to a real model's summaries.""",
+    ),
+    (
+        "params",
+        """# Parameters
+synthetic_seeds = [1, 2]          # medium synthetic tasks (they plant every item type)
+peak_frac = 0.3                   # each task's window: this fraction of its uncompacted peak
+history_mode = "write_back"
+workers = 2
+out_dir = None                    # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval import load_results, sweep
+from h9eval.analysis.ledger import cliff_rounds, ledger_summary, survival_curves, survival_plot
+from h9eval.analysis.ledger_page import compaction_diffs, replay_for_ledger
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 90)
+spec = {
+    "name": "ledger",
+    "window": {"peak_frac": peak_frac},
+    "history_modes": [history_mode],
+    "tasks": {"synthetic": [{"preset": "medium", "seeds": synthetic_seeds}]},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default"},
+        {"kind": "summary_single_threshold"},
+        {"kind": "observation_masking"},
+        {"kind": "keep_all"},
+        {"kind": "drop_all"},
+    ],
+}
+out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-09-"))
+res = sweep(spec, out_dir=out_dir / "sweep", workers=workers, progress=False)
+assert res.failed == 0, res.failures
+results = load_results(res.out_dir)
+results.ledger.groupby(["basis", "state"]).size().unstack(fill_value=0)""",
+    ),
+    ("md", "## Survival per item type, round by round"),
+    (
+        "code",
+        """curves = survival_curves(results.ledger, results.runs)
+survival_plot(curves, history_mode=history_mode)""",
+    ),
+    (
+        "code",
+        """cliffs = cliff_rounds(curves)
+cliffs.pivot_table(index="label", columns="item_type", values="cliff_round", aggfunc="first")""",
+    ),
+    ("code", "ledger_summary(results.ledger, results.runs).head(20)"),
+    (
+        "md",
+        """## One run, compaction by compaction
+
+`replay_for_ledger` replays a sweep cell again (deterministically) keeping its views;
+`compaction_diffs` lists, per compaction round, what left the view, where `N/A` erased an anchor
+value, and the items that became LOST or STALE (with the later call that used them again).
+`h9eval ledger SWEEP_DIR --run-id RUN_ID` writes the same as an HTML page.""",
+    ),
+    (
+        "code",
+        """run_id = results.runs[results.runs["policy_name"] == "harness9-default"]["run_id"].iloc[0]
+diffs = compaction_diffs(replay_for_ledger(res.out_dir, run_id))
+diffs[["round", "call_index", "tier_name", "n_left", "lost", "stale", "na_erased", "used_later"]].head(12)""",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
 def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.metadata = {

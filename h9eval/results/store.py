@@ -48,6 +48,7 @@ from h9eval.results.schema import (
     EPISODE_COLUMNS,
     CONSOLIDATED,
     EXECUTION_COLUMNS,
+    LEDGER_COLUMNS,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
     MARKER,
@@ -56,7 +57,7 @@ from h9eval.results.schema import (
     RUN_COLUMNS,
     TABLES,
 )
-from h9eval.results.tables import episodes_table, records_to_frame
+from h9eval.results.tables import episodes_table, ledger_table, records_to_frame
 
 __all__ = [
     "Results",
@@ -248,6 +249,8 @@ def empty_table(name: str) -> Any:
         return pd.DataFrame(columns=list(PROBE_COLUMNS))
     if name == "episodes":
         return episodes_table([])
+    if name == "ledger":
+        return ledger_table([])
     return runs_frame([])
 
 
@@ -338,6 +341,8 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
         tables[n] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
     if len(tables["episodes"]):
         tables["episodes"] = tables["episodes"].astype({k: v for k, v in EPISODE_COLUMNS.items() if k in tables["episodes"].columns})
+    if len(tables["ledger"]):
+        tables["ledger"] = tables["ledger"].astype(LEDGER_COLUMNS)
     return tables
 
 
@@ -387,10 +392,15 @@ class Results:
     from_parts: bool = False
     skipped: list[dict[str, Any]] = field(default_factory=list)
     episodes: Any = None
+    ledger: Any = None
+    """The loss ledger (:data:`~h9eval.results.schema.LEDGER_COLUMNS`): one row per compaction round
+    and live item of the replay cells; empty for folders written before it."""
 
     def __post_init__(self) -> None:
         if self.episodes is None:
             self.episodes = episodes_table([])
+        if self.ledger is None:
+            self.ledger = ledger_table([])
 
     @property
     def ok(self) -> Any:
@@ -460,5 +470,6 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         from_parts=from_parts,
         skipped=list(m.get("skipped", [])),
         episodes=tables["episodes"],
+        ledger=tables["ledger"],
     )
 
