@@ -117,3 +117,20 @@ def test_batches_are_small_enough_for_the_progress_to_move() -> None:
     got = batches(cells, 2)
     assert len(cells) == 180 and max(map(len, got)) == MAX_BATCH <= 16 and len(got[-1]) == 1
     assert sorted(c.run_id for b in got for c in b) == sorted(c.run_id for c in cells)
+
+
+def test_the_bars_last_state_shows_the_last_cells_counts(tmp_path: Path) -> None:
+    """The sweep sets the counts before it moves the bar: the last line is never one cell behind."""
+    spec = {"name": "q", "window": 16000, "history_modes": ["view"], "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
+            "policies": [{"kind": "keep_all"}, {"kind": "drop_all"}]}
+    from h9eval.sweeps import sweep as sweep_module
+
+    tty = _Tty()
+    real = sweep_module.make_progress
+    sweep_module.make_progress = lambda **kw: real(**kw, stream=tty)  # type: ignore[assignment]
+    try:
+        sweep_module.sweep(spec, out_dir=tmp_path / "o", workers=0)
+    finally:
+        sweep_module.make_progress = real  # type: ignore[assignment]
+    last = tty.getvalue().split("\r")[-1]
+    assert "2/2" in last and "ok=2" in last and "remaining=0" in last, tty.getvalue()
