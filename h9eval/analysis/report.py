@@ -35,7 +35,7 @@ from typing import Any
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
-from h9eval.core.progress import make_progress
+from h9eval.core.progress import QUIET_DELAY_S, make_progress
 from h9eval.analysis import coverage as C
 from h9eval.analysis import metrics as M
 from h9eval.analysis.compare import config_labels
@@ -678,10 +678,6 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
 a list of them."""
 
 
-REPORT_PROGRESS_DELAY_S = 2.0
-"""A report shows its progress only when it is still being written after this many seconds."""
-
-
 def write_report(
     results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *, max_curve_runs: int = 4, n_boot: int = 1000, seed: int = 0,
     token_error_tasks: int = 4, progress: bool = True,
@@ -700,7 +696,7 @@ def write_report(
     out = Path(out_dir) if out_dir is not None else Path(results_dir)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
     # one step for the closed loop, one per section, one for the figures' rendering
-    bar = make_progress(total=len(SECTIONS) + 2, desc=f"report {Path(results_dir).name}", unit="section", delay_s=REPORT_PROGRESS_DELAY_S,
+    bar = make_progress(total=len(SECTIONS) + 2, desc=f"report {Path(results_dir).name}", unit="section", delay_s=QUIET_DELAY_S,
                         enabled=progress)
     closed_loop = [_Section(c.title, list(c.blocks)) for c in CL.closedloop_sections(res, n_boot=n_boot, seed=seed)]
     bar.update(1)

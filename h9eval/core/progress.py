@@ -13,8 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-__all__ = ["LINE_EVERY_FRAC", "LINE_EVERY_S", "NullProgress", "PlainProgress", "Progress", "in_notebook", "make_progress", "silence"]
+__all__ = ["QUIET_DELAY_S", "LINE_EVERY_FRAC", "LINE_EVERY_S", "NullProgress", "PlainProgress", "Progress", "in_notebook", "make_progress", "silence"]
 
+QUIET_DELAY_S = 2.0
+"""A step that is often quick (loading a folder or a database of sessions, a report) shows its
+progress only when it is still running after this many seconds."""
 LINE_EVERY_FRAC = 0.10
 """Plain output writes a line each time another tenth of the cells has finished ..."""
 LINE_EVERY_S = 30.0

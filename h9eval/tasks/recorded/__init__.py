@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import ConfigError, FormatError, did_you_mean
-from h9eval.core.progress import make_progress
+from h9eval.core.progress import QUIET_DELAY_S, make_progress
 from h9eval.tasks.model import TASK_JSONL_FORMAT, Task, is_task_jsonl_record, tasks_from_jsonl
 from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
 from h9eval.tasks.recorded._common import first_nonblank_line, read_text, tool_pair_stats
@@ -149,10 +149,6 @@ def load_task(path: str | Path, format: str | None = None, **options: Any) -> Ta
     return loader(path, **options)
 
 
-LOAD_PROGRESS_DELAY_S = 2.0
-"""Loading a folder shows progress only when it is still running after this many seconds."""
-
-
 def load_tasks(
     path: str | Path,
     *,
@@ -178,7 +174,7 @@ def load_tasks(
     out: list[Task] = []
     items = _discover(p) if p.is_dir() else [p]
     # a folder of many large sessions takes a while: say so, after a quiet moment
-    bar = make_progress(total=len(items), desc=f"loading {path}", unit="file", delay_s=LOAD_PROGRESS_DELAY_S, enabled=len(items) > 1)
+    bar = make_progress(total=len(items), desc=f"loading {path}", unit="file", delay_s=QUIET_DELAY_S, enabled=len(items) > 1)
     for item in items:
         bar.update(1)
         # Show paths the way the caller spelled the root, so TaskSource.path stays recognisable.
