@@ -1003,6 +1003,81 @@ diffs[["round", "call_index", "tier_name", "n_left", "lost", "stale", "na_erased
 ]
 
 # ---------------------------------------------------------------------------------------------
+NOTEBOOKS["10-inspect"] = [
+    (
+        "md",
+        """# Inspect's compaction strategies against harness9's tiers
+
+Inspect (`inspect-ai`) ships its own compaction strategies. `h9eval.integrations.inspect`
+registers two of them as h9eval policies that call Inspect's own code: `inspect_trim`
+(`CompactionTrim`: keep the input and the last 80 % of the messages) and `inspect_edit`
+(`CompactionEdit`: clear all but the last 3 tool results). This notebook sweeps them with
+harness9's default and the `keep_all` control over a few of the demo's tasks, under the same
+probes and loss ledger, and compares tokens saved, retention and item survival.
+
+The cells run in this process (`workers=0`): Inspect's strategies are registered by importing
+the integration, which worker processes do not do. The summaries of harness9's tiers are the
+offline stand-in's, not a model's.""",
+    ),
+    (
+        "params",
+        """# Parameters
+synthetic_seeds = [1]            # medium synthetic tasks (add seeds for narrower intervals)
+recorded = ["mini-swe-agent/deepseek_chat_dev"]   # under recorded_dir()
+peak_frac = 0.3                  # each task's window: this fraction of its uncompacted peak
+history_mode = "write_back"      # how Inspect runs a strategy (on its own previous output)
+out_dir = None                   # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+import h9eval.integrations.inspect  # registers inspect_trim and inspect_edit
+from h9eval import load_results, sweep
+from h9eval.analysis import metrics as M
+from h9eval.analysis.ledger import survival_curves, survival_plot
+from h9eval.core.paths import recorded_dir
+
+pd.set_option("display.width", 200)
+spec = {
+    "name": "inspect-vs-harness9",
+    "window": {"peak_frac": peak_frac},
+    "history_modes": [history_mode],
+    "tasks": {"synthetic": [{"preset": "medium", "seeds": synthetic_seeds}],
+              "recorded": [str(recorded_dir() / p) for p in recorded]},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default"},
+        {"kind": "inspect_trim"},
+        {"kind": "inspect_edit"},
+        {"kind": "keep_all"},
+    ],
+    "probes": {"scorers": ["recall"], "every_k": 10},
+}
+out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-10-"))
+res = sweep(spec, out_dir=out_dir / "sweep", workers=0, progress=False)
+assert res.failed == 0, res.failures
+results = load_results(res.out_dir)
+run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
+M.config_metrics(run_metrics, ("tokens_saved", "retention"))[
+    ["label", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi", "retention", "retention_ci_lo",
+     "retention_ci_hi", "overflows"]].round(3)""",
+    ),
+    ("md", "Survival of each item type after each window fill (the same calls for every strategy):"),
+    ("code", "survival_plot(survival_curves(results.ledger, results.runs), history_mode=history_mode)"),
+    (
+        "md",
+        """Two tasks give wide intervals, and the retention of harness9's tiers here is the offline
+stand-in's. `h9eval compare RESULTS harness9-default inspect_trim` gives the paired verdict over
+tasks; to run harness9's policy inside your own Inspect agents use `H9Compaction` (README,
+section Inspect).""",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
 def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.metadata = {

@@ -26,8 +26,9 @@ RANKS: dict[str, int] = {
     "closedloop": 6,
     "sweeps": 7,
     "analysis": 8,
-    "cli": 9,
-    "": 10,  # h9eval/__init__.py and __main__.py: the public surface over everything
+    "integrations": 9,  # optional frameworks (Inspect): imported by the user, never by h9eval
+    "cli": 10,
+    "": 11,  # h9eval/__init__.py and __main__.py: the public surface over everything
 }
 
 #: third parties whose import costs enough to be done only when a function needs it
@@ -52,6 +53,7 @@ HEAVY = {
     "httpx2",
     "rapidfuzz",
     "IPython",
+    "inspect_ai",
 }
 
 
