@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import pickle
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -30,6 +31,8 @@ __all__ = ["register_policy", "compaction_record", "import_policies", "is_user_p
 P = TypeVar("P", bound=Policy)
 
 _PACKAGE = __name__.split(".", 1)[0]
+_BUILTIN_POLICIES = f"{_PACKAGE}.compaction.policies"
+"""Where the built-in policies live: every process imports them with the registry."""
 
 
 def register_policy(cls: type[P]) -> type[P]:
@@ -158,13 +161,18 @@ def _dumps(cls: type) -> bytes:
 
 
 def ship(kinds: Iterable[str]) -> dict[str, bytes]:
-    """The user policies among ``kinds``, each pickled by value for worker processes.
+    """The policies among ``kinds`` a worker process would not have: the user's, each pickled by
+    value, and those an optional part of h9eval registers on import, by reference.
 
     Raises :class:`ConfigError` (before any cell runs) for a class that cannot be pickled."""
     out: dict[str, bytes] = {}
     for kind in sorted(set(kinds)):
         cls = POLICIES.get(kind)
         if not is_user_policy(cls):
+            if not cls.__module__.startswith(_BUILTIN_POLICIES):
+                # an optional part of h9eval (an integration) registers it when imported: sent by
+                # reference, so the worker imports that module and has the kind too
+                out[kind] = pickle.dumps(cls)
             continue
         try:
             out[kind] = _dumps(cls)

@@ -174,3 +174,22 @@ def test_a_user_policys_cells_rerun_when_its_code_changes(last: Any, tmp_path: P
     register_policy(Changed)
     again = expand_cells(spec, out_dir=tmp_path)[0][0]
     assert (again.run_id, again.params_hash) == (mine.run_id, mine.params_hash) and again.cell_hash != mine.cell_hash
+
+
+def test_a_policy_an_optional_h9eval_module_registers_reaches_the_workers_by_reference() -> None:
+    """Such a kind (the Inspect integration's) exists in a worker only once its module is imported."""
+    import pickle
+    import types
+
+    mod = types.ModuleType("h9eval.integrations.test_fake")
+    sys.modules[mod.__name__] = mod
+    try:
+        cls = type("FakeIntegration", (_Last,), {"kind": "test_fake_integration", "__module__": mod.__name__})
+        mod.FakeIntegration = cls  # type: ignore[attr-defined]
+        POLICIES.add("test_fake_integration", dataclass(frozen=True, kw_only=True)(cls))
+        got = ship(["test_fake_integration", "progressive", "keep_all"])
+        assert list(got) == ["test_fake_integration"] and pickle.loads(got["test_fake_integration"]) is POLICIES.get("test_fake_integration")
+        assert b"h9eval.integrations.test_fake" in got["test_fake_integration"]  # a reference, not the code
+    finally:
+        POLICIES.remove("test_fake_integration")
+        del sys.modules[mod.__name__]
