@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.analysis.compare import run_table
 from h9eval.analysis.headline import DEFAULT_NAME, Headline, versus_default
 from h9eval.analysis.stats import DEFAULT_LEVEL, min_tasks_for
-from h9eval.compaction.policies import policy_param_names, registry
+from h9eval.compaction.policies import registry
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.sweep import SweepResult, sweep
 
@@ -43,12 +43,9 @@ def all_policies_spec(
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
         raise ConfigError(f"window must be a positive number of tokens, got {window!r}")
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(tasks[0]).rstrip("/")).name.split("#")[0]).strip("-._") or "tasks"
-    def entry(kind: str) -> dict[str, Any]:
-        # a policy with its own window field keeps its default (200,000) unless told: give it W
-        return {"kind": kind, **({"params": {"context_window_tokens": window}} if "context_window_tokens" in policy_param_names(kind) else {})}
-
-    policies: list[dict[str, Any]] = [{**entry("progressive"), "name": DEFAULT_NAME}]
-    policies += [entry(kind) for kind in sorted(registry()) if kind != "progressive"]
+    # the spec's window is every policy's run window (compaction.step.run_window)
+    policies: list[dict[str, Any]] = [{"kind": "progressive", "name": DEFAULT_NAME}]
+    policies += [{"kind": kind} for kind in sorted(registry()) if kind != "progressive"]
     probes: dict[str, Any] = {"scorers": ["recall"]}
     if probe_every_k is not None:
         probes["every_k"] = probe_every_k

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import metrics as M
+from h9eval.analysis.metrics import config_labels
 from h9eval.analysis.stats import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,
@@ -96,48 +97,11 @@ def metric_spec(name: str) -> Metric:
 
 
 # -- configurations ---------------------------------------------------------------------------
-def _fmt(v: Any) -> str:
-    return repr(v) if isinstance(v, str) else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
-
-
 def _params(s: Any) -> dict[str, Any]:
     if isinstance(s, str) and s:
         v = json.loads(s)
         return v if isinstance(v, dict) else {}
     return {}
-
-
-def config_labels(runs: Any) -> Any:
-    """One label per row of a runs table (a Series on the same index): the one definition of a
-    configuration's name, used by every table, figure and ``h9eval compare``.
-
-    The name the user gave the ``[[policies]]`` entry (``policy_name``; its kind when unnamed),
-    made unique only where needed: by the grid point (``tail [min_tail_messages=2]``), or the
-    parameters that differ from the kind's defaults when the entry has no grid, then by the
-    summarizer variant (``base:offline_free_text``) when one entry ran with several. History
-    mode is never part of the name (tables show it as a column, figures as a panel).
-    """
-    import pandas as pd
-
-    if len(runs) == 0:
-        return pd.Series([], dtype=object, index=runs.index)
-    kinds = runs["policy_kind"].fillna("").astype(str)
-    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else pd.Series("", index=runs.index)
-    base = names.where(names != "", kinds)
-    label = base.astype(object).copy()
-    hashes = runs["params_hash"].astype(str) if "params_hash" in runs.columns else pd.Series("", index=runs.index)
-    grids = runs["grid_json"] if "grid_json" in runs.columns else pd.Series(None, index=runs.index)
-    pj = runs["params_json"] if "params_json" in runs.columns else pd.Series(None, index=runs.index)
-    for b in base.unique():
-        rows = base.index[base == b]
-        if hashes[rows].nunique() > 1:
-            for i in rows:
-                point = _params(grids[i]) or M.params_diff(kinds[i], pj[i])
-                label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
-        if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
-            for i in rows:
-                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']}"
-    return label
 
 
 def run_table(results: Results) -> Any:
@@ -171,7 +135,7 @@ def run_table(results: Results) -> Any:
     return out.sort_values("run_id", kind="stable").reset_index(drop=True)
 
 
-def _as_results(results: Results | str | os.PathLike[str]) -> Results:
+def as_results(results: Results | str | os.PathLike[str]) -> Results:
     return results if isinstance(results, Results) else load_results(results)
 
 
@@ -325,7 +289,7 @@ def compare(
     available ones) and :class:`~h9eval.core.errors.FormatError` for a folder that is not a
     sweep's results.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
     a, b = _resolve(a, labels), _resolve(b, labels)
@@ -379,7 +343,7 @@ def compare_factor(
     All comparisons × metrics form one family. For ``history_mode`` the labels are
     ``config@mode`` and the pairs are matched by task only.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = run_table(res)
     mets = _metric_list(metric)
     rows = table.to_dict("records")
@@ -437,7 +401,7 @@ def _baseline_value(g: Any, factor: str, values: Sequence[str], baseline: Any) -
     if factor in _PREFERRED_BASELINE and _key(_PREFERRED_BASELINE[factor]) in values:
         return _key(_PREFERRED_BASELINE[factor])
     kind = str(g["policy_kind"].iloc[0])
-    defaults = M._defaults(kind)
+    defaults = M.policy_defaults(kind)
     if factor in defaults and _key(defaults[factor]) in values:
         return _key(defaults[factor])
     return values[0]

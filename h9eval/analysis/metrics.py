@@ -31,11 +31,15 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.base import policy_params
 from h9eval.compaction.anchors import is_no_information
 from h9eval.tasks.model import ANCHOR_KINDS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "TIER_NAMES",
@@ -48,7 +52,7 @@ __all__ = [
     "retention",
     "retention_over_calls",
     "run_metrics",
-    "config_label",
+    "config_labels",
     "config_metrics",
     "pareto_front",
     "tier_transitions",
@@ -64,8 +68,12 @@ __all__ = [
 ]
 
 TIER_NAMES: tuple[str, ...] = ("none", "warn", "soft", "full", "emergency")
-DEFAULT_THRESHOLDS: Mapping[str, float] = {"warn": 0.60, "soft": 0.70, "full": 0.80, "emergency": 0.95}
-"""harness9's tier thresholds as fractions of the window (``>=`` comparisons)."""
+_HARNESS9 = policy_params(make_policy("progressive"))
+DEFAULT_THRESHOLDS: Mapping[str, float] = {
+    tier: float(_HARNESS9[f"{tier}_frac"]) for tier in ("warn", "soft", "full", "emergency")
+}
+"""harness9's tier thresholds as fractions of the window (``>=`` comparisons): the defaults of
+:class:`~h9eval.compaction.policies.progressive.ProgressiveCompactor`, their one owner."""
 
 IMPROVEMENT_OPTIONS: tuple[str, ...] = (
     "extra_anchors",
@@ -234,7 +242,7 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
     ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``n_compactions`` (calls
     that compacted), ``never_compacted`` (the run never compacted: its scores say nothing
-    about the policy), ``calls``, ``label`` (see :func:`config_label`). ``runs`` (optional): the sweep's runs table,
+    about the policy), ``calls``, ``label`` (:func:`config_labels`). ``runs`` (optional): the sweep's runs table,
     for ``params_json``/``summarizer`` and to keep only ok runs."""
     import pandas as pd
 
@@ -273,18 +281,20 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
             out[c] = out[c].fillna(0).astype(int)
     if "n_compactions" in out.columns:
         out["never_compacted"] = out["n_compactions"] == 0
-    out["label"] = [config_label(r.get("policy_kind", ""), r.get("params_json")) for r in out.to_dict("records")]
+    out["label"] = config_labels(out)
     return out
 
 
-def _defaults(kind: str) -> dict[str, Any]:
+def policy_defaults(kind: str) -> dict[str, Any]:
+    """The resolved default parameters of policy ``kind`` (``{}`` for a kind that cannot be built)."""
     try:
         return policy_params(make_policy(kind))
     except Exception:  # noqa: BLE001 - an unknown or unbuildable kind simply has no defaults
         return {}
 
 
-def _params(params_json: Any) -> dict[str, Any]:
+def params_of(params_json: Any) -> dict[str, Any]:
+    """A config's parameters from ``params_json`` (JSON text or a mapping; ``{}`` when neither)."""
     if isinstance(params_json, Mapping):
         return dict(params_json)
     if isinstance(params_json, str) and params_json:
@@ -298,19 +308,47 @@ def _params(params_json: Any) -> dict[str, Any]:
 
 def params_diff(kind: str, params_json: Any) -> dict[str, Any]:
     """The parameters of a config that differ from the policy kind's defaults."""
-    d = _defaults(kind)
-    p = _params(params_json)
+    d = policy_defaults(kind)
+    p = params_of(params_json)
     return {k: v for k, v in sorted(p.items()) if k in d and d[k] != v or k not in d}
 
 
-def config_label(kind: Any, params_json: Any = None) -> str:
-    """``progressive`` or ``progressive(na_safe_merge=True, warn_frac=0.5)``: the kind and the
-    parameters that differ from its defaults (``params_json``: JSON text or a dict)."""
-    kind = str(kind or "")
-    diff = params_diff(kind, params_json) if params_json is not None else {}
-    if not diff:
-        return kind
-    return kind + "(" + ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in diff.items()) + ")"
+def _fmt(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def config_labels(runs: pd.DataFrame) -> pd.Series:
+    """One label per row of a runs table (a Series on the same index): the one definition of a
+    configuration's name, used by every table, figure, report section and ``h9eval compare``.
+
+    The name the user gave the ``[[policies]]`` entry (``policy_name``; its kind when unnamed),
+    made unique only where needed: by the grid point (``tail [min_tail_messages=2]``), or the
+    parameters that differ from the kind's defaults when the entry has no grid, then by the
+    summarizer variant (``base:offline_free_text``) when one entry ran with several. History
+    mode is never part of the name (tables show it as a column, figures as a panel).
+    """
+    import pandas as pd
+
+    if len(runs) == 0:
+        return pd.Series([], dtype=object, index=runs.index)
+    kinds = runs["policy_kind"].fillna("").astype(str)
+    no_names = pd.Series("", index=runs.index)
+    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else no_names
+    base = names.where(names != "", kinds)
+    label = base.astype(object).copy()
+    hashes = runs["params_hash"].astype(str) if "params_hash" in runs.columns else pd.Series("", index=runs.index)
+    grids = runs["grid_json"] if "grid_json" in runs.columns else pd.Series(None, index=runs.index)
+    pj = runs["params_json"] if "params_json" in runs.columns else pd.Series(None, index=runs.index)
+    for b in base.unique():
+        rows = base.index[base == b]
+        if hashes[rows].nunique() > 1:
+            for i in rows:
+                point = params_of(grids[i]) or params_diff(kinds[i], pj[i])
+                label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
+        if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
+            for i in rows:
+                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']}"
+    return label
 
 
 def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved", "retention"), *, n: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
@@ -412,7 +450,7 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     for c in cols:
         d[c] = d[c].astype(float).fillna(0) if c in d.columns else 0.0
     if by == "label" and "label" not in d.columns:
-        d["label"] = [config_label(r.get("policy_kind", ""), r.get("params_json")) for r in d.to_dict("records")]
+        d["label"] = config_labels(d)
     if len(d) == 0:
         return pd.DataFrame(columns=[by, "n_runs", *cols, "calls_per_run", "cost_per_run_usd"])
     g = d.groupby(by, sort=True).agg(n_runs=("run_id", "nunique"), **{c: (c, "sum") for c in cols}).reset_index()
@@ -593,7 +631,7 @@ def option_comparison(
         return pd.DataFrame(columns=["option", "n_tasks"])
     opts, base_keys = [], []
     for pj in df["params_json"]:
-        p = _params(pj)
+        p = params_of(pj)
         o = _improvement_options_set(pj)
         opts.append(", ".join(f"{k}={v}" for k, v in sorted(o.items())))
         base_keys.append(json.dumps({k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, sort_keys=True, default=str))

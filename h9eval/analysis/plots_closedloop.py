@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from h9eval.analysis import metrics as M
-from h9eval.analysis.plots import _empty, _figure
+from h9eval.analysis.plots import empty_figure, new_figure
 
 __all__ = ["cost_success_frontier", "failure_modes", "retention_vs_success"]
 
@@ -27,9 +27,9 @@ def cost_success_frontier(table: Any) -> Any:
     configuration), with the 95 % intervals of :func:`~h9eval.analysis.report_closedloop.success_cost`
     as error bars and, per agent, the frontier: the configurations no other one beats on both
     (JetBrains' cost-vs-solve-rate figure, offline). One marker shape per agent."""
-    fig, (ax,) = _figure(size=(8.0, 5.5))
+    fig, (ax,) = new_figure(size=(8.0, 5.5))
     if table is None or not len(table):
-        _empty(ax, "episodes")
+        empty_figure(ax, "episodes")
         return fig
     configs = list(dict.fromkeys(table["config"]))
     color = dict(zip(configs, _colors(len(configs))))
@@ -56,13 +56,13 @@ def failure_modes(table: Any, kinds: Sequence[str]) -> Any:
     """Share of episodes showing each failure kind (columns ``kinds`` of
     :func:`~h9eval.analysis.report_closedloop.failure_modes`), grouped bars per configuration."""
     rows = len(table) if table is not None else 0
-    fig, (ax,) = _figure(size=(9.0, 3.0 + 0.3 * rows))
+    fig, (ax,) = new_figure(size=(9.0, 3.0 + 0.3 * rows))
     if not rows:
-        _empty(ax, "episodes")
+        empty_figure(ax, "episodes")
         return fig
     shown = [k for k in kinds if k in table.columns and table[k].sum() > 0]
     if not shown:
-        _empty(ax, "failures")
+        empty_figure(ax, "failures")
         return fig
     labels = [f"{r['config']} ({r['agent']})" for r in table.to_dict("records")]
     h = 0.8 / len(shown)
@@ -83,9 +83,9 @@ def retention_vs_success(pairs: Any) -> Any:
     one colour per configuration (the validation study's data). Success is jittered a little
     vertically (deterministically) so equal points stay visible."""
     agents = list(dict.fromkeys(pairs["agent_id"])) if pairs is not None and len(pairs) else []
-    fig, axes = _figure(1, max(1, len(agents)), size=(4.5 * max(1, len(agents)), 4.5))
+    fig, axes = new_figure(1, max(1, len(agents)), size=(4.5 * max(1, len(agents)), 4.5))
     if not agents:
-        _empty(axes[0], "paired open- and closed-loop runs")
+        empty_figure(axes[0], "paired open- and closed-loop runs")
         return fig
     configs = list(dict.fromkeys(pairs["config"]))
     color = dict(zip(configs, _colors(len(configs))))

@@ -282,7 +282,7 @@ def _is_offline(name: str) -> bool:
 
 def _tier_fracs(kind: str, params_json: Any) -> dict[str, float] | None:
     """The tier thresholds a run ran with (``None`` for a policy without tiers)."""
-    p = M._params(params_json)
+    p = M.params_of(params_json)
     keys = {t: f"{t}_frac" for t in ("warn", "soft", "full", "emergency")}
     if not any(k in p for k in keys.values()) and kind != "progressive":
         return None

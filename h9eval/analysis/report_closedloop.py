@@ -29,7 +29,6 @@ before its fact appeared says nothing about compaction.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from typing import Any
 
 from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import stats as S
-from h9eval.core.errors import ConfigError
+from h9eval.analysis.metrics import config_labels
 
 __all__ = [
     "BASELINE",
@@ -48,7 +47,6 @@ __all__ = [
     "episode_table",
     "failure_modes",
     "open_loop_retention",
-    "spearman",
     "success_cost",
     "validation_study",
     "without_episode_runs",
@@ -84,21 +82,11 @@ class ClosedLoopSection:
 
 # -- labels -------------------------------------------------------------------------------------
 def _labels(runs: Any) -> dict[str, str]:
-    """run_id -> configuration label: the entry name, its grid point, and the summarizer when
-    the sweep has several variants (history modes and agents are columns of their own)."""
+    """run_id -> configuration label (:func:`h9eval.analysis.metrics.config_labels`, the one
+    definition; history modes and agents are columns of their own)."""
     if runs is None or not len(runs):
         return {}
-    many_summ = "summarizer" in runs.columns and runs["summarizer"].nunique() > 1
-    out = {}
-    for r in runs.to_dict("records"):
-        grid = json.loads(r["grid_json"]) if isinstance(r.get("grid_json"), str) and r["grid_json"] else {}
-        lab = str(r.get("policy_name") or r.get("policy_kind"))
-        if grid:
-            lab += " " + ",".join(f"{k}={v}" for k, v in grid.items())
-        if many_summ:
-            lab += f" [{r['summarizer']}]"
-        out[str(r["run_id"])] = lab
-    return out
+    return dict(zip(runs["run_id"].astype(str), config_labels(runs)))
 
 
 def episode_table(res: Any) -> Any:
@@ -134,14 +122,6 @@ def _task_means(df: Any, value: str) -> Any:
     return df.groupby("task_id", sort=True)[value].mean()
 
 
-def _ci(values: Any, n_boot: int, seed: int, level: float = S.DEFAULT_LEVEL) -> tuple[float, float, float]:
-    vals = [float(v) for v in values]
-    if not vals:
-        return (math.nan, math.nan, math.nan)
-    lo, hi = S.percentile_interval(S.bootstrap_means(vals, n_resamples=n_boot, seed=seed), level)
-    return (sum(vals) / len(vals), lo, hi)
-
-
 def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = BASELINE) -> Any:
     """One row per (agent, configuration): ``n_tasks``; ``success`` and ``tokens_sent`` (the
     mean over tasks of each episode's summed tokens sent) with ``_lo``/``_hi`` task-bootstrap
@@ -154,8 +134,9 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     for agent, g in ep.groupby("agent_id", sort=True):
         pairs_s, pairs_t, names = [], [], []
         for config, c in g.groupby("config", sort=False):
-            s_mean, s_lo, s_hi = _ci(_task_means(c.assign(success=c["success"].astype(float)), "success"), n_boot, seed)
-            t_mean, t_lo, t_hi = _ci(_task_means(c, "tokens_sent_sum"), n_boot, seed)
+            success = _task_means(c.assign(success=c["success"].astype(float)), "success")
+            s_mean, s_lo, s_hi = S.mean_interval(success, n_boot, seed)
+            t_mean, t_lo, t_hi = S.mean_interval(_task_means(c, "tokens_sent_sum"), n_boot, seed)
             rows.append(
                 {
                     "agent": agent,
@@ -224,98 +205,6 @@ def failure_modes(ep: Any) -> Any:
 
 
 # -- validation study -----------------------------------------------------------------------------
-def _avg_ranks(x: Any) -> Any:
-    import numpy as np
-
-    a = np.asarray(x, dtype=float)
-    order = np.argsort(a, kind="mergesort")
-    _, inv, counts = np.unique(a[order], return_inverse=True, return_counts=True)
-    avg = np.cumsum(counts) - (counts - 1) / 2.0
-    r = np.empty(len(a))
-    r[order] = avg[inv]
-    return r
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant
-    or there are fewer than 3 points."""
-    import numpy as np
-
-    if len(x) != len(y):
-        raise ConfigError(f"spearman: x and y must have the same length, got {len(x)} and {len(y)}")
-    if len(x) < 3:
-        return math.nan
-    rx, ry = _avg_ranks(x), _avg_ranks(y)
-    sx, sy = rx.std(), ry.std()
-    if sx == 0 or sy == 0:
-        return math.nan
-    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
-
-
-def _batch_ranks(a: Any) -> Any:
-    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array."""
-    import numpy as np
-
-    b, n = a.shape
-    order = np.argsort(a, axis=1, kind="mergesort")
-    srt = np.take_along_axis(a, order, axis=1)
-    pos = np.broadcast_to(np.arange(n), (b, n))
-    new_group = np.ones((b, n), dtype=bool)
-    new_group[:, 1:] = srt[:, 1:] != srt[:, :-1]
-    start = np.maximum.accumulate(np.where(new_group, pos, 0), axis=1)
-    end_group = np.ones((b, n), dtype=bool)
-    end_group[:, :-1] = new_group[:, 1:]
-    end = np.flip(np.minimum.accumulate(np.flip(np.where(end_group, pos, n), axis=1), axis=1), axis=1)
-    ranks = np.empty((b, n))
-    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=1)
-    return ranks
-
-
-def _batch_spearman(x: Any, y: Any) -> Any:
-    """Spearman's rho per row of two 2-D arrays (NaN where a row of either is constant)."""
-    import numpy as np
-
-    rx, ry = _batch_ranks(x), _batch_ranks(y)
-    rx = rx - rx.mean(axis=1, keepdims=True)
-    ry = ry - ry.mean(axis=1, keepdims=True)
-    den = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (rx * ry).sum(axis=1) / np.where(den > 0, den, 1.0), np.nan)
-
-
-def _rho_ci(df: Any, n_boot: int, seed: int, level: float = S.DEFAULT_LEVEL) -> tuple[float, float, float, int]:
-    """rho of (x, y) over the rows of ``df`` and its task-bootstrap interval (tasks drawn with
-    replacement, every row of a drawn task kept); resamples with a constant side are left out
-    and counted in the last value (the resamples that gave a rho)."""
-    import numpy as np
-
-    rho = spearman(df["x"].tolist(), df["y"].tolist())
-    tasks = sorted(set(df["task_id"]))
-    if math.isnan(rho) or len(tasks) < 3:
-        return (rho, math.nan, math.nan, 0)
-    xy = df[["x", "y"]].to_numpy(dtype=float)
-    tid = df["task_id"].to_numpy()
-    rows_of = [np.flatnonzero(tid == t) for t in tasks]
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
-    if len({len(r) for r in rows_of}) == 1:
-        # every task has the same number of rows: all resamples at once
-        idx = np.stack(rows_of)[draws].reshape(n_boot, -1)
-        r = _batch_spearman(xy[idx, 0], xy[idx, 1])
-        vals = r[~np.isnan(r)]
-    else:
-        out = []
-        for d in draws:
-            m = xy[np.concatenate([rows_of[i] for i in d])]
-            out.append(spearman(m[:, 0], m[:, 1]))
-        vals = np.asarray([v for v in out if not math.isnan(v)])
-    if not len(vals):
-        return (rho, math.nan, math.nan, 0)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(vals, [a, 1 - a])
-    return (rho, float(lo), float(hi), int(len(vals)))
-
-
 def open_loop_retention(res: Any, *, by: Sequence[str] = ("run_id",)) -> Any:
     """Mean ``recall``/``view`` score over the probes answerable from the full history at their
     checkpoint (``baseline_score > 0``), grouped by ``by``; columns ``by`` + ``retention``."""
@@ -372,7 +261,7 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
     per, pooled = [], []
     for agent, g in pairs.groupby("agent_id", sort=True):
         for config, c in g.groupby("config", sort=True):
-            rho, lo, hi, nv = _rho_ci(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
+            rho, lo, hi, nv = S.spearman_interval(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
             per.append(
                 {
                     "agent": agent,
@@ -385,7 +274,7 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
                     "rho_hi": hi,
                 }
             )
-        rho, lo, hi, nv = _rho_ci(g.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
+        rho, lo, hi, nv = S.spearman_interval(g.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
         pooled.append(
             {
                 "agent": agent,
@@ -409,7 +298,7 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
         for (wk, pid), c in m.groupby(["world_kind", "probe_id"], sort=True):
             if c["task_id"].nunique() < 3:
                 continue  # a probe of one seed's nonce (a ticket id): no interval across tasks
-            rho, lo, hi, nv = _rho_ci(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
+            rho, lo, hi, nv = S.spearman_interval(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
             prows.append({"agent": agent, "world_kind": wk, "probe_id": pid, "n_pairs": len(c), "rho": rho, "rho_lo": lo, "rho_hi": hi})
     probes = pd.DataFrame(prows)
     if len(probes):

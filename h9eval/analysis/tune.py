@@ -37,6 +37,7 @@ from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.progress import make_progress
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.sweeps.sweep import sweep
 from h9eval.analysis import metrics as M
 from h9eval.analysis import stats as S
@@ -605,7 +606,10 @@ def tune(
             raise ConfigError(did_you_mean(k, sorted(fields), what="parameter of policy 'progressive'"))
         if not isinstance(g[k], (list, tuple)) or not g[k]:
             raise ConfigError(f"grid.{k} must be a non-empty list, got {g[k]!r}")
-    base = {**(base_params or {}), "context_window_tokens": window}
+    given = dict(base_params or {})
+    # the one window rule of every run: a base_params window of another value is an error, not replaced
+    base = {**given, "context_window_tokens": run_window(make_policy("progressive", **given), window,
+                                                         explicit="context_window_tokens" in given).window_tokens}
     grid_pts = _grid_points(g, base)
     if not grid_pts:
         raise ConfigError("no valid config in the grid (check that warn < soft < full < emergency is possible)")

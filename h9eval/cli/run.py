@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval.compaction.policies import read_policy_file
+from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import fallback_warning, run_task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -59,12 +64,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
     p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
-    p.add_argument("--history-mode", default="view", choices=["view", "write_back"])
-    p.add_argument("--writeback-rules", default="v3", choices=["v2", "v3"])
-    p.add_argument("--window", type=int, default=None, help="the run's context window (tokens); sets the policy's context_window_tokens unless --set gives another")
+    p.add_argument("--history-mode", default="view", choices=HISTORY_MODES)
+    p.add_argument("--writeback-rules", default="v3", choices=WRITEBACK_RULES)
+    p.add_argument(
+        "--window", type=int, default=None,
+        help="the run's context window (tokens), with --task and --world alike: every policy runs at it "
+        "(it replaces the policy's default context_window_tokens; --set context_window_tokens=<another> is an error)",
+    )
     p.add_argument(
         "--window-peak-frac", type=float, default=None, metavar="FRAC",
-        help="instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, so every task compacts",
+        help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, "
+        "so every task compacts",
     )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
@@ -123,6 +133,8 @@ def _run(args: argparse.Namespace) -> int:
         for k, v in s.items():
             if k != "run_id":
                 print(f"  {k:>22}: {v}")
+        if len(r.calls):
+            print(f"  {'tokens_saved':>22}: {_tokens_saved_line(r.calls)}")
         warning = fallback_warning(s)
         if warning:
             all_fell_back = True
@@ -130,8 +142,21 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if all_fell_back and args.strict else 0
 
 
+def _tokens_saved_line(calls: pd.DataFrame) -> str:
+    """The headline number: the share of tokens the policy saved against the raw transcript
+    (:func:`~h9eval.analysis.metrics.tokens_saved`), with the two sums it compares."""
+    saved = float(tokens_saved(calls)["tokens_saved"].iloc[0])
+    sent, raw = int(calls["tokens_sent"].sum()), int(calls["raw_tokens_sent"].sum())
+    return f"{saved:.3f} (sent {sent:,} of the raw transcript's {raw:,} tokens over {len(calls)} calls)"
+
+
 def _run_world(args: argparse.Namespace) -> int:
-    for flag, given in (("--compact-at", args.compact_at), ("--probes", args.probes), ("--probe-every", args.probe_every)):
+    for flag, given in (
+        ("--compact-at", args.compact_at),
+        ("--probes", args.probes),
+        ("--probe-every", args.probe_every),
+        ("--window-peak-frac", args.window_peak_frac),  # a world has no transcript to size it from
+    ):
         if given:
             raise ConfigError(f"{flag} applies to --task replays only")
     kind, params = _policy(args)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from h9eval.closedloop.agents import make_agent
 from h9eval.closedloop.analysis import episode_to_dict, export_task
@@ -30,14 +30,18 @@ from h9eval.closedloop.worlds import make_world, parse_world_spec
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.records import Tier
+from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
-from h9eval.results.schema import CALL_COLUMNS, CALLS_SCHEMA_VERSION, EPISODES_SCHEMA_VERSION
+from h9eval.results.schema import EPISODES_SCHEMA_VERSION, call_row, calls_frame
 from h9eval.results.tables import episodes_table
 from h9eval.summarizers.registry import build_summarizer
 from h9eval.tasks.model import Task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "DEFAULT_EXPORT_AGENT",
@@ -109,77 +113,45 @@ def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task
     }
 
 
-def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> Any:
-    """The episode's model calls as ``calls`` rows (:data:`CALL_COLUMNS`, a replay's dtypes).
+def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.DataFrame:
+    """The episode's model calls as ``calls`` rows (:func:`~h9eval.results.schema.call_row`, the
+    replay's builder and dtypes).
 
-    What the closed loop does not measure per call is zero or empty: offload bytes, summarizer
+    What the closed loop does not record per step is zero or empty: offload bytes, summarizer
     latency and cache hits, fallbacks, write-backs and masking counts."""
-    import pandas as pd
-
     rows = []
-    window = episode.context_window_tokens
     for s in episode.steps:
-        tier = Tier.parse(s.tier_name)
-        known = {
-            "schema_version": CALLS_SCHEMA_VERSION,
-            "run_id": run_id,
-            "task_id": task_id,
-            "policy_kind": episode.policy_kind,
-            "params_hash": episode.params_hash,
-            "history_mode": episode.config.history_mode,
-            "call_index": s.step - 1,
-            "message_index": s.history_messages,
-            "context_window_tokens": window,
-            "history_tokens": s.history_tokens,
-            "history_messages": s.history_messages,
-            "tool_schema_tokens": s.tokens_sent - s.view_tokens,
-            "tokens_sent": s.tokens_sent,
-            "ratio_to_window": s.tokens_sent / window if window else 0.0,
-            "tier": int(tier),
-            "tier_name": s.tier_name,
-            "compacted": s.compacted,
-            "msgs_before": s.history_messages,
-            "msgs_after": s.view_messages,
-            "view_tokens": s.view_tokens,
-            "offloads_tool_time_count": int(s.offloaded_tool_time),
-            "summarizer_calls": s.summarizer_calls,
-            "summarizer_input_tokens": s.summarizer_input_tokens,
-            "summarizer_output_tokens": s.summarizer_output_tokens,
-            "summarizer_cost_usd": s.summarizer_cost_usd,
-            "forced_truncation": s.forced_compactions > 0,
-            "overflow": s.tokens_sent > window,
-            "overflow_tokens": max(0, s.tokens_sent - window),
-        }
-        rows.append({c: known.get(c, _ZERO.get(c, 0)) for c in CALL_COLUMNS})
-    if not rows:
-        return pd.DataFrame(columns=list(CALL_COLUMNS))
-    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=_DTYPES[c]) for c in CALL_COLUMNS})
-
-
-_ZERO: dict[str, Any] = {
-    "summarizer_latency_s": 0.0,
-    "fallback": False,
-    "fallback_error": "",
-    "fallback_cause": "",
-    "written_back": False,
-    "manual_compact": False,
-    "thrash_avoided": False,
-}
-_DTYPES: dict[str, str] = {
-    **{c: "int64" for c in CALL_COLUMNS},
-    "run_id": "str",
-    "task_id": "str",
-    "policy_kind": "str",
-    "params_hash": "str",
-    "history_mode": "str",
-    "tier_name": "str",
-    "fallback_error": "str",
-    "fallback_cause": "str",
-    "ratio_to_window": "float64",
-    "summarizer_latency_s": "float64",
-    "summarizer_cost_usd": "float64",
-    **{c: "bool" for c in ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided")},
-}
+        rows.append(
+            call_row(
+                {
+                    "run_id": run_id,
+                    "task_id": task_id,
+                    "policy_kind": episode.policy_kind,
+                    "params_hash": episode.params_hash,
+                    "history_mode": episode.config.history_mode,
+                    "call_index": s.step - 1,
+                    "message_index": s.history_messages,
+                    "context_window_tokens": episode.context_window_tokens,
+                    "history_tokens": s.history_tokens,
+                    "history_messages": s.history_messages,
+                    "tool_schema_tokens": s.tokens_sent - s.view_tokens,
+                    "tokens_sent": s.tokens_sent,
+                    "tier": int(Tier.parse(s.tier_name)),
+                    "tier_name": s.tier_name,
+                    "compacted": s.compacted,
+                    "msgs_before": s.history_messages,
+                    "msgs_after": s.view_messages,
+                    "view_tokens": s.view_tokens,
+                    "offloads_tool_time_count": int(s.offloaded_tool_time),
+                    "summarizer_calls": s.summarizer_calls,
+                    "summarizer_input_tokens": s.summarizer_input_tokens,
+                    "summarizer_output_tokens": s.summarizer_output_tokens,
+                    "summarizer_cost_usd": s.summarizer_cost_usd,
+                    "forced_truncation": s.forced_compactions > 0,
+                }
+            )
+        )
+    return calls_frame(rows)
 
 
 def world_task(kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60) -> Task:
@@ -209,6 +181,8 @@ def run_world(
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
     ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
     with ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring.
+    ``window``: the run's window (tokens), the same rule as :func:`~h9eval.runs.run.run_task`'s
+    (:func:`~h9eval.compaction.step.run_window`).
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
     second paid episode, and a cassette holds only the episode it recorded)."""
     kind, seed = parse_world_spec(world)
@@ -221,6 +195,9 @@ def run_world(
         if params:
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
         pol = policy
+    # the run's window, as run_task resolves it (a window given in params is an explicit choice)
+    explicit = "context_window_tokens" in (params or {}) if isinstance(policy, str) else None
+    pol = run_window(pol, window, explicit=explicit).policy
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,

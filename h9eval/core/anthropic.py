@@ -14,15 +14,17 @@ h9eval is imported.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from h9eval.core.errors import ConfigError, H9Error
+from h9eval.core.messages import Message
 
-__all__ = ["API_KEY_ENV", "AnthropicAPI", "Usage", "redact", "resolve_api_key", "usage_of"]
+__all__ = ["API_KEY_ENV", "AnthropicAPI", "Usage", "anthropic_messages", "redact", "resolve_api_key", "usage_of"]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 #: characters of an API error message kept in an h9eval error (after redaction)
@@ -206,3 +208,42 @@ class AnthropicAPI:
     def count_tokens(self, **kwargs: Any) -> Any:
         """``messages.count_tokens`` through :meth:`call`."""
         return self.call(self.client.messages.count_tokens, timeout=None, **kwargs)
+
+
+# -- h9eval messages as a Messages API request ------------------------------------------------------
+def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if m.is_tool_result:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content or "(empty)"}
+        if m.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    if m.is_assistant:
+        out: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        for tc in m.tool_calls:
+            try:
+                args = json.loads(tc.arguments) if tc.arguments else {}
+            except json.JSONDecodeError:
+                args = {}
+            out.append({"type": "tool_use", "id": tc.id, "name": tc.name, "input": args if isinstance(args, dict) else {}})
+        return "assistant", out or [{"type": "text", "text": "(empty)"}]
+    return "user", [{"type": "text", "text": m.content or "(empty)"}]
+
+
+def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """``(system, messages)`` of a Messages API request for h9eval messages: system messages joined
+    into the system prompt; an assistant message's tool calls as ``tool_use`` blocks, tool results
+    as ``tool_result`` blocks in a user message, consecutive messages of one role merged, and a
+    user turn first (the API needs one; compaction can leave an assistant message there)."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    msgs: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        role, blocks = _blocks(m)
+        if msgs and msgs[-1]["role"] == role:
+            msgs[-1]["content"].extend(blocks)
+        else:
+            msgs.append({"role": role, "content": blocks})
+    if not msgs or msgs[0]["role"] != "user":
+        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": "(earlier context was compacted)"}]})
+    return system, msgs

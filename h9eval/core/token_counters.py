@@ -76,7 +76,7 @@ VOCAB_SHA256: Mapping[str, tuple[str, str]] = {
 # ``calibrate(calibration_corpus())`` (h9eval 0.1.0, quicktok 0.4.0): the corpus is every text
 # field of the synthetic presets small (seeds 0-4) and long (seed 7) plus every recorded session
 # under /work/shared/data/recorded (15 tasks: Claude Code, mini-SWE-agent, OpenHands, SWE-agent),
-# plus the built-in CJK sample ``_CJK_SAMPLE`` (the recorded sessions hold no CJK text, so ``cjk``
+# plus the built-in CJK sample ``CJK_SAMPLE`` (the recorded sessions hold no CJK text, so ``cjk``
 # rests on the synthetic corpus's few CJK fields and that sample). Over the whole corpus (1.92 M
 # BPE tokens) bytes/4 says 1.72 M (-10%) and this table 1.92 M. Kinds differ less than one might
 # expect with o200k; the main correction is the overall ~3.6 bytes/token instead of 4.
@@ -280,14 +280,14 @@ class BpeCounter:
 _BPE_SINGLETONS: dict[str, BpeCounter] = {}
 
 
-def _bpe(encoding: str = DEFAULT_ENCODING) -> BpeCounter:
+def bpe_counter(encoding: str = DEFAULT_ENCODING) -> BpeCounter:
     if encoding not in _BPE_SINGLETONS:
         _BPE_SINGLETONS[encoding] = BpeCounter(encoding)
     return _BPE_SINGLETONS[encoding]
 
 
 # -- calibrated estimate ------------------------------------------------------------------------
-_MILLI = 1000  # CalibratedEstimate's units are milli-tokens, so per-message rounding is negligible
+MILLI_TOKENS = 1000  # CalibratedEstimate's units are milli-tokens, so per-message rounding is negligible
 
 
 class CalibratedEstimate:
@@ -317,7 +317,7 @@ class CalibratedEstimate:
         """Milli-tokens of one text field."""
         if not text:
             return 0
-        return round(_utf8_len(text) * _MILLI / self.bytes_per_token[content_kind(text)])
+        return round(_utf8_len(text) * MILLI_TOKENS / self.bytes_per_token[content_kind(text)])
 
     def message_units(self, m: Message) -> int:
         hit = self._cache.get(m)
@@ -328,7 +328,7 @@ class CalibratedEstimate:
         return n
 
     def finish(self, units: int) -> int:
-        return units // _MILLI
+        return units // MILLI_TOKENS
 
     def count(self, msgs: Sequence[Message]) -> int:
         return self.finish(sum(self.message_units(m) for m in msgs))
@@ -343,7 +343,7 @@ def calibrate(messages: Iterable[Message], *, counter: BpeCounter | None = None,
     :class:`CalibratedEstimate`, which keeps the defaults for missing kinds. ``counter``: the
     reference (default ``BpeCounter()``).
     """
-    bpe = counter or _bpe()
+    bpe = counter or bpe_counter()
     nbytes: dict[str, int] = {}
     ntok: dict[str, int] = {}
     for m in messages:
@@ -358,7 +358,7 @@ def calibrate(messages: Iterable[Message], *, counter: BpeCounter | None = None,
     }
 
 
-_CJK_SAMPLE = (
+CJK_SAMPLE = (
     "上下文压缩的目标是在不丢失关键信息的前提下减少发送给模型的令牌数量。"
     "我们先把较早的工具输出写入文件，再对对话的前半部分进行摘要，最后只保留最近的几条消息。"
     "如果摘要失败，就退回到按令牌预算截断的策略，并记录一条错误。",
@@ -466,7 +466,7 @@ class AnthropicCountTokens:
 def make(name: str) -> TokenCounter:
     """A counter by name: ``bpe`` (quicktok o200k_base) or ``calibrated``."""
     if name == "bpe":
-        return _bpe()
+        return bpe_counter()
     if name == "calibrated":
         return CalibratedEstimate()
     raise ConfigError(did_you_mean(name, ("harness9", *COUNTER_NAMES), what="token counter"))

@@ -4,6 +4,11 @@ one owner of the on-disk schema (the writers and readers in :mod:`h9eval.results
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CALLS_SCHEMA_VERSION = 1
 """Version of the ``calls`` table (one row per model call; bump on a change of meaning).
@@ -62,6 +67,56 @@ CALL_COLUMNS = (
     "offload_write_failures",
 )
 
+_CALL_KIND_COLUMNS = {
+    "bool": (
+        "compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided",
+    ),
+    "str": (
+        "run_id", "task_id", "policy_kind", "params_hash", "history_mode", "tier_name", "fallback_error", "fallback_cause",
+    ),
+    "float64": ("ratio_to_window", "summarizer_latency_s", "summarizer_cost_usd"),
+}
+
+CALL_DTYPES: dict[str, str] = {
+    c: next((kind for kind, cols in _CALL_KIND_COLUMNS.items() if c in cols), "int64") for c in CALL_COLUMNS
+}
+"""The dtype of every ``calls`` column (both loops write the table through :func:`calls_frame`)."""
+
+_CALL_DERIVED = ("schema_version", "ratio_to_window", "overflow", "overflow_tokens")
+
+
+def call_row(values: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``calls`` row (:data:`CALL_COLUMNS` in order) from what a loop measured, by column.
+
+    Derived here, the same for every loop: ``schema_version``, ``ratio_to_window`` (tokens sent
+    over the window), ``overflow`` and ``overflow_tokens``. A column the loop does not measure is
+    zero, empty or false. A key that is no column (or a derived one) is a ``KeyError``: a typo
+    must not become a silent zero."""
+    unknown = [k for k in values if k not in CALL_DTYPES or k in _CALL_DERIVED]
+    if unknown:
+        raise KeyError(f"call_row: not a measured calls column: {', '.join(sorted(unknown))}")
+    sent, window = int(values["tokens_sent"]), int(values["context_window_tokens"])
+    derived = {
+        "schema_version": CALLS_SCHEMA_VERSION,
+        "ratio_to_window": sent / window,
+        "overflow": sent > window,
+        "overflow_tokens": max(sent - window, 0),
+    }
+    return {c: derived[c] if c in derived else values.get(c, _UNMEASURED[CALL_DTYPES[c]]) for c in CALL_COLUMNS}
+
+
+_UNMEASURED: dict[str, Any] = {"bool": False, "str": "", "float64": 0.0, "int64": 0}
+
+
+def calls_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The ``calls`` table of :func:`call_row` rows, with :data:`CALL_DTYPES` (no rows: the
+    columns only)."""
+    import pandas as pd
+
+    if not rows:
+        return pd.DataFrame(columns=list(CALL_COLUMNS))
+    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=CALL_DTYPES[c]) for c in CALL_COLUMNS})
+
 
 COMPACTIONS_SCHEMA_VERSION = 1
 """Version of the ``compactions`` table (one row per compaction record)."""
@@ -94,7 +149,7 @@ COMPACTION_COLUMNS: tuple[str, ...] = (
 )
 
 
-_INT_COLUMNS = (
+COMPACTION_INT_COLUMNS = (
     "schema_version",
     "record_index",
     "tier",
@@ -210,7 +265,7 @@ EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-_SORT_KEYS: dict[str, tuple[str, ...]] = {
+SORT_KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id",),
     "calls": ("run_id", "call_index"),
     "compactions": ("run_id", "record_index"),

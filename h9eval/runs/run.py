@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -11,6 +10,7 @@ from typing import Any
 
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
@@ -18,12 +18,12 @@ from h9eval.core.paths import safe_name
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget
 from h9eval.probes.runner import make_probe_fn
-from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
+from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+__all__ = ["fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens"]
 
 
 def fallback_warning(summary: Mapping[str, Any]) -> str | None:
@@ -68,29 +68,12 @@ def peak_frac_window(task: Task, peak_frac: float) -> int:
     return max(1, math.ceil(uncompacted_peak_tokens(task) * float(peak_frac)))
 
 
-def with_run_window(policy: Policy, window: int | None, *, policy_window_explicit: bool) -> Policy:
-    """``policy`` running at the run's ``window``: the window has one owner per run.
-
-    No ``window`` (``None``): the policy as it is. A policy without a ``context_window_tokens``
-    field: as it is (the replay measures against ``window``). A policy whose window was left
-    at its default: a copy at ``window``. A policy whose window was set explicitly
-    (``policy_window_explicit``) to another value: :class:`ConfigError` naming both.
-    """
-    own = policy_window(policy)
-    if window is None or own is None or own == window:
-        return policy
-    if policy_window_explicit:
-        raise ConfigError(
-            f"window {window} conflicts with {policy.kind}'s context_window_tokens {own}: "
-            "a run has one window; set one of them (or both to the same value)"
-        )
-    return dataclasses.replace(policy, context_window_tokens=window)  # type: ignore[type-var]
-
-
-def _explicit_window(policy: Policy) -> bool:
-    """Whether a policy object's window differs from its field's default (was set by someone)."""
-    default = {f.name: f.default for f in dataclasses.fields(policy)}["context_window_tokens"]  # type: ignore[arg-type]
-    return policy_window(policy) != default
+def _window_was_set(policy: Policy, params: Mapping[str, Any] | None, by_name: bool) -> bool:
+    """Whether the policy's window was set by the caller: given in ``params`` (a policy by
+    name), or different from its class's default (a policy object)."""
+    if by_name:
+        return "context_window_tokens" in (params or {})
+    return policy.window_tokens() is not None and policy.window_tokens() != type(policy).default_window_tokens()
 
 
 def run_task(
@@ -116,7 +99,7 @@ def run_task(
     ``summarizer``: a registered name, ``"none"``/``None`` (no summarizer) or a Summarizer.
     ``window``: the run's context window (tokens): a policy with its own
     ``context_window_tokens`` left at the default runs at it, one set to another value is a
-    :class:`ConfigError` (see :func:`with_run_window`). ``window_peak_frac``: instead of
+    :class:`ConfigError` (the one rule: :func:`~h9eval.compaction.step.run_window`). ``window_peak_frac``: instead of
     ``window``, size each task's window to that fraction of its own uncompacted peak
     (:func:`peak_frac_window`), so every task exercises the policy. ``max_probes``: the most
     probes one task's grid may score (checked for every task before any runs). With several tasks each
@@ -135,18 +118,14 @@ def run_task(
             "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
             path=str(task),
         )
-    if isinstance(policy, str):
-        pol = make_policy(policy, **(params or {}))
-        explicit = "context_window_tokens" in (params or {})
-    else:
-        pol = policy
-        explicit = policy_window(pol) is not None and _explicit_window(pol)
+    pol = make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
+    explicit = _window_was_set(pol, params, isinstance(policy, str))
     if window_peak_frac is None:
-        pol = with_run_window(pol, window, policy_window_explicit=explicit)
+        pol = run_window(pol, window, explicit=explicit).policy
     elif explicit:
         raise ConfigError(
             f"window_peak_frac {window_peak_frac} sizes each task's window, but {pol.kind}'s context_window_tokens "
-            f"was set to {policy_window(pol)}: a run has one window; drop one of them"
+            f"was set to {pol.window_tokens()}: a run has one window; drop one of them"
         )
     summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
     probe_fn = make_probe_fn(probes, cache=summarizer_cache)
@@ -163,7 +142,7 @@ def run_task(
             manual_compact_at=tuple(manual_compact_at),
             context_window_tokens=w,
         )
-        run_pol = with_run_window(pol, w, policy_window_explicit=False) if window_peak_frac is not None else pol
+        run_pol = run_window(pol, w, explicit=False).policy
         seen[t.task_id] = seen.get(t.task_id, 0) + 1
         key = t.task_id if seen[t.task_id] == 1 else f"{t.task_id}~{seen[t.task_id]}"
         run_id = None

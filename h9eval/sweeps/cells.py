@@ -15,6 +15,7 @@ from typing import Any
 
 from h9eval.compaction.base import params_hash, policy_params
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.compaction.user import policy_code_hash
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, H9InputError
@@ -260,6 +261,9 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
             given = {**pg.params, **point}
             try:
                 pol = make_policy(pg.kind, **given)
+                if spec.window_peak_frac is None:
+                    # the sweep's window replaces the policy's default (the one rule of compaction.step.run_window)
+                    pol = run_window(pol, spec.window, explicit="context_window_tokens" in given).policy
             except H9InputError as e:
                 where = f"policies[{i}] cell {_fmt_point(point)}"
                 if not skip:

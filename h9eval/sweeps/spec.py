@@ -4,7 +4,7 @@
 
     name = "small"                      # results go to results/<name>/ by default
     repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
-    window = 40000                      # context window (tokens) for policies without one
+    window = 40000                      # the run's context window (tokens), for every policy
     # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's uncompacted peak
     history_modes = ["view", "write_back"]
     skip_invalid = false                # skip grid cells the policy rejects instead of failing
@@ -53,7 +53,6 @@ import copy
 import itertools
 import os
 import re
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -67,7 +66,7 @@ from h9eval.compaction.policies import policy_param_names
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
 from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
-from h9eval.runs.replay import HISTORY_MODES
+from h9eval.compaction.step import HISTORY_MODES
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
 from h9eval.tasks.datasets.base import DatasetSource
 from h9eval.tasks.synthetic import PRESETS
@@ -157,8 +156,9 @@ class SweepSpec:
     seeds. ``history_modes``: default ``("view",)``. ``summarizers``: variant names (default
     ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
     (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
-    default). ``repeats``: ≥ 1 (default 1). ``window``: tokens, for policies without a
-    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``window_peak_frac``
+    default). ``repeats``: ≥ 1 (default 1). ``window``: the run's window in tokens, for every
+    policy (it replaces a policy's default ``context_window_tokens``; a policy entry that sets
+    another is refused); default ``None``: each policy's own, else 200,000. ``window_peak_frac``
 (``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
 own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
@@ -291,6 +291,8 @@ def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike[str]) -> S
         if not p.is_file():
             raise FormatError("no such sweep spec file", path=str(p))
         try:
+            import tomllib  # only when a TOML spec is read
+
             d: Any = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise FormatError(f"not valid TOML ({e})", path=str(p)) from None

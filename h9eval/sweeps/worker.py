@@ -23,6 +23,7 @@ from h9eval.closedloop.episode import run_episode, run_oracle
 from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.compaction.user import install
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import cell_work_dir
@@ -32,7 +33,6 @@ from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
-from h9eval.runs.run import with_run_window
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
 from h9eval.summarizers.registry import build_summarizer
@@ -134,8 +134,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "context_window_tokens": cell.window, "max_steps": cell.max_steps,
     }
     agent = make_agent(cell.agent)
-    ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, make_policy(cell.policy_kind, **cell.spec_params),
-                     summarizer=_summarizer(cell), **common)
+    # the cell's window, for every policy (the spec refused a conflicting explicit one)
+    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
+    world = make_world(cell.world_kind, **cell.world_params)
+    ep = run_episode(world, agent, policy, summarizer=_summarizer(cell), **common)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
@@ -165,13 +167,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = {
         "episodes": episodes_table([row]),
         "calls": calls,
-        "compactions": _EMPTY_COMPACTIONS,
+        "compactions": records_to_frame([], run_id="", session_id=""),
         "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
     }
     return head, parts
-
-
-_EMPTY_COMPACTIONS = records_to_frame([], run_id="", session_id="")
 
 
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
@@ -188,10 +187,8 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
     and ledger), without writing the cell: the worker writes it; the ledger page replays one again
     with ``keep_views`` to show what each compaction took out of the view."""
     task = _load_task(cell)
-    policy = make_policy(cell.policy_kind, **cell.spec_params)
-    if cell.window_peak_frac is not None:
-        # the task's own window, for every policy (the spec refused an explicit one)
-        policy = with_run_window(policy, cell.window, policy_window_explicit=False)
+    # the cell's window, for every policy (the spec refused a conflicting explicit one)
+    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
     cfg = ReplayConfig(
         history_mode=cell.history_mode,
         writeback_rules=cell.writeback_rules,

@@ -27,8 +27,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from rapidfuzz import fuzz
 
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, EXTRA_ANCHOR_TYPES, is_no_information, parse_anchors_and_summary
 from h9eval.core.messages import Message
@@ -160,6 +160,14 @@ def _bounded_occurrences(text: str, t: str) -> Iterator[int]:
         i = text.find(t, i + 1)
 
 
+def _fuzz() -> Any:
+    """rapidfuzz's ``fuzz`` module, imported at the first fuzzy test (a tenth of ``import
+    h9eval`` otherwise, for every command)."""
+    from rapidfuzz import fuzz
+
+    return fuzz
+
+
 def _grams(term: str, n: int = 3) -> list[str]:
     return [term[i : i + n] for i in range(0, len(term) - n + 1, n)]
 
@@ -217,7 +225,7 @@ class TextIndex:
         found = self._exact_position(t, last=last)
         if found is not None:
             return found
-        al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
+        al = _fuzz().partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
         return None if al is None else al.dest_start
 
     def _exact_position(self, t: str, *, last: bool) -> int | None:
@@ -244,7 +252,7 @@ class TextIndex:
             return False
         if self.fuzzy_threshold >= 90 and not self._any_gram(_grams(t)):
             return False
-        al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
+        al = _fuzz().partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
         if al is None:
             return False
         # Widen the aligned window to whole words before comparing numbers, so that a match

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from h9eval.analysis import report_closedloop as R
+from h9eval.analysis import stats
 from h9eval.analysis.report import write_report
 from h9eval.cli import main
 from h9eval.cli.demo import CLOSEDLOOP_SPEC
@@ -264,16 +265,16 @@ def test_golden_results_without_episodes_load_with_an_empty_table() -> None:
 def test_spearman_and_its_batched_form() -> None:
     import numpy as np
 
-    assert R.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert R.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert math.isnan(R.spearman([1, 2, 3], [1, 1, 1])) and math.isnan(R.spearman([1, 2], [1, 2]))
+    assert stats.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(stats.spearman([1, 2, 3], [1, 1, 1])) and math.isnan(stats.spearman([1, 2], [1, 2]))
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 4, size=(40, 8)).astype(float), rng.integers(0, 2, size=(40, 8)).astype(float)
-    batched = R._batch_spearman(x, y)
-    single = np.array([R.spearman(a, b) for a, b in zip(x, y)])
+    batched = stats.spearman_rows(x, y)
+    single = np.array([stats.spearman(a, b) for a, b in zip(x, y)])
     assert np.array_equal(np.isnan(batched), np.isnan(single)) and np.allclose(batched[~np.isnan(single)], single[~np.isnan(single)])
     with pytest.raises(ConfigError, match="same length"):
-        R.spearman([1, 2, 3], [1, 2])
+        stats.spearman([1, 2, 3], [1, 2])
 
 
 def test_success_cost_and_failure_modes(cl_sweep: Path) -> None:

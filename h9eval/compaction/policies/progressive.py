@@ -29,7 +29,7 @@ from h9eval.compaction.anchors import (
     merge_anchors,
     parse_anchors_and_summary,
 )
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, IncrementalMasking
 from h9eval.compaction.offload import (
     OFFLOAD_COMPACTION_THRESHOLD_BYTES,
@@ -37,7 +37,7 @@ from h9eval.compaction.offload import (
     CompactionOffloader,
     OffloadError,
 )
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file
 from h9eval.compaction.records import (
     EXTRA_MASKED,
     EXTRA_NA_OVERWRITES,
@@ -69,7 +69,7 @@ TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class ProgressiveCompactor(Policy):
+class ProgressiveCompactor(WindowedPolicy):
     """harness9's progressive compactor: five tiers by window usage, a verbatim tail, offload.
 
     The frozen fields are its configuration, each documented once, below (``h9eval policies``
@@ -223,6 +223,10 @@ class ProgressiveCompactor(Policy):
 
     def prompts(self) -> PromptSet:
         return load_prompt_file(self.prompt_file) if self.prompt_file else DEFAULT_PROMPTS
+
+    def hook_threshold_bytes(self) -> int:
+        """harness9 runs its tool-time offload hook at ``offload_hook_threshold_bytes``."""
+        return self.offload_hook_threshold_bytes
 
     def start(self, env: CompactionEnv | None = None) -> ProgressiveRun:
         return ProgressiveRun(self, env or CompactionEnv())
@@ -471,8 +475,8 @@ class ProgressiveRun(PolicyRun):
         """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
         if self.env.summarizer is None:
             return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
-        conv = serialize_conversation(head)
-        req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
+        # the conversation and the prompt are built only if the summarizer reads them
+        req = summary_request(self._prompts, head, None, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
             return None
