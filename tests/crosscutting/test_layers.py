@@ -99,6 +99,8 @@ STRING_IMPORTS = {
     # PEP 562 exports: importing the agents must not import the worlds (an agent provably
     # cannot reach them), and the package's __init__ runs whenever an agent module is imported.
     "h9eval.closedloop",
+    # `h9eval --import MODULE`: the user's own policy module, which h9eval cannot name in advance
+    "h9eval.compaction.user",
 }
 
 
