@@ -96,7 +96,7 @@ print(sorted(p.name for p in Path(out_dir).iterdir()))""",
     ("md", "## Token curve\n\nDashed: the history an uncompacted agent would send; solid: what was sent. Bands: the tiers."),
     ("code", "plots.token_curve(calls, title=f\"{result.task_id}: progressive, {window:,}-token window, {history_mode} mode\")"),
     ("md", "## Tier swimlane"),
-    ("code", "plots.tier_swimlane(calls)"),
+    ("code", "plots.tier_swimlane(calls, labels={result.run_id: f\"progressive, {history_mode} mode\"})"),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -412,8 +412,13 @@ by_summarizer = {s: list(runs[runs["summarizer"] == s]["run_id"]) for s in ("off
 titled(plots.anchor_retention_heatmap(results.probes[results.probes["run_id"].isin(by_summarizer["offline"])]), "Anchor probes: with anchors (offline)")""",
     ),
     ("code", "titled(plots.anchor_retention_heatmap(results.probes[results.probes[\"run_id\"].isin(by_summarizer[\"offline_free_text\"])]), \"Anchor probes: free text (offline_free_text)\")"),
-    ("md", "Intent and fact retention over calls, one line per run (anchors and free text):"),
-    ("code", "plots.drift_curves(results.probes, run_ids=by_summarizer[\"offline\"] + by_summarizer[\"offline_free_text\"])"),
+    ("md", "Intent and fact retention over calls on one task, one line per summarizer (anchors and free text):"),
+    (
+        "code",
+        """one_task = runs[runs["task_id"] == sorted(runs["task_id"])[0]]
+print(one_task["task_id"].iloc[0])
+plots.drift_curves(results.probes, run_ids=list(one_task["run_id"]), labels={r: f"{s} summarizer" for r, s in zip(one_task["run_id"], one_task["summarizer"])})""",
+    ),
     (
         "md",
         """## 2. N/A overwrites: harness9's merge vs `na_safe_merge`
@@ -468,7 +473,7 @@ titled(plots.anchor_retention_heatmap(compactions_na[compactions_na["run_id"].is
     ("md", "Anchor probes over compactions, harness9's merge then `na_safe_merge=True`:"),
     ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[False])]), \"Anchor probes: harness9's merge\")"),
     ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[True])]), \"Anchor probes: na_safe_merge=True\")"),
-    ("code", "plots.drift_curves(probes_na)"),
+    ("code", "plots.drift_curves(probes_na, labels={r.run_id: f\"{'na_safe_merge' if safe else 'harness9 merge'}, {task}\" for (safe, task), r in runs_na.items()})"),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -568,7 +573,7 @@ replays = {
 both = pd.concat([r.calls for r in replays.values()], ignore_index=True)
 pd.DataFrame({c: r.summary() for c, r in replays.items()})""",
     ),
-    ("code", "plots.tier_swimlane(both)"),
+    ("code", "plots.tier_swimlane(both, labels={r.run_id: f\"tier counter: {c}\" for c, r in replays.items()})"),
     (
         "code",
         """tiers = pd.DataFrame({c: r.calls.set_index("call_index")["tier_name"] for c, r in replays.items()})
@@ -615,7 +620,7 @@ from pathlib import Path
 import pandas as pd
 
 from h9eval.analysis import plots_closedloop as PC
-from h9eval.analysis import report_closedloop as R
+from h9eval.analysis import episodes as R
 from h9eval.closedloop import steps_frame
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval import load_results, sweep

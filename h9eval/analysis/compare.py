@@ -79,6 +79,11 @@ METRICS: tuple[Metric, ...] = (
     Metric(name="peak_tokens_sent", higher_is_better=False, description="largest request of the run, tokens"),
     Metric(name="summarizer_calls", higher_is_better=False, description="summarizer calls per run"),
     Metric(name="summarizer_cost_usd", higher_is_better=False, description="summarizer cost per run, USD"),
+    Metric(name="cost_usd", higher_is_better=False,
+           description="dollars per task as the provider bills it: prompt caching, agent and summarizer calls (h9eval.core.billing)"),
+    Metric(name="cost_saved", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
+           description="share of the uncompacted transcript's dollars saved, under the same billing"),
+    Metric(name="cache_read_share", higher_is_better=True, description="cache reads over the agent's billed input"),
     Metric(name="emergencies", higher_is_better=False, description="forced (emergency) truncations per run"),
     Metric(name="overflows", higher_is_better=False, description="calls whose request exceeded the window, per run"),
     Metric(name="fallbacks", higher_is_better=False, description="summaries replaced by the fallback, per run"),
@@ -116,7 +121,8 @@ def run_table(results: Results) -> Any:
     ok = ok.drop_duplicates("run_id").copy()
     ok["config"] = config_labels(ok)
     rm = M.run_metrics(results.calls, results.probes, ok)
-    keep = [c for c in ("run_id", "tokens_saved", "retention", "peak_tokens_sent", "summarizer_calls", "summarizer_cost_usd", "emergencies", "overflows", "fallbacks") if c in rm.columns]
+    keep = [c for c in ("run_id", "tokens_saved", "retention", "peak_tokens_sent", "summarizer_calls", "summarizer_cost_usd",
+                        "cost_usd", "cost_saved", "cache_read_share", "emergencies", "overflows", "fallbacks") if c in rm.columns]
     info_cols = [c for c in ("run_id", "task_id", "config", "policy_name", "policy_kind", "params_hash", "params_json", "summarizer", "history_mode", "repeat", "n_compactions") if c in ok.columns]
     out = ok[info_cols].merge(rm[keep], on="run_id", how="left")
     probes = results.probes

@@ -76,6 +76,12 @@ OPTION_TARGETS: tuple[OptionTarget, ...] = (
         targets=("peak_tokens_sent", "emergencies"),
         rationale="a tail bounded in tokens, not messages, cannot carry one huge output into every view",
     ),
+    OptionTarget(
+        option="min_gain_horizon_calls",
+        targets=("cost_usd",),
+        rationale="a summary deferred until it repays the prompt cache it destroys: fewer dollars per task "
+        "as the provider bills them (docs/billing.md)",
+    ),
 )
 """One entry per :data:`h9eval.analysis.metrics.IMPROVEMENT_OPTIONS` option."""
 

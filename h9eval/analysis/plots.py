@@ -28,6 +28,7 @@ __all__ = [
     "drift_curves",
     "strategy_comparison",
     "summarizer_cost",
+    "retention_cost_frontier",
     "token_estimate_error",
     "records_token_curve",
     "tune_evidence",
@@ -656,4 +657,38 @@ def tune_evidence(evidence: Any) -> Any:
     ax.set_ylabel("retention (mean recall score)")
     ax.legend(fontsize=7)
     ax.set_title("Threshold search")
+    return fig
+
+
+def retention_cost_frontier(df: Any, *, x: str = "cost_usd", y: str = "retention", label: str = "configuration") -> Any:
+    """Retention against dollars per task, one point per configuration (``df``: columns ``label``,
+    ``x``, ``y``, optional ``history_mode``), with the Pareto front (cheaper and retaining more)
+    drawn as a line per history mode. Configurations without a price or a retention are left out
+    and counted in the title."""
+    fig, axes = new_figure(1, 1, size=(8.0, 5.0))
+    ax = axes[0]
+    d = df.dropna(subset=[x, y]) if len(df) else df
+    if len(d) == 0:
+        empty_figure(ax, "priced configurations with a retention")
+        return fig
+    modes = sorted(d["history_mode"].unique()) if "history_mode" in d.columns else [None]
+    for i, mode in enumerate(modes):
+        sub = d if mode is None else d[d["history_mode"] == mode]
+        ax.scatter(sub[x], sub[y], color=f"C{i}", label=str(mode) if mode is not None else None, zorder=3)
+        # configurations at the same point (identical behaviour) share one label
+        for (px, py), grp in sub.groupby([sub[x].round(6), sub[y].round(6)], sort=False):
+            text = " = ".join(str(v) for v in grp[label])
+            note = ax.annotate(text if len(text) <= 60 else text[:57] + "...", (px, py), fontsize=7, xytext=(4, 2),
+                               textcoords="offset points")
+            note.set_in_layout(False)  # long labels must not squeeze the axes
+        front = M.pareto_front(sub, x, y, maximize=(False, True))
+        ax.plot(front[x], front[y], color=f"C{i}", alpha=0.5, linestyle="--")
+    ax.margins(x=0.35, y=0.08)  # room for the labels right of the points
+    ax.set_xlabel("dollars per task (list prices, prompt caching)")
+    ax.set_ylabel("retention (mean recall-probe score)")
+    dropped = len(df) - len(d)
+    ax.set_title("Retention vs dollars" + (f" ({dropped} configurations unpriced or unprobed)" if dropped else ""))
+    if modes != [None]:
+        ax.legend(title="history mode", fontsize=8)
+    ax.grid(alpha=0.3)
     return fig

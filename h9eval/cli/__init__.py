@@ -13,7 +13,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from h9eval.cli import compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
+from h9eval.cli import bills, compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
 from h9eval.compaction.user import import_policies
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
@@ -22,7 +22,7 @@ from h9eval.sweeps.sweep import SweepFailed
 __all__ = ["main", "build_parser"]
 
 # The commands, in the order ``h9eval --help`` lists them.
-_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, demo)
+_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, bills, demo)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -209,6 +209,8 @@ class Episode:
     #: (fact_id, present) for each ground-truth fact whose consuming tool was called: was its
     #: value in the view at the first such call?
     facts_at_need: tuple[tuple[str, bool], ...] = ()
+    #: the view sent at each step (one per ``steps`` entry), for the billing model
+    views: tuple[tuple[Message, ...], ...] = field(default=(), repr=False, compare=False)
 
     # -- measures --------------------------------------------------------------------------
     @property
@@ -488,6 +490,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         invented_values=invented,
         loop_reason=loop_reason,
         facts_at_need=_facts_at_need(truth, actions, views, tools),
+        views=tuple(views),
     )
 
 

@@ -32,6 +32,8 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns
+from h9eval.core.messages import Message, ToolCall
 from h9eval.core.errors import ConfigError
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
@@ -118,9 +120,12 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.Da
     replay's builder and dtypes).
 
     What the closed loop does not record per step is zero or empty: offload bytes, summarizer
-    latency and cache hits, fallbacks, write-backs and masking counts."""
+    latency and cache hits, fallbacks, write-backs and masking counts. The billed columns come
+    from :func:`episode_bills` (no uncompacted transcript: ``raw_cost_usd`` is NaN; an episode
+    without its views leaves them unknown)."""
     rows = []
-    for s in episode.steps:
+    bills = episode_bills(episode)
+    for i, s in enumerate(episode.steps):
         rows.append(
             call_row(
                 {
@@ -148,10 +153,36 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.Da
                     "summarizer_output_tokens": s.summarizer_output_tokens,
                     "summarizer_cost_usd": s.summarizer_cost_usd,
                     "forced_truncation": s.forced_compactions > 0,
+                    **(bill_columns(bills[i]) if i < len(bills) else {}),
                 }
             )
         )
     return calls_frame(rows)
+
+
+def episode_bills(episode: Episode, billing: BillingConfig | None = None) -> list[SessionBills]:
+    """Each step's bill (:mod:`h9eval.core.billing`): the view sent, after the tool schemas; the
+    reply as the step's tool call (its note is not kept); time between steps from the stated
+    timing model; tokens new since the previous step = the view's messages the previous view did
+    not hold (a compaction's summary counts as new here, unlike in the open-loop replay)."""
+    views = episode.views
+    if not views:
+        return []
+    steps = episode.steps
+    tools_tokens = max(steps[0].tokens_sent - steps[0].view_tokens, 0) if steps else 0
+    cfg = billing or BillingConfig()
+    biller = SessionBiller(cfg, prefix_tokens=cfg.prefix_tokens if cfg.prefix_tokens is not None else tools_tokens)
+    out: list[SessionBills] = []
+    previous: Message | None = None
+    seen: set[Message] = set()
+    for i, (s, view) in enumerate(zip(steps, views)):
+        reply = Message("assistant", "", (ToolCall(f"call_{s.step:03d}", s.tool, s.arguments),) if s.tool else ())
+        new = sum(m.nbytes for m in view if m not in seen) // 4
+        summ = [(s.summarizer_input_tokens, s.summarizer_output_tokens)] if s.summarizer_calls else []
+        out.append(biller.call(i, view=view, raw_view=None, output=reply, previous_output=previous,
+                               appended_tokens=new, summarizer_calls=summ))
+        previous, seen = reply, set(view)
+    return out
 
 
 def world_task(kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60) -> Task:

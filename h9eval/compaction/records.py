@@ -43,6 +43,8 @@ EXTRA_NA_OVERWRITES_PREVENTED = "na_overwrites_prevented"
 """``list[str]``: anchor kinds the N/A-safe merge kept instead of overwriting."""
 EXTRA_OFFLOAD_PLACEHOLDERS = "offload_placeholders"
 """``dict[str, str]``: tool-call id -> placeholder text of the results this compaction offloaded."""
+EXTRA_MIN_GAIN_DEFERRED = "min_gain_deferred"
+"""``True`` when the minimum-gain rule deferred a summary that would not repay the cache it destroys."""
 
 
 class Tier(IntEnum):

@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Any, Self
 
 from h9eval.compaction.base import CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
 from h9eval.compaction.offload import reset_write_failures, write_failure_count, write_failures
-from h9eval.compaction.records import EXTRA_OFFLOAD_PLACEHOLDERS, CompactionRecord, FileRecordStore, Tier
+from h9eval.compaction.records import (
+    EXTRA_MIN_GAIN_DEFERRED,
+    EXTRA_OFFLOAD_PLACEHOLDERS,
+    EXTRA_SUMMARY_CALLS,
+    CompactionRecord,
+    FileRecordStore,
+    Tier,
+)
 from h9eval.compaction.step import (
     HISTORY_MODES,
     WRITEBACK_RULES,
@@ -46,6 +53,7 @@ from h9eval.compaction.step import (
 )
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, recorded_call_times
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
@@ -107,6 +115,8 @@ class ReplayConfig:
     seed: int = 0
     system_prompt: str = "You are a software engineering agent. Use the available tools to complete the user's task."
     v1_alias_offload: bool = False
+    billing: BillingConfig = field(default_factory=BillingConfig)
+    """How the calls are billed (models, cache placement, timing): :mod:`h9eval.core.billing`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manual_compact_at", tuple(self.manual_compact_at))
@@ -192,6 +202,21 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
+        **_bill_numbers(c),
+    }
+
+
+def _bill_numbers(c: pd.DataFrame) -> dict[str, float | None]:
+    """The run's billed dollars and cache-read share (``None``: an unpriced call, or no bills)."""
+    def dollars(col: str) -> float | None:  # to the millionth of a dollar: what a bill shows and more
+        return round(float(c[col].sum()), 6) if col in c.columns and c[col].notna().all() else None
+
+    billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum().sum() if "cache_read_tokens" in c.columns else 0
+    return {
+        "cost_usd": dollars("cost_usd"),
+        "raw_cost_usd": dollars("raw_cost_usd"),
+        "cache_read_share": round(float(c["cache_read_tokens"].sum() / billed), 4) if billed else None,
+        "invalidation_usd": dollars("invalidation_usd"),
     }
 
 
@@ -424,6 +449,10 @@ class _ReplayLoop:
         self.n_compactions = 0
         self._write_failures_seen = 0
         self._manual_at = set(cfg.manual_compact_at)
+        self.raw: list[Message] = list(step.history)  # the uncompacted transcript so far, as recorded
+        self.biller = _biller(task, cfg, run.tool_schema_tokens, self.n_calls)
+        self._appended_bytes = step.history_bytes  # bytes that joined the history since the last call
+        self._previous_output: Message | None = None
 
     def run(self) -> None:
         for i, m in enumerate(self.task.messages):
@@ -432,6 +461,8 @@ class _ReplayLoop:
             else:
                 self._arrive(m)
             self.raw_bytes += m.nbytes
+            self.raw.append(m)
+            self._appended_bytes += m.nbytes
         self.outputs.flush()
 
     def _arrive(self, m: Message) -> None:
@@ -454,16 +485,32 @@ class _ReplayLoop:
         if req.stats.written_back:
             self.outputs.replace_history(self.step.history)
         self._alias_offloads(req.compactions[-1].record)
-        row = self._log(i, req)
+        row = self._log(i, req, self._bill(req, m))
         self._probe(i, row, req.view)
         self._arrive(m)
+
+    def _bill(self, req: CallRequest, output: Message) -> SessionBills:
+        summ = [(sc.input_tokens, sc.output_tokens) for c in req.compactions if c.record is not None
+                for sc in c.record.extra.get(EXTRA_SUMMARY_CALLS, [])]
+        bills = self.biller.call(
+            self.call_index,
+            view=req.view,
+            raw_view=self.raw,
+            output=output,
+            previous_output=self._previous_output,
+            appended_tokens=self._appended_bytes // 4,
+            summarizer_calls=summ,
+        )
+        self._appended_bytes = 0
+        self._previous_output = output
+        return bills
 
     def _new_write_failures(self) -> int:
         n = write_failure_count(self.outputs.offload_root)
         new, self._write_failures_seen = n - self._write_failures_seen, n
         return new
 
-    def _log(self, i: int, req: CallRequest) -> dict[str, Any]:
+    def _log(self, i: int, req: CallRequest, bills: SessionBills) -> dict[str, Any]:
         run = self.run_facts
         row = call_row(
             {
@@ -473,6 +520,9 @@ class _ReplayLoop:
                 "message_index": i,
                 "raw_tokens_sent": self.raw_bytes // 4 + run.tool_schema_tokens,
                 "offload_write_failures": self._new_write_failures(),
+                **bill_columns(bills),
+                "min_gain_deferred": any(c.record is not None and bool(c.record.extra.get(EXTRA_MIN_GAIN_DEFERRED))
+                                         for c in req.compactions),
             }
         )
         self.rows.append(row)
@@ -496,6 +546,19 @@ class _ReplayLoop:
         )
         # the view covers the transcript up to the message before this call's output
         self.probe_rows.extend(self.probe_fn(self.task, view, i - 1, at))
+
+
+def _biller(task: Task, cfg: ReplayConfig, tool_schema_tokens: int, n_calls: int) -> SessionBiller:
+    """The run's biller: recorded models and timestamps when the task has one per call."""
+    recorded = task.metadata.get("recorded_calls")
+    recorded = recorded if isinstance(recorded, list) and len(recorded) == n_calls else None
+    prefix = cfg.billing.prefix_tokens if cfg.billing.prefix_tokens is not None else tool_schema_tokens
+    return SessionBiller(
+        cfg.billing,
+        prefix_tokens=prefix,
+        recorded_models=[c.get("model") for c in recorded] if recorded else None,
+        recorded_times_s=recorded_call_times(recorded),
+    )
 
 
 def replay(

@@ -31,7 +31,6 @@ tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.anthropic import AnthropicAPI, usage_of
 from h9eval.core.errors import ConfigError, SummarizerError
+from h9eval.core.prices import MODELS, base_model_id
 
 __all__ = [
     "AnthropicSummarizer",
@@ -51,36 +51,25 @@ __all__ = [
 # claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns on every call)
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
-# USD per million tokens (input, output), list prices; dated ids ("claude-sonnet-4-5-20250929")
-# find their entry through price_for.
 DEFAULT_PRICES_USD_PER_MTOK: dict[str, tuple[float, float]] = {
-    "claude-opus-4-5": (5.0, 25.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4-6": (3.0, 15.0),
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-3-7-sonnet": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-    "claude-3-haiku": (0.25, 1.25),
+    name: (float(info.input_usd_per_mtok or 0.0), float(info.output_usd_per_mtok or 0.0))
+    for name, info in MODELS.items()
+    if info.priced
 }
-
-
-_DATED = re.compile(r"-(\d{8}|latest)$")
+"""(input, output) USD per million tokens of every priced model, derived from the one model
+table :data:`h9eval.core.prices.MODELS` (dated: :data:`h9eval.core.prices.PRICES_AS_OF`)."""
 
 
 def price_for(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
     """``(input, output)`` USD per million tokens for ``model``, or ``None`` when unknown.
 
     An exact entry wins; else the entry the model id extends by a date or ``-latest`` suffix
-    (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``). Plain prefixes do not match:
-    ``claude-opus-4-6`` is not priced as ``claude-opus-4``.
+    (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``), as :func:`h9eval.core.prices.model_entry`
+    finds it. Plain prefixes do not match: ``claude-opus-4-7`` is not priced as ``claude-opus-4``.
     """
     if model in prices:
         return prices[model]
-    base = _DATED.sub("", model)
-    return prices.get(base)
+    return prices.get(base_model_id(model))
 
 
 class AnthropicSummarizer:

@@ -35,7 +35,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
            "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps")
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing")
 CELL_KINDS = ("replay", "episode")
 
 
@@ -99,6 +99,8 @@ class Cell:
     """An episode cell's agent (``make_agent`` form)."""
     max_steps: int = 60
     """An episode cell's step bound."""
+    billing: dict[str, Any] = field(default_factory=dict)
+    """The spec's ``[billing]`` table (how the calls are billed)."""
     cell_hash: str = field(init=False)
     """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
     manifest schema, the h9eval version and the source hash."""
@@ -306,6 +308,7 @@ class _CellMaker:
             params_hash=p.params_hash,
             history_mode=mode,
             writeback_rules=spec.writeback_rules,
+            billing=spec.billing,
             summarizer=variant,
             summarizer_params=dict(spec.summarizer_params),
             summarizer_cache=_cache_for_repeat(self.cache, r),

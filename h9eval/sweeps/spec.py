@@ -63,6 +63,7 @@ from h9eval.closedloop.agents import AGENT_KINDS, make_agent
 from h9eval.closedloop.worlds import make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
+from h9eval.core.billing import billing_config_from_dict
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
 from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
@@ -93,6 +94,7 @@ TOP_LEVEL_KEYS = (
     "skip_invalid",
     "description",
     "agents",
+    "billing",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
 DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
@@ -187,6 +189,8 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
     writeback_rules: str = "v3"
     skip_invalid: bool = False
     description: str = ""
+    billing: dict[str, Any] = field(default_factory=dict)
+    """The ``[billing]`` table as given (validated): :func:`h9eval.core.billing.billing_config_from_dict`."""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     source_path: str | None = field(default=None, compare=False)
 
@@ -219,6 +223,7 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},
             "writeback_rules": self.writeback_rules,
             "skip_invalid": self.skip_invalid,
+            "billing": self.billing,
         }
 
 
@@ -325,6 +330,9 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     _expect(isinstance(skip, bool), "skip_invalid", "must be true or false", skip)
     desc = d.get("description", "")
     _expect(isinstance(desc, str), "description", "expected a string", desc)
+    billing = d.get("billing", {})
+    _expect(isinstance(billing, dict), "billing", "expected a table (model, placement, timing, models...)", billing)
+    billing_config_from_dict(billing)
     return SweepSpec(
         name=name,
         recorded=recorded,
@@ -346,6 +354,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         writeback_rules=rules,
         skip_invalid=skip,
         description=desc,
+        billing=copy.deepcopy(billing),
         source=source,
         source_path=source_path,
     )

@@ -32,6 +32,7 @@ from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
+from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
@@ -195,6 +196,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
         context_window_tokens=cell.window,
         seed=cell.repeat,
         keep_views=keep_views,
+        billing=billing_config_from_dict(cell.billing),
     )
     return replay(
         task,

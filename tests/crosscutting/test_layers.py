@@ -54,6 +54,7 @@ HEAVY = {
     "httpx2",
     "rapidfuzz",
     "IPython",
+    "jinja2",
     "inspect_ai",
 }
 

@@ -48,7 +48,9 @@ from h9eval.closedloop.agents.base import (
     parse_view,
 )
 from h9eval.core.anthropic import AnthropicAPI, anthropic_messages
+from h9eval.core.billing import DEFAULT_BILLING_MODEL
 from h9eval.core.cassette import Cassette, request_hash
+from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
 from h9eval.core.errors import ConfigError
 
@@ -80,9 +82,10 @@ def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, tempera
     return body
 
 
-#: Anthropic's prompt-caching multipliers of the input price: reads 0.1x, 5-minute writes 1.25x
-CACHE_READ_PRICE_FRAC = 0.1
-CACHE_WRITE_PRICE_FRAC = 1.25
+#: Anthropic's prompt-caching multipliers of the input price (reads 0.1x, 5-minute writes 1.25x),
+#: from the one model table (h9eval.core.prices)
+CACHE_READ_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_read_frac
+CACHE_WRITE_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_write_5m_frac
 
 
 def call_cost_usd(usage: CallUsage, price: tuple[float, float] | None) -> float:

@@ -1,4 +1,4 @@
-"""The closed-loop part of the report: success and cost per configuration, the cost-vs-success
+"""Closed-loop episodes, analysed: success and cost per configuration, the cost-vs-success
 frontier, failure modes by kind, and the validation study (does open-loop probe retention
 predict closed-loop success?).
 
@@ -17,8 +17,7 @@ each reader profile is its own experiment.
   the open-loop retention of the task's exported transcript (the replay cells of ``[tasks]
   worlds`` with ``open_loop = true``) and closed-loop success, with a task bootstrap interval;
   pooled over configurations; and the probes whose retention predicts success best and worst.
-* :func:`closedloop_sections`: all of it as report sections (``report.py`` adds them);
-  :func:`without_episode_runs`: the results without the episode cells, for the open-loop
+* :func:`without_episode_runs`: the results without the episode cells, for the open-loop
   sections.
 
 Open-loop retention here is the mean ``recall`` score in the ``view`` scope over the probes
@@ -31,19 +30,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import stats as S
 from h9eval.analysis.metrics import config_labels
 
 __all__ = [
     "BASELINE",
     "FAILURE_KINDS",
-    "ClosedLoopSection",
     "Validation",
-    "closedloop_sections",
     "episode_table",
     "failure_modes",
     "open_loop_retention",
@@ -69,15 +65,6 @@ FAILURE_KINDS: tuple[tuple[str, str], ...] = (
     ("protocol_errors", "a view a real API would reject for its tool pairs"),
     ("wasted_refetches", "re-read an offloaded result that was still in view"),
 )
-
-
-@dataclass
-class ClosedLoopSection:
-    """A report section: ``blocks`` are ``(kind, payload)`` with the report's kinds (``text``,
-    ``note``, ``table`` = (DataFrame, caption), ``figure`` = (name, Figure, caption))."""
-
-    title: str
-    blocks: list[tuple[str, Any]] = field(default_factory=list)
 
 
 # -- labels -------------------------------------------------------------------------------------
@@ -127,7 +114,8 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     mean over tasks of each episode's summed tokens sent) with ``_lo``/``_hi`` task-bootstrap
     95 % intervals; ``excess_steps`` and ``summarizer_cost_usd`` (means); and, against
     ``baseline`` on the same tasks, ``success_diff`` and ``tokens_diff`` with their intervals
-    and verdicts (Holm-adjusted over the agent's configurations)."""
+    and verdicts (Holm-adjusted over the agent's configurations; ``*_diff_level``: the interval's
+    adjusted level)."""
     import pandas as pd
 
     rows = []
@@ -160,9 +148,14 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
         for metric, pairs in (("success", pairs_s), ("tokens", pairs_t)):
             for name, cmp in zip(names, S.compare_family(pairs, n_resamples=n_boot, seed=seed) if pairs else ()):
                 row = next(r for r in rows if r["agent"] == agent and r["config"] == name)
-                row.update({f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi, f"{metric}_verdict": cmp.verdict})
+                row.update(
+                    {
+                        f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi,
+                        f"{metric}_verdict": cmp.verdict, f"{metric}_diff_level": cmp.adjusted_level,
+                    }
+                )
     df = pd.DataFrame(rows)
-    for c in ("success_diff", "success_diff_lo", "success_diff_hi", "success_verdict", "tokens_diff", "tokens_diff_lo", "tokens_diff_hi", "tokens_verdict"):
+    for c in (f"{m}_{x}" for m in ("success", "tokens") for x in ("diff", "diff_lo", "diff_hi", "verdict", "diff_level")):
         if c not in df.columns:
             df[c] = math.nan if not c.endswith("verdict") else ""
     return df
@@ -172,7 +165,7 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
 def failure_modes(ep: Any) -> Any:
     """One row per (agent, configuration): ``episodes``, ``failed`` and, per
     :data:`FAILURE_KINDS`, the number of episodes showing that kind (an episode may show
-    several); ``world_failures``: the worlds' own failure reasons with counts."""
+    several); ``world_failures``: the worlds' own failure reasons with counts, most frequent first."""
     import pandas as pd
 
     rows = []
@@ -198,7 +191,9 @@ def failure_modes(ep: Any) -> Any:
                 "episodes": len(g),
                 "failed": int((~g["success"].astype(bool)).sum()),
                 **{k: int(v.sum()) for k, v in flags.items()},
-                "world_failures": "; ".join(f"{r} ×{n}" for r, n in sorted(counts.items())),
+                "world_failures": "; ".join(
+                    f"{r} ×{n}" for r, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -304,135 +299,3 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
     if len(probes):
         probes = probes.sort_values(["agent", "rho"], ascending=[True, False], na_position="last", kind="stable").reset_index(drop=True)
     return Validation(pairs=pairs, per_config=pd.DataFrame(per), pooled=pd.DataFrame(pooled), probes=probes)
-
-
-# -- sections -----------------------------------------------------------------------------------
-def _fmt_ci(m: float, lo: float, hi: float) -> str:
-    if m != m:
-        return "–"
-    return f"{m:.3g} [{lo:.3g}, {hi:.3g}]" if lo == lo else f"{m:.3g}"
-
-
-def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[ClosedLoopSection]:
-    """The closed-loop sections of a sweep's report (none when it ran no episodes)."""
-    ep = episode_table(res)
-    if not len(ep):
-        return []
-    secs = []
-    sc = success_cost(ep, n_boot=n_boot, seed=seed)
-    s = ClosedLoopSection("Closed loop: success and cost")
-    s.blocks.append(
-        (
-            "text",
-            (
-                f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds ({', '.join(sorted(ep['world_kind'].unique()))}), "
-                f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next action "
-                "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % task-level "
-                "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted over "
-                "an agent's configurations. The scripted agent is a stand-in: see the README on what it can and cannot say."
-            ),
-        )
-    )
-    show = sc.assign(
-        success_ci=[_fmt_ci(*v) for v in zip(sc["success"], sc["success_lo"], sc["success_hi"])],
-        tokens_sent_ci=[_fmt_ci(*v) for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])],
-        success_vs_keep_all=[_fmt_ci(*v) for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])],
-    )[
-        [
-            "agent",
-            "config",
-            "n_tasks",
-            "success_ci",
-            "success_vs_keep_all",
-            "success_verdict",
-            "tokens_sent_ci",
-            "tokens_verdict",
-            "excess_steps",
-            "summarizer_cost_usd",
-        ]
-    ]
-    s.blocks.append(("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict.")))
-    s.blocks.append(
-        (
-            "figure",
-            (
-                "closedloop_frontier",
-                PC.cost_success_frontier(sc),
-                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; "
-                "dashed: the frontier (no configuration is cheaper and at least as successful).",
-            ),
-        )
-    )
-    secs.append(s)
-
-    fm = failure_modes(ep)
-    s = ClosedLoopSection("Closed loop: failure modes")
-    s.blocks.append(
-        (
-            "table",
-            (
-                fm,
-                "Episodes per configuration showing each failure kind (an episode may show several); world_failures: the worlds' own reasons for the episodes that failed.",
-            ),
-        )
-    )
-    s.blocks.append(
-        (
-            "figure",
-            ("closedloop_failures", PC.failure_modes(fm, [k for k, _ in FAILURE_KINDS]), "Share of episodes showing each failure kind, per configuration."),
-        )
-    )
-    s.blocks.append(("text", "Kinds: " + "; ".join(f"{k}: {d}" for k, d in FAILURE_KINDS) + "."))
-    secs.append(s)
-
-    v = validation_study(res, n_boot=n_boot, seed=seed)
-    s = ClosedLoopSection("Validation: does open-loop retention predict closed-loop success?")
-    if not len(v.pairs):
-        s.blocks.append(
-            (
-                "note",
-                'No open-loop replays of the worlds with probes: set open_loop = true on the [tasks] worlds entries and add [probes] scorers = ["recall"].',
-            )
-        )
-    else:
-        s.blocks.append(
-            (
-                "text",
-                (
-                    "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same configurations; "
-                    "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across tasks, "
-                    "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a configuration "
-                    "that always succeeds or always fails has nothing to predict). A high pooled rho says open-loop replay ranks "
-                    "configurations as the closed loop does; a low one says run the closed loop."
-                ),
-            )
-        )
-        s.blocks.append(("table", (v.pooled, "Pooled over configurations, per agent.")))
-        s.blocks.append(("table", (v.per_config, "Per configuration.")))
-        if len(v.probes):
-            import pandas as pd
-
-            k = 3
-            best = v.probes[v.probes["rho"].notna()]
-            pick = pd.concat([pd.concat([g.head(k), g.tail(k)]).drop_duplicates() for _, g in best.groupby("agent", sort=True)]) if len(best) else best
-            s.blocks.append(
-                (
-                    "table",
-                    (
-                        pick,
-                        f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho; probes with a constant side left out).",
-                    ),
-                )
-            )
-        s.blocks.append(
-            (
-                "figure",
-                (
-                    "closedloop_validation",
-                    PC.retention_vs_success(v.pairs),
-                    "Open-loop retention against closed-loop success per task, one panel per agent, one colour per configuration.",
-                ),
-            )
-        )
-    secs.append(s)
-    return secs
