@@ -1,6 +1,6 @@
 """All h9eval benchmarks in one table (``make bench``; never run by ``make test``).
 
-Prints ONE markdown table and writes it into ``benchmarks/README.md`` (between the
+Prints ONE markdown table and writes it into ``benchmarks/README.md`` and ``docs/benchmarks.md`` (between the
 ``<!-- bench:begin -->`` / ``<!-- bench:end -->`` markers) with the machine it ran on:
 
 * replay time per call for synthetic sessions of 250, 1,000 and 4,000 calls, with
@@ -222,10 +222,10 @@ def table(rows: list[Row]) -> str:
 
 
 def write_readme(text: str) -> None:
-    """The table into ``benchmarks/README.md`` and, between the same markers, the project
-    README's Benchmarks section."""
+    """The table into ``benchmarks/README.md`` and, between the same markers, the project's
+    benchmarks page (``docs/benchmarks.md``, linked from the README)."""
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
-    top = ROOT / "README.md"
+    top = ROOT / "docs" / "benchmarks.md"
     if top.exists() and begin in top.read_text():
         old = top.read_text()
         top.write_text(re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S))

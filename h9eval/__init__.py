@@ -16,7 +16,9 @@ from h9eval.compaction import (
     Tier,
     repair_tool_pairs,
 )
+from h9eval.compaction.base import Policy, PolicyRun
 from h9eval.compaction.policies import ProgressiveCompactor, TokenBudgetCompactor, make_policy, policy_from_dict, registry
+from h9eval.compaction.user import compaction_record, register_policy
 from h9eval.core.errors import ConfigError, FormatError, H9Error, H9InputError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
@@ -80,6 +82,8 @@ __all__ = [
     "H9InputError",
     "Message",
     "OffloadHook",
+    "Policy",
+    "PolicyRun",
     "ProgressiveCompactor",
     "Tier",
     "TokenBudgetCompactor",
@@ -92,8 +96,10 @@ __all__ = [
     "replay",
     "run_task",
     "estimate_tool_tokens",
+    "compaction_record",
     "make_policy",
     "policy_from_dict",
+    "register_policy",
     "registry",
     "repair_tool_pairs",
 ]

@@ -800,6 +800,125 @@ datasets.load_from_disk(str(exported))""",
     ),
 ]
 
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["08-your-own-policy"] = [
+    (
+        "md",
+        """# Your own policy: write it, register it, sweep it against harness9's default
+
+A policy is a frozen, keyword-only dataclass (its fields are its parameters, validated in
+`__post_init__`) whose `start(env)` returns a run object with `_auto` (the policy decides from
+the history) and `_force` (compact now). `register_policy` makes its `kind` usable everywhere a
+built-in one is: `make_policy`, `run_task`, a sweep spec, and the sweep's worker processes (the
+class is sent to them, so a policy defined in a notebook cell sweeps on 2 workers).
+`compaction_record` writes the record of one compaction in harness9's shape.
+
+The example keeps the first `keep_head` and the last `keep_tail` messages once the history has
+more than `max_messages`, then sweeps it against harness9's default on eight synthetic tasks.
+The next cell holds the parameters.""",
+    ),
+    (
+        "params",
+        """# Parameters
+window = 16_000                  # context window (tokens) of every configuration
+seeds = list(range(8))           # synthetic "small" tasks: a verdict on two metrics needs at least 7
+workers = 2                      # sweep worker processes (0: in this process)
+out_dir = None                   # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from h9eval import (Compaction, CompactionEnv, Message, Policy, PolicyRun, Tier,
+                    compaction_record, register_policy, repair_tool_pairs)
+
+
+@register_policy
+@dataclass(frozen=True, kw_only=True)
+class KeepHeadTail(Policy):
+    \"\"\"Once the history passes max_messages, keep its first keep_head and last keep_tail messages.\"\"\"
+
+    kind: ClassVar[str] = "keep_head_tail"
+    keep_head: int = 2
+    \"\"\"Messages kept from the start (the system prompt and the task).\"\"\"
+    keep_tail: int = 12
+    \"\"\"Newest messages kept.\"\"\"
+    max_messages: int = 40
+    \"\"\"Compact once the history holds more messages than this.\"\"\"
+
+    def __post_init__(self) -> None:
+        self._check(self.keep_tail >= 1, "keep_tail", "must be >= 1", self.keep_tail)
+        self._check(self.max_messages > self.keep_head + self.keep_tail, "max_messages", "must exceed keep_head + keep_tail", self.max_messages)
+
+    def start(self, env: CompactionEnv | None = None) -> "KeepHeadTailRun":
+        return KeepHeadTailRun(self, env or CompactionEnv())
+
+
+class KeepHeadTailRun(PolicyRun):
+    def __init__(self, policy: KeepHeadTail, env: CompactionEnv) -> None:
+        self.policy, self.env = policy, env
+
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        if len(history) <= self.policy.max_messages:  # nothing to do: the view is the history
+            return Compaction(tuple(history), compaction_record(self.env, history, history, Tier.NONE))
+        return self._force(history)
+
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        p = self.policy
+        # never send a tool result without its call (or a call without its result)
+        view = repair_tool_pairs([*history[: p.keep_head], *history[-p.keep_tail :]])
+        return Compaction(tuple(view), compaction_record(self.env, history, view, Tier.SOFT))""",
+    ),
+    ("md", "## One task, in this process\n\n`run_task` takes the new kind by name, like a built-in one."),
+    (
+        "code",
+        """import tempfile
+from pathlib import Path
+
+from h9eval import run_task
+
+out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-07-"))
+(one,) = run_task("synthetic:small:0", "keep_head_tail", params={"keep_tail": 10}, window=window, out_dir=out_dir / "one")
+one.summary()""",
+    ),
+    (
+        "md",
+        """## A sweep on worker processes, against harness9's default
+
+The entry named `harness9-default` is what the report and `compare` treat as harness9's
+default. `sweep()` raises `SweepFailed` if any cell fails, so a policy the workers could not
+run cannot go unnoticed.""",
+    ),
+    (
+        "code",
+        """from h9eval import compare, sweep
+
+spec = {
+    "name": "own-policy",
+    "window": window,
+    "tasks": {"synthetic": [{"preset": "small", "seeds": seeds}]},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default", "params": {"context_window_tokens": window}},
+        {"kind": "keep_head_tail", "name": "head-tail"},
+    ],
+    "history_modes": ["view"],
+    "probes": {"scorers": ["recall"]},
+}
+res = sweep(spec, out_dir=out_dir / "sweep", workers=workers, progress=False)
+print(res)""",
+    ),
+    (
+        "code",
+        """c = compare(res.out_dir, "head-tail", "harness9-default", metric=["retention", "tokens_saved"])
+print(c)
+c.frame()[["metric", "n_tasks", "mean_diff", "lo", "hi", "verdict"]]""",
+    ),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 NOTEBOOKS["09-loss-ledger"] = [
     (
@@ -968,7 +1087,8 @@ section Inspect).""",
 def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        # the project's environment, registered by `make lab` and `make test` (the `kernel` target)
+        "kernelspec": {"display_name": "Python (h9eval)", "language": "python", "name": "h9eval"},
         "language_info": {"name": "python"},
     }
     for i, (kind, src) in enumerate(cells):

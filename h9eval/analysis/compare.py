@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT_RETENTION_MARGIN",
     "metric_spec",
     "config_labels",
+    "shell_name",
     "run_table",
     "Comparison",
     "compare",
@@ -193,9 +195,22 @@ def as_results(results: Results | str | os.PathLike[str]) -> Results:
     return results if isinstance(results, Results) else load_results(results)
 
 
+def shell_name(label: str) -> str:
+    """A configuration label in a form a shell takes unquoted: the grid point's brackets become
+    a colon and its ``, `` a comma, any other character but letters, digits and ``._=:,+-``
+    a ``-`` (``progressive [min_tail_messages=4, warn_frac=0.5]:offline`` ->
+    ``progressive:min_tail_messages=4,warn_frac=0.5:offline``; ``base:offline`` stays).
+    :func:`compare` accepts either form; ``h9eval compare RESULTS --list`` shows both."""
+    s = label.replace(" [", ":").replace("]", "").replace(", ", ",")
+    return re.sub(r"[^A-Za-z0-9._=:,+-]+", "-", s).strip("-")
+
+
 def _resolve(label: str, labels: Sequence[str]) -> str:
     if label in labels:
         return label
+    by_shell = {shell_name(x): x for x in labels}
+    if len(by_shell) == len(labels) and shell_name(label) in by_shell:
+        return by_shell[shell_name(label)]
     raise ConfigError(did_you_mean(label, labels, what="configuration"))
 
 

@@ -14,9 +14,11 @@ import sys
 from collections.abc import Sequence
 
 from h9eval.cli import bills, compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
+from h9eval.compaction.user import import_policies
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
 from h9eval.core.storage import storage_error_line
+from h9eval.sweeps.sweep import SweepFailed
 
 __all__ = ["main", "build_parser"]
 
@@ -42,6 +44,8 @@ class _Version(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps).")
     p.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE.py|MODULE",
+                   help="import your own policies (registered with register_policy) before the command runs; repeatable")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in _COMMANDS:
@@ -53,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        for source in args.imports:
+            import_policies(source)
         rc = args.func(args)
     except H9InputError as e:
         print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
@@ -69,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = storage_error_line(e) if not isinstance(e, RecursionError) else " ".join(str(e).split())
         print(f"h9eval {args.command}: error: {msg[:500]} [{type(e).__name__}]", file=sys.stderr)
         return 2
+    except SweepFailed as e:  # cells failed (not bad input): the finished ones are kept
+        print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
+        if os.environ.get("H9EVAL_DEBUG"):
+            raise
+        return 1
     except KeyboardInterrupt:
         print("h9eval: interrupted", file=sys.stderr)
         return 130

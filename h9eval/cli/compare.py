@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from h9eval.analysis.compare import METRICS, compare, config_labels, metric_spec
+from h9eval.analysis.compare import METRICS, compare, config_labels, metric_spec, shell_name
 from h9eval.analysis.stats import ADJUSTMENTS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, VERDICT_DEFINITIONS
 from h9eval.core.errors import ConfigError
 from h9eval.results.store import load_results
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{k}: {v}" for k, v in VERDICT_DEFINITIONS.items()),
     )
     p.add_argument("results_dir", help="a sweep's results folder")
-    p.add_argument("a", nargs="?", default=None, help="configuration A (a label; --list shows them)")
+    p.add_argument("a", nargs="?", default=None, help="configuration A (a label, or its unquoted form; --list shows both)")
     p.add_argument("b", nargs="?", default=None, help="configuration B")
     p.add_argument(
         "--metric", action="append", default=None, metavar="M",
@@ -69,8 +69,11 @@ def _run(args: argparse.Namespace) -> int:
     res = load_results(args.results_dir)
     if args.list:
         ok = res.runs[res.runs["status"] == "ok"]
-        for label in sorted(set(config_labels(ok))):
-            print(label)
+        labels = sorted(set(config_labels(ok)))
+        width = max(map(len, labels), default=0)
+        for label in labels:
+            # the second column is the same name in a form the shell takes without quotes
+            print(f"{label:<{width}}  {shell_name(label)}" if shell_name(label) != label else label)
         return 0
     if args.a is None or args.b is None:
         raise ConfigError("give two configurations A and B (h9eval compare RESULTS --list shows them)")

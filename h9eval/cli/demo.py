@@ -55,23 +55,23 @@ def step_table(task: Task | str | os.PathLike[str], window: int = 30_000, mode: 
 def run_demo(out_dir: str | Path = "results/demo", *, workers: int | None = None, out: TextIO = sys.stdout) -> Path | None:
     """Run the demo; returns the report path (or ``None`` when the report could not be made)."""
     t0 = time.perf_counter()
-    print("== 1. harness9 conformance cases", file=out)
+    print("== 1. harness9 conformance cases", file=out, flush=True)
     rep = run_conformance([conformance_dir()])
-    print(rep.summary_line(), file=out)
-    print("\n== 2. step-by-step compaction of a recorded session (offline summarizer)", file=out)
-    print(step_table(recorded_dir() / "mini-swe-agent" / "deepseek_chat_test_1-100" / "django__django-15695.traj.json"), file=out)
-    print("\n== 2b. the same for a synthetic task (preset small, seed 0)", file=out)
-    print(step_table(generate("small", seed=0), window=12_000), file=out)
-    print("\n== 3. demo sweep and report", file=out)
+    print(rep.summary_line(), file=out, flush=True)
+    print("\n== 2. step-by-step compaction of a recorded session (offline summarizer)", file=out, flush=True)
+    print(step_table(recorded_dir() / "mini-swe-agent" / "deepseek_chat_test_1-100" / "django__django-15695.traj.json"), file=out, flush=True)
+    print("\n== 2b. the same for a synthetic task (preset small, seed 0)", file=out, flush=True)
+    print(step_table(generate("small", seed=0), window=12_000), file=out, flush=True)
+    print("\n== 3. demo sweep and report", file=out, flush=True)
     res = sweep(DEMO_SPEC, out_dir=out_dir, workers=workers)
-    print(res, file=out)
+    print(res, file=out, flush=True)
     paths = write_report(out_dir, out_dir=out_dir)
     html = Path(paths.html).resolve()
-    print("\n== 4. closed loop: the agent acts on the compacted view (three worlds, offline scripted agent)", file=out)
+    print("\n== 4. closed loop: the agent acts on the compacted view (three worlds, offline scripted agent)", file=out, flush=True)
     cl_dir = Path(out_dir) / "closedloop"
-    print(sweep(CLOSEDLOOP_SPEC, out_dir=cl_dir, workers=workers), file=out)
+    print(sweep(CLOSEDLOOP_SPEC, out_dir=cl_dir, workers=workers), file=out, flush=True)
     cl_html = Path(write_report(cl_dir, out_dir=cl_dir).html).resolve()
-    print(f"\nreport: {html}\nclosed-loop report: {cl_html}\n(finished in {time.perf_counter() - t0:.0f} s)", file=out)
+    print(f"\nreport: {html}\nclosed-loop report: {cl_html}\n(finished in {time.perf_counter() - t0:.0f} s)", file=out, flush=True)
     return html
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
+from h9eval.compaction.policies import read_policy_file
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
 from h9eval.core.anthropic import MAX_RETRIES_LIMIT, CallLimits
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
-from h9eval.runs.run import run_task
+from h9eval.runs.run import fallback_warning, run_task
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic")
     p.add_argument("--world-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: a world parameter (repeatable), e.g. hops=4")
     p.add_argument("--max-steps", type=int, default=60, help="with --world: agent steps before the episode is cut off (default 60)")
-    p.add_argument("--policy", default="progressive", help="policy name (see `h9eval policies`)")
+    p.add_argument("--policy", default=None, help="policy name (see `h9eval policies`; default progressive, harness9's)")
+    p.add_argument("--policy-file", default=None, metavar="FILE",
+                   help="the policy and its parameters from a TOML [policy] table (what `h9eval tune` writes: recommended.toml) or JSON; --set overrides")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
     p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
@@ -97,7 +101,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
     add_call_limit_options(p)
+    p.add_argument("--strict", action="store_true", help="exit 1 when a run fell back on every summary it asked for (a bad key, no network)")
     p.set_defaults(func=_run)
+
+
+def _policy(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The policy kind and parameters from --policy, --policy-file and --set (in that order of
+    precedence for the parameters: --set over the file)."""
+    params = parse_set(args.set)
+    if args.policy_file is None:
+        return args.policy or "progressive", params
+    table = read_policy_file(args.policy_file)
+    kind = str(table.pop("kind"))
+    if args.policy is not None and args.policy != kind:
+        raise ConfigError(f"--policy {args.policy} conflicts with --policy-file {args.policy_file} (kind {kind!r}); give one")
+    return kind, {**table, **params}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -108,10 +126,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise ConfigError("--task: --out FOLDER is required")
     manual = parse_indices(args.compact_at, "--compact-at")
+    kind, params = _policy(args)
     results = run_task(
         args.task,
-        args.policy,
-        params=parse_set(args.set),
+        kind,
+        params=params,
         summarizer=args.summarizer,
         summarizer_cache=args.summarizer_cache,
         history_mode=args.history_mode,
@@ -125,6 +144,7 @@ def _run(args: argparse.Namespace) -> int:
         out_dir=args.out,
         call_limits=call_limits(args),
     )
+    all_fell_back = False
     for r in results:
         s = r.summary()
         print(f"run {s['run_id']} -> {r.out_dir}")
@@ -133,7 +153,11 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  {k:>22}: {v}")
         if len(r.calls):
             print(f"  {'tokens_saved':>22}: {_tokens_saved_line(r.calls)}")
-    return 0
+        warning = fallback_warning(s)
+        if warning:
+            all_fell_back = True
+            print(f"WARNING: {s['run_id']}: {warning}", file=sys.stderr)
+    return 1 if all_fell_back and args.strict else 0
 
 
 def _tokens_saved_line(calls: pd.DataFrame) -> str:
@@ -153,12 +177,13 @@ def _run_world(args: argparse.Namespace) -> int:
     ):
         if given:
             raise ConfigError(f"{flag} applies to --task replays only")
+    kind, params = _policy(args)
     run = run_world(
         args.world,
         agent=args.agent,
         agent_params=parse_set(args.agent_set),
-        policy=args.policy,
-        params=parse_set(args.set),
+        policy=kind,
+        params=params,
         world_params=parse_set(args.world_set),
         summarizer=args.summarizer,
         summarizer_cache=args.summarizer_cache,

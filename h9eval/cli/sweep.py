@@ -1,4 +1,6 @@
 """``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`; the spec: :mod:`h9eval.sweeps.spec`) and say where results are.
+``h9eval sweep --task FILE --window W``: every registered policy at its defaults on FILE at
+window W, and a table of them (:func:`h9eval.analysis.all_policies.compare_all_policies`).
 
 Exit status: 0 when every cell is ok, 1 when some cells failed (rerun the same command to
 retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupted.
@@ -7,14 +9,22 @@ retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupte
 from __future__ import annotations
 
 import argparse
+import sys
 
+from h9eval.analysis.all_policies import compare_all_policies
 from h9eval.cli.run import add_call_limit_options, call_limits
-from h9eval.sweeps.sweep import sweep
+from h9eval.core.errors import ConfigError
+from h9eval.sweeps.sweep import SweepResult, sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of replays from a TOML spec (resumable)")
-    p.add_argument("spec", help="sweep spec (TOML); see examples/sweep-small.toml")
+    p.add_argument("spec", nargs="?", default=None, help="sweep spec (TOML); see examples/sweep-small.toml")
+    p.add_argument("--task", action="append", default=None, metavar="PATH|SPEC",
+                   help="instead of a spec: every registered policy at its defaults on this task (repeatable; a file, a folder of sessions, "
+                   "synthetic:PRESET:SEED), at --window, then a table of them")
+    p.add_argument("--window", type=int, default=None, help="with --task: the context window (tokens)")
+    p.add_argument("--history-mode", action="append", default=None, choices=["view", "write_back"], help="with --task: history mode(s) (default view)")
     p.add_argument("--out", default=None, help="results folder (default results/<name>/)")
     p.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, CPUs); 0 = in this process)")
     p.add_argument("--scheduler", default=None, metavar="ADDR|local", help="run on Dask: 'local' (LocalCluster) or tcp://host:port")
@@ -23,10 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
     add_call_limit_options(p)  # over the spec's request_timeout_s / max_retries
+    p.add_argument("--strict", action="store_true", help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if (args.spec is None) == (args.task is None):
+        raise ConfigError("give a sweep spec (SPEC.toml) or --task PATH --window TOKENS (every policy on that task), not both")
+    if args.task is not None:
+        return _all_policies(args)
+    if args.window is not None or args.history_mode is not None:
+        raise ConfigError("--window and --history-mode go with --task; a spec sets its own window and history_modes")
     r = sweep(
         args.spec,
         out_dir=args.out,
@@ -37,7 +54,26 @@ def _run(args: argparse.Namespace) -> int:
         skip_invalid=args.skip_invalid,
         call_limits=call_limits(args),
         **({} if args.max_cells is None else {"max_cells": args.max_cells}),
+        on_failure="return",  # the failed cells are listed below, and the exit status is 1
     )
+    _print_result(r)
+    if r.fell_back:
+        print(f"WARNING: {len(r.fell_back)} of {r.ok} ok cells fell back on every summary they asked for (first: {r.fell_back[0]}); "
+              "their numbers measure harness9's truncation fallback, not the summarizer (the runs table's fallbacks, the calls "
+              "table's fallback_cause say why)", file=sys.stderr)
+    return 1 if r.failed or (r.fell_back and args.strict) else 0
+
+
+def _all_policies(args: argparse.Namespace) -> int:
+    if args.window is None:
+        raise ConfigError("--task needs --window TOKENS (the context window every policy runs at)")
+    a = compare_all_policies(args.task, window=args.window, out_dir=args.out, workers=args.workers,
+                             history_modes=args.history_mode or ("view",), progress=not args.no_progress)
+    print(a)
+    return 0
+
+
+def _print_result(r: SweepResult) -> None:
     print(f"sweep {r.name}: {r.n_cells} cells: {r.ok} ok, {r.failed} failed, {len(r.skipped)} skipped (invalid)")
     print(f"  {r.ran} run now, {r.reused} reused from an earlier run; {r.wall_time_s:.1f} s")
     for s in r.skipped:
@@ -45,4 +81,3 @@ def _run(args: argparse.Namespace) -> int:
     for rid, err in r.failures:
         print(f"  failed {rid}: {err}")
     print(f"results: {r.out_dir}  (h9eval.results.load_results({str(r.out_dir)!r}))")
-    return 1 if r.failed else 0

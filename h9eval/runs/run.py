@@ -29,7 +29,6 @@ from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["MIN_WINDOW_TOKENS", "peak_frac_window", "run_task", "uncompacted_peak_tokens"]
 
 
 MIN_WINDOW_TOKENS = 1_000
@@ -37,6 +36,22 @@ MIN_WINDOW_TOKENS = 1_000
 Below it one ordinary tool result or file read is over the window, so every call ends in
 forced truncation and the run measures nothing else; ``window = 1`` is a typo, not a study.
 A policy's own ``context_window_tokens`` is not bounded here (unit tests use tiny ones)."""
+__all__ = ["MIN_WINDOW_TOKENS", "fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens"]
+
+
+def fallback_warning(summary: Mapping[str, Any]) -> str | None:
+    """One line when a run (its :meth:`~h9eval.runs.replay.ReplayResult.summary`) fell back on
+    every summary it asked for, else ``None``. A fallback is harness9's: the summary fails and
+    the history is truncated instead, so such a run measures the fallback, not the summarizer
+    (a bad key, no network, an outage: ``fallback_causes`` says which)."""
+    fell = int(summary.get("fallbacks", 0) or 0)
+    asked = int(summary.get("summarizer_calls", 0) or 0)
+    if fell == 0 or fell < asked:
+        return None
+    causes = summary.get("fallback_causes") or {}
+    why = "; ".join(f"{cause} (x{n})" for cause, n in causes.items()) or "no cause recorded"
+    return (f"every summary fell back to truncation ({fell} of {max(fell, asked)}): {why}; "
+            "these results measure harness9's fallback, not the summarizer")
 
 
 def uncompacted_peak_tokens(task: Task, *, system_prompt: str | None = None) -> int:

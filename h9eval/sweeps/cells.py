@@ -16,6 +16,7 @@ from typing import Any
 from h9eval.compaction.base import params_hash, policy_params
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
+from h9eval.compaction.user import policy_code_hash
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, H9InputError
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
@@ -319,9 +320,16 @@ class _CellMaker:
             summarizer_cache=_cache_for_repeat(self.cache, r),
             repeat=r,
             h9eval_version=self.version,
-            source_hash=self.code,
+            source_hash=self.code + _user_code(p.grid.kind),
             **fields,
         )
+
+
+def _user_code(kind: str) -> str:
+    """A user policy's own code hash, appended to the cell's source hash: its cells rerun on
+    resume when the user changed the class (h9eval's source hash cannot see that code)."""
+    h = policy_code_hash(kind)
+    return f"+{kind}:{h}" if h else ""
 
 
 def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:

@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from h9eval.compaction.user import ship
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.cells import Cell
 from h9eval.sweeps.worker import failed_row, run_batch, run_cell_written
 
-__all__ = ["Record", "execute", "batches"]
+__all__ = ["Record", "execute", "batches", "MAX_BATCH"]
 
 class Record(Protocol):
     """Called with each finished cell's run row, and the Arrow tables it wrote when this
@@ -55,10 +56,14 @@ def execute(pending: Sequence[Cell], out: Path, *, workers: int, scheduler: str 
         return
     if workers == 0:
         run_in_process(pending, out, record)
-    elif scheduler is None:
-        run_pool(pending, out, min(workers, len(pending)), record)
+        return
+    # A policy the user defined (notebook, script, own module) is sent to the workers by value;
+    # one that cannot be is refused here, before any cell runs.
+    policies = ship({c.policy_kind for c in pending})
+    if scheduler is None:
+        run_pool(pending, out, min(workers, len(pending)), record, policies)
     else:
-        run_dask(pending, out, scheduler, max(1, workers), record)
+        run_dask(pending, out, scheduler, max(1, workers), record, policies)
 
 
 def run_in_process(pending: Sequence[Cell], out: Path, record: Record) -> None:
@@ -90,15 +95,22 @@ task together), the last ones a cell or two, so no worker sits idle while anothe
 a long last batch."""
 
 
+MAX_BATCH = 16
+"""The most cells in one batch. A batch's cells are recorded (and the progress moves) only when
+the whole batch is back: without a cap the first batches of the 672-cell demo held 168 cells
+each, and its progress bar sat at 0 for minutes."""
+
+
 def batches(pending: Sequence[Cell], n_workers: int) -> list[list[Cell]]:
     """``pending`` in batches for ``n_workers``, in the order to hand them out: cells of the
     same task next to each other (so a worker loads each task once), each batch
-    ``1 / (TAIL_SPLIT * n_workers)`` of the cells not yet in a batch (at least one)."""
+    ``1 / (TAIL_SPLIT * n_workers)`` of the cells not yet in a batch (at least one, at most
+    :data:`MAX_BATCH`)."""
     ordered = sorted(pending, key=lambda c: (c.task_spec, c.task_id))  # stable: spec order within a task
     out: list[list[Cell]] = []
     i = 0
     while i < len(ordered):
-        size = max(1, -(-(len(ordered) - i) // (TAIL_SPLIT * max(1, n_workers))))
+        size = min(MAX_BATCH, max(1, -(-(len(ordered) - i) // (TAIL_SPLIT * max(1, n_workers)))))
         out.append(ordered[i : i + size])
         i += size
     return out
@@ -152,7 +164,7 @@ def die_with_parent(sweep_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(sweep_pid, os.getppid()), name="h9eval-parent-watch", daemon=True).start()
 
 
-def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None:
+def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record, policies: Mapping[str, bytes] | None = None) -> None:
     """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else
     ``spawn``), fed :func:`batches` of cells, each worker exiting when this process dies
     (:func:`die_with_parent`). When a worker dies, every cell of its batch gets a failed row (so
@@ -161,7 +173,7 @@ def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None
 
     ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context(), initializer=die_with_parent, initargs=(os.getpid(),))
     try:
-        futs = {ex.submit(run_batch, b, str(out)): b for b in batches(pending, n)}
+        futs = {ex.submit(run_batch, b, str(out), policies): b for b in batches(pending, n)}
         left = set(futs)
         while left:
             finished, left = wait(left, return_when=FIRST_COMPLETED)
@@ -173,7 +185,7 @@ def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None
     ex.shutdown(wait=True)
 
 
-def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record: Record) -> None:
+def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record: Record, policies: Mapping[str, bytes] | None = None) -> None:
     """On Dask: ``"local"`` starts a ``LocalCluster`` of ``n`` single-threaded processes; an
     address (``tcp://host:8786``) uses that scheduler, whose workers must see ``out``."""
     try:
@@ -201,14 +213,15 @@ def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record:
             client = Client(cluster)
         else:
             client = Client(scheduler)
-        _run_on_client(client, cluster, pending, out, n, record, as_completed)
+        _run_on_client(client, cluster, pending, out, n, record, as_completed, policies or {})
 
 
-def _run_on_client(client: Any, cluster: Any, pending: Sequence[Cell], out: Path, n: int, record: Record, as_completed: Any) -> None:
+def _run_on_client(client: Any, cluster: Any, pending: Sequence[Cell], out: Path, n: int, record: Record, as_completed: Any,
+                   policies: Mapping[str, bytes]) -> None:
     try:
         futs = {}
         for b in batches(pending, n):
-            f = client.submit(run_batch, b, str(out), pure=False, key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}")
+            f = client.submit(run_batch, b, str(out), policies, pure=False, key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}")
             futs[f.key] = (f, b)
         for f in as_completed([v[0] for v in futs.values()]):
             # a worker lost: the batch's cells fail, and are rerun on resume

@@ -18,14 +18,14 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from h9eval.core import provenance
-from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.anthropic import CallLimits
+from h9eval.core.errors import ConfigError, FormatError, H9Error
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
 from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
@@ -39,13 +39,14 @@ from h9eval.results.store import (
     read_manifest,
     write_manifest,
 )
+from h9eval.runs.run import fallback_warning
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
-from h9eval.sweeps.progress import Progress, make_progress
+from h9eval.core.progress import Progress, make_progress
 from h9eval.sweeps.spec import SweepSpec, load_spec
 from h9eval.tasks import load_tasks_from_spec
 
-__all__ = ["SweepResult", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS"]
+__all__ = ["SweepResult", "SweepFailed", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS", "ON_FAILURE"]
 
 DEFAULT_MAX_CELLS = 100_000
 """The most cells a sweep plans unless ``max_cells`` (``--max-cells``) raises it."""
@@ -83,6 +84,9 @@ class SweepResult:
     failures: list[tuple[str, str]]
     wall_time_s: float
     interrupted: bool = False
+    fell_back: list[str] = field(default_factory=list)
+    """Run ids of ok cells that fell back on every summary they asked for (a bad key, no
+    network): their numbers measure harness9's truncation fallback, not the summarizer."""
 
     def load(self) -> Results:
         """The results as DataFrames (:func:`h9eval.results.store.load_results`)."""
@@ -93,6 +97,25 @@ class SweepResult:
             f"sweep {self.name}: {self.n_cells} cells: {self.ok} ok, {self.failed} failed, "
             f"{len(self.skipped)} skipped (invalid); {self.ran} run now, {self.reused} reused; "
             f"{self.wall_time_s:.1f} s -> {self.out_dir}"
+        )
+
+
+ON_FAILURE = ("raise", "return")
+"""What :func:`sweep` does when cells failed: raise :class:`SweepFailed` (default) or return."""
+
+
+class SweepFailed(H9Error):
+    """Some cells of a sweep failed. The other cells' results are written and kept (rerun the
+    same sweep to retry only the failed ones); ``result`` is the :class:`SweepResult`."""
+
+    def __init__(self, result: SweepResult) -> None:
+        self.result = result
+        first = result.failures[0] if result.failures else ("?", "?")
+        more = f" (and {result.failed - 1} more)" if result.failed > 1 else ""
+        super().__init__(
+            f"sweep {result.name}: {result.failed} of {result.n_cells} cells failed; first: {first[0]}: {first[1]}{more}. "
+            f"The {result.ok} ok cells are kept in {result.out_dir}; run the sweep again to retry the failed ones, "
+            "or pass on_failure='return' to get the result without raising"
         )
 
 
@@ -174,6 +197,7 @@ def sweep(
     skip_invalid: bool = False,
     max_cells: int = DEFAULT_MAX_CELLS,
     call_limits: CallLimits | None = None,
+    on_failure: str = "raise",
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -184,11 +208,14 @@ def sweep(
     Dask scheduler address ``tcp://host:port`` (its workers must see ``out_dir`` at the same
     path). ``resume``: keep cells that finished ``ok`` with the same cell hash (default); with
     ``False`` every cell is rerun. ``progress``: a tqdm bar on a terminal or in a notebook,
-    plain periodic lines on a stderr that is neither (:mod:`h9eval.sweeps.progress`). ``skip_invalid``:
+    plain periodic lines on a stderr that is neither (:mod:`h9eval.core.progress`). ``skip_invalid``:
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
     spec of more cells is refused (:class:`ConfigError`) before it is planned. ``call_limits``:
     request timeout and retries of every model request, over the spec's ``request_timeout_s`` /
-    ``max_retries`` (each given one replaces the spec's).
+    ``max_retries`` (each given one replaces the spec's). ``on_failure``:
+    when cells failed, ``"raise"`` (default) raises :class:`SweepFailed` after the sweep ends
+    (holding the result; the ok cells are kept), ``"return"`` returns the result, whose
+    ``failed`` and ``failures`` say which.
 
     Raises :class:`ConfigError` for an invalid spec (before anything runs). A cell that raises
     is recorded as failed; a KeyboardInterrupt stops the sweep, keeping finished cells. The
@@ -196,6 +223,8 @@ def sweep(
     :class:`FormatError` naming the holder's pid.
     """
     t0 = time.perf_counter()
+    if on_failure not in ON_FAILURE:
+        raise ConfigError(f"on_failure must be one of {', '.join(ON_FAILURE)}, got {on_failure!r}")
     sp = load_spec(spec)
     if call_limits is not None:
         given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
@@ -220,7 +249,10 @@ def sweep(
         raise ConfigError("workers=0 (in-process) cannot be combined with a Dask scheduler")
     prepare_out_dir(out, what="results folder")
     with folder_lock(out):
-        return _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
+        result = _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
+    if result.failed and on_failure == "raise":
+        raise SweepFailed(result)
+    return result
 
 
 def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progress: bool) -> None:
@@ -282,8 +314,9 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         else:
             n_failed += 1
         if bar is not None:
-            bar.update(1)
+            # the counts first: the update writes the line (or redraws the bar) that shows them
             bar.set_postfix(ok=n_ok, failed=n_failed, remaining=len(cells) - n_ok - n_failed, refresh=False)
+            bar.update(1)
 
     try:
         execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
@@ -318,6 +351,7 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         failures=failures,
         wall_time_s=time.perf_counter() - t0,
         interrupted=interrupted,
+        fell_back=sorted(rid for rid, r in done.items() if r.get("status") == "ok" and fallback_warning(r)),
     )
     if interrupted:
         raise KeyboardInterrupt(str(result))

@@ -25,8 +25,10 @@ from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
 from h9eval.core.anthropic import CallLimits
+from h9eval.compaction.user import install
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import cell_work_dir
+from h9eval.core.progress import silence
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
@@ -252,9 +254,13 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
     return row, write_cell(out, cell.run_id, row, parts)
 
 
-def run_batch(cells: list[Cell], out_dir: str) -> list[dict[str, Any]]:
+def run_batch(cells: list[Cell], out_dir: str, policies: Mapping[str, bytes] | None = None) -> list[dict[str, Any]]:
     """:func:`run_cell` for each of ``cells`` in turn, in one worker call: a batch of cells of
-    the same task loads it once and pays one round trip to the pool. Returns the run rows."""
+    the same task loads it once and pays one round trip to the pool. ``policies``: the user
+    policies the cells need, as :func:`h9eval.compaction.user.ship` sent them (registered here
+    first). Returns the run rows."""
+    silence()  # the sweep shows the progress; a worker's own (loading a folder of sessions) would be noise
+    install(policies or {})
     return [run_cell(c, out_dir) for c in cells]
 
 

@@ -37,6 +37,7 @@ from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.billing import billing_config_from_dict
 from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.progress import make_progress
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
 from h9eval.sweeps.sweep import sweep
@@ -304,7 +305,7 @@ def unexercised_tasks(tasks: Sequence[Task], *, window: int, warn_frac: float) -
 
 # -- evaluation --------------------------------------------------------------------------------
 def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str,
-                    billing: Mapping[str, Any] | None = None) -> Any:
+                    billing: Mapping[str, Any] | None = None, *, progress: bool = False) -> Any:
     spec = {
         "name": out.name,
         "tasks": {"specs": list(specs)},
@@ -314,7 +315,8 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
         "history_modes": [history_mode],
         "billing": dict(billing or {}),
     }
-    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=False)
+    # the sweep's progress is the tuner's: "sweep sweep_grid: 40/132 cells"
+    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=progress, on_failure="return")  # failures: below
     res = r.load()
 
     rm = M.run_metrics(res.calls, res.probes, res.runs)
@@ -328,20 +330,23 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
 
 
 def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str,
-                     billing: Mapping[str, Any] | None = None) -> Any:
+                     billing: Mapping[str, Any] | None = None, *, progress: bool = False) -> Any:
     import pandas as pd
 
     probe_fn = make_probe_fn(["recall"])
     rms, calls = [], []
+    bar = make_progress(total=len(configs) * len(tasks), desc="tune", unit="replay", enabled=progress)
     for i, c in enumerate(configs):
         pol = make_policy("progressive", **c)
         for t in tasks:
+            bar.update(1)
             r = replay(t, pol, summarizer=make_summarizer("offline"), config=ReplayConfig(history_mode=history_mode,
                        billing=billing_config_from_dict(billing)), probe_fn=probe_fn, session_store=False)
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
             rms.append(rm)
             calls.append(r.calls)
+    bar.close()
     return pd.concat(rms, ignore_index=True), pd.concat(calls, ignore_index=True)
 
 
@@ -719,6 +724,7 @@ def tune(
     n_resamples: int = S.DEFAULT_RESAMPLES,
     cv_folds: int = 0,
     objective: str = "retention",
+    progress: bool = True,
 ) -> TuneResult:
     """Search progressive thresholds for ``window`` (tokens) or ``model``'s window.
 
@@ -754,7 +760,8 @@ def tune(
     value is kept there (:func:`keep_unexercised_defaults`). The held-out check needs
     :data:`MIN_HELDOUT_TASKS` tasks; with fewer they go back to tuning and ``holdout_note`` says
     so. ``cv_folds`` (>= 2): k-fold cross-validation of the choice over the tuning tasks
-    (:func:`cross_validate`).
+    (:func:`cross_validate`). ``progress``: each stage's replays done so far
+    (:mod:`h9eval.core.progress`).
     """
     import pandas as pd
 
@@ -824,9 +831,10 @@ def tune(
         if not new:
             return
         if use_sweep:
-            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode, billing)
+            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode, billing,
+                                        progress=progress)
         else:
-            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode, billing)
+            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode, billing, progress=progress)
         ev = _aggregate(rm, calls, new, minfo, **stat)
         ev.insert(0, "stage", stage)
         ev["params_json"] = [_key(c) for c in new]

@@ -77,6 +77,12 @@ def _check_server(url: str, port: int) -> None:
     assert specs["kernelspecs"]["h9eval"]["spec"]["display_name"] == "Python (h9eval)"
     argv0 = specs["kernelspecs"]["h9eval"]["spec"]["argv"][0]
     assert Path(argv0).is_relative_to(ROOT / ".venv"), argv0
+    # the file browser's root is the project, so results/ is reachable; it opens on notebooks/
+    with opener.open(f"http://127.0.0.1:{port}/api/contents/?token={token}", timeout=20) as r:
+        names = {c["name"] for c in json.load(r)["content"]}
+    assert {"notebooks", "results", "examples"} <= names, names
+    with opener.open(f"http://127.0.0.1:{port}/lab?token={token}", timeout=20) as r:
+        assert '"preferredPath": "notebooks"' in r.read().decode()
 
 
 def test_make_lab_serves_on_loopback_with_the_project_kernel() -> None:

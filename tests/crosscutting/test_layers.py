@@ -49,6 +49,7 @@ HEAVY = {
     "quicktok_v1",
     "quicktok",
     "tqdm",
+    "cloudpickle",  # 37 ms: only a sweep with a user-defined policy on workers needs it
     "ipywidgets",
     "httpx",
     "httpx2",
@@ -102,6 +103,8 @@ STRING_IMPORTS = {
     # PEP 562 exports: importing the agents must not import the worlds (an agent provably
     # cannot reach them), and the package's __init__ runs whenever an agent module is imported.
     "h9eval.closedloop",
+    # `h9eval --import MODULE`: the user's own policy module, which h9eval cannot name in advance
+    "h9eval.compaction.user",
 }
 
 

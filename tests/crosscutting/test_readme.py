@@ -177,7 +177,42 @@ def test_readme_block_runs(block: Block, scratch: dict[str, Path], fake_api: str
         cmd = [sys.executable, "-c", block.code]
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{block.id} failed ({r.returncode}):\n{block.code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+    if re.search(r"^h9eval compare \S+ \S+ \S+", block.code, flags=re.M):
+        # an example comparison must reach a verdict, not only run: the example has enough tasks
+        verdicts = re.findall(r"-> (better|worse|equivalent within \S+|inconclusive)", r.stdout)
+        assert verdicts and set(verdicts) != {"inconclusive"}, r.stdout
+        assert "a verdict at this level needs" not in r.stdout.split("\n", 2)[1], r.stdout
     if re.search(r"--summarizer anthropic|make_summarizer\(\"anthropic\"", block.code):
         assert len(_Fake.hits) > before, f"{block.id} names the Anthropic summarizer but asked for no summary"
         assert "summarizer_calls" in r.stdout and not re.search(r"summarizer_calls: 0\b", r.stdout), r.stdout
         assert not re.search(r"summarizer_cost_usd: 0\.0\b", r.stdout), r.stdout
+
+
+def test_every_registered_policy_is_in_the_readme_policies_table() -> None:
+    from h9eval.compaction.policies import registry
+
+    try:
+        import h9eval.integrations.inspect  # noqa: F401 - registers its two policies (the optional inspect extra)
+    except ImportError:
+        pass
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Policies", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| `")]
+    listed = {k for ln in rows for k in re.findall(r"`([a-z_0-9]+)`", ln.split("|")[1])}
+    assert set(registry()) - listed == set(), "policies missing from the README's table"
+
+
+def test_the_notebooks_readme_counts_and_names_every_notebook() -> None:
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    words = {5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten", 11: "Eleven", 12: "Twelve"}
+    text = (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8")
+    assert text.split("\n\n", 2)[1].startswith(f"{words[len(names)]} short notebooks"), "the count in notebooks/README.md is stale"
+    assert all(f"**`{n}.ipynb`" in text for n in names)
+    top = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"holds {words[len(names)].lower()} thin notebooks" in top and all(f"| `{n}` |" in top for n in names)
+
+
+def test_every_notebook_declares_the_projects_kernel() -> None:
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        spec = json.loads(nb.read_text(encoding="utf-8"))["metadata"]["kernelspec"]
+        assert (spec["name"], spec["display_name"]) == ("h9eval", "Python (h9eval)"), nb.name

@@ -19,7 +19,7 @@ from h9eval.core.errors import ConfigError, FormatError
 from h9eval.results.store import TABLES, drop_execution_columns, load_results
 from h9eval.sweeps.cells import Cell, expand_cells
 from h9eval.sweeps.spec import load_spec
-from h9eval.sweeps.sweep import sweep
+from h9eval.sweeps.sweep import SweepFailed, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALLEST_SWE = "data/recorded/swe-agent/pydicom__pydicom-1458.traj"  # 25 messages, 12 calls
@@ -285,7 +285,7 @@ def test_failed_cell_is_recorded_and_rerun_on_resume(shared: Path, tmp_path: Pat
         "policies": [{"kind": "progressive", "params": {"context_window_tokens": 3000}, "grid": {"prompt_file": [None, str(prompt)]}}],
     }
     out = tmp_path / "out"
-    r = sweep(d, out_dir=out, workers=2, progress=False)
+    r = sweep(d, out_dir=out, workers=2, progress=False, on_failure="return")
     assert (r.ok, r.failed) == (1, 1)
     [(rid, err)] = r.failures
     assert "ConfigError: prompt file" in err
@@ -313,7 +313,9 @@ def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, m
 
     monkeypatch.setattr(sw, "_load_task", flaky)
     d = {**_base(shared), "history_modes": ["view", "write_back"]}
-    r = sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)
+    with pytest.raises(SweepFailed, match=r"sweep \S+: 1 of 2 cells failed; first: .*RuntimeError: boom") as failed:
+        sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)  # a failure the caller cannot miss
+    r = failed.value.result
     assert (r.ok, r.failed) == (1, 1) and r.failures[0][1].startswith("RuntimeError: boom")
     monkeypatch.setattr(sw, "_load_task", real)
     r2 = sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)

@@ -38,6 +38,7 @@ from h9eval.analysis.report.run import (
 )
 from h9eval.core.errors import ConfigError
 from h9eval.core.paths import prepare_out_dir
+from h9eval.core.progress import QUIET_DELAY_S, Progress, make_progress
 from h9eval.results.store import load_results
 
 __all__ = [
@@ -147,11 +148,13 @@ def _applies(entry: SectionEntry, ctx: ReportContext) -> bool:
     )
 
 
-def report_sections(ctx: ReportContext) -> list[Section]:
+def report_sections(ctx: ReportContext, bar: Progress | None = None) -> list[Section]:
     """Every section of the report on ``ctx``: the answer, then the registered sections that
-    apply to these results, each placed in its entry's part."""
+    apply to these results, each placed in its entry's part. ``bar``: moved once per entry."""
     secs = answer_section(ctx)
     for entry in SECTIONS:
+        if bar is not None:
+            bar.update(1)
         if not _applies(entry, ctx):
             continue
         made = entry.make(ctx)
@@ -169,6 +172,7 @@ def write_report(
     n_boot: int = 1000,
     seed: int = 0,
     token_error_tasks: int = 4,
+    progress: bool = True,
 ) -> ReportPaths:
     """Write ``report.html`` and ``report.md`` (figures in ``figures/``) for a sweep's results
     folder or one run's folder (``h9eval run --out``: a replay's, or a closed-loop episode's).
@@ -177,6 +181,8 @@ def write_report(
     configurations drawn one by one in the token curves, tier transitions and drift (default 4).
     ``n_boot``/``seed``: bootstrap resamples and seed (default 1,000 and 0).
     ``token_error_tasks``: tasks reloaded for the token-estimate section (default 4).
+    ``progress``: sections done so far, on stderr or as a notebook widget, once the report has
+    taken more than a couple of seconds (:mod:`h9eval.core.progress`).
     """
     folder = Path(results_dir)
     out = Path(out_dir) if out_dir is not None else folder
@@ -184,6 +190,8 @@ def write_report(
     single = episode or is_run_folder(folder)
     res = load_episode_folder(folder) if episode else load_run_folder(folder) if single else load_results(folder)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
+    # one step for the shared context, one per registered section, one for rendering the page
+    bar = make_progress(total=len(SECTIONS) + 2, desc=f"report {folder.name}", unit="section", delay_s=QUIET_DELAY_S, enabled=progress)
     ctx = build_context(
         res,
         n_boot=n_boot,
@@ -193,18 +201,24 @@ def write_report(
         split=not episode,
         out=out,
     )
+    bar.update(1)
     name = res.manifest.get("name") or folder.name
     if single:
         secs = episode_answer_section(ctx) if episode else run_answer_section(ctx)
         for entry in SECTIONS:
+            bar.update(1)
             if entry.make in _RUN_SECTIONS:
                 made = entry.make(ctx)
                 for s in made if isinstance(made, list) else [made]:
                     s.part = entry.part
                     secs.append(s)
-        return render(f"h9eval report: one {'episode' if episode else 'run'}, {name}", secs, out)
-    kind = "closed-loop report" if ctx.closed_loop and not ctx.open_loop else "report"
-    return render(f"h9eval {kind}: {name}", report_sections(ctx), out)
+        paths = render(f"h9eval report: one {'episode' if episode else 'run'}, {name}", secs, out)
+    else:
+        kind = "closed-loop report" if ctx.closed_loop and not ctx.open_loop else "report"
+        paths = render(f"h9eval {kind}: {name}", report_sections(ctx, bar), out)
+    bar.update(1)
+    bar.close()
+    return paths
 
 
 _RUN_SECTIONS: tuple[SectionMaker, ...] = (

@@ -5,6 +5,9 @@ see them)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +25,7 @@ from h9eval.compaction.policies.sliding_window import SlidingWindowCompactor
 from h9eval.compaction.policies.summary_single_threshold import SummarySingleThreshold
 from h9eval.compaction.policies.token_budget import TokenBudgetCompactor
 from h9eval.compaction.policies.window import Window
-from h9eval.core.errors import ConfigError
+from h9eval.core.errors import ConfigError, FormatError
 
 __all__ = [
     "AsRecorded",
@@ -42,6 +45,7 @@ __all__ = [
     "make_policy",
     "policy_from_dict",
     "policy_param_names",
+    "read_policy_file",
     "registry",
 ]
 
@@ -115,3 +119,31 @@ def policy_from_dict(d: Mapping[str, Any]) -> Policy:
     return make_policy(str(d["kind"]), **params)
 
 
+
+
+def read_policy_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A policy as a ``{"kind": ..., param: value}`` dict from a TOML file with a ``[policy]``
+    table (what ``h9eval tune`` writes as ``recommended.toml``) or a JSON object (with or
+    without a ``"policy"`` key). Checked with :func:`policy_from_dict` before it is returned;
+    a file that is not one gets a :class:`FormatError` naming it."""
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            raw = f.read()
+    except IsADirectoryError:
+        raise FormatError("expected a policy file (TOML with a [policy] table, or JSON), got a folder", path=p) from None
+    except OSError as e:
+        raise FormatError(f"cannot read the policy file ({e.strerror or e})", path=p) from None
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text) if p.endswith(".json") else tomllib.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        raise FormatError(f"not a policy file (TOML with a [policy] table, or JSON): {e}", path=p) from None
+    table = data.get("policy", data) if isinstance(data, dict) else None
+    if not isinstance(table, dict) or "kind" not in table:
+        raise FormatError("expected a [policy] table with a kind (e.g. kind = \"progressive\") and its parameters", path=p)
+    try:
+        policy_from_dict(table)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: [policy]: {e}") from None
+    return dict(table)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import ConfigError, FormatError, did_you_mean
+from h9eval.core.progress import QUIET_DELAY_S, make_progress
 from h9eval.tasks.model import TASK_JSONL_FORMAT, Task, is_task_jsonl_record, tasks_from_jsonl
 from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
 from h9eval.tasks.recorded._common import first_nonblank_line, read_text, tool_pair_stats
@@ -171,7 +172,11 @@ def load_tasks(
     if not p.exists():
         raise FormatError("no such file or folder", path=str(path))
     out: list[Task] = []
-    for item in _discover(p) if p.is_dir() else [p]:
+    items = _discover(p) if p.is_dir() else [p]
+    # a folder of many large sessions takes a while: say so, after a quiet moment
+    bar = make_progress(total=len(items), desc=f"loading {path}", unit="file", delay_s=QUIET_DELAY_S, enabled=len(items) > 1)
+    for item in items:
+        bar.update(1)
         # Show paths the way the caller spelled the root, so TaskSource.path stays recognisable.
         shown = item if item == p else Path(path) / item.relative_to(p)
         try:
@@ -184,8 +189,10 @@ def load_tasks(
                 out.append(load_task(shown, fmt, **options))
         except FormatError as e:
             if errors is None:
+                bar.close()
                 raise
             errors.append(e)
+    bar.close()
     return out
 
 

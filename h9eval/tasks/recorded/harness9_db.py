@@ -25,6 +25,7 @@ from typing import Any
 from h9eval.compaction.anchors import COMPACTION_MARKER, parse_anchors_and_summary
 from h9eval.core.errors import FormatError, H9InputError, did_you_mean
 from h9eval.core.messages import Message
+from h9eval.core.progress import QUIET_DELAY_S, make_progress
 from h9eval.harness9.session_store import row_to_message
 from h9eval.tasks.model import Intent, IntentChange, Task, TaskSource
 from h9eval.core.tokens import estimate_tokens
@@ -255,10 +256,15 @@ def load_db_tasks(db_path: str | os.PathLike[str], *, include_empty: bool = Fals
     con, shown = _connect(db_path)
     try:
         out = []
-        for sid in _session_ids(con):
+        ids = _session_ids(con)
+        # a database of many long sessions takes a while: say so, after a quiet moment
+        bar = make_progress(total=len(ids), desc=f"loading {shown}", unit="session", delay_s=QUIET_DELAY_S, enabled=len(ids) > 1)
+        for sid in ids:
+            bar.update(1)
             msgs = _messages(con, shown, sid)
             if msgs or include_empty:
                 out.append(_task(shown, sid, msgs))
+        bar.close()
         return out
     finally:
         con.close()
