@@ -27,11 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from h9eval.closedloop.worlds.filler import filler, size_table, splice
 from h9eval.core.errors import ConfigError
+from h9eval.core.registry import Registry
 
 __all__ = [
     "FACT_POSITIONS",
     "OFFLOAD_DIR_PREFIX",
+    "RESULT_SIZES",
+    "WORLDS",
     "READ",
     "SIDE_EFFECT",
     "GroundFact",
@@ -44,29 +48,32 @@ __all__ = [
     "register_world",
 ]
 
-FACT_POSITIONS = ("head", "tail")
+FACT_POSITIONS = ("head", "tail", "anywhere")
+RESULT_SIZES = ("fixed", "recorded")
 READ = "read"
 SIDE_EFFECT = "side_effect"
 #: paths below this folder are harness9 offload files (served by the episode, not the world)
 OFFLOAD_DIR_PREFIX = ".harness9/tool_results/"
 
-_FILLER_WORDS = (
-    "scanned", "shard", "index", "warm", "cache", "entry", "verified", "segment", "buffer",
-    "flushed", "worker", "queue", "batch", "stable", "record", "offset", "window", "block",
-)
-
-
 @dataclass(frozen=True, kw_only=True)
 class WorldParams:
     """Parameters every world has (subclasses add their own fields)."""
 
-    #: bytes of deterministic filler appended to every observation (0 = none)
+    #: ``fixed``: every observation carries ``padding_bytes`` (± jitter) of filler; ``recorded``:
+    #: each observation's total size is drawn from the recorded sessions' tool-result sizes
+    #: (:func:`~h9eval.closedloop.worlds.filler.size_table`, times ``size_scale``)
+    result_sizes: str = "fixed"
+    #: bytes of deterministic filler (source, test logs, listings, search hits) added to every
+    #: observation with ``result_sizes="fixed"`` (0 = none)
     padding_bytes: int = 1500
     #: each observation's filler varies by up to this share of ``padding_bytes`` (seeded by the
     #: episode and the call), so that seeds differ in when compaction tiers are crossed
     padding_jitter_frac: float = 0.25
-    #: where the fact line sits in an observation: ``head`` (visible in an offload preview) or
-    #: ``tail`` (after the padding: only a full read, or a re-fetch of the offloaded file, shows it)
+    #: with ``result_sizes="recorded"``: every drawn size is multiplied by this (a stress knob)
+    size_scale: float = 1.0
+    #: where the fact lines sit in an observation: ``head`` (visible in an offload preview),
+    #: ``tail`` (after the filler: only a full read, or a re-fetch of the offloaded file, shows
+    #: them) or ``anywhere`` (between two filler lines drawn per call)
     fact_position: str = "head"
     #: items of a todo list stated in the task; each must be marked with ``mark_todo`` (0 = none)
     todo_items: int = 0
@@ -74,6 +81,8 @@ class WorldParams:
     def __post_init__(self) -> None:
         self._check(self.padding_bytes >= 0, "padding_bytes", "must be >= 0", self.padding_bytes)
         self._check(0.0 <= self.padding_jitter_frac < 1.0, "padding_jitter_frac", "must be in [0, 1)", self.padding_jitter_frac)
+        self._check(self.result_sizes in RESULT_SIZES, "result_sizes", f"must be one of {', '.join(RESULT_SIZES)}", self.result_sizes)
+        self._check(0.0 < self.size_scale <= 20.0, "size_scale", "must be in (0, 20]", self.size_scale)
         self._check(self.fact_position in FACT_POSITIONS, "fact_position", f"must be one of {', '.join(FACT_POSITIONS)}", self.fact_position)
         self._check(0 <= self.todo_items <= 20, "todo_items", "must be between 0 and 20", self.todo_items)
 
@@ -290,39 +299,31 @@ class World:
     def _nonce(rng: random.Random, prefix: str) -> str:
         return f"{prefix}-{rng.getrandbits(32):08x}"
 
-    def _observe(self, fact_lines: str, *, tag: str = "") -> str:
-        """``fact_lines`` plus this step's filler, placed per ``fact_position``."""
+    def _observe(self, fact_lines: str, *, tag: str = "", kind: str | None = None) -> str:
+        """``fact_lines`` plus this call's filler (of ``kind``, else one drawn from the call), placed
+        per ``fact_position``."""
         # filler keyed by the call, not the step: the same call on the same state reads the same
-        pad = self._padding(self._pad_bytes(self._call_key), f"{self._state['pad_seed']}:{self._call_key}:{tag}")
-        if not pad:
-            return fact_lines
-        if self.params.fact_position == "tail":
-            return pad + "\n" + fact_lines
-        return fact_lines + "\n" + pad
+        key = f"{self._state['pad_seed']}:{self._call_key}:{tag}"
+        nbytes = self._pad_bytes(self._call_key)
+        if self.params.result_sizes == "recorded":
+            nbytes = max(nbytes - len(fact_lines.encode("utf-8")) - 1, 0)
+        return splice(fact_lines, filler(nbytes, key, kind), self.params.fact_position, key)
 
     def _pad_bytes(self, key: str) -> int:
+        """Filler bytes (``fixed``) or the result's total size (``recorded``) for call ``key``."""
         p = self.params
+        if p.result_sizes == "recorded":
+            u = random.Random(f"{self._state['pad_seed']}:size:{key}").random()
+            return round(size_table().draw(u) * p.size_scale)
         if not p.padding_bytes or not p.padding_jitter_frac:
             return p.padding_bytes
         u = random.Random(f"{self._state['pad_seed']}:jitter:{key}").uniform(-1.0, 1.0)
         return max(round(p.padding_bytes * (1.0 + p.padding_jitter_frac * u)), 0)
 
     @staticmethod
-    def _padding(nbytes: int, seed: str) -> str:
-        """``nbytes`` (exactly) of log-like filler lines; never contains a nonce-shaped token."""
-        if nbytes <= 0:
-            return ""
-        rng = random.Random(seed)
-        lines: list[str] = []
-        total = 0
-        i = 0
-        while total < nbytes:
-            i += 1
-            words = " ".join(rng.choice(_FILLER_WORDS) for _ in range(6))
-            line = f"log {i:04d}: {words} {rng.randrange(1000)}"
-            lines.append(line)
-            total += len(line) + 1
-        return "\n".join(lines)[:nbytes]
+    def _padding(nbytes: int, seed: str, kind: str | None = None) -> str:
+        """``nbytes`` (exactly) of filler; never contains a nonce-shaped token."""
+        return filler(nbytes, seed, kind)
 
     def _tool_read_file(self, args: dict[str, Any]) -> str:
         path = str(args["path"])
@@ -363,17 +364,15 @@ def _spec(name: str, description: str, props: Mapping[str, str]) -> dict[str, An
 
 tool_spec = _spec
 
-_WORLDS: dict[str, type[World]] = {}
+#: every world by kind (the one registry type; a second registration of a kind is an error)
+WORLDS: Registry[type[World]] = Registry("world")
 
 
 def register_world(cls: type[World]) -> type[World]:
     """Class decorator: register a world under its ``kind`` (a second registration is an error)."""
     if not cls.kind:
         raise TypeError(f"{cls.__name__} has no kind")
-    if cls.kind in _WORLDS and _WORLDS[cls.kind] is not cls:
-        raise TypeError(f"world kind {cls.kind!r} is already registered by {_WORLDS[cls.kind].__name__}")
-    _WORLDS[cls.kind] = cls
-    return cls
+    return WORLDS.add(cls.kind, cls)
 
 
 def params_dict(params: WorldParams) -> dict[str, Any]:
