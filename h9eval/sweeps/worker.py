@@ -131,8 +131,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "context_window_tokens": cell.window, "max_steps": cell.max_steps,
     }
     agent = make_agent(cell.agent)
-    ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, make_policy(cell.policy_kind, **cell.spec_params),
-                     summarizer=_summarizer(cell), **common)
+    # the world's own window, for policies that have one and whose entry did not set it
+    policy = with_run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.policy_window,
+                             policy_window_explicit="context_window_tokens" in cell.spec_params)
+    ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, policy, summarizer=_summarizer(cell), **common)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(

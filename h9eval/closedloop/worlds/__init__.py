@@ -19,14 +19,26 @@ from h9eval.closedloop.worlds.base import (
     Violation,
     World,
     WorldParams,
+    WorldScale,
     register_world,
 )
+from h9eval.closedloop.worlds.artifact_trail import ArtifactTrail
+from h9eval.closedloop.worlds.constraints import Constraints
+from h9eval.closedloop.worlds.debug_session import DebugSession
+from h9eval.closedloop.worlds.evidence_search import EvidenceSearch
 from h9eval.closedloop.worlds.fact_chain import FactChain
 from h9eval.closedloop.worlds.mini_repo import MiniRepo
+from h9eval.closedloop.worlds.retail_db import RetailDb
 from h9eval.closedloop.worlds.ticket_queue import TicketQueue
 from h9eval.core.errors import ConfigError
 
 __all__ = [
+    "ArtifactTrail",
+    "Constraints",
+    "DebugSession",
+    "EvidenceSearch",
+    "RetailDb",
+    "WorldScale",
     "FactChain",
     "MiniRepo",
     "TicketQueue",

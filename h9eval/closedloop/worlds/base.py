@@ -35,6 +35,7 @@ __all__ = [
     "FACT_POSITIONS",
     "OFFLOAD_DIR_PREFIX",
     "RESULT_SIZES",
+    "TASK_FILE",
     "WORLDS",
     "READ",
     "SIDE_EFFECT",
@@ -45,11 +46,14 @@ __all__ = [
     "Violation",
     "World",
     "WorldParams",
+    "WorldScale",
     "register_world",
 ]
 
 FACT_POSITIONS = ("head", "tail", "anywhere")
 RESULT_SIZES = ("fixed", "recorded")
+#: the workspace file holding the task statement (with ``task_file=True``)
+TASK_FILE = "TASK.md"
 READ = "read"
 SIDE_EFFECT = "side_effect"
 #: paths below this folder are harness9 offload files (served by the episode, not the world)
@@ -69,7 +73,9 @@ class WorldParams:
     #: each observation's filler varies by up to this share of ``padding_bytes`` (seeded by the
     #: episode and the call), so that seeds differ in when compaction tiers are crossed
     padding_jitter_frac: float = 0.25
-    #: with ``result_sizes="recorded"``: every drawn size is multiplied by this (a stress knob)
+    #: with ``result_sizes="recorded"``: every drawn size is multiplied by this, capped at the
+    #: largest recorded result (a stress knob: the scripted agent writes no reasoning text, so a
+    #: family's default scale makes up the bytes a model's turns would add)
     size_scale: float = 1.0
     #: where the fact lines sit in an observation: ``head`` (visible in an offload preview),
     #: ``tail`` (after the filler: only a full read, or a re-fetch of the offloaded file, shows
@@ -77,6 +83,9 @@ class WorldParams:
     fact_position: str = "head"
     #: items of a todo list stated in the task; each must be marked with ``mark_todo`` (0 = none)
     todo_items: int = 0
+    #: the task statement is also the workspace file ``TASK.md`` (``read_file``), and the system
+    #: prompt says so: an agent whose view lost the task can re-read it, as agents re-read an issue
+    task_file: bool = False
 
     def __post_init__(self) -> None:
         self._check(self.padding_bytes >= 0, "padding_bytes", "must be >= 0", self.padding_bytes)
@@ -89,6 +98,20 @@ class WorldParams:
     def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
         if not ok:
             raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorldScale:
+    """A family's default scale: the parameters, window and step budget at which an episode runs
+    the length real sessions do (60-300 steps filling a 32k-200k window) and harness9's default
+    policy reaches its soft and full tiers. A sweep's ``scale = "default"`` uses it."""
+
+    #: world parameters (over the params dataclass's defaults)
+    params: Mapping[str, Any]
+    #: the compacting policies' ``context_window_tokens`` for this family
+    window_tokens: int
+    #: agent steps before the episode is cut off
+    max_steps: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +199,10 @@ class World:
     kind: ClassVar[str] = ""
     params_type: ClassVar[type[WorldParams]] = WorldParams
     tool_kinds: ClassVar[dict[str, str]] = {}
+    #: what the family stresses (one line; ``h9eval run --help`` and the README list it)
+    stresses: ClassVar[str] = ""
+    #: the family's default scale (see :class:`WorldScale`)
+    scale: ClassVar[WorldScale]
 
     def __init__(self, params: WorldParams | None = None) -> None:
         if params is None:
@@ -218,12 +245,15 @@ class World:
     # -- what the agent is shown ---------------------------------------------------------------
     @property
     def system_prompt(self) -> str:
-        return (
+        text = (
             "You are an agent working in a tool environment. Use exactly one tool per turn and pass "
             "only values you have seen in this conversation. Large tool results may be saved to a "
             "file; the placeholder names the path, and read_file(path) returns the full text. "
             "When the task is complete, reply without a tool call."
         )
+        if self.params.task_file:
+            text += f" The full task statement is in the file {TASK_FILE}."
+        return text
 
     @property
     def task_prompt(self) -> str:
@@ -314,7 +344,9 @@ class World:
         p = self.params
         if p.result_sizes == "recorded":
             u = random.Random(f"{self._state['pad_seed']}:size:{key}").random()
-            return round(size_table().draw(u) * p.size_scale)
+            table = size_table()
+            # scaled, but never beyond the largest recorded result: the tail stays the recorded one
+            return min(round(table.draw(u) * p.size_scale), table.sizes_bytes[-1])
         if not p.padding_bytes or not p.padding_jitter_frac:
             return p.padding_bytes
         u = random.Random(f"{self._state['pad_seed']}:jitter:{key}").uniform(-1.0, 1.0)
@@ -327,6 +359,8 @@ class World:
 
     def _tool_read_file(self, args: dict[str, Any]) -> str:
         path = str(args["path"])
+        if path == TASK_FILE and self.params.task_file:
+            return self.task_prompt
         files = self._files()
         if path in files:
             return files[path]

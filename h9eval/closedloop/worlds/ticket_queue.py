@@ -28,6 +28,7 @@ from h9eval.closedloop.worlds.base import (
     Violation,
     World,
     WorldParams,
+    WorldScale,
     register_world,
     tool_spec,
 )
@@ -67,6 +68,12 @@ class TicketQueue(World):
         "reply": SIDE_EFFECT,
         "close_ticket": SIDE_EFFECT,
     }
+    stresses: ClassVar[str] = "side effects that must happen exactly once, a mid-episode correction"
+    scale: ClassVar[WorldScale] = WorldScale(
+        params={"n_tickets": 40, "correction_after": 14, "result_sizes": "recorded", "size_scale": 10.0, "fact_position": "anywhere", "task_file": True},
+        window_tokens=32_000,
+        max_steps=300,
+    )
     params: TicketQueueParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
