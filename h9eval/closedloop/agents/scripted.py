@@ -551,7 +551,7 @@ def _solve_debug_session(r: Reading) -> Action:
     if "TASK debug_session: find the fix" not in _task_header(r):
         return _need_task(r)
     if r.search(_DS_COMMITTED):
-        return Action.finish("Done: the fix is committed.")
+        return Action.finish("Done: the working fix was committed.")
     fixed = r.search(_DS_FIXED)
     if fixed:
         return Action.call("commit", hypothesis_id=fixed[0].group(1))
