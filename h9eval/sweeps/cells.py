@@ -32,7 +32,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
            "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "policy_window")
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "policy_window", "stress")
 CELL_KINDS = ("replay", "episode")
 
 
@@ -96,6 +96,8 @@ class Cell:
     """An episode cell's agent (``make_agent`` form)."""
     max_steps: int = 60
     """An episode cell's step bound."""
+    stress: dict[str, Any] = field(default_factory=dict)
+    """An episode cell's stress settings (``StressSettings`` fields; empty: none)."""
     policy_window: int | None = None
     """An episode cell's per-world window: the compacting policy's ``context_window_tokens`` when
     its spec entry leaves it at the default (``None``: the policy's own)."""
@@ -182,12 +184,13 @@ class _WorldRef:
     open_loop: bool
     task_id: str
     window: int | None = None
+    stress: dict[str, Any] = field(default_factory=dict)
 
 
 def _world_refs(spec: SweepSpec) -> list[_WorldRef]:
     return [
         _WorldRef(path=f"tasks.worlds[{i}]", kind=w.kind, params=dict(w.params), seed=s, max_steps=w.max_steps,
-                  open_loop=w.open_loop, task_id=world_task_id(w.kind, w.params, s), window=w.window)
+                  open_loop=w.open_loop, task_id=world_task_id(w.kind, w.params, s), window=w.window, stress=dict(w.stress))
         for i, w in enumerate(spec.worlds)
         for s in w.seeds
     ]
@@ -357,6 +360,7 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                                 agent=agent,
                                 max_steps=w.max_steps,
                                 policy_window=w.window,
+                                stress=dict(w.stress),
                             ))
     if not cells:
         raise ConfigError("the spec gives no valid cells" + (f" ({len(skipped)} skipped as invalid)" if skipped else ""))

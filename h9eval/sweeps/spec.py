@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.closedloop.agents import AGENT_KINDS, agent_spec, make_agent, parse_agent_spec
+from h9eval.closedloop.episode import stress_settings
 from h9eval.closedloop.worlds import WORLDS, make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
@@ -93,7 +94,7 @@ TOP_LEVEL_KEYS = (
     "agents",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds")
-WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "window")
+WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "window", "stress")
 AGENT_KEYS = ("kind", "profile", "params")
 SYNTHETIC_KEYS = ("preset", "seeds")
 POLICY_KEYS = ("kind", "name", "params", "grid")
@@ -127,6 +128,8 @@ class WorldTasks:
     """Also replay each seed's exported ``keep_all`` transcript as an open-loop task."""
     window: int | None = None
     """This world's window for the compacting policies (``scale = "default"``: the family's)."""
+    stress: dict[str, Any] = field(default_factory=dict)
+    """The episodes' stress settings (:class:`~h9eval.closedloop.episode.StressSettings` fields)."""
     scale: str = ""
     """``default``: the family's default scale (its parameters, window and step budget under
     any given here); ``""``: the parameters as given."""
@@ -206,7 +209,7 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
                 "synthetic": [{"preset": s.preset, "seeds": list(s.seeds)} for s in self.synthetic],
                 "specs": list(self.specs),
                 "worlds": [{"kind": w.kind, "seeds": list(w.seeds), "params": w.params, "max_steps": w.max_steps, "open_loop": w.open_loop,
-                            "window": w.window, "scale": w.scale} for w in self.worlds],
+                            "window": w.window, "scale": w.scale, "stress": w.stress} for w in self.worlds],
             },
             "agents": list(self.agents),
             "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
@@ -414,8 +417,12 @@ def _parse_worlds(raw: Any) -> tuple[WorldTasks, ...]:
         _expect(window is None or (_is_int(window) and window > 0), f"{path}.window", "must be a positive integer (tokens)", window)
         open_loop = e.get("open_loop", True)
         _expect(isinstance(open_loop, bool), f"{path}.open_loop", "must be true or false", open_loop)
+        stress = e.get("stress", {})
+        _expect(isinstance(stress, dict), f"{path}.stress", "expected a table of stress settings", stress)
+        with _at(f"{path}.stress"):
+            stress_settings(stress)
         out.append(WorldTasks(kind=kind, seeds=tuple(seeds), params=dict(params), max_steps=max_steps, open_loop=open_loop,
-                              window=window, scale=scale))
+                              window=window, scale=scale, stress=dict(stress)))
     return tuple(out)
 
 

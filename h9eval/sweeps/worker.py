@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.closedloop.agents import make_agent
-from h9eval.closedloop.episode import run_episode, run_oracle
+from h9eval.closedloop.episode import run_episode, run_oracle, stress_settings
 from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
@@ -128,14 +128,14 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
 
     common: dict[str, Any] = {
         "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
-        "context_window_tokens": cell.window, "max_steps": cell.max_steps,
+        "context_window_tokens": cell.window, "max_steps": cell.max_steps, "stress": stress_settings(cell.stress),
     }
     agent = make_agent(cell.agent)
     # the world's own window, for policies that have one and whose entry did not set it
     policy = with_run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.policy_window,
                              policy_window_explicit="context_window_tokens" in cell.spec_params)
     ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, policy, summarizer=_summarizer(cell), **common)
-    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
+    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
         _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)

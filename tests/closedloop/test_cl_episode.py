@@ -240,7 +240,7 @@ def test_rule_violations_are_split_at_the_first_compaction() -> None:
     # mini_repo under the single-threshold summary: the rules file is summarised away, and the
     # agent falls back to the rule-breaking defaults after the compaction
     world = make_world("mini_repo", n_bugs=3, padding_bytes=1000)
-    ep = run_episode(world, ScriptedAgent(), make_policy("summary_single_threshold", context_window_tokens=2500), seed=1)
+    ep = run_episode(world, ScriptedAgent(), make_policy("summary_single_threshold", context_window_tokens=1500), seed=1)
     s = ep.summary()
     assert not ep.success and {v.rule for v in ep.outcome.violations} >= {"grep_not_search"}
     assert ep.first_compaction_step is not None

@@ -251,3 +251,54 @@ def test_default_scale_on_unseen_seeds() -> None:
     assert drop_ok <= 0.2 * episodes
     assert tiers["emergency"] < 0.2 * sum(tiers.values())
     assert reached >= 0.8 * episodes, (reached, episodes, dict(tiers))
+
+
+def test_spec_stress_settings_reach_the_cells(tmp_path: Path) -> None:
+    from h9eval.sweeps.cells import expand_cells
+
+    (tmp_path / "s.toml").write_text(
+        'name = "x"\n[tasks]\nworlds = [{ kind = "fact_chain", seeds = [1], open_loop = false, params = { hops = 2 },'
+        ' stress = { irreducible_prefix_bytes = 500, compact_between_call_and_result_at = [2] } }]\n'
+        '[[policies]]\nkind = "keep_all"\n', encoding="utf-8")
+    cells, _ = expand_cells(load_spec(tmp_path / "s.toml"), out_dir=tmp_path)
+    assert cells[0].stress == {"irreducible_prefix_bytes": 500, "compact_between_call_and_result_at": [2]}
+    (tmp_path / "b.toml").write_text(
+        'name = "x"\n[tasks]\nworlds = [{ kind = "fact_chain", stress = { irreducible_prefix_byte = 5 } }]\n[[policies]]\nkind = "keep_all"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"tasks.worlds\[0\].stress: .*did you mean 'irreducible_prefix_bytes'"):
+        load_spec(tmp_path / "b.toml")
+
+
+def test_run_world_at_the_default_scale_uses_the_family_window() -> None:
+    from h9eval.closedloop.run import run_world
+
+    run = run_world("debug_session:4", scale="default", policy="progressive", world_params={"n_hypotheses": 8}, oracle=False, max_steps=40)
+    ep = run.episode
+    assert ep.context_window_tokens == 32_000 and dict(ep.world_params)["result_sizes"] == "recorded" and ep.success
+    with pytest.raises(ConfigError, match="scale must be 'default'"):
+        run_world("debug_session:4", scale="big")
+
+
+def test_tier_mix_and_family_frames_on_a_fixed_table() -> None:
+    import pandas as pd
+
+    from h9eval.closedloop.analysis import family_frame, tier_mix_frame
+
+    ident = {"agent_id": "scripted:full", "policy_name": "h9", "params_json": "{}", "summarizer": "offline", "history_mode": "write_back"}
+    episodes = pd.DataFrame([
+        {**ident, "run_id": "a", "world_kind": "w1", "seed": 0, "success": True, "tokens_sent_sum": 10, "steps": 3, "excess_steps": 0,
+         "violations_after_compaction": 0, "duplicate_side_effects": 0},
+        {**ident, "run_id": "b", "world_kind": "w1", "seed": 1, "success": False, "tokens_sent_sum": 30, "steps": 5, "excess_steps": 2,
+         "violations_after_compaction": 1, "duplicate_side_effects": 2},
+        {**ident, "run_id": "c", "world_kind": "w2", "seed": 0, "success": True, "tokens_sent_sum": 20, "steps": 4, "excess_steps": 1,
+         "violations_after_compaction": 0, "duplicate_side_effects": 0},
+    ])
+    calls = pd.DataFrame({"run_id": ["a", "a", "a", "b", "b", "b", "b", "b", "c", "c", "c", "c"],
+                          "tier_name": ["none", "soft", "none", "none", "warn", "emergency", "none", "none", "none", "full", "full", "none"]})
+    mix = tier_mix_frame(episodes, calls).set_index("world_kind")
+    assert mix.loc["w1", "episodes"] == 2 and mix.loc["w1", "episodes_soft_or_full_frac"] == 0.5 and mix.loc["w1", "episodes_emergency_frac"] == 0.5
+    assert mix.loc["w1", "calls_emergency_frac"] == pytest.approx(1 / 8) and mix.loc["w2", "calls_full_frac"] == 0.5
+    assert mix.loc["all", "episodes"] == 3 and mix.loc["all", "episodes_soft_or_full_frac"] == pytest.approx(2 / 3)
+    assert mix.loc["all", "calls_none_frac"] == pytest.approx(7 / 12)
+    fam = family_frame(episodes).set_index("world_kind")
+    assert fam.loc["w1", "seeds"] == 2 and fam.loc["w1", "success_rate"] == 0.5 and fam.loc["w1", "tokens_sent_mean"] == 20
+    assert fam.loc["w2", "excess_steps_mean"] == 1 and fam.loc["w1", "duplicate_side_effects_mean"] == 1

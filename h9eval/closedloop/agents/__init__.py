@@ -62,7 +62,9 @@ def make_agent(spec: str, /, **params: Any) -> Agent:
         return ScriptedAgent(profile or "full", **both)
     if profile:
         raise ConfigError(f"agent 'anthropic' has no profile, got {spec!r}")
-    accepted = [n for n in inspect.signature(AnthropicAgent.__init__).parameters if n not in ("self", "http_client", "api_key")]
+    if "api_key" in given:
+        raise ConfigError(f"agent {spec!r}: never write an API key into an agent spec; set ANTHROPIC_API_KEY")
+    accepted = [n for n in inspect.signature(AnthropicAgent.__init__).parameters if n != "self"]
     for k in both:
         if k not in accepted:
             raise ConfigError(did_you_mean(k, accepted, what="parameter of agent 'anthropic'"))

@@ -31,11 +31,12 @@ comes from the view.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from h9eval.closedloop.agents.base import Action, parse_view
+from h9eval.closedloop.agents.base import Action
 from h9eval.closedloop.agents.reading import (
     PROFILES,
     ReaderProfile,
@@ -44,10 +45,13 @@ from h9eval.closedloop.agents.reading import (
     read_view,
 )
 from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.messages import Message, message_from_json
 
 __all__ = ["PHRASINGS", "ScriptedAgent"]
 
 _TASK = re.compile(r"TASK (\w+):")
+#: parsed messages the agent memoises (a long episode's distinct messages fit many times over)
+_MEMO_MAX = 20_000
 #: the workspace file a world names in its system prompt when the task can be re-read
 _TASK_FILE = "TASK.md"
 
@@ -73,6 +77,26 @@ class ScriptedAgent:
             raise ConfigError(did_you_mean(phrasing, PHRASINGS, what="phrasing"))
         self.profile = profile
         self.phrasing = phrasing
+        # a memo of a pure function (message JSON -> Message), not memory: consecutive views share
+        # most messages, and reusing their objects keeps a step's cost from growing with the
+        # history (a string's hash is computed once per object)
+        self._parsed: dict[tuple[Any, ...], Message] = {}
+
+    def _messages(self, view_json: str) -> tuple[Message, ...]:
+        raw = json.loads(view_json)["messages"]
+        out = []
+        memo = self._parsed
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        for i, obj in enumerate(raw):
+            calls = obj.get("tool_calls") or ()
+            key = (obj.get("role"), obj.get("content"), obj.get("tool_call_id"), obj.get("is_error"),
+                   tuple((c.get("id"), c.get("name"), c.get("arguments")) for c in calls if isinstance(c, dict)))
+            m = memo.get(key)
+            if m is None:
+                m = memo[key] = message_from_json(obj, where=f"view.messages[{i}]")
+            out.append(m)
+        return tuple(out)
 
     @property
     def agent_id(self) -> str:
@@ -87,8 +111,7 @@ class ScriptedAgent:
         return f"ScriptedAgent(profile={self.profile.name!r})"
 
     def act(self, view_json: str) -> Action:
-        view = parse_view(view_json)
-        r = read_view(view.messages, self.profile)
+        r = read_view(self._messages(view_json), self.profile)
         kind = _task_kind(r)
         note = _note(r, self.phrasing)
         if kind is None or kind not in _SOLVERS:

@@ -332,9 +332,11 @@ class World:
     def _observe(self, fact_lines: str, *, tag: str = "", kind: str | None = None) -> str:
         """``fact_lines`` plus this call's filler (of ``kind``, else one drawn from the call), placed
         per ``fact_position``."""
-        # filler keyed by the call, not the step: the same call on the same state reads the same
-        key = f"{self._state['pad_seed']}:{self._call_key}:{tag}"
-        nbytes = self._pad_bytes(self._call_key)
+        # filler keyed by the call and what it reports, not the step: the same call on the same
+        # state reads the same, and a call that reports something new (next_ticket) is a new result
+        call = self._call_key if self.params.result_sizes == "fixed" else f"{self._call_key}\0{fact_lines}"
+        key = f"{self._state['pad_seed']}:{call}:{tag}"
+        nbytes = self._pad_bytes(call)
         if self.params.result_sizes == "recorded":
             nbytes = max(nbytes - len(fact_lines.encode("utf-8")) - 1, 0)
         return splice(fact_lines, filler(nbytes, key, kind), self.params.fact_position, key)
