@@ -507,6 +507,10 @@ def _solve_constraints(r: Reading) -> Action:
         if mid not in slots:
             fetch = _refetch([c for c in r.calls_named("list_slots") if c.arg("meeting_id") == mid])
             return fetch or Action.call("list_slots", meeting_id=mid)
+        # a listing offloaded to a file shows a preview: read the whole listing before choosing
+        fetch = _refetch([c for c in r.calls_named("list_slots") if c.arg("meeting_id") == mid])
+        if fetch is not None:
+            return fetch
         options = slots[mid]
         if rules_m is not None:
             day, cap, room = rules_m.group(1), int(rules_m.group(2)), rules_m.group(3)
@@ -590,7 +594,8 @@ def _solve_debug_session(r: Reading) -> Action:
     for h in dict.fromkeys(listed):
         if h not in failed:
             return Action.call("try_fix", hypothesis_id=h)
-    return Action.finish("Done: no hypothesis is left to try.")
+    # every hypothesis in view failed: an offloaded list shows only its preview, read it whole
+    return _refetch(lists) or Action.finish("Done: no hypothesis is left to try.")
 
 
 # -- artifact_trail -----------------------------------------------------------------------------

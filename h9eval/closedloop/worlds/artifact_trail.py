@@ -56,7 +56,7 @@ class ArtifactTrail(World):
     tool_kinds: ClassVar[dict[str, str]] = {"build": SIDE_EFFECT, "test_artifact": READ, "publish": SIDE_EFFECT}
     stresses: ClassVar[str] = "the artifact trail: paths, versions and digests carried to a final manifest"
     scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_components": 70, "result_sizes": "recorded", "size_scale": 1.3, "fact_position": "anywhere", "task_file": True},
+        params={"n_components": 70, "result_sizes": "recorded", "size_scale": 2.0, "fact_position": "anywhere", "task_file": True},
         window_tokens=32_000,
         max_steps=300,
     )

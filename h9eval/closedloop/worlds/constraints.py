@@ -69,7 +69,7 @@ class Constraints(World):
     tool_kinds: ClassVar[dict[str, str]] = {"list_slots": READ, "book": SIDE_EFFECT}
     stresses: ClassVar[str] = "standing constraints and preferences given early, updated later (stale vs current)"
     scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_meetings": 70, "update_after": 25, "result_sizes": "recorded", "size_scale": 1.5, "fact_position": "anywhere", "task_file": True},
+        params={"n_meetings": 70, "update_after": 25, "result_sizes": "recorded", "size_scale": 2.5, "fact_position": "anywhere", "task_file": True},
         window_tokens=32_000,
         max_steps=300,
     )

@@ -57,7 +57,7 @@ class DebugSession(World):
     tool_kinds: ClassVar[dict[str, str]] = {"list_hypotheses": READ, "try_fix": SIDE_EFFECT, "commit": SIDE_EFFECT}
     stresses: ClassVar[str] = "approaches already tried and ruled out, over many large test logs"
     scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_hypotheses": 150, "late_frac": 0.3, "result_sizes": "recorded", "size_scale": 1.5, "fact_position": "anywhere", "task_file": True},
+        params={"n_hypotheses": 150, "late_frac": 0.3, "result_sizes": "recorded", "size_scale": 2.0, "fact_position": "anywhere", "task_file": True},
         window_tokens=32_000,
         max_steps=300,
     )

@@ -71,7 +71,7 @@ class EvidenceSearch(World):
     tool_kinds: ClassVar[dict[str, str]] = {"search": READ, "open_doc": READ, "answer": SIDE_EFFECT}
     stresses: ClassVar[str] = "which document said what (evidence cited), answers already given"
     scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_questions": 30, "n_docs": 400, "result_sizes": "recorded", "size_scale": 2.0, "fact_position": "anywhere", "task_file": True},
+        params={"n_questions": 30, "n_docs": 400, "result_sizes": "recorded", "size_scale": 2.5, "fact_position": "anywhere", "task_file": True},
         window_tokens=32_000,
         max_steps=300,
     )

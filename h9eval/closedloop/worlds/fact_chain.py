@@ -53,7 +53,7 @@ class FactChain(World):
     tool_kinds: ClassVar[dict[str, str]] = {"lookup": READ, "audit": READ, "submit": SIDE_EFFECT}
     stresses: ClassVar[str] = "an exact value read at the first step and needed at the last (the receipt)"
     scale: ClassVar[WorldScale] = WorldScale(
-        params={"hops": 80, "gap_steps": 70, "result_sizes": "recorded", "size_scale": 1.0, "fact_position": "anywhere", "task_file": True},
+        params={"hops": 80, "gap_steps": 70, "result_sizes": "recorded", "size_scale": 1.8, "fact_position": "anywhere", "task_file": True},
         window_tokens=32_000,
         max_steps=300,
     )

@@ -87,7 +87,7 @@ class RetailDb(World):
     }
     stresses: ClassVar[str] = "a written policy read once, early; completed database writes"
     scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_requests": 50, "n_orders": 100, "result_sizes": "recorded", "size_scale": 1.6, "fact_position": "anywhere", "task_file": True},
+        params={"n_requests": 50, "n_orders": 100, "result_sizes": "recorded", "size_scale": 2.5, "fact_position": "anywhere", "task_file": True},
         window_tokens=32_000,
         max_steps=300,
     )
