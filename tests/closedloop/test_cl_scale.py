@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.closedloop.agents import ScriptedAgent, make_agent, parse_agent_spec
+from h9eval.closedloop.agents import PHRASINGS, ScriptedAgent, make_agent, parse_agent_spec
 from h9eval.closedloop.agents.base import Action
 from h9eval.closedloop.episode import run_episode
 from h9eval.closedloop.worlds import WORLDS, make_world, register_world, world_registry
@@ -114,16 +114,17 @@ def test_retail_db_is_graded_by_the_database_hash() -> None:
 
 def test_constraints_counts_stale_values_after_the_update() -> None:
     w = make_world("constraints", n_meetings=4, update_after=1, padding_bytes=0)
-    w.reset(5)
+    w.reset(2)
     first, second = w._state["rules"]
     m0, m1 = w._state["meetings"][0], w._state["meetings"][1]
     good0 = next(x for x in m0["slots"] if x["room"] == first["room"] and x["day"] != first["banned_day"] and x["cost"] <= first["max_cost"])
     w.step("book", {"meeting_id": m0["id"], "slot_id": good0["id"]})
     assert w.interjection() is not None and not w.check().violations
-    stale = [x for x in m1["slots"] if x["day"] == second["banned_day"]]
-    if stale:
-        w.step("book", {"meeting_id": m1["id"], "slot_id": stale[0]["id"]})
-        assert [v.rule for v in w.check().violations] == ["constraint"]
+    # a slot the first rules allowed, on the day the update bans: stale values break the current rule
+    stale = [x for x in m1["slots"] if x["day"] == second["banned_day"] and x["day"] != first["banned_day"] and x["cost"] <= first["max_cost"]]
+    assert stale
+    w.step("book", {"meeting_id": m1["id"], "slot_id": stale[0]["id"]})
+    assert [v.rule for v in w.check().violations] == ["constraint"]
 
 
 def test_evidence_search_is_graded_on_the_evidence_cited() -> None:
@@ -201,6 +202,8 @@ def test_phrasings_differ_and_are_seeded() -> None:
     a, b = ScriptedAgent(phrasing="plain").act(view), ScriptedAgent(phrasing="alt").act(view)
     assert isinstance(a, Action) and a.note != b.note and "hypothesis H-0000000a failed" in a.note and a.note == ScriptedAgent().act(view).note
     assert (a.tool, a.arguments) == (b.tool, b.arguments)
+    fact = "hypothesis H-0000000a failed"
+    assert a.note in {t.format(fact=fact) for t in PHRASINGS["plain"]} and b.note in {t.format(fact=fact) for t in PHRASINGS["alt"]}
 
 
 # -- specs -----------------------------------------------------------------------------------------
