@@ -687,6 +687,203 @@ configuration that always succeeds (or always fails) has nothing to predict: its
 ]
 
 
+NOTEBOOKS["07-corpus"] = [
+    (
+        "md",
+        """# A corpus of real trajectories: sample, sweep, compare, export
+
+Public trajectory datasets hold tens of thousands of real agent runs. h9eval reads them through
+the `datasets` library: `h9eval.tasks.datasets` has one adapter per dataset
+(`nebius/SWE-agent-trajectories`, `nebius/SWE-rebench-openhands-trajectories`,
+`nvidia/SWE-Zero-openhands-trajectories`, `SWE-Gym/OpenHands-Sampled-Trajectories`,
+`SWE-bench/SWE-smith-trajectories`), each turning a row into a task with provenance (dataset,
+file hash or revision, row) and the same derived ground truth as the recorded-session loaders.
+
+This notebook runs offline on the small fixtures in `examples/datasets/` (the shipped recorded
+sessions converted to each dataset's documented row schema, plus rows that break it on purpose).
+To point it at the Hub, set `sources` to Hub ids, e.g.
+`{"path": "nebius/SWE-agent-trajectories", "split": "train", "n": 500, "seed": 0, "where": {"target": True}}`:
+a Hub id is streamed (a sample of 500 reads about 500 rows plus the shuffle buffer, never the
+whole dataset) and the sample is saved once as a local file that the sweep's workers read.""",
+    ),
+    (
+        "params",
+        """# Parameters
+sources = [                       # dataset samples: a local file/folder or a Hub id, with n, seed and filters
+    {"path": "swe_rebench_openhands.parquet", "n": 3, "seed": 0},
+    {"path": "nebius_swe_agent.parquet", "n": 2, "seed": 0, "where": {"target": True}},
+]
+peak_frac = 0.4                   # each task's window: this fraction of its own uncompacted peak
+probe_every_k = 10
+workers = 2
+out_dir = None                    # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval import load_results, sweep
+from h9eval.analysis import metrics as M
+from h9eval.core.paths import repo_root
+from h9eval.results.export import dataset_tables, export_dataset
+from h9eval.tasks.datasets import ADAPTERS, DatasetSource, load_dataset_tasks
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 80)
+fixtures = repo_root() / "examples" / "datasets"
+sources = [{**s, "path": str(fixtures / s["path"]) if (fixtures / s["path"]).exists() else s["path"]} for s in sources]
+pd.DataFrame([{"adapter": n, "hub ids": ", ".join(a.hub_ids), "resolved column": a.resolved_column,
+               "description": a.description} for n, a in ADAPTERS.items()])""",
+    ),
+    ("md", "## A sample: what converted, what was skipped and why"),
+    (
+        "code",
+        """sample = load_dataset_tasks(DatasetSource(**{**sources[0], "n": None}))
+print(f"adapter {sample.adapter}: {len(sample.tasks)} tasks from {sample.rows_read} rows; skipped {dict(sample.skipped)}")
+pd.DataFrame([{"task_id": t.task_id, "calls": t.n_calls, "tokens": t.estimated_tokens,
+               "resolved": t.metadata.get("resolved"), "row": t.metadata["dataset"]["row"]} for t in sample.tasks])""",
+    ),
+    ("md", "## A sweep over the samples: harness9's defaults against two peers and the control"),
+    (
+        "code",
+        """spec = {
+    "name": "corpus",
+    "window": {"peak_frac": peak_frac},
+    "tasks": {"datasets": sources},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default"},
+        {"kind": "observation_masking", "params": {"keep_recent_turns": 10}},
+        {"kind": "summary_single_threshold"},
+        {"kind": "keep_all"},
+    ],
+    "probes": {"scorers": ["recall"], "every_k": probe_every_k},
+}
+out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-07-"))
+res = sweep(spec, out_dir=out_dir / "sweep", workers=workers, progress=False)
+print(res)
+assert res.failed == 0, res.failures""",
+    ),
+    (
+        "code",
+        """results = load_results(res.out_dir)
+run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
+M.config_metrics(run_metrics, ("tokens_saved", "retention"))[
+    ["label", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi", "retention", "retention_ci_lo",
+     "retention_ci_hi"]].round(3)""",
+    ),
+    (
+        "md",
+        """The intervals are over tasks (here a handful of fixture rows: wide, and the retention of the
+offline extractive summarizer is a stand-in for a model's). `h9eval compare RESULTS A B` gives the
+paired verdicts; on a real sample of hundreds of tasks they become informative.
+
+## The results as a Hugging Face dataset
+
+`export_dataset` (CLI: `h9eval export RESULTS DIR`) writes the tables as a `DatasetDict`;
+`datasets.load_from_disk` reads it back, and `push_to_hub` on it shares it (not run here).""",
+    ),
+    (
+        "code",
+        """exported = export_dataset(results, out_dir / "export")
+back = dataset_tables(exported)
+assert all(len(back[n]) == len(getattr(results, n)) for n in ("runs", "calls", "compactions", "probes"))
+import datasets
+datasets.load_from_disk(str(exported))""",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["09-loss-ledger"] = [
+    (
+        "md",
+        """# The loss ledger: what each compaction kept, lost or left stale
+
+Every run records a ledger: at each round, each typed item of the task's ground truth (goal
+terms, safety rules, side constraints, preferences, facts, updated values, artifacts, failed
+approaches, progress, next steps) is PRESERVED (its exact value is in the view), DEGRADED,
+STALE (an old value shown as current) or LOST. This notebook compares harness9's default with
+two peers and the controls round by round, finds each type's *cliff round* (survival below 50 %),
+and opens one run's compactions to see exactly what left the view.
+
+Survival rounds are *window fills* (the k-th time the uncompacted history outgrew a window): the
+same calls for every configuration of a task. The summaries are the offline extractive
+stand-in's; `docs/ledger.md` gives its measured gap to a real model's summaries.""",
+    ),
+    (
+        "params",
+        """# Parameters
+synthetic_seeds = [1, 2]          # medium synthetic tasks (they plant every item type)
+peak_frac = 0.3                   # each task's window: this fraction of its uncompacted peak
+history_mode = "write_back"
+workers = 2
+out_dir = None                    # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from h9eval import load_results, sweep
+from h9eval.analysis.ledger import cliff_rounds, ledger_summary, survival_curves, survival_plot
+from h9eval.analysis.ledger_page import compaction_diffs, replay_for_ledger
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", 90)
+spec = {
+    "name": "ledger",
+    "window": {"peak_frac": peak_frac},
+    "history_modes": [history_mode],
+    "tasks": {"synthetic": [{"preset": "medium", "seeds": synthetic_seeds}]},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default"},
+        {"kind": "summary_single_threshold"},
+        {"kind": "observation_masking"},
+        {"kind": "keep_all"},
+        {"kind": "drop_all"},
+    ],
+}
+out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-09-"))
+res = sweep(spec, out_dir=out_dir / "sweep", workers=workers, progress=False)
+assert res.failed == 0, res.failures
+results = load_results(res.out_dir)
+results.ledger.groupby(["basis", "state"]).size().unstack(fill_value=0)""",
+    ),
+    ("md", "## Survival per item type, round by round"),
+    (
+        "code",
+        """curves = survival_curves(results.ledger, results.runs)
+survival_plot(curves, history_mode=history_mode)""",
+    ),
+    (
+        "code",
+        """cliffs = cliff_rounds(curves)
+cliffs.pivot_table(index="label", columns="item_type", values="cliff_round", aggfunc="first")""",
+    ),
+    ("code", "ledger_summary(results.ledger, results.runs).head(20)"),
+    (
+        "md",
+        """## One run, compaction by compaction
+
+`replay_for_ledger` replays a sweep cell again (deterministically) keeping its views;
+`compaction_diffs` lists, per compaction round, what left the view, where `N/A` erased an anchor
+value, and the items that became LOST or STALE (with the later call that used them again).
+`h9eval ledger SWEEP_DIR --run-id RUN_ID` writes the same as an HTML page.""",
+    ),
+    (
+        "code",
+        """run_id = results.runs[results.runs["policy_name"] == "harness9-default"]["run_id"].iloc[0]
+diffs = compaction_diffs(replay_for_ledger(res.out_dir, run_id))
+diffs[["round", "call_index", "tier_name", "n_left", "lost", "stale", "na_erased", "used_later"]].head(12)""",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
 def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = new_notebook()
     nb.metadata = {

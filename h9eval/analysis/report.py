@@ -42,6 +42,7 @@ from h9eval.analysis import token_accuracy as TC
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.analysis import plots as P
 from h9eval.analysis import report_closedloop as CL
+from h9eval.analysis.ledger import ledger_sections
 from h9eval.analysis import report_sections as RS
 from h9eval.analysis.report_model import Section as _Section
 from h9eval.results.store import load_results
@@ -137,6 +138,10 @@ def _render(title: str, sections: list[_Section], out: Path) -> ReportPaths:
                 md += [("> " if kind != "text" else "") + payload, ""]
                 cls = "" if kind == "text" else f" class='{kind}'"
                 hs.append(f"<p{cls}>{html.escape(payload)}</p>")
+            elif kind == "link":
+                href, text = payload
+                md += [f"- [{text}]({href})", ""]
+                hs.append(f"<p><a href='{html.escape(href, quote=True)}'>{html.escape(text)}</a></p>")
             elif kind == "code":
                 md += ["```", payload, "```", ""]
                 hs.append(f"<pre>{html.escape(payload)}</pre>")
@@ -300,6 +305,7 @@ class _Ctx:
     example_task: str | None = None
     example_reason: str = ""
     chosen: list[tuple[str, str]] = field(default_factory=list)  # (label, history mode)
+    out: Path | None = None  # the report's folder (pages written beside it, such as the ledger pages)
 
     def runs_of(self, label: str, mode: str, task_id: str | None = None) -> list[str]:
         r = self.rm[(self.rm["label"] == label) & (self.rm["history_mode"] == mode)]
@@ -657,6 +663,7 @@ SECTIONS: tuple[Callable[[_Ctx], _Section | list[_Section]], ...] = (
     _token_curves_section,
     _tiers_section,
     _anchors_section,
+    lambda ctx: ledger_sections(ctx.res, ctx.out, seed=ctx.seed),
     _drift_section,
     lambda ctx: RS.probe_validity_sections(ctx.res, seed=ctx.seed),
     lambda ctx: RS.emergency_sections(ctx.res, n_resamples=ctx.n_boot, seed=ctx.seed),
@@ -701,7 +708,8 @@ def write_report(
         cm = M.config_metrics(rm, metrics, n=n_boot, seed=seed)
     else:
         cm = rm
-    ctx = _Ctx(res=res, rm=rm, cm=cm, names=names, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs, token_error_tasks=token_error_tasks)
+    ctx = _Ctx(res=res, rm=rm, cm=cm, names=names, n_boot=n_boot, seed=seed, max_curve_runs=max_curve_runs,
+               token_error_tasks=token_error_tasks, out=out)
     if len(rm):
         _choose(ctx)
     secs: list[_Section] = []

@@ -15,7 +15,7 @@ __all__ = ["Section"]
 @dataclass
 class Section:
     """One report section: ``title`` and its ``blocks`` in order, each ``(kind, payload)`` with
-    kind ``text``, ``note`` (a caveat, highlighted), ``rec`` (the recommendation), ``caveat`` (the box at the top), ``code``,
+    kind ``text``, ``note`` (a caveat, highlighted), ``link`` (``(href, text)``), ``rec`` (the recommendation), ``caveat`` (the box at the top), ``code``,
     ``table`` (``(DataFrame, caption)``) or ``figure`` (``(file stem, matplotlib figure, caption)``)."""
 
     title: str
@@ -38,6 +38,10 @@ class Section:
 
     def table(self, df: Any, caption: str = "") -> None:
         self.blocks.append(("table", (df, caption)))
+
+    def link(self, href: str, text: str) -> None:
+        """A link to a page written beside the report (``href`` relative to it)."""
+        self.blocks.append(("link", (href, text)))
 
     def figure(self, name: str, fig: Any, caption: str) -> None:
         self.blocks.append(("figure", (name, fig, caption)))

@@ -13,14 +13,14 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from h9eval.cli import compare, conformance, demo, policies, report, run, sweep, tasks, tune
+from h9eval.cli import compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
 
 __all__ = ["main", "build_parser"]
 
 # The commands, in the order ``h9eval --help`` lists them.
-_COMMANDS = (conformance, policies, tasks, run, sweep, report, compare, tune, demo)
+_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, demo)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,6 +9,7 @@ from pathlib import Path
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import check_input_path
 from h9eval.tasks import _is_sqlite, tasks_to_jsonl
+from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
 from h9eval.tasks.recorded import inspect_task, summarize_task
 from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
 from h9eval.tasks.synthetic import generate
@@ -23,8 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", required=True, help="output JSONL path")
     g.set_defaults(func=_generate)
-    i = tsub.add_parser("inspect", help="summarize a recorded session, task file or harness9 database")
-    i.add_argument("path")
+    i = tsub.add_parser("inspect", help="summarize a recorded session, task file, harness9 database or dataset")
+    i.add_argument("path", help="a file or folder, or dataset:PATH_OR_ID[:SPLIT][#ROW] (a trajectory dataset)")
+    i.add_argument("--n", type=int, default=None, help="dataset: rows to sample (seeded; default every row)")
+    i.add_argument("--seed", type=int, default=0, help="dataset: the sample's seed (default 0)")
     i.add_argument("--format", default=None, help="force a recorded format instead of detecting it")
     i.add_argument("--session", default=None, help="session id inside a harness9 database")
     i.add_argument("--json", action="store_true", help="print one JSON object")
@@ -39,27 +42,54 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    check_input_path(args.path, what="task")
-    if _is_sqlite(Path(args.path)):
-        info = _inspect_db(args.path, args.session)
+    if args.path.startswith("dataset:"):
+        info = _inspect_dataset(args.path, n=args.n, seed=args.seed)
     else:
-        try:
-            info = inspect_task(args.path, format=args.format)
-        except FormatError as e:
-            if Path(args.path).is_dir() and "load_tasks()" in str(e):  # the library's advice, not a CLI user's
-                raise FormatError(
-                    "folder is not an OpenHands conversation (expected event_service/events/event-NNNNN-*.json); "
-                    "`tasks inspect` reads one session: give one of its files, or run every session under it "
-                    "with `h9eval run --task FOLDER`",
-                    path=args.path,
-                ) from None
-            raise
+        info = _inspect_path(args)
     if args.json:
         print(json.dumps(info, ensure_ascii=False, sort_keys=True, default=str))
     else:
         for k, v in info.items():
             print(f"{k:>28}: {v}")
     return 0
+
+
+def _inspect_path(args: argparse.Namespace) -> dict[str, object]:
+    check_input_path(args.path, what="task")
+    if _is_sqlite(Path(args.path)):
+        return _inspect_db(args.path, args.session)
+    try:
+        return inspect_task(args.path, format=args.format)
+    except FormatError as e:
+        if Path(args.path).is_dir() and "load_tasks()" in str(e):  # the library's advice, not a CLI user's
+            raise FormatError(
+                "folder is not an OpenHands conversation (expected event_service/events/event-NNNNN-*.json); "
+                "`tasks inspect` reads one session: give one of its files, or run every session under it "
+                "with `h9eval run --task FOLDER`",
+                path=args.path,
+            ) from None
+        raise
+
+
+def _inspect_dataset(spec: str, *, n: int | None, seed: int) -> dict[str, object]:
+    """One row's task summary (``#ROW``), or the sample's: adapter, provenance, skips by reason."""
+    path, split, row = parse_dataset_spec(spec)
+    if row is not None:
+        t = dataset_row_task(path, split, row)
+        return {**summarize_task(t), "dataset": t.metadata.get("dataset"), "resolved": t.metadata.get("resolved")}
+    sample = load_dataset_tasks(DatasetSource(path=path, split=split, n=n, seed=seed))
+    return {
+        "format": "dataset",
+        "adapter": sample.adapter,
+        "provenance": dict(sample.provenance),
+        "rows_read": sample.rows_read,
+        "tasks": len(sample.tasks),
+        "skipped": dict(sample.skipped),
+        "filtered": dict(sample.filtered),
+        "calls": sum(t.n_calls for t in sample.tasks),
+        "estimated_tokens": sum(t.estimated_tokens for t in sample.tasks),
+        "task_ids": [t.task_id for t in sample.tasks],
+    }
 
 
 def _inspect_db(path: str, session: str | None) -> dict[str, object]:

@@ -120,10 +120,11 @@ MANIFEST_SCHEMA_VERSION = 1
 READABLE_MANIFEST_VERSIONS: tuple[int, ...] = (1,)
 """The manifest versions the readers accept."""
 
-TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes")
-OPTIONAL_TABLES: tuple[str, ...] = ("episodes",)
+TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes", "ledger")
+OPTIONAL_TABLES: tuple[str, ...] = ("episodes", "ledger")
 """Tables a results folder may lack: folders written before the closed loop have no ``episodes``
-(read as an empty table), and a replay cell writes no ``episodes`` part."""
+(read as an empty table), and a replay cell writes no ``episodes`` part; folders written before the
+loss ledger have no ``ledger`` (read as an empty table), and an episode cell writes none."""
 CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
 MARKER = "run.parquet"
 MANIFEST = "manifest.json"
@@ -205,6 +206,7 @@ EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
     "compactions": (),
     "probes": ("latency_s", "judge_latency_s", "answer_latency_s"),
     "episodes": (),
+    "ledger": (),
 }
 
 
@@ -214,6 +216,7 @@ _SORT_KEYS: dict[str, tuple[str, ...]] = {
     "compactions": ("run_id", "record_index"),
     "probes": ("run_id",),  # then the replay's own (deterministic) order within a run
     "episodes": ("run_id",),
+    "ledger": ("run_id",),  # then round and item order, as the ledger writes them
 }
 
 
@@ -314,14 +317,41 @@ EPISODE_COLUMNS: dict[str, str] = {
 }
 
 
+LEDGER_SCHEMA_VERSION = 1
+"""Version of the ``ledger`` table (one row per compaction round and item live at it:
+:mod:`h9eval.probes.ledger`)."""
+
+LEDGER_COLUMNS: dict[str, str] = {
+    "schema_version": "Int64",
+    "run_id": "string",
+    "task_id": "string",
+    "basis": "string",  # fill (the k-th window of new content: same calls for every config) | compaction
+    "round": "Int64",  # 1-based, per basis: the k-th fill, or the k-th call whose view rewrote what was sent
+    "call_index": "Int64",
+    "message_index": "Int64",  # the last transcript message the view covers
+    "tier_name": "string",
+    "item_id": "string",
+    "item_type": "string",  # h9eval.probes.items.ITEM_TYPES
+    "state": "string",  # PRESERVED | DEGRADED | STALE | LOST
+    "location": "string",  # where an exact value survived (tail, summary, anchor:<type>, placeholder, ...)
+    "pinned": "boolean",  # the value is in the task's system or first task message
+    "value": "string",
+    "introduced_at": "Int64",
+    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items)
+}
+
+
 SCHEMA_VERSIONS: dict[str, int] = {
     "runs": RUNS_SCHEMA_VERSION,
     "calls": CALLS_SCHEMA_VERSION,
     "compactions": COMPACTIONS_SCHEMA_VERSION,
     "probes": PROBE_SCHEMA_VERSION,
     "episodes": EPISODES_SCHEMA_VERSION,
+    "ledger": LEDGER_SCHEMA_VERSION,
 }
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
-READABLE_VERSIONS: dict[str, tuple[int, ...]] = {"runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1,)}
+READABLE_VERSIONS: dict[str, tuple[int, ...]] = {
+    "runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1,), "ledger": (1,),
+}
 """The versions of each table the readers accept; a file of any other version is refused by name."""

@@ -48,6 +48,7 @@ from h9eval.results.schema import (
     EPISODE_COLUMNS,
     CONSOLIDATED,
     EXECUTION_COLUMNS,
+    LEDGER_COLUMNS,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
     MARKER,
@@ -56,7 +57,7 @@ from h9eval.results.schema import (
     RUN_COLUMNS,
     TABLES,
 )
-from h9eval.results.tables import episodes_table, records_to_frame
+from h9eval.results.tables import episodes_table, ledger_table, records_to_frame
 
 __all__ = [
     "Results",
@@ -236,7 +237,8 @@ class Consolidation:
         return tables
 
 
-def _empty_table(name: str) -> Any:
+def empty_table(name: str) -> Any:
+    """The table `name` with its columns and no rows (a table a folder lacks, or an export left out)."""
     import pandas as pd
 
     if name == "calls":
@@ -247,6 +249,8 @@ def _empty_table(name: str) -> Any:
         return pd.DataFrame(columns=list(PROBE_COLUMNS))
     if name == "episodes":
         return episodes_table([])
+    if name == "ledger":
+        return ledger_table([])
     return runs_frame([])
 
 
@@ -330,13 +334,15 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
     for n in (*CELL_PARTS, *OPTIONAL_TABLES):
         frames = [t for t in parts[n] if t.num_rows]
         if not frames:
-            tables[n] = parts[n][0].to_pandas() if parts[n] else _empty_table(n)
+            tables[n] = parts[n][0].to_pandas() if parts[n] else empty_table(n)
             continue
         df = pa.concat_tables(frames, promote_options="permissive").to_pandas()
         keys = [k for k in _SORT_KEYS[n] if k in df.columns]
         tables[n] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
     if len(tables["episodes"]):
         tables["episodes"] = tables["episodes"].astype({k: v for k, v in EPISODE_COLUMNS.items() if k in tables["episodes"].columns})
+    if len(tables["ledger"]):
+        tables["ledger"] = tables["ledger"].astype(LEDGER_COLUMNS)
     return tables
 
 
@@ -386,10 +392,15 @@ class Results:
     from_parts: bool = False
     skipped: list[dict[str, Any]] = field(default_factory=list)
     episodes: Any = None
+    ledger: Any = None
+    """The loss ledger (:data:`~h9eval.results.schema.LEDGER_COLUMNS`): one row per compaction round
+    and live item of the replay cells; empty for folders written before it."""
 
     def __post_init__(self) -> None:
         if self.episodes is None:
             self.episodes = episodes_table([])
+        if self.ledger is None:
+            self.ledger = ledger_table([])
 
     @property
     def ok(self) -> Any:
@@ -445,7 +456,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         if isinstance(stamp, dict) and stamp.get("fingerprint") == _fingerprint(folder, run_ids):
             tables = {n: read_table(folder / f"{n}.parquet", n) for n in TABLES if (folder / f"{n}.parquet").is_file()}
             for n in OPTIONAL_TABLES:
-                tables.setdefault(n, _empty_table(n))
+                tables.setdefault(n, empty_table(n))
     from_parts = tables is None
     if tables is None:
         tables = _tables_from_cells(folder, run_ids, _cell_hashes(m))
@@ -459,5 +470,6 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         from_parts=from_parts,
         skipped=list(m.get("skipped", [])),
         episodes=tables["episodes"],
+        ledger=tables["ledger"],
     )
 

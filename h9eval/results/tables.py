@@ -7,9 +7,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from h9eval.compaction.records import CompactionRecord
-from h9eval.results.schema import COMPACTION_COLUMNS, COMPACTIONS_SCHEMA_VERSION, EPISODE_COLUMNS, _INT_COLUMNS
+from h9eval.results.schema import (
+    _INT_COLUMNS,
+    COMPACTION_COLUMNS,
+    COMPACTIONS_SCHEMA_VERSION,
+    EPISODE_COLUMNS,
+    LEDGER_COLUMNS,
+    LEDGER_SCHEMA_VERSION,
+)
 
-__all__ = ["episodes_table", "records_to_frame"]
+__all__ = ["episodes_table", "ledger_table", "records_to_frame"]
 
 
 # -- compaction records -----------------------------------------------------------------------
@@ -71,3 +78,14 @@ def episodes_table(rows: Iterable[dict[str, Any]]) -> Any:
     rows = list(rows)
     # column by column: one astype of the whole frame costs ~50 ms, a cell's budget
     return pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=t) for c, t in EPISODE_COLUMNS.items()})
+
+
+# -- the loss ledger --------------------------------------------------------------------------
+def ledger_table(rows: Iterable[dict[str, Any]]) -> Any:
+    """The ``ledger`` table (:data:`LEDGER_COLUMNS` order and dtypes) from :func:`h9eval.probes.ledger.ledger_rows`
+    rows; ``schema_version`` is filled in."""
+    import pandas as pd
+
+    rows = list(rows)
+    data = {c: pd.Series([r.get(c) for r in rows], dtype=t) for c, t in LEDGER_COLUMNS.items() if c != "schema_version"}
+    return pd.DataFrame({"schema_version": pd.Series([LEDGER_SCHEMA_VERSION] * len(rows), dtype="Int64"), **data})

@@ -65,6 +65,7 @@ from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
 from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget, checkpoint_grid
+from h9eval.probes.ledger import run_ledger
 from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
 from h9eval.results.schema import (
@@ -76,7 +77,7 @@ from h9eval.results.schema import (
     PROBE_COLUMNS,
     RUN_SUMMARY_KEYS,
 )
-from h9eval.results.tables import records_to_frame
+from h9eval.results.tables import ledger_table, records_to_frame
 from h9eval.summarizers.offline import OfflineSummarizer
 from h9eval.tasks.model import Task
 
@@ -153,6 +154,9 @@ class ReplayResult:
     """The window the run's ratios and overflows were measured against."""
     offload_write_failures: tuple[str, ...] = ()
     """OS errors of offload writes that failed (the run went on without them, as harness9 does)."""
+    ledger: pd.DataFrame | None = None
+    """The loss ledger (:mod:`h9eval.probes.ledger`): each compaction round x live item's state;
+    ``None`` when the replay was asked for none (``ledger=False``)."""
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers of the run (what ``h9eval run`` prints): the run's identity and
@@ -525,11 +529,14 @@ class _RunOutputs:
             refuse_symlink(self.out / MANIFEST, what="run manifest")
             staged.append((self.out / f".{MANIFEST}.staged", self.out / MANIFEST))
             write_json_atomic(staged[-1][0], redact_secret_params(manifest))
-            for name in CELL_PARTS:
+            for name in (*CELL_PARTS, "ledger"):
+                table = getattr(result, name)
+                if table is None:
+                    continue
                 final = self.out / f"{name}.parquet"
                 refuse_symlink(final, what="results table")
                 staged.append((self.out / f".{name}.parquet.staged", final))
-                write_table(getattr(result, name), staged[-1][0], name)
+                write_table(table, staged[-1][0], name)
         except BaseException:
             for tmp, _ in staged:
                 try:
@@ -736,6 +743,7 @@ def replay(
     max_probes: int = DEFAULT_MAX_PROBES,
     session_store: bool = True,
     session_id: str | None = None,
+    ledger: bool = False,
 ) -> ReplayResult:
     """Run ``task`` through ``policy``; see the module docstring.
 
@@ -751,11 +759,17 @@ def replay(
     than ``max_probes`` probes is refused before anything runs
     (:func:`~h9eval.probes.drift.check_probe_budget`). ``session_id``: names
     offload folders and record files (default: derived from the run id); sweeps pass the task
-    id so identical summary prompts hit the shared cache.
+    id so identical summary prompts hit the shared cache. ``ledger``: also compute the loss
+    ledger (:mod:`h9eval.probes.ledger`: every compaction round's view against the task's typed
+    items) into ``ReplayResult.ledger`` and ``ledger.parquet``; the views are kept for it (they
+    share the history's message objects, so a view costs a pointer per message).
     """
     import pandas as pd
 
     cfg = config or ReplayConfig()
+    keep_views = cfg.keep_views
+    if ledger and not keep_views:
+        cfg = dataclasses.replace(cfg, keep_views=True)
     if probe_fn is not None:
         check_probe_budget(task, probe_every_k, max_probes)
     params = policy_params(policy)
@@ -793,6 +807,14 @@ def replay(
             probe_every_k=probe_every_k,
         )
         loop.run()
+    calls = pd.DataFrame(loop.rows, columns=list(CALL_COLUMNS))
+    ledger_frame = None
+    if ledger:
+        assert loop.views is not None
+        ledger_frame = ledger_table(run_ledger(task, calls, loop.views, run_id=run_id))
+        if not keep_views:  # kept only for the ledger: the caller did not ask for them
+            loop.views = None
+            cfg = dataclasses.replace(cfg, keep_views=False)
     result = ReplayResult(
         run_id=run_id,
         task_id=task.task_id,
@@ -800,7 +822,7 @@ def replay(
         params=params,
         params_hash=phash,
         config=cfg,
-        calls=pd.DataFrame(loop.rows, columns=list(CALL_COLUMNS)),
+        calls=calls,
         compactions=records_to_frame(loop.records, run_id=run_id, session_id=session_id),
         probes=pd.DataFrame(loop.probe_rows, columns=list(PROBE_COLUMNS)),
         records=loop.records,
@@ -809,6 +831,7 @@ def replay(
         out_dir=out,
         context_window_tokens=facts.context_window_tokens,
         offload_write_failures=tuple(write_failures(outputs.offload_root)),
+        ledger=ledger_frame,
     )
     reset_write_failures(outputs.offload_root)
     outputs.write(result, task, summarizer)

@@ -94,6 +94,7 @@ def run_task(
     probe_every_k: int | None = None,
     max_probes: int = DEFAULT_MAX_PROBES,
     out_dir: str | os.PathLike[str] | None = None,
+    ledger: bool = True,
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
 
@@ -106,6 +107,7 @@ def run_task(
     probes one task's grid may score (checked for every task before any runs). With several tasks each
     gets ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
     ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
+    ``ledger``: compute the loss ledger of each run (``ReplayResult.ledger``, ``ledger.parquet``).
     """
     if window is not None and window_peak_frac is not None:
         raise ConfigError(f"give window ({window}) or window_peak_frac ({window_peak_frac}), not both")
@@ -155,5 +157,6 @@ def run_task(
         out = None
         if out_dir is not None:
             out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(key)
-        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes))
+        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes,
+                              ledger=ledger))
     return results

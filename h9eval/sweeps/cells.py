@@ -23,6 +23,7 @@ from h9eval.runs.run import peak_frac_window
 from h9eval.closedloop.run import world_task_id
 from h9eval.sweeps.spec import PolicyGrid, SweepSpec
 from h9eval.tasks import load_tasks_from_spec
+from h9eval.tasks.datasets import DATASET_SPEC_PREFIX, is_streamed, iter_dataset_tasks, materialize_sample
 
 __all__ = ["DEFAULT_CACHE_NAME", "Cell", "SkippedCell", "expand_cells"]
 
@@ -220,6 +221,30 @@ def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
             peak_window = peak_frac_window(t, spec.window_peak_frac) if spec.window_peak_frac is not None else None
             out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_window=peak_window))
         del tasks  # transcripts are not kept in the parent
+    return out + _dataset_refs(spec)
+
+
+def _dataset_refs(spec: SweepSpec) -> list[_TaskRef]:
+    """The tasks of ``[tasks] datasets``, read one row at a time (a corpus of thousands of tasks
+    is never held at once). Each task's narrow spec is ``dataset:FILE:SPLIT#ROW``; a streamed
+    (Hub) sample is first saved as a local file, so workers can load a row by index."""
+    out = []
+    for i, source in enumerate(spec.datasets):
+        path = f"tasks.datasets[{i}]"
+        try:
+            local = materialize_sample(source) if is_streamed(source) else source
+            shown = f"{DATASET_SPEC_PREFIX}{source.path}:{source.split}"
+            base = f"{DATASET_SPEC_PREFIX}{Path(local.path).resolve()}:{local.split}"
+            n = 0
+            for index, t in iter_dataset_tasks(local):
+                peak_window = peak_frac_window(t, spec.window_peak_frac) if spec.window_peak_frac is not None else None
+                out.append(_TaskRef(path=path, spec=shown, source=f"{base}#{index}", task_id=t.task_id,
+                                    peak_window=peak_window))
+                n += 1
+        except H9InputError as e:
+            raise ConfigError(f"{path}: {e}") from None
+        if n == 0:
+            raise ConfigError(f"{path}: no task in the sample of {source.path!r} (every row was skipped or filtered)")
     return out
 
 

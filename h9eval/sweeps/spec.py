@@ -14,6 +14,8 @@
     synthetic = [{preset = "small", seeds = [0, 1, 2]}]
     specs = ["synthetic:small:5"]       # any task spec load_tasks_from_spec understands
     worlds = [{ kind = "mini_repo", seeds = [0, 1], params = { n_bugs = 2 } }]   # closed loop
+    datasets = [{ path = "nebius/SWE-agent-trajectories", split = "train", n = 500, seed = 0,
+                  where = { target = true } }]   # trajectory datasets (Hub id or local file)
 
     agents = ["scripted", "scripted:raw_only"]   # closed-loop agents (default ["scripted"])
 
@@ -68,6 +70,7 @@ from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
 from h9eval.runs.replay import HISTORY_MODES
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
+from h9eval.tasks.datasets.base import DatasetSource
 from h9eval.tasks.synthetic import PRESETS
 
 __all__ = [
@@ -93,7 +96,10 @@ TOP_LEVEL_KEYS = (
     "description",
     "agents",
 )
-TASK_KEYS = ("recorded", "synthetic", "specs", "worlds")
+TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
+DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
+                "revision", "streaming")
+_HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "window", "stress")
 AGENT_KEYS = ("kind", "profile", "params")
 SYNTHETIC_KEYS = ("preset", "seeds")
@@ -173,6 +179,8 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
     synthetic: tuple[SyntheticTasks, ...] = ()
     specs: tuple[str, ...] = ()
     worlds: tuple[WorldTasks, ...] = ()
+    datasets: tuple[DatasetSource, ...] = ()
+    """``[tasks] datasets``: trajectory-dataset samples (:mod:`h9eval.tasks.datasets`)."""
     agents: tuple[str, ...] = ("scripted",)
     """Closed-loop agents (``make_agent`` forms); used only with ``worlds``."""
     policies: tuple[PolicyGrid, ...] = ()
@@ -210,6 +218,7 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
                 "specs": list(self.specs),
                 "worlds": [{"kind": w.kind, "seeds": list(w.seeds), "params": w.params, "max_steps": w.max_steps, "open_loop": w.open_loop,
                             "window": w.window, "scale": w.scale, "stress": w.stress} for w in self.worlds],
+                "datasets": [s.to_dict() for s in self.datasets],
             },
             "agents": list(self.agents),
             "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
@@ -309,7 +318,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     source = copy.deepcopy(d)
     _check_keys(d, TOP_LEVEL_KEYS, "")
     name = _parse_name(d)
-    recorded, synthetic, specs, worlds = _parse_tasks(d, base)
+    recorded, synthetic, specs, worlds, datasets = _parse_tasks(d, base)
     agents = _parse_agents(d, base)
     policies = _parse_policies(d)
     modes = _parse_history_modes(d)
@@ -328,6 +337,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         name=name,
         recorded=recorded,
         synthetic=synthetic,
+        datasets=datasets,
         specs=specs,
         worlds=worlds,
         agents=agents,
@@ -358,8 +368,10 @@ def _parse_name(d: Mapping[str, Any]) -> str:
     return str(name)
 
 
-def _parse_tasks(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...], tuple[WorldTasks, ...]]:
-    """``[tasks]`` (or a plain list of task specs) → (recorded, synthetic, specs, worlds)."""
+def _parse_tasks(
+    d: Mapping[str, Any], base: Path | None
+) -> tuple[tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...], tuple[WorldTasks, ...], tuple[DatasetSource, ...]]:
+    """``[tasks]`` (or a plain list of task specs) → (recorded, synthetic, specs, worlds, datasets)."""
     _expect("tasks" in d, "tasks", "required: a [tasks] table or a list of task specs", None)
     tasks = d["tasks"]
     if isinstance(tasks, list):
@@ -376,8 +388,40 @@ def _parse_tasks(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, ..
             _expect(Path(specs[-1].partition("#")[0]).exists(), f"tasks.specs[{i}]", "no such file or folder", specs[-1])
     synthetic = _parse_synthetic(tasks.get("synthetic", []))
     worlds = _parse_worlds(tasks.get("worlds", []))
-    _expect(bool(recorded or specs or synthetic or worlds), "tasks", "no tasks given (recorded, synthetic, specs or worlds)", tasks)
-    return recorded, synthetic, tuple(specs), worlds
+    datasets = _parse_datasets(tasks.get("datasets", []), base)
+    _expect(bool(recorded or specs or synthetic or worlds or datasets), "tasks",
+            "no tasks given (recorded, synthetic, specs, worlds or datasets)", tasks)
+    return recorded, synthetic, tuple(specs), worlds, datasets
+
+
+def _parse_datasets(raw: Any, base: Path | None) -> tuple[DatasetSource, ...]:
+    """``tasks.datasets``: one ``{path, split, n, seed, where, ...}`` table or a list of them; a
+    ``path`` is a local file or folder (relative to the spec) or else a Hub id ``owner/name``."""
+    if isinstance(raw, dict):
+        raw = [raw]
+    _expect(isinstance(raw, list), "tasks.datasets", "expected a list of {path, split, n, seed, where} tables", raw)
+    out = []
+    for i, e in enumerate(raw):
+        path = f"tasks.datasets[{i}]"
+        _expect(isinstance(e, dict), path, "expected a table {path = ..., split = ..., n = ..., seed = ...}", e)
+        _check_keys(e, DATASET_KEYS, path)
+        _expect(isinstance(e.get("path"), str) and bool(e.get("path")), f"{path}.path",
+                "required: a Hub id (owner/name) or a local file or folder", e.get("path"))
+        local = _resolve_path(e["path"], base)
+        if Path(local).exists():
+            where_from = local
+        else:
+            _expect(bool(_HUB_ID_RE.fullmatch(e["path"])), f"{path}.path",
+                    "no such file or folder, and not a Hub id (owner/name)", e["path"])
+            where_from = e["path"]
+        for key in ("where",):
+            _expect(isinstance(e.get(key, {}), dict), f"{path}.{key}", "expected a table of column = value", e.get(key))
+        for key in ("resolved", "streaming"):
+            _expect(e.get(key) is None or isinstance(e.get(key), bool), f"{path}.{key}", "must be true or false",
+                    e.get(key))
+        with _at(path):
+            out.append(DatasetSource(path=where_from, **{k: v for k, v in e.items() if k != "path"}))
+    return tuple(out)
 
 
 def _parse_worlds(raw: Any) -> tuple[WorldTasks, ...]:

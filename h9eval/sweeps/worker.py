@@ -9,6 +9,7 @@ connection); it writes the cell's rows under ``cells/`` and its run row last (se
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import traceback
@@ -28,7 +29,7 @@ from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
-from h9eval.runs.replay import ReplayConfig, replay
+from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.runs.run import with_run_window
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
@@ -36,7 +37,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -182,6 +183,39 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     return run_cell_written(cell, out_dir)[0]
 
 
+def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views: bool = False) -> ReplayResult:
+    """Replay a replay cell's task as the sweep does (its policy, window, mode, summarizer, probes
+    and ledger), without writing the cell: the worker writes it; the ledger page replays one again
+    with ``keep_views`` to show what each compaction took out of the view."""
+    task = _load_task(cell)
+    policy = make_policy(cell.policy_kind, **cell.spec_params)
+    if cell.window_peak_frac is not None:
+        # the task's own window, for every policy (the spec refused an explicit one)
+        policy = with_run_window(policy, cell.window, policy_window_explicit=False)
+    cfg = ReplayConfig(
+        history_mode=cell.history_mode,
+        writeback_rules=cell.writeback_rules,
+        context_window_tokens=cell.window,
+        seed=cell.repeat,
+        keep_views=keep_views,
+    )
+    return replay(
+        task,
+        policy,
+        summarizer=_summarizer(cell),
+        config=cfg,
+        run_id=cell.run_id,
+        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
+        probe_every_k=cell.probe_every_k,
+        session_store=False,
+        offload_root=offload_root,
+        # Offload placeholders name the session folder; one session id per task (not per
+        # cell) keeps summary requests equal across cells, so the shared cache can hit.
+        session_id=cell.task_id,
+        ledger=True,
+    )
+
+
 def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """:func:`run_cell`, also returning the Arrow tables written (see
     :func:`~h9eval.results.store.write_cell`): a sweep run in this process consolidates them
@@ -198,37 +232,13 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
             row.update(head)
             row.update(status="ok", error="", wall_time_s=time.perf_counter() - t0)
             return row, write_cell(out, cell.run_id, row, parts)
-        task = _load_task(cell)
-        policy = make_policy(cell.policy_kind, **cell.spec_params)
-        if cell.window_peak_frac is not None:
-            # the task's own window, for every policy (the spec refused an explicit one)
-            policy = with_run_window(policy, cell.window, policy_window_explicit=False)
-        cfg = ReplayConfig(
-            history_mode=cell.history_mode,
-            writeback_rules=cell.writeback_rules,
-            context_window_tokens=cell.window,
-            seed=cell.repeat,
-        )
-        res = replay(
-            task,
-            policy,
-            summarizer=_summarizer(cell),
-            config=cfg,
-            run_id=cell.run_id,
-            probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
-            probe_every_k=cell.probe_every_k,
-            session_store=False,
-            offload_root=work,
-            # Offload placeholders name the session folder; one session id per task (not per
-            # cell) keeps summary requests equal across cells, so the shared cache can hit.
-            session_id=cell.task_id,
-        )
+        res = replay_cell(cell, offload_root=work)
         row.update(_headline(res.summary(), res.calls))
         # An offload the disk refused is harness9's fail-open path: the cell is ok, but says so.
         flag = (f"offload writes failed: {len(res.offload_write_failures)} ({res.offload_write_failures[0]})"
                 if res.offload_write_failures else "")
         row.update(status="ok", error=flag, probe_rows=len(res.probes), wall_time_s=time.perf_counter() - t0)
-        parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes}
+        parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes, "ledger": res.ledger}
     except Exception as e:  # a cell's crash fails only that cell
         tb = traceback.extract_tb(e.__traceback__)
         at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""

@@ -1,7 +1,8 @@
 """Tasks: the model, the synthetic generator, recorded-session loaders, and one resolver.
 
 ``load_tasks_from_spec("synthetic:long:7")``, a recorded session file or folder, an h9eval task
-JSONL file, or a harness9 session database (``.db``/``.sqlite``, optionally ``DB#session``) all
+JSONL file, a harness9 session database (``.db``/``.sqlite``, optionally ``DB#session``) or a
+trajectory dataset (``dataset:PATH_OR_ID[:SPLIT][#ROW]``, see :mod:`h9eval.tasks.datasets`) all
 give a list of :class:`Task`.
 """
 
@@ -27,6 +28,7 @@ from h9eval.tasks.model import (
     tasks_to_dataset,
     tasks_to_jsonl,
 )
+from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
 from h9eval.tasks.recorded import load_tasks
 from h9eval.tasks.recorded.harness9_db import load_db_tasks, load_session_task
 from h9eval.tasks.synthetic import generate
@@ -69,6 +71,8 @@ def _is_sqlite(p: Path) -> bool:
 
 def load_tasks_from_spec(spec: str) -> list[Task]:
     """Resolve a task spec (see the module docstring) to tasks."""
+    if spec.startswith("dataset:"):
+        return _dataset_tasks(spec)
     if spec.startswith("synthetic:"):
         parts = spec.split(":")
         if len(parts) not in (2, 3) or not parts[1]:
@@ -93,3 +97,11 @@ def load_tasks_from_spec(spec: str) -> list[Task]:
     if _is_task_jsonl(p):
         return tasks_from_jsonl(p)
     return load_tasks(p)
+
+
+def _dataset_tasks(spec: str) -> list[Task]:
+    # the datasets library itself is imported only when a dataset is opened
+    path, split, row = parse_dataset_spec(spec)
+    if row is not None:
+        return [dataset_row_task(path, split, row)]
+    return list(load_dataset_tasks(DatasetSource(path=path, split=split)).tasks)

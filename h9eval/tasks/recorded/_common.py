@@ -804,14 +804,20 @@ def finish_task(
     outcome: Outcome | None = None,
     metadata: Mapping[str, Any] | None = None,
     skipped: Counter[str] | None = None,
+    source_kind: str = "recorded",
+    n_bytes: int | None = None,
 ) -> Task:
-    """Assemble the :class:`Task`: ids, source, intent, derived facts and common metadata."""
+    """Assemble the :class:`Task`: ids, source, intent, derived facts and common metadata.
+
+    ``source_kind``/``n_bytes``: a dataset row is not a file (its kind is ``dataset`` and its size
+    the bytes of its JSON); recorded files leave both at their defaults.
+    """
     facts, fact_meta = derive_facts(tr, outcome)
     msgs = tuple(tr.messages)
     meta: dict[str, Any] = {
         "format": fmt,
         "session": session,
-        "bytes": file_size(path),
+        "bytes": file_size(path) if n_bytes is None else n_bytes,
         "n_messages": len(msgs),
         "messages_by_role": dict(sorted(Counter(m.role for m in msgs).items())),
         **tool_pair_stats(msgs),
@@ -824,7 +830,7 @@ def finish_task(
     meta.update(metadata or {})
     return Task(
         task_id=f"{fmt}:{session}",
-        source=TaskSource(kind="recorded", path=path_shown, format=fmt, session=session),
+        source=TaskSource(kind=source_kind, path=path_shown, format=fmt, session=session),
         messages=msgs,
         tools=tuple(dict(t) for t in tools),
         intent=build_intent(tr),

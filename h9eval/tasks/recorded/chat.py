@@ -56,6 +56,7 @@ __all__ = [
     "load_openai_chat",
     "load_anthropic_messages",
     "load_chat_many",
+    "openai_task_from_messages",
 ]
 
 OPENAI = "openai_chat"
@@ -194,6 +195,40 @@ def _load_one(p: Path, shown: str, obj: Any, fmt: str, *, session: str, where: s
             "content_blocks_dropped": {k: v for k, v in sorted(counts.items()) if k != "thinking_blocks"},
         }
         return finish_task(fmt=fmt, session=session, path_shown=shown, path=p, tr=tr, tools=tools, metadata=meta)
+
+
+def openai_task_from_messages(
+    messages: Any,
+    *,
+    tools: Any,
+    shown: str,
+    session: str,
+    fmt: str,
+    n_bytes: int,
+    metadata: dict[str, Any],
+    where: str,
+) -> Task:
+    """A task from an in-memory list of OpenAI-style messages (a dataset row's trajectory): read
+    as an ``openai_chat`` file would be, named by the row (``where`` is its column, for errors)."""
+    cur = Cursor(shown)
+    with guarded(fmt, cur, _EXPECTED):
+        cur.where = where
+        expect(isinstance(messages, list), f"{where} must be a list of messages, got {type(messages).__name__}", cur)
+        counts: Counter[str] = Counter()
+        tr = Transcript()
+        for i, m in enumerate(messages):
+            cur.where = f"{where}[{i}]"
+            _openai_message(m, tr, counts, cur)
+        cur.where = where
+        expect(bool(tr.messages), "conversation has no messages", cur)
+        schemas = [t for t in (openai_tool_schema(x) for x in tools or []) if t] if isinstance(tools, list) else []
+        meta = {
+            **metadata,
+            "thinking_blocks": counts.get("thinking_blocks", 0),
+            "content_blocks_dropped": {k: v for k, v in sorted(counts.items()) if k != "thinking_blocks"},
+        }
+        return finish_task(fmt=fmt, session=session, path_shown=shown, path=Path(shown), tr=tr, tools=schemas,
+                           metadata=meta, source_kind="dataset", n_bytes=n_bytes)
 
 
 def _role(m: Any, cur: Cursor) -> str:

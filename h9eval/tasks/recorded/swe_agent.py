@@ -44,7 +44,7 @@ from h9eval.tasks.recorded._common import (
     stem,
 )
 
-__all__ = ["FORMAT", "load_swe_agent", "looks_like_swe_agent"]
+__all__ = ["FORMAT", "load_swe_agent", "looks_like_swe_agent", "swe_agent_task_from_object"]
 
 FORMAT = "swe_agent"
 _EXPECTED = "a SWE-agent trajectory object {environment, trajectory, history, info}"
@@ -94,6 +94,26 @@ def load_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True) -> T
         return _load(p, shown, obj, cur, synthesize_tool_calls)
 
 
+def swe_agent_task_from_object(
+    obj: Any, *, shown: str, session: str, fmt: str, n_bytes: int, synthesize_tool_calls: bool = True
+) -> Task:
+    """A task from an in-memory trajectory object ``{history, info, ...}`` (a dataset row mapped
+    to this shape): the same reading as a ``.traj`` file, with the row's name and size."""
+    cur = Cursor(shown)
+    with guarded(fmt, cur, _EXPECTED):
+        return _load(Path(shown), shown, obj, cur, synthesize_tool_calls,
+                     origin=_Origin(session=session, fmt=fmt, n_bytes=n_bytes))
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """A trajectory that is not a file: its session name, format and size (a dataset row)."""
+
+    session: str
+    fmt: str
+    n_bytes: int
+
+
 @dataclass
 class _State:
     """What one pass over the trajectory's history builds."""
@@ -109,7 +129,7 @@ class _State:
     multi_id: int = 0
 
 
-def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
+def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool, *, origin: _Origin | None = None) -> Task:
     expect(isinstance(obj, dict), f"expected a JSON object, got {type(obj).__name__}", cur)
     hist = obj.get("history")
     expect(isinstance(hist, list), "field 'history' must be a list", cur)
@@ -129,7 +149,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     cur.where = None
     if not st.tr.messages:
         raise FormatError("history has no (non-demo) messages", path=shown, where="history")
-    return _task(p, shown, obj, st, n_demo)
+    return _task(p, shown, obj, st, n_demo, origin)
 
 
 def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
@@ -192,7 +212,7 @@ _ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
 """The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
 
 
-def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int) -> Task:
+def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int, origin: _Origin | None) -> Task:
     """The task of a read trajectory: model, outcome and metadata from the other fields."""
     tr = st.tr
     info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
@@ -228,6 +248,9 @@ def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int) -> Task:
         submission=info.get("submission") if isinstance(info.get("submission"), str) else None,
         message_index=len(tr.messages) - 1,
     )
+    if origin is not None:
+        return finish_task(fmt=origin.fmt, session=origin.session, path_shown=shown, path=p, tr=tr, outcome=outcome,
+                           metadata=meta, skipped=st.skipped, source_kind="dataset", n_bytes=origin.n_bytes)
     return finish_task(
         fmt=FORMAT, session=stem(p), path_shown=shown, path=p, tr=tr, outcome=outcome, metadata=meta, skipped=st.skipped
     )

@@ -1,0 +1,280 @@
+"""The loss ledger: at every compaction of a run, each live item is PRESERVED, DEGRADED, LOST or STALE.
+
+For each call that compacted (a compaction *round*: the 1st, 2nd, ... such call of the run) the
+view sent at that call is searched for every item live at it (:mod:`h9eval.probes.items`).
+
+States, by a stated rule (exact use: generic text can never pass):
+
+* ``PRESERVED``: the exact value (or one of its listed spellings) occurs in the view, bounded by
+  non-word characters, case-sensitive;
+* ``STALE`` (``superseded_value`` items): the current value does not occur exactly but a value it
+  replaced does: the view shows an old value as current;
+* ``DEGRADED``: not exact, but part of it survives: a path's file name without its directories,
+  an identifier's or quantity's digits without the rest (``6493`` of ``HOOL-6493``, ``100`` of
+  ``100 characters``), the value with another case or punctuation, or at least half the words
+  (of three letters or more) of a multi-word value;
+* ``LOST``: none of these.
+
+Where an exact value survived (``location``): ``system``/``task`` (the system message or the
+first task message: pinned there, not remembered), ``anchor:<type>`` (inside that anchor's
+section of a compaction summary), ``summary`` (elsewhere in a summary), ``placeholder`` (an
+offload placeholder's preview) or ``tail`` (a message kept verbatim). ``pinned`` says whether the
+item's value already occurs in the task's system or first task message (survival curves leave
+those out: they measure pinning, not memory). ``next_use_call``: the first later model call whose
+message or tool-call arguments contain the value (in the recorded transcript): when a LOST item is
+used again, the loss mattered there (a re-read, a redone step, a rule needed again).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from h9eval.compaction.anchors import ANCHOR_HEADERS, COMPACTION_MARKER
+from h9eval.core.history import common_prefix_len
+from h9eval.core.messages import Message
+from h9eval.probes.items import Item, task_items
+from h9eval.tasks.model import Task
+from h9eval.tasks.text import normalize, render_message
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["BASES", "STATES", "RenderedView", "rendered_view", "LedgerEvent", "events_from_replay", "fill_events", "item_state", "ledger_rows",
+           "run_ledger"]
+
+STATES: tuple[str, ...] = ("PRESERVED", "DEGRADED", "STALE", "LOST")
+_OFFLOAD_PREFIX = "[offloaded:"
+_HEADER = re.compile(r"^#{2,3}\s*(.+?)\s*$", re.MULTILINE)
+_HEADER_TYPE = {v.lstrip("#").strip(): k for k, v in ANCHOR_HEADERS.items()}
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_DIGITS = re.compile(r"\d+(?:\.\d+)*")
+
+
+def _bounded(text: str, value: str) -> int:
+    """The first index of ``value`` in ``text`` with no word character glued to either end; -1."""
+    if not value:
+        return -1
+    start = 0
+    n = len(value)
+    while True:
+        i = text.find(value, start)
+        if i < 0:
+            return -1
+        before = text[i - 1] if i > 0 else " "
+        after = text[i + n] if i + n < len(text) else " "
+        glued_before = value[0].isalnum() and (before.isalnum() or before == "_")
+        glued_after = value[-1].isalnum() and (after.isalnum() or after == "_")
+        if not glued_before and not glued_after:
+            return i
+        start = i + 1
+
+
+@dataclass(frozen=True)
+class RenderedView:  # built with rendered_view()
+    """A view rendered once: each message's text, its location kind and its anchor sections."""
+
+    texts: tuple[str, ...]
+    kinds: tuple[str, ...]
+    joined: str
+    normalized: str
+
+    @classmethod
+    def of(cls, view: Sequence[Message]) -> RenderedView:
+        texts, kinds = [], []
+        first_user = next((i for i, m in enumerate(view) if m.role == "user"), None)
+        for i, m in enumerate(view):
+            texts.append(render_message(m))
+            if m.role == "system" and i == 0:
+                kinds.append("system")
+            elif COMPACTION_MARKER in m.content:
+                kinds.append("summary")
+            elif m.content.startswith(_OFFLOAD_PREFIX):
+                kinds.append("placeholder")
+            elif i == first_user:
+                kinds.append("task")
+            else:
+                kinds.append("tail")
+        joined = "\n".join(texts)
+        return cls(tuple(texts), tuple(kinds), joined, normalize(joined))
+
+    def location(self, values: Sequence[str]) -> str | None:
+        """Where the first of ``values`` occurs exactly (see the module docstring), else ``None``."""
+        for text, kind in zip(self.texts, self.kinds):
+            for v in values:
+                at = _bounded(text, v)
+                if at < 0:
+                    continue
+                if kind != "summary":
+                    return kind
+                headers = [(m.start(), m.group(1)) for m in _HEADER.finditer(text)]
+                k = bisect_right([h[0] for h in headers], at) - 1
+                if k >= 0 and headers[k][1] in _HEADER_TYPE:
+                    return f"anchor:{_HEADER_TYPE[headers[k][1]]}"
+                return "summary"
+        return None
+
+
+def rendered_view(view: Sequence[Message]) -> RenderedView:
+    """A view rendered once for judging many items (:func:`item_state`)."""
+    return RenderedView.of(view)
+
+
+def _degraded(item: Item, view: RenderedView) -> bool:
+    value = item.value
+    if "/" in value.strip("/"):
+        base = value.rstrip("/").rsplit("/", 1)[-1]
+        if base and _bounded(view.joined, base) >= 0:
+            return True
+    digits = _DIGITS.findall(value)
+    if digits and value.strip() not in digits and any(_bounded(view.joined, d) >= 0 for d in digits if len(d) >= 2):
+        return True
+    norm = normalize(value)
+    if norm and _bounded(view.normalized, norm) >= 0:
+        return True
+    words = _WORD.findall(value)
+    if len(words) >= 2:
+        found = sum(1 for w in words if _bounded(view.joined, w) >= 0)
+        return 2 * found >= len(words)
+    return False
+
+
+def item_state(item: Item, view: RenderedView) -> tuple[str, str | None]:
+    """``(state, location)`` of ``item`` in a rendered view (see the module docstring)."""
+    where = view.location((item.value, *item.variants))
+    if where is not None:
+        return "PRESERVED", where
+    if item.stale_values and view.location(item.stale_values) is not None:
+        return "STALE", None
+    if _degraded(item, view):
+        return "DEGRADED", None
+    return "LOST", None
+
+
+BASES: tuple[str, ...] = ("fill", "compaction")
+"""What a round is. ``fill``: the k-th time the uncompacted history outgrew a whole window (the
+first call whose ``raw_tokens_sent`` reaches k x the window): the same calls for every
+configuration of a task, so survival is compared pairwise on the same checkpoints, and a policy
+that never compacts (``keep_all``) is measured too. ``compaction``: the run's own k-th view
+rewrite (see :func:`events_from_replay`): what the diff view of one run shows."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerEvent:
+    """One round of a run: the call, its view and the transcript index it covers."""
+
+    basis: str
+    round: int
+    call_index: int
+    message_index: int
+    """The last transcript message the view covers."""
+    tier_name: str
+    view: Sequence[Message]
+
+
+def _pinned(task: Task) -> str:
+    first_user = next((m for m in task.messages if m.role == "user"), None)
+    system = task.messages[0] if task.messages and task.messages[0].role == "system" else None
+    return "\n".join(render_message(m) for m in (system, first_user) if m is not None)
+
+
+def _uses(task: Task) -> tuple[list[int], list[str]]:
+    """Each model call's transcript index and the text of what it did (content and tool arguments)."""
+    at, texts = [], []
+    for i, m in enumerate(task.messages):
+        if m.role == "assistant":
+            at.append(i)
+            texts.append(m.content + "\n" + "\n".join(f"{tc.name} {tc.arguments}" for tc in m.tool_calls))
+    return at, texts
+
+
+def ledger_rows(task: Task, events: Sequence[LedgerEvent], *, run_id: str,
+                items: Sequence[Item] | None = None) -> list[dict[str, Any]]:
+    """One row per (compaction round, live item): the ledger table's columns (see
+    :data:`h9eval.results.schema.LEDGER_COLUMNS`)."""
+    items = list(items) if items is not None else task_items(task)
+    pinned_text = _pinned(task)
+    pinned = {i.item_id: any(_bounded(pinned_text, v) >= 0 for v in (i.value, *i.variants)) for i in items}
+    call_at, call_text = _uses(task)
+    rows: list[dict[str, Any]] = []
+    for ev in events:
+        view = RenderedView.of(ev.view)
+        later = bisect_right(call_at, ev.message_index)
+        for item in items:
+            if not item.live_at(ev.message_index):
+                continue
+            state, where = item_state(item, view)
+            next_use = None
+            if state in ("LOST", "STALE", "DEGRADED"):
+                next_use = next((later + k for k, t in enumerate(call_text[later:])
+                                 if any(_bounded(t, v) >= 0 for v in (item.value, *item.variants))), None)
+            rows.append({
+                "task_id": task.task_id,
+                "run_id": run_id,
+                "basis": ev.basis,
+                "round": ev.round,
+                "call_index": ev.call_index,
+                "message_index": ev.message_index,
+                "tier_name": ev.tier_name,
+                "item_id": item.item_id,
+                "item_type": item.item_type,
+                "state": state,
+                "location": where,
+                "pinned": pinned[item.item_id],
+                "value": item.value,
+                "introduced_at": item.introduced_at,
+                "next_use_call": next_use,
+            })
+    return rows
+
+
+MAX_COMPACTION_ROUNDS = 20
+"""Compaction rounds a run's ledger records (the first ones): a view-mode run above its threshold
+rewrites its view at every call, and thousands of near-identical rounds would swamp the table."""
+
+
+def events_from_replay(calls: pd.DataFrame, views: Sequence[Sequence[Message]], *,
+                       max_rounds: int = MAX_COMPACTION_ROUNDS) -> list[LedgerEvent]:
+    """The compaction rounds of a replay, each with the view it sent.
+
+    A round is a call that compacted and whose view no longer starts with everything the
+    previous call's view sent: it dropped, summarised, offloaded or masked something already
+    sent (the event that also invalidates a provider's prompt cache). A compaction that only
+    changed what is new since the last call (a fresh result offloaded as it arrives) loses
+    nothing already seen and is not a round.
+    """
+    out: list[LedgerEvent] = []
+    prev: Sequence[Message] = ()
+    for row, view in zip(calls.itertuples(index=False), views):
+        if len(out) >= max_rounds:
+            break
+        if bool(row.compacted) and prev and common_prefix_len(prev, view) < len(prev):
+            out.append(LedgerEvent(basis="compaction", round=len(out) + 1, call_index=int(row.call_index),
+                                   message_index=int(row.message_index) - 1, tier_name=str(row.tier_name), view=view))
+        prev = view
+    return out
+
+
+def fill_events(calls: pd.DataFrame, views: Sequence[Sequence[Message]]) -> list[LedgerEvent]:
+    """The ``fill`` rounds of a replay (see :data:`BASES`): round k at the first call whose
+    uncompacted history (``raw_tokens_sent``) reaches k windows; several windows crossed at once
+    give their rounds at that one call (each is a fill the policy had to absorb)."""
+    out: list[LedgerEvent] = []
+    for row, view in zip(calls.itertuples(index=False), views):
+        window = int(row.context_window_tokens)
+        if window <= 0:
+            continue
+        while int(row.raw_tokens_sent) >= (len(out) + 1) * window:
+            out.append(LedgerEvent(basis="fill", round=len(out) + 1, call_index=int(row.call_index),
+                                   message_index=int(row.message_index) - 1, tier_name=str(row.tier_name), view=view))
+    return out
+
+
+def run_ledger(task: Task, calls: pd.DataFrame, views: Sequence[Sequence[Message]], *, run_id: str) -> list[dict[str, Any]]:
+    """The ledger rows of a replay on both bases (:data:`BASES`), fill rounds first."""
+    items = task_items(task)
+    return (ledger_rows(task, fill_events(calls, views), run_id=run_id, items=items)
+            + ledger_rows(task, events_from_replay(calls, views), run_id=run_id, items=items))

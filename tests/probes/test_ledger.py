@@ -1,0 +1,195 @@
+"""The loss ledger: typed items, the state rule (each clause killed by a test), survival curves
+against an independent computation, the controls, the diff page and the calibration table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from h9eval.analysis.ledger import CLIFF_SURVIVAL, cliff_rounds, survival_curves
+from h9eval.compaction.anchors import COMPACTION_MARKER
+from h9eval.core.messages import Message
+from h9eval.probes.calibration import calibration_table
+from h9eval.probes.items import ITEM_TYPES, Item, task_items, unavailable_types
+from h9eval.probes.ledger import LedgerEvent, item_state, ledger_rows, rendered_view
+from h9eval.runs.run import run_task
+from h9eval.tasks.synthetic import generate
+
+
+@pytest.fixture(scope="module")
+def task():  # type: ignore[no-untyped-def]
+    return generate("medium", seed=1)
+
+
+def _item(value: str, *, kind: str = "fact", variants: tuple[str, ...] = (), stale: tuple[str, ...] = ()) -> Item:
+    return Item(item_id="x", item_type=kind, value=value, variants=variants, introduced_at=0, stale_values=stale)
+
+
+def _state(value: str, text: str, **kw: object) -> str:
+    return item_state(_item(value, **kw), rendered_view([Message("assistant", text)]))[0]  # type: ignore[arg-type]
+
+
+def test_items_are_typed_from_the_ground_truth(task) -> None:  # type: ignore[no-untyped-def]
+    items = task_items(task)
+    kinds = {i.item_type for i in items}
+    assert kinds <= set(ITEM_TYPES)
+    # the synthetic generator plants every type: rules given early, values updated later, failed approaches
+    assert {"goal", "safety_rule", "user_preference", "superseded_value", "failed_approach", "artifact"} <= kinds
+    rule = next(i for i in items if i.item_type == "safety_rule")
+    question = next(f.question for f in task.facts if f.fact_id == rule.item_id)
+    assert any(w in f"{question} {rule.text}".lower() for w in ("never", "must not", "do not", "don't"))
+    sup = next(i for i in items if i.item_type == "superseded_value")
+    assert sup.stale_values and sup.value not in sup.stale_values
+    assert len({i.item_id for i in items}) == len(items)
+
+
+def test_recorded_sessions_say_which_types_they_cannot_have(shared: Path) -> None:
+    from h9eval.tasks import load_tasks_from_spec
+
+    t = load_tasks_from_spec(str(shared / "data/recorded/claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"))[0]
+    missing = unavailable_types(t)
+    assert "safety_rule" in missing and "user_preference" in missing and "artifact" not in missing
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "want"),
+    [
+        ("src/ingest/metrics.py", "we edited src/ingest/metrics.py today", "PRESERVED"),
+        ("src/ingest/metrics.py", "we edited metrics.py today", "DEGRADED"),  # file name without its path
+        ("HOOL-6493", "ticket 6493 is open", "DEGRADED"),  # digits without their prefix
+        ("100 characters", "lines up to 100", "DEGRADED"),  # a number without its unit
+        ("ruff format", "use Ruff Format", "DEGRADED"),  # another case
+        ("HOOL-6493", "ticket HOOL-64930 is open", "LOST"),  # glued digits are another value
+        ("third_party/", "remember to follow the rules", "LOST"),  # generic text never passes
+        ("enable_manifest_v2", "flag ENABLE_MANIFEST_V2 is set", "DEGRADED"),  # normalised match only
+        ("enable_manifest_v2", "flag enable_manifest_v2_old", "LOST"),  # glued: another identifier
+    ],
+)
+def test_the_state_rule_clause_by_clause(value: str, text: str, want: str) -> None:
+    assert _state(value, text) == want
+
+
+def test_stale_when_the_old_value_shows_and_the_current_does_not() -> None:
+    assert _state("ruff format", "Formatter: yapf (as agreed)", stale=("yapf",)) == "STALE"
+    assert _state("ruff format", "Formatter: yapf, now ruff format", stale=("yapf",)) == "PRESERVED"
+    assert _state("ruff format", "nothing here", stale=("yapf",)) == "LOST"
+
+
+def test_where_an_item_survived() -> None:
+    summary = f"{COMPACTION_MARKER}\n## Anchors\n### Key Decisions\n- keep MIN_WINDOW_SIZE\n## Summary\nuse yapf"
+    view = rendered_view([Message("system", "sys"), Message("user", "task text"), Message("user", summary),
+                          Message("tool", "[offloaded: x.txt | 3 行 / 9 bytes]\nHOOL-1 preview", tool_call_id="c"),
+                          Message("assistant", "run tests for HOOL-2")])
+    assert item_state(_item("MIN_WINDOW_SIZE"), view) == ("PRESERVED", "anchor:key_decision")
+    assert item_state(_item("yapf"), view) == ("PRESERVED", "summary")
+    assert item_state(_item("HOOL-1"), view) == ("PRESERVED", "placeholder")
+    assert item_state(_item("HOOL-2"), view) == ("PRESERVED", "tail")
+    assert item_state(_item("task"), view) == ("PRESERVED", "task")
+
+
+def _scrub(messages: tuple[Message, ...], values: list[str]) -> list[Message]:
+    out = []
+    for m in messages:
+        c = m.content
+        for v in values:
+            c = c.replace(v, "[removed]")
+        out.append(replace(m, content=c))
+    return out
+
+
+def test_a_view_without_exactly_the_constraints_shows_them_lost_and_nothing_else(task) -> None:  # type: ignore[no-untyped-def]
+    items = task_items(task)
+    rules = [i for i in items if i.item_type in ("safety_rule", "side_constraint")]
+    assert rules
+    end = len(task.messages) - 1
+    full = ledger_rows(task, [LedgerEvent(basis="fill", round=1, call_index=0, message_index=end, tier_name="x",
+                                          view=task.messages)], run_id="r")
+    scrubbed = ledger_rows(task, [LedgerEvent(basis="fill", round=1, call_index=0, message_index=end, tier_name="x",
+                                              view=_scrub(task.messages, [i.value for i in rules]))], run_id="r")
+    before = {r["item_id"]: r["state"] for r in full}
+    after = {r["item_id"]: r["state"] for r in scrubbed}
+    changed = {k for k in after if after[k] != before[k]}
+    rule_ids = {i.item_id for i in rules if before.get(i.item_id) == "PRESERVED"}
+    assert rule_ids and changed == rule_ids
+    # LOST, or DEGRADED where a part of the value survives elsewhere in the transcript (a module
+    # path's words): the stated rule; at least one rule is gone without a trace
+    assert all(after[k] in ("LOST", "DEGRADED") for k in rule_ids)
+    assert sum(after[k] == "LOST" for k in rule_ids) >= len(rule_ids) - 1
+
+
+def test_survival_curves_match_an_independent_computation() -> None:
+    rows = []
+    # two tasks, two rounds; task t1 keeps 2 of 4 goals at round 1 and 1 of 4 at round 2, t2 keeps 1/2 then 0/2
+    for task_id, states in (("t1", [["PRESERVED"] * 2 + ["LOST"] * 2, ["PRESERVED"] + ["LOST"] * 3]),
+                            ("t2", [["PRESERVED", "DEGRADED"], ["LOST", "STALE"]])):
+        for rnd, st in enumerate(states, start=1):
+            for k, s in enumerate(st):
+                rows.append({"run_id": f"{task_id}-r", "task_id": task_id, "basis": "fill", "round": rnd,
+                             "item_id": f"i{k}", "item_type": "goal", "state": s, "pinned": False})
+    rows.append({**rows[0], "item_id": "pinned", "pinned": True, "state": "LOST"})  # left out of every curve
+    rows.append({**rows[0], "basis": "compaction", "state": "LOST"})  # another basis
+    ledger = pd.DataFrame(rows)
+    runs = pd.DataFrame({"run_id": ["t1-r", "t2-r"], "policy_kind": "p", "policy_name": "p", "params_hash": "h",
+                         "history_mode": "view"})
+    c = survival_curves(ledger, runs).set_index("round")
+    assert c.loc[1, "survival"] == pytest.approx((2 / 4 + 1 / 2) / 2)  # the mean of per-task shares
+    assert c.loc[2, "survival"] == pytest.approx((1 / 4 + 0) / 2)
+    assert c.loc[2, "stale"] == pytest.approx((0 + 1 / 2) / 2) and c.loc[1, "degraded"] == pytest.approx(0.25)
+    assert list(c["n_tasks"]) == [2, 2] and list(c["n_items"]) == [6, 6]
+    cliff = cliff_rounds(c.reset_index())
+    assert int(cliff["cliff_round"].iloc[0]) == 2 and CLIFF_SURVIVAL == 0.5  # 0.5 is not below 0.5; 0.125 is
+
+
+def test_controls_keep_all_flat_at_one_and_drop_all_at_zero() -> None:
+    res = []
+    for pol in ("keep_all", "drop_all"):
+        res += run_task("synthetic:small:3", pol, window=6000)
+    ledger = pd.concat([r.ledger for r in res])
+    runs = pd.DataFrame({"run_id": [r.run_id for r in res], "policy_kind": [r.policy_kind for r in res],
+                         "policy_name": [r.policy_kind for r in res], "params_hash": "h", "history_mode": "view"})
+    c = survival_curves(ledger, runs)
+    keep, drop = c[c["label"] == "keep_all"], c[c["label"] == "drop_all"]
+    assert len(keep) >= 3 and len(drop) >= 3  # several fill rounds were reached
+    assert (keep["survival"] == 1.0).all() and (drop["survival"] == 0.0).all()
+    assert not ledger[(ledger["basis"] == "compaction") & (ledger["run_id"] == res[0].run_id)].shape[0]
+
+
+def test_run_and_sweep_store_the_ledger_and_the_page_shows_a_round(tmp_path: Path) -> None:
+    from h9eval.results.store import load_results
+    from h9eval.sweeps.sweep import sweep
+
+    out = tmp_path / "run"
+    [r] = run_task("synthetic:small:0", "progressive", window=9000, out_dir=out)
+    stored = pd.read_parquet(out / "ledger.parquet")
+    assert len(stored) == len(r.ledger) > 0 and set(stored["state"]) <= {"PRESERVED", "DEGRADED", "STALE", "LOST"}
+    p = subprocess.run([sys.executable, "-m", "h9eval", "ledger", str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    page = (out / "ledger.html").read_text(encoding="utf-8")
+    assert "Round 1:" in page and "Left the view" in page
+    spec = {"name": "led", "tasks": ["synthetic:small:0"],
+            "policies": [{"kind": "progressive", "params": {"context_window_tokens": 9000}}]}
+    s = sweep(spec, out_dir=tmp_path / "sw", workers=0, progress=False)
+    res = load_results(s.out_dir)
+    assert len(res.ledger) == len(r.ledger) and res.ledger["run_id"].nunique() == 1
+    rid = res.runs["run_id"].iloc[0]
+    p = subprocess.run([sys.executable, "-m", "h9eval", "ledger", str(s.out_dir), "--run-id", rid],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    bad = subprocess.run([sys.executable, "-m", "h9eval", "ledger", str(s.out_dir)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--run-id" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_calibration_against_the_real_claude_code_summaries(shared: Path) -> None:
+    t = calibration_table([shared / "data/recorded/claude-code"]).set_index("item_type")
+    assert t.loc["all", "n_sessions"] == 2 and t.loc["all", "n_items"] > 20
+    assert 0 <= t.loc["all", "real"] <= 1
+    assert t.loc["artifact", "gap_offline"] == pytest.approx(t.loc["artifact", "offline"] - t.loc["artifact", "real"])
+    # the real summary names every edited file: the stand-ins keep fewer (pessimistic on artifacts)
+    assert t.loc["artifact", "real"] > t.loc["artifact", "offline"]
+    assert json.dumps(t.reset_index().to_dict("records"))  # a plain table a README can print
