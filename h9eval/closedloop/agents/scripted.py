@@ -23,9 +23,13 @@ are therefore a measure of *information retention at the point of need*, not a p
 a particular model's success; the live agent (:mod:`h9eval.closedloop.agents.live`) is the
 check against a real model.
 
-It knows the three built-in worlds' text conventions (the way a skilled user knows the tools'
+It knows the eight built-in worlds' text conventions (the way a skilled user knows the tools'
 output formats) but imports nothing from :mod:`h9eval.closedloop.worlds`: everything it uses
-comes from the view.
+comes from the view. Its notes quote what each tool result said (the world's own words) in a
+framing drawn, seeded by the fact, from a vocabulary (:data:`PHRASINGS`, ``phrasing=``) that holds
+no summarizer cue; it never reads the framing back, so its success does not depend on whether a
+summarizer recognises its wording. When the task's details are gone from the view and the system
+prompt names a task file, it re-reads that file.
 """
 
 from __future__ import annotations
