@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,dist]'
+	$(BIN)/python -m pip install -q -e '.[test,dist,inspect]'
 	touch $(STAMP)
 
 venv: $(STAMP)

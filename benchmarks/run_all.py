@@ -195,9 +195,14 @@ def speed_targets(*, quick: bool = False) -> list[Any]:
     import bench_speed as bs
     from h9eval.core.paths import recorded_dir, shared_dir
 
-    # the shared long replay cases: progressive, one step per assistant message, Go's expectations
+    # the long replays: the shared case (Go's expectations and Go's time) and recorded sessions
+    # replayed like it, each timed in fresh processes (as a user meets it) and warm in this one
     replays = sorted((shared_dir() / "reference" / "replay").glob("*.json.xz"))
-    targets = bs.bench_shared_replay(replays, repeat=3 if quick else 10)
+    with tempfile.TemporaryDirectory(prefix="h9eval-bench-replays-") as d:
+        cases = bs.long_replay_cases(Path(d), replays, recorded_dir())
+        targets = bs.bench_long_replays(cases[:2] if quick else cases, repeat=3 if quick else 7)
+    with tempfile.TemporaryDirectory(prefix="h9eval-bench-startup-") as d:
+        targets += bs.bench_startup(Path(d), repeat=3 if quick else 5)
     targets += bs.bench_synthetic_replays([1, 2] if quick else [1, 2, 3], steps=140, repeat=3 if quick else 5)
     # Every registered policy in both modes through run_task; quick: the two sizes are smaller.
     small, large = (100, 400) if quick else (250, 4_000)
@@ -206,7 +211,7 @@ def speed_targets(*, quick: bool = False) -> list[Any]:
     if files:
         targets += bs.bench_recorded_load(max(files, key=lambda p: p.stat().st_size))
     with tempfile.TemporaryDirectory(prefix="h9eval-bench-sweeps-") as d:
-        targets += bs.bench_sweeps(Path(d), ROOT / "examples" / "sweep-small.toml", n_tasks=2 if quick else 6)
+        targets += bs.bench_sweeps(Path(d), ROOT / "examples" / "sweep-small.toml", n_tasks=2 if quick else 4)
     return targets
 
 

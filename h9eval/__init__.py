@@ -6,9 +6,6 @@ The public API is what this module exports; the CLI calls the same functions.
 from __future__ import annotations
 
 from h9eval.core.provenance import h9eval_version
-
-__version__ = h9eval_version()
-
 from h9eval.compaction import (
     Anchor,
     Compaction,
@@ -26,44 +23,52 @@ from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.tasks import Task, load_tasks_from_spec
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.runs.run import run_task
+from h9eval.analysis import metrics, plots
+from h9eval.analysis.compare import compare
+from h9eval.analysis.report import write_report
+from h9eval.analysis.tune import tune
+from h9eval.harness9.conformance import run_conformance
+from h9eval.harness9.records_dir import read_records_dir
+from h9eval.harness9.session_store import SessionStore
+from h9eval import probes
+from h9eval.results.store import load_results
+from h9eval.summarizers.registry import make_summarizer
+from h9eval.sweeps.sweep import sweep
+from h9eval.tasks.recorded import load_task
+from h9eval.tasks.recorded.harness9_db import load_db_tasks
+from h9eval.tasks.synthetic import generate
 
-# Heavier parts load on first use, so ``import h9eval`` stays light. Every entry names a
-# function or class (or, for ``plots``/``metrics``/``probes``, a module that is not also a
-# function's name): no submodule can shadow the verb of the same name.
-_LAZY = {
-    "sweep": ("h9eval.sweeps.sweep", "sweep"),
-    "load_results": ("h9eval.results.store", "load_results"),
-    "write_report": ("h9eval.analysis.report", "write_report"),
-    "compare": ("h9eval.analysis.compare", "compare"),
-    "tune": ("h9eval.analysis.tune", "tune"),
-    "plots": ("h9eval.analysis.plots", None),
-    "metrics": ("h9eval.analysis.metrics", None),
-    "probes": ("h9eval.probes", None),
-    "make_summarizer": ("h9eval.summarizers.registry", "make_summarizer"),
-    "SessionStore": ("h9eval.harness9.session_store", "SessionStore"),
-    "load_db_tasks": ("h9eval.tasks.recorded.harness9_db", "load_db_tasks"),
-    "read_records_dir": ("h9eval.harness9.records_dir", "read_records_dir"),
-    "generate": ("h9eval.tasks.synthetic", "generate"),
-    "load_task": ("h9eval.tasks.recorded", "load_task"),
-    "run_conformance": ("h9eval.harness9.conformance", "run_conformance"),
-}
+# Every module above imports its heavy third parties (pandas, pyarrow, matplotlib, the
+# Anthropic SDK, datasets, rapidfuzz) inside the functions that use them, so ``import h9eval``
+# stays light; tests/crosscutting/test_layers.py checks both that and that nothing here is
+# imported by string.
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        m = importlib.import_module(mod)
-        value = m if attr is None else getattr(m, attr)
-        globals()[name] = value  # later look-ups (and ``from h9eval import x``) find it directly
-        return value
+def __getattr__(name: str) -> str:
+    # The version is read from the installed metadata when asked for: importlib.metadata would
+    # cost a sixth of ``import h9eval``.
+    if name == "__version__":
+        return h9eval_version()
     raise AttributeError(f"module 'h9eval' has no attribute {name!r}")
 
 
 __all__ = [
     "__version__",
-    *_LAZY,
+    "SessionStore",
+    "compare",
+    "generate",
+    "load_db_tasks",
+    "load_results",
+    "load_task",
+    "make_summarizer",
+    "metrics",
+    "plots",
+    "probes",
+    "read_records_dir",
+    "run_conformance",
+    "sweep",
+    "tune",
+    "write_report",
     "Anchor",
     "Compaction",
     "CompactionEnv",

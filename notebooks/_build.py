@@ -96,7 +96,7 @@ print(sorted(p.name for p in Path(out_dir).iterdir()))""",
     ("md", "## Token curve\n\nDashed: the history an uncompacted agent would send; solid: what was sent. Bands: the tiers."),
     ("code", "plots.token_curve(calls, title=f\"{result.task_id}: progressive, {window:,}-token window, {history_mode} mode\")"),
     ("md", "## Tier swimlane"),
-    ("code", "plots.tier_swimlane(calls)"),
+    ("code", "plots.tier_swimlane(calls, labels={result.run_id: f\"progressive, {history_mode} mode\"})"),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -412,8 +412,13 @@ by_summarizer = {s: list(runs[runs["summarizer"] == s]["run_id"]) for s in ("off
 titled(plots.anchor_retention_heatmap(results.probes[results.probes["run_id"].isin(by_summarizer["offline"])]), "Anchor probes: with anchors (offline)")""",
     ),
     ("code", "titled(plots.anchor_retention_heatmap(results.probes[results.probes[\"run_id\"].isin(by_summarizer[\"offline_free_text\"])]), \"Anchor probes: free text (offline_free_text)\")"),
-    ("md", "Intent and fact retention over calls, one line per run (anchors and free text):"),
-    ("code", "plots.drift_curves(results.probes, run_ids=by_summarizer[\"offline\"] + by_summarizer[\"offline_free_text\"])"),
+    ("md", "Intent and fact retention over calls on one task, one line per summarizer (anchors and free text):"),
+    (
+        "code",
+        """one_task = runs[runs["task_id"] == sorted(runs["task_id"])[0]]
+print(one_task["task_id"].iloc[0])
+plots.drift_curves(results.probes, run_ids=list(one_task["run_id"]), labels={r: f"{s} summarizer" for r, s in zip(one_task["run_id"], one_task["summarizer"])})""",
+    ),
     (
         "md",
         """## 2. N/A overwrites: harness9's merge vs `na_safe_merge`
@@ -468,7 +473,7 @@ titled(plots.anchor_retention_heatmap(compactions_na[compactions_na["run_id"].is
     ("md", "Anchor probes over compactions, harness9's merge then `na_safe_merge=True`:"),
     ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[False])]), \"Anchor probes: harness9's merge\")"),
     ("code", "titled(plots.anchor_retention_heatmap(probes_na[probes_na[\"run_id\"].isin(ids_by_safe[True])]), \"Anchor probes: na_safe_merge=True\")"),
-    ("code", "plots.drift_curves(probes_na)"),
+    ("code", "plots.drift_curves(probes_na, labels={r.run_id: f\"{'na_safe_merge' if safe else 'harness9 merge'}, {task}\" for (safe, task), r in runs_na.items()})"),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -568,7 +573,7 @@ replays = {
 both = pd.concat([r.calls for r in replays.values()], ignore_index=True)
 pd.DataFrame({c: r.summary() for c, r in replays.items()})""",
     ),
-    ("code", "plots.tier_swimlane(both)"),
+    ("code", "plots.tier_swimlane(both, labels={r.run_id: f\"tier counter: {c}\" for c, r in replays.items()})"),
     (
         "code",
         """tiers = pd.DataFrame({c: r.calls.set_index("call_index")["tier_name"] for c, r in replays.items()})
@@ -615,7 +620,7 @@ from pathlib import Path
 import pandas as pd
 
 from h9eval.analysis import plots_closedloop as PC
-from h9eval.analysis import report_closedloop as R
+from h9eval.analysis import episodes as R
 from h9eval.closedloop import steps_frame
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval import load_results, sweep
@@ -880,6 +885,81 @@ value, and the items that became LOST or STALE (with the later call that used th
         """run_id = results.runs[results.runs["policy_name"] == "harness9-default"]["run_id"].iloc[0]
 diffs = compaction_diffs(replay_for_ledger(res.out_dir, run_id))
 diffs[["round", "call_index", "tier_name", "n_left", "lost", "stale", "na_erased", "used_later"]].head(12)""",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+NOTEBOOKS["10-inspect"] = [
+    (
+        "md",
+        """# Inspect's compaction strategies against harness9's tiers
+
+Inspect (`inspect-ai`) ships its own compaction strategies. `h9eval.integrations.inspect`
+registers two of them as h9eval policies that call Inspect's own code: `inspect_trim`
+(`CompactionTrim`: keep the input and the last 80 % of the messages) and `inspect_edit`
+(`CompactionEdit`: clear all but the last 3 tool results). This notebook sweeps them with
+harness9's default and the `keep_all` control over a few of the demo's tasks, under the same
+probes and loss ledger, and compares tokens saved, retention and item survival.
+
+The cells run in this process (`workers=0`): Inspect's strategies are registered by importing
+the integration, which worker processes do not do. The summaries of harness9's tiers are the
+offline stand-in's, not a model's.""",
+    ),
+    (
+        "params",
+        """# Parameters
+synthetic_seeds = [1]            # medium synthetic tasks (add seeds for narrower intervals)
+recorded = ["mini-swe-agent/deepseek_chat_dev"]   # under recorded_dir()
+peak_frac = 0.3                  # each task's window: this fraction of its uncompacted peak
+history_mode = "write_back"      # how Inspect runs a strategy (on its own previous output)
+out_dir = None                   # None: a fresh temporary folder""",
+    ),
+    (
+        "code",
+        """%matplotlib inline
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+import h9eval.integrations.inspect  # registers inspect_trim and inspect_edit
+from h9eval import load_results, sweep
+from h9eval.analysis import metrics as M
+from h9eval.analysis.ledger import survival_curves, survival_plot
+from h9eval.core.paths import recorded_dir
+
+pd.set_option("display.width", 200)
+spec = {
+    "name": "inspect-vs-harness9",
+    "window": {"peak_frac": peak_frac},
+    "history_modes": [history_mode],
+    "tasks": {"synthetic": [{"preset": "medium", "seeds": synthetic_seeds}],
+              "recorded": [str(recorded_dir() / p) for p in recorded]},
+    "policies": [
+        {"kind": "progressive", "name": "harness9-default"},
+        {"kind": "inspect_trim"},
+        {"kind": "inspect_edit"},
+        {"kind": "keep_all"},
+    ],
+    "probes": {"scorers": ["recall"], "every_k": 10},
+}
+out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-10-"))
+res = sweep(spec, out_dir=out_dir / "sweep", workers=0, progress=False)
+assert res.failed == 0, res.failures
+results = load_results(res.out_dir)
+run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
+M.config_metrics(run_metrics, ("tokens_saved", "retention"))[
+    ["label", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi", "retention", "retention_ci_lo",
+     "retention_ci_hi", "overflows"]].round(3)""",
+    ),
+    ("md", "Survival of each item type after each window fill (the same calls for every strategy):"),
+    ("code", "survival_plot(survival_curves(results.ledger, results.runs), history_mode=history_mode)"),
+    (
+        "md",
+        """Two tasks give wide intervals, and the retention of harness9's tiers here is the offline
+stand-in's. `h9eval compare RESULTS harness9-default inspect_trim` gives the paired verdict over
+tasks; to run harness9's policy inside your own Inspect agents use `H9Compaction` (README,
+section Inspect).""",
     ),
 ]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import metrics as M
+from h9eval.analysis.metrics import config_labels
 from h9eval.analysis.stats import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,
@@ -76,6 +77,11 @@ METRICS: tuple[Metric, ...] = (
     Metric(name="peak_tokens_sent", higher_is_better=False, description="largest request of the run, tokens"),
     Metric(name="summarizer_calls", higher_is_better=False, description="summarizer calls per run"),
     Metric(name="summarizer_cost_usd", higher_is_better=False, description="summarizer cost per run, USD"),
+    Metric(name="cost_usd", higher_is_better=False,
+           description="dollars per task as the provider bills it: prompt caching, agent and summarizer calls (h9eval.core.billing)"),
+    Metric(name="cost_saved", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
+           description="share of the uncompacted transcript's dollars saved, under the same billing"),
+    Metric(name="cache_read_share", higher_is_better=True, description="cache reads over the agent's billed input"),
     Metric(name="emergencies", higher_is_better=False, description="forced (emergency) truncations per run"),
     Metric(name="overflows", higher_is_better=False, description="calls whose request exceeded the window, per run"),
     Metric(name="fallbacks", higher_is_better=False, description="summaries replaced by the fallback, per run"),
@@ -94,48 +100,11 @@ def metric_spec(name: str) -> Metric:
 
 
 # -- configurations ---------------------------------------------------------------------------
-def _fmt(v: Any) -> str:
-    return repr(v) if isinstance(v, str) else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
-
-
 def _params(s: Any) -> dict[str, Any]:
     if isinstance(s, str) and s:
         v = json.loads(s)
         return v if isinstance(v, dict) else {}
     return {}
-
-
-def config_labels(runs: Any) -> Any:
-    """One label per row of a runs table (a Series on the same index): the one definition of a
-    configuration's name, used by every table, figure and ``h9eval compare``.
-
-    The name the user gave the ``[[policies]]`` entry (``policy_name``; its kind when unnamed),
-    made unique only where needed: by the grid point (``tail [min_tail_messages=2]``), or the
-    parameters that differ from the kind's defaults when the entry has no grid, then by the
-    summarizer variant (``base:offline_free_text``) when one entry ran with several. History
-    mode is never part of the name (tables show it as a column, figures as a panel).
-    """
-    import pandas as pd
-
-    if len(runs) == 0:
-        return pd.Series([], dtype=object, index=runs.index)
-    kinds = runs["policy_kind"].fillna("").astype(str)
-    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else pd.Series("", index=runs.index)
-    base = names.where(names != "", kinds)
-    label = base.astype(object).copy()
-    hashes = runs["params_hash"].astype(str) if "params_hash" in runs.columns else pd.Series("", index=runs.index)
-    grids = runs["grid_json"] if "grid_json" in runs.columns else pd.Series(None, index=runs.index)
-    pj = runs["params_json"] if "params_json" in runs.columns else pd.Series(None, index=runs.index)
-    for b in base.unique():
-        rows = base.index[base == b]
-        if hashes[rows].nunique() > 1:
-            for i in rows:
-                point = _params(grids[i]) or M.params_diff(kinds[i], pj[i])
-                label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
-        if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
-            for i in rows:
-                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']}"
-    return label
 
 
 def run_table(results: Results) -> Any:
@@ -150,7 +119,8 @@ def run_table(results: Results) -> Any:
     ok = ok.drop_duplicates("run_id").copy()
     ok["config"] = config_labels(ok)
     rm = M.run_metrics(results.calls, results.probes, ok)
-    keep = [c for c in ("run_id", "tokens_saved", "retention", "peak_tokens_sent", "summarizer_calls", "summarizer_cost_usd", "emergencies", "overflows", "fallbacks") if c in rm.columns]
+    keep = [c for c in ("run_id", "tokens_saved", "retention", "peak_tokens_sent", "summarizer_calls", "summarizer_cost_usd",
+                        "cost_usd", "cost_saved", "cache_read_share", "emergencies", "overflows", "fallbacks") if c in rm.columns]
     info_cols = [c for c in ("run_id", "task_id", "config", "policy_name", "policy_kind", "params_hash", "params_json", "summarizer", "history_mode", "repeat", "n_compactions") if c in ok.columns]
     out = ok[info_cols].merge(rm[keep], on="run_id", how="left")
     probes = results.probes
@@ -169,7 +139,7 @@ def run_table(results: Results) -> Any:
     return out.sort_values("run_id", kind="stable").reset_index(drop=True)
 
 
-def _as_results(results: Results | str | os.PathLike[str]) -> Results:
+def as_results(results: Results | str | os.PathLike[str]) -> Results:
     return results if isinstance(results, Results) else load_results(results)
 
 
@@ -310,7 +280,7 @@ def compare(
     available ones) and :class:`~h9eval.core.errors.FormatError` for a folder that is not a
     sweep's results.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = _select_mode(run_table(res), history_mode)
     labels = sorted(table["config"].dropna().unique())
     a, b = _resolve(a, labels), _resolve(b, labels)
@@ -364,7 +334,7 @@ def compare_factor(
     All comparisons × metrics form one family. For ``history_mode`` the labels are
     ``config@mode`` and the pairs are matched by task only.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = run_table(res)
     mets = _metric_list(metric)
     rows = table.to_dict("records")
@@ -422,7 +392,7 @@ def _baseline_value(g: Any, factor: str, values: Sequence[str], baseline: Any) -
     if factor in _PREFERRED_BASELINE and _key(_PREFERRED_BASELINE[factor]) in values:
         return _key(_PREFERRED_BASELINE[factor])
     kind = str(g["policy_kind"].iloc[0])
-    defaults = M._defaults(kind)
+    defaults = M.policy_defaults(kind)
     if factor in defaults and _key(defaults[factor]) in values:
         return _key(defaults[factor])
     return values[0]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from h9eval.analysis.compare import _as_results, metric_spec, pairs_for, run_table
+from h9eval.analysis.compare import as_results, metric_spec, pairs_for, run_table
 from h9eval.analysis.metrics import params_diff
 from h9eval.analysis.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, PairedComparison, compare_family, comparisons_frame
 from h9eval.core.errors import ConfigError
@@ -141,7 +141,7 @@ def versus_default(
     """Every configuration against harness9's default of its summarizer (or ``baseline``, a
     configuration label, for all). ``exclude``: configurations left out of the family.
     ``None`` when the results hold no default (and no ``baseline`` is given)."""
-    res = _as_results(results)
+    res = as_results(results)
     table = run_table(res)
     if baseline is not None and baseline not in set(table["config"]):
         raise ConfigError(f"versus_default: baseline {baseline!r} is not a configuration of these results")

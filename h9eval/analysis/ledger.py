@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from h9eval.analysis.compare import config_labels
 from h9eval.analysis.ledger_page import write_ledger_page
 from h9eval.analysis.metrics import bootstrap_ci
-from h9eval.analysis.report_model import Section
+from h9eval.analysis.report.model import Section
 from h9eval.probes.items import ITEM_TYPES
 from h9eval.results.store import Results, cell_dir_name
 
@@ -187,8 +187,13 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
            "or LOST. A round is the k-th time the uncompacted history outgrew a whole window: the same calls for "
            "every configuration of a task. Items pinned in the system or first task message are left out. "
            f"The cliff round is the first where survival falls below {CLIFF_SURVIVAL:.0%}.")
-    s.note("The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
-           "ledger' gives its measured gap to Claude Code's own compaction summaries per item type.")
+    summarizers = set(res.runs["summarizer"].dropna().astype(str)) if "summarizer" in res.runs.columns else set()
+    if not summarizers or all(name.startswith("offline") for name in summarizers):
+        s.note("The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
+               "ledger' gives its measured gap to Claude Code's own compaction summaries per item type.")
+    else:
+        s.note(f"Summaries written by: {', '.join(sorted(summarizers))} (the offline ones are an extractive stand-in; "
+               "README section 'The loss ledger' gives its gap to a real model's summaries).")
     for mode in sorted(set(curves["history_mode"])):
         s.figure(f"survival_{mode}", survival_plot(curves, history_mode=mode),
                  f"Items kept exactly after each window fill ({mode} mode); band: 95% bootstrap interval over tasks")
@@ -205,9 +210,14 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
         s.table(lost.round(2).reset_index(), "Share of item-rounds LOST per item type (all rounds, both bases; "
                 "ledger_summary() gives every state and the LOST/STALE items used again later)")
     if out is not None:
+        runs = res.runs.drop_duplicates("run_id")
+        # the link says which configuration, mode and task, by the names the spec gave (the run id is a hash)
+        names = dict(zip(runs["run_id"], config_labels(runs)))
+        where = {r: f"{m} mode, {t}" for r, m, t in zip(runs["run_id"], runs["history_mode"], runs["task_id"])}
         for rid in _page_runs(res, max_pages):
             target = out / "ledger" / f"{cell_dir_name(rid)}.html"
             target.parent.mkdir(parents=True, exist_ok=True)
             write_ledger_page(res.path, target, run_id=rid)
-            s.link(f"ledger/{target.name}", f"Diff view of {rid}: what each compaction took out and what followed")
+            s.link(f"ledger/{target.name}", f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): "
+                   "what each compaction took out and what followed")
     return [s]

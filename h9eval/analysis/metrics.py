@@ -27,15 +27,20 @@ Definitions used throughout:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
 from h9eval.compaction.policies import make_policy
 from h9eval.compaction.base import policy_params
 from h9eval.compaction.anchors import is_no_information
 from h9eval.tasks.model import ANCHOR_KINDS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "TIER_NAMES",
@@ -45,10 +50,13 @@ __all__ = [
     "bootstrap_ci",
     "TOKENS_SAVED_COLUMNS",
     "tokens_saved",
+    "COST_COLUMNS",
+    "cost_metrics",
+    "compaction_invalidation",
     "retention",
     "retention_over_calls",
     "run_metrics",
-    "config_label",
+    "config_labels",
     "config_metrics",
     "pareto_front",
     "tier_transitions",
@@ -64,8 +72,12 @@ __all__ = [
 ]
 
 TIER_NAMES: tuple[str, ...] = ("none", "warn", "soft", "full", "emergency")
-DEFAULT_THRESHOLDS: Mapping[str, float] = {"warn": 0.60, "soft": 0.70, "full": 0.80, "emergency": 0.95}
-"""harness9's tier thresholds as fractions of the window (``>=`` comparisons)."""
+_HARNESS9 = policy_params(make_policy("progressive"))
+DEFAULT_THRESHOLDS: Mapping[str, float] = {
+    tier: float(_HARNESS9[f"{tier}_frac"]) for tier in ("warn", "soft", "full", "emergency")
+}
+"""harness9's tier thresholds as fractions of the window (``>=`` comparisons): the defaults of
+:class:`~h9eval.compaction.policies.progressive.ProgressiveCompactor`, their one owner."""
 
 IMPROVEMENT_OPTIONS: tuple[str, ...] = (
     "extra_anchors",
@@ -74,6 +86,7 @@ IMPROVEMENT_OPTIONS: tuple[str, ...] = (
     "tier_token_counter",
     "anti_thrash_frac",
     "mask_observations_keep_turns",
+    "min_gain_horizon_calls",
 )
 """The ``progressive`` policy's h9eval improvement options (all off in the faithful default)."""
 
@@ -162,6 +175,83 @@ def tokens_saved(calls: Any) -> Any:
     return g.reset_index()[list(TOKENS_SAVED_COLUMNS)]
 
 
+COST_COLUMNS = (
+    "run_id",
+    "cost_usd",
+    "raw_cost_usd",
+    "cost_saved_usd",
+    "cost_saved",
+    "cache_read_share",
+    "invalidation_usd",
+    "unpriced_calls",
+)
+"""Columns of :func:`cost_metrics`."""
+
+_BILLED_INPUT = ("uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
+
+
+def cost_metrics(calls: Any) -> Any:
+    """Per run (:data:`COST_COLUMNS`), from the calls table's billed columns
+    (:mod:`h9eval.core.billing`): ``cost_usd`` (dollars per task: agent and summarizer calls),
+    ``raw_cost_usd`` (the uncompacted transcript under the same billing), ``cost_saved_usd``
+    (their difference), ``cost_saved`` (its share of ``raw_cost_usd``), ``cache_read_share``
+    (cache reads over the agent's billed input), ``invalidation_usd`` (dollars paid to rewrite
+    what was not new, mostly after compactions) and ``unpriced_calls``. Dollars are NaN — never
+    0 — for a run with an unpriced call, and for tables written before billing existed."""
+    import pandas as pd
+
+    if len(calls) == 0 or "cost_usd" not in calls.columns:
+        runs = sorted(calls["run_id"].unique()) if len(calls) else []
+        out = pd.DataFrame({"run_id": runs})
+        for c in COST_COLUMNS[1:]:
+            out[c] = math.nan
+        return out[list(COST_COLUMNS)]
+    d = calls.copy()
+
+    def total(x: Any) -> float:
+        return float(x.sum()) if x.notna().all() else math.nan
+
+    d["_input"] = d[list(_BILLED_INPUT)].astype(float).sum(axis=1)
+    d["_unpriced"] = ~d["priced"].astype("boolean").fillna(False).astype(bool)
+    g = d.groupby("run_id", sort=True).agg(
+        cost_usd=("cost_usd", total),
+        raw_cost_usd=("raw_cost_usd", total),
+        invalidation_usd=("invalidation_usd", total),
+        _read=("cache_read_tokens", "sum"),
+        _input=("_input", "sum"),
+        unpriced_calls=("_unpriced", "sum"),
+    )
+    g["cost_saved_usd"] = g["raw_cost_usd"] - g["cost_usd"]
+    raw = g["raw_cost_usd"].astype(float)
+    g["cost_saved"] = (g["cost_saved_usd"] / raw.where(raw > 0)).astype(float)
+    g["cache_read_share"] = (g["_read"].astype(float) / g["_input"].where(g["_input"] > 0)).astype(float)
+    g["unpriced_calls"] = g["unpriced_calls"].astype(int)
+    return g.reset_index()[list(COST_COLUMNS)]
+
+
+def compaction_invalidation(calls: Any) -> Any:
+    """One row per compaction (a call with ``compacted``): ``run_id``, ``call_index``, ``tier_name``,
+    ``invalidation_usd`` — the invalidation dollars of that call and of the calls after it up to
+    the next compaction (the extra it caused over the next calls: mostly its own rewrite, plus any
+    lookback miss after it) — and ``calls_until_next``. Empty for tables without bills."""
+    import pandas as pd
+
+    cols = ["run_id", "call_index", "tier_name", "invalidation_usd", "calls_until_next"]
+    if len(calls) == 0 or "invalidation_usd" not in calls.columns:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for rid, g in calls.sort_values(["run_id", "call_index"], kind="stable").groupby("run_id", sort=True):
+        comp = g["compacted"].astype(bool).to_numpy()
+        inval = g["invalidation_usd"].astype(float).to_numpy()
+        idx, tiers = g["call_index"].to_numpy(), g["tier_name"].to_numpy()
+        starts = [i for i in range(len(g)) if comp[i]]
+        for k, i in enumerate(starts):
+            end = starts[k + 1] if k + 1 < len(starts) else len(g)
+            rows.append({"run_id": rid, "call_index": int(idx[i]), "tier_name": str(tiers[i]),
+                         "invalidation_usd": float(inval[i:end].sum()), "calls_until_next": end - i})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def _probe_subset(probes: Any, method: str | None, scope: str | None) -> Any:
     p = probes
     if method is not None and "method" in p.columns:
@@ -232,9 +322,10 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
     ``peak_ratio_to_window`` (:func:`tokens_saved`), ``retention`` (all kinds),
     ``retention_after_compaction`` (the conditional view; NaN when the run never compacted
     before a checkpoint), ``retention_<kind>`` per probe kind, ``overflows``, ``emergencies`` (forced truncations),
-    ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, ``n_compactions`` (calls
+    ``fallbacks``, ``summarizer_calls``, ``summarizer_cost_usd``, the billed dollars of
+    :func:`cost_metrics` (``cost_usd`` ...), ``n_compactions`` (calls
     that compacted), ``never_compacted`` (the run never compacted: its scores say nothing
-    about the policy), ``calls``, ``label`` (see :func:`config_label`). ``runs`` (optional): the sweep's runs table,
+    about the policy), ``calls``, ``label`` (:func:`config_labels`). ``runs`` (optional): the sweep's runs table,
     for ``params_json``/``summarizer`` and to keep only ok runs."""
     import pandas as pd
 
@@ -256,6 +347,7 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
         else pd.DataFrame(columns=["run_id"])
     )
     out = info.merge(ts[["run_id", "tokens_saved", "peak_tokens_sent", "peak_ratio_to_window"]], on="run_id", how="left").merge(agg, on="run_id", how="left")
+    out = out.merge(cost_metrics(calls), on="run_id", how="left")
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
         out = out.merge(overall, on="run_id", how="left")
@@ -273,18 +365,27 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
             out[c] = out[c].fillna(0).astype(int)
     if "n_compactions" in out.columns:
         out["never_compacted"] = out["n_compactions"] == 0
-    out["label"] = [config_label(r.get("policy_kind", ""), r.get("params_json")) for r in out.to_dict("records")]
+    out["label"] = config_labels(out)
     return out
 
 
-def _defaults(kind: str) -> dict[str, Any]:
+def policy_defaults(kind: str) -> dict[str, Any]:
+    """The resolved default parameters of policy ``kind`` (``{}`` for a kind that cannot be built)."""
     try:
-        return policy_params(make_policy(kind))
+        return dict(_kind_defaults(kind))
     except Exception:  # noqa: BLE001 - an unknown or unbuildable kind simply has no defaults
         return {}
 
 
-def _params(params_json: Any) -> dict[str, Any]:
+@functools.lru_cache(maxsize=256)
+def _kind_defaults(kind: str) -> dict[str, Any]:
+    # built once per kind (a failure is not cached: a policy registered later is found): a
+    # report labels thousands of rows, and building a policy per row was most of its time
+    return policy_params(make_policy(kind))
+
+
+def params_of(params_json: Any) -> dict[str, Any]:
+    """A config's parameters from ``params_json`` (JSON text or a mapping; ``{}`` when neither)."""
     if isinstance(params_json, Mapping):
         return dict(params_json)
     if isinstance(params_json, str) and params_json:
@@ -298,19 +399,47 @@ def _params(params_json: Any) -> dict[str, Any]:
 
 def params_diff(kind: str, params_json: Any) -> dict[str, Any]:
     """The parameters of a config that differ from the policy kind's defaults."""
-    d = _defaults(kind)
-    p = _params(params_json)
+    d = policy_defaults(kind)
+    p = params_of(params_json)
     return {k: v for k, v in sorted(p.items()) if k in d and d[k] != v or k not in d}
 
 
-def config_label(kind: Any, params_json: Any = None) -> str:
-    """``progressive`` or ``progressive(na_safe_merge=True, warn_frac=0.5)``: the kind and the
-    parameters that differ from its defaults (``params_json``: JSON text or a dict)."""
-    kind = str(kind or "")
-    diff = params_diff(kind, params_json) if params_json is not None else {}
-    if not diff:
-        return kind
-    return kind + "(" + ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in diff.items()) + ")"
+def _fmt(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def config_labels(runs: pd.DataFrame) -> pd.Series:
+    """One label per row of a runs table (a Series on the same index): the one definition of a
+    configuration's name, used by every table, figure, report section and ``h9eval compare``.
+
+    The name the user gave the ``[[policies]]`` entry (``policy_name``; its kind when unnamed),
+    made unique only where needed: by the grid point (``tail [min_tail_messages=2]``), or the
+    parameters that differ from the kind's defaults when the entry has no grid, then by the
+    summarizer variant (``base:offline_free_text``) when one entry ran with several. History
+    mode is never part of the name (tables show it as a column, figures as a panel).
+    """
+    import pandas as pd
+
+    if len(runs) == 0:
+        return pd.Series([], dtype=object, index=runs.index)
+    kinds = runs["policy_kind"].fillna("").astype(str)
+    no_names = pd.Series("", index=runs.index)
+    names = runs["policy_name"].fillna("").astype(str) if "policy_name" in runs.columns else no_names
+    base = names.where(names != "", kinds)
+    label = base.astype(object).copy()
+    hashes = runs["params_hash"].astype(str) if "params_hash" in runs.columns else pd.Series("", index=runs.index)
+    grids = runs["grid_json"] if "grid_json" in runs.columns else pd.Series(None, index=runs.index)
+    pj = runs["params_json"] if "params_json" in runs.columns else pd.Series(None, index=runs.index)
+    for b in base.unique():
+        rows = base.index[base == b]
+        if hashes[rows].nunique() > 1:
+            for i in rows:
+                point = params_of(grids[i]) or params_diff(kinds[i], pj[i])
+                label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
+        if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
+            for i in rows:
+                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']}"
+    return label
 
 
 def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved", "retention"), *, n: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
@@ -398,12 +527,17 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     calls table, the runs table for ``params_json``. Columns: ``by``, ``n_runs``,
     ``summarizer_calls``, ``summarizer_input_tokens``, ``summarizer_output_tokens``,
     ``summarizer_cost_usd`` (totals; token columns 0 when unknown), ``calls_per_run``,
-    ``cost_per_run_usd``."""
+    ``cost_per_run_usd``, and with a calls table that has bills ``billed_usd_per_run`` (the
+    summarizer's calls as the provider bills them, :mod:`h9eval.core.billing`; NaN when unpriced)."""
     import pandas as pd
 
     cols = ["summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens", "summarizer_cost_usd"]
+    billed = "call_index" in table.columns and "summarizer_bill_usd" in table.columns
     if "call_index" in table.columns:
         per_run = table.groupby("run_id")[cols].sum().reset_index() if len(table) else pd.DataFrame(columns=["run_id", *cols])
+        if billed and len(table):
+            bill = table.groupby("run_id")["summarizer_bill_usd"].agg(lambda x: float(x.sum()) if x.notna().all() else math.nan)
+            per_run = per_run.merge(bill.rename("_billed").reset_index(), on="run_id", how="left")
         info = _run_info(runs, table)
         d = info.merge(per_run, on="run_id", how="left")
     else:
@@ -412,12 +546,15 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     for c in cols:
         d[c] = d[c].astype(float).fillna(0) if c in d.columns else 0.0
     if by == "label" and "label" not in d.columns:
-        d["label"] = [config_label(r.get("policy_kind", ""), r.get("params_json")) for r in d.to_dict("records")]
+        d["label"] = config_labels(d)
     if len(d) == 0:
         return pd.DataFrame(columns=[by, "n_runs", *cols, "calls_per_run", "cost_per_run_usd"])
     g = d.groupby(by, sort=True).agg(n_runs=("run_id", "nunique"), **{c: (c, "sum") for c in cols}).reset_index()
     g["calls_per_run"] = g["summarizer_calls"] / g["n_runs"]
     g["cost_per_run_usd"] = g["summarizer_cost_usd"] / g["n_runs"]
+    if "_billed" in d.columns:
+        billed_mean = d.groupby(by, sort=True)["_billed"].agg(lambda x: float(x.mean()) if x.notna().all() else math.nan)
+        g["billed_usd_per_run"] = g[by].map(billed_mean)
     return g
 
 
@@ -593,7 +730,7 @@ def option_comparison(
         return pd.DataFrame(columns=["option", "n_tasks"])
     opts, base_keys = [], []
     for pj in df["params_json"]:
-        p = _params(pj)
+        p = params_of(pj)
         o = _improvement_options_set(pj)
         opts.append(", ".join(f"{k}={v}" for k, v in sorted(o.items())))
         base_keys.append(json.dumps({k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, sort_keys=True, default=str))

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from h9eval.analysis.compare import _as_results, metric_spec, pairs_for, run_table
+from h9eval.analysis.compare import as_results, metric_spec, pairs_for, run_table
 from h9eval.analysis.metrics import IMPROVEMENT_OPTIONS, params_diff
 from h9eval.analysis.stats import BETTER, DEFAULT_LEVEL, DEFAULT_RESAMPLES, INCONCLUSIVE, WORSE, PairedComparison, compare_family
 from h9eval.core.errors import ConfigError, did_you_mean
@@ -75,6 +75,12 @@ OPTION_TARGETS: tuple[OptionTarget, ...] = (
         option="tail_budget_tokens",
         targets=("peak_tokens_sent", "emergencies"),
         rationale="a tail bounded in tokens, not messages, cannot carry one huge output into every view",
+    ),
+    OptionTarget(
+        option="min_gain_horizon_calls",
+        targets=("cost_usd",),
+        rationale="a summary deferred until it repays the prompt cache it destroys: fewer dollars per task "
+        "as the provider bills them (docs/billing.md)",
     ),
 )
 """One entry per :data:`h9eval.analysis.metrics.IMPROVEMENT_OPTIONS` option."""
@@ -160,7 +166,7 @@ def judge_options(
     (``method``: ``holm`` default, ``bh``, ``none``; ``level``: the family's). ``margin``: as in
     :func:`h9eval.analysis.compare.compare`. Pairs are matched by task within history mode.
     """
-    res = _as_results(results)
+    res = as_results(results)
     table = run_table(res)
     prog = table[table["policy_kind"] == "progressive"].copy()
     if len(prog) == 0:

@@ -28,6 +28,7 @@ __all__ = [
     "drift_curves",
     "strategy_comparison",
     "summarizer_cost",
+    "retention_cost_frontier",
     "token_estimate_error",
     "records_token_curve",
     "tune_evidence",
@@ -43,7 +44,7 @@ TIER_COLORS: Mapping[str, str] = {
 _TIER_MARKERS = {"warn": "^", "soft": "s", "full": "D", "emergency": "X"}
 
 
-def _figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (9.0, 4.5)) -> tuple[Any, list[Any]]:
+def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (9.0, 4.5)) -> tuple[Any, list[Any]]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=size, layout="constrained")
@@ -51,7 +52,7 @@ def _figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (9.0,
     return fig, axes
 
 
-def _empty(ax: Any, what: str) -> None:
+def empty_figure(ax: Any, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -107,9 +108,9 @@ def token_curve(
     ids = list(run_ids) if run_ids is not None else (list(dict.fromkeys(calls["run_id"])) if len(calls) else [])
     d = calls[calls["run_id"].isin(ids)] if len(calls) else calls
     ids = [r for r in ids if len(d) and (d["run_id"] == r).any()]
-    fig, axes = _figure(max(len(ids), 1), 1, size=(9.0, 1.2 + 2.3 * max(len(ids), 1)))
+    fig, axes = new_figure(max(len(ids), 1), 1, size=(9.0, 1.2 + 2.3 * max(len(ids), 1)))
     if not ids:
-        _empty(axes[0], "calls" if len(calls) == 0 else "calls for these runs")
+        empty_figure(axes[0], "calls" if len(calls) == 0 else "calls for these runs")
         return fig
     from matplotlib.lines import Line2D
 
@@ -204,8 +205,8 @@ def tier_swimlane(
         panels = [(k, list(v)) for k, v in groups.items() if len(v)]
     total = sum(len(v) for _, v in panels)
     if total == 0:
-        fig, (ax,) = _figure(size=(9.0, 1.4))
-        _empty(ax, "calls")
+        fig, (ax,) = new_figure(size=(9.0, 1.4))
+        empty_figure(ax, "calls")
         return fig
     fig = Figure(figsize=(9.0, 0.9 + 0.3 * total + 0.45 * len(panels)), layout="constrained")
     gs = fig.add_gridspec(len(panels), 1, height_ratios=[len(v) + 1.2 for _, v in panels])
@@ -245,7 +246,7 @@ def tier_transition_matrix(calls: Any, *, normalize: bool = False, groups: Mappi
     panels = list(groups.items()) if groups else [("Tier transitions", list(dict.fromkeys(calls["run_id"])) if len(calls) else [])]
     ncols = 2 if len(panels) == 4 else min(len(panels), 3)
     nrows = -(-len(panels) // ncols)
-    fig, axes = _figure(nrows, ncols, size=(3.6 * ncols + 0.6, 3.3 * nrows + 0.3))
+    fig, axes = new_figure(nrows, ncols, size=(3.6 * ncols + 0.6, 3.3 * nrows + 0.3))
     for ax, (name, ids) in zip(axes, panels):
         sub = calls[calls["run_id"].isin(list(ids))] if len(calls) else calls
         counts = M.tier_transitions(sub)
@@ -271,9 +272,9 @@ def anchor_retention_heatmap(table: Any, *, method: str | None = "recall") -> An
     table (anchor-kind probe scores) or a compactions table (share of records whose anchor
     section carries information)."""
     w = M.anchor_retention(table, method=method) if len(table) else None
-    fig, (ax,) = _figure(size=(9.0, 3.8))
+    fig, (ax,) = new_figure(size=(9.0, 3.8))
     if w is None or w.size == 0:
-        _empty(ax, "anchor data")
+        empty_figure(ax, "anchor data")
         return fig
     im = ax.imshow(w.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
     ax.set_yticks(range(len(w.index)), list(w.index), fontsize=8)
@@ -310,8 +311,8 @@ def config_heatmap(
     from matplotlib.figure import Figure
 
     if len(table) == 0:
-        fig, (ax,) = _figure(size=(6.0, 2.0))
-        _empty(ax, "data")
+        fig, (ax,) = new_figure(size=(6.0, 2.0))
+        empty_figure(ax, "data")
         return fig
     cols_p = list(dict.fromkeys(table[panel])) if panel and panel in table.columns else [None]
     sel = lambda d, key, v: d if v is None else d[d[key] == v]  # noqa: E731
@@ -359,7 +360,7 @@ def drift_curves(probes: Any, run_ids: Sequence[str] | None = None, *, method: s
     sits under the axes, never over the curves."""
     from matplotlib.lines import Line2D
 
-    fig, axes = _figure(1, 2, size=(10.0, 4.2))
+    fig, axes = new_figure(1, 2, size=(10.0, 4.2))
     groups = {"intent": ("intent", "key_terms"), "facts": ("fact", "derived_fact")}
     d = M.retention_over_calls(probes, method=method) if len(probes) else None
     ids_all = list(run_ids) if run_ids is not None else (list(dict.fromkeys(d["run_id"])) if d is not None and len(d) else [])
@@ -370,7 +371,7 @@ def drift_curves(probes: Any, run_ids: Sequence[str] | None = None, *, method: s
         sub = d[d["probe_kind"].isin(kinds)] if d is not None and len(d) else None
         ax.set_title(f"{title} retention")
         if sub is None or len(sub) == 0:
-            _empty(ax, f"{title} probes")
+            empty_figure(ax, f"{title} probes")
             continue
         for rid in ids_all:
             g = sub[sub["run_id"] == rid]
@@ -452,8 +453,8 @@ def strategy_comparison(
     from matplotlib.lines import Line2D
 
     if len(runs_metrics) == 0:
-        fig, (ax,) = _figure(size=(9.0, 2.5))
-        _empty(ax, "runs")
+        fig, (ax,) = new_figure(size=(9.0, 2.5))
+        empty_figure(ax, "runs")
         return fig
     cm = M.config_metrics(runs_metrics, (x, y), n=n, seed=seed) if "run_id" in runs_metrics.columns else runs_metrics
     modes = list(dict.fromkeys(cm["history_mode"])) if "history_mode" in cm.columns else [None]
@@ -469,8 +470,8 @@ def strategy_comparison(
         for name, chunk in _panels(rows, max_rows):
             layout.append((mode, name, chunk, controls, on_front))
     if not any(ch for _, _, ch, _, _ in layout):
-        fig, (ax,) = _figure(size=(9.0, 2.5))
-        _empty(ax, "configurations other than the controls")
+        fig, (ax,) = new_figure(size=(9.0, 2.5))
+        empty_figure(ax, "configurations other than the controls")
         return fig
     from matplotlib.figure import Figure
 
@@ -535,10 +536,10 @@ def summarizer_cost(runs: Any, *, by: str = "label") -> Any:
     """Summarizer calls and cost per run, per config (:func:`h9eval.analysis.metrics.summarizer_usage`;
     ``runs``: a runs table or a calls table)."""
     u = M.summarizer_usage(runs, by=by)
-    fig, axes = _figure(1, 2, size=(10.0, 0.8 + 0.35 * max(len(u), 2)))
+    fig, axes = new_figure(1, 2, size=(10.0, 0.8 + 0.35 * max(len(u), 2)))
     if len(u) == 0:
         for ax in axes:
-            _empty(ax, "runs")
+            empty_figure(ax, "runs")
         return fig
     labels = [str(v) for v in u[by]]
     axes[0].barh(labels, u["calls_per_run"], color="C0")
@@ -561,11 +562,11 @@ def token_estimate_error(df: Any, calls_with_both_counts: Any | None = None, *, 
     import numpy as np
 
     ncols = 2 if calls_with_both_counts is not None else 1
-    fig, axes = _figure(1, ncols, size=(5.0 * ncols, 4.0))
+    fig, axes = new_figure(1, ncols, size=(5.0 * ncols, 4.0))
     e = M.token_estimate_error(df) if len(df) else None
     ax = axes[0]
     if e is None or len(e) == 0:
-        _empty(ax, "messages")
+        empty_figure(ax, "messages")
     else:
         xs = np.arange(len(e))
         cols = [c for c in ("est_error", "calibrated_error") if c in e.columns]
@@ -581,7 +582,7 @@ def token_estimate_error(df: Any, calls_with_both_counts: Any | None = None, *, 
         ax = axes[1]
         c = calls_with_both_counts
         if len(c) == 0:
-            _empty(ax, "calls")
+            empty_figure(ax, "calls")
         else:
             bad = M.tier_misclassification(c, thresholds)
             ax.scatter(c["history_tokens_bpe"], c["history_tokens"], s=6, color="0.5", label="calls")
@@ -600,9 +601,9 @@ def records_token_curve(compactions: Any, session_ids: Sequence[str] | None = No
     """harness9's own compaction records (``compactions`` table, e.g. from
     :func:`h9eval.harness9.records_dir.read_records_dir`): tokens before (dashed) and after (solid)
     each record, per session, with the record's tier as the marker."""
-    fig, (ax,) = _figure()
+    fig, (ax,) = new_figure()
     if len(compactions) == 0:
-        _empty(ax, "compaction records")
+        empty_figure(ax, "compaction records")
         return fig
     ids = list(session_ids) if session_ids is not None else list(dict.fromkeys(compactions["session_id"]))
     from matplotlib.lines import Line2D
@@ -636,9 +637,9 @@ def tune_evidence(evidence: Any) -> Any:
     """The tuner's evidence (:class:`h9eval.analysis.tune.TuneResult` ``evidence``): tokens saved vs
     retention of every evaluated config; filled: feasible (no overflow, no emergency, within
     the bounds), open: not; the recommended config is ringed in black."""
-    fig, (ax,) = _figure(size=(7.0, 4.5))
+    fig, (ax,) = new_figure(size=(7.0, 4.5))
     if len(evidence) == 0:
-        _empty(ax, "evaluated configs")
+        empty_figure(ax, "evaluated configs")
         return fig
     stages = list(dict.fromkeys(evidence["stage"]))
     for i, st in enumerate(stages):
@@ -656,4 +657,38 @@ def tune_evidence(evidence: Any) -> Any:
     ax.set_ylabel("retention (mean recall score)")
     ax.legend(fontsize=7)
     ax.set_title("Threshold search")
+    return fig
+
+
+def retention_cost_frontier(df: Any, *, x: str = "cost_usd", y: str = "retention", label: str = "configuration") -> Any:
+    """Retention against dollars per task, one point per configuration (``df``: columns ``label``,
+    ``x``, ``y``, optional ``history_mode``), with the Pareto front (cheaper and retaining more)
+    drawn as a line per history mode. Configurations without a price or a retention are left out
+    and counted in the title."""
+    fig, axes = new_figure(1, 1, size=(8.0, 5.0))
+    ax = axes[0]
+    d = df.dropna(subset=[x, y]) if len(df) else df
+    if len(d) == 0:
+        empty_figure(ax, "priced configurations with a retention")
+        return fig
+    modes = sorted(d["history_mode"].unique()) if "history_mode" in d.columns else [None]
+    for i, mode in enumerate(modes):
+        sub = d if mode is None else d[d["history_mode"] == mode]
+        ax.scatter(sub[x], sub[y], color=f"C{i}", label=str(mode) if mode is not None else None, zorder=3)
+        # configurations at the same point (identical behaviour) share one label
+        for (px, py), grp in sub.groupby([sub[x].round(6), sub[y].round(6)], sort=False):
+            text = " = ".join(str(v) for v in grp[label])
+            note = ax.annotate(text if len(text) <= 60 else text[:57] + "...", (px, py), fontsize=7, xytext=(4, 2),
+                               textcoords="offset points")
+            note.set_in_layout(False)  # long labels must not squeeze the axes
+        front = M.pareto_front(sub, x, y, maximize=(False, True))
+        ax.plot(front[x], front[y], color=f"C{i}", alpha=0.5, linestyle="--")
+    ax.margins(x=0.35, y=0.08)  # room for the labels right of the points
+    ax.set_xlabel("dollars per task (list prices, prompt caching)")
+    ax.set_ylabel("retention (mean recall-probe score)")
+    dropped = len(df) - len(d)
+    ax.set_title("Retention vs dollars" + (f" ({dropped} configurations unpriced or unprobed)" if dropped else ""))
+    if modes != [None]:
+        ax.legend(title="history mode", fontsize=8)
+    ax.grid(alpha=0.3)
     return fig

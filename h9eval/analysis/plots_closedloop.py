@@ -1,5 +1,5 @@
 """Closed-loop plots: a DataFrame in, a matplotlib ``Figure`` out (no pyplot state, no files),
-as in :mod:`h9eval.analysis.plots`. The tables come from :mod:`h9eval.analysis.report_closedloop`.
+as in :mod:`h9eval.analysis.plots`. The tables come from :mod:`h9eval.analysis.episodes`.
 """
 
 from __future__ import annotations
@@ -8,11 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from h9eval.analysis import metrics as M
-from h9eval.analysis.plots import _empty, _figure
+from h9eval.analysis.plots import empty_figure, new_figure
 
 __all__ = ["cost_success_frontier", "failure_modes", "retention_vs_success"]
-
-_SHAPES = "osD^vP*X"
 
 
 def _colors(n: int) -> list[Any]:
@@ -24,57 +22,95 @@ def _colors(n: int) -> list[Any]:
 
 def cost_success_frontier(table: Any) -> Any:
     """Tokens sent per episode (x, lower is better) against success rate (y) per (agent,
-    configuration), with the 95 % intervals of :func:`~h9eval.analysis.report_closedloop.success_cost`
-    as error bars and, per agent, the frontier: the configurations no other one beats on both
-    (JetBrains' cost-vs-solve-rate figure, offline). One marker shape per agent."""
-    fig, (ax,) = _figure(size=(8.0, 5.5))
-    if table is None or not len(table):
-        _empty(ax, "episodes")
+    configuration), with the 95 % intervals of :func:`~h9eval.analysis.episodes.success_cost`
+    as error bars: one panel per agent, one colour per configuration (the same colour in every
+    panel, each point labelled with its name) and, per agent, the frontier (the configurations
+    no other one beats on both; JetBrains' cost-vs-solve-rate figure, offline), drawn and
+    labelled in its panel."""
+    agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
+    n = max(1, len(agents))
+    fig, axes = new_figure(1, n, size=(min(5.2 * n, 13.0), 5.2))
+    if not agents:
+        empty_figure(axes[0], "episodes")
         return fig
     configs = list(dict.fromkeys(table["config"]))
     color = dict(zip(configs, _colors(len(configs))))
-    agents = list(dict.fromkeys(table["agent"]))
-    shape = {a: _SHAPES[i % len(_SHAPES)] for i, a in enumerate(agents)}
-    for r in table.to_dict("records"):
-        xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
-        yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
-        lab = r["config"] + (f" ({r['agent']})" if len(agents) > 1 else "")
-        ax.errorbar([r["tokens_sent"]], [r["success"]], xerr=xerr, yerr=yerr, fmt=shape[r["agent"]], color=color[r["config"]], capsize=3, label=lab, alpha=0.9)
-    for a in agents:
-        front = M.pareto_front(table[table["agent"] == a], "tokens_sent", "success", maximize=(False, True))
+    for ax, a in zip(axes, agents):
+        g = table[table["agent"] == a]
+        span_x = max(float(g["tokens_sent"].max() - g["tokens_sent"].min()), 1.0)
+        placed: list[tuple[float, float]] = []
+        for r in g.sort_values(["success", "tokens_sent"], ascending=[False, True]).to_dict("records"):
+            xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
+            yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
+            ax.errorbar(
+                [r["tokens_sent"]],
+                [r["success"]],
+                xerr=xerr,
+                yerr=yerr,
+                fmt="o",
+                color=color[r["config"]],
+                capsize=3,
+                alpha=0.9,
+            )
+            # names of points that nearly coincide are stacked downwards instead of printed over each other
+            pos = (float(r["tokens_sent"]) / span_x, float(r["success"]))
+            near = sum(abs(pos[0] - q[0]) < 0.25 and abs(pos[1] - q[1]) < 0.05 for q in placed)
+            placed.append(pos)
+            ax.annotate(
+                r["config"],
+                (r["tokens_sent"], r["success"]),
+                xytext=(4, 4 - 10 * near),
+                textcoords="offset points",
+                fontsize=7,
+                color=color[r["config"]],
+            )
+        front = M.pareto_front(g, "tokens_sent", "success", maximize=(False, True)).sort_values("tokens_sent")
         if len(front) > 1:
-            ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0)
-    ax.set_xlabel("tokens sent per episode (sum over model calls)")
-    ax.set_ylabel("success rate")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_title("Closed loop: cost vs success (95% task-bootstrap CI; dashed: frontier)")
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=7, ncol=2)
+            ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0, label="frontier")
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_xlabel("tokens sent per episode (sum over model calls)")
+        ax.set_ylim(-0.05, 1.1)
+        ax.set_title(f"agent {a}", fontsize=9)
+    axes[0].set_ylabel("success rate")
+    fig.suptitle("Closed loop: cost vs success per agent (95% task-bootstrap CI; dashed: the frontier)", fontsize=10)
     return fig
 
 
 def failure_modes(table: Any, kinds: Sequence[str]) -> Any:
     """Share of episodes showing each failure kind (columns ``kinds`` of
-    :func:`~h9eval.analysis.report_closedloop.failure_modes`), grouped bars per configuration."""
-    rows = len(table) if table is not None else 0
-    fig, (ax,) = _figure(size=(9.0, 3.0 + 0.3 * rows))
-    if not rows:
-        _empty(ax, "episodes")
+    :func:`~h9eval.analysis.episodes.failure_modes`): one panel per agent, one row of grouped
+    bars per configuration, one colour per failure kind."""
+    agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
+    configs = list(dict.fromkeys(table["config"])) if agents else []
+    n = max(1, len(agents))
+    fig, axes = new_figure(1, n, size=(min(4.6 * n + 2.0, 13.0), 2.2 + 0.38 * max(len(configs), 1)))
+    if not agents:
+        empty_figure(axes[0], "episodes")
         return fig
     shown = [k for k in kinds if k in table.columns and table[k].sum() > 0]
     if not shown:
-        _empty(ax, "failures")
+        empty_figure(axes[0], "failures")
         return fig
-    labels = [f"{r['config']} ({r['agent']})" for r in table.to_dict("records")]
     h = 0.8 / len(shown)
-    for j, (k, c) in enumerate(zip(shown, _colors(len(shown)))):
-        ys = [i + j * h for i in range(rows)]
-        ax.barh(ys, table[k] / table["episodes"], height=h, color=c, label=k.replace("_", " "))
-    ax.set_yticks([i + 0.4 - h / 2 for i in range(rows)], labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("share of episodes")
-    ax.set_title("Closed loop: failure modes by kind")
-    ax.legend(fontsize=7, loc="lower right")
+    colors = dict(zip(shown, _colors(len(shown))))
+    for i, (ax, a) in enumerate(zip(axes, agents)):
+        g = table[table["agent"] == a].set_index("config").reindex(configs)
+        for j, k in enumerate(shown):
+            ys = [r + j * h for r in range(len(configs))]
+            ax.barh(
+                ys,
+                (g[k] / g["episodes"]).fillna(0),
+                height=h,
+                color=colors[k],
+                label=k.replace("_", " ") if i == 0 else None,
+            )
+        ax.set_yticks([r + 0.4 - h / 2 for r in range(len(configs))], configs if i == 0 else [], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("share of episodes")
+        ax.set_title(f"agent {a}", fontsize=9)
+    fig.suptitle("Closed loop: failure modes by kind", fontsize=10)
+    fig.legend(loc="outside lower center", fontsize=7, ncol=min(len(shown), 4))
     return fig
 
 
@@ -83,9 +119,9 @@ def retention_vs_success(pairs: Any) -> Any:
     one colour per configuration (the validation study's data). Success is jittered a little
     vertically (deterministically) so equal points stay visible."""
     agents = list(dict.fromkeys(pairs["agent_id"])) if pairs is not None and len(pairs) else []
-    fig, axes = _figure(1, max(1, len(agents)), size=(4.5 * max(1, len(agents)), 4.5))
+    fig, axes = new_figure(1, max(1, len(agents)), size=(4.5 * max(1, len(agents)), 4.5))
     if not agents:
-        _empty(axes[0], "paired open- and closed-loop runs")
+        empty_figure(axes[0], "paired open- and closed-loop runs")
         return fig
     configs = list(dict.fromkeys(pairs["config"]))
     color = dict(zip(configs, _colors(len(configs))))

@@ -69,6 +69,12 @@ __all__ = [
     "Adjustment",
     "compare_family",
     "comparisons_frame",
+    "MeanInterval",
+    "RankCorrelation",
+    "mean_interval",
+    "spearman",
+    "spearman_interval",
+    "spearman_rows",
 ]
 
 BETTER = "better"
@@ -466,3 +472,131 @@ def comparisons_frame(comparisons: Sequence[PairedComparison]) -> Any:
 
     cols = list(PairedComparison.__dataclass_fields__)
     return pd.DataFrame([c.as_dict() for c in comparisons], columns=cols)
+
+
+# -- rank correlation and a mean's interval (the closed-loop report's statistics) ---------------
+@dataclass(frozen=True)
+class MeanInterval:
+    """A mean over tasks and its task-bootstrap percentile interval (NaN without values)."""
+
+    mean: float
+    lo: float
+    hi: float
+
+    def __iter__(self) -> Any:
+        return iter((self.mean, self.lo, self.hi))
+
+
+def mean_interval(values: Any, n_boot: int, seed: int, level: float = DEFAULT_LEVEL) -> MeanInterval:
+    """The mean of ``values`` (one per task) and its bootstrap interval (:func:`bootstrap_means`)."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return MeanInterval(math.nan, math.nan, math.nan)
+    lo, hi = percentile_interval(bootstrap_means(vals, n_resamples=n_boot, seed=seed), level)
+    return MeanInterval(sum(vals) / len(vals), lo, hi)
+
+
+@dataclass(frozen=True)
+class RankCorrelation:
+    """Spearman's rho, its task-bootstrap interval and the resamples that gave a rho."""
+
+    rho: float
+    lo: float
+    hi: float
+    n_resamples: int
+
+    def __iter__(self) -> Any:
+        return iter((self.rho, self.lo, self.hi, self.n_resamples))
+
+
+def _avg_ranks(x: Any) -> Any:
+    import numpy as np
+
+    a = np.asarray(x, dtype=float)
+    order = np.argsort(a, kind="mergesort")
+    _, inv, counts = np.unique(a[order], return_inverse=True, return_counts=True)
+    avg = np.cumsum(counts) - (counts - 1) / 2.0
+    r = np.empty(len(a))
+    r[order] = avg[inv]
+    return r
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant
+    or there are fewer than 3 points."""
+    import numpy as np
+
+    if len(x) != len(y):
+        raise ConfigError(f"spearman: x and y must have the same length, got {len(x)} and {len(y)}")
+    if len(x) < 3:
+        return math.nan
+    rx, ry = _avg_ranks(x), _avg_ranks(y)
+    sx, sy = rx.std(), ry.std()
+    if sx == 0 or sy == 0:
+        return math.nan
+    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
+
+
+def _batch_ranks(a: Any) -> Any:
+    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array."""
+    import numpy as np
+
+    b, n = a.shape
+    order = np.argsort(a, axis=1, kind="mergesort")
+    srt = np.take_along_axis(a, order, axis=1)
+    pos = np.broadcast_to(np.arange(n), (b, n))
+    new_group = np.ones((b, n), dtype=bool)
+    new_group[:, 1:] = srt[:, 1:] != srt[:, :-1]
+    start = np.maximum.accumulate(np.where(new_group, pos, 0), axis=1)
+    end_group = np.ones((b, n), dtype=bool)
+    end_group[:, :-1] = new_group[:, 1:]
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(end_group, pos, n), axis=1), axis=1), axis=1)
+    ranks = np.empty((b, n))
+    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=1)
+    return ranks
+
+
+def spearman_rows(x: Any, y: Any) -> Any:
+    """Spearman's rho per row of two 2-D arrays (NaN where a row of either is constant)."""
+    import numpy as np
+
+    rx, ry = _batch_ranks(x), _batch_ranks(y)
+    rx = rx - rx.mean(axis=1, keepdims=True)
+    ry = ry - ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (rx * ry).sum(axis=1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def spearman_interval(df: Any, n_boot: int, seed: int, level: float = DEFAULT_LEVEL) -> RankCorrelation:
+    """Spearman's rho of columns ``x`` and ``y`` over the rows of ``df`` and its task-bootstrap
+    interval (``task_id``s drawn with replacement, every row of a drawn task kept): a
+    :class:`RankCorrelation`. Resamples with a constant side are left out (``n_resamples``
+    counts those that gave a rho)."""
+    import numpy as np
+
+    rho = spearman(df["x"].tolist(), df["y"].tolist())
+    tasks = sorted(set(df["task_id"]))
+    if math.isnan(rho) or len(tasks) < 3:
+        return RankCorrelation(rho, math.nan, math.nan, 0)
+    xy = df[["x", "y"]].to_numpy(dtype=float)
+    tid = df["task_id"].to_numpy()
+    rows_of = [np.flatnonzero(tid == t) for t in tasks]
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
+    if len({len(r) for r in rows_of}) == 1:
+        # every task has the same number of rows: all resamples at once
+        idx = np.stack(rows_of)[draws].reshape(n_boot, -1)
+        r = spearman_rows(xy[idx, 0], xy[idx, 1])
+        vals = r[~np.isnan(r)]
+    else:
+        out = []
+        for d in draws:
+            m = xy[np.concatenate([rows_of[i] for i in d])]
+            out.append(spearman(m[:, 0], m[:, 1]))
+        vals = np.asarray([v for v in out if not math.isnan(v)])
+    if not len(vals):
+        return RankCorrelation(rho, math.nan, math.nan, 0)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(vals, [a, 1 - a])
+    return RankCorrelation(rho, float(lo), float(hi), int(len(vals)))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from h9eval.core.messages import Message
 from h9eval.core.paths import shared_dir
-from h9eval.core.token_counters import _CJK_SAMPLE, _MILLI, CalibratedEstimate, _bpe, calibrate, content_kind, message_fields
+from h9eval.core.token_counters import CJK_SAMPLE, MILLI_TOKENS, CalibratedEstimate, bpe_counter, calibrate, content_kind, message_fields
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, TokenCounter
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import load_tasks
@@ -42,7 +42,7 @@ def calibration_corpus(recorded_dir: str | os.PathLike[str] | None = None) -> li
     if p.exists():
         for t in load_tasks(p):
             msgs.extend(t.messages)
-    msgs.extend(Message("user", s) for s in _CJK_SAMPLE)
+    msgs.extend(Message("user", s) for s in CJK_SAMPLE)
     return msgs
 
 
@@ -53,7 +53,7 @@ def message_token_table(messages: Sequence[Message], *, counter: TokenCounter | 
     default ``BpeCounter()``). Input of :func:`h9eval.analysis.metrics.token_estimate_error`."""
     import pandas as pd
 
-    bpe = counter or _bpe()
+    bpe = counter or bpe_counter()
     cal = CalibratedEstimate()
     rows = []
     for i, m in enumerate(messages):
@@ -67,7 +67,7 @@ def message_token_table(messages: Sequence[Message], *, counter: TokenCounter | 
                 "kind": content_kind(main),
                 "bytes": m.nbytes,
                 "est_tokens": m.nbytes / 4,
-                "calibrated_tokens": sum(cal.field_units(s) for s in fields) / _MILLI,
+                "calibrated_tokens": sum(cal.field_units(s) for s in fields) / MILLI_TOKENS,
                 "bpe_tokens": bpe.message_units(m),
             }
         )
@@ -84,7 +84,7 @@ def call_token_table(task: Task, *, counter: TokenCounter | None = None, context
     ``context_window_tokens``. Input of :func:`h9eval.analysis.metrics.tier_misclassification`."""
     import pandas as pd
 
-    bpe = counter or _bpe()
+    bpe = counter or bpe_counter()
     cal = CalibratedEstimate()
     rows = []
     b = bu = cu = 0

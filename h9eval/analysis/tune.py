@@ -34,8 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
+from h9eval.core.billing import billing_config_from_dict
+from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.sweeps.sweep import sweep
 from h9eval.analysis import metrics as M
 from h9eval.analysis import stats as S
@@ -52,20 +55,16 @@ from h9eval.tasks.model import Task
 __all__ = ["MODELS", "DEFAULT_GRID", "HeldOutCheck", "TuneResult", "tune", "split_tasks", "unexercised_tasks", "load_models", "model_info", "to_toml"]
 
 MODELS: dict[str, dict[str, Any]] = {
-    # context windows (tokens) and list prices (USD per million input/output tokens) as published
-    # by the vendors when this table was written; prices change, so override them with
-    # load_models() for cost bounds that matter. None = unknown.
-    "claude-sonnet-4-6": {"context_window_tokens": 200_000, "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
-    "claude-sonnet-4-5": {"context_window_tokens": 200_000, "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0},
-    "claude-opus-4-1": {"context_window_tokens": 200_000, "input_usd_per_mtok": 15.0, "output_usd_per_mtok": 75.0},
-    "claude-haiku-4-5": {"context_window_tokens": 200_000, "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 5.0},
-    "gpt-4o": {"context_window_tokens": 128_000, "input_usd_per_mtok": 2.5, "output_usd_per_mtok": 10.0},
-    "gpt-4o-mini": {"context_window_tokens": 128_000, "input_usd_per_mtok": 0.15, "output_usd_per_mtok": 0.6},
-    "gpt-4.1": {"context_window_tokens": 1_047_576, "input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
-    "gemini-2.5-pro": {"context_window_tokens": 1_048_576, "input_usd_per_mtok": 1.25, "output_usd_per_mtok": 10.0},
-    "kimi-k3": {"context_window_tokens": 1_048_576, "input_usd_per_mtok": None, "output_usd_per_mtok": None},
+    name: {
+        "context_window_tokens": info.context_window_tokens,
+        "input_usd_per_mtok": info.input_usd_per_mtok,
+        "output_usd_per_mtok": info.output_usd_per_mtok,
+    }
+    for name, info in PRICE_TABLE.items()
+    if info.context_window_tokens is not None
 }
-"""Built-in model registry: ``context_window_tokens`` and optional prices per million tokens."""
+"""Built-in model registry: ``context_window_tokens`` and optional prices per million tokens,
+derived from the one dated model table :data:`h9eval.core.prices.MODELS`."""
 
 DEFAULT_GRID: dict[str, list[Any]] = {
     "warn_frac": [0.5, 0.6, 0.7],
@@ -76,6 +75,14 @@ DEFAULT_GRID: dict[str, list[Any]] = {
     "offload_threshold_bytes": [2000, 4000],
 }
 """The coarse grid when none is given (invalid orderings such as ``warn >= soft`` are skipped)."""
+
+OBJECTIVES = ("retention", "cost_usd")
+"""What the tuner recommends among the configs whose retention is not distinguishable from the
+best: the most robust (``retention``) or the cheapest in billed dollars per task (``cost_usd``)."""
+
+COST_RETENTION_GUARD = 0.02
+"""With ``objective="cost_usd"``: a config whose mean retention is more than this below the best's
+is never recommended, even when too few tasks make the paired test unable to tell them apart."""
 
 _INT_PARAMS = ("min_tail_messages", "offload_threshold_bytes", "offload_hook_threshold_bytes")
 
@@ -235,7 +242,8 @@ def unexercised_tasks(tasks: Sequence[Task], *, window: int, warn_frac: float) -
 
 
 # -- evaluation --------------------------------------------------------------------------------
-def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str) -> Any:
+def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str,
+                    billing: Mapping[str, Any] | None = None) -> Any:
     spec = {
         "name": out.name,
         "tasks": {"specs": list(specs)},
@@ -243,6 +251,7 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
         "probes": {"scorers": ["recall"]},
         "summarizer": {"name": "offline"},
         "history_modes": [history_mode],
+        "billing": dict(billing or {}),
     }
     r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=False)
     res = r.load()
@@ -257,7 +266,8 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
     return rm, res.calls
 
 
-def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str) -> Any:
+def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str,
+                     billing: Mapping[str, Any] | None = None) -> Any:
     import pandas as pd
 
     probe_fn = make_probe_fn(["recall"])
@@ -265,7 +275,8 @@ def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], histor
     for i, c in enumerate(configs):
         pol = make_policy("progressive", **c)
         for t in tasks:
-            r = replay(t, pol, summarizer=make_summarizer("offline"), config=ReplayConfig(history_mode=history_mode), probe_fn=probe_fn, session_store=False)
+            r = replay(t, pol, summarizer=make_summarizer("offline"), config=ReplayConfig(history_mode=history_mode,
+                       billing=billing_config_from_dict(billing)), probe_fn=probe_fn, session_store=False)
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
             rms.append(rm)
@@ -317,6 +328,8 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
                 "fallbacks": int(g["fallbacks"].sum()),
                 "summarizer_calls_per_run": float(g["summarizer_calls"].mean()) if len(g) else 0.0,
                 "cost_usd_per_run": float(cost.mean()) if len(g) else 0.0,
+                # dollars per task as the provider bills them (prompt caching; NaN when unpriced)
+                "billed_cost_usd_per_run": float(g["cost_usd"].mean()) if len(g) and "cost_usd" in g.columns else math.nan,
                 "_per_task": json.dumps({str(t): float(v) for t, v in zip(g["task_id"], g["retention"])}, sort_keys=True),
             }
         )
@@ -355,12 +368,14 @@ class _Choice:
     """Row positions not distinguishable from ``best`` (``best`` included)."""
 
 
-def _choose(ev: Any, *, level: float, n_resamples: int, seed: int) -> _Choice:
+def _choose(ev: Any, *, level: float, n_resamples: int, seed: int, objective: str = "retention") -> _Choice:
     """Among feasible configs: the best by mean retention; those whose paired task-level
     difference to it is not clearly worse (Holm-adjusted bootstrap; with fewer tasks than
     :func:`~h9eval.analysis.stats.min_tasks_for` nothing is distinguishable); among them the
     most robust: the best worst-task retention, then the most headroom on the worst task, then
-    tokens saved, then fewer summarizer calls. With nothing feasible: the least-violating."""
+    tokens saved, then fewer summarizer calls; with ``objective="cost_usd"`` the cheapest of them
+    in billed dollars per task (retention is then the guard, not the goal). With nothing
+    feasible: the least-violating."""
     ev = ev.reset_index(drop=True)
     f = ev[ev["feasible"]]
     if not len(f):
@@ -370,11 +385,14 @@ def _choose(ev: Any, *, level: float, n_resamples: int, seed: int) -> _Choice:
     best = int(f.sort_values(["retention", "tokens_saved"], ascending=[False, False], kind="stable").index[0])
     verdicts = _indistinguishable(ev, best, level=level, n_resamples=n_resamples, seed=seed)
     tied = [best, *(i for i, v in verdicts.items() if v != S.WORSE)]
-    t = ev.loc[tied].sort_values(
-        ["retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention"],
-        ascending=[False, True, False, True, False],
-        kind="stable",
-    )
+    keys = ["retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention"]
+    ascending = [False, True, False, True, False]
+    if objective == "cost_usd":
+        # the guard: retention within COST_RETENTION_GUARD of the best, whatever the test can tell
+        floor = float(ev["retention"].iloc[best]) - COST_RETENTION_GUARD
+        tied = [i for i in tied if float(ev["retention"].iloc[i]) >= floor]
+        keys, ascending = ["billed_cost_usd_per_run", *keys], [True, *ascending]
+    t = ev.loc[tied].sort_values(keys, ascending=ascending, kind="stable", na_position="last")
     return _Choice(best=best, pick=int(t.index[0]), tied=tuple(sorted(tied)))
 
 
@@ -556,6 +574,7 @@ def tune(
     allow_unexercised: bool = False,
     level: float = S.DEFAULT_LEVEL,
     n_resamples: int = S.DEFAULT_RESAMPLES,
+    objective: str = "retention",
 ) -> TuneResult:
     """Search progressive thresholds for ``window`` (tokens) or ``model``'s window.
 
@@ -563,7 +582,10 @@ def tune(
     ``grid``: parameter → values (default :data:`DEFAULT_GRID`; any ``ProgressiveCompactor``
     field works, invalid combinations are skipped). ``refine_rounds``: local refinement rounds
     after the grid (default 1; 0 = grid only). ``max_summarizer_calls``: bound on the mean
-    summarizer calls per run; ``max_cost_usd``: bound on the mean summarizer cost per run (USD;
+    summarizer calls per run; ``objective``: ``retention`` (default: the most robust of the
+    configs whose retention is not distinguishable from the best) or ``cost_usd`` (the cheapest of
+    them in dollars per task as the provider bills them, the calls billed as ``model``);
+    ``max_cost_usd``: bound on the mean summarizer cost per run (USD;
     the offline summarizer's token counts are priced at ``model``'s rates when it has them).
     ``out_dir``: where sweeps, ``recommended.toml``, ``evidence.csv`` and ``tune.png`` go
     (default: a temporary folder, nothing kept). ``workers``: sweep worker processes (1 =
@@ -598,7 +620,10 @@ def tune(
             raise ConfigError(did_you_mean(k, sorted(fields), what="parameter of policy 'progressive'"))
         if not isinstance(g[k], (list, tuple)) or not g[k]:
             raise ConfigError(f"grid.{k} must be a non-empty list, got {g[k]!r}")
-    base = {**(base_params or {}), "context_window_tokens": window}
+    given = dict(base_params or {})
+    # the one window rule of every run: a base_params window of another value is an error, not replaced
+    base = {**given, "context_window_tokens": run_window(make_policy("progressive", **given), window,
+                                                         explicit="context_window_tokens" in given).window_tokens}
     grid_pts = _grid_points(g, base)
     if not grid_pts:
         raise ConfigError("no valid config in the grid (check that warn < soft < full < emergency is possible)")
@@ -631,15 +656,18 @@ def tune(
     seen: dict[str, int] = {}
     frames: list[Any] = []
     stat = {"level": level, "n_resamples": n_resamples, "seed": split_seed}
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    billing = {"model": model} if model is not None else {}  # bill the calls as the tuned model
 
     def run_stage(stage: str, cands: list[dict[str, Any]]) -> None:
         new = [c for c in cands if _key(c) not in seen]
         if not new:
             return
         if use_sweep:
-            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode)
+            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode, billing)
         else:
-            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode)
+            rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode, billing)
         ev = _aggregate(rm, calls, new, minfo, **stat)
         ev.insert(0, "stage", stage)
         ev["params_json"] = [_key(c) for c in new]
@@ -664,10 +692,10 @@ def tune(
         run_stage("grid", grid_pts)
         for k in range(refine_rounds):
             ev = evidence()
-            cur = json.loads(ev["params_json"].iloc[_choose(ev, **stat).pick])
+            cur = json.loads(ev["params_json"].iloc[_choose(ev, **stat, objective=objective).pick])
             run_stage(f"refine{k + 1}", _refine(cur, g, k))
         ev = evidence()
-        choice = _choose(ev, **stat)
+        choice = _choose(ev, **stat, objective=objective)
         ev["tied"] = [i in choice.tied for i in range(len(ev))]
         ev["best"] = [i == choice.pick for i in range(len(ev))]
         b = ev.iloc[choice.pick]

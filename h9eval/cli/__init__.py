@@ -13,14 +13,15 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from h9eval.cli import compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
+from h9eval.cli import bills, compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
 from h9eval.core.errors import H9InputError
 from h9eval.core.provenance import h9eval_version
+from h9eval.core.storage import storage_error_line
 
 __all__ = ["main", "build_parser"]
 
 # The commands, in the order ``h9eval --help`` lists them.
-_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, demo)
+_COMMANDS = (conformance, policies, tasks, run, sweep, report, ledger, compare, tune, export, bills, demo)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,9 +30,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed metadata is read only when asked for (not for every command)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"h9eval {h9eval_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps).")
-    p.add_argument("--version", action="version", version=f"h9eval {h9eval_version()}")
+    p.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in _COMMANDS:
@@ -56,9 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if os.environ.get("H9EVAL_DEBUG"):
             raise
-        where = f" ({e.filename})" if isinstance(e, OSError) and e.filename and str(e.filename) not in str(e) else ""
-        msg = " ".join(str(e).split()) or type(e).__name__
-        print(f"h9eval {args.command}: error: {msg[:500]}{where} [{type(e).__name__}]", file=sys.stderr)
+        msg = storage_error_line(e) if not isinstance(e, RecursionError) else " ".join(str(e).split())
+        print(f"h9eval {args.command}: error: {msg[:500]} [{type(e).__name__}]", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("h9eval: interrupted", file=sys.stderr)

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval.closedloop.worlds import world_registry
+from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
+from h9eval.core.anthropic import MAX_RETRIES_LIMIT, CallLimits
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import run_task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -44,6 +50,21 @@ def parse_indices(raw: str, option: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def add_call_limit_options(p: argparse.ArgumentParser) -> None:
+    """``--request-timeout-s`` and ``--max-retries``: every command that can call a model has them."""
+    p.add_argument("--request-timeout-s", type=float, default=None, metavar="S",
+                   help="seconds per model request attempt (Anthropic summarizer, llm probes, live agent; default 60)")
+    p.add_argument("--max-retries", type=int, default=None, metavar="N",
+                   help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)")
+
+
+def call_limits(args: argparse.Namespace) -> CallLimits | None:
+    """The :class:`CallLimits` the options give (``None`` when neither was given)."""
+    if args.request_timeout_s is None and args.max_retries is None:
+        return None
+    return CallLimits(request_timeout_s=args.request_timeout_s, max_retries=args.max_retries)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)")
     p.add_argument("--task", default=None, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
@@ -57,12 +78,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
     p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
-    p.add_argument("--history-mode", default="view", choices=["view", "write_back"])
-    p.add_argument("--writeback-rules", default="v3", choices=["v2", "v3"])
-    p.add_argument("--window", type=int, default=None, help="the run's context window (tokens); sets the policy's context_window_tokens unless --set gives another")
+    p.add_argument("--history-mode", default="view", choices=HISTORY_MODES)
+    p.add_argument("--writeback-rules", default="v3", choices=WRITEBACK_RULES)
+    p.add_argument(
+        "--window", type=int, default=None,
+        help="the run's context window (tokens), with --task and --world alike: every policy runs at it "
+        "(it replaces the policy's default context_window_tokens; --set context_window_tokens=<another> is an error)",
+    )
     p.add_argument(
         "--window-peak-frac", type=float, default=None, metavar="FRAC",
-        help="instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, so every task compacts",
+        help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, "
+        "so every task compacts",
     )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
@@ -72,6 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"refuse a probe grid scoring more than N probes (probe x checkpoint) per task (default {DEFAULT_MAX_PROBES:,})",
     )
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
+    add_call_limit_options(p)
     p.set_defaults(func=_run)
 
 
@@ -98,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         probe_every_k=args.probe_every,
         max_probes=args.max_probes,
         out_dir=args.out,
+        call_limits=call_limits(args),
     )
     for r in results:
         s = r.summary()
@@ -105,11 +133,26 @@ def _run(args: argparse.Namespace) -> int:
         for k, v in s.items():
             if k != "run_id":
                 print(f"  {k:>22}: {v}")
+        if len(r.calls):
+            print(f"  {'tokens_saved':>22}: {_tokens_saved_line(r.calls)}")
     return 0
 
 
+def _tokens_saved_line(calls: pd.DataFrame) -> str:
+    """The headline number: the share of tokens the policy saved against the raw transcript
+    (:func:`~h9eval.analysis.metrics.tokens_saved`), with the two sums it compares."""
+    saved = float(tokens_saved(calls)["tokens_saved"].iloc[0])
+    sent, raw = int(calls["tokens_sent"].sum()), int(calls["raw_tokens_sent"].sum())
+    return f"{saved:.3f} (sent {sent:,} of the raw transcript's {raw:,} tokens over {len(calls)} calls)"
+
+
 def _run_world(args: argparse.Namespace) -> int:
-    for flag, given in (("--compact-at", args.compact_at), ("--probes", args.probes), ("--probe-every", args.probe_every)):
+    for flag, given in (
+        ("--compact-at", args.compact_at),
+        ("--probes", args.probes),
+        ("--probe-every", args.probe_every),
+        ("--window-peak-frac", args.window_peak_frac),  # a world has no transcript to size it from
+    ):
         if given:
             raise ConfigError(f"{flag} applies to --task replays only")
     run = run_world(
@@ -127,6 +170,7 @@ def _run_world(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         out_dir=args.out,
         scale=args.scale,
+        call_limits=call_limits(args),
     )
     print(format_episode(run))
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from h9eval.cli.run import add_call_limit_options, call_limits
 from h9eval.sweeps.sweep import sweep
 
 
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resume", action="store_true", help="rerun every cell, even those already finished")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
+    add_call_limit_options(p)  # over the spec's request_timeout_s / max_retries
     p.set_defaults(func=_run)
 
 
@@ -33,6 +35,7 @@ def _run(args: argparse.Namespace) -> int:
         resume=not args.no_resume,
         progress=not args.no_progress,
         skip_invalid=args.skip_invalid,
+        call_limits=call_limits(args),
         **({} if args.max_cells is None else {"max_cells": args.max_cells}),
     )
     print(f"sweep {r.name}: {r.n_cells} cells: {r.ok} ok, {r.failed} failed, {len(r.skipped)} skipped (invalid)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import check_input_path
-from h9eval.tasks import _is_sqlite, tasks_to_jsonl
+from h9eval.tasks import is_sqlite, tasks_to_jsonl
 from h9eval.tasks.datasets import DatasetSource, dataset_row_task, load_dataset_tasks, parse_dataset_spec
 from h9eval.tasks.recorded import inspect_task, summarize_task
 from h9eval.tasks.recorded.harness9_db import list_sessions, load_session_task
@@ -56,7 +56,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _inspect_path(args: argparse.Namespace) -> dict[str, object]:
     check_input_path(args.path, what="task")
-    if _is_sqlite(Path(args.path)):
+    if is_sqlite(Path(args.path)):
         return _inspect_db(args.path, args.session)
     try:
         return inspect_task(args.path, format=args.format)

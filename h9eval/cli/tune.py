@@ -21,6 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-summarizer-calls", type=float, default=None, help="bound on mean summarizer calls per run")
     p.add_argument("--max-cost-usd", type=float, default=None, help="bound on mean summarizer cost per run (USD)")
     p.add_argument("--history-mode", default="write_back", choices=["view", "write_back"])
+    p.add_argument(
+        "--objective",
+        default="retention",
+        choices=["retention", "cost_usd"],
+        help="among configs whose retention is not distinguishable from the best: the most robust (retention, "
+        "default) or the cheapest in dollars per task as the provider bills them (cost_usd; retention is the guard)",
+    )
     p.add_argument("--holdout-frac", type=float, default=0.25, help="share of tasks held out of the search and replayed with the recommendation (default 0.25)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the tuning/held-out split (default 0)")
     p.add_argument(
@@ -58,6 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         workers=args.workers,
         models=load_models(args.models_file),
         history_mode=args.history_mode,
+        objective=args.objective,
         holdout_frac=args.holdout_frac,
         split_seed=args.split_seed,
         safety_margin_frac=args.safety_margin_frac,

@@ -2,11 +2,10 @@
 
 ``run_episode(world, agent, policy, seed=...)`` resets the world, puts its system prompt and
 task in the history, and then, at every step: delivers a pending user message from the world
-(a mid-episode correction), compacts the history with the policy exactly as the open-loop
-replay does (``policy.start(CompactionEnv(...))``, ``compactor.compact(history)``, the
-tool-time :class:`~h9eval.compaction.offload.OffloadHook` for policies that carry
-``offload_hook_threshold_bytes``; ``history_mode`` ``view`` or ``write_back`` with harness9's
-write-back rules), serialises the view, asks the agent for one action, checks it, executes it
+(a mid-episode correction), compacts the history with the step the open-loop replay runs too
+(:class:`~h9eval.compaction.step.CallStep`: the tool-time offload hook for policies that declare
+one, ``history_mode`` ``view`` or ``write_back`` with harness9's write-back rules, forced
+retries while the view exceeds the window), serialises the view, asks the agent for one action, checks it, executes it
 in the world and appends the call and its (possibly offloaded) result.
 
 Enforced by the harness, not trusted to the agent:
@@ -55,14 +54,21 @@ from h9eval.closedloop.worlds.base import (
     params_dict,
 )
 from h9eval.closedloop.worlds import make_world
-from h9eval.compaction.base import Compaction, CompactionEnv, LogicalClock, Policy, params_hash, policy_params
+from h9eval.compaction.base import CompactionEnv, LogicalClock, Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy, policy_from_dict
-from h9eval.compaction.offload import OffloadHook, ToolOutput
-from h9eval.compaction.records import CompactionRecord, Tier
+from h9eval.compaction.step import (
+    HISTORY_MODES,
+    WRITEBACK_RULES,
+    CallRequest,
+    CallStep,
+    StepRules,
+    run_window,
+    tool_time_hook,
+)
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import Summarizer
-from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
+from h9eval.core.tokens import estimate_tool_tokens
 from h9eval.summarizers.registry import make_summarizer
 
 __all__ = [
@@ -80,7 +86,6 @@ __all__ = [
     "stress_settings",
 ]
 
-HISTORY_MODES = ("view", "write_back")
 TERMINATIONS = ("done", "max_steps", "loop", "hard_failure")
 _PREFIX_SENTENCE = "Reference handbook, keep verbatim: every tool call is logged and audited. "
 
@@ -130,9 +135,10 @@ class EpisodeConfig:
     writeback_rules: str = "v3"
     #: agent steps (model calls) before the episode is cut off
     max_steps: int = 60
-    #: window for ratios and overflow when the policy has none (default 200,000)
+    #: the run's window (tokens): it replaces a policy's default window, and a policy without one
+    #: is measured against it (``None``: the policy's own, else 200,000; see ``compaction.step.run_window``)
     context_window_tokens: int | None = None
-    #: ``None``: the tool-time offload hook is on for policies with ``offload_hook_threshold_bytes``
+    #: ``None``: the tool-time offload hook is on for policies that declare a hook threshold
     tool_time_offload: bool | None = None
     #: steps in a row without a new subgoal that repeat an earlier call after a compaction or
     #: re-read an unchanged result: a loop
@@ -144,7 +150,7 @@ class EpisodeConfig:
     def __post_init__(self) -> None:
         if self.history_mode not in HISTORY_MODES:
             raise ConfigError(f"EpisodeConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}")
-        if self.writeback_rules not in ("v2", "v3"):
+        if self.writeback_rules not in WRITEBACK_RULES:
             raise ConfigError(f"EpisodeConfig.writeback_rules must be v2 or v3, got {self.writeback_rules!r}")
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise ConfigError(f"EpisodeConfig.max_steps must be an integer >= 1, got {self.max_steps!r}")
@@ -221,6 +227,8 @@ class Episode:
     #: (fact_id, present) for each ground-truth fact whose consuming tool was called: was its
     #: value in the view at the first such call?
     facts_at_need: tuple[tuple[str, bool], ...] = ()
+    #: the view sent at each step (one per ``steps`` entry), for the billing model
+    views: tuple[tuple[Message, ...], ...] = field(default=(), repr=False, compare=False)
 
     # -- measures --------------------------------------------------------------------------
     @property
@@ -371,22 +379,28 @@ def run_episode(
 def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | None, seed: int, cfg: EpisodeConfig, root: Path) -> Episode:
     world.reset(seed)
     tools = world.tool_specs
-    tool_tokens = estimate_tool_tokens(tools)
     system_prompt = world.system_prompt + _prefix(cfg.stress.irreducible_prefix_bytes)
     task_prompt = world.task_prompt
     session_id = f"{world.kind}-{seed}"
+    at_window = run_window(policy, cfg.context_window_tokens)
+    policy, window = at_window.policy, at_window.window_tokens
     env = CompactionEnv(summarizer=summarizer, offload_root=root, session_id=session_id, clock=LogicalClock(), seed=seed)
-    compactor = policy.start(env)
-    window = int(getattr(policy, "context_window_tokens", 0) or 0) or cfg.context_window_tokens or DEFAULT_CONTEXT_WINDOW_TOKENS
-    hook_threshold = getattr(policy, "offload_hook_threshold_bytes", None)
-    hook_on = cfg.tool_time_offload if cfg.tool_time_offload is not None else hook_threshold is not None
-    hook = None
-    if hook_on:
-        # the policy's threshold when it has one, else the hook's own default (harness9's 10,000)
-        hook = OffloadHook(root, session_id, threshold_bytes=int(hook_threshold)) if hook_threshold is not None else OffloadHook(root, session_id)
+    rules = StepRules(
+        history_mode=cfg.history_mode,
+        writeback_rules=cfg.writeback_rules,
+        overflow_retries=cfg.overflow_retries,
+        tool_time_offload=cfg.tool_time_offload,
+    )
+    session = CallStep(
+        policy.start(env),
+        rules,
+        window_tokens=window,
+        tool_schema_tokens=estimate_tool_tokens(tools),
+        hook=tool_time_hook(policy, rules, env),
+        history=[Message("system", system_prompt), Message("user", task_prompt)],
+    )
     read_kinds = {name for name, kind in world.tool_kinds.items() if kind == READ} | {"read_file"}
 
-    history: list[Message] = [Message("system", system_prompt), Message("user", task_prompt)]
     originals: dict[str, str] = {}  # call id -> the tool's full result text
     executed: dict[tuple[str, str], str] = {}  # (tool, arguments) -> the latest result
     records: list[StepRecord] = []
@@ -402,9 +416,10 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
     for step in range(1, cfg.max_steps + 1):
         note = world.interjection()
         if note is not None:
-            history.append(Message("user", note))
-        cs = _compact_for_call(compactor, history, cfg, window, tool_tokens, step)
-        view, history, sent, forced, compacted, base = cs.view, cs.history, cs.sent, cs.forced, cs.compacted, cs.base
+            session.arrive(Message("user", note))
+        req = session.before_call()
+        view, sent, forced, compacted = req.view, req.stats.tokens_sent, req.forced_compactions, req.stats.compacted
+        base = _step_fields(step, req)
         if sent > window:
             # the API would refuse this call and no compaction can shrink the view any further
             records.append(StepRecord(**base, tool="", arguments=""))
@@ -424,7 +439,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         actions.append(action)
         if action.done:
             records.append(StepRecord(**base, tool="", arguments=""))
-            history.append(Message("assistant", action.note))
+            session.arrive(Message("assistant", action.note))
             terminated, declared_done = "done", True
             break
         invented = invented_values(action, view, tools, system_prompt)
@@ -433,16 +448,16 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             terminated = "hard_failure"
             break
         call = ToolCall(f"call_{step:03d}", action.tool or "", action.arguments)
-        history.append(Message("assistant", action.note, (call,)))
+        session.arrive(Message("assistant", action.note, (call,)))
         mid_call = False
         if step in cfg.stress.compact_between_call_and_result_at:
             # harness9's /compact rewrites the session whatever the history mode
-            forced_view = list(compactor.compact(history, force=True).view)
-            mid_call = forced_view != history
-            history = forced_view
-        out = _execute(world, root, call, action.args, view, originals, executed, read_kinds, hook)
+            forced_view = list(session.compactor.compact(session.history, force=True).view)
+            mid_call = forced_view != session.history
+            session.replace_history(forced_view)
+        out = _execute(world, root, call, action.args, view, originals, executed, read_kinds)
         repeat, same_result = out.repeat, out.same_result
-        history.append(Message("user", out.content, (), call.id, out.is_error))
+        offloaded = session.arrive(Message("user", out.content, (), call.id, out.is_error))
         records.append(
             StepRecord(
                 **base,
@@ -451,7 +466,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
                 is_error=out.is_error,
                 refetch=out.refetch,
                 redundant_read=out.redundant,
-                offloaded_tool_time=out.offloaded,
+                offloaded_tool_time=offloaded,
                 compacted_mid_call=mid_call,
             )
         )
@@ -483,7 +498,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         terminated_by=terminated,
         declared_done=declared_done,
         steps=tuple(records),
-        history=tuple(history),
+        history=tuple(session.history),
         ledger=tuple(world.ledger),
         ground_truth=truth,
         tools=tools,
@@ -493,57 +508,29 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         invented_values=invented,
         loop_reason=loop_reason,
         facts_at_need=_facts_at_need(truth, actions, views, tools),
+        views=tuple(views),
     )
 
 
-@dataclass(frozen=True)
-class _CallCompaction:
-    """The view one model call sends, and what compacting cost to get there."""
-
-    view: tuple[Message, ...]
-    history: list[Message]
-    sent: int
-    forced: int
-    compacted: bool
-    base: dict[str, Any]
-
-
-def _compact_for_call(compactor: Any, history: list[Message], cfg: EpisodeConfig, window: int, tool_tokens: int, step: int) -> _CallCompaction:
-    """Compact before a model call as the replay does, then force further compactions while the
-    view (plus the tool schemas) overflows the window, up to ``cfg.overflow_retries``."""
-    before = list(history)
-    comps = [compactor.compact(history, tokens=sum(m.nbytes for m in history) // 4)]
-    view = comps[-1].view
-    if cfg.history_mode == "write_back" and _writes_back(comps[-1].record, view, cfg.writeback_rules) and list(view) != history:
-        history = list(view)
-    sent = _tokens(view) + tool_tokens
-    forced = 0
-    while sent > window and forced < cfg.overflow_retries:
-        comps.append(compactor.compact(view, force=True))
-        forced += 1
-        view = comps[-1].view
-        sent = _tokens(view) + tool_tokens
-        if cfg.history_mode == "write_back":
-            history = list(view)
-    compacted = _compacted(comps, before)
-    summ = [sc for c in comps if c.record is not None for sc in c.record.extra.get("summary_calls", [])]
-    base: dict[str, Any] = {
+def _step_fields(step: int, req: CallRequest) -> dict[str, Any]:
+    """The fields of a :class:`StepRecord` the call step measured."""
+    st = req.stats
+    return {
         "step": step,
-        "history_messages": len(before),
-        "history_tokens": _tokens(before),
-        "view_messages": len(view),
-        "view_tokens": _tokens(view),
-        "tokens_sent": sent,
-        "tier_name": max((c.tier for c in comps), default=Tier.NONE).label,
-        "compacted": compacted,
-        "forced_compactions": forced,
-        "protocol_errors": len(protocol_errors(view)),
-        "summarizer_calls": len(summ),
-        "summarizer_input_tokens": sum(s.input_tokens for s in summ),
-        "summarizer_output_tokens": sum(s.output_tokens for s in summ),
-        "summarizer_cost_usd": float(sum(s.cost_usd for s in summ)),
+        "history_messages": st.history_messages,
+        "history_tokens": st.history_tokens,
+        "view_messages": st.msgs_after,
+        "view_tokens": st.view_tokens,
+        "tokens_sent": st.tokens_sent,
+        "tier_name": st.tier_name,
+        "compacted": st.compacted,
+        "forced_compactions": req.forced_compactions,
+        "protocol_errors": len(protocol_errors(req.view)),
+        "summarizer_calls": st.summarizer_calls,
+        "summarizer_input_tokens": st.summarizer_input_tokens,
+        "summarizer_output_tokens": st.summarizer_output_tokens,
+        "summarizer_cost_usd": st.summarizer_cost_usd,
     }
-    return _CallCompaction(tuple(view), history, sent, forced, compacted, base)
 
 
 @dataclass(frozen=True)
@@ -556,7 +543,6 @@ class _ToolRun:
     repeat: bool
     same_result: bool
     redundant: bool
-    offloaded: bool
 
 
 def _execute(
@@ -568,10 +554,9 @@ def _execute(
     originals: dict[str, str],
     executed: dict[tuple[str, str], str],
     read_kinds: set[str],
-    hook: OffloadHook | None,
 ) -> _ToolRun:
-    """Run ``call`` in the world (or serve an offload placeholder's file), book re-fetches and
-    repeats, and apply the tool-time offload hook."""
+    """Run ``call`` in the world (or serve an offload placeholder's file), and book re-fetches
+    and repeats (the result then joins the history through the tool-time hook)."""
     refetch = ""
     path = args.get("path") if call.name == "read_file" else None
     if isinstance(path, str) and path.startswith(OFFLOAD_DIR_PREFIX):
@@ -593,48 +578,14 @@ def _execute(
     redundant = refetch == "" and call.name in read_kinds and same_result
     executed[key] = result
     originals[call.id] = result
-    content = result
-    offloaded = False
-    if hook is not None:
-        n = len(hook.offloaded)
-        content = hook.after_execute(call, ToolOutput(call.id, result, is_error)).output
-        offloaded = len(hook.offloaded) > n
-    return _ToolRun(content, is_error, refetch, repeat, same_result, redundant, offloaded)
+    return _ToolRun(result, is_error, refetch, repeat, same_result, redundant)
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _tokens(msgs: Sequence[Message]) -> int:
-    return sum(m.nbytes for m in msgs) // 4
-
-
 def _prefix(nbytes: int) -> str:
     if nbytes <= 0:
         return ""
     return "\n\n" + (_PREFIX_SENTENCE * (nbytes // len(_PREFIX_SENTENCE) + 1))[:nbytes]
-
-
-def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
-    """harness9's write-back predicate (spec §2.3), as the replay applies it."""
-    if rec is None or not view:
-        return False
-    if rules == "v2":
-        return rec.error == "" and (rec.msgs_after < rec.msgs_before or bool(rec.offloaded))
-    if rec.error != "" and rec.tier != Tier.EMERGENCY:
-        return False
-    return rec.msgs_after < rec.msgs_before or rec.tokens_after < rec.tokens_before or bool(rec.offloaded)
-
-
-def _compacted(comps: Sequence[Compaction], before: Sequence[Message]) -> bool:
-    """Some compaction of this step changed what is sent (the replay's definition; a forced
-    compaction without a record counts when its view differs from the history)."""
-    for c in comps:
-        rec = c.record
-        if rec is None:
-            if list(c.view) != list(before):
-                return True
-        elif c.changed_what_is_sent:
-            return True
-    return False
 
 
 def _read_offload(root: Path, path: str) -> str:

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from h9eval.closedloop.agents import make_agent
 from h9eval.closedloop.analysis import episode_to_dict, export_task
@@ -30,14 +30,22 @@ from h9eval.closedloop.worlds import WORLDS, make_world, parse_world_spec
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy, policy_param_names
 from h9eval.compaction.records import Tier
+from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns
+from h9eval.core.messages import Message, ToolCall
 from h9eval.core.errors import ConfigError
+from h9eval.core.anthropic import CallLimits
+from h9eval.core.lock import folder_lock
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
-from h9eval.results.schema import CALL_COLUMNS, CALLS_SCHEMA_VERSION, EPISODES_SCHEMA_VERSION
+from h9eval.results.schema import EPISODES_SCHEMA_VERSION, call_row, calls_frame
 from h9eval.results.tables import episodes_table
 from h9eval.summarizers.registry import build_summarizer
 from h9eval.tasks.model import Task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "DEFAULT_EXPORT_AGENT",
@@ -109,77 +117,74 @@ def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task
     }
 
 
-def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> Any:
-    """The episode's model calls as ``calls`` rows (:data:`CALL_COLUMNS`, a replay's dtypes).
+def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.DataFrame:
+    """The episode's model calls as ``calls`` rows (:func:`~h9eval.results.schema.call_row`, the
+    replay's builder and dtypes).
 
-    What the closed loop does not measure per call is zero or empty: offload bytes, summarizer
-    latency and cache hits, fallbacks, write-backs and masking counts."""
-    import pandas as pd
-
+    What the closed loop does not record per step is zero or empty: offload bytes, summarizer
+    latency and cache hits, fallbacks, write-backs and masking counts. The billed columns come
+    from :func:`episode_bills` (no uncompacted transcript: ``raw_cost_usd`` is NaN; an episode
+    without its views leaves them unknown)."""
     rows = []
-    window = episode.context_window_tokens
-    for s in episode.steps:
-        tier = Tier.parse(s.tier_name)
-        known = {
-            "schema_version": CALLS_SCHEMA_VERSION,
-            "run_id": run_id,
-            "task_id": task_id,
-            "policy_kind": episode.policy_kind,
-            "params_hash": episode.params_hash,
-            "history_mode": episode.config.history_mode,
-            "call_index": s.step - 1,
-            "message_index": s.history_messages,
-            "context_window_tokens": window,
-            "history_tokens": s.history_tokens,
-            "history_messages": s.history_messages,
-            "tool_schema_tokens": s.tokens_sent - s.view_tokens,
-            "tokens_sent": s.tokens_sent,
-            "ratio_to_window": s.tokens_sent / window if window else 0.0,
-            "tier": int(tier),
-            "tier_name": s.tier_name,
-            "compacted": s.compacted,
-            "msgs_before": s.history_messages,
-            "msgs_after": s.view_messages,
-            "view_tokens": s.view_tokens,
-            "offloads_tool_time_count": int(s.offloaded_tool_time),
-            "summarizer_calls": s.summarizer_calls,
-            "summarizer_input_tokens": s.summarizer_input_tokens,
-            "summarizer_output_tokens": s.summarizer_output_tokens,
-            "summarizer_cost_usd": s.summarizer_cost_usd,
-            "forced_truncation": s.forced_compactions > 0,
-            "overflow": s.tokens_sent > window,
-            "overflow_tokens": max(0, s.tokens_sent - window),
-        }
-        rows.append({c: known.get(c, _ZERO.get(c, 0)) for c in CALL_COLUMNS})
-    if not rows:
-        return pd.DataFrame(columns=list(CALL_COLUMNS))
-    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=_DTYPES[c]) for c in CALL_COLUMNS})
+    bills = episode_bills(episode)
+    for i, s in enumerate(episode.steps):
+        rows.append(
+            call_row(
+                {
+                    "run_id": run_id,
+                    "task_id": task_id,
+                    "policy_kind": episode.policy_kind,
+                    "params_hash": episode.params_hash,
+                    "history_mode": episode.config.history_mode,
+                    "call_index": s.step - 1,
+                    "message_index": s.history_messages,
+                    "context_window_tokens": episode.context_window_tokens,
+                    "history_tokens": s.history_tokens,
+                    "history_messages": s.history_messages,
+                    "tool_schema_tokens": s.tokens_sent - s.view_tokens,
+                    "tokens_sent": s.tokens_sent,
+                    "tier": int(Tier.parse(s.tier_name)),
+                    "tier_name": s.tier_name,
+                    "compacted": s.compacted,
+                    "msgs_before": s.history_messages,
+                    "msgs_after": s.view_messages,
+                    "view_tokens": s.view_tokens,
+                    "offloads_tool_time_count": int(s.offloaded_tool_time),
+                    "summarizer_calls": s.summarizer_calls,
+                    "summarizer_input_tokens": s.summarizer_input_tokens,
+                    "summarizer_output_tokens": s.summarizer_output_tokens,
+                    "summarizer_cost_usd": s.summarizer_cost_usd,
+                    "forced_truncation": s.forced_compactions > 0,
+                    **(bill_columns(bills[i]) if i < len(bills) else {}),
+                }
+            )
+        )
+    return calls_frame(rows)
 
 
-_ZERO: dict[str, Any] = {
-    "summarizer_latency_s": 0.0,
-    "fallback": False,
-    "fallback_error": "",
-    "fallback_cause": "",
-    "written_back": False,
-    "manual_compact": False,
-    "thrash_avoided": False,
-}
-_DTYPES: dict[str, str] = {
-    **{c: "int64" for c in CALL_COLUMNS},
-    "run_id": "str",
-    "task_id": "str",
-    "policy_kind": "str",
-    "params_hash": "str",
-    "history_mode": "str",
-    "tier_name": "str",
-    "fallback_error": "str",
-    "fallback_cause": "str",
-    "ratio_to_window": "float64",
-    "summarizer_latency_s": "float64",
-    "summarizer_cost_usd": "float64",
-    **{c: "bool" for c in ("compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided")},
-}
+def episode_bills(episode: Episode, billing: BillingConfig | None = None) -> list[SessionBills]:
+    """Each step's bill (:mod:`h9eval.core.billing`): the view sent, after the tool schemas; the
+    reply as the step's tool call (its note is not kept); time between steps from the stated
+    timing model; tokens new since the previous step = the view's messages the previous view did
+    not hold (a compaction's summary counts as new here, unlike in the open-loop replay)."""
+    views = episode.views
+    if not views:
+        return []
+    steps = episode.steps
+    tools_tokens = max(steps[0].tokens_sent - steps[0].view_tokens, 0) if steps else 0
+    cfg = billing or BillingConfig()
+    biller = SessionBiller(cfg, prefix_tokens=cfg.prefix_tokens if cfg.prefix_tokens is not None else tools_tokens)
+    out: list[SessionBills] = []
+    previous: Message | None = None
+    seen: set[Message] = set()
+    for i, (s, view) in enumerate(zip(steps, views)):
+        reply = Message("assistant", "", (ToolCall(f"call_{s.step:03d}", s.tool, s.arguments),) if s.tool else ())
+        new = sum(m.nbytes for m in view if m not in seen) // 4
+        summ = [(s.summarizer_input_tokens, s.summarizer_output_tokens)] if s.summarizer_calls else []
+        out.append(biller.call(i, view=view, raw_view=None, output=reply, previous_output=previous,
+                               appended_tokens=new, summarizer_calls=summ))
+        previous, seen = reply, set(view)
+    return out
 
 
 def world_task(kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60) -> Task:
@@ -207,23 +212,27 @@ def run_world(
     out_dir: str | os.PathLike[str] | None = None,
     scale: str = "",
     stress: StressSettings | None = None,
+    call_limits: CallLimits | None = None,
 ) -> WorldRun:
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
     ``agent_params``, e.g. ``{"cassette": "x.jsonl"}`` for ``anthropic``) × ``policy`` (a name
     with ``params``, or a policy object) and its ``keep_all`` oracle; see the module docstring.
+    ``window``: the run's window (tokens), the same rule as :func:`~h9eval.runs.run.run_task`'s
+    (:func:`~h9eval.compaction.step.run_window`).
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
     second paid episode, and a cassette holds only the episode it recorded). ``scale="default"``:
     the family's default scale (:class:`~h9eval.closedloop.worlds.WorldScale`): its parameters
     under ``world_params``, its window for a policy named here that has a window and is not
     given one in ``params``, its step budget unless ``max_steps`` is given. ``stress``: the
-    episode's :class:`~h9eval.closedloop.episode.StressSettings`."""
+    episode's :class:`~h9eval.closedloop.episode.StressSettings`. ``call_limits``: the
+    request timeout and retries of the live agent and a model summarizer."""
     kind, seed = parse_world_spec(world)
     if scale not in ("", "default"):
         raise ConfigError(f"run_world: scale must be 'default' or empty, got {scale!r}")
     family = WORLDS.get(kind).scale if scale else None
     wparams = {**(family.params if family else {}), **dict(world_params or {})}
     make_world(kind, **wparams)  # refuse a bad parameter before anything runs
-    ag = make_agent(agent, **dict(agent_params or {}))
+    ag = make_agent(agent, call_limits=call_limits, **dict(agent_params or {}))
     if max_steps is None:
         max_steps = family.max_steps if family else 60
     if isinstance(policy, str):
@@ -235,7 +244,10 @@ def run_world(
         if params:
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
         pol = policy
-    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) else summarizer
+    # the run's window, as run_task resolves it (a window given in params is an explicit choice)
+    explicit = "context_window_tokens" in (params or {}) if isinstance(policy, str) else None
+    pol = run_window(pol, window, explicit=explicit).policy
+    summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits) if isinstance(summarizer, str) else summarizer
     common: dict[str, Any] = {
         "seed": seed,
         "history_mode": history_mode,
@@ -254,9 +266,10 @@ def run_world(
         out = prepare_out_dir(out_dir)
     run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
-        write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
-        write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
-        write_json_atomic(out / "episode.json", episode_to_dict(ep))
+        with folder_lock(out):  # two episodes written into one folder at once would mix their three files
+            write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
+            write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
+            write_json_atomic(out / "episode.json", episode_to_dict(ep))
     return run
 
 

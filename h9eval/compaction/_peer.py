@@ -18,9 +18,10 @@ ratios; the peers have no tiers, so h9eval names what a compaction *did*):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from h9eval.compaction.base import Compaction, CompactionEnv
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.messages import Message
 from h9eval.core.tokens import estimate_tokens
@@ -29,14 +30,14 @@ from h9eval.compaction.prompts import DEFAULT_PROMPTS, serialize_conversation
 
 __all__ = [
     "Continuation",
+    "ContinuedRun",
+    "PeerDecision",
     "RawHistory",
     "peer_record",
     "split_system",
     "head_end",
     "tail_start",
     "fit_newest",
-    "call_positions",
-    "paired_calls",
     "request_peer_summary",
 ]
 
@@ -151,6 +152,58 @@ class Continuation:
         self._input = self._view = None
 
 
+@dataclass
+class PeerDecision:
+    """What a peer policy did with its working list (:meth:`ContinuedRun._decide`)."""
+
+    work: list[Message]
+    """The list the decision started from (the view, when nothing changed, is this very list)."""
+    view: list[Message]
+    tier: Tier = Tier.NONE
+    error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Further record fields (``summarized``, ``summary_text``, ...)."""
+    tokens_after: int | None = None
+    """harness9's estimate of ``view`` when already known (else computed for the record)."""
+
+
+class ContinuedRun(PolicyRun):
+    """The template of the peer runners that carry their last view forward (Claude Code, Codex,
+    OpenHands, the single-threshold summary and the hybrid): one compaction starts the clock,
+    measures the history, continues from the last view (:class:`Continuation`), lets the policy
+    decide (:meth:`_decide`, the one method a runner fills in) and finishes (remember the view,
+    record it). The automatic path and the peer's ``/compact`` (``force``) both run it."""
+
+    def __init__(self, policy: Any, env: CompactionEnv) -> None:
+        self.policy = policy
+        self.env = env
+        self.calls: list[Any] = []
+        self.cont = Continuation()
+
+    def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
+        start_ns = self.env.clock.now_ns()
+        tb = tokens if tokens is not None else estimate_tokens(history)
+        base, carried = self.cont.base(history)
+        d = self._decide(base, base_tokens=None if carried else tb, force=force)
+        return self.cont.finish(
+            self.env, history, d.work, d.view, d.tier, carried,
+            tokens_before=tb, tokens_after=d.tokens_after, start_ns=start_ns, error=d.error, extra=d.extra, **d.fields,
+        )
+
+    def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
+        """Compact ``base`` (the history continued from the last view); ``base_tokens``: its
+        harness9 estimate when known (``None`` when the view was carried over); ``force``: the
+        peer's ``/compact``, whatever the usage."""
+        raise NotImplementedError
+
+    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
+        return self._run(history, tokens, force=False)
+
+    def _force(self, history: Sequence[Message]) -> Compaction:
+        return self._run(history, None, force=True)
+
+
 def split_system(msgs: Sequence[Message]) -> tuple[list[Message], list[Message]]:
     """``([system], rest)`` when the list starts with a system message, else ``([], all)``."""
     if msgs and msgs[0].role == "system":
@@ -187,34 +240,6 @@ def fit_newest(fixed: Sequence[Message], rest: Sequence[Message], below_tokens: 
     if start == len(rest) and rest:
         start -= 1
     return start
-
-
-def call_positions(msgs: Sequence[Message]) -> list[tuple[int, int]]:
-    """Every tool call by position: ``(message index, call index within the message)``, in
-    transcript order. Only assistant messages carry calls that count."""
-    return [(i, k) for i, m in enumerate(msgs) if m.role == "assistant" for k in range(len(m.tool_calls))]
-
-
-def paired_calls(msgs: Sequence[Message]) -> dict[int, int]:
-    """``{result message index: position of its call in call_positions(msgs)}``.
-
-    A result is paired with the *nearest preceding* call of its id, so a provider that reuses
-    ids (every call ``call_0``) still pairs each result with its own call; this is how the
-    peers select (by position, never by id alone). A result with no preceding call of its id
-    is left out."""
-    latest: dict[str, int] = {}
-    out: dict[int, int] = {}
-    pos = 0
-    for i, m in enumerate(msgs):
-        if m.tool_call_id:
-            j = latest.get(m.tool_call_id)
-            if j is not None:
-                out[i] = j
-        if m.role == "assistant":
-            for tc in m.tool_calls:
-                latest[tc.id] = pos
-                pos += 1
-    return out
 
 
 class RawHistory:

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from h9eval.compaction.records import CompactionRecord, FileRecordStore, Tier
 from h9eval.core.errors import ConfigError
@@ -37,6 +37,7 @@ __all__ = [
     "Compactor",
     "PolicyRun",
     "Policy",
+    "WindowedPolicy",
     "register",
     "field_docs",
     "POLICIES",
@@ -256,10 +257,52 @@ class Policy:
         """The token budget the view is guaranteed to respect, when ``claims_budget``."""
         return None
 
+    # -- what a run needs to know (declared here, never discovered from the fields) ----------
+    def window_tokens(self) -> int | None:
+        """The context window (tokens) the policy's thresholds are fractions of; ``None`` for a
+        policy without one, which runs at the run's window as it is
+        (:func:`~h9eval.compaction.step.run_window`)."""
+        return None
+
+    @classmethod
+    def default_window_tokens(cls) -> int | None:
+        """:meth:`window_tokens` of the policy left at its defaults (``None``: it has no window)."""
+        return None
+
+    def at_window(self, window_tokens: int) -> Self:
+        """This policy at ``window_tokens`` (a validated copy); a policy without a window is itself."""
+        return self
+
+    def hook_threshold_bytes(self) -> int | None:
+        """The tool-time offload hook's threshold (bytes) when the policy runs harness9's hook as
+        tool results arrive (spec §7.1); ``None``: no hook unless a run asks for one."""
+        return None
+
     # -- helpers for subclasses ------------------------------------------------------------
     def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
         if not ok:
             raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
+
+
+class WindowedPolicy(Policy):
+    """A policy whose thresholds are fractions of its ``context_window_tokens`` field (each
+    subclass declares the field, with its own default and docstring)."""
+
+    context_window_tokens: int
+
+    def window_tokens(self) -> int:
+        return self.context_window_tokens
+
+    @classmethod
+    def default_window_tokens(cls) -> int:
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        default: int = defaults["context_window_tokens"]  # type: ignore[assignment]
+        return default
+
+    def at_window(self, window_tokens: int) -> Self:
+        if window_tokens == self.context_window_tokens:
+            return self
+        return dataclasses.replace(self, context_window_tokens=window_tokens)  # type: ignore[type-var]
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -37,7 +37,7 @@ def budget_for_window(window_tokens: int) -> int:
     return q if window_tokens >= 0 else -q
 
 
-def _eff_max(max_tokens: int) -> int:
+def effective_max_tokens(max_tokens: int) -> int:
     return max_tokens if max_tokens > 0 else DEFAULT_BUDGET_TOKENS
 
 
@@ -51,7 +51,7 @@ def budget_compact(msgs: Sequence[Message], max_tokens: int, min_tail: int, *, c
 
     ``cum``: the messages' cumulative byte counts (``cum[i]`` the bytes of ``msgs[:i]``, as
     :class:`h9eval.core.history.PrefixBytes` keeps them between calls); computed when absent."""
-    budget, k = _eff_max(max_tokens), _eff_tail(min_tail)
+    budget, k = effective_max_tokens(max_tokens), _eff_tail(min_tail)
     if not msgs:
         return list(msgs)
     if cum is None:
@@ -99,7 +99,7 @@ def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int, *, index: G
     if len(rest) <= 1:
         return list(msgs)
     anchor = rest[0]
-    budget = _eff_max(max_tokens) - estimate_tokens([msgs[0], anchor])
+    budget = effective_max_tokens(max_tokens) - estimate_tokens([msgs[0], anchor])
     at = index.kept(msgs, budget) if index is not None else None
     if at is not None:
         return repair_tool_pairs([msgs[0], anchor, *(msgs[j] for j in at)])

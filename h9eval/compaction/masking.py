@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from h9eval.compaction._peer import call_positions, paired_calls
+from h9eval.compaction.repair import call_positions, paired_calls
 from h9eval.core.history import IncrementalView
 from h9eval.core.messages import Message
 

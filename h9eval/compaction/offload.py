@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import stat
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +108,12 @@ class _Writer:
         self.session_id = session_id
         self.harness9_paths = harness9_paths
         self._first: dict[str, str] = {}  # tool call id -> digest of the first output written for it
+        # The session folder once a write has verified it: an open descriptor (reached without
+        # following a symlink) and its device and inode. Later writes into it open the file
+        # relative to the descriptor after one lstat shows the path still names that folder,
+        # instead of checking every component again (a dozen system calls per file).
+        self._session_dir: tuple[int, int, int] | None = None
+        self._close_session_dir: weakref.finalize | None = None
 
     def rel_dir(self) -> str:
         if self.harness9_paths:
@@ -134,6 +142,55 @@ class _Writer:
         folder (an id containing ``/`` in compatibility mode) fails, and the caller fails open.
         """
         rel_dir = self.rel_dir()
+        parent, name = posixpath.split(rel_file)
+        if parent == rel_dir and self._session_dir is not None and "\x00" not in rel_file:
+            dir_fd = self._verified_session_dir(rel_dir)
+            if dir_fd is not None:
+                self._write_file(name, content, self.root / rel_file, dir_fd)
+                return
+        self._write_checked(rel_dir, rel_file, content)
+        if parent == rel_dir and self._session_dir is None:
+            self._open_session_dir(rel_dir)
+
+    def _verified_session_dir(self, rel_dir: str) -> int | None:
+        """The remembered session folder's descriptor if the path still names that folder."""
+        assert self._session_dir is not None
+        fd, dev, ino = self._session_dir
+        try:
+            st = os.lstat(os.path.join(self.root, rel_dir))
+        except OSError:
+            st = None
+        if st is not None and st.st_dev == dev and st.st_ino == ino and stat.S_ISDIR(st.st_mode):
+            return fd
+        self._forget_session_dir()  # moved, removed or replaced: check every component again
+        return None
+
+    def _open_session_dir(self, rel_dir: str) -> None:
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+        if not (getattr(os, "O_DIRECTORY", 0) and getattr(os, "O_NOFOLLOW", 0)) or os.open not in os.supports_dir_fd:
+            return  # no safe descriptor walk here: every write checks every component
+        fd = -1
+        try:
+            fd = os.open(self.root, flags)
+            for part in rel_dir.split("/"):
+                nxt = os.open(part, flags, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            st = os.fstat(fd)
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            return
+        self._session_dir = (fd, st.st_dev, st.st_ino)
+        self._close_session_dir = weakref.finalize(self, os.close, fd)
+
+    def _forget_session_dir(self) -> None:
+        if self._close_session_dir is not None:
+            self._close_session_dir()
+        self._session_dir = self._close_session_dir = None
+
+    def _write_checked(self, rel_dir: str, rel_file: str, content: str) -> None:
+        """The write with every check: the paths stay under the root, no component is a symlink."""
         for rel in (rel_dir, rel_file):
             if rel.startswith("../") or rel == ".." or posixpath.isabs(rel):
                 raise OffloadError(f"offload path {rel!r} would leave the offload root")
@@ -157,9 +214,21 @@ class _Writer:
             cur = cur / part
             if os.path.islink(cur) or not os.path.isdir(cur):
                 raise OffloadError(f"{cur} is not a real directory")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        self._write_file(target, content, target, None)
+
+    def _write_file(self, path: str | Path, content: str, target: Path, dir_fd: int | None) -> None:
+        """Create ``path`` afresh (relative to ``dir_fd`` when given; never following a symlink
+        at it) and write ``content``; ``target`` is its full path, for messages. A file already
+        there is unlinked first, never truncated: a name planted as a hard link to a file
+        elsewhere is replaced, not written through (O_EXCL: nothing slips in between)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         try:
-            fd = os.open(target, flags, 0o600)
+            try:
+                if stat.S_ISREG(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode):  # a symlink stays refused (ELOOP)
+                    os.unlink(path, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            fd = os.open(path, flags, 0o600, dir_fd=dir_fd)
         except OSError as e:
             _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))
             raise OffloadError(f"cannot write {target}: {e.strerror}") from None
@@ -169,7 +238,7 @@ class _Writer:
         except OSError as e:  # ENOSPC mid-write: no half file for a placeholder to point at
             _WRITE_FAILURES.setdefault(os.fspath(self.root), []).append(str(e.strerror or e))
             try:
-                os.unlink(target)
+                os.unlink(path, dir_fd=dir_fd)
             except OSError:
                 pass
             raise OffloadError(f"cannot write {target}: {e.strerror}") from None

@@ -9,6 +9,7 @@ whose ``{conversation}`` and ``{previous_compaction}`` slots are substituted pos
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -17,9 +18,19 @@ from pathlib import Path
 
 from h9eval.compaction.anchors import ANCHOR_HEADERS, ANCHOR_TYPES, Anchor, format_anchors
 from h9eval.core.errors import ConfigError, FormatError
-from h9eval.core.messages import Message
+from h9eval.core.messages import Message, utf8_len
 
-__all__ = ["PromptSet", "DEFAULT_PROMPTS", "serialize_conversation", "previous_compaction_text", "load_prompt_file"]
+__all__ = [
+    "PromptSet",
+    "DEFAULT_PROMPTS",
+    "serialize_conversation",
+    "conversation_nbytes",
+    "ConversationText",
+    "render_template",
+    "rendered_nbytes",
+    "previous_compaction_text",
+    "load_prompt_file",
+]
 
 SYSTEM_PROMPT = (
     "You are a context compaction engine. You analyse an agent's conversation and output only "
@@ -37,7 +48,8 @@ _HINTS = {
 }
 
 
-def _first_template(types: Sequence[str]) -> str:
+@functools.lru_cache(maxsize=16)
+def _first_template(types: tuple[str, ...]) -> str:
     sections = "".join(f"### {ANCHOR_HEADERS[t]}\n{_HINTS[t]}\n\n" for t in types)
     return (
         "Compact the conversation below into a structured context compaction, using exactly this format:\n"
@@ -71,17 +83,40 @@ class PromptSet:
     first: str | None = None
     incremental: str = _INCREMENTAL
 
+    def first_template(self, types: Sequence[str] = ANCHOR_TYPES) -> str:
+        """The first summary's template (``{conversation}`` slot) for the anchor types in force."""
+        return self.first if self.first is not None else _first_template(tuple(types))
+
     def render_first(self, conversation: str, types: Sequence[str] = ANCHOR_TYPES) -> str:
-        return _render(self.first if self.first is not None else _first_template(types), conversation=conversation)
+        return render_template(self.first_template(types), conversation)
 
     def render_incremental(self, previous: str, conversation: str) -> str:
-        return _render(self.incremental, conversation=conversation, previous_compaction=previous)
+        return render_template(self.incremental, conversation, previous)
 
 
-def _render(template: str, **subs: str) -> str:
+def render_template(template: str, conversation: str, previous: str | None = None) -> str:
+    """``template`` with its ``{conversation}`` slot (and, when ``previous`` is given, its
+    ``{previous_compaction}`` slot) filled; any other brace text stays literal."""
     # The template is cut at its slots once; the inserted texts are joined in, never scanned,
     # and the conversation is copied once (no regex pass over a prompt that holds it).
+    subs = {"conversation": conversation} if previous is None else {"conversation": conversation, "previous_compaction": previous}
     return "".join(p if i % 2 == 0 else subs.get(p, "{" + p + "}") for i, p in enumerate(_pieces(template)))
+
+
+def rendered_nbytes(template: str, conversation_bytes: int, previous: str | None = None) -> int:
+    """UTF-8 bytes of :func:`render_template` ``(template, conversation, previous)`` for a
+    conversation of ``conversation_bytes`` bytes, without building the text."""
+    n = 0
+    for i, p in enumerate(_pieces(template)):
+        if i % 2 == 0:
+            n += utf8_len(p)
+        elif p == "conversation":
+            n += conversation_bytes
+        elif previous is not None:
+            n += utf8_len(previous)
+        else:
+            n += len(p) + 2  # the slot stays literal: "{previous_compaction}"
+    return n
 
 
 _PIECES: dict[str, tuple[str, ...]] = {}
@@ -137,6 +172,41 @@ def serialize_conversation(head: Sequence[Message]) -> str:
     if parts:
         parts[0] = parts[0][1:]  # no newline before the first line
     return "".join(parts)
+
+
+class ConversationText:
+    """:func:`serialize_conversation` for one compactor's successive heads: a head that starts
+    with the previous one (the same message objects, as successive view-mode heads do) is
+    serialised by extending the previous text with its new messages instead of rebuilding it."""
+
+    def __init__(self) -> None:
+        self._head: tuple[Message, ...] = ()
+        self._text = ""
+
+    def __call__(self, head: Sequence[Message]) -> str:
+        prev, n = self._head, len(self._head)
+        if n and len(head) >= n and all(a is b for a, b in zip(head, prev)):
+            rest = serialize_conversation(head[n:])
+            text = self._text + "\n" + rest if self._text and rest else self._text or rest
+        else:
+            text = serialize_conversation(head)
+        self._head, self._text = tuple(head), text
+        return text
+
+
+def conversation_nbytes(head: Sequence[Message]) -> int:
+    """UTF-8 bytes of :func:`serialize_conversation` ``(head)``, without building the text (an
+    offline summarizer needs only the size, for its token estimate)."""
+    n = 0
+    for m in head:
+        if m.tool_call_id != "":
+            n += 17 + utf8_len(m.tool_call_id) + m.content_nbytes  # "\n[tool_result " id "]: " content
+            continue
+        if m.content != "":
+            n += 5 + utf8_len(m.role) + m.content_nbytes  # "\n[" role "]: " content
+        for tc in m.tool_calls:
+            n += 17 + utf8_len(tc.name) + utf8_len(tc.id) + utf8_len(tc.arguments)  # "\n[tool_call " name "(" id ")]: " args
+    return n - 1 if n else 0  # no newline before the first line
 
 
 def previous_compaction_text(

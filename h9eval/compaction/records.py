@@ -13,7 +13,8 @@ from typing import Any
 from h9eval.compaction.anchors import Anchor
 from h9eval.core.errors import FormatError
 from h9eval.core.tokens import go_escape
-from h9eval.core.paths import safe_name
+from h9eval.core.paths import refuse_hard_link, safe_name
+from h9eval.core.storage import tag_path
 
 __all__ = [
     "EXTRA_MASKED",
@@ -43,6 +44,8 @@ EXTRA_NA_OVERWRITES_PREVENTED = "na_overwrites_prevented"
 """``list[str]``: anchor kinds the N/A-safe merge kept instead of overwriting."""
 EXTRA_OFFLOAD_PLACEHOLDERS = "offload_placeholders"
 """``dict[str, str]``: tool-call id -> placeholder text of the results this compaction offloaded."""
+EXTRA_MIN_GAIN_DEFERRED = "min_gain_deferred"
+"""``True`` when the minimum-gain rule deferred a summary that would not repay the cache it destroys."""
 
 
 class Tier(IntEnum):
@@ -228,8 +231,13 @@ class FileRecordStore:
         except OSError as e:
             what = "is a symlink; refusing to follow it" if p.is_symlink() else f"cannot open record file ({e.strerror or e})"
             raise FormatError(what, path=str(p)) from None
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(rec.to_jsonl_line())
+        refuse_hard_link(p, what="record file", fd=fd)
+        try:
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
+                f.write(rec.to_jsonl_line())
+        except OSError as e:  # ENOSPC at the write or the close names no file by itself
+            tag_path(e, p)
+            raise
 
     def list(self, session_id: str) -> list[CompactionRecord]:
         p = self.path_for(session_id)

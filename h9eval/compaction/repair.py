@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from h9eval.core.messages import Message
 
-__all__ = ["repair_tool_pairs", "REPAIR_PLACEHOLDER", "pairing_problems"]
+__all__ = ["repair_tool_pairs", "REPAIR_PLACEHOLDER", "pairing_problems", "call_positions", "paired_calls"]
 
 REPAIR_PLACEHOLDER = "[工具结果不可用：上下文已被压缩]"
 
@@ -56,3 +56,31 @@ def pairing_problems(msgs: Sequence[Message]) -> list[str]:
         if rid not in calls:
             probs.append(f"result {rid!r} has no call")
     return probs
+
+
+def call_positions(msgs: Sequence[Message]) -> list[tuple[int, int]]:
+    """Every tool call by position: ``(message index, call index within the message)``, in
+    transcript order. Only assistant messages carry calls that count."""
+    return [(i, k) for i, m in enumerate(msgs) if m.role == "assistant" for k in range(len(m.tool_calls))]
+
+
+def paired_calls(msgs: Sequence[Message]) -> dict[int, int]:
+    """``{result message index: position of its call in call_positions(msgs)}``.
+
+    A result is paired with the *nearest preceding* call of its id, so a provider that reuses
+    ids (every call ``call_0``) still pairs each result with its own call; this is how the
+    peers select (by position, never by id alone). A result with no preceding call of its id
+    is left out."""
+    latest: dict[str, int] = {}
+    out: dict[int, int] = {}
+    pos = 0
+    for i, m in enumerate(msgs):
+        if m.tool_call_id:
+            j = latest.get(m.tool_call_id)
+            if j is not None:
+                out[i] = j
+        if m.role == "assistant":
+            for tc in m.tool_calls:
+                latest[tc.id] = pos
+                pos += 1
+    return out

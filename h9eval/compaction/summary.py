@@ -9,23 +9,32 @@ made from) and calls ``summarizer.summarize(request)``. A summarizer returns a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from h9eval.compaction.anchors import Anchor
-from h9eval.compaction.prompts import PromptSet, previous_compaction_text
+from h9eval.compaction.prompts import (
+    PromptSet,
+    conversation_nbytes,
+    previous_compaction_text,
+    render_template,
+    rendered_nbytes,
+    serialize_conversation,
+)
 from h9eval.compaction.records import EXTRA_SUMMARY_CALLS
 
 from h9eval.core.errors import SummarizerError
-from h9eval.core.messages import Message
+from h9eval.core.messages import Message, utf8_len
 
 __all__ = ["SummaryRequest", "SummaryReply", "Summarizer", "SummarizerError", "SummaryCall", "summary_request", "request_summary"]
 
 
-@dataclass(frozen=True, kw_only=True)
+_DEFAULT_TYPES = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
+
+
 class SummaryRequest:
-    """Everything one summary call needs.
+    """Everything one summary call needs (immutable).
 
     ``system_prompt`` and ``user_prompt`` are the exact texts a model receives.
     ``template`` is ``first``, ``incremental`` or ``free_text``; ``previous_compaction`` is the
@@ -34,25 +43,130 @@ class SummaryRequest:
     ``previous_anchors`` are the structured inputs, for summarizers that do not need an LLM.
     ``anchor_types`` lists the anchor sections the reply must contain, in order.
     ``timeout_s`` is harness9's 60 s summary timeout.
+
+    ``conversation`` and ``user_prompt`` are built on first use when the request is made from
+    ``head`` and a ``prompt_template`` (what :func:`summary_request` does): they hold the whole
+    head again, and a summarizer that reads the structured head (the offline ones) never needs
+    them; ``user_prompt_nbytes`` gives the prompt's size without building it. Given as texts
+    they are stored as given.
     """
 
+    __slots__ = (
+        "system_prompt", "template", "previous_compaction", "head", "previous_summary", "previous_anchors",
+        "anchor_types", "max_output_tokens", "timeout_s", "_user_prompt", "_conversation", "_prompt_template",
+        "_serialize",
+    )
     system_prompt: str
-    user_prompt: str
     template: str
     previous_compaction: str | None
-    conversation: str
-    head: tuple[Message, ...] = ()
-    previous_summary: str = ""
-    previous_anchors: tuple[tuple[str, str], ...] | None = None
-    anchor_types: tuple[str, ...] = (
-        "user_intent",
-        "execution_progress",
-        "key_decision",
-        "tried_solution",
-        "next_step",
-    )
-    max_output_tokens: int = 2048
-    timeout_s: float = 60.0
+    head: tuple[Message, ...]
+    previous_summary: str
+    previous_anchors: tuple[tuple[str, str], ...] | None
+    anchor_types: tuple[str, ...]
+    max_output_tokens: int
+    timeout_s: float
+    _user_prompt: str | None
+    _conversation: str | None
+    _prompt_template: str | None
+    _serialize: Callable[[Sequence[Message]], str] | None
+
+    def __init__(
+        self,
+        *,
+        system_prompt: str,
+        template: str,
+        previous_compaction: str | None,
+        user_prompt: str | None = None,
+        conversation: str | None = None,
+        prompt_template: str | None = None,
+        head: tuple[Message, ...] = (),
+        previous_summary: str = "",
+        previous_anchors: tuple[tuple[str, str], ...] | None = None,
+        anchor_types: tuple[str, ...] = _DEFAULT_TYPES,
+        max_output_tokens: int = 2048,
+        timeout_s: float = 60.0,
+        serialize: Callable[[Sequence[Message]], str] | None = None,
+    ) -> None:
+        if user_prompt is None and prompt_template is None:
+            raise TypeError("SummaryRequest needs user_prompt or prompt_template")
+        setter = object.__setattr__
+        setter(self, "system_prompt", system_prompt)
+        setter(self, "template", template)
+        setter(self, "previous_compaction", previous_compaction)
+        setter(self, "head", head)
+        setter(self, "previous_summary", previous_summary)
+        setter(self, "previous_anchors", previous_anchors)
+        setter(self, "anchor_types", anchor_types)
+        setter(self, "max_output_tokens", max_output_tokens)
+        setter(self, "timeout_s", timeout_s)
+        setter(self, "_user_prompt", user_prompt)
+        setter(self, "_conversation", conversation)
+        setter(self, "_prompt_template", prompt_template)
+        setter(self, "_serialize", serialize)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SummaryRequest is immutable: cannot set {name!r}")
+
+    # pickle and copy restore the slots directly (__setattr__ refuses every assignment)
+    def __getstate__(self) -> dict[str, object]:
+        # the serializer is a compactor's (its cache of the previous head): never pickled
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_serialize"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        object.__setattr__(self, "_serialize", None)
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def conversation(self) -> str:
+        if self._conversation is None:
+            serialize = self._serialize or serialize_conversation
+            object.__setattr__(self, "_conversation", serialize(self.head))
+        assert self._conversation is not None
+        return self._conversation
+
+    @property
+    def user_prompt(self) -> str:
+        if self._user_prompt is None:
+            assert self._prompt_template is not None
+            prev = self.previous_compaction if self.template == "incremental" else None
+            object.__setattr__(self, "_user_prompt", render_template(self._prompt_template, self.conversation, prev))
+        assert self._user_prompt is not None
+        return self._user_prompt
+
+    @property
+    def holds_text(self) -> bool:
+        """Whether the conversation or the prompt text exists yet (given, or built when read)."""
+        return self._conversation is not None or self._user_prompt is not None
+
+    @property
+    def user_prompt_nbytes(self) -> int:
+        """UTF-8 bytes of :attr:`user_prompt` (not built for this when it was not yet)."""
+        if self._user_prompt is not None or self._prompt_template is None:
+            return utf8_len(self.user_prompt)
+        conv = utf8_len(self._conversation) if self._conversation is not None else conversation_nbytes(self.head)
+        prev = self.previous_compaction if self.template == "incremental" else None
+        return rendered_nbytes(self._prompt_template, conv, prev)
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.system_prompt, self.user_prompt, self.template, self.previous_compaction, self.conversation,
+            self.head, self.previous_summary, self.previous_anchors, self.anchor_types, self.max_output_tokens,
+            self.timeout_s,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SummaryRequest):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, never a dict key
+
+    def __repr__(self) -> str:
+        return (
+            f"SummaryRequest(template={self.template!r}, head={len(self.head)} messages, "
+            f"user_prompt={self.user_prompt_nbytes} bytes, timeout_s={self.timeout_s!r})"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +227,6 @@ class SummaryCall:
     call: int
     template: str
     previous_compaction: str | None
-    conversation: str
     outcome: str  # response | nil_message | error
     error: str = ""
     input_tokens: int = 0
@@ -121,12 +234,18 @@ class SummaryCall:
     latency_s: float = 0.0
     cache_hit: bool = False
     cost_usd: float = 0.0
+    request: SummaryRequest | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def conversation(self) -> str:
+        """The serialised head the call was made with (built on first use)."""
+        return self.request.conversation if self.request is not None else ""
 
 
 def summary_request(
     prompts: PromptSet,
     head: Sequence[Message],
-    conversation: str,
+    conversation: str | None,
     last_summary: str,
     last_anchors: Sequence[Anchor] | None,
     types: Sequence[str],
@@ -135,21 +254,27 @@ def summary_request(
     template: str | None = None,
     previous: str | None = None,
     user_prompt: str | None = None,
+    serialize: Callable[[Sequence[Message]], str] | None = None,
 ) -> SummaryRequest:
     """The request for one summary. Without ``user_prompt`` the template is harness9's choice
-    (spec §3.10 step 3): incremental when a previous summary exists, else the first one;
-    a caller with its own prompt (e.g. free text) passes ``template``, ``previous`` and it."""
+    (spec §3.10 step 3): incremental when a previous summary exists, else the first one, and
+    the prompt is built when a summarizer reads it; a caller with its own prompt (e.g. free
+    text) passes ``template``, ``previous`` and it. ``conversation=None``: the head is
+    serialised when a summarizer reads it (by ``serialize``, e.g. a compactor's
+    :class:`~h9eval.compaction.prompts.ConversationText`, when given)."""
+    prompt_template = None
     if user_prompt is None:
         if last_summary != "":
             template = "incremental"
             previous = previous_compaction_text(last_summary, last_anchors, types)
-            user_prompt = prompts.render_incremental(previous, conversation)
+            prompt_template = prompts.incremental
         else:
             template, previous = "first", None
-            user_prompt = prompts.render_first(conversation, types)
+            prompt_template = prompts.first_template(types)
     return SummaryRequest(
         system_prompt=prompts.system,
         user_prompt=user_prompt,
+        prompt_template=prompt_template,
         template=template or "first",
         previous_compaction=previous,
         conversation=conversation,
@@ -158,6 +283,7 @@ def summary_request(
         previous_anchors=tuple((a.type, a.content) for a in last_anchors) if last_anchors is not None else None,
         anchor_types=tuple(types),
         timeout_s=timeout_s,
+        serialize=serialize,
     )
 
 
@@ -170,7 +296,7 @@ def request_summary(
     """Call ``summarizer`` as harness9 does (spec §3.10 steps 4-5) and log the call in
     ``calls`` and ``extra[EXTRA_SUMMARY_CALLS]``: the reply text, or ``None`` on any failure (no
     summarizer, an error, a timeout, a nil message). Shared by every summarising policy."""
-    call = SummaryCall(len(calls) + 1, request.template, request.previous_compaction, request.conversation, "error")
+    call = SummaryCall(len(calls) + 1, request.template, request.previous_compaction, "error", request=request)
     calls.append(call)
     extra.setdefault(EXTRA_SUMMARY_CALLS, []).append(call)
     if summarizer is None:

@@ -14,20 +14,78 @@ h9eval is imported.
 from __future__ import annotations
 
 import base64
+import json
+import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from h9eval.core.errors import ConfigError, H9Error
+from h9eval.core.messages import Message
 
-__all__ = ["API_KEY_ENV", "AnthropicAPI", "Usage", "redact", "resolve_api_key", "usage_of"]
+__all__ = [
+    "API_KEY_ENV", "AnthropicAPI", "CallLimits", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
+    "anthropic_messages", "count_of", "redact", "resolve_api_key", "usage_of",
+]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 #: characters of an API error message kept in an h9eval error (after redaction)
 ERROR_MESSAGE_CHARS = 300
 _REDACTED = "[redacted]"
+
+
+MAX_RETRIES_LIMIT = 10
+"""The most retries :class:`CallLimits` accepts (the SDK backs off exponentially: more is a hang)."""
+REQUEST_TIMEOUT_LIMIT_S = 3600.0
+"""The longest per-attempt timeout :class:`CallLimits` accepts, in seconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallLimits:
+    """How long one model request may take and how often it is retried: what every
+    model-calling command (``--request-timeout-s``, ``--max-retries``) and sweep spec
+    (``request_timeout_s``, ``max_retries``) hands down to the SDK client of each part that
+    calls a model (the Anthropic summarizers, the llm scorer's client, the live agent).
+
+    ``request_timeout_s``: seconds per HTTP attempt, in (0, 3600]; ``None`` (default) = each
+    part's own default (a summary request's ``timeout_s``, harness9's 60 s). ``max_retries``:
+    SDK retries after the first attempt (408/409/429/5xx and connection errors), 0-10;
+    ``None`` = the part's default (2). The worst wall time of one call is about
+    ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff.
+    """
+
+    request_timeout_s: float | None = None
+    max_retries: int | None = None
+
+    def __post_init__(self) -> None:
+        t = self.request_timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t)
+                              or not 0 < t <= REQUEST_TIMEOUT_LIMIT_S):
+            raise ConfigError(f"request_timeout_s must be a number of seconds in (0, {REQUEST_TIMEOUT_LIMIT_S:g}], got {t!r}")
+        r = self.max_retries
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_RETRIES_LIMIT):
+            raise ConfigError(f"max_retries must be an integer in [0, {MAX_RETRIES_LIMIT}], got {r!r}")
+
+    def client_params(self) -> dict[str, Any]:
+        """The parameters the model-calling parts take (``timeout_s``, ``max_retries``), set ones only."""
+        out: dict[str, Any] = {}
+        if self.request_timeout_s is not None:
+            out["timeout_s"] = float(self.request_timeout_s)
+        if self.max_retries is not None:
+            out["max_retries"] = self.max_retries
+        return out
+
+    def apply(self, params: dict[str, Any], *, who: str) -> dict[str, Any]:
+        """``params`` (a model-calling part's) with these limits added; one also given in
+        ``params`` with another value is a :class:`ConfigError` naming both (``who`` the part)."""
+        out = dict(params)
+        for k, v in self.client_params().items():
+            if k in out and out[k] != v:
+                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's request limit {v!r}; give one")
+            out[k] = v
+        return out
 
 
 def resolve_api_key(api_key: str | None, *, who: str) -> str:
@@ -91,16 +149,43 @@ class Usage:
     missing: bool = False
 
 
+def count_of(obj: Any, name: str, *, where: str = "usage") -> int:
+    """The token count ``obj.<name>`` of a response (0 when absent or null). Anything but a
+    non-negative integer (a string, a float, a bool) is a :class:`ValueError` that names the
+    field and the value's type, never the value: a reply can echo the key anywhere."""
+    v = getattr(obj, name, None)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        what = "a negative integer" if isinstance(v, int) and not isinstance(v, bool) else f"a {type(v).__name__}"
+        raise ValueError(f"{where}.{name} is not a non-negative integer (got {what})")
+    return v
+
+
 def usage_of(resp: Any) -> Usage:
-    """The :class:`Usage` of an SDK response (zeros, ``missing=True`` when it has none)."""
+    """The :class:`Usage` of an SDK response (zeros, ``missing=True`` when it has none); a count
+    that is not a non-negative integer is a :class:`ValueError` naming the field, not the value
+    (:meth:`AnthropicAPI.reply` maps it to the caller's error)."""
     usage = getattr(resp, "usage", None)
     if usage is None:
         return Usage(missing=True)
+    return Usage(
+        input_tokens=count_of(usage, "input_tokens"),
+        output_tokens=count_of(usage, "output_tokens"),
+        cache_creation_input_tokens=count_of(usage, "cache_creation_input_tokens"),
+        cache_read_input_tokens=count_of(usage, "cache_read_input_tokens"),
+    )
 
-    def n(name: str) -> int:
-        return int(getattr(usage, name, 0) or 0)
 
-    return Usage(n("input_tokens"), n("output_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens"))
+@dataclass(frozen=True)
+class Reply:
+    """What h9eval stores of one Messages response, every string redacted
+    (:meth:`AnthropicAPI.reply`): ``text`` the text blocks joined (``None`` without one)."""
+
+    text: str | None
+    model: str | None
+    stop_reason: str | None
+    usage: Usage
 
 
 def _error_type(body: object) -> str:
@@ -178,6 +263,42 @@ class AnthropicAPI:
         """``text`` with this client's key (and its variants) removed."""
         return redact(text, self._api_key)
 
+    def redact_obj(self, obj: Any) -> Any:
+        """``obj`` (JSON-like) with every string in it, keys included, :meth:`redact`-ed (a copy):
+        for a whole response stored as it came (a cassette)."""
+        if isinstance(obj, str):
+            return self.redact(obj)
+        if isinstance(obj, Mapping):
+            return {self.redact_obj(k): self.redact_obj(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.redact_obj(v) for v in obj]
+        return obj
+
+    def _field(self, resp: Any, name: str) -> str | None:
+        v = getattr(resp, name, None)
+        return None if v is None else self.redact(str(v))
+
+    def reply(self, resp: Any) -> Reply:
+        """The one reading of a ``messages.create`` response: the text blocks, ``model``,
+        ``stop_reason`` (each redacted: a reply can echo the key in any field) and the usage.
+        A response without a content list, or with a token count that is not a non-negative
+        integer, is :meth:`error` (naming the field, never its value)."""
+        content = getattr(resp, "content", None)
+        if not isinstance(content, list):
+            raise self.error(f"malformed response: no content list (got {type(resp).__name__})")
+        try:
+            usage = usage_of(resp)
+        except ValueError as e:
+            raise self.error(f"malformed response: {e}") from None
+        blocks = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
+        texts = [t for t in blocks if isinstance(t, str)]
+        return Reply(
+            text=self.redact("".join(texts)) if texts else None,
+            model=self._field(resp, "model"),
+            stop_reason=self._field(resp, "stop_reason"),
+            usage=usage,
+        )
+
     def error(self, detail: str) -> H9Error:
         """The h9eval error for ``detail``: redacted first, then cut, so no key prefix survives."""
         return self._error_cls(self.redact(f"{self.who}: {detail}"))
@@ -206,3 +327,42 @@ class AnthropicAPI:
     def count_tokens(self, **kwargs: Any) -> Any:
         """``messages.count_tokens`` through :meth:`call`."""
         return self.call(self.client.messages.count_tokens, timeout=None, **kwargs)
+
+
+# -- h9eval messages as a Messages API request ------------------------------------------------------
+def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if m.is_tool_result:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content or "(empty)"}
+        if m.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    if m.is_assistant:
+        out: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        for tc in m.tool_calls:
+            try:
+                args = json.loads(tc.arguments) if tc.arguments else {}
+            except json.JSONDecodeError:
+                args = {}
+            out.append({"type": "tool_use", "id": tc.id, "name": tc.name, "input": args if isinstance(args, dict) else {}})
+        return "assistant", out or [{"type": "text", "text": "(empty)"}]
+    return "user", [{"type": "text", "text": m.content or "(empty)"}]
+
+
+def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """``(system, messages)`` of a Messages API request for h9eval messages: system messages joined
+    into the system prompt; an assistant message's tool calls as ``tool_use`` blocks, tool results
+    as ``tool_result`` blocks in a user message, consecutive messages of one role merged, and a
+    user turn first (the API needs one; compaction can leave an assistant message there)."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    msgs: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        role, blocks = _blocks(m)
+        if msgs and msgs[-1]["role"] == role:
+            msgs[-1]["content"].extend(blocks)
+        else:
+            msgs.append({"role": role, "content": blocks})
+    if not msgs or msgs[0]["role"] != "user":
+        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": "(earlier context was compacted)"}]})
+    return system, msgs

@@ -26,6 +26,7 @@ __all__ = [
     "write_text_atomic",
     "write_json_atomic",
     "refuse_symlink",
+    "refuse_hard_link",
     "check_db_file",
     "cell_work_dir",
     "check_input_path",
@@ -127,14 +128,31 @@ def refuse_symlink(path: str | os.PathLike[str], *, what: str = "path") -> None:
         raise FormatError(f"{what} is a symbolic link; refusing to write through it", path=str(path))
 
 
+def refuse_hard_link(path: str | os.PathLike[str], *, what: str = "file", fd: int | None = None) -> None:
+    """Raise :class:`FormatError` naming ``path`` when the file (the open ``fd`` when given, else
+    the file at ``path`` if any) has more than one hard link: writing to it would change the file
+    the other name belongs to as well, wherever that is (a link planted in an output folder).
+    ``fd`` is closed before the error is raised."""
+    try:
+        n = os.fstat(fd).st_nlink if fd is not None else os.lstat(path).st_nlink
+    except FileNotFoundError:
+        return
+    if n > 1:
+        if fd is not None:
+            os.close(fd)
+        raise FormatError(f"{what} has {n} hard links; refusing to write through it", path=str(path))
+
+
 def check_db_file(path: str | os.PathLike[str], *, what: str = "database") -> None:
     """Before SQLite opens ``path``: refuse it (:class:`FormatError` naming it) when it, or
-    its ``-wal`` / ``-shm`` / ``-journal`` companion, is a symbolic link, or when it exists
+    its ``-wal`` / ``-shm`` / ``-journal`` companion, is a symbolic link or has a second hard
+    link, or when it exists
     and is not a regular file (a folder, a FIFO, a device). SQLite follows links and would
     modify the database they point at."""
     p = str(path)
     for q in (p, p + "-wal", p + "-shm", p + "-journal"):
         refuse_symlink(q, what=what)
+        refuse_hard_link(q, what=what)  # SQLite would write into the file the other name belongs to
     if os.path.exists(p) and not os.path.isfile(p):
         raise FormatError(f"{what} is not a regular file", path=p)
 

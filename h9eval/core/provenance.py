@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
-import platform
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,8 @@ _PACKAGES = ("h9eval", "pandas", "pyarrow", "matplotlib", "anthropic", "datasets
 @lru_cache(maxsize=1)
 def git_state() -> dict[str, Any]:
     """``{"git_commit": sha or None, "git_dirty": bool or None}`` of the h9eval checkout."""
+    import subprocess  # only when provenance is recorded: start-up (every command) does without it
+
     root = repo_root()
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -40,19 +39,34 @@ def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for p in _PACKAGES:
         try:
-            out[p] = importlib.metadata.version(p)
-        except importlib.metadata.PackageNotFoundError:
+            out[p] = _metadata().version(p)
+        except _metadata().PackageNotFoundError:
             out[p] = None
     return out
+
+
+def _platform() -> Any:
+    import platform
+
+    return platform
+
+
+def _metadata() -> Any:
+    # importlib.metadata (email, zipfile, csv...) costs a sixth of ``import h9eval``: imported
+    # when a version is asked for, not at start-up.
+    import importlib.metadata
+
+    return importlib.metadata
 
 
 @lru_cache(maxsize=1)
 def h9eval_version() -> str:
     """h9eval's version from the installed package's metadata (``0+unknown`` for a checkout on
     ``sys.path`` without an install); ``h9eval.__version__`` is this value."""
+    metadata = _metadata()
     try:
-        return importlib.metadata.version("h9eval")
-    except importlib.metadata.PackageNotFoundError:
+        return str(metadata.version("h9eval"))
+    except metadata.PackageNotFoundError:
         return "0+unknown"
 
 
@@ -61,8 +75,8 @@ def provenance() -> dict[str, Any]:
     return {
         "h9eval_version": h9eval_version(),
         **git_state(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        "python": _platform().python_version(),
+        "platform": _platform().platform(),
         "cpu_count": os.cpu_count(),
         "packages": package_versions(),
     }

@@ -30,10 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import AnthropicAPI, count_of
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message
 from h9eval.core.tokens import HARNESS9_ESTIMATE, TokenCounter
+from h9eval.core import storage
+from h9eval.core.paths import check_db_file
 
 __all__ = [
     "CONTENT_KINDS",
@@ -76,7 +78,7 @@ VOCAB_SHA256: Mapping[str, tuple[str, str]] = {
 # ``calibrate(calibration_corpus())`` (h9eval 0.1.0, quicktok 0.4.0): the corpus is every text
 # field of the synthetic presets small (seeds 0-4) and long (seed 7) plus every recorded session
 # under /work/shared/data/recorded (15 tasks: Claude Code, mini-SWE-agent, OpenHands, SWE-agent),
-# plus the built-in CJK sample ``_CJK_SAMPLE`` (the recorded sessions hold no CJK text, so ``cjk``
+# plus the built-in CJK sample ``CJK_SAMPLE`` (the recorded sessions hold no CJK text, so ``cjk``
 # rests on the synthetic corpus's few CJK fields and that sample). Over the whole corpus (1.92 M
 # BPE tokens) bytes/4 says 1.72 M (-10%) and this table 1.92 M. Kinds differ less than one might
 # expect with o200k; the main correction is the overall ~3.6 bytes/token instead of 4.
@@ -280,14 +282,14 @@ class BpeCounter:
 _BPE_SINGLETONS: dict[str, BpeCounter] = {}
 
 
-def _bpe(encoding: str = DEFAULT_ENCODING) -> BpeCounter:
+def bpe_counter(encoding: str = DEFAULT_ENCODING) -> BpeCounter:
     if encoding not in _BPE_SINGLETONS:
         _BPE_SINGLETONS[encoding] = BpeCounter(encoding)
     return _BPE_SINGLETONS[encoding]
 
 
 # -- calibrated estimate ------------------------------------------------------------------------
-_MILLI = 1000  # CalibratedEstimate's units are milli-tokens, so per-message rounding is negligible
+MILLI_TOKENS = 1000  # CalibratedEstimate's units are milli-tokens, so per-message rounding is negligible
 
 
 class CalibratedEstimate:
@@ -317,7 +319,7 @@ class CalibratedEstimate:
         """Milli-tokens of one text field."""
         if not text:
             return 0
-        return round(_utf8_len(text) * _MILLI / self.bytes_per_token[content_kind(text)])
+        return round(_utf8_len(text) * MILLI_TOKENS / self.bytes_per_token[content_kind(text)])
 
     def message_units(self, m: Message) -> int:
         hit = self._cache.get(m)
@@ -328,7 +330,7 @@ class CalibratedEstimate:
         return n
 
     def finish(self, units: int) -> int:
-        return units // _MILLI
+        return units // MILLI_TOKENS
 
     def count(self, msgs: Sequence[Message]) -> int:
         return self.finish(sum(self.message_units(m) for m in msgs))
@@ -343,7 +345,7 @@ def calibrate(messages: Iterable[Message], *, counter: BpeCounter | None = None,
     :class:`CalibratedEstimate`, which keeps the defaults for missing kinds. ``counter``: the
     reference (default ``BpeCounter()``).
     """
-    bpe = counter or _bpe()
+    bpe = counter or bpe_counter()
     nbytes: dict[str, int] = {}
     ntok: dict[str, int] = {}
     for m in messages:
@@ -358,7 +360,7 @@ def calibrate(messages: Iterable[Message], *, counter: BpeCounter | None = None,
     }
 
 
-_CJK_SAMPLE = (
+CJK_SAMPLE = (
     "上下文压缩的目标是在不丢失关键信息的前提下减少发送给模型的令牌数量。"
     "我们先把较早的工具输出写入文件，再对对话的前半部分进行摘要，最后只保留最近的几条消息。"
     "如果摘要失败，就退回到按令牌预算截断的策略，并记录一条错误。",
@@ -406,7 +408,8 @@ class AnthropicCountTokens:
         self._mem: dict[str, int] = {}
         self._db: sqlite3.Connection | None = None
         if cache_path is not None:
-            self._db = sqlite3.connect(str(cache_path), check_same_thread=False)
+            check_db_file(cache_path, what="token count cache")
+            self._db = storage.connect(str(cache_path), check_same_thread=False)  # its errors name the file
             self._db.execute("CREATE TABLE IF NOT EXISTS token_counts (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL)")
             self._db.commit()
         self._overhead: int | None = None
@@ -435,7 +438,10 @@ class AnthropicCountTokens:
                 return int(row[0])
         resp = self._api.count_tokens(model=self.model, messages=[{"role": "user", "content": text}])
         self.api_calls += 1
-        n = int(resp.input_tokens)
+        try:
+            n = count_of(resp, "input_tokens", where="count_tokens")
+        except ValueError as e:
+            raise self._api.error(f"malformed response: {e}") from None
         self._mem[k] = n
         if self._db is not None:
             self._db.execute("INSERT OR REPLACE INTO token_counts (key, tokens) VALUES (?, ?)", (k, n))
@@ -466,7 +472,7 @@ class AnthropicCountTokens:
 def make(name: str) -> TokenCounter:
     """A counter by name: ``bpe`` (quicktok o200k_base) or ``calibrated``."""
     if name == "bpe":
-        return _bpe()
+        return bpe_counter()
     if name == "calibrated":
         return CalibratedEstimate()
     raise ConfigError(did_you_mean(name, ("harness9", *COUNTER_NAMES), what="token counter"))

@@ -10,7 +10,7 @@ from typing import Any
 
 from h9eval.compaction.records import read_records
 from h9eval.core.errors import FormatError
-from h9eval.results.tables import _frame, records_to_frame
+from h9eval.results.tables import compactions_frame, records_to_frame
 
 __all__ = ["read_records_dir"]
 
@@ -53,7 +53,7 @@ def read_records_dir(path: str | os.PathLike[str], *, run_id: str | None = None)
         frames.append(records_to_frame(recs, run_id=run_id if run_id is not None else f"harness9:{sid}", session_id=sid))
     frames = [f for f in frames if len(f)]  # pandas warns when concatenating empty frames
     if not frames:
-        return _frame([])
+        return compactions_frame([])
     import pandas as pd
 
     return pd.concat(frames, ignore_index=True)

@@ -53,6 +53,7 @@ from h9eval.core.errors import FormatError, H9InputError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import go_json
 from h9eval.core.paths import check_db_file
+from h9eval.core import storage
 
 __all__ = [
     "SCHEMA_SQL",
@@ -61,6 +62,7 @@ __all__ = [
     "UnknownSessionError",
     "encode_tool_calls",
     "decode_tool_calls",
+    "json_text",
     "row_to_message",
     "ARGUMENTS_TEXT_FLAG",
 ]
@@ -256,22 +258,48 @@ def decode_tool_calls(text: str | None) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
-def _text(v: Any) -> str:
+def _text(v: Any, column: str) -> str:
     if v is None:
         return ""
     if isinstance(v, bytes):  # a BLOB written by another client; harness9 writes TEXT
-        return v.decode("utf-8")
-    return str(v)
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"column {column}: a BLOB that is not UTF-8 ({e.reason} at byte {e.start})") from None
+    return str(v)  # an INTEGER or REAL: Go's database/sql scans it into a string the same way
+
+
+def json_text(v: Any, column: str) -> str | None:
+    """A JSON column's value as text (``None`` for NULL). An INTEGER or REAL (``tool_calls = 5``)
+    is a :class:`ValueError` naming the column: it is not JSON text, and harness9 would fail
+    to unmarshal it too."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        return _text(v, column)
+    kind = {int: "an INTEGER", float: "a REAL"}.get(type(v), f"a {type(v).__name__}")
+    raise ValueError(f"column {column}: expected JSON text or NULL, got {kind}")
 
 
 def row_to_message(role: Any, content: Any, tool_calls: Any, tool_call_id: Any) -> Message:
     """One ``messages`` row (harness9's ``SELECT role, content, tool_calls, tool_call_id``) as
-    an h9eval :class:`Message`; a ``user`` tool result comes back with role ``tool``."""
-    role_s, tcid = _text(role), _text(tool_call_id)
+    an h9eval :class:`Message`; a ``user`` tool result comes back with role ``tool``. A bad
+    value is a :class:`ValueError` whose message starts with ``column <name>:``."""
+    role_s, tcid = _text(role, "role"), _text(tool_call_id, "tool_call_id")
     if tcid and role_s == "user":
         role_s = "tool"
-    raw_calls = tool_calls.decode("utf-8") if isinstance(tool_calls, bytes) else tool_calls
-    return Message(role_s, _text(content), decode_tool_calls(raw_calls), tcid)
+    raw_calls = json_text(tool_calls, "tool_calls")
+    try:
+        calls = decode_tool_calls(raw_calls)
+    except RecursionError:  # JSON nested thousands deep: no tool call looks like that
+        raise ValueError("column tool_calls: JSON nested too deeply") from None
+    except ValueError as e:
+        raise ValueError(f"column tool_calls: {e}") from None
+    text = _text(content, "content")
+    try:
+        return Message(role_s, text, calls, tcid)
+    except ValueError as e:
+        raise ValueError(f"column role/content: {e}") from None
 
 
 def _strip_system(msgs: Sequence[Message]) -> list[Message]:
@@ -312,7 +340,7 @@ class SessionStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Autocommit mode: every statement commits on its own unless inside an explicit BEGIN,
         # which is how Go's database/sql behaves and what harness9's Clear/AddMessages rely on.
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=timeout_s)
+        self._db = storage.connect(self.path, isolation_level=None, timeout=timeout_s)  # its errors name the file
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             if not sync_each_commit:
@@ -324,6 +352,8 @@ class SessionStore:
                 self._db.execute("ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''")
         except sqlite3.DatabaseError as e:
             self._db.close()
+            if storage.is_disk_full(e, self.path):
+                raise  # the disk, not the file: said as such by the CLI (core.storage)
             raise FormatError(f"cannot open as a harness9 session database: {e}", path=self.path) from None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -401,8 +431,14 @@ class SessionStore:
             )
             self._db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
+        except BaseException as e:
+            # SQLite has already rolled back after some errors (a full disk): the ROLLBACK's
+            # "no transaction is active" must not replace the error that says what happened.
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error as rb:
+                    e.add_note(f"the rollback also failed: {rb}")
             raise
 
     def get_messages(self, session_id: str, limit: int = 0) -> list[Message]:
@@ -429,8 +465,8 @@ class SessionStore:
         for r in rows:
             try:
                 out.append(row_to_message(*r[1:]))
-            except (ValueError, UnicodeDecodeError) as e:
-                raise FormatError(f"bad tool_calls in session {session_id!r}: {e}", path=self.path, where=f"messages.id {r[0]}") from None
+            except ValueError as e:
+                raise FormatError(f"bad message in session {session_id!r}: {e}", path=self.path, where=f"messages.id {r[0]}") from None
         return out
 
     def clear(self, session_id: str) -> None:
@@ -479,9 +515,13 @@ class SessionStore:
         if r is None or not r[0]:
             return None
         try:
-            items = json.loads(r[0])
+            items = json.loads(json_text(r[0], "items") or "")
         except json.JSONDecodeError as e:
             raise FormatError(f"plan of session {session_id!r} is not JSON ({e.msg})", path=self.path, where="session_plans") from None
+        except RecursionError:
+            raise FormatError(f"plan of session {session_id!r}: JSON nested too deeply", path=self.path, where="session_plans") from None
+        except ValueError as e:  # an INTEGER or REAL items, named by json_text
+            raise FormatError(f"plan of session {session_id!r}: {e}", path=self.path, where="session_plans") from None
         if not isinstance(items, list):
             raise FormatError(f"plan of session {session_id!r} is not a JSON list", path=self.path, where="session_plans")
         return items

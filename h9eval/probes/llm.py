@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from h9eval.core.anthropic import AnthropicAPI, usage_of
+from h9eval.core.anthropic import AnthropicAPI
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.paths import check_db_file
 from h9eval.probes.probe import Probe, normalize_arguments
@@ -344,13 +344,11 @@ class AnthropicTextClient:
         )
         latency = time.perf_counter() - t0
         self.calls += 1
-        usage = usage_of(resp)
-        tin, tout = usage.input_tokens, usage.output_tokens
+        got = self._api.reply(resp)  # every field redacted: a reply echoing the key is never stored with it
+        tin, tout = got.usage.input_tokens, got.usage.output_tokens
         self.input_tokens += tin
         self.output_tokens += tout
-        content = getattr(resp, "content", None) or []
-        text = "".join(b.text for b in content if getattr(b, "type", None) == "text" and isinstance(getattr(b, "text", None), str))
-        text = self._api.redact(text)  # a reply echoing the key is never stored with it
+        text = got.text or ""
 
         price = price_for(self.model, self.prices if self.prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         cost = float("nan") if price is None else (tin * price[0] + tout * price[1]) / 1e6

@@ -11,8 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.messages import Message
 from h9eval.probes.drift import probe_view
+from h9eval.probes.llm import AnthropicTextClient
 from h9eval.probes.scorers import make_scorer
 from h9eval.tasks.model import Task
 
@@ -34,12 +36,21 @@ class CallCheckpoint:
     """Calls that compacted so far, this one included."""
 
 
+def _scorer(name: str, cache: str | os.PathLike[str] | None, call_limits: CallLimits | None) -> Any:
+    if name != "llm" or (cache is None and call_limits is None):
+        return make_scorer(name)
+    if call_limits is None:
+        return make_scorer(name, cache=cache)
+    return make_scorer(name, answerer=AnthropicTextClient(cache=cache, **call_limits.client_params()))
+
+
 ProbeFn = Callable[[Task, Sequence[Message], int, CallCheckpoint], list[dict[str, Any]]]
 """``fn(task, view, message_index, checkpoint)`` -> probe rows (the ``probes`` table's columns);
 ``message_index`` is the last transcript message the view covers."""
 
 
-def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None = None) -> ProbeFn | None:
+def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None = None, *,
+                  call_limits: CallLimits | None = None) -> ProbeFn | None:
     """A :data:`ProbeFn` scoring each checkpoint view with the named scorers (``None`` for none).
 
     The scorers are built once, here, before any replay starts (so an unknown scorer is a
@@ -47,10 +58,11 @@ def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None =
     scorer's cache and audit span the run). ``cache``: the SQLite file the llm scorer's replies
     persist in (the summarizer's, so reruns and a sweep's cells share it). The scorer objects
     are the function's ``scorers`` attribute (e.g. for the llm scorer's ``audit_frame()``).
+    ``call_limits``: the request timeout and retries of the llm scorer's client.
     """
     if not scorers:
         return None
-    names = tuple(make_scorer(s, cache=cache) if s == "llm" and cache is not None else make_scorer(s) for s in scorers)
+    names = tuple(_scorer(s, cache, call_limits) for s in scorers)
 
     def fn(task: Task, view: Sequence[Message], message_index: int, at: CallCheckpoint) -> list[dict[str, Any]]:
         return probe_view(

@@ -4,6 +4,11 @@ one owner of the on-disk schema (the writers and readers in :mod:`h9eval.results
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CALLS_SCHEMA_VERSION = 1
 """Version of the ``calls`` table (one row per model call; bump on a change of meaning).
@@ -12,7 +17,8 @@ Columns are only ever appended at the end, without a bump: a column added later 
 from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
 as a value. Added since version 1 was first written: ``raw_tokens_sent``,
 ``fallback_cause`` (why the summaries behind a fallback failed), ``offload_write_failures``
-(offload files the file system refused since the previous call)."""
+(offload files the file system refused since the previous call), and the billed columns from
+``billed_model`` to ``priced`` (the provider's bill of the call; :mod:`h9eval.core.billing`)."""
 
 
 CALL_COLUMNS = (
@@ -60,7 +66,83 @@ CALL_COLUMNS = (
     "raw_tokens_sent",  # tokens the uncompacted transcript would send at this call (tool schemas included)
     "fallback_cause",
     "offload_write_failures",
+    # the bill as the provider would charge it (h9eval.core.billing; docs/billing.md)
+    "billed_model",  # the model the call is billed as (recorded, configured, or the default)
+    "call_at_s",  # seconds since the first call: recorded timestamps or the stated timing model
+    "uncached_input_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "cache_read_tokens",
+    "billed_output_tokens",
+    "agent_cost_usd",  # the agent's call; NaN when the model is unpriced
+    "summarizer_bill_usd",  # the summarizer's calls for this call, billed as summarizer_model
+    "cost_usd",  # agent_cost_usd + summarizer_bill_usd; NaN when either is unpriced
+    "raw_cost_usd",  # the uncompacted transcript's call under the same billing
+    "invalidation_usd",  # dollars paid to rewrite tokens that were not new since the previous call
+    "priced",  # bool: every model of the call has prices
+    "min_gain_deferred",  # bool: progressive's minimum-gain rule deferred a summary at this call
 )
+
+_CALL_KIND_COLUMNS = {
+    "bool": (
+        "compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided",
+        "priced", "min_gain_deferred",
+    ),
+    "str": (
+        "run_id", "task_id", "policy_kind", "params_hash", "history_mode", "tier_name", "fallback_error", "fallback_cause",
+        "billed_model",
+    ),
+    "float64": ("ratio_to_window", "summarizer_latency_s", "summarizer_cost_usd", *(
+        "call_at_s", "agent_cost_usd", "summarizer_bill_usd", "cost_usd", "raw_cost_usd", "invalidation_usd",
+    )),
+}
+
+_UNKNOWN_UNLESS_MEASURED = ("call_at_s", "agent_cost_usd", "summarizer_bill_usd", "cost_usd", "raw_cost_usd", "invalidation_usd")
+"""Billed columns a loop that does not bill leaves unknown (NaN), never $0."""
+
+CALL_DTYPES: dict[str, str] = {
+    c: next((kind for kind, cols in _CALL_KIND_COLUMNS.items() if c in cols), "int64") for c in CALL_COLUMNS
+}
+"""The dtype of every ``calls`` column (both loops write the table through :func:`calls_frame`)."""
+
+_CALL_DERIVED = ("schema_version", "ratio_to_window", "overflow", "overflow_tokens")
+
+
+def call_row(values: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``calls`` row (:data:`CALL_COLUMNS` in order) from what a loop measured, by column.
+
+    Derived here, the same for every loop: ``schema_version``, ``ratio_to_window`` (tokens sent
+    over the window), ``overflow`` and ``overflow_tokens``. A column the loop does not measure is
+    zero, empty or false. A key that is no column (or a derived one) is a ``KeyError``: a typo
+    must not become a silent zero."""
+    unknown = [k for k in values if k not in CALL_DTYPES or k in _CALL_DERIVED]
+    if unknown:
+        raise KeyError(f"call_row: not a measured calls column: {', '.join(sorted(unknown))}")
+    sent, window = int(values["tokens_sent"]), int(values["context_window_tokens"])
+    derived = {
+        "schema_version": CALLS_SCHEMA_VERSION,
+        "ratio_to_window": sent / window,
+        "overflow": sent > window,
+        "overflow_tokens": max(sent - window, 0),
+    }
+    return {c: derived[c] if c in derived else values[c] if c in values else _unmeasured(c) for c in CALL_COLUMNS}
+
+
+def _unmeasured(column: str) -> Any:
+    return float("nan") if column in _UNKNOWN_UNLESS_MEASURED else _UNMEASURED[CALL_DTYPES[column]]
+
+
+_UNMEASURED: dict[str, Any] = {"bool": False, "str": "", "float64": 0.0, "int64": 0}
+
+
+def calls_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The ``calls`` table of :func:`call_row` rows, with :data:`CALL_DTYPES` (no rows: the
+    columns only)."""
+    import pandas as pd
+
+    if not rows:
+        return pd.DataFrame(columns=list(CALL_COLUMNS))
+    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=CALL_DTYPES[c]) for c in CALL_COLUMNS})
 
 
 COMPACTIONS_SCHEMA_VERSION = 1
@@ -94,7 +176,7 @@ COMPACTION_COLUMNS: tuple[str, ...] = (
 )
 
 
-_INT_COLUMNS = (
+COMPACTION_INT_COLUMNS = (
     "schema_version",
     "record_index",
     "tier",
@@ -169,6 +251,10 @@ RUN_COLUMNS: dict[str, str] = {
     "forced_truncations": "Int64",
     "overflows": "Int64",
     "probe_rows": "Int64",
+    "cost_usd": "float64",  # dollars as the provider bills the run (NaN: an unpriced model)
+    "raw_cost_usd": "float64",  # the uncompacted transcript under the same billing
+    "cache_read_share": "float64",  # cache reads over the agent's billed input
+    "invalidation_usd": "float64",  # dollars paid to rewrite what was not new since the previous call
 }
 
 
@@ -188,6 +274,10 @@ RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "fallback_causes",
     "forced_truncations",
     "overflows",
+    "cost_usd",
+    "raw_cost_usd",
+    "cache_read_share",
+    "invalidation_usd",
 )
 """The headline numbers of one run, in the order ``h9eval run`` prints them. ``compactions`` (and
 ``compactions_by_tier``, the same calls by tier) counts the calls whose compaction changed what
@@ -210,7 +300,7 @@ EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-_SORT_KEYS: dict[str, tuple[str, ...]] = {
+SORT_KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id",),
     "calls": ("run_id", "call_index"),
     "compactions": ("run_id", "record_index"),

@@ -42,7 +42,7 @@ from h9eval.core.errors import FormatError
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.results.io import check_manifest_version, read_arrow, read_table, write_arrow, write_table
 from h9eval.results.schema import (
-    _SORT_KEYS,
+    SORT_KEYS,
     CALL_COLUMNS,
     CELL_PARTS,
     EPISODE_COLUMNS,
@@ -337,7 +337,7 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
             tables[n] = parts[n][0].to_pandas() if parts[n] else empty_table(n)
             continue
         df = pa.concat_tables(frames, promote_options="permissive").to_pandas()
-        keys = [k for k in _SORT_KEYS[n] if k in df.columns]
+        keys = [k for k in SORT_KEYS[n] if k in df.columns]
         tables[n] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
     if len(tables["episodes"]):
         tables["episodes"] = tables["episodes"].astype({k: v for k, v in EPISODE_COLUMNS.items() if k in tables["episodes"].columns})

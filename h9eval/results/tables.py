@@ -8,8 +8,8 @@ from typing import Any
 
 from h9eval.compaction.records import CompactionRecord
 from h9eval.results.schema import (
-    _INT_COLUMNS,
     COMPACTION_COLUMNS,
+    COMPACTION_INT_COLUMNS,
     COMPACTIONS_SCHEMA_VERSION,
     EPISODE_COLUMNS,
     LEDGER_COLUMNS,
@@ -20,14 +20,14 @@ __all__ = ["episodes_table", "ledger_table", "records_to_frame"]
 
 
 # -- compaction records -----------------------------------------------------------------------
-def _frame(rows: list[dict[str, Any]]) -> Any:
+def compactions_frame(rows: list[dict[str, Any]]) -> Any:
     """Build the table with fixed dtypes: int64, float64 for the ratio, and ``object`` for the
     text columns so that a missing JSON list stays ``None`` (pandas 3 would infer its ``str``
     dtype and turn ``None`` into NaN) and an empty table has the same dtypes as a full one."""
     import pandas as pd
 
     def dtype(c: str) -> str:
-        return "int64" if c in _INT_COLUMNS else "float64" if c == "compression_ratio" else "object"
+        return "int64" if c in COMPACTION_INT_COLUMNS else "float64" if c == "compression_ratio" else "object"
 
     return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=dtype(c)) for c in COMPACTION_COLUMNS})
 
@@ -66,7 +66,7 @@ def records_to_frame(records: Iterable[CompactionRecord], *, run_id: str, sessio
     """The ``compactions`` table (:data:`COMPACTION_COLUMNS`, one row per record, in order) for
     one session's records. ``session_id`` is the column value; the records' own ``session_id``
     field is not used (harness9's compactor may leave it empty)."""
-    return _frame([_row(r, run_id=run_id, session_id=session_id, index=i) for i, r in enumerate(records)])
+    return compactions_frame([_row(r, run_id=run_id, session_id=session_id, index=i) for i, r in enumerate(records)])
 
 
 # -- closed-loop episodes ---------------------------------------------------------------------

@@ -1,22 +1,22 @@
 """Replay a task through a policy call by call, as harness9's agent loop does (spec §2.2).
 
-The transcript is walked in order. A tool result passes through the tool-time
-:class:`~h9eval.compaction.offload.OffloadHook` as it arrives (policies that carry
-``offload_hook_threshold_bytes``, i.e. harness9's, or when asked). Before every assistant
-message (one model call) the compactor runs on the history; the tokens sent are the view's
-estimate plus the tool schemas'. Two history modes:
+The transcript is walked in order; what happens before each model call (the tool-time
+``OffloadHook`` as a tool result arrives, a manual ``/compact``, the compaction, the
+write-back) is the step both loops share, :class:`~h9eval.compaction.step.CallStep`; the tokens
+sent are the view's estimate plus the tool schemas'. Two history modes:
 
 * ``view`` (harness9 V1): the compacted list is only that call's input; history keeps growing.
 * ``write_back`` (harness9 PR #121): an effective compaction replaces the history (and the
   session store), under the V3 rules by default (``writeback_rules="v2"`` for the first
   version: no write-back of emergency results, and no token-only effectiveness).
 
-Token totals are kept as running byte sums, so a call costs O(1) beyond what the policy itself
-does (harness9's view mode re-summarises the whole head at every call above the threshold:
-that cost is the policy's, not the replay's).
+The run's window is :func:`~h9eval.compaction.step.run_window`'s: the config's window replaces
+the policy's default window. Token totals are kept as running byte sums, so a call costs O(1)
+beyond what the policy itself does (harness9's view mode re-summarises the whole head at every
+call above the threshold: that cost is the policy's, not the replay's).
 
-The loop is :class:`_ReplayLoop` (one method per step of harness9's turn); the files of a run
-are :class:`_RunOutputs` (opened before the loop, the tables and manifest written after it).
+The loop is :class:`_ReplayLoop` (the transcript walk, the calls rows, the probes); the files of
+a run are :class:`_RunOutputs` (opened before the loop, the tables and manifest written after it).
 """
 
 from __future__ import annotations
@@ -26,40 +26,36 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from h9eval.compaction.base import (
-    Compaction,
-    CompactionEnv,
-    Compactor,
-    LogicalClock,
-    Policy,
-    WallClock,
-    params_hash,
-    policy_params,
-)
-from h9eval.compaction.offload import OffloadHook, ToolOutput, reset_write_failures, write_failure_count, write_failures
+from h9eval.compaction.base import CompactionEnv, LogicalClock, Policy, WallClock, params_hash, policy_params
+from h9eval.compaction.offload import reset_write_failures, write_failure_count, write_failures
 from h9eval.compaction.records import (
-    EXTRA_MASKED,
-    EXTRA_NA_OVERWRITES,
-    EXTRA_NA_OVERWRITES_PREVENTED,
+    EXTRA_MIN_GAIN_DEFERRED,
     EXTRA_OFFLOAD_PLACEHOLDERS,
     EXTRA_SUMMARY_CALLS,
-    EXTRA_THRASH_AVOIDED,
     CompactionRecord,
     FileRecordStore,
     Tier,
 )
-from h9eval.compaction.summary import Summarizer, SummaryCall
+from h9eval.compaction.step import (
+    HISTORY_MODES,
+    WRITEBACK_RULES,
+    CallRequest,
+    CallStep,
+    StepRules,
+    run_window,
+    tool_time_hook,
+)
+from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, recorded_call_times
 from h9eval.core.errors import ConfigError
-from h9eval.core.history import common_prefix_len
-from h9eval.core.messages import Message, ToolCall
+from h9eval.core.messages import Message
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
 from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
@@ -69,13 +65,13 @@ from h9eval.probes.ledger import run_ledger
 from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
 from h9eval.results.schema import (
-    CALL_COLUMNS,
-    CALLS_SCHEMA_VERSION,
     CELL_PARTS,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
     PROBE_COLUMNS,
     RUN_SUMMARY_KEYS,
+    call_row,
+    calls_frame,
 )
 from h9eval.results.tables import ledger_table, records_to_frame
 from h9eval.summarizers.offline import OfflineSummarizer
@@ -84,9 +80,7 @@ from h9eval.tasks.model import Task
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["HISTORY_MODES", "CallStats", "ReplayConfig", "ReplayResult", "policy_window", "replay"]
-
-HISTORY_MODES = ("view", "write_back")
+__all__ = ["HISTORY_MODES", "ReplayConfig", "ReplayResult", "replay"]
 
 # The default summarizer: stateless and frozen, so one instance serves every replay.
 _OFFLINE = OfflineSummarizer()
@@ -99,9 +93,10 @@ class ReplayConfig:
     ``history_mode``: ``view`` (default) or ``write_back``. ``writeback_rules``: ``v3``
     (default, newest harness9) or ``v2``. ``manual_compact_at``: call indices (0-based) at
     which a ``/compact`` runs before the turn. ``tool_time_offload``: ``None`` → on for
-    policies with ``offload_hook_threshold_bytes`` (harness9's), else off.
-    ``context_window_tokens``: the window for ratios and overflow when the policy has none
-    (default :data:`~h9eval.core.tokens.DEFAULT_CONTEXT_WINDOW_TOKENS`). ``system_prompt``:
+    policies that declare a hook threshold (harness9's), else off.
+    ``context_window_tokens``: the run's window: it replaces a policy's default window, and a
+    policy without one is measured against it (``None``: the policy's own, else
+    :data:`~h9eval.core.tokens.DEFAULT_CONTEXT_WINDOW_TOKENS`). ``system_prompt``:
     prepended (never persisted) when a transcript has
     no system message, as harness9's engine does. ``v1_alias_offload`` (view mode only):
     emulate harness9 V1's alias bug, where the compaction-time offload rewrote the engine's
@@ -120,12 +115,14 @@ class ReplayConfig:
     seed: int = 0
     system_prompt: str = "You are a software engineering agent. Use the available tools to complete the user's task."
     v1_alias_offload: bool = False
+    billing: BillingConfig = field(default_factory=BillingConfig)
+    """How the calls are billed (models, cache placement, timing): :mod:`h9eval.core.billing`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "manual_compact_at", tuple(self.manual_compact_at))
         if self.history_mode not in HISTORY_MODES:
             raise ConfigError(f"ReplayConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}")
-        if self.writeback_rules not in ("v2", "v3"):
+        if self.writeback_rules not in WRITEBACK_RULES:
             raise ConfigError(f"ReplayConfig.writeback_rules must be v2 or v3, got {self.writeback_rules!r}")
         if self.v1_alias_offload and self.history_mode != "view":
             raise ConfigError("ReplayConfig.v1_alias_offload emulates a view-mode bug: it needs history_mode='view'")
@@ -205,6 +202,21 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
+        **_bill_numbers(c),
+    }
+
+
+def _bill_numbers(c: pd.DataFrame) -> dict[str, float | None]:
+    """The run's billed dollars and cache-read share (``None``: an unpriced call, or no bills)."""
+    def dollars(col: str) -> float | None:  # to the millionth of a dollar: what a bill shows and more
+        return round(float(c[col].sum()), 6) if col in c.columns and c[col].notna().all() else None
+
+    billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum().sum() if "cache_read_tokens" in c.columns else 0
+    return {
+        "cost_usd": dollars("cost_usd"),
+        "raw_cost_usd": dollars("raw_cost_usd"),
+        "cache_read_share": round(float(c["cache_read_tokens"].sum() / billed), 4) if billed else None,
+        "invalidation_usd": dollars("invalidation_usd"),
     }
 
 
@@ -215,25 +227,6 @@ def _cause_counts(c: pd.DataFrame) -> dict[str, int]:
     fb = c[c["fallback"].astype(bool)]
     counts = fb["fallback_cause"].fillna("").replace("", "unknown").value_counts()
     return {str(k): int(v) for k, v in sorted(counts.items())}
-
-
-def policy_window(policy: Policy) -> int | None:
-    """The policy's own ``context_window_tokens`` field, ``None`` when it declares none."""
-    if "context_window_tokens" not in _field_names(policy):
-        return None
-    return int(policy.context_window_tokens)  # type: ignore[attr-defined]
-
-
-def _field_names(policy: Policy) -> set[str]:
-    return {f.name for f in dataclasses.fields(policy)}  # type: ignore[arg-type]
-
-
-def _run_window(policy: Policy, cfg: ReplayConfig) -> int:
-    """The window of a run: the policy's own, else the config's, else the default."""
-    own = policy_window(policy)
-    if own is not None:
-        return own
-    return cfg.context_window_tokens if cfg.context_window_tokens is not None else DEFAULT_CONTEXT_WINDOW_TOKENS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,135 +240,6 @@ class _RunFacts:
     history_mode: str
     context_window_tokens: int
     tool_schema_tokens: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class CallStats:
-    """What one model call of the replay saw and did (with :class:`_RunFacts`: a calls row)."""
-
-    call_index: int
-    """0-based index of the model call."""
-    message_index: int
-    """Index in the transcript of the assistant message the call produced."""
-    history_tokens: int
-    """harness9's estimate of the history before compaction."""
-    history_messages: int
-    view_tokens: int
-    """harness9's estimate of the view sent (without the tool schemas)."""
-    tokens_sent: int
-    """``view_tokens`` plus the tool schemas' tokens."""
-    raw_tokens_sent: int
-    """What the uncompacted transcript would send at this call: harness9's estimate of every
-    transcript message before the call as recorded (no tool-time offload, no write-back; plus
-    the system prompt the replay prepends) plus the tool schemas' tokens. The one baseline of
-    tokens saved, the same for every policy and history mode."""
-    compactions: tuple[Compaction, ...]
-    """The call's compactions in order: a manual ``/compact`` (when asked), then the automatic one."""
-    offloads_tool_time_count: int
-    """Tool results the tool-time hook offloaded since the previous call."""
-    offloads_tool_time_bytes: int
-    written_back: bool
-    """Whether the history (and session store) was replaced at this call."""
-    manual_compact: bool
-    offload_write_failures: int = 0
-    """Offload files the file system refused (a full disk) since the previous call: harness9
-    fails open and leaves the output in place, which changes what is sent."""
-
-
-def _summary_calls(rec: CompactionRecord) -> list[SummaryCall]:
-    calls: list[SummaryCall] = rec.extra.get(EXTRA_SUMMARY_CALLS, [])
-    return calls
-
-
-def _fallback_cause(summ: Sequence[SummaryCall]) -> str:
-    """Why the failed summaries of a call failed (the summarizer's own message: a refused
-    connection, an HTTP status, a timeout), distinct causes in order, ``; ``-joined. harness9's
-    ``fallback_error`` names only the tier, which cannot tell a bad key from an outage."""
-    causes = [sc.error for sc in summ if sc.outcome != "response" and sc.error]
-    return "; ".join(dict.fromkeys(causes))
-
-
-def _row(run: _RunFacts, call: CallStats) -> dict[str, Any]:
-    """One row of the calls table (CALL_COLUMNS)."""
-    comps = call.compactions
-    main = comps[-1]
-    rec = main.record
-    window = run.context_window_tokens
-    sent = call.tokens_sent
-    tier = rec.tier if rec is not None else Tier.NONE
-    summ = [sc for c in comps if c.record is not None for sc in _summary_calls(c.record)]
-    off = [o for c in comps if c.record is not None for o in (c.record.offloaded or [])]
-    errors = [c.record.error for c in comps if c.record is not None and c.record.error]
-    fallback_err = next((e for e in errors if e.startswith("LLM summary failed")), "")
-    compacted = any(c.changed_what_is_sent for c in comps)
-    return {
-        "schema_version": CALLS_SCHEMA_VERSION,
-        "run_id": run.run_id,
-        "task_id": run.task_id,
-        "policy_kind": run.policy_kind,
-        "params_hash": run.params_hash,
-        "history_mode": run.history_mode,
-        "call_index": call.call_index,
-        "message_index": call.message_index,
-        "context_window_tokens": window,
-        "history_tokens": call.history_tokens,
-        "history_messages": call.history_messages,
-        "tool_schema_tokens": run.tool_schema_tokens,
-        "tokens_sent": sent,
-        "ratio_to_window": sent / window,
-        "tier": int(tier),
-        "tier_name": tier.label,
-        "compacted": compacted,
-        "msgs_before": rec.msgs_before if rec is not None else call.history_messages,
-        "msgs_after": len(main.view),
-        "view_tokens": call.view_tokens,
-        "offloads_tool_time_count": call.offloads_tool_time_count,
-        "offloads_tool_time_bytes": call.offloads_tool_time_bytes,
-        "offloads_compaction_count": len(off),
-        "offloads_compaction_bytes": sum(o.bytes for o in off),
-        "summarizer_calls": len(summ),
-        "summarizer_input_tokens": sum(s.input_tokens for s in summ),
-        "summarizer_output_tokens": sum(s.output_tokens for s in summ),
-        "summarizer_latency_s": float(sum(s.latency_s for s in summ)),
-        "summarizer_cache_hits": sum(1 for s in summ if s.cache_hit),
-        "summarizer_cost_usd": float(sum(s.cost_usd for s in summ)),
-        "fallback": bool(fallback_err),
-        "fallback_error": fallback_err,
-        "forced_truncation": any(c.record is not None and c.record.tier == Tier.EMERGENCY for c in comps),
-        "overflow": sent > window,
-        "overflow_tokens": max(sent - window, 0),
-        "written_back": call.written_back,
-        "manual_compact": call.manual_compact,
-        "thrash_avoided": bool(rec is not None and rec.extra.get(EXTRA_THRASH_AVOIDED)),
-        "masked_results": int(rec.extra.get(EXTRA_MASKED, 0)) if rec is not None else 0,
-        "na_overwrites": len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
-        "na_overwrites_prevented": len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
-        "raw_tokens_sent": call.raw_tokens_sent,
-        "fallback_cause": _fallback_cause(summ) if fallback_err else "",
-        "offload_write_failures": call.offload_write_failures,
-    }
-
-
-def _writes_back(rec: CompactionRecord | None, view: Sequence[Message], rules: str) -> bool:
-    """harness9's write-back predicate (spec §2.3)."""
-    if rec is None or not view:
-        return False
-    if rules == "v2":
-        return rec.error == "" and (rec.msgs_after < rec.msgs_before or bool(rec.offloaded))
-    if rec.error != "" and rec.tier != Tier.EMERGENCY:
-        return False
-    return rec.msgs_after < rec.msgs_before or rec.tokens_after < rec.tokens_before or bool(rec.offloaded)
-
-
-
-def _tool_time_hook(policy: Policy, cfg: ReplayConfig, root: str | os.PathLike[str], session_id: str) -> OffloadHook | None:
-    """harness9's tool-time offload hook, when the policy carries its threshold or it is asked for."""
-    has_threshold = "offload_hook_threshold_bytes" in _field_names(policy)
-    if not (cfg.tool_time_offload if cfg.tool_time_offload is not None else has_threshold):
-        return None
-    if has_threshold:
-        return OffloadHook(root, session_id, threshold_bytes=int(policy.offload_hook_threshold_bytes))  # type: ignore[attr-defined]
-    return OffloadHook(root, session_id)
 
 
 class _RunOutputs:
@@ -551,50 +415,44 @@ class _RunOutputs:
 
 
 class _ReplayLoop:
-    """harness9's agent loop over a recorded transcript, one method per step of a turn:
-    a message arrives (:meth:`_arrive`, a tool result through the tool-time hook first); before
-    a model call a manual ``/compact`` (:meth:`_manual_compact`), the compaction, the write-back
-    (:meth:`_write_back`) or V1's aliasing (:meth:`_alias_offloads`), then the call is logged
-    (:meth:`_log`) and probed (:meth:`_probe`) and its output joins the history."""
+    """harness9's agent loop over a recorded transcript. The step before each model call (the
+    tool-time hook, a manual ``/compact``, the compaction and the write-back) is the shared
+    :class:`~h9eval.compaction.step.CallStep`; the replay's own side is the transcript walk,
+    V1's aliasing (:meth:`_alias_offloads`), the session store, the calls rows (:meth:`_log`)
+    and the probes (:meth:`_probe`)."""
 
     def __init__(
         self,
         task: Task,
-        compactor: Compactor,
+        step: CallStep,
         cfg: ReplayConfig,
         run: _RunFacts,
         *,
-        hook: OffloadHook | None,
         outputs: _RunOutputs,
         probe_fn: ProbeFn | None,
         probe_every_k: int | None,
     ) -> None:
         self.task = task
-        self.compactor = compactor
+        self.step = step
         self.cfg = cfg
         self.run_facts = run
-        self.hook = hook
         self.outputs = outputs
         self.probe_fn = probe_fn
-        self.history: list[Message] = []
-        if not task.messages or task.messages[0].role != "system":
-            # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
-            # its compactor leaves a list without a system message untouched.
-            self.history.append(Message("system", cfg.system_prompt))
-        self.hist_bytes = sum(m.nbytes for m in self.history)
-        self.raw_bytes = self.hist_bytes  # the uncompacted transcript so far, as recorded
-        self.calls_by_id: dict[str, ToolCall] = {}
+        self.raw_bytes = step.history_bytes  # the uncompacted transcript so far, as recorded
         self.rows: list[dict[str, Any]] = []
         self.probe_rows: list[dict[str, Any]] = []
         self.records: list[CompactionRecord] = []
         self.views: list[tuple[Message, ...]] | None = [] if cfg.keep_views else None
-        self.hook_count = self.hook_bytes = 0  # tool-time offloads since the last call
         self.n_calls = sum(1 for m in task.messages if m.role == "assistant")
         self.grid = frozenset(checkpoint_grid(self.n_calls, probe_every_k))
         self.call_index = -1
         self.n_compactions = 0
         self._write_failures_seen = 0
         self._manual_at = set(cfg.manual_compact_at)
+        self.raw: list[Message] = list(step.history)  # the uncompacted transcript so far, as recorded
+        self.biller = _biller(task, cfg, run.tool_schema_tokens, self.n_calls)
+        self._appended_bytes = step.history_bytes  # bytes that joined the history since the last call
+        self._previous_output: Message | None = None
 
     def run(self) -> None:
         for i, m in enumerate(self.task.messages):
@@ -603,59 +461,13 @@ class _ReplayLoop:
             else:
                 self._arrive(m)
             self.raw_bytes += m.nbytes
+            self.raw.append(m)
+            self._appended_bytes += m.nbytes
         self.outputs.flush()
 
-    # -- the history ------------------------------------------------------------------------
-    def _append(self, m: Message) -> None:
-        self.history.append(m)
-        self.outputs.append(m)
-        self.hist_bytes += m.nbytes
-
-    def _set_history(self, new: Sequence[Message]) -> None:
-        self.history = list(new)
-        self.hist_bytes = sum(x.nbytes for x in self.history)
-
-    def _rewrite_history(self, new: Sequence[Message], kept: int | None = None) -> None:
-        """Replace the history by ``new``; ``kept``: how many leading messages the two share,
-        when the caller knows."""
-        # bytes of the replaced span only: a write-back keeps most of the history as it was
-        old, new = self.history, list(new)
-        k = kept if kept is not None else common_prefix_len(old, new)
-        self.hist_bytes += sum(x.nbytes for x in new[k:]) - sum(x.nbytes for x in old[k:])
-        self.history = new
-        self.outputs.replace_history(self.history)
-
-    # -- the steps of a turn ----------------------------------------------------------------
     def _arrive(self, m: Message) -> None:
-        if m.tool_call_id and self.hook is not None:
-            m = self._offload_at_tool_time(m, self.hook)
-        self._append(m)
-
-    def _offload_at_tool_time(self, m: Message, hook: OffloadHook) -> Message:
-        tc = self.calls_by_id.get(m.tool_call_id, ToolCall(m.tool_call_id, "", ""))
-        before = len(hook.offloaded)
-        res = hook.after_execute(tc, ToolOutput(m.tool_call_id, m.content, m.is_error))
-        if len(hook.offloaded) == before:
-            return m
-        self.hook_count += 1
-        self.hook_bytes += hook.offloaded[-1].bytes
-        return m.with_content(res.output)
-
-    def _manual_compact(self) -> Compaction:
-        mc = self.compactor.compact(self.history, manual=True)
-        # harness9's /compact rewrites the session unconditionally (spec §2.4)
-        self._rewrite_history(mc.view)
-        return mc
-
-    def _write_back(self, comp: Compaction) -> bool:
-        """Write-back mode: an effective compaction replaces the history (spec §2.3)."""
-        if self.cfg.history_mode != "write_back" or not _writes_back(comp.record, comp.view, self.cfg.writeback_rules):
-            return False
-        k = comp.kept_prefix if comp.kept_prefix is not None else common_prefix_len(self.history, comp.view)
-        if k == len(comp.view) == len(self.history):
-            return False
-        self._rewrite_history(comp.view, k)
-        return True
+        self.step.arrive(m)
+        self.outputs.append(self.step.history[-1])
 
     def _alias_offloads(self, rec: CompactionRecord | None) -> None:
         """harness9 V1's alias bug (ReplayConfig.v1_alias_offload): offloaded results stay
@@ -664,69 +476,89 @@ class _ReplayLoop:
             return
         ph: dict[str, str] = rec.extra.get(EXTRA_OFFLOAD_PLACEHOLDERS) or {}
         if ph:
-            self._set_history([x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in self.history])
+            aliased = [x.with_content(ph[x.tool_call_id]) if x.tool_call_id in ph else x for x in self.step.history]
+            self.step.replace_history(aliased)
 
     def _model_call(self, i: int, m: Message) -> None:
         self.call_index += 1
-        manual = self.call_index in self._manual_at
-        comps: list[Compaction] = [self._manual_compact()] if manual else []
-        h_tokens, h_msgs = self.hist_bytes // 4, len(self.history)
-        comp = self.compactor.compact(self.history, tokens=h_tokens)
-        comps.append(comp)
-        written = self._write_back(comp) or manual
-        self._alias_offloads(comp.record)
-        # the record already holds harness9's estimate of the view: no second O(n) pass
-        view_tokens = comp.record.tokens_after if comp.record is not None else sum(x.nbytes for x in comp.view) // 4
-        call = CallStats(
-            call_index=self.call_index,
-            message_index=i,
-            history_tokens=h_tokens,
-            history_messages=h_msgs,
-            view_tokens=view_tokens,
-            tokens_sent=view_tokens + self.run_facts.tool_schema_tokens,
-            raw_tokens_sent=self.raw_bytes // 4 + self.run_facts.tool_schema_tokens,
-            compactions=tuple(comps),
-            offloads_tool_time_count=self.hook_count,
-            offloads_tool_time_bytes=self.hook_bytes,
-            written_back=written,
-            manual_compact=manual,
-            offload_write_failures=self._new_write_failures(),
+        req = self.step.before_call(manual=self.call_index in self._manual_at)
+        if req.stats.written_back:
+            self.outputs.replace_history(self.step.history)
+        self._alias_offloads(req.compactions[-1].record)
+        row = self._log(i, req, self._bill(req, m))
+        self._probe(i, row, req.view)
+        self._arrive(m)
+
+    def _bill(self, req: CallRequest, output: Message) -> SessionBills:
+        summ = [(sc.input_tokens, sc.output_tokens) for c in req.compactions if c.record is not None
+                for sc in c.record.extra.get(EXTRA_SUMMARY_CALLS, [])]
+        bills = self.biller.call(
+            self.call_index,
+            view=req.view,
+            raw_view=self.raw,
+            output=output,
+            previous_output=self._previous_output,
+            appended_tokens=self._appended_bytes // 4,
+            summarizer_calls=summ,
         )
-        self.hook_count = self.hook_bytes = 0
-        row = self._log(call, comp.view)
-        self._probe(call, row, comp.view)
-        self._append(m)
-        for tc in m.tool_calls:
-            self.calls_by_id[tc.id] = tc
+        self._appended_bytes = 0
+        self._previous_output = output
+        return bills
 
     def _new_write_failures(self) -> int:
         n = write_failure_count(self.outputs.offload_root)
         new, self._write_failures_seen = n - self._write_failures_seen, n
         return new
 
-    def _log(self, call: CallStats, view: tuple[Message, ...]) -> dict[str, Any]:
-        row = _row(self.run_facts, call)
+    def _log(self, i: int, req: CallRequest, bills: SessionBills) -> dict[str, Any]:
+        run = self.run_facts
+        row = call_row(
+            {
+                **vars(run),
+                **vars(req.stats),
+                "call_index": self.call_index,
+                "message_index": i,
+                "raw_tokens_sent": self.raw_bytes // 4 + run.tool_schema_tokens,
+                "offload_write_failures": self._new_write_failures(),
+                **bill_columns(bills),
+                "min_gain_deferred": any(c.record is not None and bool(c.record.extra.get(EXTRA_MIN_GAIN_DEFERRED))
+                                         for c in req.compactions),
+            }
+        )
         self.rows.append(row)
-        self.records.extend(c.record for c in call.compactions if c.record is not None and c.record.tier != Tier.NONE)
+        self.records.extend(c.record for c in req.compactions if c.record is not None and c.record.tier != Tier.NONE)
         if self.views is not None:
-            self.views.append(view)
+            self.views.append(req.view)
         self.n_compactions += int(row["compacted"])
         return row
 
-    def _probe(self, call: CallStats, row: dict[str, Any], view: tuple[Message, ...]) -> None:
+    def _probe(self, i: int, row: dict[str, Any], view: tuple[Message, ...]) -> None:
         if self.probe_fn is None:
             return
-        if call.call_index not in self.grid:
+        if self.call_index not in self.grid:
             return
         at = CallCheckpoint(
             run_id=self.run_facts.run_id,
-            call_index=call.call_index,
+            call_index=self.call_index,
             tier_name=row["tier_name"],
-            tokens_sent=call.tokens_sent,
+            tokens_sent=row["tokens_sent"],
             n_compactions=self.n_compactions,
         )
         # the view covers the transcript up to the message before this call's output
-        self.probe_rows.extend(self.probe_fn(self.task, view, call.message_index - 1, at))
+        self.probe_rows.extend(self.probe_fn(self.task, view, i - 1, at))
+
+
+def _biller(task: Task, cfg: ReplayConfig, tool_schema_tokens: int, n_calls: int) -> SessionBiller:
+    """The run's biller: recorded models and timestamps when the task has one per call."""
+    recorded = task.metadata.get("recorded_calls")
+    recorded = recorded if isinstance(recorded, list) and len(recorded) == n_calls else None
+    prefix = cfg.billing.prefix_tokens if cfg.billing.prefix_tokens is not None else tool_schema_tokens
+    return SessionBiller(
+        cfg.billing,
+        prefix_tokens=prefix,
+        recorded_models=[c.get("model") for c in recorded] if recorded else None,
+        recorded_times_s=recorded_call_times(recorded),
+    )
 
 
 def replay(
@@ -772,6 +604,8 @@ def replay(
         cfg = dataclasses.replace(cfg, keep_views=True)
     if probe_fn is not None:
         check_probe_budget(task, probe_every_k, max_probes)
+    at_window = run_window(policy, cfg.context_window_tokens)
+    policy, window = at_window.policy, at_window.window_tokens
     params = policy_params(policy)
     phash = params_hash(policy.kind, params)
     run_id = run_id or f"{task.task_id}--{policy.kind}-{phash}-{cfg.history_mode}"
@@ -782,9 +616,17 @@ def replay(
         policy_kind=policy.kind,
         params_hash=phash,
         history_mode=cfg.history_mode,
-        context_window_tokens=_run_window(policy, cfg),
+        context_window_tokens=window,
         tool_schema_tokens=estimate_tool_tokens(task.tools),
     )
+    rules = StepRules(
+        history_mode=cfg.history_mode, writeback_rules=cfg.writeback_rules, tool_time_offload=cfg.tool_time_offload
+    )
+    first: list[Message] = []
+    if not task.messages or task.messages[0].role != "system":
+        # harness9 prepends a freshly built system prompt when history lacks one (spec §2.1);
+        # its compactor leaves a list without a system message untouched.
+        first.append(Message("system", cfg.system_prompt))
     out = Path(out_dir) if out_dir is not None else None
     with _RunOutputs(out, session_id=session_id, title=task.task_id, session_store=session_store, offload_root=offload_root) as outputs:
         reset_write_failures(outputs.offload_root)
@@ -796,18 +638,17 @@ def replay(
             clock=LogicalClock() if cfg.deterministic else WallClock(),
             seed=cfg.seed if cfg.deterministic else None,
         )
-        loop = _ReplayLoop(
-            task,
+        step = CallStep(
             policy.start(env),
-            cfg,
-            facts,
-            hook=_tool_time_hook(policy, cfg, outputs.offload_root, session_id),
-            outputs=outputs,
-            probe_fn=probe_fn,
-            probe_every_k=probe_every_k,
+            rules,
+            window_tokens=window,
+            tool_schema_tokens=facts.tool_schema_tokens,
+            hook=tool_time_hook(policy, rules, env),
+            history=first,
         )
+        loop = _ReplayLoop(task, step, cfg, facts, outputs=outputs, probe_fn=probe_fn, probe_every_k=probe_every_k)
         loop.run()
-    calls = pd.DataFrame(loop.rows, columns=list(CALL_COLUMNS))
+    calls = calls_frame(loop.rows)
     ledger_frame = None
     if ledger:
         assert loop.views is not None
@@ -827,9 +668,9 @@ def replay(
         probes=pd.DataFrame(loop.probe_rows, columns=list(PROBE_COLUMNS)),
         records=loop.records,
         views=loop.views,
-        final_history=loop.history,
+        final_history=step.history,
         out_dir=out,
-        context_window_tokens=facts.context_window_tokens,
+        context_window_tokens=window,
         offload_write_failures=tuple(write_failures(outputs.offload_root)),
         ledger=ledger_frame,
     )

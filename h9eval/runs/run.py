@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -11,19 +11,29 @@ from typing import Any
 
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message
-from h9eval.core.paths import safe_name
+from h9eval.core.lock import folder_lock
+from h9eval.core.paths import prepare_out_dir, safe_name
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget
-from h9eval.probes.runner import make_probe_fn
-from h9eval.runs.replay import ReplayConfig, ReplayResult, policy_window, replay
+from h9eval.probes.runner import ProbeFn, make_probe_fn
+from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, build_summarizer
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
-__all__ = ["peak_frac_window", "run_task", "uncompacted_peak_tokens", "with_run_window"]
+__all__ = ["MIN_WINDOW_TOKENS", "peak_frac_window", "run_task", "uncompacted_peak_tokens"]
+
+
+MIN_WINDOW_TOKENS = 1_000
+"""The smallest run window (``run --window``, a sweep spec's ``window``) accepted, in tokens.
+Below it one ordinary tool result or file read is over the window, so every call ends in
+forced truncation and the run measures nothing else; ``window = 1`` is a typo, not a study.
+A policy's own ``context_window_tokens`` is not bounded here (unit tests use tiny ones)."""
 
 
 def uncompacted_peak_tokens(task: Task, *, system_prompt: str | None = None) -> int:
@@ -53,29 +63,12 @@ def peak_frac_window(task: Task, peak_frac: float) -> int:
     return max(1, math.ceil(uncompacted_peak_tokens(task) * float(peak_frac)))
 
 
-def with_run_window(policy: Policy, window: int | None, *, policy_window_explicit: bool) -> Policy:
-    """``policy`` running at the run's ``window``: the window has one owner per run.
-
-    No ``window`` (``None``): the policy as it is. A policy without a ``context_window_tokens``
-    field: as it is (the replay measures against ``window``). A policy whose window was left
-    at its default: a copy at ``window``. A policy whose window was set explicitly
-    (``policy_window_explicit``) to another value: :class:`ConfigError` naming both.
-    """
-    own = policy_window(policy)
-    if window is None or own is None or own == window:
-        return policy
-    if policy_window_explicit:
-        raise ConfigError(
-            f"window {window} conflicts with {policy.kind}'s context_window_tokens {own}: "
-            "a run has one window; set one of them (or both to the same value)"
-        )
-    return dataclasses.replace(policy, context_window_tokens=window)  # type: ignore[type-var]
-
-
-def _explicit_window(policy: Policy) -> bool:
-    """Whether a policy object's window differs from its field's default (was set by someone)."""
-    default = {f.name: f.default for f in dataclasses.fields(policy)}["context_window_tokens"]  # type: ignore[arg-type]
-    return policy_window(policy) != default
+def _window_was_set(policy: Policy, params: Mapping[str, Any] | None, by_name: bool) -> bool:
+    """Whether the policy's window was set by the caller: given in ``params`` (a policy by
+    name), or different from its class's default (a policy object)."""
+    if by_name:
+        return "context_window_tokens" in (params or {})
+    return policy.window_tokens() is not None and policy.window_tokens() != type(policy).default_window_tokens()
 
 
 def run_task(
@@ -95,22 +88,28 @@ def run_task(
     max_probes: int = DEFAULT_MAX_PROBES,
     out_dir: str | os.PathLike[str] | None = None,
     ledger: bool = True,
+    call_limits: CallLimits | None = None,
 ) -> list[ReplayResult]:
     """Replay every task a spec names through a policy (by name or object).
 
     ``summarizer``: a registered name, ``"none"``/``None`` (no summarizer) or a Summarizer.
     ``window``: the run's context window (tokens): a policy with its own
     ``context_window_tokens`` left at the default runs at it, one set to another value is a
-    :class:`ConfigError` (see :func:`with_run_window`). ``window_peak_frac``: instead of
+    :class:`ConfigError` (the one rule: :func:`~h9eval.compaction.step.run_window`). ``window_peak_frac``: instead of
     ``window``, size each task's window to that fraction of its own uncompacted peak
     (:func:`peak_frac_window`), so every task exercises the policy. ``max_probes``: the most
     probes one task's grid may score (checked for every task before any runs). With several tasks each
     gets ``<out_dir>/<task id>/``; a task id met again (two recorded files of one session) gets
     ``<task id>~2`` (then ``~3``...) as its folder and run id prefix, so no run replaces another.
     ``ledger``: compute the loss ledger of each run (``ReplayResult.ledger``, ``ledger.parquet``).
+    ``call_limits``: the request timeout and retries of a model summarizer and the llm scorer.
+    A run into ``out_dir`` holds its lock (:func:`~h9eval.core.lock.folder_lock`): a second
+    run into the same folder meanwhile is refused.
     """
     if window is not None and window_peak_frac is not None:
         raise ConfigError(f"give window ({window}) or window_peak_frac ({window_peak_frac}), not both")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < MIN_WINDOW_TOKENS):
+        raise ConfigError(f"window must be an integer >= {MIN_WINDOW_TOKENS:,} tokens, got {window!r}")
     if window_peak_frac is not None:
         _check_peak_frac(window_peak_frac)
     tasks = load_tasks_from_spec(task) if isinstance(task, str) else [task]
@@ -120,24 +119,49 @@ def run_task(
             "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
             path=str(task),
         )
-    if isinstance(policy, str):
-        pol = make_policy(policy, **(params or {}))
-        explicit = "context_window_tokens" in (params or {})
-    else:
-        pol = policy
-        explicit = policy_window(pol) is not None and _explicit_window(pol)
+    pol = make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
+    explicit = _window_was_set(pol, params, isinstance(policy, str))
     if window_peak_frac is None:
-        pol = with_run_window(pol, window, policy_window_explicit=explicit)
+        pol = run_window(pol, window, explicit=explicit).policy
     elif explicit:
         raise ConfigError(
             f"window_peak_frac {window_peak_frac} sizes each task's window, but {pol.kind}'s context_window_tokens "
-            f"was set to {policy_window(pol)}: a run has one window; drop one of them"
+            f"was set to {pol.window_tokens()}: a run has one window; drop one of them"
         )
-    summ = build_summarizer(summarizer, summarizer_cache) if isinstance(summarizer, str) or summarizer is None else summarizer
-    probe_fn = make_probe_fn(probes, cache=summarizer_cache)
+    if isinstance(summarizer, str) or summarizer is None:
+        summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits)
+    else:
+        summ = summarizer
+    probe_fn = make_probe_fn(probes, cache=summarizer_cache, call_limits=call_limits)
     if probe_fn is not None:  # every task's grid before any task runs
         for t in tasks:
             check_probe_budget(t, probe_every_k, max_probes)
+    # One writer per folder, as for sweeps: a second run into it is refused with one line instead of
+    # mixing its tables and session store with the first's (both are staged under the same names).
+    out = prepare_out_dir(out_dir, what="results folder") if out_dir is not None else None
+    with folder_lock(out) if out is not None else contextlib.nullcontext():
+        return _run_tasks(tasks, pol, window=window, window_peak_frac=window_peak_frac, summ=summ, probe_fn=probe_fn,
+                          history_mode=history_mode, writeback_rules=writeback_rules, manual_compact_at=manual_compact_at,
+                          probe_every_k=probe_every_k, max_probes=max_probes, out_dir=out, ledger=ledger)
+
+
+def _run_tasks(
+    tasks: Sequence[Task],
+    pol: Policy,
+    *,
+    window: int | None,
+    window_peak_frac: float | None,
+    summ: Summarizer | None,
+    probe_fn: ProbeFn | None,
+    history_mode: str,
+    writeback_rules: str,
+    manual_compact_at: Sequence[int],
+    probe_every_k: int | None,
+    max_probes: int,
+    out_dir: Path | None,
+    ledger: bool,
+) -> list[ReplayResult]:
+    """:func:`run_task`'s loop over its resolved tasks (under the folder's lock when it writes)."""
     results = []
     seen: dict[str, int] = {}
     for t in tasks:
@@ -148,7 +172,7 @@ def run_task(
             manual_compact_at=tuple(manual_compact_at),
             context_window_tokens=w,
         )
-        run_pol = with_run_window(pol, w, policy_window_explicit=False) if window_peak_frac is not None else pol
+        run_pol = run_window(pol, w, explicit=False).policy
         seen[t.task_id] = seen.get(t.task_id, 0) + 1
         key = t.task_id if seen[t.task_id] == 1 else f"{t.task_id}~{seen[t.task_id]}"
         run_id = None
@@ -156,7 +180,7 @@ def run_task(
             run_id = f"{key}--{run_pol.kind}-{params_hash(run_pol.kind, policy_params(run_pol))}-{cfg.history_mode}"
         out = None
         if out_dir is not None:
-            out = Path(out_dir) if len(tasks) == 1 else Path(out_dir) / safe_name(key)
+            out = out_dir if len(tasks) == 1 else out_dir / safe_name(key)
         results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes,
                               ledger=ledger))
     return results

@@ -31,14 +31,14 @@ tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
-from h9eval.core.anthropic import AnthropicAPI, usage_of
+from h9eval.core.anthropic import AnthropicAPI, Reply
 from h9eval.core.errors import ConfigError, SummarizerError
+from h9eval.core.prices import MODELS, base_model_id
 
 __all__ = [
     "AnthropicSummarizer",
@@ -51,36 +51,25 @@ __all__ = [
 # claude-sonnet-4-5 reaches end of life on 2026-11-30 (the SDK warns on every call)
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
-# USD per million tokens (input, output), list prices; dated ids ("claude-sonnet-4-5-20250929")
-# find their entry through price_for.
 DEFAULT_PRICES_USD_PER_MTOK: dict[str, tuple[float, float]] = {
-    "claude-opus-4-5": (5.0, 25.0),
-    "claude-opus-4-1": (15.0, 75.0),
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4-6": (3.0, 15.0),
-    "claude-sonnet-4-5": (3.0, 15.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-3-7-sonnet": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-    "claude-3-haiku": (0.25, 1.25),
+    name: (float(info.input_usd_per_mtok or 0.0), float(info.output_usd_per_mtok or 0.0))
+    for name, info in MODELS.items()
+    if info.priced
 }
-
-
-_DATED = re.compile(r"-(\d{8}|latest)$")
+"""(input, output) USD per million tokens of every priced model, derived from the one model
+table :data:`h9eval.core.prices.MODELS` (dated: :data:`h9eval.core.prices.PRICES_AS_OF`)."""
 
 
 def price_for(model: str, prices: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
     """``(input, output)`` USD per million tokens for ``model``, or ``None`` when unknown.
 
     An exact entry wins; else the entry the model id extends by a date or ``-latest`` suffix
-    (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``). Plain prefixes do not match:
-    ``claude-opus-4-6`` is not priced as ``claude-opus-4``.
+    (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``), as :func:`h9eval.core.prices.model_entry`
+    finds it. Plain prefixes do not match: ``claude-opus-4-7`` is not priced as ``claude-opus-4``.
     """
     if model in prices:
         return prices[model]
-    base = _DATED.sub("", model)
-    return prices.get(base)
+    return prices.get(base_model_id(model))
 
 
 class AnthropicSummarizer:
@@ -179,30 +168,24 @@ class AnthropicSummarizer:
             timeout=timeout,
         )
         latency = time.perf_counter() - t0
-        text = self._reply_text(resp)
-        return self._reply(resp, text, latency)
+        # Every field stored of the reply (its text, model, stop reason, usage) is read and
+        # redacted once, at the source, so the key never reaches the cache, the tables, the
+        # records or sessions.db, even when a reply echoes it.
+        reply = self._api.reply(resp)
+        return self._reply(reply, self._reply_text(reply), latency)
 
-    def _reply_text(self, resp: Any) -> str | None:
-        content = getattr(resp, "content", None)
-        if not isinstance(content, list):
-            raise self._api.error(f"malformed response: no content list (got {type(resp).__name__})")
-        texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
-        texts = [t for t in texts if isinstance(t, str)]
-        if not texts:
-            return None  # harness9's nil message (see the module docstring)
-        # Redacted here, at the source, so the key never reaches the cache, the compactions
-        # table, the records or sessions.db, even when a reply echoes it.
-        return self._api.redact("".join(texts))
+    def _reply_text(self, reply: Reply) -> str | None:
+        return reply.text  # None: harness9's nil message (see the module docstring)
 
-    def _reply(self, resp: Any, text: str | None, latency: float) -> SummaryReply:
-        usage = usage_of(resp)
+    def _reply(self, reply: Reply, text: str | None, latency: float) -> SummaryReply:
+        usage = reply.usage
         tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
         cost = 0.0 if price is None else (tin * price[0] + tout * price[1]) / 1e6
         extra: dict[str, object] = {
-            "stop_reason": getattr(resp, "stop_reason", None),
+            "stop_reason": reply.stop_reason,
             "cost_known": price is not None,
-            "response_model": getattr(resp, "model", None),
+            "response_model": reply.model,
         }
         if usage.missing:
             extra["usage_missing"] = True
@@ -255,8 +238,8 @@ class AnthropicFreeTextSummarizer(AnthropicSummarizer):
         parts.append("Conversation:\n" + request.conversation)
         return FREE_TEXT_SYSTEM_PROMPT, "\n\n".join(parts)
 
-    def _reply_text(self, resp: Any) -> str | None:
-        text = super()._reply_text(resp)
+    def _reply_text(self, reply: Reply) -> str | None:
+        text = super()._reply_text(reply)
         if text is None:
             return None
         body = text.strip()

@@ -41,6 +41,7 @@ from typing import Any
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import messages_to_json
 from h9eval.core.paths import check_db_file
+from h9eval.core import storage
 from h9eval.compaction.summary import Summarizer, SummaryReply, SummaryRequest
 
 __all__ = ["ResponseCache", "CachedSummarizer", "cache_key", "CACHE_SCHEMA_VERSION"]
@@ -136,7 +137,7 @@ class ResponseCache:
             self._conn, self._pid = conn, os.getpid()
             return conn
         # isolation_level=None: autocommit, so every statement is its own short transaction.
-        conn = sqlite3.connect(
+        conn = storage.connect(  # its errors name the file
             str(self.path), timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         try:

@@ -146,7 +146,7 @@ def _collapse(s: str) -> str:
     return " ".join(s.split())
 
 
-def _clip(s: str, n: int) -> str:
+def clip_text(s: str, n: int) -> str:
     """Whitespace-collapsed ``s`` of at most ``n`` characters (``...`` marks a cut)."""
     s = _collapse(s)
     if len(s) <= n:
@@ -159,7 +159,7 @@ def _clip(s: str, n: int) -> str:
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])|\n+")
 
 
-def _sentences(text: str) -> list[str]:
+def sentence_list(text: str) -> list[str]:
     return list(_sentences_of(text))
 
 
@@ -171,7 +171,7 @@ _SEEN = 8192
 
 def clear_caches() -> None:
     """Forget what earlier summaries analysed (a benchmark timing one run from cold)."""
-    for f in (_sentences_of, _first_sentence, _intent_text, _written_paths, _step, _reasoning_of, _modal_of):
+    for f in (_sentences_of, first_sentence, _intent_text, _written_paths, _step, _reasoning_of, _modal_of):
         f.cache_clear()
     _KEPT_SCANS.clear()
 
@@ -226,21 +226,21 @@ def _task_body(content: str) -> str:
 
 
 @functools.lru_cache(maxsize=_SEEN)
-def _first_sentence(text: str, max_chars: int, min_chars: int = 30) -> str:
+def first_sentence(text: str, max_chars: int, min_chars: int = 30) -> str:
     """The first sentence of ``text`` (followed by the next ones while shorter than
     ``min_chars``, so a one-word opener is not all that is kept), clipped to ``max_chars``."""
     out = ""
-    for s in _sentences(text):
+    for s in sentence_list(text):
         out = f"{out} {s}".strip()
         if len(out) >= min_chars:
             break
-    return _clip(out, max_chars)
+    return clip_text(out, max_chars)
 
 
 @functools.lru_cache(maxsize=_SEEN)
 def _intent_text(content: str, max_chars: int) -> str:
     """The one-sentence request of one user message (harness9's prompt asks for one sentence)."""
-    return _first_sentence(_task_body(content), max_chars)
+    return first_sentence(_task_body(content), max_chars)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def _short_arg(tc: ToolCall, n: int = 80) -> str:
     elif isinstance(args, str):
         text = args
     first = next((ln for ln in text.split("\n") if ln.strip()), "")
-    return _clip(_CD_PREFIX.sub("", first), n)
+    return clip_text(_CD_PREFIX.sub("", first), n)
 
 
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit (?:status|code):?\s*(-?\d+)|\bexited with code\s*(-?\d+)", re.I)
@@ -316,13 +316,13 @@ def _error_line(content: str, n: int) -> str:
     body = _TAG_LINE.sub("", content)
     exc = _EXC_LINE.findall(body)
     if exc:
-        return _clip(exc[-1], n)
+        return clip_text(exc[-1], n)
     lines = _body_lines(content)
     for ln in reversed(lines):
         if _ERR_LINE.search(ln):
-            return _clip(ln, n)
+            return clip_text(ln, n)
     if lines:
-        return _clip(lines[-1], n)
+        return clip_text(lines[-1], n)
     rc = _exit_status(content)
     return f"exit {rc}" if rc is not None else ""
 
@@ -522,7 +522,7 @@ class _Scan:
                 if m.content.strip():
                     self.assistant_texts.append(m.content)
                     self.events.append(Event("assistant", m.content))
-                    self.last_note = _first_sentence(m.content, n, min_chars=40)
+                    self.last_note = first_sentence(m.content, n, min_chars=40)
                 for tc in m.tool_calls:
                     res = self.used[tc.id] = results.get(tc.id)
                     step = _step(tc, res, n)
@@ -572,7 +572,7 @@ _REFINEMENT_SEP = "; latest request: "
 
 def prior_task(prior_anchors: dict[str, str]) -> str:
     """The task sentence of a prior User Intent anchor (its first line, refinement cut off)."""
-    return _intent_lines(prior_anchors.get("user_intent", ""))[0].split(_REFINEMENT_SEP, 1)[0]
+    return intent_lines(prior_anchors.get("user_intent", ""))[0].split(_REFINEMENT_SEP, 1)[0]
 
 
 def parse_head(
@@ -616,11 +616,11 @@ def parse_head(
         i = next((k for k, u in enumerate(user_msgs) if len(_collapse(u.content)) >= 40), 0)
         p.task = _intent_text(user_msgs[i].content, max_intent_chars)
         later = user_msgs[i + 1 :]
-    later = [u for u in later if not prior or not _same_task(_intent_text(u.content, max_intent_chars), prior)]
+    later = [u for u in later if not prior or not same_task(_intent_text(u.content, max_intent_chars), prior)]
     p.later_user = [u.content for u in later]
     if later:
         p.refinement = _intent_text(later[-1].content, max_intent_chars)
-    p.written = _dedupe(p.written)
+    p.written = dedupe(p.written)
     return p
 
 
@@ -629,7 +629,7 @@ def _step(tc: ToolCall, res: Message | None, n: int) -> ToolStep:
     label = f"{tc.name}: {_short_arg(tc)}".rstrip(": ")
     # Only the first line of a command: heredoc bodies mention paths they never touch.
     paths = tuple(
-        x[2:] if x.startswith("./") else x for x in _dedupe(_PATH.findall(tc.arguments.split("\\n", 1)[0]))
+        x[2:] if x.startswith("./") else x for x in dedupe(_PATH.findall(tc.arguments.split("\\n", 1)[0]))
     )
     if res is None:
         return ToolStep(tc.name, label, "no result", paths=paths)
@@ -640,14 +640,14 @@ def _step(tc: ToolCall, res: Message | None, n: int) -> ToolStep:
         label,
         "failed" if failed else "ok",
         _error_line(res.content, n) if failed else "",
-        _clip(lines[0], n) if lines else "",
-        _clip(lines[-1], n) if lines else "",
-        _clip(" | ".join(lines[:12]), n),
+        clip_text(lines[0], n) if lines else "",
+        clip_text(lines[-1], n) if lines else "",
+        clip_text(" | ".join(lines[:12]), n),
         paths,
     )
 
 
-def _same_task(a: str, b: str) -> bool:
+def same_task(a: str, b: str) -> bool:
     a, b = a.rstrip("."), b.rstrip(".")
     k = min(len(a), len(b), 60)
     return k > 0 and a[:k] == b[:k]
@@ -675,12 +675,12 @@ _MODAL_CUE = re.compile(r"\b(must|never|don't|do not|always|only|should not|shou
 
 def reasoning_sentences(texts: Iterable[str], n: int) -> list[str]:
     """Sentences of ``texts`` with a reasoning or choice cue, deduplicated, oldest first."""
-    return _dedupe(s for t in texts for s in _reasoning_of(t, n))
+    return dedupe(s for t in texts for s in _reasoning_of(t, n))
 
 
 @functools.lru_cache(maxsize=_SEEN)
 def _reasoning_of(t: str, n: int) -> tuple[str, ...]:
-    return tuple(_clip(_LIST_MARK.sub("", s), n) for s in _sentences(t) if _REASONING_CUE.search(s))
+    return tuple(clip_text(_LIST_MARK.sub("", s), n) for s in sentence_list(t) if _REASONING_CUE.search(s))
 
 
 def intention_items(texts: Sequence[str], n: int) -> list[str]:
@@ -689,26 +689,26 @@ def intention_items(texts: Sequence[str], n: int) -> list[str]:
         listed = [_LIST_ITEM.sub("", ln).strip() for ln in text.split("\n") if _LIST_ITEM.match(ln)]
         listed = [x for x in listed if x]
         if len(listed) >= 2:
-            return [_clip(x, n) for x in listed]
-        cued = [_clip(s, n) for s in _sentences(text) if _INTENTION_CUE.search(s)]
+            return [clip_text(x, n) for x in listed]
+        cued = [clip_text(s, n) for s in sentence_list(text) if _INTENTION_CUE.search(s)]
         if cued:
-            return _dedupe(cued)
+            return dedupe(cued)
     return []
 
 
 def modal_sentences(texts: Iterable[str], n: int) -> list[str]:
     """User sentences with a modal cue (constraints), deduplicated, oldest first."""
-    return _dedupe(s for t in texts for s in _modal_of(t, n))
+    return dedupe(s for t in texts for s in _modal_of(t, n))
 
 
 @functools.lru_cache(maxsize=_SEEN)
 def _modal_of(t: str, n: int) -> tuple[str, ...]:
     return tuple(
-        _clip(_LIST_MARK.sub("", s), n) for s in _sentences(_TASK_TAG.sub(lambda mt: mt.group(2), t)) if _MODAL_CUE.search(s) and len(s) >= 12
+        clip_text(_LIST_MARK.sub("", s), n) for s in sentence_list(_TASK_TAG.sub(lambda mt: mt.group(2), t)) if _MODAL_CUE.search(s) and len(s) >= 12
     )
 
 
-def _dedupe(items: Iterable[object]) -> list:  # type: ignore[type-arg]
+def dedupe(items: Iterable[object]) -> list:  # type: ignore[type-arg]
     seen: set[object] = set()
     out = []
     for it in items:
@@ -718,7 +718,7 @@ def _dedupe(items: Iterable[object]) -> list:  # type: ignore[type-arg]
     return out
 
 
-def _intent_lines(content: str) -> list[str]:
+def intent_lines(content: str) -> list[str]:
     lines = [go_trim(ln) for ln in content.split("\n") if go_trim(ln) and not is_no_information(ln)]
     return lines or [""]
 
@@ -740,7 +740,7 @@ def _bullets(content: str) -> list[str]:
 
 
 @dataclass
-class _Section:
+class SummarySection:
     """A list of items of which the newest ``keep`` are rendered; ``overflow`` describes the
     dropped ones in one line (or ``None``)."""
 
@@ -753,16 +753,16 @@ class _Section:
 
     def visible(self, cap: int) -> list[str]:
         shown = self.items[len(self.items) - self.keep :] if self.keep < len(self.items) else list(self.items)
-        shown = [_clip(x, cap) for x in shown]
+        shown = [clip_text(x, cap) for x in shown]
         dropped = len(self.items) - len(shown)
         if dropped > 0 and self.overflow is not None:
             line = self.overflow(dropped)
             if line:
-                shown.insert(0, _clip(line, max(cap, 60)))
+                shown.insert(0, clip_text(line, max(cap, 60)))
         return shown
 
 
-def _collapse_steps(steps: Sequence[ToolStep]) -> list[tuple[str, list[ToolStep]]]:
+def collapse_steps(steps: Sequence[ToolStep]) -> list[tuple[str, list[ToolStep]]]:
     """Consecutive identical ``label -> outcome`` lines as one ``(xN)`` line."""
     out: list[tuple[str, list[ToolStep]]] = []
     for s in steps:
@@ -788,7 +788,7 @@ def _steps_overflow(groups: list[list[ToolStep]]) -> Callable[[int], str | None]
     return describe
 
 
-def _more(what: str) -> Callable[[int], str | None]:
+def omitted_line(what: str) -> Callable[[int], str | None]:
     return lambda k: f"(+{k} earlier {what} omitted)"
 
 
@@ -796,9 +796,9 @@ _TOTALS = re.compile(r"Totals so far: (\d+) messages, (\d+) tool calls, (\d+) fa
 
 
 
-def _fit(
+def fit_sections(
     render: Callable[[int], str],
-    sections: list[_Section],
+    sections: list[SummarySection],
     summary: list[str],
     request: SummaryRequest,
     cap: int,
@@ -827,7 +827,7 @@ def _fit(
 
 
 
-_Items = tuple[list[str], int, Callable[[int], str | None] | None]
+SummaryItems = tuple[list[str], int, Callable[[int], str | None] | None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -885,7 +885,7 @@ class OfflineSummarizer:
         text = self._render(p, request)
         return SummaryReply(
             text=text,
-            input_tokens=(_utf8_len(request.system_prompt) + _utf8_len(request.user_prompt)) // 4,
+            input_tokens=(_utf8_len(request.system_prompt) + request.user_prompt_nbytes) // 4,
             output_tokens=_utf8_len(text) // 4,
             # No model latency offline: reporting 0 keeps results byte-identical across reruns;
             # the compute time is kept in ``extra`` for anyone profiling the heuristics.
@@ -896,26 +896,26 @@ class OfflineSummarizer:
 
     # -- what each section keeps (the extraction strategy) -------------------------------------
 
-    def _new_items(self, p: ParsedHead) -> dict[str, _Items]:
+    def _new_items(self, p: ParsedHead) -> dict[str, SummaryItems]:
         """Per anchor type: the new items (oldest first), how many to keep, the overflow line."""
         n, c = self.max_items, self.max_item_chars
-        groups = _collapse_steps(p.steps)
-        chat = [_first_sentence(t, c, min_chars=40) for t in p.assistant_texts]
+        groups = collapse_steps(p.steps)
+        chat = [first_sentence(t, c, min_chars=40) for t in p.assistant_texts]
         return {
             "execution_progress": (
                 [g[0] for g in groups] if groups else chat,
                 self.max_progress_lines,
-                _steps_overflow([g[1] for g in groups]) if groups else _more("progress items"),
+                _steps_overflow([g[1] for g in groups]) if groups else omitted_line("progress items"),
             ),
-            "key_decision": (reasoning_sentences(p.assistant_texts, c), n, _more("decisions")),
+            "key_decision": (reasoning_sentences(p.assistant_texts, c), n, omitted_line("decisions")),
             "tried_solution": (
-                _dedupe(f"{s.label} -> failed: {s.error}".rstrip(": ") for s in p.steps if s.outcome == "failed"),
+                dedupe(f"{s.label} -> failed: {s.error}".rstrip(": ") for s in p.steps if s.outcome == "failed"),
                 n,
-                _more("failures"),
+                omitted_line("failures"),
             ),
-            "next_step": (intention_items(p.assistant_texts, c), n, _more("steps")),
-            "constraint": (modal_sentences(p.user_texts, c), n, _more("constraints")),
-            "artifact": (self._artifacts(p), n + 2, _more("artifacts")),
+            "next_step": (intention_items(p.assistant_texts, c), n, omitted_line("steps")),
+            "constraint": (modal_sentences(p.user_texts, c), n, omitted_line("constraints")),
+            "artifact": (self._artifacts(p), n + 2, omitted_line("artifacts")),
         }
 
     def _artifacts(self, p: ParsedHead) -> list[str]:
@@ -925,7 +925,7 @@ class OfflineSummarizer:
         return [f"{p.written[i][0]} ({p.written[i][1]})" for i in order]
 
     def _summary_lines(self, p: ParsedHead) -> list[str]:
-        lines = _count_lines(p)
+        lines = count_lines(p)
         if p.steps:
             s = p.steps[-1]
             detail = s.error or s.output_first_line
@@ -938,13 +938,13 @@ class OfflineSummarizer:
         paths = [x for x, _ in sorted(weight.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]
         if paths:
             lines.append("Key paths: " + ", ".join(paths) + ".")
-        return lines + _earlier_line(p)
+        return lines + earlier_line(p)
 
     # -- building sections ----------------------------------------------------------------------
 
-    def _sections(self, p: ParsedHead, types: Sequence[str], merge: bool) -> list[_Section]:
+    def _sections(self, p: ParsedHead, types: Sequence[str], merge: bool) -> list[SummarySection]:
         new = self._new_items(p)
-        out: list[_Section] = []
+        out: list[SummarySection] = []
         for typ in types:
             if typ == "user_intent":
                 out.append(self._intent_section(p, merge))
@@ -958,19 +958,19 @@ class OfflineSummarizer:
                 # the prior content must be written back or it is lost.
                 items = [] if merge else prior
             else:
-                items = _dedupe(prior + list(items))
-            out.append(_Section(typ, items, keep, _after_prior(len(prior), overflow) if prior else overflow))
+                items = dedupe(prior + list(items))
+            out.append(SummarySection(typ, items, keep, _after_prior(len(prior), overflow) if prior else overflow))
         return out
 
-    def _intent_section(self, p: ParsedHead, merge: bool) -> _Section:
-        prior_line = _intent_lines(p.prior_anchors.get("user_intent", ""))[0]
+    def _intent_section(self, p: ParsedHead, merge: bool) -> SummarySection:
+        prior_line = intent_lines(p.prior_anchors.get("user_intent", ""))[0]
         if not p.task and not p.refinement:
             lines = [] if merge or not prior_line else [prior_line]
         else:
             task = p.task or prior_task(p.prior_anchors)
             line = task.rstrip(".") + _REFINEMENT_SEP + p.refinement if task and p.refinement else task or p.refinement
             lines = [line]
-        return _Section("user_intent", lines, 1, None, bullets=False)
+        return SummarySection("user_intent", lines, 1, None, bullets=False)
 
     # -- rendering ------------------------------------------------------------------------------
 
@@ -978,9 +978,9 @@ class OfflineSummarizer:
         merge = request.previous_anchors is not None
         sections = self._sections(p, request.anchor_types, merge)
         summary = self._summary_lines(p)
-        return _fit(lambda cap: self._format(sections, summary, cap), sections, summary, request, self.max_item_chars)
+        return fit_sections(lambda cap: self._format(sections, summary, cap), sections, summary, request, self.max_item_chars)
 
-    def _format(self, sections: Sequence[_Section], summary: Sequence[str], cap: int) -> str:
+    def _format(self, sections: Sequence[SummarySection], summary: Sequence[str], cap: int) -> str:
         parts = ["## Anchors\n"]
         for s in sections:
             shown = s.visible(cap if s.bullets else 2 * cap)
@@ -991,7 +991,7 @@ class OfflineSummarizer:
             else:
                 body = "\n".join(shown)
             parts.append(f"### {ANCHOR_HEADERS[s.type]}\n{body}\n")
-        parts.append("## Summary\n" + "\n".join(_clip(x, max(cap, 60) * 2) for x in summary))
+        parts.append("## Summary\n" + "\n".join(clip_text(x, max(cap, 60) * 2) for x in summary))
         return "\n".join(parts)
 
 
@@ -1007,7 +1007,7 @@ def _after_prior(n_prior: int, inner: Callable[[int], str | None] | None) -> Cal
     return describe
 
 
-def _count_lines(p: ParsedHead) -> list[str]:
+def count_lines(p: ParsedHead) -> list[str]:
     lines = [
         f"This segment: {p.n_messages} messages ({p.n_user} user, {p.n_assistant} assistant), "
         f"{p.n_calls} tool calls, {p.n_failed} failed."
@@ -1020,7 +1020,7 @@ def _count_lines(p: ParsedHead) -> list[str]:
     return lines
 
 
-def _earlier_line(p: ParsedHead) -> list[str]:
+def earlier_line(p: ParsedHead) -> list[str]:
     if p.prior_summary and not _TOTALS.search(p.prior_summary):
         return ["Earlier: " + p.prior_summary.split("\n", 1)[0]]
     return []

@@ -39,14 +39,14 @@ from h9eval.summarizers.offline import (
     OfflineSummarizer,
     ParsedHead,
     ToolStep,
-    _clip,
-    _collapse_steps,
-    _count_lines,
-    _first_sentence,
-    _fit,
-    _intent_lines,
-    _same_task,
-    _Section,
+    clip_text,
+    collapse_steps,
+    count_lines,
+    first_sentence,
+    fit_sections,
+    intent_lines,
+    same_task,
+    SummarySection,
 )
 
 __all__ = ["OfflineFreeTextSummarizer"]
@@ -76,20 +76,20 @@ class OfflineFreeTextSummarizer(OfflineSummarizer):
     def _render(self, p: ParsedHead, request: SummaryRequest) -> str:
         prev_task, prior_events, prior_omitted = _read_digest(p.prior_summary)
         if not prev_task and p.prior_anchors.get("user_intent"):
-            prev_task = _intent_lines(p.prior_anchors["user_intent"])[0]
+            prev_task = intent_lines(p.prior_anchors["user_intent"])[0]
         # A previous digest's task wins: the head's first user message is then a later request
         # (the head of a later compaction no longer holds the task), kept as an event.
         task = prev_task or p.task
         events = prior_events + self._event_lines(p, skip_task=not prev_task)
-        digest = _Section(
+        digest = SummarySection(
             "events",
             events,
             self.max_events,
             lambda k: f"({k + prior_omitted} earlier events omitted)",
         )
-        head = ([f"{_TASK}{task.rstrip('.')}."] if task else []) + [" ".join(_count_lines(p))]
+        head = ([f"{_TASK}{task.rstrip('.')}."] if task else []) + [" ".join(count_lines(p))]
         # The task and count lines are not events: only the digest shrinks.
-        return _fit(lambda cap: _prose(head, digest, cap), [digest], [], request, self.max_item_chars)
+        return fit_sections(lambda cap: _prose(head, digest, cap), [digest], [], request, self.max_item_chars)
 
     def _event_lines(self, p: ParsedHead, *, skip_task: bool) -> list[str]:
         c = self.max_item_chars
@@ -97,7 +97,7 @@ class OfflineFreeTextSummarizer(OfflineSummarizer):
         steps: list[ToolStep] = []
 
         def flush() -> None:
-            for line, group in _collapse_steps(steps):
+            for line, group in collapse_steps(steps):
                 s = group[0]
                 out.append(f"Ran {line}" + (f": {s.error}" if s.outcome == "failed" and s.error else ""))
             steps.clear()
@@ -107,9 +107,9 @@ class OfflineFreeTextSummarizer(OfflineSummarizer):
                 steps.append(e.step)
                 continue
             flush()
-            first = _first_sentence(e.text, c)
+            first = first_sentence(e.text, c)
             if e.kind == "user":
-                if skip_task and p.task and _same_task(first, p.task):
+                if skip_task and p.task and same_task(first, p.task):
                     continue  # the task has its own line
                 out.append(f"User: {first}")
             elif first:
@@ -135,6 +135,6 @@ def _read_digest(summary: str) -> tuple[str, list[str], int]:
     return task, events, omitted
 
 
-def _prose(head: list[str], digest: _Section, cap: int) -> str:
+def _prose(head: list[str], digest: SummarySection, cap: int) -> str:
     lines = head + digest.visible(cap)
-    return "## Summary\n" + "\n".join(_clip(x, 2 * max(cap, 60)) if i < len(head) else x for i, x in enumerate(lines))
+    return "## Summary\n" + "\n".join(clip_text(x, 2 * max(cap, 60)) if i < len(head) else x for i, x in enumerate(lines))

@@ -28,14 +28,14 @@ from h9eval.core.errors import ConfigError
 from h9eval.summarizers.offline import (
     OfflineSummarizer,
     ParsedHead,
-    _clip,
-    _count_lines,
-    _dedupe,
-    _earlier_line,
-    _first_sentence,
-    _Items,
-    _more,
-    _sentences,
+    clip_text,
+    count_lines,
+    dedupe,
+    earlier_line,
+    first_sentence,
+    SummaryItems,
+    omitted_line,
+    sentence_list,
 )
 
 __all__ = ["OfflineRecentSummarizer"]
@@ -62,23 +62,23 @@ class OfflineRecentSummarizer(OfflineSummarizer):
         if self.max_output_chars < 40:
             raise ConfigError(f"max_output_chars ({self.max_output_chars}) must be >= 40 characters")
 
-    def _new_items(self, p: ParsedHead) -> dict[str, _Items]:
+    def _new_items(self, p: ParsedHead) -> dict[str, SummaryItems]:
         n, c = self.max_items, self.max_item_chars
-        outputs = [f"{s.label} -> {s.outcome}: {_clip(s.excerpt, self.max_output_chars)}".rstrip(": ") for s in p.steps]
-        firsts = [_first_sentence(t, c) for t in p.assistant_texts]
-        last = _sentences(p.assistant_texts[-1]) if p.assistant_texts else []
+        outputs = [f"{s.label} -> {s.outcome}: {clip_text(s.excerpt, self.max_output_chars)}".rstrip(": ") for s in p.steps]
+        firsts = [first_sentence(t, c) for t in p.assistant_texts]
+        last = sentence_list(p.assistant_texts[-1]) if p.assistant_texts else []
         failed = [f"{s.label} -> failed: {s.output_last_line}".rstrip(": ") for s in p.steps if s.outcome == "failed"]
         return {
             "execution_progress": (
                 outputs or firsts,
                 self.recent_outputs,
-                (lambda k: f"earlier: {k} tool calls") if outputs else _more("assistant messages"),
+                (lambda k: f"earlier: {k} tool calls") if outputs else omitted_line("assistant messages"),
             ),
-            "key_decision": (_dedupe(firsts), n, _more("assistant messages")),
-            "tried_solution": (_dedupe(failed), n, _more("failures")),
-            "next_step": ([_clip(last[-1], c)] if last else [], 1, None),
-            "constraint": (_dedupe(_first_sentence(u, c) for u in p.later_user), n, _more("user messages")),
-            "artifact": (self._recent_paths(p), n, _more("paths")),
+            "key_decision": (dedupe(firsts), n, omitted_line("assistant messages")),
+            "tried_solution": (dedupe(failed), n, omitted_line("failures")),
+            "next_step": ([clip_text(last[-1], c)] if last else [], 1, None),
+            "constraint": (dedupe(first_sentence(u, c) for u in p.later_user), n, omitted_line("user messages")),
+            "artifact": (self._recent_paths(p), n, omitted_line("paths")),
         }
 
     @staticmethod
@@ -92,8 +92,8 @@ class OfflineRecentSummarizer(OfflineSummarizer):
         return [f"{x} (written)" if x in written else x for x in order]
 
     def _summary_lines(self, p: ParsedHead) -> list[str]:
-        lines = _count_lines(p)
+        lines = count_lines(p)
         if p.steps:
             s = p.steps[-1]
             lines.append(f"Latest output: {s.label} -> {s.outcome}" + (f": {s.excerpt}" if s.excerpt else "") + ".")
-        return lines + _earlier_line(p)
+        return lines + earlier_line(p)

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from h9eval.compaction.summary import Summarizer
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.registry import Registry
 from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer, AnthropicSummarizer
 from h9eval.summarizers.cache import CachedSummarizer
@@ -85,10 +86,16 @@ def make_summarizer(
 def build_summarizer(
     name: str | None,
     cache: str | os.PathLike[str] | None = None,
+    *,
+    call_limits: CallLimits | None = None,
     **params: Any,
 ) -> Summarizer | None:
     """:func:`make_summarizer`, where ``None`` or ``"none"`` (:data:`NO_SUMMARIZER`) is no
-    summarizer at all: the names a CLI option or a sweep spec can hold."""
+    summarizer at all: the names a CLI option or a sweep spec can hold. ``call_limits``: the
+    request timeout and retries of a summarizer that calls a model (the Anthropic ones);
+    the offline ones make no request and ignore them."""
     if name is None or name == NO_SUMMARIZER:
         return None
+    if call_limits is not None and issubclass(_class_for(name), AnthropicSummarizer):
+        params = call_limits.apply(params, who=f"summarizer {name!r}")
     return make_summarizer(name, cache=cache, **params)

@@ -15,6 +15,7 @@ from typing import Any
 
 from h9eval.compaction.base import params_hash, policy_params
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, H9InputError
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
@@ -33,7 +34,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
            "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "policy_window", "stress")
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing", "policy_window", "stress")
 CELL_KINDS = ("replay", "episode")
 
 
@@ -97,6 +98,12 @@ class Cell:
     """An episode cell's agent (``make_agent`` form)."""
     max_steps: int = 60
     """An episode cell's step bound."""
+    billing: dict[str, Any] = field(default_factory=dict)
+    """The spec's ``[billing]`` table (how the calls are billed)."""
+    request_timeout_s: float | None = None
+    """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
+    max_retries: int | None = None
+    """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
     stress: dict[str, Any] = field(default_factory=dict)
     """An episode cell's stress settings (``StressSettings`` fields; empty: none)."""
     policy_window: int | None = None
@@ -266,6 +273,9 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
             given = {**pg.params, **point}
             try:
                 pol = make_policy(pg.kind, **given)
+                if spec.window_peak_frac is None:
+                    # the sweep's window replaces the policy's default (the one rule of compaction.step.run_window)
+                    pol = run_window(pol, spec.window, explicit="context_window_tokens" in given).policy
             except H9InputError as e:
                 where = f"policies[{i}] cell {_fmt_point(point)}"
                 if not skip:
@@ -308,8 +318,11 @@ class _CellMaker:
             params_hash=p.params_hash,
             history_mode=mode,
             writeback_rules=spec.writeback_rules,
+            billing=spec.billing,
             summarizer=variant,
             summarizer_params=dict(spec.summarizer_params),
+            request_timeout_s=spec.call_limits.request_timeout_s,
+            max_retries=spec.call_limits.max_retries,
             summarizer_cache=_cache_for_repeat(self.cache, r),
             repeat=r,
             h9eval_version=self.version,

@@ -9,16 +9,12 @@ written by the parent, so it is rerun on resume.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
-import multiprocessing.forkserver
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,7 +67,13 @@ def run_in_process(pending: Sequence[Cell], out: Path, record: Record) -> None:
         record(*run_cell_written(c, str(out)))
 
 
+# multiprocessing and concurrent.futures are imported by the functions that start processes:
+# together they are a tenth of ``import h9eval``, which every command pays.
+
+
 def _mp_context() -> Any:
+    import multiprocessing as mp
+
     methods = mp.get_all_start_methods()
     # Never "fork": the parent may hold threads (tqdm, SQLite, Jupyter) and forked locks.
     if "forkserver" in methods:
@@ -103,6 +105,8 @@ def batches(pending: Sequence[Cell], n_workers: int) -> list[list[Cell]]:
 
 
 def _record_batch(batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[dict[str, Any]]], record: Record) -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         rows = get_rows()
     except BrokenProcessPool as e:
@@ -153,6 +157,8 @@ def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record) -> None
     ``spawn``), fed :func:`batches` of cells, each worker exiting when this process dies
     (:func:`die_with_parent`). When a worker dies, every cell of its batch gets a failed row (so
     it is rerun on resume), even one that had finished."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context(), initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         futs = {ex.submit(run_batch, b, str(out)): b for b in batches(pending, n)}
@@ -187,7 +193,9 @@ def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record:
                 # Local workers forked from the pool's preloaded fork server skip ~1 s of imports
                 # each and exit at once on close (spawned ones take ~0.6 s). Started here, with
                 # h9eval's preload: Dask would otherwise start it with its own list of modules.
-                mp.forkserver.ensure_running()  # type: ignore[attr-defined]
+                import multiprocessing.forkserver
+
+                multiprocessing.forkserver.ensure_running()  # type: ignore[attr-defined]
                 stack.enter_context(dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}))
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
             client = Client(cluster)

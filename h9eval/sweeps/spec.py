@@ -4,7 +4,7 @@
 
     name = "small"                      # results go to results/<name>/ by default
     repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
-    window = 40000                      # context window (tokens) for policies without one
+    window = 40000                      # the run's context window (tokens), for every policy
     # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's uncompacted peak
     history_modes = ["view", "write_back"]
     skip_invalid = false                # skip grid cells the policy rejects instead of failing
@@ -53,7 +53,6 @@ import copy
 import itertools
 import os
 import re
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,10 +64,13 @@ from h9eval.closedloop.episode import stress_settings
 from h9eval.closedloop.worlds import WORLDS, make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
+from h9eval.core.billing import billing_config_from_dict
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
 from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
-from h9eval.runs.replay import HISTORY_MODES
+from h9eval.compaction.step import HISTORY_MODES
+from h9eval.runs.run import MIN_WINDOW_TOKENS
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
 from h9eval.tasks.datasets.base import DatasetSource
 from h9eval.tasks.synthetic import PRESETS
@@ -95,6 +97,9 @@ TOP_LEVEL_KEYS = (
     "skip_invalid",
     "description",
     "agents",
+    "billing",
+    "request_timeout_s",
+    "max_retries",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
 DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
@@ -166,12 +171,16 @@ class SweepSpec:
     seeds. ``history_modes``: default ``("view",)``. ``summarizers``: variant names (default
     ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
     (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
-    default). ``repeats``: ≥ 1 (default 1). ``window``: tokens, for policies without a
-    ``context_window_tokens`` (default ``None`` → the replay's 200,000). ``window_peak_frac``
+    default). ``repeats``: ≥ 1 (default 1). ``window``: the run's window in tokens, for every
+    policy (it replaces a policy's default ``context_window_tokens``; a policy entry that sets
+    another is refused); default ``None``: each policy's own, else 200,000. ``window_peak_frac``
 (``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
 own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
-    ``v3`` (default) or ``v2``. ``source``: the spec as passed (for the manifest).
+    ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
+    ``max_retries`` of every model request a cell makes (:class:`~h9eval.core.anthropic.CallLimits`;
+    not part of a cell's identity: they change when a reply arrives, not what it says).
+    ``source``: the spec as passed (for the manifest).
     """
 
     name: str
@@ -196,6 +205,9 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
     writeback_rules: str = "v3"
     skip_invalid: bool = False
     description: str = ""
+    billing: dict[str, Any] = field(default_factory=dict)
+    """The ``[billing]`` table as given (validated): :func:`h9eval.core.billing.billing_config_from_dict`."""
+    call_limits: CallLimits = field(default_factory=CallLimits)
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     source_path: str | None = field(default=None, compare=False)
 
@@ -229,6 +241,9 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},
             "writeback_rules": self.writeback_rules,
             "skip_invalid": self.skip_invalid,
+            "billing": self.billing,
+            "request_timeout_s": self.call_limits.request_timeout_s,
+            "max_retries": self.call_limits.max_retries,
         }
 
 
@@ -301,17 +316,61 @@ def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike[str]) -> S
         if not p.is_file():
             raise FormatError("no such sweep spec file", path=str(p))
         try:
-            d: Any = tomllib.loads(p.read_text(encoding="utf-8"))
+            import tomllib  # only when a TOML spec is read
+
+            text = p.read_text(encoding="utf-8")
+            d: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise FormatError(f"not valid TOML ({e})", path=str(p)) from None
         except (OSError, UnicodeDecodeError) as e:
             raise FormatError(f"cannot read sweep spec ({e})", path=str(p)) from None
+        except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+            raise FormatError(f"TOML nested too deeply (a sweep spec nests at most {MAX_SPEC_DEPTH} levels)", path=str(p),
+                              where=f"line {_deep_line(text)}") from None
         base, source_path = p.resolve().parent, str(p.resolve())
-    elif isinstance(spec, Mapping):
-        d = copy.deepcopy(dict(spec))
-    else:
+        try:
+            _check_depth(d)
+            return _parse(d, base, source_path)
+        except ConfigError as e:  # the key path, after the file it is in
+            raise ConfigError(f"{p}: {e}") from None
+    if not isinstance(spec, Mapping):
         raise ConfigError(f"sweep spec must be a SweepSpec, a dict or a TOML path, got {type(spec).__name__}")
-    return _parse(d, base, source_path)
+    _check_depth(spec)
+    return _parse(copy.deepcopy(dict(spec)), base, source_path)
+
+
+MAX_SPEC_DEPTH = 32
+"""Levels of tables and lists a sweep spec may nest (the deepest key a spec uses, a world's
+parameter inside ``tasks.worlds[i].params``, is at 4); deeper ones are refused by key path
+before anything recurses into them (a dict nested thousands deep exhausts Python's stack)."""
+
+
+def _check_depth(d: Mapping[str, Any]) -> None:
+    """:class:`ConfigError` naming the key path (its first parts) of the first value nested more
+    than :data:`MAX_SPEC_DEPTH` levels deep (``a.b.c = 1`` with 5,000 parts, ``v = [[[...]]]``).
+    Walked with a stack, not recursion."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(d, ())]
+    while stack:
+        v, path = stack.pop()
+        if len(path) > MAX_SPEC_DEPTH:
+            shown = "".join(x if x.startswith("[") else f".{x}" for x in path[:8]).lstrip(".")
+            raise ConfigError(f"{shown}...: nested more than {MAX_SPEC_DEPTH} levels deep (a sweep spec needs a few)")
+        if isinstance(v, Mapping):
+            stack.extend((x, (*path, str(k))) for k, x in v.items())
+        elif isinstance(v, list | tuple):
+            stack.extend((x, (*path, f"[{i}]")) for i, x in enumerate(v))
+
+
+def _deep_line(text: str) -> int:
+    """The line on which the brackets of ``text`` first nest more than :data:`MAX_SPEC_DEPTH`
+    deep (brackets inside strings counted too: only for the message after a RecursionError)."""
+    depth = 0
+    for n, line in enumerate(text.splitlines(), 1):
+        for ch in line:
+            depth += 1 if ch in "[{" else -1 if ch in "]}" else 0
+            if depth > MAX_SPEC_DEPTH:
+                return n
+    return 1
 
 
 def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> SweepSpec:
@@ -333,6 +392,11 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     _expect(isinstance(skip, bool), "skip_invalid", "must be true or false", skip)
     desc = d.get("description", "")
     _expect(isinstance(desc, str), "description", "expected a string", desc)
+    billing = d.get("billing", {})
+    _expect(isinstance(billing, dict), "billing", "expected a table (model, placement, timing, models...)", billing)
+    billing_config_from_dict(billing)
+    with _at("request limits"):
+        limits = CallLimits(request_timeout_s=d.get("request_timeout_s"), max_retries=d.get("max_retries"))
     return SweepSpec(
         name=name,
         recorded=recorded,
@@ -354,6 +418,8 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         writeback_rules=rules,
         skip_invalid=skip,
         description=desc,
+        billing=copy.deepcopy(billing),
+        call_limits=limits,
         source=source,
         source_path=source_path,
     )
@@ -580,14 +646,15 @@ def _parse_window(d: Mapping[str, Any], policies: Sequence[PolicyGrid]) -> tuple
                 _expect("context_window_tokens" not in table, f"policies[{i}].{section}.context_window_tokens",
                         "conflicts with window.peak_frac, which sizes every policy's window per task; drop one", table.get("context_window_tokens"))
         return None, float(frac)
-    _expect(window is None or (_is_int(window) and window > 0), "window", "must be a positive integer (tokens) or { peak_frac = f }", window)
+    _expect(window is None or (_is_int(window) and window >= MIN_WINDOW_TOKENS), "window",
+            f"must be an integer >= {MIN_WINDOW_TOKENS:,} (tokens) or {{ peak_frac = f }}", window)
     return window, None
 
 
 def _parse_history_modes(d: Mapping[str, Any]) -> tuple[str, ...]:
     modes = d.get("history_modes", ["view"])
-    if isinstance(modes, str):
-        modes = [modes]
+    # A bare string is refused, not wrapped: "view" is the list ["view"] only by a guess.
+    _expect(isinstance(modes, list), "history_modes", 'expected a list of history modes, e.g. ["view", "write_back"]', modes)
     modes = _str_list(modes, "history_modes")
     for i, m in enumerate(modes):
         if m not in HISTORY_MODES:

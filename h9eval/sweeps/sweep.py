@@ -12,6 +12,7 @@ every cell with the code that produced it, and each invocation.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 
 from h9eval.core import provenance
 from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink
 from h9eval.results.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
@@ -168,6 +170,7 @@ def sweep(
     progress: bool = True,
     skip_invalid: bool = False,
     max_cells: int = DEFAULT_MAX_CELLS,
+    call_limits: CallLimits | None = None,
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -180,7 +183,9 @@ def sweep(
     ``False`` every cell is rerun. ``progress``: a tqdm bar on a terminal or in a notebook,
     plain periodic lines on a stderr that is neither (:mod:`h9eval.sweeps.progress`). ``skip_invalid``:
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
-    spec of more cells is refused (:class:`ConfigError`) before it is planned.
+    spec of more cells is refused (:class:`ConfigError`) before it is planned. ``call_limits``:
+    request timeout and retries of every model request, over the spec's ``request_timeout_s`` /
+    ``max_retries`` (each given one replaces the spec's).
 
     Raises :class:`ConfigError` for an invalid spec (before anything runs). A cell that raises
     is recorded as failed; a KeyboardInterrupt stops the sweep, keeping finished cells. The
@@ -189,6 +194,9 @@ def sweep(
     """
     t0 = time.perf_counter()
     sp = load_spec(spec)
+    if call_limits is not None:
+        given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
+        sp = dataclasses.replace(sp, call_limits=dataclasses.replace(sp.call_limits, **given))
     out = Path(out_dir) if out_dir is not None else Path("results") / sp.name
     refuse_symlink(out, what="results folder")  # before resolve(), which would follow it
     out = out.resolve()

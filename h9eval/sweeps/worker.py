@@ -23,14 +23,16 @@ from h9eval.closedloop.episode import run_episode, run_oracle, stress_settings
 from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.step import run_window
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import cell_work_dir
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
 from h9eval.results.tables import episodes_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
+from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
-from h9eval.runs.run import with_run_window
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
 from h9eval.summarizers.registry import build_summarizer
@@ -64,10 +66,15 @@ def _load_task(cell: Cell) -> Task:
     raise FormatError(f"task {cell.task_id!r} not found (it was there when the sweep was planned)", path=cell.task_spec)
 
 
+def _limits(cell: Cell) -> CallLimits:
+    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
+
+
 def _summarizer(cell: Cell) -> Any:
-    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache], sort_keys=True)
+    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries],
+                     sort_keys=True)
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
-        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, **cell.summarizer_params)
+        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), **cell.summarizer_params)
     return _SUMMARIZERS[key]
 
 
@@ -131,11 +138,14 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
         "context_window_tokens": cell.window, "max_steps": cell.max_steps, "stress": stress_settings(cell.stress),
     }
-    agent = make_agent(cell.agent)
-    # the world's own window, for policies that have one and whose entry did not set it
-    policy = with_run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.policy_window,
-                             policy_window_explicit="context_window_tokens" in cell.spec_params)
-    ep = run_episode(make_world(cell.world_kind, **cell.world_params), agent, policy, summarizer=_summarizer(cell), **common)
+    agent = make_agent(cell.agent, call_limits=_limits(cell))
+    # the cell's window for every policy, or the world's own (``policy_window``) for the policies
+    # whose entry leaves theirs unset (the spec refused a conflicting explicit one)
+    window = cell.policy_window if cell.policy_window is not None else cell.window
+    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), window,
+                        explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False).policy
+    world = make_world(cell.world_kind, **cell.world_params)
+    ep = run_episode(world, agent, policy, summarizer=_summarizer(cell), **common)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
@@ -165,13 +175,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = {
         "episodes": episodes_table([row]),
         "calls": calls,
-        "compactions": _EMPTY_COMPACTIONS,
+        "compactions": records_to_frame([], run_id="", session_id=""),
         "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
     }
     return head, parts
-
-
-_EMPTY_COMPACTIONS = records_to_frame([], run_id="", session_id="")
 
 
 def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
@@ -188,16 +195,15 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
     and ledger), without writing the cell: the worker writes it; the ledger page replays one again
     with ``keep_views`` to show what each compaction took out of the view."""
     task = _load_task(cell)
-    policy = make_policy(cell.policy_kind, **cell.spec_params)
-    if cell.window_peak_frac is not None:
-        # the task's own window, for every policy (the spec refused an explicit one)
-        policy = with_run_window(policy, cell.window, policy_window_explicit=False)
+    # the cell's window, for every policy (the spec refused a conflicting explicit one)
+    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
     cfg = ReplayConfig(
         history_mode=cell.history_mode,
         writeback_rules=cell.writeback_rules,
         context_window_tokens=cell.window,
         seed=cell.repeat,
         keep_views=keep_views,
+        billing=billing_config_from_dict(cell.billing),
     )
     return replay(
         task,
@@ -205,7 +211,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
         summarizer=_summarizer(cell),
         config=cfg,
         run_id=cell.run_id,
-        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache),
+        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache, call_limits=_limits(cell)),
         probe_every_k=cell.probe_every_k,
         session_store=False,
         offload_root=offload_root,

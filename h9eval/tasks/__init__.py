@@ -59,10 +59,12 @@ def _is_task_jsonl(p: Path) -> bool:
         d = json.loads(first)
     except json.JSONDecodeError:
         return False
+    except RecursionError:  # no record of any format is nested that deeply
+        raise FormatError("JSON nested too deeply", path=str(p), where="line 1") from None
     return is_task_jsonl_record(d)
 
 
-def _is_sqlite(p: Path) -> bool:
+def is_sqlite(p: Path) -> bool:
     if not p.is_file():
         return False
     with open(p, "rb") as f:
@@ -92,7 +94,7 @@ def load_tasks_from_spec(spec: str) -> list[Task]:
     if not p.exists():
         raise FormatError("no such file or folder", path=path_s)
     check_input_path(p, what="task")
-    if _is_sqlite(p):
+    if is_sqlite(p):
         return [load_session_task(p, session)] if session else load_db_tasks(p)
     if _is_task_jsonl(p):
         return tasks_from_jsonl(p)

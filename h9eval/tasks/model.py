@@ -301,6 +301,8 @@ def tasks_from_jsonl(path: str | Path) -> list[Task]:
                 d = json.loads(line)
             except json.JSONDecodeError as e:
                 raise FormatError(f"line is not JSON ({e.msg}); expected one task object per line", path=str(path), where=f"line {i}") from None
+            except RecursionError:
+                raise FormatError("JSON nested too deeply; expected one task object per line", path=str(path), where=f"line {i}") from None
             out.append(Task.from_dict(d, path=str(path), where=f"line {i}"))
     return out
 

@@ -27,8 +27,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from rapidfuzz import fuzz
 
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, EXTRA_ANCHOR_TYPES, is_no_information, parse_anchors_and_summary
 from h9eval.core.messages import Message
@@ -160,6 +160,14 @@ def _bounded_occurrences(text: str, t: str) -> Iterator[int]:
         i = text.find(t, i + 1)
 
 
+def _fuzz() -> Any:
+    """rapidfuzz's ``fuzz`` module, imported at the first fuzzy test (a tenth of ``import
+    h9eval`` otherwise, for every command)."""
+    from rapidfuzz import fuzz
+
+    return fuzz
+
+
 def _grams(term: str, n: int = 3) -> list[str]:
     return [term[i : i + n] for i in range(0, len(term) - n + 1, n)]
 
@@ -217,7 +225,7 @@ class TextIndex:
         found = self._exact_position(t, last=last)
         if found is not None:
             return found
-        al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
+        al = _fuzz().partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
         return None if al is None else al.dest_start
 
     def _exact_position(self, t: str, *, last: bool) -> int | None:
@@ -244,17 +252,12 @@ class TextIndex:
             return False
         if self.fuzzy_threshold >= 90 and not self._any_gram(_grams(t)):
             return False
-        al = fuzz.partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
+        al = _fuzz().partial_ratio_alignment(t, self.text, score_cutoff=self.fuzzy_threshold)
         if al is None:
             return False
         # Widen the aligned window to whole words before comparing numbers, so that a match
         # inside "45000" is compared as 45000, not as the "4500" it overlaps.
-        s, e = al.dest_start, al.dest_end
-        while s > 0 and self.text[s - 1].isalnum():
-            s -= 1
-        while e < len(self.text) and self.text[e].isalnum():
-            e += 1
-        return _DIGITS.findall(t) == _DIGITS.findall(self.text[s:e])
+        return _digits_match(self.text, t, al.dest_start, al.dest_end, len(self.text))
 
 
 class TranscriptText:
@@ -278,6 +281,7 @@ class TranscriptText:
             self.ends.append(pos)
         self._occ: dict[str, list[int]] = {}
         self._gram_end: dict[str, float] = {}
+        self._fuzzy: dict[tuple[str, float], _FuzzyScan] = {}
 
     def occurrences(self, t: str) -> list[int]:
         """Starts of the word-bounded exact occurrences of normalised ``t`` (cached)."""
@@ -294,10 +298,91 @@ class TranscriptText:
             hit = self._gram_end[g] = float("inf") if i < 0 else i + len(g)
         return hit
 
+    def fuzzy_in_prefix(self, t: str, end: int, threshold: float) -> bool:
+        """:meth:`TextIndex.fuzzy_present` of normalised ``t`` in ``self.text[:end]``, without
+        aligning ``t`` against the whole prefix at every checkpoint (cubic over a replay).
+
+        The text is cut into chunks of :data:`FUZZY_CHUNK_CHARS` overlapping by twice the
+        term's length, each padded with NULs where it was cut (so no alignment is scored
+        against an edge that is not one); each chunk's best alignment of at least
+        ``threshold`` is computed once per term and kept. A prefix's best alignment is the
+        first highest of the chunks that end inside it and of one fresh alignment over its
+        last stretch; as before, ``t`` is present when that alignment's widened window has the
+        same digit runs as ``t``. Chunks are scanned only as far as a checkpoint asks.
+        """
+        state = self._fuzzy.get((t, threshold))
+        if state is None:
+            state = self._fuzzy[(t, threshold)] = _FuzzyScan(t, threshold, self.text)
+        return state.present(end)
+
     def prefix(self, message_index: int, **kw: object) -> PrefixTextIndex:
         """The index of ``messages[: message_index + 1]``'s text (``TextIndex`` options in ``kw``)."""
         end = self.ends[message_index] if message_index >= 0 else 0
         return PrefixTextIndex(self.text[:end], whole=self, end=end, **kw)  # type: ignore[arg-type]
+
+
+FUZZY_CHUNK_CHARS = 16_384
+"""Characters of transcript text per chunk of :meth:`TranscriptText.fuzzy_in_prefix`."""
+
+_Alignment = tuple[float, int, int]  # (score, start, end) in the whole text
+
+
+def _digits_match(text: str, t: str, s: int, e: int, limit: int) -> bool:
+    """The digit-run check of :meth:`TextIndex.fuzzy_present` on ``text[:limit]``, from the
+    window trimmed of the non-word characters at its ends (of equally good windows a chunk may
+    pick one shifted by a space, which must not widen into the number before it)."""
+    while s < e and not text[s].isalnum():
+        s += 1
+    while e > s and not text[e - 1].isalnum():
+        e -= 1
+    while s > 0 and text[s - 1].isalnum():
+        s -= 1
+    while e < limit and text[e].isalnum():
+        e += 1
+    return _DIGITS.findall(t) == _DIGITS.findall(text[s:e])
+
+
+class _FuzzyScan:
+    """One term's chunked fuzzy search of a transcript (see :meth:`TranscriptText.fuzzy_in_prefix`)."""
+
+    def __init__(self, t: str, threshold: float, text: str) -> None:
+        self.t, self.threshold, self.text = t, threshold, text
+        self.overlap = 2 * len(t)
+        self.ends: list[int] = []  # content end of each scanned chunk
+        self.best: list[_Alignment | None] = []  # first highest alignment of chunks 0..k
+
+    def _align(self, start: int, stop: int, *, pad_left: bool, pad_right: bool) -> _Alignment | None:
+        pad = "\0" * len(self.t)
+        left = pad if pad_left else ""
+        hay = left + self.text[start:stop] + (pad if pad_right else "")
+        al = _fuzz().partial_ratio_alignment(self.t, hay, score_cutoff=self.threshold)
+        if al is None:
+            return None
+        s = max(al.dest_start - len(left), 0) + start
+        e = min(al.dest_end - len(left), stop - start) + start
+        return (al.score, s, e) if e > s else None
+
+    def present(self, end: int) -> bool:
+        n, step = len(self.text), FUZZY_CHUNK_CHARS
+        # scan every chunk that ends (with room for a whole window) inside the prefix
+        while True:
+            k = len(self.ends)
+            start = k * step
+            stop = min(start + step + self.overlap, n)
+            if start >= n or stop > end - len(self.t) or (k and self.ends[-1] >= n):
+                break
+            got = self._align(start, stop, pad_left=start > 0, pad_right=stop < n)
+            prev = self.best[-1] if self.best else None
+            self.ends.append(stop)
+            self.best.append(got if got is not None and (prev is None or got[0] > prev[0]) else prev)
+        k = bisect_right(self.ends, end - len(self.t))
+        best = self.best[k - 1] if k else None
+        tail_start = k * step
+        if tail_start < end:  # the prefix's last stretch: its true end is the prefix's end
+            tail = self._align(tail_start, end, pad_left=tail_start > 0, pad_right=False)
+            if tail is not None and (best is None or tail[0] > best[0]):
+                best = tail
+        return best is not None and _digits_match(self.text, self.t, best[1], best[2], end)
 
 
 @dataclass
@@ -325,3 +410,11 @@ class PrefixTextIndex(TextIndex):
     def _any_gram(self, grams: list[str]) -> bool:
         assert self.whole is not None
         return any(self.whole.gram_end(g) <= self.end for g in grams)
+
+    def fuzzy_present(self, t: str) -> bool:
+        assert self.whole is not None
+        if not self.fuzzy or len(t) < self.fuzzy_min_chars or len(self.text) < len(t):
+            return False
+        if self.fuzzy_threshold >= 90 and not self._any_gram(_grams(t)):
+            return False
+        return self.whole.fuzzy_in_prefix(t, self.end, self.fuzzy_threshold)

@@ -167,8 +167,11 @@ def test_run_metrics_option_comparison_and_recommend() -> None:
             }
         )
     rm = pd.DataFrame(rows)
-    rm["label"] = [M.config_label(k, p) for k, p in zip(rm["policy_kind"], rm["params_json"])]
-    assert set(rm["label"]) == {"progressive(context_window_tokens=1000)", "progressive(context_window_tokens=1000, na_safe_merge=True)"}
+    rm["label"] = M.config_labels(rm)
+    assert set(rm["label"]) == {
+        "progressive [context_window_tokens=1000]",
+        "progressive [context_window_tokens=1000, na_safe_merge=True]",
+    }
     oc = M.option_comparison(rm)
     assert len(oc) == 1 and oc["option"].iloc[0] == "na_safe_merge=True"
     assert oc["retention_verdict"].iloc[0] == "helps" and oc["retention_delta"].iloc[0] == pytest.approx(0.19)

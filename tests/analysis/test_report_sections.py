@@ -1,4 +1,4 @@
-"""report_sections (and the numbers behind them in analysis.headline / analysis.validity) on a
+"""The report's trust and comparison sections (and the numbers behind them in analysis.headline / analysis.validity) on a
 real tiny sweep: 8 synthetic tasks x (harness9's default, the anti-thrash option, the default
 under the legacy emergency rule, drop_all), view mode, a window small enough that every run
 compacts. Numbers are checked against independent computations from the sweep's own tables."""
@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from h9eval.analysis import headline as H
-from h9eval.analysis import report_sections as RS
+from h9eval.analysis.report import open_loop as OL
+from h9eval.analysis.report import trust as TR
 from h9eval.analysis import validity as V
 from h9eval.analysis.compare import run_table
 from h9eval.analysis.stats import VERDICT_DEFINITIONS
@@ -106,7 +107,7 @@ def test_headline_is_task_paired_against_the_default_and_one_family(res: Any) ->
 
 
 def test_headline_section_states_method_family_and_words(res: Any) -> None:
-    (s,) = RS.headline_sections(res, n_resamples=300)
+    (s,) = OL.headline_sections(res, n_resamples=300)
     md = _md([s])
     assert "Holm-adjusted over a family of 6 comparisons" in md
     for word, meaning in VERDICT_DEFINITIONS.items():
@@ -124,14 +125,14 @@ def test_no_default_is_said_not_invented(res: Any) -> None:
     keep = res.runs["policy_name"] != "harness9-default"
     r = dataclasses.replace(res, runs=res.runs[keep & (res.runs["policy_name"] != "legacy")])
     assert H.versus_default(r) is None
-    (s,) = RS.headline_sections(r, n_resamples=100)
+    (s,) = OL.headline_sections(r, n_resamples=100)
     assert "No harness9-default configuration" in _md([s])
 
 
 # -- options -------------------------------------------------------------------------------------
 def test_option_section_judges_targets_with_a_guard_and_never_says_does_not_help(res: Any) -> None:
-    (s,) = RS.option_sections(res, n_resamples=300)
-    assert s.title == RS.OPTIONS_TITLE
+    (s,) = OL.option_sections(res, n_resamples=300)
+    assert s.title == OL.OPTIONS_TITLE
     md = _md([s])
     assert "does not help" not in md and "Holm-adjusted" in md
     tab = _table(s, "One row per option")
@@ -187,7 +188,7 @@ def test_placebo_columns_in_the_rows_are_used_when_present(res: Any, placebo: An
 
 
 def test_probe_validity_section_counts_exclusions_and_flags_chance(res: Any, placebo: Any) -> None:
-    (s,) = RS.probe_validity_sections(res, placebo)
+    (s,) = TR.probe_validity_sections(res, placebo)
     md = _md([s])
     n = int(V.probe_validity(res, placebo)["n_excluded"].sum())
     assert f"{n} of " in md and "excluded by the placebo control" in md
@@ -197,7 +198,7 @@ def test_probe_validity_section_counts_exclusions_and_flags_chance(res: Any, pla
 
 # -- summarizer and scope ---------------------------------------------------------------------------
 def test_provenance_names_the_summarizer_and_shows_summary_only_retention(res: Any) -> None:
-    (s,) = RS.provenance_sections(res)
+    (s,) = TR.provenance_sections(res)
     md = _md([s])
     assert "Summarizer: offline" in md and "rank compaction mechanisms" in md
     sc = V.scope_retention(res).set_index("config")
@@ -220,7 +221,7 @@ def test_emergency_share_and_the_comparison_under_legacy(res: Any) -> None:
     cp = p[p["run_id"].isin(runs)].drop_duplicates(["run_id", "checkpoint_call_index"])
     assert es.loc["harness9-default", "n_checkpoints"] == len(cp)
     assert es.loc["harness9-default", "emergency_frac"] == pytest.approx((cp["tier_at_checkpoint"] == "emergency").mean())
-    (s,) = RS.emergency_sections(res, n_resamples=300)
+    (s,) = OL.emergency_sections(res, n_resamples=300)
     md = _md([s])
     assert "reconstructed" in md and "of its checkpoints" in md
     tab = _table(s, "The retention comparison")
@@ -240,7 +241,7 @@ def _with_llm_rows(res: Any) -> Any:
 
 
 def test_llm_section_reports_agreement_with_n_and_the_audit(res: Any) -> None:
-    assert RS.llm_sections(res) == []  # the scorer did not run
+    assert TR.llm_sections(res) == []  # the scorer did not run
     r = _with_llm_rows(res)
     overall, per = V.llm_agreement(r)
     assert overall.n == 40 and overall.agreement == pytest.approx(35 / 40)
@@ -252,7 +253,7 @@ def test_llm_section_reports_agreement_with_n_and_the_audit(res: Any) -> None:
             {"role": "judge", "verdict": 0.0, "cache_hit": False, "input_tokens": 50, "output_tokens": 1, "cost_usd": 0.0005},
         ]
     )
-    (s,) = RS.llm_sections(r, audit)
+    (s,) = TR.llm_sections(r, audit)
     md = _md([s])
     assert "87.5% of n=40" in md
     summ = V.audit_summary(audit).set_index("role")

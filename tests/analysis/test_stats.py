@@ -246,3 +246,31 @@ def test_stochastic_repeats_are_averaged_not_counted() -> None:
 def test_missing_columns_are_named() -> None:
     with pytest.raises(ConfigError, match="no column"):
         S.task_pairs(pd.DataFrame({"task_id": ["t"], "config": ["A"]}), "A", "B", metric="v")
+
+
+def test_spearman_and_its_task_interval_agree_with_scipy() -> None:
+    """The closed-loop report's rank correlation (moved to stats) against an independent one."""
+    import numpy as np
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    from h9eval.analysis import stats
+
+    x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    y = [2.0, 7.0, 1.0, 8.0, 2.0, 8.0, 1.0, 8.0]
+    assert stats.spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
+    df = pd.DataFrame({"task_id": [f"t{i // 2}" for i in range(8)], "x": x, "y": y})
+    r = stats.spearman_interval(df, 400, 0)
+    assert r.rho == pytest.approx(spearmanr(x, y).statistic) and r.lo <= r.rho <= r.hi and 0 < r.n_resamples <= 400
+    # the same resamples, drawn by hand: whole tasks with replacement
+    rng = np.random.default_rng(0)
+    draws = rng.integers(0, 4, size=(400, 4))
+    rhos = []
+    for d in draws:
+        rows = [i for t in d for i in (2 * t, 2 * t + 1)]
+        v = spearmanr([x[i] for i in rows], [y[i] for i in rows]).statistic
+        if not np.isnan(v):
+            rhos.append(v)
+    assert r.n_resamples == len(rhos) and (r.lo, r.hi) == pytest.approx(tuple(np.quantile(rhos, [0.025, 0.975])))
+    m = stats.mean_interval([1.0, 2.0, 3.0], 200, 0)
+    assert m.mean == 2.0 and m.lo <= 2.0 <= m.hi and tuple(m) == (m.mean, m.lo, m.hi)

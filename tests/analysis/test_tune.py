@@ -185,3 +185,31 @@ def test_tuner_picks_the_most_robust_of_the_configs_tied_with_the_best() -> None
     )
     c = _choose(ev, level=0.95, n_resamples=200, seed=0)
     assert c.best == 0 and c.tied == (0, 1) and c.pick == 1
+
+
+def test_objective_cost_picks_the_cheapest_config_retention_cannot_tell_apart() -> None:
+    import json as _json
+
+    import pandas as pd
+
+    from h9eval.analysis import tune as tune_module
+
+    per_task = _json.dumps({"t0": 0.9})
+    ev = pd.DataFrame({
+        "feasible": [True, True, True],
+        "retention": [0.90, 0.89, 0.40],
+        "retention_min": [0.90, 0.89, 0.40],
+        "worst_peak_ratio": [0.7, 0.7, 0.7],
+        "tokens_saved": [0.5, 0.5, 0.9],
+        "summarizer_calls_per_run": [3.0, 3.0, 1.0],
+        "billed_cost_usd_per_run": [2.0, 1.0, 0.1],
+        "overflows": [0, 0, 0],
+        "emergencies": [0, 0, 0],
+        "_per_task": [per_task, _json.dumps({"t0": 0.89}), _json.dumps({"t0": 0.4})],
+    })
+    stat = {"level": 0.95, "n_resamples": 200, "seed": 0}
+    assert tune_module._choose(ev, **stat).pick == 0
+    cheap = tune_module._choose(ev, **stat, objective="cost_usd")
+    # one task: the paired test ties all three; the guard (retention within 0.02 of the best)
+    # leaves out the cheapest, which lost half the retention
+    assert cheap.pick == 1 and set(cheap.tied) == {0, 1}

@@ -9,8 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from h9eval.analysis import report_closedloop as R
+from h9eval.analysis import episodes as R
+from h9eval.analysis import stats
 from h9eval.analysis.report import write_report
+from h9eval.analysis.report.closed_loop import failure_sections, success_sections, validation_sections
+from h9eval.analysis.report.context import build_context
 from h9eval.cli import main
 from h9eval.cli.demo import CLOSEDLOOP_SPEC
 from h9eval.closedloop.run import episode_calls_frame, run_world, world_task, world_task_id
@@ -265,16 +268,16 @@ def test_golden_results_without_episodes_load_with_an_empty_table() -> None:
 def test_spearman_and_its_batched_form() -> None:
     import numpy as np
 
-    assert R.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert R.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert math.isnan(R.spearman([1, 2, 3], [1, 1, 1])) and math.isnan(R.spearman([1, 2], [1, 2]))
+    assert stats.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(stats.spearman([1, 2, 3], [1, 1, 1])) and math.isnan(stats.spearman([1, 2], [1, 2]))
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 4, size=(40, 8)).astype(float), rng.integers(0, 2, size=(40, 8)).astype(float)
-    batched = R._batch_spearman(x, y)
-    single = np.array([R.spearman(a, b) for a, b in zip(x, y)])
+    batched = stats.spearman_rows(x, y)
+    single = np.array([stats.spearman(a, b) for a, b in zip(x, y)])
     assert np.array_equal(np.isnan(batched), np.isnan(single)) and np.allclose(batched[~np.isnan(single)], single[~np.isnan(single)])
     with pytest.raises(ConfigError, match="same length"):
-        R.spearman([1, 2, 3], [1, 2])
+        stats.spearman([1, 2, 3], [1, 2])
 
 
 def test_success_cost_and_failure_modes(cl_sweep: Path) -> None:
@@ -307,10 +310,21 @@ def test_validation_study_pairs_open_and_closed_loop(cl_sweep: Path) -> None:
 def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> None:
     paths = write_report(cl_sweep, out_dir=tmp_path / "rep", n_boot=100)
     html = Path(paths.html).read_text(encoding="utf-8")
+    assert "h9eval closed-loop report: cl" in html
     for title in ("Closed loop: success and cost", "Closed loop: failure modes", "Validation: does open-loop retention predict closed-loop success?"):
         assert title in html
     names = {Path(f).name for f in paths.figures}
     assert {"closedloop_frontier.png", "closedloop_failures.png", "closedloop_validation.png"} <= names
+    # a closed-loop report of its own: no open-loop section that does not apply, no internal error
+    for title in ("Token-estimate error", "Probe validity", "Policies compared", "Token curves", "Drift", "Strategy comparison"):
+        assert title not in html, title
+    assert "Error:" not in html and "no such file" not in html
+    # the answer box first: success and tokens sent per agent against harness9's default
+    md = Path(paths.markdown).read_text(encoding="utf-8")
+    answer = md[md.index("## 1. The answer") : md.index("## 2.")]
+    # (this sweep runs harness9's default and the controls only: the answer says there is nothing to compare)
+    assert "harness9's default (harness9-default) is the only configuration here besides the controls" in answer
+    assert "scripted stand-in" in answer
     # the open-loop sections see the replays only
     res = load_results(cl_sweep)
     ol = R.without_episode_runs(res)
@@ -318,7 +332,9 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
 
 
 def test_report_without_episodes_has_no_closed_loop_section() -> None:
-    assert R.closedloop_sections(load_results(GOLDEN / "results-v1")) == []
+    ctx = build_context(load_results(GOLDEN / "results-v1"), n_boot=50)
+    assert not ctx.closed_loop
+    assert success_sections(ctx) == [] and failure_sections(ctx) == [] and validation_sections(ctx) == []
 
 
 # -- the demo -------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def test_targets_report_met_and_not_met() -> None:
 
 def test_sweep_bench_runs_on_a_tiny_sweep(tmp_path: Path) -> None:
     ts = bs.bench_sweeps(tmp_path, None, n_tasks=1, n_turns=60, dask=False, repeat=1)
-    assert ts[0].name.startswith("sweep speed-up, 2 workers vs 1 (18 cells)") and ts[0].value > 0
+    assert ts[0].name.startswith("sweep speed-up, 2 workers vs 1 (8 cells)") and ts[0].value > 0
 
 
 @pytest.mark.parametrize("fn", ["synthetic", "ratio"])
@@ -52,3 +53,17 @@ def test_bench_functions_run_on_tiny_sizes(fn: str) -> None:
     else:
         ts = bs.bench_per_call_ratio(5, 10, preset="small", window=4_000, policies=["keep_all"], modes=["write_back"])
         assert [t.name for t in ts] == ["per-call time 10/5 calls: keep_all, write_back"]
+
+
+def test_long_replay_timed_cold_and_warm(tmp_path: Path) -> None:
+    case = bs.synthetic_replay_case(1, 30, preset="small")
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    (t,) = bs.bench_long_replays([path], repeat=1)
+    assert t.value > 0 and t.limit is None and "fresh processes" in t.notes and "warm" in t.notes
+    assert "no Go figure" in t.notes
+
+
+def test_startup_bench_runs(tmp_path: Path) -> None:
+    names = [t.name for t in bs.bench_startup(tmp_path, repeat=1)]
+    assert names[0] == "start-up: import h9eval" and len(names) == 3

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from h9eval.core.lock import LOCK_NAME
 from h9eval.core.paths import conformance_dir, recorded_dir
 
 PYTHON = sys.executable
@@ -576,7 +577,13 @@ def _(t: Path) -> Case:
 @case("run/window-zero")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--window", "0"), [r"context_window_tokens must be > 0, got 0"], [out])
+    return Case(run_argv("synthetic:small", out, "--window", "0"), [r"window must be an integer >= 1,000 tokens, got 0"], [out])
+
+
+@case("run/window-one")
+def _(t: Path) -> Case:
+    out = existing_run(t)
+    return Case(run_argv("synthetic:small", out, "--window", "1"), [r"window must be an integer >= 1,000 tokens, got 1"], [out])
 
 
 @case("run/compact-at-not-int")
@@ -1000,6 +1007,8 @@ def snapshot(paths: list[Path]) -> dict[str, tuple[str, int, bytes | None]]:
     snap: dict[str, tuple[str, int, bytes | None]] = {}
 
     def add(p: Path) -> None:
+        if p.name == LOCK_NAME:  # the folder lock's file holds its holder's pid while held: coordination, not data
+            return
         st = p.lstat()
         if p.is_symlink():
             snap[str(p)] = ("link", st.st_mtime_ns, os.readlink(p).encode())

@@ -270,6 +270,48 @@ def test_symlinked_folder_in_the_offload_tree_is_not_followed(tmp_path: Path, ou
     assert link.is_symlink()
 
 
+@pytest.mark.parametrize("level", [".harness9", "tool_results", "session"])
+def test_a_folder_replaced_by_a_symlink_after_a_write_is_not_followed(tmp_path: Path, outside: Path, level: str) -> None:
+    """After a first write the offloader writes into the session folder it verified; a folder of
+    the tree replaced by a symlink later is noticed (the next write is refused, nothing lands
+    outside), and a removed folder is created again."""
+    import shutil
+
+    root = tmp_path / "root"
+    off = CompactionOffloader(root, "sess", threshold_bytes=100)
+    off.offload_tool_result(Message("tool", BIG, (), "c1"))
+    session = root / ".harness9" / "tool_results" / "sess"
+    assert (session / "c1.txt").read_text() == BIG
+    shutil.rmtree(root / ".harness9")
+    off.offload_tool_result(Message("tool", BIG, (), "c2"))  # removed: made again, written again
+    assert (session / "c2.txt").read_text() == BIG
+    link = {".harness9": root / ".harness9", "tool_results": root / ".harness9" / "tool_results", "session": session}[level]
+    shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(OffloadError):
+        off.offload_tool_result(Message("tool", BIG, (), "c3"))
+    outside_untouched(outside)
+    assert link.is_symlink()
+
+
+def test_the_session_folder_is_verified_once_then_reached_by_its_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offload file opens cost a quarter of a long write-back run when every write checked every
+    folder of the tree again: later writes into the verified session folder make no such check."""
+    root = tmp_path / "root"
+    off = CompactionOffloader(root, "sess", threshold_bytes=100)
+    off.offload_tool_result(Message("tool", BIG, (), "c1"))
+    checks: list[str] = []
+    real_islink = os.path.islink
+    monkeypatch.setattr(os.path, "islink", lambda p: checks.append(str(p)) or real_islink(p))
+    for i in range(5):
+        off.offload_tool_result(Message("tool", BIG + str(i), (), f"d{i}"))
+    assert checks == []
+    assert sorted(q.name for q in (root / ".harness9" / "tool_results" / "sess").iterdir()) == [
+        "c1.txt", "d0.txt", "d1.txt", "d2.txt", "d3.txt", "d4.txt"
+    ]
+
+
 @pytest.mark.parametrize("harness9_paths", [False, True], ids=["safe", "compat"])
 def test_symlinked_file_is_not_followed(tmp_path: Path, outside: Path, harness9_paths: bool) -> None:
     root = tmp_path / "root"

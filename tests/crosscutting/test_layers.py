@@ -6,6 +6,7 @@ the heavy third parties, so that ``import h9eval`` stays light."""
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,8 +27,9 @@ RANKS: dict[str, int] = {
     "closedloop": 6,
     "sweeps": 7,
     "analysis": 8,
-    "cli": 9,
-    "": 10,  # h9eval/__init__.py and __main__.py: the public surface over everything
+    "integrations": 9,  # optional frameworks (Inspect): imported by the user, never by h9eval
+    "cli": 10,
+    "": 11,  # h9eval/__init__.py and __main__.py: the public surface over everything
 }
 
 #: third parties whose import costs enough to be done only when a function needs it
@@ -52,6 +54,8 @@ HEAVY = {
     "rapidfuzz",
     "bm25s",  # the evidence_search world's BM25 index (scipy underneath)
     "IPython",
+    "jinja2",
+    "inspect_ai",
 }
 
 
@@ -91,12 +95,33 @@ def _imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
     return found
 
 
+#: modules allowed to import by string (``importlib.import_module``), with the reason
+STRING_IMPORTS = {
+    # PEP 562 exports: importing the agents must not import the worlds (an agent provably
+    # cannot reach them), and the package's __init__ runs whenever an agent module is imported.
+    "h9eval.closedloop",
+}
+
+
+def _string_imports(tree: ast.AST) -> list[int]:
+    """Lines that import a module by name at run time (``importlib.import_module``,
+    ``__import__``): imports neither this test nor a reader sees."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in ("import_module", "__import__"):
+                lines.append(node.lineno)
+    return lines
+
+
 def _violations() -> list[str]:
     bad = []
     for name, path in _modules():
-        if name in ("h9eval", "h9eval.__main__"):
-            continue
-        own = _package_of(name)
+        # h9eval/__init__.py and __main__.py are the top rank: they may import anything below,
+        # but, like every module, only at module level and never by string
+        own = "" if name in ("h9eval", "h9eval.__main__") else _package_of(name)
         assert own in RANKS, f"{name}: package {own!r} has no rank in tests/test_layers.py"
         tree = ast.parse(path.read_text(encoding="utf-8"))
         type_checking = {
@@ -106,6 +131,9 @@ def _violations() -> list[str]:
             for n in ast.walk(node)
             if isinstance(n, (ast.Import, ast.ImportFrom))
         }
+        if name not in STRING_IMPORTS:
+            for line in _string_imports(tree):
+                bad.append(f"{path.relative_to(PKG.parent)}:{line}: imports a module by string (import it by name)")
         for target, line, top in _imports(tree):
             where = f"{path.relative_to(PKG.parent)}:{line}"
             root = target.split(".")[0]
@@ -128,6 +156,16 @@ def test_no_module_imports_a_layer_above_its_own_or_hides_an_import() -> None:
     assert not bad, f"{len(bad)} layer violations:\n" + "\n".join(bad)
 
 
+def test_import_h9eval_imports_no_heavy_third_party() -> None:
+    """``import h9eval`` (every public name included) leaves pandas, pyarrow, matplotlib, the
+    Anthropic SDK, datasets and the rest of :data:`HEAVY` unimported: a module that imports one
+    at module level, anywhere under the root's imports, fails this."""
+    code = "import sys, h9eval; print(sorted(set(sys.argv[1:]) & {m.split('.')[0] for m in sys.modules}))"
+    r = subprocess.run([sys.executable, "-c", code, *sorted(HEAVY)], capture_output=True, text=True, timeout=120, cwd=PKG.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", f"import h9eval imported {r.stdout.strip()}"
+
+
 def test_every_package_has_a_rank() -> None:
     packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages <= set(RANKS), packages - set(RANKS)
@@ -142,8 +180,13 @@ def test_the_check_catches_an_upward_and_a_hidden_import(tmp_path: Path, monkeyp
     for d in (fake, fake / "core", fake / "runs"):
         (d / "__init__.py").write_text("")
     (fake / "core" / "bad.py").write_text("from h9eval.runs.replay import replay\n\ndef f():\n    import h9eval.compaction.base\n    import json\n")
+    (fake / "__init__.py").write_text(
+        "import importlib\n\ndef __getattr__(name):\n    import h9eval.runs\n    return importlib.import_module('h9eval.core')\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "PKG", fake)
     bad = _violations()
+    assert any("h9eval/__init__.py:4: imports h9eval.runs inside a function" in b for b in bad), bad
+    assert any("h9eval/__init__.py:5: imports a module by string" in b for b in bad), bad
     assert any("core (rank 0) imports h9eval.runs.replay" in b for b in bad), bad
     assert any("imports h9eval.compaction.base inside a function" in b for b in bad), bad
     assert not any("json" in b for b in bad), bad

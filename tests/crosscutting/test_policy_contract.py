@@ -63,7 +63,11 @@ SMALL: dict[str, list[dict[str, Any]]] = {
     "sliding_window": [{"max_messages": 8}, {"max_messages": 2}],
     "keep_all": [{}],
     "drop_all": [{}],
+    "as_recorded": [{}],
 }
+#: policies that never compact a history without recorded compaction summaries (``as_recorded``
+#: has its own loop test over marked summaries in tests/compaction/test_as_recorded.py)
+NEVER_COMPACT_HERE = {"keep_all", "as_recorded"}
 
 #: harness9's own compactors repair pairs by id *sets* over the whole list (spec §6), as harness9
 #: does; with reused call ids that repair cannot tell two calls of one id apart, so the pairing
@@ -332,12 +336,12 @@ def test_agent_loop_really_compacts(kind: str, write_back: bool, summarizer: str
         view = list(c.view)
         if c.record.tier != Tier.NONE and (len(view) < len(history) or estimate_tokens(view) < estimate_tokens(history)):
             effective += 1
-        if kind == "keep_all":
+        if kind in NEVER_COMPACT_HERE:
             assert view == history and c.record.tier == Tier.NONE
         history = (view if write_back else history) + turn
     c = runner.compact(history, manual=True)
     check_compaction(kind, policy, history, c, "manual", fresh=False)
-    if kind == "keep_all":
+    if kind in NEVER_COMPACT_HERE:
         assert effective == 0 and list(c.view) == history
     else:
         assert effective > 0, f"{kind} never compacted in a {len(turns)}-turn loop"

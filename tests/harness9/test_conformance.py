@@ -54,8 +54,8 @@ def test_unreadable_case_exits_2(tmp_path: Path, content: str) -> None:
 
 
 def test_timing_prints_one_json_line_per_case_before_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--timing``: one JSON line per case (steps, nanoseconds inside the compaction calls, a
-    median per tier), then the usual summary line; the replay case's steps are its 88 calls."""
+    """``--timing``: one JSON line per case (steps, nanoseconds inside the compaction calls, wall
+    and this process's CPU, a median per tier), then the usual summary line; the replay case's steps are its 88 calls."""
     import json
 
     from h9eval.cli import main
@@ -66,9 +66,10 @@ def test_timing_prints_one_json_line_per_case_before_the_summary(capsys: pytest.
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "21 passed, 0 failed"
     rows = [json.loads(line) for line in lines[:-1]]
-    assert len(rows) == 21 and all(set(r) == {"case", "steps", "compaction_ns", "tier_median_ns"} for r in rows)
+    keys = {"case", "steps", "compaction_ns", "compaction_cpu_ns", "tier_median_ns"}
+    assert len(rows) == 21 and all(set(r) == keys for r in rows)
     replay = next(r for r in rows if r["case"].startswith("replay-"))
-    assert replay["steps"] == 88 and replay["compaction_ns"] > 0
+    assert replay["steps"] == 88 and replay["compaction_ns"] > 0 and replay["compaction_cpu_ns"] > 0
     assert set(replay["tier_median_ns"]) == {"none", "warn", "soft", "full", "emergency"}
     estimate = next(r for r in rows if r["case"] == "ascii-conversation")
     assert estimate["steps"] == 0 and estimate["compaction_ns"] == 0

@@ -201,7 +201,7 @@ def test_bad_tool_calls_cell(h9_db):
     _insert(con, "plain", "assistant", "", "{not json")
     con.commit()
     con.close()
-    with pytest.raises(FormatError, match=r"sessions\.db:messages\.id 13: bad tool_calls in session 'plain'"):
+    with pytest.raises(FormatError, match=r"sessions\.db:messages\.id 13: bad message in session 'plain': column tool_calls"):
         load_session_task(h9_db, "plain")
 
 

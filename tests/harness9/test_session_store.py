@@ -259,7 +259,7 @@ def test_bad_tool_calls_cell_names_the_row(store):
         " VALUES (?, 'assistant', '', '[{\"id\":', NULL, 0)",
         (sid,),
     )
-    with pytest.raises(FormatError, match=r"sessions\.db:messages\.id 1: bad tool_calls"):
+    with pytest.raises(FormatError, match=r"sessions\.db:messages\.id 1: bad message in session .*: column tool_calls"):
         store.get_messages(sid)
 
 

@@ -11,7 +11,8 @@ import pytest
 from h9eval.compaction import ProgressiveCompactor, make_policy
 from h9eval.compaction.repair import pairing_problems
 from h9eval.core.messages import Message, ToolCall
-from h9eval.runs.replay import CALL_COLUMNS, ReplayConfig, replay
+from h9eval.results.schema import CALL_COLUMNS
+from h9eval.runs.replay import ReplayConfig, replay
 from h9eval.tasks.model import Intent, Task, TaskSource
 
 
@@ -180,20 +181,18 @@ def test_summary_of_a_run_without_calls_names_the_run() -> None:
     assert s == {"run_id": s["run_id"], "task_id": "empty", "policy": "keep_all", "history_mode": "view", "context_window_tokens": 200_000, "calls": 0}
 
 
-def test_call_stats_is_a_frozen_named_value() -> None:
+def test_call_stats_is_a_frozen_named_value_of_calls_columns() -> None:
     import dataclasses
 
-    from h9eval.runs.replay import CallStats
+    from h9eval.compaction.step import CallStats
 
     names = [f.name for f in dataclasses.fields(CallStats)]
-    assert "compactions" in names and "tokens_sent" in names and len(names) == 13
+    assert set(names) <= set(CALL_COLUMNS) and "tokens_sent" in names and len(names) == 29
     assert all(f.kw_only for f in dataclasses.fields(CallStats))
-    stats = CallStats(
-        call_index=0, message_index=1, history_tokens=10, history_messages=2, view_tokens=10, tokens_sent=12,
-        raw_tokens_sent=12, compactions=(), offloads_tool_time_count=0, offloads_tool_time_bytes=0, written_back=False, manual_compact=False,
-    )
+    res = replay(crafted_task(), make_policy("keep_all"))
+    stats = res.calls.iloc[0][names].to_dict()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        stats.tokens_sent = 1  # type: ignore[misc]
+        CallStats(**stats).tokens_sent = 1  # type: ignore[misc]
 
 
 def test_record_extra_keys_feed_the_calls_table_and_never_the_jsonl(tmp_path: Path) -> None:

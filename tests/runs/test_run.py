@@ -11,8 +11,8 @@ from h9eval.compaction import ProgressiveCompactor, make_policy
 from h9eval.core.errors import ConfigError
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
 from h9eval.probes.runner import make_probe_fn
-from h9eval.runs.replay import policy_window
-from h9eval.runs.run import run_task, with_run_window
+from h9eval.compaction.step import run_window
+from h9eval.runs.run import run_task
 from h9eval.summarizers.registry import build_summarizer
 
 TASK = "synthetic:small:1"  # ~25k tokens: compacts at 8k, never at the 200k default
@@ -20,8 +20,8 @@ TASK = "synthetic:small:1"  # ~25k tokens: compacts at 8k, never at the 200k def
 
 def test_default_window_has_one_owner() -> None:
     for kind in ("progressive", "summary_single_threshold", "token_budget", "hybrid"):
-        assert policy_window(make_policy(kind)) == DEFAULT_CONTEXT_WINDOW_TOKENS == 200_000
-    assert policy_window(make_policy("sliding_window")) is None
+        assert make_policy(kind).window_tokens() == DEFAULT_CONTEXT_WINDOW_TOKENS == 200_000
+    assert make_policy("sliding_window").window_tokens() is None
     (res,) = run_task(TASK, "sliding_window")
     assert set(res.calls["context_window_tokens"]) == {DEFAULT_CONTEXT_WINDOW_TOKENS}
 
@@ -67,16 +67,23 @@ def test_conflicting_windows_are_a_config_error_naming_both() -> None:
     assert set(res.calls["context_window_tokens"]) == {8000}
 
 
-def test_with_run_window_keeps_the_policy_when_there_is_nothing_to_do() -> None:
+def test_run_window_keeps_the_policy_when_there_is_nothing_to_do() -> None:
     p = ProgressiveCompactor(context_window_tokens=8000)
-    assert with_run_window(p, None, policy_window_explicit=True) is p
-    assert with_run_window(p, 8000, policy_window_explicit=True) is p
+    assert run_window(p, None, explicit=True) == run_window(p) and run_window(p).policy is p
+    assert run_window(p).window_tokens == 8000
+    assert run_window(p, 8000, explicit=True).policy is p
     s = make_policy("sliding_window")
-    assert with_run_window(s, 9000, policy_window_explicit=False) is s
-    q = with_run_window(ProgressiveCompactor(), 8000, policy_window_explicit=False)
+    assert run_window(s, 9000, explicit=False).policy is s and run_window(s, 9000).window_tokens == 9000
+    assert run_window(s).window_tokens == DEFAULT_CONTEXT_WINDOW_TOKENS
+    q = run_window(ProgressiveCompactor(), 8000, explicit=False).policy
     assert isinstance(q, ProgressiveCompactor) and q.context_window_tokens == 8000
-    with pytest.raises(ConfigError, match="context_window_tokens must be > 0"):
-        with_run_window(ProgressiveCompactor(), -1, policy_window_explicit=False)  # validated like any policy
+    # explicit=None: a policy object's window counts as set when it is not its class's default
+    with pytest.raises(ConfigError, match="window 9000 conflicts with progressive's context_window_tokens 8000"):
+        run_window(p, 9000)
+    assert run_window(ProgressiveCompactor(), 9000).window_tokens == 9000
+    for bad in (-1, 0, True, 1.5):
+        with pytest.raises(ConfigError, match="window must be a positive number of tokens"):
+            run_window(ProgressiveCompactor(), bad)  # type: ignore[arg-type]
 
 
 def test_cli_run_window_is_used_and_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

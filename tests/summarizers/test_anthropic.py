@@ -270,7 +270,7 @@ def test_key_echoed_by_the_api_is_redacted() -> None:
 
 def test_cost_table_and_override() -> None:
     assert price_for("claude-haiku-4-5-20251001", DEFAULT_PRICES_USD_PER_MTOK) == (1.0, 5.0)
-    assert price_for("claude-opus-4-6", DEFAULT_PRICES_USD_PER_MTOK) is None  # no prefix guessing
+    assert price_for("claude-opus-4-7", DEFAULT_PRICES_USD_PER_MTOK) is None  # no prefix guessing (not claude-opus-4)
     unknown = make(Fake(ok()), model="my-local-model").summarize(request())
     assert unknown.cost_usd == 0.0 and unknown.extra["cost_known"] is False
     custom = make(Fake(ok()), model="my-local-model", prices={"my-local-model": (2.0, 10.0)})

@@ -405,8 +405,8 @@ def test_every_action_has_a_renderer() -> None:
 
 def test_offload_sizes_use_the_offload_owner() -> None:
     """The generator's size classes are defined against the offloader's own thresholds."""
-    assert spec._SMALL_MAX_BYTES < OFFLOAD_COMPACTION_THRESHOLD_BYTES < spec._MEDIUM_MIN_BYTES
-    assert spec._MEDIUM_MAX_BYTES < OFFLOAD_HOOK_THRESHOLD_BYTES < spec._LARGE_MIN_BYTES
+    assert spec.SMALL_MAX_BYTES < OFFLOAD_COMPACTION_THRESHOLD_BYTES < spec.MEDIUM_MIN_BYTES
+    assert spec.MEDIUM_MAX_BYTES < OFFLOAD_HOOK_THRESHOLD_BYTES < spec.LARGE_MIN_BYTES
     with tempfile.TemporaryDirectory() as d:
         assert OffloadHook(d, "s").threshold_bytes == OFFLOAD_HOOK_THRESHOLD_BYTES
         assert CompactionOffloader(d, "s").threshold_bytes == OFFLOAD_COMPACTION_THRESHOLD_BYTES

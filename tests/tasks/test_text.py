@@ -22,3 +22,65 @@ def test_prefix_index_answers_as_an_index_of_the_prefix_text() -> None:
         assert got.text == want.text
         for t in terms:
             assert (got.present(t), got.first_position(t), got.last_position(t)) == (want.present(t), want.first_position(t), want.last_position(t)), (i, t)
+
+
+def _corpus(n_msgs: int, seed: int = 7) -> tuple[list, list[str]]:
+    import random
+
+    from h9eval.core.messages import Message
+
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "src/app.py", "port 8080", "8081", "ValueError: bad", "config.yaml", "gamma_delta", "x",
+             "docs/runbooks/billing-worker-ops.md", "retry budget 45000"]
+    msgs = [Message(rng.choice(["user", "assistant", "tool"]), " ".join(rng.choice(words) for _ in range(rng.randint(0, 12))), (), "")
+            for _ in range(n_msgs)]
+    terms = [*words, "src/app.pyx", "confg.yaml", "port 8081", "ValueError: bda", "gamma_delat", "docs/runbook/billing-worker-ops.md",
+             "retry budget 4500", "retry budgte 45000"]
+    return msgs, terms
+
+
+def test_chunked_fuzzy_search_of_a_prefix_answers_as_the_prefix_index(monkeypatch) -> None:
+    """With chunks far smaller than the text (so terms straddle chunk edges), fuzzy presence in
+    every prefix is what a TextIndex of the prefix's own text says."""
+    from h9eval.tasks import text
+    from h9eval.tasks.text import TextIndex, TranscriptText, normalize_messages
+
+    monkeypatch.setattr(text, "FUZZY_CHUNK_CHARS", 97)
+    msgs, terms = _corpus(120)
+    whole = TranscriptText(msgs)
+    assert len(whole.text) > 20 * text.FUZZY_CHUNK_CHARS
+    n_fuzzy = 0
+    for i in range(0, 120, 7):
+        want = TextIndex(normalize_messages(msgs[: i + 1]))
+        got = whole.prefix(i)
+        for t in terms:
+            t = text.normalize(t)
+            assert got.fuzzy_present(t) == want.fuzzy_present(t), (i, t)
+            n_fuzzy += want.fuzzy_present(t) and not want.exact_present(t)
+    assert n_fuzzy > 20  # the fuzzy path was exercised, not only exact matches
+
+
+def test_a_term_is_aligned_against_each_stretch_of_the_transcript_about_once(monkeypatch) -> None:
+    """Probing a term at every checkpoint aligns it against O(text) characters in all (it aligned
+    against the whole prefix at each checkpoint: quadratic in the transcript per term)."""
+    from h9eval.tasks import text
+    from h9eval.tasks.text import TranscriptText
+
+    monkeypatch.setattr(text, "FUZZY_CHUNK_CHARS", 200)
+    from rapidfuzz import fuzz
+
+    aligned = [0]
+
+    class _Counting:
+        @staticmethod
+        def partial_ratio_alignment(s1: str, s2: str, **kw: object) -> object:
+            aligned[0] += len(s2)
+            return fuzz.partial_ratio_alignment(s1, s2, **kw)
+
+    monkeypatch.setattr(text, "_fuzz", lambda: _Counting)
+    msgs, _ = _corpus(400, seed=3)
+    whole = TranscriptText(msgs)
+    term = text.normalize("docs/runbook/billing-worker-ops.md")  # fuzzy only: never exact
+    for i in range(len(msgs)):
+        whole.prefix(i).fuzzy_present(term)
+    assert aligned[0] < 3 * len(whole.text) + len(msgs) * 3 * (text.FUZZY_CHUNK_CHARS + 4 * len(term)), aligned[0]

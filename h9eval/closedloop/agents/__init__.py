@@ -19,6 +19,7 @@ from h9eval.closedloop.agents.base import (
 from h9eval.closedloop.agents.live import AnthropicAgent, Cassette
 from h9eval.closedloop.agents.reading import PROFILES, ReaderProfile
 from h9eval.closedloop.agents.scripted import PHRASINGS, ScriptedAgent
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, did_you_mean
 
 __all__ = [
@@ -45,12 +46,13 @@ AGENT_KINDS = ("scripted", "anthropic")
 _NUMERIC: dict[str, type] = {"max_tokens": int, "max_retries": int, "temperature": float, "timeout_s": float}
 
 
-def make_agent(spec: str, /, **params: Any) -> Agent:
+def make_agent(spec: str, /, *, call_limits: CallLimits | None = None, **params: Any) -> Agent:
     """An agent from ``KIND[:PROFILE][,KEY=VALUE...]`` (the CLI's ``--agent`` and a sweep's
     ``agents`` form): ``scripted`` (profile ``full``), ``scripted:raw_only``,
     ``scripted:last_k,phrasing=alt``, ``anthropic``, ``anthropic:cassette=x.jsonl,mode=replay``.
     ``params`` add to those in the form (:class:`ScriptedAgent`'s ``phrasing``;
-    :class:`AnthropicAgent`'s parameters)."""
+    :class:`AnthropicAgent`'s parameters). ``call_limits``: the live agent's request timeout and
+    retries (a scripted agent calls no model)."""
     kind, profile, given = parse_agent_spec(spec)
     if kind not in AGENT_KINDS:
         raise ConfigError(did_you_mean(kind, AGENT_KINDS, what="agent"))
@@ -74,7 +76,7 @@ def make_agent(spec: str, /, **params: Any) -> Agent:
                 both[k] = conv(given[k])
             except ValueError:
                 raise ConfigError(f"agent {spec!r}: {k} must be a number, got {given[k]!r}") from None
-    return AnthropicAgent(**both)
+    return AnthropicAgent(**(call_limits.apply(both, who="agent 'anthropic'") if call_limits is not None else both))
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str, dict[str, str]]:

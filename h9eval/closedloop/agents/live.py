@@ -35,11 +35,9 @@ the h9eval transcript has no place for it, so it is not supported here.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from h9eval.closedloop.agents.base import (
@@ -49,10 +47,12 @@ from h9eval.closedloop.agents.base import (
     canonical_json,
     parse_view,
 )
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import AnthropicAPI, anthropic_messages
+from h9eval.core.billing import DEFAULT_BILLING_MODEL
+from h9eval.core.cassette import Cassette, request_hash
+from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
-from h9eval.core.errors import ConfigError, FormatError
-from h9eval.core.messages import Message
+from h9eval.core.errors import ConfigError
 
 __all__ = ["DEFAULT_AGENT_MODEL", "LIVE_MODES", "AnthropicAgent", "Cassette", "action_from_response", "request_hash", "to_anthropic_request"]
 
@@ -63,77 +63,10 @@ CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 _EPHEMERAL = {"type": "ephemeral"}
 
 
-def request_hash(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-class Cassette:
-    """Recorded responses by request hash, stored as JSONL (sorted keys, so reruns are byte-equal)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._responses: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            if self.path.is_dir():
-                raise FormatError("is a folder; expected a cassette JSONL file", path=str(self.path))
-            for i, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise FormatError(f"line is not JSON ({e.msg}); expected one {{request_hash, response}} object per line", path=str(self.path), where=f"line {i}") from None
-                if not isinstance(rec, dict) or not isinstance(rec.get("request_hash"), str) or not isinstance(rec.get("response"), dict):
-                    raise FormatError("expected an object with a string 'request_hash' and an object 'response'", path=str(self.path), where=f"line {i}")
-                self._responses[rec["request_hash"]] = rec["response"]
-
-    def __len__(self) -> int:
-        return len(self._responses)
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self._responses.get(key)
-
-    def put(self, key: str, response: Mapping[str, Any]) -> None:
-        self._responses[key] = dict(response)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"request_hash": key, "response": dict(response)}, sort_keys=True, ensure_ascii=False) + "\n")
-
-
-def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
-    if m.is_tool_result:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content or "(empty)"}
-        if m.is_error:
-            block["is_error"] = True
-        return "user", [block]
-    if m.is_assistant:
-        out: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
-        for tc in m.tool_calls:
-            try:
-                args = json.loads(tc.arguments) if tc.arguments else {}
-            except json.JSONDecodeError:
-                args = {}
-            out.append({"type": "tool_use", "id": tc.id, "name": tc.name, "input": args if isinstance(args, dict) else {}})
-        return "assistant", out or [{"type": "text", "text": "(empty)"}]
-    return "user", [{"type": "text", "text": m.content or "(empty)"}]
-
-
 def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, temperature: float | None) -> dict[str, Any]:
     """The Messages API request body for one step's view (see the module docstring)."""
     view = parse_view(view_json)
-    system = "\n\n".join(m.content for m in view.messages if m.role == "system")
-    msgs: list[dict[str, Any]] = []
-    for m in view.messages:
-        if m.role == "system":
-            continue
-        role, blocks = _blocks(m)
-        if msgs and msgs[-1]["role"] == role:
-            msgs[-1]["content"].extend(blocks)
-        else:
-            msgs.append({"role": role, "content": blocks})
-    if not msgs or msgs[0]["role"] != "user":
-        # the API needs a user turn first; compaction can leave an assistant message there
-        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": "(earlier context was compacted)"}]})
+    system, msgs = anthropic_messages(view.messages)
     tools = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t.get("input_schema", {"type": "object"})} for t in view.tools]
     if tools:
         tools[-1]["cache_control"] = dict(_EPHEMERAL)
@@ -149,9 +82,10 @@ def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, tempera
     return body
 
 
-#: Anthropic's prompt-caching multipliers of the input price: reads 0.1x, 5-minute writes 1.25x
-CACHE_READ_PRICE_FRAC = 0.1
-CACHE_WRITE_PRICE_FRAC = 1.25
+#: Anthropic's prompt-caching multipliers of the input price (reads 0.1x, 5-minute writes 1.25x),
+#: from the one model table (h9eval.core.prices)
+CACHE_READ_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_read_frac
+CACHE_WRITE_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_write_5m_frac
 
 
 def call_cost_usd(usage: CallUsage, price: tuple[float, float] | None) -> float:
@@ -298,4 +232,5 @@ class AnthropicAgent:
         extra_body = {"temperature": body["temperature"]} if "temperature" in body else None
         method = api.client.beta.messages.create if "context_management" in kwargs else api.client.messages.create
         resp = api.call(method, timeout=self.timeout_s, extra_body=extra_body, **kwargs)
-        return dict(resp.model_dump(mode="json", exclude_none=True))
+        # Stored whole (the cassette): every string of it redacted, as the one redaction does for a summary.
+        return dict(api.redact_obj(resp.model_dump(mode="json", exclude_none=True)))

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.base import POLICIES, Policy
+from h9eval.compaction.policies.as_recorded import AsRecorded
 from h9eval.compaction.policies.claude_code_compact import ClaudeCodeCompact
 from h9eval.compaction.policies.clear_tool_uses import ClearToolUses
 from h9eval.compaction.policies.codex_compact import CodexCompact
@@ -24,6 +25,7 @@ from h9eval.compaction.policies.window import Window
 from h9eval.core.errors import ConfigError
 
 __all__ = [
+    "AsRecorded",
     "ClaudeCodeCompact",
     "ClearToolUses",
     "CodexCompact",

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, paired_calls, call_positions, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction._peer import ContinuedRun, PeerDecision, request_peer_summary
+from h9eval.compaction.repair import call_positions, paired_calls
+from h9eval.compaction.base import CompactionEnv, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -112,7 +113,7 @@ def latest_todos(msgs: Sequence[Message], todo_tools: Sequence[str]) -> str | No
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class ClaudeCodeCompact(Policy):
+class ClaudeCodeCompact(WindowedPolicy):
     """Claude Code auto-compact: a summary, the recently read files and the todo list.
 
     Compacts when the conversation reaches the effective window (the window minus
@@ -194,19 +195,16 @@ class ClaudeCodeCompact(Policy):
         return ClaudeCodeCompactRun(self, env or CompactionEnv())
 
 
-class ClaudeCodeCompactRun(PolicyRun):
-    def __init__(self, policy: ClaudeCodeCompact, env: CompactionEnv) -> None:
-        self.policy = policy
-        self.env = env
-        self.calls: list[SummaryCall] = []
-        self.cont = Continuation()
+class ClaudeCodeCompactRun(ContinuedRun):
+    """Claude Code's compaction on one session; ``force`` is its ``/compact`` (compact now,
+    whatever the usage)."""
 
-    def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
+    policy: ClaudeCodeCompact
+    calls: list[SummaryCall]
+
+    def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
         p = self.policy
-        start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
-        base, carried = self.cont.base(history)
-        bt = tb if not carried else estimate_tokens(base)
+        bt = base_tokens if base_tokens is not None else estimate_tokens(base)
         extra: dict[str, Any] = {}
         fields: dict[str, Any] = {}
         error = ""
@@ -231,11 +229,4 @@ class ClaudeCodeCompactRun(PolicyRun):
                     fields = {"summarized": len(rest), "preserved_tail": 0, "summary_text": text}
             else:
                 extra["skipped"] = "nothing to summarize"
-        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
-
-    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        return self._run(history, tokens, force=False)
-
-    def _force(self, history: Sequence[Message]) -> Compaction:
-        """Claude Code's ``/compact``: compact now, whatever the usage."""
-        return self._run(history, None, force=True)
+        return PeerDecision(work=base, view=view, tier=tier, error=error, extra=extra, fields=fields)

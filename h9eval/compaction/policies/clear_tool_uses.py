@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from h9eval.compaction._peer import call_positions, paired_calls, peer_record
+from h9eval.compaction._peer import peer_record
+from h9eval.compaction.repair import call_positions, paired_calls
 from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
 from h9eval.compaction.records import Tier
 from h9eval.core.history import IncrementalView

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction._peer import ContinuedRun, PeerDecision, request_peer_summary
+from h9eval.compaction.base import CompactionEnv, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -120,7 +120,7 @@ def build_compacted_history(
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class CodexCompact(Policy):
+class CodexCompact(WindowedPolicy):
     """Codex CLI auto-compact: summarise everything, re-insert the recent user messages.
 
     The summarizer sees the whole history after the initial context. If it fails, the oldest
@@ -178,12 +178,12 @@ class CodexCompact(Policy):
         return CodexCompactRun(self, env or CompactionEnv())
 
 
-class CodexCompactRun(PolicyRun):
-    def __init__(self, policy: CodexCompact, env: CompactionEnv) -> None:
-        self.policy = policy
-        self.env = env
-        self.calls: list[SummaryCall] = []
-        self.cont = Continuation()
+class CodexCompactRun(ContinuedRun):
+    """Codex CLI's compaction on one session; ``force`` is its ``/compact`` (compact now,
+    whatever the usage)."""
+
+    policy: CodexCompact
+    calls: list[SummaryCall]
 
     def _summarize(self, items: list[Message], extra: dict[str, Any]) -> tuple[str | None, int]:
         """The summary of ``items``, trimming the oldest item after each failure; ``(text or
@@ -203,12 +203,9 @@ class CodexCompactRun(PolicyRun):
             if not items:
                 return None, trimmed
 
-    def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
+    def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
         p = self.policy
-        start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
-        base, carried = self.cont.base(history)
-        bt = tb if not carried else estimate_tokens(base)
+        bt = base_tokens if base_tokens is not None else estimate_tokens(base)
         extra: dict[str, Any] = {}
         fields: dict[str, Any] = {}
         error = ""
@@ -230,11 +227,4 @@ class CodexCompactRun(PolicyRun):
                     fields = {"summarized": len(items), "preserved_tail": kept, "summary_text": text}
             else:
                 extra["skipped"] = "nothing to summarize after the initial context"
-        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
-
-    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        return self._run(history, tokens, force=False)
-
-    def _force(self, history: Sequence[Message]) -> Compaction:
-        """Codex's ``/compact``: compact now, whatever the usage."""
-        return self._run(history, None, force=True)
+        return PeerDecision(work=base, view=view, tier=tier, error=error, extra=extra, fields=fields)

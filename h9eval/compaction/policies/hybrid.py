@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import RawHistory, peer_record, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction._peer import ContinuedRun, PeerDecision, RawHistory, peer_record, request_peer_summary
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, WINDOW_UNITS, IncrementalMasking, mask_observations
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.summary import SummaryCall
@@ -41,7 +41,7 @@ CHECKPOINT_PROMPT = (
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class Hybrid(Policy):
+class Hybrid(WindowedPolicy):
     """JetBrains 'The Complexity Trap' hybrid: masking first, a summary as the backstop.
 
     ``style="h9eval"`` (the default) masks old tool outputs at every call and, when the
@@ -147,41 +147,27 @@ class Hybrid(Policy):
         return HybridRun(self, env or CompactionEnv())
 
 
-class HybridRun(PolicyRun):
+class HybridRun(ContinuedRun):
+    """The summary policy over a masked working list: it continues from the last summary's
+    view (the summary runner's continuation), masks it, then decides as the summary policy."""
+
     def __init__(self, policy: Hybrid, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
         self.summary = SummaryThresholdRun(policy.summary_policy(), env)
+        self.cont = self.summary.cont
+        self.calls = self.summary.calls  # the one list the summary runner appends its calls to
         self._masker = IncrementalMasking(policy.keep_recent_turns, policy.placeholder, window_unit=policy.window_unit)
 
-    @property
-    def calls(self) -> list[SummaryCall]:
-        """The summary calls made so far (``SummaryCall`` objects)."""
-        return self.summary.calls
-
-    def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
-        start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
-        # continue from the last summary's view, then mask that working list
-        base, carried = self.summary.cont.base(history)
+    def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
         masked, n, masked_bytes = self._masker.mask(base)  # kept up to date between calls: O(new messages)
-        return self.summary.compact_base(
-            history,
+        return self.summary.decide_base(
             list(masked),
-            tokens_before=tb,
             base_tokens=masked_bytes // 4,
-            carried=carried,
             force=force,
-            start_ns=start_ns,
             unchanged_tier=Tier.WARN if n else Tier.NONE,
             extra={EXTRA_MASKED: n},
         )
-
-    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        return self._run(history, tokens, force=False)
-
-    def _force(self, history: Sequence[Message]) -> Compaction:
-        return self._run(history, None, force=True)
 
 
 def _head_len(msgs: Sequence[Message]) -> int:

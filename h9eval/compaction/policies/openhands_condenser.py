@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, request_peer_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction._peer import ContinuedRun, PeerDecision, request_peer_summary
+from h9eval.compaction.base import CompactionEnv, Policy, register
 from h9eval.compaction.summary import SummaryCall
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
@@ -170,20 +170,15 @@ class OpenHandsCondenser(Policy):
         return OpenHandsCondenserRun(self, env or CompactionEnv())
 
 
-class OpenHandsCondenserRun(PolicyRun):
-    """The condenser on one session: the summary calls and the carried-forward view."""
+class OpenHandsCondenserRun(ContinuedRun):
+    """The condenser on one session: the summary calls and the carried-forward view; ``force``
+    is OpenHands' condensation request (condense now, down to half the view)."""
 
-    def __init__(self, policy: OpenHandsCondenser, env: CompactionEnv) -> None:
-        self.policy = policy
-        self.env = env
-        self.calls: list[SummaryCall] = []
-        self.cont = Continuation()
+    policy: OpenHandsCondenser
+    calls: list[SummaryCall]
 
-    def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
+    def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
         p = self.policy
-        start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
-        base, carried = self.cont.base(history)
         keep_first = max(p.keep_first, 1) if base and base[0].role == "system" else p.keep_first
         rng, reasons = forgetting_range(base, keep_first=keep_first, max_size=p.max_size, max_tokens=p.max_tokens, request=force)
         extra: dict[str, Any] = {}
@@ -210,11 +205,4 @@ class OpenHandsCondenserRun(PolicyRun):
                     tier = Tier.FULL
                     extra["forgotten"] = len(forgotten)
                     fields = {"summarized": len(forgotten), "preserved_tail": len(base) - end, "summary_text": text}
-        return self.cont.finish(self.env, history, base, view, tier, carried, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
-
-    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        return self._run(history, tokens, force=False)
-
-    def _force(self, history: Sequence[Message]) -> Compaction:
-        """OpenHands' condensation request: condense now, down to half the view."""
-        return self._run(history, None, force=True)
+        return PeerDecision(work=base, view=view, tier=tier, error=error, extra=extra, fields=fields)

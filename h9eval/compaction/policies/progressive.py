@@ -7,8 +7,9 @@ oldest half of the head), full (summarise the whole head) and emergency (forced 
 
 Every improvement option is off by default, so the default is harness9's behaviour:
 ``extra_anchors`` (``constraint``, ``artifact``), ``na_safe_merge``, ``tail_budget_tokens``,
-``tier_token_counter`` (``calibrated``, ``bpe``), ``anti_thrash_frac`` and
-``mask_observations_keep_turns``. ``compat=True`` accepts harness9's silent values (zero
+``tier_token_counter`` (``calibrated``, ``bpe``), ``anti_thrash_frac``,
+``mask_observations_keep_turns`` and ``min_gain_horizon_calls`` (defer a summary that would not
+repay the prompt cache it destroys). ``compat=True`` accepts harness9's silent values (zero
 thresholds meaning "always emergency", a non-positive window meaning "never compact", a
 non-positive tail meaning 6) and fixes the compaction-time offloader at 4,000 bytes whatever
 ``offload_threshold_bytes`` says, as harness9 does.
@@ -29,7 +30,7 @@ from h9eval.compaction.anchors import (
     merge_anchors,
     parse_anchors_and_summary,
 )
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.masking import MASK_PLACEHOLDER, IncrementalMasking
 from h9eval.compaction.offload import (
     OFFLOAD_COMPACTION_THRESHOLD_BYTES,
@@ -37,9 +38,10 @@ from h9eval.compaction.offload import (
     CompactionOffloader,
     OffloadError,
 )
-from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
+from h9eval.compaction.prompts import DEFAULT_PROMPTS, ConversationText, PromptSet, load_prompt_file
 from h9eval.compaction.records import (
     EXTRA_MASKED,
+    EXTRA_MIN_GAIN_DEFERRED,
     EXTRA_NA_OVERWRITES,
     EXTRA_NA_OVERWRITES_PREVENTED,
     EXTRA_OFFLOAD_PLACEHOLDERS,
@@ -57,7 +59,9 @@ from h9eval.compaction.budget import (
     force_anchor_greedy_v3,
     force_legacy_last1,
 )
+from h9eval.core.billing import DEFAULT_BILLING_MODEL
 from h9eval.core.messages import Message
+from h9eval.core.prices import model_entry
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, TokenCounter, estimate_tokens
 from h9eval.core.token_counters import make_counter
@@ -69,7 +73,7 @@ TIER_COUNTERS = ("harness9", "calibrated", "bpe")
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class ProgressiveCompactor(Policy):
+class ProgressiveCompactor(WindowedPolicy):
     """harness9's progressive compactor: five tiers by window usage, a verbatim tail, offload.
 
     The frozen fields are its configuration, each documented once, below (``h9eval policies``
@@ -126,6 +130,11 @@ class ProgressiveCompactor(Policy):
     """OPTION: after a compaction, no new one until the history grew by this share of the window."""
     mask_observations_keep_turns: int | None = None
     """OPTION: mask tool outputs older than this many assistant turns before any summary."""
+    min_gain_horizon_calls: int | None = None
+    """OPTION: defer a soft or full summary unless its expected saving over this many calls repays
+    the prompt cache it destroys and the summarizer's call (docs/billing.md); emergency still runs."""
+    min_gain_model: str = DEFAULT_BILLING_MODEL
+    """The model whose prices and caching rules the minimum-gain rule weighs (with ``min_gain_horizon_calls``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra_anchors", tuple(self.extra_anchors))
@@ -155,6 +164,10 @@ class ProgressiveCompactor(Policy):
             c(0 < self.anti_thrash_frac < 1, "anti_thrash_frac", "must be in (0, 1)", self.anti_thrash_frac)
         if self.mask_observations_keep_turns is not None:
             c(self.mask_observations_keep_turns >= 0, "mask_observations_keep_turns", "must be >= 0", self.mask_observations_keep_turns)
+        if self.min_gain_horizon_calls is not None:
+            c(self.min_gain_horizon_calls >= 1, "min_gain_horizon_calls", "must be >= 1", self.min_gain_horizon_calls)
+        info = model_entry(self.min_gain_model)
+        c(info is not None and info.priced, "min_gain_model", "must be a priced model of h9eval.core.prices.MODELS", self.min_gain_model)
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -224,6 +237,10 @@ class ProgressiveCompactor(Policy):
     def prompts(self) -> PromptSet:
         return load_prompt_file(self.prompt_file) if self.prompt_file else DEFAULT_PROMPTS
 
+    def hook_threshold_bytes(self) -> int:
+        """harness9 runs its tool-time offload hook at ``offload_hook_threshold_bytes``."""
+        return self.offload_hook_threshold_bytes
+
     def start(self, env: CompactionEnv | None = None) -> ProgressiveRun:
         return ProgressiveRun(self, env or CompactionEnv())
 
@@ -249,6 +266,8 @@ class ProgressiveRun(PolicyRun):
         self.env = env
         self.types = policy.anchor_types
         self._prompts = policy.prompts()
+        # successive view-mode heads start with the previous one: their text is extended, not rebuilt
+        self._conversation = ConversationText()
         self.last_summary = ""
         self.last_anchors: list[Anchor] | None = None
         self.calls: list[SummaryCall] = []
@@ -306,6 +325,8 @@ class ProgressiveRun(PolicyRun):
                 part = _Partial(work)
                 if work is not msgs and extra.get(EXTRA_MASKED):
                     tier = Tier.WARN  # masking alone brought the history under the warn threshold
+            elif tier in (Tier.SOFT, Tier.FULL) and not self._repays(work, tokens_before):
+                tier, part = Tier.NONE, _Partial(work, extra={EXTRA_MIN_GAIN_DEFERRED: True})
             elif tier == Tier.WARN:
                 part = self._warn(work)
             elif tier == Tier.SOFT:
@@ -336,6 +357,29 @@ class ProgressiveRun(PolicyRun):
     def _tier(self, msgs: list[Message], harness9_tokens: int) -> Tier:
         t = harness9_tokens if self._counter is None else self._counter.count(msgs)
         return self.policy.tier_for_tokens(t)
+
+    def _repays(self, msgs: list[Message], tokens: int) -> bool:
+        """The minimum-gain rule (``min_gain_horizon_calls``): whether summarising now is expected
+        to save more than it costs, in input-token prices of ``min_gain_model``.
+
+        Without the summary each of the next N calls reads the history H from the cache (r H);
+        with it the summarizer reads H uncached (H) and writes a summary S (o S, o the output /
+        input price), the call writes the new view V = tail + S (w V) and the N - 1 calls after
+        it read V (r V). S is taken as the previous summary's size, or 5 % of H for the first."""
+        p = self.policy
+        if p.min_gain_horizon_calls is None:
+            return True
+        info = model_entry(p.min_gain_model)
+        assert info is not None and info.input_usd_per_mtok  # checked at construction
+        r, w = info.cache_read_frac, max(info.cache_write_5m_frac, 1.0)
+        o = float(info.output_usd_per_mtok or 0.0) / float(info.input_usd_per_mtok)
+        _, tail = p.split(msgs)
+        summary = len(self.last_summary.encode()) // 4 if self.last_summary else tokens // 20
+        view = estimate_tokens(tail) + summary
+        n = p.min_gain_horizon_calls
+        keep = n * r * tokens
+        compact = tokens + o * summary + w * view + (n - 1) * r * view
+        return compact < keep
 
     @staticmethod
     def _effective(rec: CompactionRecord) -> bool:
@@ -471,8 +515,11 @@ class ProgressiveRun(PolicyRun):
         """``summarizeAndExtract`` (spec §3.10); ``None`` on any failure."""
         if self.env.summarizer is None:
             return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
-        conv = serialize_conversation(head)
-        req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s)
+        # the conversation and the prompt are built only if the summarizer reads them
+        req = summary_request(
+            self._prompts, head, None, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s,
+            serialize=self._conversation,
+        )
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
             return None

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from h9eval.compaction._peer import Continuation, split_system, fit_newest
+from h9eval.compaction._peer import ContinuedRun, PeerDecision, fit_newest, split_system
 from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import CompactionEnv, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
 from h9eval.compaction.records import Tier
@@ -60,7 +60,7 @@ def _strip_summary_header(text: str) -> str:
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class SummarySingleThreshold(Policy):
+class SummarySingleThreshold(WindowedPolicy):
     """Codex CLI / Claude Code auto-compact: one threshold, summarise everything before the tail.
 
     A second compaction summarises the previous summary with the new messages (harness9's
@@ -134,50 +134,36 @@ class SummarySingleThreshold(Policy):
         return SummaryThresholdRun(self, env or CompactionEnv())
 
 
-class SummaryThresholdRun(PolicyRun):
+class SummaryThresholdRun(ContinuedRun):
     """A summary policy bound to one session: the previous summary and anchors (for the
-    incremental template), the summary calls made, and the carried-forward view."""
+    incremental template), the summary calls made, and the carried-forward view; ``force``
+    summarises now (Claude Code's and Codex's manual ``/compact``)."""
+
+    policy: SummarySingleThreshold
+    calls: list[SummaryCall]
 
     def __init__(self, policy: SummarySingleThreshold, env: CompactionEnv) -> None:
-        self.policy = policy
-        self.env = env
+        super().__init__(policy, env)
         self.types: tuple[str, ...] = ANCHOR_TYPES
         self._prompts = policy.prompts()
         self.last_summary = ""
         self.last_anchors: list[Anchor] | None = None
-        self.calls: list[SummaryCall] = []
-        self.cont = Continuation()
 
-    # -- API -------------------------------------------------------------------------------
-    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
-        base, carried = self.cont.base(history)
-        return self.compact_base(history, base, tokens_before=tb, base_tokens=None if carried else tb, carried=carried, force=False, start_ns=start_ns)
-
-    def _force(self, history: Sequence[Message]) -> Compaction:
-        """Summarise now (Claude Code's and Codex's manual ``/compact``)."""
-        start_ns = self.env.clock.now_ns()
-        base, carried = self.cont.base(history)
-        return self.compact_base(history, base, tokens_before=None, base_tokens=None, carried=carried, force=True, start_ns=start_ns)
+    def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
+        return self.decide_base(base, base_tokens=base_tokens, force=force)
 
     # -- shared with the hybrid policy -----------------------------------------------------
-    def compact_base(
+    def decide_base(
         self,
-        history: Sequence[Message],
         base: list[Message],
         *,
-        tokens_before: int | None,
         base_tokens: int | None,
-        carried: bool,
         force: bool,
-        start_ns: int,
         unchanged_tier: Tier = Tier.NONE,
         extra: dict[str, Any] | None = None,
-    ) -> Compaction:
-        """Compact the working list ``base`` (derived from ``history``) and record it against
-        ``history``. ``unchanged_tier`` is the tier reported when no summary is made (the
-        hybrid reports ``WARN`` when it masked something)."""
+    ) -> PeerDecision:
+        """Compact the working list ``base``. ``unchanged_tier`` is the tier reported when no
+        summary is made (the hybrid reports ``WARN`` when it masked something)."""
         extra = dict(extra or {})
         bt = base_tokens if base_tokens is not None else estimate_tokens(base)
         fields: dict[str, Any] = {}
@@ -187,10 +173,8 @@ class SummaryThresholdRun(PolicyRun):
             tier = done if done is not None else unchanged_tier
         else:
             view, tier = base, unchanged_tier
-        return self.cont.finish(
-            self.env, history, base, view, tier, carried,
-            tokens_before=tokens_before, tokens_after=bt if view is base else None, start_ns=start_ns, error=error, extra=extra, **fields,
-        )
+        return PeerDecision(work=base, view=view, tier=tier, error=error, extra=extra, fields=fields,
+                            tokens_after=bt if view is base else None)
 
     # -- internals -------------------------------------------------------------------------
     def _summarize_base(self, base: list[Message], extra: dict[str, Any]) -> tuple[list[Message], Tier | None, dict[str, Any], str]:
@@ -224,10 +208,10 @@ class SummaryThresholdRun(PolicyRun):
     def _summarize(self, head: list[Message], extra: dict[str, Any]) -> tuple[str, list[Anchor] | None] | None:
         """One summarizer call (progressive's ``_summarize`` shape); ``None`` on any failure."""
         p = self.policy
-        conv = serialize_conversation(head)
-        if p.anchors:
-            req = summary_request(self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
+        if p.anchors:  # the conversation and the prompt are built only if the summarizer reads them
+            req = summary_request(self._prompts, head, None, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
         else:
+            conv = serialize_conversation(head)
             prev = self.last_summary or None
             tmpl = FREE_TEXT_INCREMENTAL_PROMPT if prev is not None else FREE_TEXT_PROMPT
             # one pass, so a "{conversation}" inside the previous summary stays literal

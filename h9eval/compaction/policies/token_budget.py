@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from h9eval.compaction.base import Compaction, CompactionEnv, Policy, PolicyRun, register
+from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun, WindowedPolicy, register
 from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.compaction.budget import (
     GreedyIndex,
     FORCED_TRUNCATION_RULES,
-    _eff_max,
+    effective_max_tokens,
     budget_compact,
     budget_for_window,
     force_anchor_greedy_v3,
@@ -32,7 +32,7 @@ __all__ = ["TokenBudgetCompactor"]
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class TokenBudgetCompactor(Policy):
+class TokenBudgetCompactor(WindowedPolicy):
     """harness9's ``TokenBudgetCompactor`` on its own (the progressive policy's fallback).
 
     A forced or manual compaction applies the ``forced_truncation`` rule (harness9's
@@ -75,7 +75,7 @@ class TokenBudgetCompactor(Policy):
     def resolved_max_tokens(self) -> int:
         """The budget in tokens as harness9 would use it."""
         mt = self.max_tokens if self.max_tokens is not None else budget_for_window(self.context_window_tokens)
-        return _eff_max(mt)
+        return effective_max_tokens(mt)
 
     def budget_tokens(self) -> int | None:
         return None

@@ -207,9 +207,11 @@ def openai_task_from_messages(
     n_bytes: int,
     metadata: dict[str, Any],
     where: str,
+    source_kind: str = "dataset",
 ) -> Task:
-    """A task from an in-memory list of OpenAI-style messages (a dataset row's trajectory): read
-    as an ``openai_chat`` file would be, named by the row (``where`` is its column, for errors)."""
+    """A task from an in-memory list of OpenAI-style messages (a dataset row's trajectory, an
+    Inspect log's sample): read as an ``openai_chat`` file would be, named by the row (``where``
+    is its column, for errors)."""
     cur = Cursor(shown)
     with guarded(fmt, cur, _EXPECTED):
         cur.where = where
@@ -228,7 +230,7 @@ def openai_task_from_messages(
             "content_blocks_dropped": {k: v for k, v in sorted(counts.items()) if k != "thinking_blocks"},
         }
         return finish_task(fmt=fmt, session=session, path_shown=shown, path=Path(shown), tr=tr, tools=schemas,
-                           metadata=meta, source_kind="dataset", n_bytes=n_bytes)
+                           metadata=meta, source_kind=source_kind, n_bytes=n_bytes)
 
 
 def _role(m: Any, cur: Cursor) -> str:

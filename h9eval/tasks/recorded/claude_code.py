@@ -21,6 +21,12 @@ Mapping (decisions documented here, tested in ``tests/test_recorded.py``):
   with ``meta={"is_compact_summary": True}`` by default, because every later turn was
   produced after the model read it; pass ``keep_compact_summary=False`` to drop it (then
   ``message_index`` is where it would have been).
+* Bills: every assistant response's recorded ``message.usage`` (``input_tokens``,
+  ``cache_creation_input_tokens`` with its 5m/1h split, ``cache_read_input_tokens``,
+  ``output_tokens``), its model and the timestamp of its first record go to
+  ``metadata["recorded_calls"]`` (one entry per response, ``message_index`` of the merged
+  assistant message); a compaction entry also has its boundary's ``timestamp``. The billing
+  model's validation (:mod:`h9eval.analysis.bills`) compares its predictions with these.
 * Sidechain (subagent) files load as their own task (id ``claude_code:<sessionId>/agent-<id>``,
   ``metadata["agent_kind"] == "compaction"`` for ``agent-acompact-*``). Sidechain records
   inside a main file, ``progress``, ``file-history-snapshot``, ``queue-operation`` and other
@@ -125,6 +131,7 @@ class _State:
     blocks: Counter[str] = field(default_factory=Counter)
     models: Counter[str] = field(default_factory=Counter)
     compactions: list[dict[str, Any]] = field(default_factory=list)
+    recorded_calls: list[dict[str, Any]] = field(default_factory=list)
     open_asst: _Asst | None = None
     file_sidechain: bool | None = None
     first_conv: dict[str, Any] | None = None
@@ -168,6 +175,7 @@ def _on_system(st: _State, n: int, rec: Any) -> None:
             "trigger": cm.get("trigger"),
             "pre_tokens": cm.get("preTokens"),
             "summary": None,
+            "timestamp": rec.get("timestamp") if isinstance(rec.get("timestamp"), str) else None,
         }
     )
 
@@ -199,6 +207,7 @@ def _on_assistant(st: _State, n: int, rec: Any) -> None:
         if isinstance(model, str):
             st.models[model] += 1
             st.first_model = st.first_model or model
+        st.recorded_calls.append(_recorded_call(len(st.slots) - 1, rec, msg))
     _assistant_blocks(st.open_asst, msg.get("content"), st.blocks, st.cur)
 
 
@@ -255,6 +264,28 @@ def _user_blocks(st: _State, content: list[Any], is_meta: bool) -> None:
             st.prompts.append(len(st.slots) - 1)
 
 
+def _recorded_call(message_index: int, rec: Any, msg: Any) -> dict[str, Any]:
+    """One response's recorded bill: model, timestamp and usage (``None`` where not recorded)."""
+    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
+    split = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+
+    def count(d: Any, key: str) -> int | None:
+        v = d.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return {
+        "message_index": message_index,
+        "timestamp": rec.get("timestamp") if isinstance(rec.get("timestamp"), str) else None,
+        "model": msg.get("model") if isinstance(msg.get("model"), str) else None,
+        "input_tokens": count(usage, "input_tokens"),
+        "cache_creation_input_tokens": count(usage, "cache_creation_input_tokens"),
+        "cache_creation_5m_tokens": count(split, "ephemeral_5m_input_tokens"),
+        "cache_creation_1h_tokens": count(split, "ephemeral_1h_input_tokens"),
+        "cache_read_input_tokens": count(usage, "cache_read_input_tokens"),
+        "output_tokens": count(usage, "output_tokens"),
+    }
+
+
 _RECORD_HANDLERS: dict[str, Callable[[_State, int, Any], None]] = {
     "system": _on_system,
     "assistant": _on_assistant,
@@ -294,6 +325,7 @@ def _task(p: Path, shown: str, st: _State) -> Task:
         "thinking_blocks": st.blocks.get("thinking_blocks", 0),
         "content_blocks_dropped": {k: v for k, v in sorted(st.blocks.items()) if k != "thinking_blocks"},
         "compactions": st.compactions,
+        "recorded_calls": st.recorded_calls,
         "compact_summary_in_transcript": st.keep_summary,
     }
     if file_sidechain:

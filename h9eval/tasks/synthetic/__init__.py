@@ -40,13 +40,13 @@ from typing import Any
 
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.tasks.model import Task
-from h9eval.tasks.synthetic.builder import GENERATOR_VERSION, _Builder
+from h9eval.tasks.synthetic.builder import GENERATOR_VERSION, SyntheticBuilder
 from h9eval.tasks.synthetic.spec import (
     PRESETS,
     SyntheticSpec,
-    _apply_overrides,
-    _check_seed,
-    _diff,
+    apply_overrides,
+    check_seed,
+    spec_overrides,
 )
 
 __all__ = [
@@ -68,21 +68,21 @@ def generate(preset: str = "small", seed: int = 0, **overrides: Any) -> Task:
     """
     if preset not in PRESETS:
         raise ConfigError(did_you_mean(str(preset), PRESETS, what="preset"))
-    spec = _apply_overrides(PRESETS[preset], overrides)
-    return _Builder(spec, _check_seed(seed), preset, dict(overrides)).build()
+    spec = apply_overrides(PRESETS[preset], overrides)
+    return SyntheticBuilder(spec, check_seed(seed), preset, dict(overrides)).build()
 
 
 def generate_from_spec(spec: SyntheticSpec, seed: int = 0) -> Task:
     """Generate one session from an explicit spec (recorded as preset ``custom``)."""
     if not isinstance(spec, SyntheticSpec):
         raise ConfigError(f"spec must be a SyntheticSpec; got {type(spec).__name__}")
-    return _Builder(spec, _check_seed(seed), "custom", _diff(spec)).build()
+    return SyntheticBuilder(spec, check_seed(seed), "custom", spec_overrides(spec)).build()
 
 
 def generate_many(preset: str, seeds: Iterable[int], **overrides: Any) -> list[Task]:
     """``[generate(preset, s, **overrides) for s in seeds]``, validating the spec once."""
     if preset not in PRESETS:
         raise ConfigError(did_you_mean(str(preset), PRESETS, what="preset"))
-    spec = _apply_overrides(PRESETS[preset], overrides)
-    return [_Builder(spec, _check_seed(s), preset, dict(overrides)).build() for s in seeds]
+    spec = apply_overrides(PRESETS[preset], overrides)
+    return [SyntheticBuilder(spec, check_seed(s), preset, dict(overrides)).build() for s in seeds]
 

@@ -22,17 +22,17 @@ from h9eval.core.tokens import estimate_tokens
 from h9eval.tasks.model import AnchorTruth, Fact, Intent, IntentChange, Task, TaskSource
 from h9eval.tasks.synthetic import content as C
 from h9eval.tasks.synthetic.slots import (
-    _KIND_WEIGHTS,
-    _SLOTS,
-    _entities,
-    _Slot,
-    _slot_value,
+    KIND_WEIGHTS,
+    SLOTS,
+    slot_entities,
+    Slot,
+    slot_value,
 )
 from h9eval.tasks.synthetic.spec import (
-    _LARGE_MIN_BYTES,
-    _MEDIUM_MAX_BYTES,
-    _MEDIUM_MIN_BYTES,
-    _SMALL_MAX_BYTES,
+    LARGE_MIN_BYTES,
+    MEDIUM_MAX_BYTES,
+    MEDIUM_MIN_BYTES,
+    SMALL_MAX_BYTES,
     SyntheticSpec,
 )
 
@@ -132,7 +132,7 @@ class _Pending:
 # ---------------------------------------------------------------------------------------------
 # the builder
 # ---------------------------------------------------------------------------------------------
-class _Builder:
+class SyntheticBuilder:
     def __init__(self, spec: SyntheticSpec, seed: int, preset: str, overrides: dict[str, Any]) -> None:
         self.spec = spec
         self.seed = seed
@@ -257,9 +257,9 @@ class _Builder:
 
     def _plan_facts(self) -> None:
         r, s, w = self.rng, self.spec, self.w
-        kinds = [k for k, _ in _KIND_WEIGHTS]
-        kw = [p for _, p in _KIND_WEIGHTS]
-        by_kind = {k: [sl for sl in _SLOTS if sl.kind == k] for k in kinds}
+        kinds = [k for k, _ in KIND_WEIGHTS]
+        kw = [p for _, p in KIND_WEIGHTS]
+        by_kind = {k: [sl for sl in SLOTS if sl.kind == k] for k in kinds}
         n_sup = round(s.n_facts * s.superseded_share)
         sup = r.sample(range(s.n_facts), n_sup) if s.n_facts else []
         last_intro = max(1, int((self.T - 2) * 0.85))
@@ -267,14 +267,14 @@ class _Builder:
             kind = r.choices(kinds, kw)[0]
             for _ in range(50):
                 slot = r.choice(by_kind[kind])
-                e = r.choice(_entities(w, slot.entities))
+                e = r.choice(slot_entities(w, slot.entities))
                 q = slot.question.format(e=e)
                 if q not in self.used:
                     break
                 kind = r.choices(kinds, kw)[0]  # this slot may be used up: maybe another kind
             else:  # nearly full: take the first free (slot, entity) in a fixed order
                 slot, e, q = next(
-                    (sl, e, sl.question.format(e=e)) for sl in _SLOTS for e in _entities(w, sl.entities)
+                    (sl, e, sl.question.format(e=e)) for sl in SLOTS for e in slot_entities(w, sl.entities)
                     if sl.question.format(e=e) not in self.used
                 )  # fmt: skip
             self.used[q] = None
@@ -288,15 +288,15 @@ class _Builder:
                 f2 = self._plant(slot, e, q, new, nvar, t2, ans)
                 f1["superseded_by"] = f2
 
-    def _value(self, slot: _Slot, e: str) -> tuple[str, tuple[str, ...]]:
+    def _value(self, slot: Slot, e: str) -> tuple[str, tuple[str, ...]]:
         for _ in range(200):
-            v, variants = _slot_value(self.rng, self.w, slot, e)
+            v, variants = slot_value(self.rng, self.w, slot, e)
             if v not in self.used:
                 self.used[v] = None
                 return v, tuple(x for x in dict.fromkeys(variants) if x != v)
         raise AssertionError("values exhausted")  # pragma: no cover
 
-    def _plant(self, slot: _Slot, e: str, q: str, ans: str, variants: tuple[str, ...], turn: int, old: str | None) -> dict[str, Any]:
+    def _plant(self, slot: Slot, e: str, q: str, ans: str, variants: tuple[str, ...], turn: int, old: str | None) -> dict[str, Any]:
         by_user = self.rng.random() < self.spec.user_fact_share
         tpl = (slot.user if old is None else slot.change_user) if by_user else (slot.found if old is None else slot.change_found)
         text = tpl.format(e=e, v=ans, old=old)
@@ -432,16 +432,16 @@ class _Builder:
         pick("large_read", s.large_read_share, lambda t, k, tool: tool == "read_file" and (t, k) not in hosts_fact)
         pick(C.MEDIUM, s.medium_output_share, lambda t, k, tool: C.MEDIUM in C.ACTIONS[tool])
         out: dict[tuple[int, int], tuple[str, int]] = {}
-        log_lo, log_hi = math.log(_MEDIUM_MIN_BYTES), math.log(_MEDIUM_MAX_BYTES)
+        log_lo, log_hi = math.log(MEDIUM_MIN_BYTES), math.log(MEDIUM_MAX_BYTES)
         mu = math.log(s.small_output_median_bytes)
         for i, (t, k, _tool) in enumerate(results):
             cls = taken.get(i, C.SMALL)
             if cls in (C.LARGE, "large_read"):
-                size = min(s.max_output_bytes, int(_LARGE_MIN_BYTES * r.paretovariate(s.large_output_pareto_alpha)))
+                size = min(s.max_output_bytes, int(LARGE_MIN_BYTES * r.paretovariate(s.large_output_pareto_alpha)))
             elif cls == C.MEDIUM:
                 size = int(math.exp(r.uniform(log_lo, log_hi)))
             else:
-                size = min(_SMALL_MAX_BYTES, max(40, int(r.lognormvariate(mu, s.small_output_sigma))))
+                size = min(SMALL_MAX_BYTES, max(40, int(r.lognormvariate(mu, s.small_output_sigma))))
             out[(t, k)] = (cls, size)
         return out
 

@@ -10,10 +10,10 @@ from h9eval.tasks.synthetic import content as C
 
 
 @dataclass(frozen=True)
-class _Slot:
+class Slot:
     """A kind of planted fact. Templates use ``{e}`` (entity), ``{v}`` (answer), ``{old}``."""
 
-    value: str  # which value maker draws the answer (see _slot_value)
+    value: str  # which value maker draws the answer (see slot_value)
     kind: str
     entities: str  # which world list supplies ``{e}`` ("" = none: the slot can be used once)
     question: str
@@ -23,125 +23,125 @@ class _Slot:
     change_found: str
 
 
-_SLOTS: tuple[_Slot, ...] = (
-    _Slot("port", "number", "services", "Which port does the {e} service listen on in the test environment?",
+SLOTS: tuple[Slot, ...] = (
+    Slot("port", "number", "services", "Which port does the {e} service listen on in the test environment?",
           "FYI: in the test environment the {e} service listens on port {v}.",
           "# {e}: listens on port {v} in the test environment (docker-compose.test.yml)",
           "Heads-up: the {e} service moved from port {old} to port {v}; use the new port from now on.",
           "WARN ops-notice: {e} port changed {old} -> {v} (effective immediately)"),
-    _Slot("timeout", "number", "operations", "What timeout (in seconds) applies to {e}?",
+    Slot("timeout", "number", "operations", "What timeout (in seconds) applies to {e}?",
           "The timeout for {e} must be {v} seconds, that's what the SLO doc says.",
           "# SLO: {e} timeout = {v}s (docs/slo.md)",
           "Update: the timeout for {e} is now {v} seconds, not {old}.",
           "# SLO (revised): {e} timeout = {v}s, previously {old}s"),
-    _Slot("budget", "number", "services", "What is the monthly cloud budget in USD for the {e} service?",
+    Slot("budget", "number", "services", "What is the monthly cloud budget in USD for the {e} service?",
           "Keep the {e} service under a monthly budget of ${v}; don't add anything that scales cost.",
           "budget.yaml: {e}: monthly_usd: {v}",
           "Finance approved more: the {e} budget is now ${v} per month (was ${old}).",
           "budget.yaml: {e}: monthly_usd: {v}  # raised from {old}"),
-    _Slot("rate", "number", "services", "What rate limit (requests per minute) applies to calls to {e}?",
+    Slot("rate", "number", "services", "What rate limit (requests per minute) applies to calls to {e}?",
           "Calls to {e} are rate-limited to {v} requests per minute, so batch accordingly.",
           "X-RateLimit-Limit: {v} (per minute, upstream {e})",
           "The {e} rate limit was changed to {v} requests per minute (it used to be {old}).",
           "X-RateLimit-Limit: {v} (per minute, upstream {e}; was {old})"),
-    _Slot("batch", "number", "nouns", "What is the maximum batch size for {e} records?",
+    Slot("batch", "number", "nouns", "What is the maximum batch size for {e} records?",
           "Never send more than {v} {e} records in one batch.",
           "# limits: max {e} batch = {v} records (upstream rejects larger payloads)",
           "New limit from upstream: at most {v} {e} records per batch (down from {old}).",
           "# limits (updated): max {e} batch = {v} records, was {old}"),
-    _Slot("ticket", "identifier", "topics", "What is the ticket id for {e}?",
+    Slot("ticket", "identifier", "topics", "What is the ticket id for {e}?",
           "Please reference {v} for {e} in commit messages.",
           "# Tracked in {v}: {e}",
           "{e} moved to a new ticket: {v} (the old {old} was closed as a duplicate).",
           "# Tracking moved: {e} is now {v} (was {old})"),
-    _Slot("flag", "identifier", "features", "What is the name of the feature flag that guards {e}?",
+    Slot("flag", "identifier", "features", "What is the name of the feature flag that guards {e}?",
           "Gate {e} behind the feature flag {v}.",
           "flags.yaml: {v}: false  # guards {e}",
           "Rename the flag for {e}: use {v} instead of {old}.",
           "flags.yaml: {v}: false  # guards {e} (renamed from {old})"),
-    _Slot("function", "identifier", "features", "Which function implements {e}?",
+    Slot("function", "identifier", "features", "Which function implements {e}?",
           "The logic for {e} lives in {v}; start there.",
           "# {e} is implemented by {v}() (see the module docstring)",
           "Heads-up: {old} was renamed to {v} on main; it still implements {e}.",
           "# NOTE: {old} renamed to {v} ({e})"),
-    _Slot("envvar", "identifier", "upstreams", "Which environment variable holds the URL of {e}?",
+    Slot("envvar", "identifier", "upstreams", "Which environment variable holds the URL of {e}?",
           "The URL of {e} comes from the environment variable {v}.",
           "{v}=http://localhost:8080  # URL of {e}",
           "Ops renamed the variable for {e}: it is {v} now, {old} is gone.",
           "{v}=http://localhost:8080  # URL of {e} ({old} is deprecated)"),
-    _Slot("staging", "path", "services", "Where is the staging deployment config for {e}?",
+    Slot("staging", "path", "services", "Where is the staging deployment config for {e}?",
           "The staging config for {e} is at {v}.",
           "# staging config for {e}: {v}",
           "We moved the configs: staging for {e} is now at {v}, not {old}.",
           "# staging config for {e} moved: {old} -> {v}"),
-    _Slot("fixtures", "path", "nouns", "Where are the test fixtures for {e} data?",
+    Slot("fixtures", "path", "nouns", "Where are the test fixtures for {e} data?",
           "Use the fixtures in {v} for {e} data, they mirror production.",
           "# fixtures for {e} data: {v}",
           "The {e} fixtures were regenerated into {v}; don't use {old} anymore.",
           "# fixtures for {e} data regenerated: {v} (was {old})"),
-    _Slot("runbook", "path", "services", "Where is the runbook for the {e} service?",
+    Slot("runbook", "path", "services", "Where is the runbook for the {e} service?",
           "The runbook for {e} is {v}, in case something pages.",
           "# runbook for {e}: {v}",
           "The {e} runbook moved to {v} (was {old}).",
           "# runbook for {e} moved to {v} (was {old})"),
-    _Slot("dir", "constraint", "", "Which directory must never be modified?",
+    Slot("dir", "constraint", "", "Which directory must never be modified?",
           "Constraint: never modify files under {v}; it is synced from upstream.",
           "CONTRIBUTING.md: Never modify files under {v}; it is synced from upstream.",
           "Correction: the protected directory is {v}, not {old}; {old} may be edited now.",
           "CONTRIBUTING.md (updated): never modify files under {v} ({old} is no longer protected)."),
-    _Slot("langver", "constraint", "", "Which language version must the code stay on?",
+    Slot("langver", "constraint", "", "Which language version must the code stay on?",
           "Use {v} only; that's what production runs.",
           "ci.yml: runtime: {v}  # production runtime, do not change",
           "Production was upgraded: target {v} now instead of {old}.",
           "ci.yml: runtime: {v}  # upgraded from {old}"),
-    _Slot("noimport", "constraint", "", "Which module must new code not import from?",
+    Slot("noimport", "constraint", "", "Which module must new code not import from?",
           "Don't import anything from {v} in new code; it is being deleted.",
           "# DO NOT import {v} in new code (scheduled for removal)",
           "Change: {old} is fine again, but nothing may import {v} anymore.",
           "# DO NOT import {v} in new code ({old} restriction lifted)"),
-    _Slot("linelen", "constraint", "", "What is the maximum allowed line length in characters?",
+    Slot("linelen", "constraint", "", "What is the maximum allowed line length in characters?",
           "Keep lines at most {v} characters; the linter in CI enforces it.",
           "lint config: max-line-length = {v}",
           "We relaxed the linter: lines may now be up to {v} characters (was {old}).",
           "lint config: max-line-length = {v}  # was {old}"),
-    _Slot("branch", "constraint", "", "Which branch must never be pushed to directly?",
+    Slot("branch", "constraint", "", "Which branch must never be pushed to directly?",
           "Never push directly to {v}; everything goes through a PR.",
           "branch protection: {v} (direct pushes rejected)",
           "The protected release branch is now {v} ({old} was retired).",
           "branch protection: {v} (direct pushes rejected; {old} retired)"),
-    _Slot("license", "constraint", "", "Which license header must new files carry?",
+    Slot("license", "constraint", "", "Which license header must new files carry?",
           "Every new file needs the SPDX license header {v}.",
           "# SPDX-License-Identifier: {v}  (required on new files, see CONTRIBUTING.md)",
           "Legal says new files must use {v} now instead of {old}.",
           "# SPDX-License-Identifier: {v}  (required on new files; replaces {old})"),
-    _Slot("testcmd", "preference", "", "Which test command does the user prefer?",
+    Slot("testcmd", "preference", "", "Which test command does the user prefer?",
           "Please run tests with `{v}`; that output is easiest for me to read.",
           "Makefile: test: {v}  # preferred invocation",
           "Switch to `{v}` instead of `{old}` for running tests, please.",
           "Makefile: test: {v}  # preferred invocation (was {old})"),
-    _Slot("formatter", "preference", "", "Which code formatter should be used?",
+    Slot("formatter", "preference", "", "Which code formatter should be used?",
           "Format everything with {v} before committing.",
           "pre-commit: formatter = {v}",
           "We switched formatters: use {v}, not {old}.",
           "pre-commit: formatter = {v}  # replaced {old}"),
-    _Slot("commit", "preference", "", "Which commit message style does the user want?",
+    Slot("commit", "preference", "", "Which commit message style does the user want?",
           "Write commit messages in the {v} style.",
           "CONTRIBUTING.md: commit messages follow {v}.",
           "New convention: commit messages use {v} from now on instead of {old}.",
           "CONTRIBUTING.md (updated): commit messages follow {v} (no longer {old})."),
-    _Slot("reviewer", "preference", "", "Who should review the pull request?",
+    Slot("reviewer", "preference", "", "Who should review the pull request?",
           "Request a review from {v} when the PR is ready.",
           "CODEOWNERS: * {v}",
           "{old} is on leave; ask {v} for the review instead.",
           "CODEOWNERS: * {v}  # replaces {old}"),
-    _Slot("reportlang", "preference", "", "In which language should progress reports be written?",
+    Slot("reportlang", "preference", "", "In which language should progress reports be written?",
           "Please write your progress reports in {v}.",
           "team-notes.md: status reports are written in {v}.",
           "From now on please report progress in {v} instead of {old}.",
           "team-notes.md (updated): status reports are written in {v}, not {old}."),
 )  # fmt: skip
 
-_KIND_WEIGHTS = (("constraint", 0.2), ("identifier", 0.25), ("number", 0.25), ("path", 0.15), ("preference", 0.15))
+KIND_WEIGHTS = (("constraint", 0.2), ("identifier", 0.25), ("number", 0.25), ("path", 0.15), ("preference", 0.15))
 _FEATURES = (
     "batched settlement", "the retry budget", "partial refunds", "webhook signing", "async export",
     "cursor pagination", "idempotency keys", "the new tax rules", "soft deletes", "dry-run mode",
@@ -151,7 +151,7 @@ _FEATURES = (
 _LANG_NAMES = {"中文": ("Chinese", "Mandarin"), "日本語": ("Japanese",), "English": ("英語", "英文")}
 
 
-def _slot_value(rng: random.Random, w: C.World, slot: _Slot, e: str) -> tuple[str, tuple[str, ...]]:
+def slot_value(rng: random.Random, w: C.World, slot: Slot, e: str) -> tuple[str, tuple[str, ...]]:
     """Draw an answer (and accepted variant spellings) for ``slot`` with entity ``e``."""
     k = slot.value
     if k == "port":
@@ -237,7 +237,7 @@ def _slot_value(rng: random.Random, w: C.World, slot: _Slot, e: str) -> tuple[st
     raise AssertionError(f"no value maker for {k!r}")  # pragma: no cover
 
 
-def _entities(w: C.World, which: str) -> tuple[str, ...]:
+def slot_entities(w: C.World, which: str) -> tuple[str, ...]:
     return {
         "": ("",),
         "services": tuple(w.services),

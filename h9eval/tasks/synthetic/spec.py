@@ -15,9 +15,9 @@ from h9eval.core.errors import ConfigError, did_you_mean
 __all__ = ["SyntheticSpec", "PRESETS", "N_TURNS_MIN", "N_TURNS_MAX", "N_FACTS_MAX", "N_INTENT_CHANGES_MAX"]
 
 # Size-class bands, kept clear of the thresholds so that a class never straddles one.
-_SMALL_MAX_BYTES = 3_700
-_MEDIUM_MIN_BYTES, _MEDIUM_MAX_BYTES = 4_400, 9_700
-_LARGE_MIN_BYTES = 10_500
+SMALL_MAX_BYTES = 3_700
+MEDIUM_MIN_BYTES, MEDIUM_MAX_BYTES = 4_400, 9_700
+LARGE_MIN_BYTES = 10_500
 
 N_TURNS_MIN, N_TURNS_MAX = 10, 5_000
 N_FACTS_MAX = 120
@@ -89,7 +89,7 @@ class SyntheticSpec:
                 f"large_output_share + medium_output_share + large_read_share must be <= 0.9 "
                 f"(most outputs must stay small); got {total:g}"
             )
-        _int("small_output_median_bytes", self.small_output_median_bytes, 20, _SMALL_MAX_BYTES)
+        _int("small_output_median_bytes", self.small_output_median_bytes, 20, SMALL_MAX_BYTES)
         _num("small_output_sigma", self.small_output_sigma, 0.0, 3.0)
         _num("large_output_pareto_alpha", self.large_output_pareto_alpha, 0.5, 10.0)
         _int("max_output_bytes", self.max_output_bytes, 12_000, 10_000_000)
@@ -154,7 +154,7 @@ its peak, with planted facts throughout, in seconds), ``long`` (1,000 turns), ``
 (5,000 turns)."""
 
 
-def _apply_overrides(base: SyntheticSpec, overrides: Mapping[str, Any]) -> SyntheticSpec:
+def apply_overrides(base: SyntheticSpec, overrides: Mapping[str, Any]) -> SyntheticSpec:
     names = [f.name for f in dataclasses.fields(SyntheticSpec)]
     for k in overrides:
         if k not in names:
@@ -162,13 +162,13 @@ def _apply_overrides(base: SyntheticSpec, overrides: Mapping[str, Any]) -> Synth
     return dataclasses.replace(base, **overrides) if overrides else base
 
 
-def _diff(spec: SyntheticSpec) -> dict[str, Any]:
+def spec_overrides(spec: SyntheticSpec) -> dict[str, Any]:
     """Fields that differ from the defaults (what a custom spec 'overrides')."""
     default = SyntheticSpec()
     return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if getattr(spec, f.name) != getattr(default, f.name)}
 
 
-def _check_seed(seed: Any) -> int:
+def check_seed(seed: Any) -> int:
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed must be a non-negative integer; got {seed!r}")
     return seed

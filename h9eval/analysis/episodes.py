@@ -1,4 +1,4 @@
-"""The closed-loop part of the report: success and cost per configuration, the cost-vs-success
+"""Closed-loop episodes, analysed: success and cost per configuration, the cost-vs-success
 frontier, failure modes by kind, and the validation study (does open-loop probe retention
 predict closed-loop success?).
 
@@ -17,8 +17,7 @@ each reader profile is its own experiment.
   the open-loop retention of the task's exported transcript (the replay cells of ``[tasks]
   worlds`` with ``open_loop = true``) and closed-loop success, with a task bootstrap interval;
   pooled over configurations; and the probes whose retention predicts success best and worst.
-* :func:`closedloop_sections`: all of it as report sections (``report.py`` adds them);
-  :func:`without_episode_runs`: the results without the episode cells, for the open-loop
+* :func:`without_episode_runs`: the results without the episode cells, for the open-loop
   sections.
 
 Open-loop retention here is the mean ``recall`` score in the ``view`` scope over the probes
@@ -29,26 +28,21 @@ before its fact appeared says nothing about compaction.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import stats as S
-from h9eval.core.errors import ConfigError
+from h9eval.analysis.metrics import config_labels
 
 __all__ = [
     "BASELINE",
     "FAILURE_KINDS",
-    "ClosedLoopSection",
     "Validation",
-    "closedloop_sections",
     "episode_table",
     "failure_modes",
     "open_loop_retention",
-    "spearman",
     "success_cost",
     "validation_study",
     "without_episode_runs",
@@ -73,32 +67,13 @@ FAILURE_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass
-class ClosedLoopSection:
-    """A report section: ``blocks`` are ``(kind, payload)`` with the report's kinds (``text``,
-    ``note``, ``table`` = (DataFrame, caption), ``figure`` = (name, Figure, caption))."""
-
-    title: str
-    blocks: list[tuple[str, Any]] = field(default_factory=list)
-
-
 # -- labels -------------------------------------------------------------------------------------
 def _labels(runs: Any) -> dict[str, str]:
-    """run_id -> configuration label: the entry name, its grid point, and the summarizer when
-    the sweep has several variants (history modes and agents are columns of their own)."""
+    """run_id -> configuration label (:func:`h9eval.analysis.metrics.config_labels`, the one
+    definition; history modes and agents are columns of their own)."""
     if runs is None or not len(runs):
         return {}
-    many_summ = "summarizer" in runs.columns and runs["summarizer"].nunique() > 1
-    out = {}
-    for r in runs.to_dict("records"):
-        grid = json.loads(r["grid_json"]) if isinstance(r.get("grid_json"), str) and r["grid_json"] else {}
-        lab = str(r.get("policy_name") or r.get("policy_kind"))
-        if grid:
-            lab += " " + ",".join(f"{k}={v}" for k, v in grid.items())
-        if many_summ:
-            lab += f" [{r['summarizer']}]"
-        out[str(r["run_id"])] = lab
-    return out
+    return dict(zip(runs["run_id"].astype(str), config_labels(runs)))
 
 
 def episode_table(res: Any) -> Any:
@@ -134,28 +109,22 @@ def _task_means(df: Any, value: str) -> Any:
     return df.groupby("task_id", sort=True)[value].mean()
 
 
-def _ci(values: Any, n_boot: int, seed: int, level: float = S.DEFAULT_LEVEL) -> tuple[float, float, float]:
-    vals = [float(v) for v in values]
-    if not vals:
-        return (math.nan, math.nan, math.nan)
-    lo, hi = S.percentile_interval(S.bootstrap_means(vals, n_resamples=n_boot, seed=seed), level)
-    return (sum(vals) / len(vals), lo, hi)
-
-
 def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = BASELINE) -> Any:
     """One row per (agent, configuration): ``n_tasks``; ``success`` and ``tokens_sent`` (the
     mean over tasks of each episode's summed tokens sent) with ``_lo``/``_hi`` task-bootstrap
     95 % intervals; ``excess_steps`` and ``summarizer_cost_usd`` (means); and, against
     ``baseline`` on the same tasks, ``success_diff`` and ``tokens_diff`` with their intervals
-    and verdicts (Holm-adjusted over the agent's configurations)."""
+    and verdicts (Holm-adjusted over the agent's configurations; ``*_diff_level``: the interval's
+    adjusted level)."""
     import pandas as pd
 
     rows = []
     for agent, g in ep.groupby("agent_id", sort=True):
         pairs_s, pairs_t, names = [], [], []
         for config, c in g.groupby("config", sort=False):
-            s_mean, s_lo, s_hi = _ci(_task_means(c.assign(success=c["success"].astype(float)), "success"), n_boot, seed)
-            t_mean, t_lo, t_hi = _ci(_task_means(c, "tokens_sent_sum"), n_boot, seed)
+            success = _task_means(c.assign(success=c["success"].astype(float)), "success")
+            s_mean, s_lo, s_hi = S.mean_interval(success, n_boot, seed)
+            t_mean, t_lo, t_hi = S.mean_interval(_task_means(c, "tokens_sent_sum"), n_boot, seed)
             rows.append(
                 {
                     "agent": agent,
@@ -179,9 +148,14 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
         for metric, pairs in (("success", pairs_s), ("tokens", pairs_t)):
             for name, cmp in zip(names, S.compare_family(pairs, n_resamples=n_boot, seed=seed) if pairs else ()):
                 row = next(r for r in rows if r["agent"] == agent and r["config"] == name)
-                row.update({f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi, f"{metric}_verdict": cmp.verdict})
+                row.update(
+                    {
+                        f"{metric}_diff": cmp.mean_diff, f"{metric}_diff_lo": cmp.lo, f"{metric}_diff_hi": cmp.hi,
+                        f"{metric}_verdict": cmp.verdict, f"{metric}_diff_level": cmp.adjusted_level,
+                    }
+                )
     df = pd.DataFrame(rows)
-    for c in ("success_diff", "success_diff_lo", "success_diff_hi", "success_verdict", "tokens_diff", "tokens_diff_lo", "tokens_diff_hi", "tokens_verdict"):
+    for c in (f"{m}_{x}" for m in ("success", "tokens") for x in ("diff", "diff_lo", "diff_hi", "verdict", "diff_level")):
         if c not in df.columns:
             df[c] = math.nan if not c.endswith("verdict") else ""
     return df
@@ -191,7 +165,7 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
 def failure_modes(ep: Any) -> Any:
     """One row per (agent, configuration): ``episodes``, ``failed`` and, per
     :data:`FAILURE_KINDS`, the number of episodes showing that kind (an episode may show
-    several); ``world_failures``: the worlds' own failure reasons with counts."""
+    several); ``world_failures``: the worlds' own failure reasons with counts, most frequent first."""
     import pandas as pd
 
     rows = []
@@ -217,105 +191,15 @@ def failure_modes(ep: Any) -> Any:
                 "episodes": len(g),
                 "failed": int((~g["success"].astype(bool)).sum()),
                 **{k: int(v.sum()) for k, v in flags.items()},
-                "world_failures": "; ".join(f"{r} ×{n}" for r, n in sorted(counts.items())),
+                "world_failures": "; ".join(
+                    f"{r} ×{n}" for r, n in sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))
+                ),
             }
         )
     return pd.DataFrame(rows)
 
 
 # -- validation study -----------------------------------------------------------------------------
-def _avg_ranks(x: Any) -> Any:
-    import numpy as np
-
-    a = np.asarray(x, dtype=float)
-    order = np.argsort(a, kind="mergesort")
-    _, inv, counts = np.unique(a[order], return_inverse=True, return_counts=True)
-    avg = np.cumsum(counts) - (counts - 1) / 2.0
-    r = np.empty(len(a))
-    r[order] = avg[inv]
-    return r
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when either side is constant
-    or there are fewer than 3 points."""
-    import numpy as np
-
-    if len(x) != len(y):
-        raise ConfigError(f"spearman: x and y must have the same length, got {len(x)} and {len(y)}")
-    if len(x) < 3:
-        return math.nan
-    rx, ry = _avg_ranks(x), _avg_ranks(y)
-    sx, sy = rx.std(), ry.std()
-    if sx == 0 or sy == 0:
-        return math.nan
-    return float(np.mean((rx - rx.mean()) * (ry - ry.mean())) / (sx * sy))
-
-
-def _batch_ranks(a: Any) -> Any:
-    """Average ranks (1-based, ties averaged) along the last axis of a 2-D array."""
-    import numpy as np
-
-    b, n = a.shape
-    order = np.argsort(a, axis=1, kind="mergesort")
-    srt = np.take_along_axis(a, order, axis=1)
-    pos = np.broadcast_to(np.arange(n), (b, n))
-    new_group = np.ones((b, n), dtype=bool)
-    new_group[:, 1:] = srt[:, 1:] != srt[:, :-1]
-    start = np.maximum.accumulate(np.where(new_group, pos, 0), axis=1)
-    end_group = np.ones((b, n), dtype=bool)
-    end_group[:, :-1] = new_group[:, 1:]
-    end = np.flip(np.minimum.accumulate(np.flip(np.where(end_group, pos, n), axis=1), axis=1), axis=1)
-    ranks = np.empty((b, n))
-    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=1)
-    return ranks
-
-
-def _batch_spearman(x: Any, y: Any) -> Any:
-    """Spearman's rho per row of two 2-D arrays (NaN where a row of either is constant)."""
-    import numpy as np
-
-    rx, ry = _batch_ranks(x), _batch_ranks(y)
-    rx = rx - rx.mean(axis=1, keepdims=True)
-    ry = ry - ry.mean(axis=1, keepdims=True)
-    den = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (rx * ry).sum(axis=1) / np.where(den > 0, den, 1.0), np.nan)
-
-
-def _rho_ci(df: Any, n_boot: int, seed: int, level: float = S.DEFAULT_LEVEL) -> tuple[float, float, float, int]:
-    """rho of (x, y) over the rows of ``df`` and its task-bootstrap interval (tasks drawn with
-    replacement, every row of a drawn task kept); resamples with a constant side are left out
-    and counted in the last value (the resamples that gave a rho)."""
-    import numpy as np
-
-    rho = spearman(df["x"].tolist(), df["y"].tolist())
-    tasks = sorted(set(df["task_id"]))
-    if math.isnan(rho) or len(tasks) < 3:
-        return (rho, math.nan, math.nan, 0)
-    xy = df[["x", "y"]].to_numpy(dtype=float)
-    tid = df["task_id"].to_numpy()
-    rows_of = [np.flatnonzero(tid == t) for t in tasks]
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(tasks), size=(n_boot, len(tasks)))
-    if len({len(r) for r in rows_of}) == 1:
-        # every task has the same number of rows: all resamples at once
-        idx = np.stack(rows_of)[draws].reshape(n_boot, -1)
-        r = _batch_spearman(xy[idx, 0], xy[idx, 1])
-        vals = r[~np.isnan(r)]
-    else:
-        out = []
-        for d in draws:
-            m = xy[np.concatenate([rows_of[i] for i in d])]
-            out.append(spearman(m[:, 0], m[:, 1]))
-        vals = np.asarray([v for v in out if not math.isnan(v)])
-    if not len(vals):
-        return (rho, math.nan, math.nan, 0)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(vals, [a, 1 - a])
-    return (rho, float(lo), float(hi), int(len(vals)))
-
-
 def open_loop_retention(res: Any, *, by: Sequence[str] = ("run_id",)) -> Any:
     """Mean ``recall``/``view`` score over the probes answerable from the full history at their
     checkpoint (``baseline_score > 0``), grouped by ``by``; columns ``by`` + ``retention``."""
@@ -372,7 +256,7 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
     per, pooled = [], []
     for agent, g in pairs.groupby("agent_id", sort=True):
         for config, c in g.groupby("config", sort=True):
-            rho, lo, hi, nv = _rho_ci(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
+            rho, lo, hi, nv = S.spearman_interval(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
             per.append(
                 {
                     "agent": agent,
@@ -385,7 +269,7 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
                     "rho_hi": hi,
                 }
             )
-        rho, lo, hi, nv = _rho_ci(g.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
+        rho, lo, hi, nv = S.spearman_interval(g.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
         pooled.append(
             {
                 "agent": agent,
@@ -409,141 +293,9 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
         for (wk, pid), c in m.groupby(["world_kind", "probe_id"], sort=True):
             if c["task_id"].nunique() < 3:
                 continue  # a probe of one seed's nonce (a ticket id): no interval across tasks
-            rho, lo, hi, nv = _rho_ci(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
+            rho, lo, hi, nv = S.spearman_interval(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
             prows.append({"agent": agent, "world_kind": wk, "probe_id": pid, "n_pairs": len(c), "rho": rho, "rho_lo": lo, "rho_hi": hi})
     probes = pd.DataFrame(prows)
     if len(probes):
         probes = probes.sort_values(["agent", "rho"], ascending=[True, False], na_position="last", kind="stable").reset_index(drop=True)
     return Validation(pairs=pairs, per_config=pd.DataFrame(per), pooled=pd.DataFrame(pooled), probes=probes)
-
-
-# -- sections -----------------------------------------------------------------------------------
-def _fmt_ci(m: float, lo: float, hi: float) -> str:
-    if m != m:
-        return "–"
-    return f"{m:.3g} [{lo:.3g}, {hi:.3g}]" if lo == lo else f"{m:.3g}"
-
-
-def closedloop_sections(res: Any, *, n_boot: int = 1000, seed: int = 0) -> list[ClosedLoopSection]:
-    """The closed-loop sections of a sweep's report (none when it ran no episodes)."""
-    ep = episode_table(res)
-    if not len(ep):
-        return []
-    secs = []
-    sc = success_cost(ep, n_boot=n_boot, seed=seed)
-    s = ClosedLoopSection("Closed loop: success and cost")
-    s.blocks.append(
-        (
-            "text",
-            (
-                f"{len(ep)} episodes over {ep['task_id'].nunique()} world seeds ({', '.join(sorted(ep['world_kind'].unique()))}), "
-                f"agents {', '.join(sorted(ep['agent_id'].unique()))}. Compaction runs before every model call and the next action "
-                "depends on the compacted view; success is checked against the world's hidden state. Intervals are 95 % task-level "
-                "bootstraps (a task is one world seed); differences are paired with keep_all on the same tasks, Holm-adjusted over "
-                "an agent's configurations. The scripted agent is a stand-in: see the README on what it can and cannot say."
-            ),
-        )
-    )
-    show = sc.assign(
-        success_ci=[_fmt_ci(*v) for v in zip(sc["success"], sc["success_lo"], sc["success_hi"])],
-        tokens_sent_ci=[_fmt_ci(*v) for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])],
-        success_vs_keep_all=[_fmt_ci(*v) for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])],
-    )[
-        [
-            "agent",
-            "config",
-            "n_tasks",
-            "success_ci",
-            "success_vs_keep_all",
-            "success_verdict",
-            "tokens_sent_ci",
-            "tokens_verdict",
-            "excess_steps",
-            "summarizer_cost_usd",
-        ]
-    ]
-    s.blocks.append(("table", (show, "Success rate and tokens sent per episode per configuration, mean [95 % CI]; vs keep_all: the paired difference and its verdict.")))
-    s.blocks.append(
-        (
-            "figure",
-            (
-                "closedloop_frontier",
-                PC.cost_success_frontier(sc),
-                "Cost vs success (the JetBrains figure, offline): tokens sent per episode against success rate, 95 % task-bootstrap intervals; "
-                "dashed: the frontier (no configuration is cheaper and at least as successful).",
-            ),
-        )
-    )
-    secs.append(s)
-
-    fm = failure_modes(ep)
-    s = ClosedLoopSection("Closed loop: failure modes")
-    s.blocks.append(
-        (
-            "table",
-            (
-                fm,
-                "Episodes per configuration showing each failure kind (an episode may show several); world_failures: the worlds' own reasons for the episodes that failed.",
-            ),
-        )
-    )
-    s.blocks.append(
-        (
-            "figure",
-            ("closedloop_failures", PC.failure_modes(fm, [k for k, _ in FAILURE_KINDS]), "Share of episodes showing each failure kind, per configuration."),
-        )
-    )
-    s.blocks.append(("text", "Kinds: " + "; ".join(f"{k}: {d}" for k, d in FAILURE_KINDS) + "."))
-    secs.append(s)
-
-    v = validation_study(res, n_boot=n_boot, seed=seed)
-    s = ClosedLoopSection("Validation: does open-loop retention predict closed-loop success?")
-    if not len(v.pairs):
-        s.blocks.append(
-            (
-                "note",
-                'No open-loop replays of the worlds with probes: set open_loop = true on the [tasks] worlds entries and add [probes] scorers = ["recall"].',
-            )
-        )
-    else:
-        s.blocks.append(
-            (
-                "text",
-                (
-                    "Each world seed's keep_all transcript is exported as a task and replayed open loop under the same configurations; "
-                    "retention is the mean recall score of the probes answerable from the full history. Spearman's rho across tasks, "
-                    "per configuration and pooled, with 95 % task-bootstrap intervals (– where one side is constant: a configuration "
-                    "that always succeeds or always fails has nothing to predict). A high pooled rho says open-loop replay ranks "
-                    "configurations as the closed loop does; a low one says run the closed loop."
-                ),
-            )
-        )
-        s.blocks.append(("table", (v.pooled, "Pooled over configurations, per agent.")))
-        s.blocks.append(("table", (v.per_config, "Per configuration.")))
-        if len(v.probes):
-            import pandas as pd
-
-            k = 3
-            best = v.probes[v.probes["rho"].notna()]
-            pick = pd.concat([pd.concat([g.head(k), g.tail(k)]).drop_duplicates() for _, g in best.groupby("agent", sort=True)]) if len(best) else best
-            s.blocks.append(
-                (
-                    "table",
-                    (
-                        pick,
-                        f"The probes whose retention predicts success best and worst (top and bottom {k} per agent by rho; probes with a constant side left out).",
-                    ),
-                )
-            )
-        s.blocks.append(
-            (
-                "figure",
-                (
-                    "closedloop_validation",
-                    PC.retention_vs_success(v.pairs),
-                    "Open-loop retention against closed-loop success per task, one panel per agent, one colour per configuration.",
-                ),
-            )
-        )
-    secs.append(s)
-    return secs

@@ -1,0 +1,518 @@
+"""The answer box at the top of every report: per history mode, the best configuration on each
+target with its paired interval and verdict against harness9's default, a recommendation that
+follows those verdicts (or says why the best mean is not recommended), and the caveats one line
+each.
+
+Targets come from functions registered in :data:`ANSWER_TARGETS` (open loop: retention, tokens
+saved and the dollar metrics the results carry, :data:`ANSWER_METRICS`; closed loop: success and tokens sent per agent)
+and caveats from :data:`CAVEATS`; another analysis adds its own with one call to
+:func:`add_answer_target` or :func:`add_caveat`. Every number is a
+:class:`~h9eval.analysis.stats.PairedComparison` (open loop:
+:func:`h9eval.analysis.headline.versus_default`; closed loop:
+:func:`h9eval.analysis.episodes.success_cost`), never recomputed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from h9eval.analysis import episodes, headline, plots, validity
+from h9eval.analysis.compare import METRICS, run_table
+from h9eval.analysis.report.context import ReportContext
+from h9eval.analysis.report.model import Section, short_list
+from h9eval.analysis.stats import BETTER, INCONCLUSIVE, WORSE, min_tasks_for
+
+__all__ = [
+    "ANSWER_TARGETS",
+    "CAVEATS",
+    "ANSWER_METRICS",
+    "AnswerRow",
+    "TargetVerdicts",
+    "add_answer_target",
+    "add_caveat",
+    "closed_loop_default",
+    "answer_metrics",
+    "answer_section",
+    "recommendations",
+]
+
+_TARGET_NAMES = {
+    "retention": "retention",
+    "tokens_saved": "tokens saved",
+    "cost_saved": "dollars saved (share)",
+    "cost_usd": "dollars per task",
+    "summarizer_cost_usd": "summarizer dollars per run",
+    "success": "success",
+    "tokens_sent": "tokens sent",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerRow:
+    """One line of the answer table: in ``scope`` (``open loop`` or ``closed loop, agent X``)
+    and ``history_mode``, ``best`` is the best configuration on ``target``; ``value`` its mean
+    over tasks and ``default_value`` the default's, ``diff`` the paired difference with its
+    family-adjusted interval (``lo``, ``hi``), ``verdict`` read from that interval, over
+    ``n_tasks`` paired tasks. ``default``: harness9's default as
+    the results name it."""
+
+    scope: str
+    history_mode: str
+    target: str
+    best: str
+    default: str
+    value: float
+    default_value: float
+    diff: float
+    lo: float
+    hi: float
+    verdict: str
+    n_tasks: int
+    higher_is_better: bool
+    too_few_tasks: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetVerdicts:
+    """Every configuration's verdicts against the default in one scope and mode, for the
+    recommendation: ``by_config[config][target] = (verdict, mean)``."""
+
+    scope: str
+    history_mode: str
+    default: str
+    by_config: dict[str, dict[str, tuple[str, float]]]
+    primary: str
+    default_means: dict[str, float]
+
+
+AnswerTarget = Callable[[ReportContext], tuple[list[AnswerRow], list[TargetVerdicts]]]
+Caveat = Callable[[ReportContext], list[str]]
+
+
+def _rank(verdict: str) -> int:
+    return 0 if verdict == BETTER else 2 if verdict == WORSE else 1
+
+
+def _best(comps: Sequence[Any]) -> Any:
+    """The comparison whose A is best: shown better first, then by mean in the metric's direction."""
+    return sorted(comps, key=lambda c: (_rank(c.verdict), -c.mean_a if c.higher_is_better else c.mean_a, c.a))[0]
+
+
+def _row(scope: str, mode: str, target: str, c: Any) -> AnswerRow:
+    return AnswerRow(
+        scope=scope,
+        history_mode=mode,
+        target=target,
+        best=c.a,
+        default=c.b,
+        value=c.mean_a,
+        default_value=c.mean_b,
+        diff=c.mean_diff,
+        lo=c.lo,
+        hi=c.hi,
+        verdict=c.verdict,
+        n_tasks=c.n_tasks,
+        higher_is_better=c.higher_is_better,
+        too_few_tasks=c.n_tasks < min_tasks_for(c.adjusted_level),
+    )
+
+
+ANSWER_METRICS: tuple[str, ...] = ("retention", "tokens_saved", "cost_saved", "cost_usd", "summarizer_cost_usd")
+"""The open-loop targets, in order, each shown when the results carry it (see :func:`answer_metrics`)."""
+
+
+def answer_metrics(table: Any) -> list[str]:
+    """The open-loop targets these results can answer: each of :data:`ANSWER_METRICS` that
+    :data:`~h9eval.analysis.compare.METRICS` defines and the table holds (dollar metrics only when
+    some value is not 0; the summarizer's dollars only when there is no whole-bill dollar metric)."""
+    known = {m.name for m in METRICS}
+    out = []
+    for m in ANSWER_METRICS:
+        if m not in known or m not in table.columns or not table[m].notna().any():
+            continue
+        if ("usd" in m or m.startswith("cost")) and float(table[m].fillna(0).abs().sum()) == 0:
+            continue
+        if m == "summarizer_cost_usd" and "cost_usd" in out:
+            continue
+        out.append(m)
+    return out
+
+
+def _open_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts]]:
+    res = ctx.res
+    if not ctx.open_loop:
+        return [], []
+    if ctx.closed_loop:  # the worlds' exported transcripts belong to the closed-loop validation study
+        worlds = set(ctx.results.episodes["task_id"].astype(str))
+        keep = set(res.runs.loc[~res.runs["task_id"].astype(str).isin(worlds), "run_id"])
+        res = _subset(res, keep)
+    table = run_table(res)
+    if not len(table):
+        return [], []
+    mets = answer_metrics(table)
+    controls = sorted(set(table.loc[table["policy_kind"].isin(plots.CONTROL_KINDS), "config"]))
+    overflow = set(headline.overflowing(table))
+    rows: list[AnswerRow] = []
+    verdicts: list[TargetVerdicts] = []
+    for mode in sorted(table["history_mode"].dropna().unique()):
+        keep = set(table.loc[table["history_mode"] == mode, "run_id"])
+        h = headline.versus_default(
+            _subset(res, keep), metrics=mets, n_resamples=ctx.n_boot, seed=ctx.seed, exclude=controls
+        )
+        if h is None or not h.comparisons:
+            continue
+        by: dict[str, dict[str, tuple[str, float]]] = {}
+        for c in h.comparisons:
+            by.setdefault(c.a, {})[c.metric] = (c.verdict, c.mean_a)
+        for m in mets:
+            comps = [c for c in h.comparisons if c.metric == m and c.a not in overflow and not math.isnan(c.mean_a)]
+            if comps:
+                rows.append(_row("open loop", str(mode), _TARGET_NAMES.get(m, m.replace("_", " ")), _best(comps)))
+        verdicts.append(
+            TargetVerdicts(
+                scope="open loop",
+                history_mode=str(mode),
+                default=h.baselines[0],
+                by_config={k: v for k, v in by.items() if k not in overflow},
+                primary=mets[0],
+                default_means={c.metric: c.mean_b for c in h.comparisons},
+            )
+        )
+    return rows, verdicts
+
+
+def _subset(res: Any, run_ids: set[Any]) -> Any:
+    def keep(df: Any) -> Any:
+        return (
+            df[df["run_id"].isin(run_ids)].reset_index(drop=True)
+            if df is not None and len(df) and "run_id" in df.columns
+            else df
+        )
+
+    return dataclasses.replace(
+        res, runs=keep(res.runs), calls=keep(res.calls), compactions=keep(res.compactions), probes=keep(res.probes)
+    )
+
+
+def closed_loop_default(ctx: ReportContext) -> str | None:
+    """harness9's default among the episode configurations (:func:`h9eval.analysis.headline.default_config`)."""
+    if not ctx.closed_loop:
+        return None
+    runs = ctx.results.runs
+    ids = set(ctx.results.episodes["run_id"].astype(str))
+    r = runs[runs["run_id"].astype(str).isin(ids)]
+    table = r.assign(config=[ctx.names.get(x, "") for x in r["run_id"]])
+    return headline.default_config(table)
+
+
+def _closed_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts]]:
+    default = closed_loop_default(ctx)
+    if default is None:
+        return [], []
+    ep = episodes.episode_table(ctx.results)
+    kinds = dict(zip(ctx.results.runs["run_id"].astype(str), ctx.results.runs["policy_kind"].astype(str)))
+    ep = ep[~ep["run_id"].astype(str).map(kinds).isin(plots.CONTROL_KINDS)]
+    rows: list[AnswerRow] = []
+    verdicts: list[TargetVerdicts] = []
+    for mode in sorted(ep["history_mode"].dropna().unique()):
+        em = ep[ep["history_mode"] == mode]
+        if default not in set(em["config"]):
+            continue
+        sc = episodes.success_cost(em, n_boot=ctx.n_boot, seed=ctx.seed, baseline=default)
+        for agent, g in sc.groupby("agent", sort=True):
+            d = g[g["config"] == default].iloc[0]
+            others = g[g["config"] != default]
+            if not len(others):
+                continue
+            scope = f"closed loop, agent {agent}"
+            by: dict[str, dict[str, tuple[str, float]]] = {}
+            for metric, col, hib in (("success", "success", True), ("tokens", "tokens_sent", False)):
+                comps = [
+                    _Closed(
+                        a=r["config"],
+                        b=default,
+                        mean_a=r[col],
+                        mean_b=float(d[col]),
+                        mean_diff=r[f"{metric}_diff"],
+                        lo=r[f"{metric}_diff_lo"],
+                        hi=r[f"{metric}_diff_hi"],
+                        verdict=str(r[f"{metric}_verdict"] or INCONCLUSIVE),
+                        n_tasks=int(r["n_tasks"]),
+                        higher_is_better=hib,
+                        adjusted_level=float(r[f"{metric}_diff_level"]),
+                    )
+                    for r in others.to_dict("records")
+                ]
+                for c in comps:
+                    by.setdefault(c.a, {})[_TARGET_NAMES[col]] = (c.verdict, c.mean_a)
+                rows.append(_row(scope, str(mode), _TARGET_NAMES[col], _best(comps)))
+            verdicts.append(
+                TargetVerdicts(
+                    scope=scope,
+                    history_mode=str(mode),
+                    default=default,
+                    by_config=by,
+                    primary="success",
+                    default_means={"success": float(d["success"]), "tokens sent": float(d["tokens_sent"])},
+                )
+            )
+    return rows, verdicts
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Closed:
+    """A closed-loop comparison in the shape :func:`_row` reads (success_cost's columns)."""
+
+    a: str
+    b: str
+    mean_a: float
+    mean_b: float
+    mean_diff: float
+    lo: float
+    hi: float
+    verdict: str
+    n_tasks: int
+    higher_is_better: bool
+    adjusted_level: float = 0.95
+
+
+ANSWER_TARGETS: list[AnswerTarget] = [_open_loop, _closed_loop]
+"""What the answer table holds, in order: each function returns its rows and, per scope and
+history mode, every configuration's verdicts (which the recommendation reads)."""
+
+
+def add_answer_target(make: AnswerTarget) -> AnswerTarget:
+    """Register another target (a function of the report's context); returns it (a decorator)."""
+    ANSWER_TARGETS.append(make)
+    return make
+
+
+def _offline_caveat(ctx: ReportContext) -> list[str]:
+    sr = validity.summarizer_runs(ctx.results)
+    if not len(sr) or not bool(sr["offline"].any()):
+        return []
+    names = ", ".join(sr.loc[sr["offline"], "summarizer"])
+    return [
+        f"Summaries by the offline extractive stand-in ({names}), not a model: these rank compaction mechanisms, not "
+        "a model's summaries."
+    ]
+
+
+def _agent_caveat(ctx: ReportContext) -> list[str]:
+    ep = ctx.results.episodes
+    if len(ep) and ep["agent_id"].astype(str).str.startswith("scripted").any():
+        return ["The closed-loop agent is the scripted stand-in, not a language model."]
+    return []
+
+
+def _never_compacted_caveat(ctx: ReportContext) -> list[str]:
+    if not ctx.open_loop or not len(ctx.rm):
+        return []
+    rm = ctx.non_control(ctx.rm)
+    if "n_compactions" not in rm.columns:
+        return []
+    never = rm[rm["n_compactions"].fillna(0) == 0]
+    if not len(never):
+        return []
+    return [
+        f"Some runs never compacted ({short_list(sorted(set(never['label'])), 'configurations')}): on those tasks the "
+        "score is the uncompacted transcript's (see Coverage)."
+    ]
+
+
+def _emergency_caveat(ctx: ReportContext) -> list[str]:
+    if not ctx.open_loop or not len(ctx.res.probes):
+        return []
+    es = validity.emergency_share(ctx.res)
+    if len(es) and float(es["emergency_frac"].max()) > 0:
+        return [
+            "harness9's emergency truncation rule is reconstructed, not verified: checkpoints at the emergency tier "
+            "score that rule."
+        ]
+    return []
+
+
+CAVEATS: list[Caveat] = [_offline_caveat, _agent_caveat, _never_compacted_caveat, _emergency_caveat]
+"""The answer box's caveats, one line each, in order."""
+
+
+def add_caveat(make: Caveat) -> Caveat:
+    """Register another caveat (a function of the report's context returning lines); returns it."""
+    CAVEATS.append(make)
+    return make
+
+
+def _fmt(v: float, target: str) -> str:
+    if v != v:
+        return "–"
+    return (
+        f"{v:,.0f}"
+        if target == "tokens sent"
+        else f"${v:,.4g}"
+        if target.startswith(("dollars per", "summarizer dollars"))
+        else f"{v:.3f}"
+    )
+
+
+def _mean_of(t: dict[str, tuple[str, float]], keys: Sequence[str]) -> float:
+    """The mean on the first of ``keys`` that ``t`` has (-inf when none, or NaN)."""
+    x = next((t[k] for k in keys if k in t), None)
+    return x[1] if x is not None and x[1] == x[1] else -math.inf
+
+
+def _name(key: str) -> str:
+    return _TARGET_NAMES.get(key, key.replace("_", " "))
+
+
+def _why_not(config: str, target: str, verdicts: dict[str, tuple[str, float]], v: TargetVerdicts, chosen: str) -> str:
+    """Why ``config``, the best on ``target``, is not the recommendation ``chosen``."""
+    worse = [_name(k) for k, (x, _) in verdicts.items() if x == WORSE]
+    if worse:
+        return f"{config} is best on {target} but worse than {v.default} on {', '.join(worse)}"
+    mine = next((x for k, (x, _) in verdicts.items() if _name(k) == target), INCONCLUSIVE)
+    if mine != BETTER:
+        return f"{config} has the best mean {target}, but its difference from {v.default} is {mine}"
+    return (
+        f"{config} is also better on {target} and worse on nothing; {chosen} is better on as many targets "
+        f"with a higher {_name(v.primary)}"
+    )
+
+
+def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow] = ()) -> list[str]:
+    """One recommendation per scope and history mode that follows the verdicts: a configuration
+    better than the default on some target and worse on none (most targets better first, then
+    the primary target's mean), else the default. Then, for each configuration the answer table
+    (``rows``) shows as best on a target, and the one with the highest mean on the primary
+    target, when it is not the recommendation: why not."""
+    out = []
+    for v in verdicts:
+        where = f"{v.scope}, {v.history_mode} mode"
+        cands = [
+            (c, t)
+            for c, t in v.by_config.items()
+            if any(x == BETTER for x, _ in t.values()) and not any(x == WORSE for x, _ in t.values())
+        ]
+        first = _name(v.primary)
+        keys = (v.primary, first)
+        if cands:
+            best, t = sorted(
+                cands, key=lambda ct: (-sum(x == BETTER for x, _ in ct[1].values()), -_mean_of(ct[1], keys), ct[0])
+            )[0]
+            better = [_name(k) for k, (x, _) in t.items() if x == BETTER]
+            rest = [f"{_name(k)} {x}" for k, (x, _) in t.items() if x != BETTER]
+            line = f"{where}: use {best}. It is better than {v.default} on {', '.join(better)}" + (
+                f" and not worse on the rest ({'; '.join(rest)})." if rest else "."
+            )
+        else:
+            mixed = [c for c, t in v.by_config.items() if any(x == BETTER for x, _ in t.values())]
+            line = (
+                f"{where}: keep {v.default}. "
+                "No configuration is better than it on a target without being worse on another"
+            )
+            line += f" ({short_list(mixed, 'trade one target for another')})." if mixed else "."
+            n_inc = sum(x == INCONCLUSIVE for t in v.by_config.values() for x, _ in t.values())
+            n_all = sum(len(t) for t in v.by_config.values())
+            if n_inc:
+                line += f" {n_inc} of {n_all} comparisons are inconclusive on this data."
+            best = v.default
+        whys: dict[str, str] = {}
+        for r in rows:
+            tied = r.value == r.default_value and r.verdict != BETTER  # no better than the default: nothing to explain
+            if (
+                (r.scope, r.history_mode) == (v.scope, v.history_mode)
+                and r.best not in (best, v.default, *whys)
+                and not tied
+            ):
+                whys[r.best] = _why_not(r.best, r.target, v.by_config.get(r.best, {}), v, best)
+        top = max(v.by_config.items(), key=lambda ct: _mean_of(ct[1], keys), default=None)
+        best_mean = (
+            _mean_of(v.by_config[best], keys) if best in v.by_config else v.default_means.get(v.primary, math.nan)
+        )
+        if (
+            top is not None
+            and top[0] not in (best, *whys)
+            and _mean_of(top[1], keys) > (best_mean if best_mean == best_mean else -math.inf)
+        ):
+            whys[top[0]] = _why_not(top[0], first, top[1], v, best)
+        if whys:
+            line += " Not recommended: " + "; ".join(whys.values()) + "."
+        out.append(line)
+    return out
+
+
+def _answer_table(rows: Sequence[AnswerRow]) -> Any:
+    import pandas as pd
+
+    many_scopes = len({r.scope for r in rows}) > 1
+    recs = []
+    for r in rows:
+        dollars = r.target.startswith(("dollars per", "summarizer dollars"))
+        sign = "{:+,.0f}" if r.target == "tokens sent" else "{:+.4g}" if dollars else "{:+.3f}"
+        d = "–" if r.diff != r.diff else f"{sign.format(r.diff)} [{sign.format(r.lo)}, {sign.format(r.hi)}]"
+        recs.append(
+            {
+                **({"scope": r.scope} if many_scopes else {}),
+                "mode": r.history_mode,
+                "target": r.target + (" (lower is better)" if not r.higher_is_better else ""),
+                # a "best" that only ties the default is not one: said so instead of naming the first of the tie
+                "best configuration": r.best
+                if r.value != r.default_value or r.verdict == BETTER
+                else "none above the default",
+                "its mean": _fmt(r.value, r.target),
+                "default's mean": _fmt(r.default_value, r.target),
+                "Δ vs default [adj. CI]": d,
+                "verdict": r.verdict + ("*" if r.too_few_tasks else ""),
+                "tasks": r.n_tasks,
+            }
+        )
+    return pd.DataFrame(recs)
+
+
+def answer_section(ctx: ReportContext) -> list[Section]:
+    """The answer box (always first)."""
+    rows: list[AnswerRow] = []
+    verdicts: list[TargetVerdicts] = []
+    for make in ANSWER_TARGETS:
+        r, v = make(ctx)
+        rows += r
+        verdicts += v
+    s = Section("The answer", part="answer")
+    defaults = sorted({v.default for v in verdicts})
+    found = closed_loop_default(ctx) or (headline.default_config(run_table(ctx.res)) if ctx.open_loop else None)
+    if not rows and found:
+        s.note(
+            f"harness9's default ({found}) is the only configuration here besides the controls (keep_all, drop_all): "
+            "there is nothing to compare it with. The sections below show it against the controls."
+        )
+    elif not rows:
+        s.note(
+            "No configuration could be compared with harness9's default: add a progressive entry named "
+            f"{headline.DEFAULT_NAME!r} "
+            "(or one that sets only the window) to the spec. The sections below still describe each configuration."
+        )
+    else:
+        s.text(
+            f"Each configuration against harness9's default ({', '.join(defaults)}), paired by task; per target, the "
+            "best "
+            "configuration (one shown better first, then the best mean; controls and configurations that overflowed "
+            "the "
+            "window left out), with the paired difference's family-adjusted 95% interval and its verdict."
+        )
+        s.table(_answer_table(rows), "")
+        if any(r.too_few_tasks for r in rows):
+            n = sorted({r.n_tasks for r in rows if r.too_few_tasks})
+            s.text(
+                f"*: {', '.join(map(str, n))} task(s) paired, too few for a verdict at the adjusted level: it reads "
+                "inconclusive whatever the mean."
+            )
+        for line in recommendations(verdicts, rows):
+            s.rec(line)
+    lines = [x for make in CAVEATS for x in make(ctx)]
+    if lines:
+        s.text("Caveats:")
+        s.caveats(lines)
+    return [s]
