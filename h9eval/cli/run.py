@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
+from h9eval.closedloop.worlds import world_registry
 from h9eval.compaction.policies import read_policy_file
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
 from h9eval.core.anthropic import MAX_RETRIES_LIMIT, CallLimits
@@ -69,11 +70,12 @@ def call_limits(args: argparse.Namespace) -> CallLimits | None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)")
     p.add_argument("--task", default=None, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
-    p.add_argument("--world", default=None, help="closed loop instead of a task: KIND:SEED (fact_chain, mini_repo, ticket_queue)")
+    p.add_argument("--world", default=None, help=f"closed loop instead of a task: KIND:SEED ({', '.join(world_registry())})")
+    p.add_argument("--scale", default="", choices=["", "default"], help="with --world: default = the family's default scale (parameters, window, step budget)")
     p.add_argument("--agent", default="scripted", help="with --world: scripted (default), scripted:raw_only, scripted:last_k or anthropic")
     p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic")
     p.add_argument("--world-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: a world parameter (repeatable), e.g. hops=4")
-    p.add_argument("--max-steps", type=int, default=60, help="with --world: agent steps before the episode is cut off (default 60)")
+    p.add_argument("--max-steps", type=int, default=None, help="with --world: agent steps before the episode is cut off (default 60, or the scale's)")
     p.add_argument("--policy", default=None, help="policy name (see `h9eval policies`; default progressive, harness9's)")
     p.add_argument("--policy-file", default=None, metavar="FILE",
                    help="the policy and its parameters from a TOML [policy] table (what `h9eval tune` writes: recommended.toml) or JSON; --set overrides")
@@ -192,6 +194,7 @@ def _run_world(args: argparse.Namespace) -> int:
         window=args.window,
         max_steps=args.max_steps,
         out_dir=args.out,
+        scale=args.scale,
         call_limits=call_limits(args),
     )
     print(format_episode(run))

@@ -19,14 +19,17 @@ from h9eval.core.messages import messages_to_json
 from h9eval.tasks.model import Fact, Intent, Task, TaskSource
 
 __all__ = [
+    "CONFIG_KEYS",
     "EPISODE_SCHEMA_VERSION",
     "PAIR_KEYS",
     "episode_to_dict",
     "episodes_frame",
     "export_task",
+    "family_frame",
     "pass_hat_k",
     "pass_k_frame",
     "steps_frame",
+    "tier_mix_frame",
 ]
 
 EPISODE_SCHEMA_VERSION = 1
@@ -132,3 +135,66 @@ def export_task(episode: Episode) -> Task:
             "outcome_success": episode.outcome.success,
         },
     )
+
+
+#: what identifies a configuration across world families in the results tables (the world
+#: family is the unit of the closed loop: seeds are nested in it)
+CONFIG_KEYS = ("agent_id", "policy_name", "params_json", "summarizer", "history_mode")
+_TIERS = ("none", "warn", "soft", "full", "emergency")
+
+
+def tier_mix_frame(episodes: Any, calls: Any, *, by: Sequence[str] = CONFIG_KEYS) -> Any:
+    """The tier mix per configuration (``by``) and world family, from the results tables
+    (``load_results(...).episodes`` and ``.calls``): episodes, the share of episodes whose calls
+    reached soft or full (summaries written) and emergency, and the share of calls at each tier
+    (``calls_<tier>_frac``). One row per (configuration, ``world_kind``); a row with
+    ``world_kind == "all"`` pools the families of each configuration."""
+    import pandas as pd
+
+    keys = [*by, "world_kind"]
+    ep = episodes[["run_id", *keys]]
+    c = calls[["run_id", "tier_name"]].merge(ep, on="run_id", how="inner")
+    per_ep = c.groupby("run_id")["tier_name"].agg(lambda t: (bool(t.isin(["soft", "full"]).any()), bool((t == "emergency").any())))
+    flags = pd.DataFrame(per_ep.tolist(), index=per_ep.index, columns=["reached_soft_or_full", "reached_emergency"]).reset_index()
+    ep = ep.merge(flags, on="run_id", how="left").fillna({"reached_soft_or_full": False, "reached_emergency": False})
+
+    def one(group_ep: Any, group_calls: Any) -> dict[str, Any]:
+        n_calls = len(group_calls)
+        row = {
+            "episodes": len(group_ep),
+            "calls": n_calls,
+            "episodes_soft_or_full_frac": float(group_ep["reached_soft_or_full"].mean()) if len(group_ep) else 0.0,
+            "episodes_emergency_frac": float(group_ep["reached_emergency"].mean()) if len(group_ep) else 0.0,
+        }
+        counts = group_calls["tier_name"].value_counts()
+        for t in _TIERS:
+            row[f"calls_{t}_frac"] = float(counts.get(t, 0)) / n_calls if n_calls else 0.0
+        return row
+
+    rows = []
+    for key, g in ep.groupby(keys, sort=True, dropna=False):
+        rows.append({**dict(zip(keys, key)), **one(g, c[c["run_id"].isin(g["run_id"])])})
+    for key, g in ep.groupby(list(by), sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "world_kind": "all", **one(g, c[c["run_id"].isin(g["run_id"])])})
+    return pd.DataFrame(rows, columns=[*keys, "episodes", "calls", "episodes_soft_or_full_frac", "episodes_emergency_frac", *(f"calls_{t}_frac" for t in _TIERS)])
+
+
+def family_frame(episodes: Any, *, by: Sequence[str] = CONFIG_KEYS) -> Any:
+    """Success and cost per configuration and world family (seeds nested: one row per family),
+    from the ``episodes`` results table: seeds, success rate, mean tokens sent, mean steps,
+    mean excess steps, violations after compaction and duplicate side effects per episode. The
+    unit for statistics over families is a row of this frame."""
+    keys = [*by, "world_kind"]
+    g = episodes.groupby(keys, sort=True, dropna=False)
+    out = g.agg(
+        seeds=("seed", "nunique"),
+        episodes=("run_id", "count"),
+        success_rate=("success", "mean"),
+        tokens_sent_mean=("tokens_sent_sum", "mean"),
+        steps_mean=("steps", "mean"),
+        excess_steps_mean=("excess_steps", "mean"),
+        violations_after_compaction_mean=("violations_after_compaction", "mean"),
+        duplicate_side_effects_mean=("duplicate_side_effects", "mean"),
+    ).reset_index()
+    return out

@@ -32,6 +32,7 @@ acted on, *wasted* when it was (as the original result or an earlier re-fetch).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import posixpath
@@ -64,7 +65,7 @@ from h9eval.compaction.step import (
     run_window,
     tool_time_hook,
 )
-from h9eval.core.errors import ConfigError
+from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.tokens import estimate_tool_tokens
@@ -82,6 +83,7 @@ __all__ = [
     "run_episode",
     "run_episodes",
     "run_oracle",
+    "stress_settings",
 ]
 
 TERMINATIONS = ("done", "max_steps", "loop", "hard_failure")
@@ -105,6 +107,22 @@ class StressSettings:
             raise ConfigError(f"StressSettings.compact_between_call_and_result_at must hold steps >= 1, got {self.compact_between_call_and_result_at!r}")
         if self.irreducible_prefix_bytes < 0:
             raise ConfigError(f"StressSettings.irreducible_prefix_bytes must be >= 0, got {self.irreducible_prefix_bytes!r}")
+
+
+def stress_settings(given: Mapping[str, Any]) -> StressSettings:
+    """:class:`StressSettings` from a mapping (a sweep spec's ``stress`` table): unknown keys get a
+    did-you-mean, values of the wrong type an error naming the field."""
+    names = [f.name for f in dataclasses.fields(StressSettings)]
+    for k in given:
+        if k not in names:
+            raise ConfigError(did_you_mean(k, names, what="stress setting"))
+    steps = given.get("compact_between_call_and_result_at", ())
+    if not isinstance(steps, (list, tuple)) or not all(isinstance(x, int) and not isinstance(x, bool) for x in steps):
+        raise ConfigError(f"compact_between_call_and_result_at must be a list of agent steps (integers), got {steps!r}")
+    prefix = given.get("irreducible_prefix_bytes", 0)
+    if not isinstance(prefix, int) or isinstance(prefix, bool):
+        raise ConfigError(f"irreducible_prefix_bytes must be an integer, got {prefix!r}")
+    return StressSettings(compact_between_call_and_result_at=tuple(steps), irreducible_prefix_bytes=prefix)
 
 
 @dataclass(frozen=True, kw_only=True)

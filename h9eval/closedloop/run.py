@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from h9eval.closedloop.agents import make_agent
 from h9eval.closedloop.analysis import episode_to_dict, export_task
-from h9eval.closedloop.episode import Episode, run_episode, run_oracle
-from h9eval.closedloop.worlds import make_world, parse_world_spec
+from h9eval.closedloop.episode import Episode, StressSettings, run_episode, run_oracle
+from h9eval.closedloop.worlds import WORLDS, make_world, parse_world_spec
 from h9eval.compaction.base import Policy, params_hash, policy_params
-from h9eval.compaction.policies import make_policy
+from h9eval.compaction.policies import make_policy, policy_param_names
 from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
@@ -207,9 +207,11 @@ def run_world(
     history_mode: str = "view",
     writeback_rules: str = "v3",
     window: int | None = None,
-    max_steps: int = 60,
+    max_steps: int | None = None,
     oracle: bool | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    scale: str = "",
+    stress: StressSettings | None = None,
     call_limits: CallLimits | None = None,
 ) -> WorldRun:
     """Run the episode ``world`` (``KIND:SEED``) × ``agent`` (a ``make_agent`` form with
@@ -218,14 +220,26 @@ def run_world(
     ``window``: the run's window (tokens), the same rule as :func:`~h9eval.runs.run.run_task`'s
     (:func:`~h9eval.compaction.step.run_window`).
     ``oracle``: run the oracle (default: for scripted agents only; a live agent's oracle is a
-    second paid episode, and a cassette holds only the episode it recorded). ``call_limits``: the
+    second paid episode, and a cassette holds only the episode it recorded). ``scale="default"``:
+    the family's default scale (:class:`~h9eval.closedloop.worlds.WorldScale`): its parameters
+    under ``world_params``, its window for a policy named here that has a window and is not
+    given one in ``params``, its step budget unless ``max_steps`` is given. ``stress``: the
+    episode's :class:`~h9eval.closedloop.episode.StressSettings`. ``call_limits``: the
     request timeout and retries of the live agent and a model summarizer."""
     kind, seed = parse_world_spec(world)
-    wparams = dict(world_params or {})
+    if scale not in ("", "default"):
+        raise ConfigError(f"run_world: scale must be 'default' or empty, got {scale!r}")
+    family = WORLDS.get(kind).scale if scale else None
+    wparams = {**(family.params if family else {}), **dict(world_params or {})}
     make_world(kind, **wparams)  # refuse a bad parameter before anything runs
     ag = make_agent(agent, call_limits=call_limits, **dict(agent_params or {}))
+    if max_steps is None:
+        max_steps = family.max_steps if family else 60
     if isinstance(policy, str):
-        pol = make_policy(policy, **dict(params or {}))
+        pparams = dict(params or {})
+        if family is not None and "context_window_tokens" not in pparams and "context_window_tokens" in policy_param_names(policy):
+            pparams["context_window_tokens"] = family.window_tokens
+        pol = make_policy(policy, **pparams)
     else:
         if params:
             raise ConfigError("run_world: give params only with a policy name, not with a policy object")
@@ -240,6 +254,7 @@ def run_world(
         "writeback_rules": writeback_rules,
         "context_window_tokens": window,
         "max_steps": max_steps,
+        "stress": stress,
     }
     ep = run_episode(make_world(kind, **wparams), ag, pol, summarizer=summ, **common)
     want_oracle = agent.partition(":")[0] == "scripted" if oracle is None else oracle

@@ -6,12 +6,14 @@ would let a plugin or a test quietly change what a name means in every later run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Generic, TypeVar
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from h9eval.core.errors import ConfigError, did_you_mean
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "check_param_types"]
 
 T = TypeVar("T")
 
@@ -54,6 +56,10 @@ class Registry(Generic[T]):
             if k not in accepted:
                 raise ConfigError(did_you_mean(k, accepted, what=f"parameter of {self.what} {name!r}"))
 
+    def check_param_types(self, name: str, cls: type, params: Mapping[str, Any]) -> None:
+        """:func:`check_param_types` with this registry's label (``policy 'x': ...``)."""
+        check_param_types(cls, f"{self.what} {name!r}", params)
+
     def names(self) -> list[str]:
         return sorted(self._entries)
 
@@ -72,3 +78,46 @@ class Registry(Generic[T]):
     def remove(self, name: str) -> None:
         """Drop ``name`` (for tests that register a throw-away entry)."""
         self._entries.pop(name, None)
+
+
+_TYPE_WORDS = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+
+
+def check_param_types(cls: type, label: str, params: Mapping[str, Any]) -> None:
+    """Refuse a value of the wrong basic type for a field of the dataclass ``cls``
+    (``warn_frac="abc"`` from ``--set``, ``hops="3"`` from a spec) with an error naming the field,
+    before the class's own validation compares it and fails with a bare ``TypeError``.
+
+    Only int/float/bool/str (optionally ``| None``) are checked: an int is not a bool, a bool is
+    not an int, an int is a float; other annotations (tuples...) are left to the class's own
+    validation. ``label`` starts the message (``policy 'progressive'``)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: leave it to the class
+        return
+    for name, value in params.items():
+        hint = hints.get(name)
+        if hint is None:
+            continue
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+        optional = type(None) in args
+        kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
+        if value is None:
+            if not optional:
+                raise ConfigError(f"{label}: {name} must not be null")
+            continue
+        ok = False
+        for k in kinds:
+            if k is bool:
+                ok = ok or isinstance(value, bool)
+            elif k is int:
+                ok = ok or (isinstance(value, int) and not isinstance(value, bool))
+            elif k is float:
+                ok = ok or (isinstance(value, int | float) and not isinstance(value, bool))
+            elif k is str:
+                ok = ok or isinstance(value, str)
+            else:
+                ok = True  # a type this check does not know: left to the class
+        if not ok:
+            want = " or ".join(_TYPE_WORDS[k] for k in kinds)
+            raise ConfigError(f"{label}: {name} must be {want}{' or null' if optional else ''}, got {value!r}")

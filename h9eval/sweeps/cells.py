@@ -35,7 +35,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
            "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing")
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing", "policy_window", "stress")
 CELL_KINDS = ("replay", "episode")
 
 
@@ -105,6 +105,11 @@ class Cell:
     """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
     max_retries: int | None = None
     """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
+    stress: dict[str, Any] = field(default_factory=dict)
+    """An episode cell's stress settings (``StressSettings`` fields; empty: none)."""
+    policy_window: int | None = None
+    """An episode cell's per-world window: the compacting policy's ``context_window_tokens`` when
+    its spec entry leaves it at the default (``None``: the policy's own)."""
     cell_hash: str = field(init=False)
     """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
     manifest schema, the h9eval version and the source hash."""
@@ -187,12 +192,14 @@ class _WorldRef:
     max_steps: int
     open_loop: bool
     task_id: str
+    window: int | None = None
+    stress: dict[str, Any] = field(default_factory=dict)
 
 
 def _world_refs(spec: SweepSpec) -> list[_WorldRef]:
     return [
         _WorldRef(path=f"tasks.worlds[{i}]", kind=w.kind, params=dict(w.params), seed=s, max_steps=w.max_steps,
-                  open_loop=w.open_loop, task_id=world_task_id(w.kind, w.params, s))
+                  open_loop=w.open_loop, task_id=world_task_id(w.kind, w.params, s), window=w.window, stress=dict(w.stress))
         for i, w in enumerate(spec.worlds)
         for s in w.seeds
     ]
@@ -398,6 +405,8 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                                 world_seed=w.seed,
                                 agent=agent,
                                 max_steps=w.max_steps,
+                                policy_window=w.window,
+                                stress=dict(w.stress),
                             ))
     if not cells:
         raise ConfigError("the spec gives no valid cells" + (f" ({len(skipped)} skipped as invalid)" if skipped else ""))

@@ -59,8 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.closedloop.agents import AGENT_KINDS, make_agent
-from h9eval.closedloop.worlds import make_world, world_registry
+from h9eval.closedloop.agents import AGENT_KINDS, agent_spec, make_agent, parse_agent_spec
+from h9eval.closedloop.episode import stress_settings
+from h9eval.closedloop.worlds import WORLDS, make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
 from h9eval.core.billing import billing_config_from_dict
@@ -104,7 +105,8 @@ TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
 DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
                 "revision", "streaming")
 _HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop")
+WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "window", "stress")
+AGENT_KEYS = ("kind", "profile", "params")
 SYNTHETIC_KEYS = ("preset", "seeds")
 POLICY_KEYS = ("kind", "name", "params", "grid")
 SUMMARIZER_KEYS = ("name", "variants", "cache", "params")
@@ -135,6 +137,13 @@ class WorldTasks:
     """Agent steps before an episode is cut off."""
     open_loop: bool = True
     """Also replay each seed's exported ``keep_all`` transcript as an open-loop task."""
+    window: int | None = None
+    """This world's window for the compacting policies (``scale = "default"``: the family's)."""
+    stress: dict[str, Any] = field(default_factory=dict)
+    """The episodes' stress settings (:class:`~h9eval.closedloop.episode.StressSettings` fields)."""
+    scale: str = ""
+    """``default``: the family's default scale (its parameters, window and step budget under
+    any given here); ``""``: the parameters as given."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +228,8 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
                 "recorded": list(self.recorded),
                 "synthetic": [{"preset": s.preset, "seeds": list(s.seeds)} for s in self.synthetic],
                 "specs": list(self.specs),
-                "worlds": [{"kind": w.kind, "seeds": list(w.seeds), "params": w.params, "max_steps": w.max_steps, "open_loop": w.open_loop} for w in self.worlds],
+                "worlds": [{"kind": w.kind, "seeds": list(w.seeds), "params": w.params, "max_steps": w.max_steps, "open_loop": w.open_loop,
+                            "window": w.window, "scale": w.scale, "stress": w.stress} for w in self.worlds],
                 "datasets": [s.to_dict() for s in self.datasets],
             },
             "agents": list(self.agents),
@@ -368,7 +378,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     _check_keys(d, TOP_LEVEL_KEYS, "")
     name = _parse_name(d)
     recorded, synthetic, specs, worlds, datasets = _parse_tasks(d, base)
-    agents = _parse_agents(d)
+    agents = _parse_agents(d, base)
     policies = _parse_policies(d)
     modes = _parse_history_modes(d)
     variants, sparams, cache_path = _parse_summarizer(d, base)
@@ -496,7 +506,14 @@ def _parse_worlds(raw: Any) -> tuple[WorldTasks, ...]:
         _expect(isinstance(kind, str), f"{path}.kind", "expected a world name", kind)
         params = e.get("params", {})
         _expect(isinstance(params, dict), f"{path}.params", "expected a table of world parameters", params)
-        with _at(f"{path}.kind" if kind not in world_registry() else f"{path}.params"):
+        with _at(f"{path}.kind"):
+            cls = WORLDS.get(kind)
+        scale = e.get("scale", "")
+        _expect(scale in ("", "default"), f"{path}.scale", 'expected "default" (the family\'s default scale)', scale)
+        base = cls.scale if scale == "default" else None
+        if base is not None:
+            params = {**base.params, **params}
+        with _at(f"{path}.params"):
             make_world(kind, **params)
         seeds = e.get("seeds", [0])
         if _is_int(seeds):
@@ -504,30 +521,55 @@ def _parse_worlds(raw: Any) -> tuple[WorldTasks, ...]:
         _expect(isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
                 f"{path}.seeds", "expected a non-empty list of non-negative integers", seeds)
         _expect(len(set(seeds)) == len(seeds), f"{path}.seeds", "must not repeat a seed", seeds)
-        max_steps = e.get("max_steps", 60)
+        max_steps = e.get("max_steps", base.max_steps if base is not None else 60)
         _expect(_is_int(max_steps) and max_steps >= 1, f"{path}.max_steps", "must be an integer >= 1 (agent steps)", max_steps)
+        window = e.get("window", base.window_tokens if base is not None else None)
+        _expect(window is None or (_is_int(window) and window > 0), f"{path}.window", "must be a positive integer (tokens)", window)
         open_loop = e.get("open_loop", True)
         _expect(isinstance(open_loop, bool), f"{path}.open_loop", "must be true or false", open_loop)
-        out.append(WorldTasks(kind=kind, seeds=tuple(seeds), params=dict(params), max_steps=max_steps, open_loop=open_loop))
+        stress = e.get("stress", {})
+        _expect(isinstance(stress, dict), f"{path}.stress", "expected a table of stress settings", stress)
+        with _at(f"{path}.stress"):
+            stress_settings(stress)
+        out.append(WorldTasks(kind=kind, seeds=tuple(seeds), params=dict(params), max_steps=max_steps, open_loop=open_loop,
+                              window=window, scale=scale, stress=dict(stress)))
     return tuple(out)
 
 
-def _parse_agents(d: Mapping[str, Any]) -> tuple[str, ...]:
-    """``agents``: closed-loop agents in ``make_agent``'s ``KIND[:PROFILE]`` form (scripted
-    ones are built to check their profile; a live agent is built by its cell)."""
+def _parse_agents(d: Mapping[str, Any], base: Path | None = None) -> tuple[str, ...]:
+    """``agents``: closed-loop agents, each in ``make_agent``'s ``KIND[:PROFILE][,KEY=VALUE...]``
+    form (``"anthropic:cassette=runs/c.jsonl"``) or a table ``{kind, profile, params}``; stored
+    in the string form, a relative ``cassette`` resolved against the spec's folder. Every agent
+    is built here to check it (a live agent makes no call until its first step)."""
     agents = d.get("agents", ["scripted"])
-    if isinstance(agents, str):
+    if isinstance(agents, (str, dict)):
         agents = [agents]
-    agents = _str_list(agents, "agents")
+    _expect(isinstance(agents, list) and len(agents) > 0, "agents", "expected a list of agents (strings or {kind, profile, params} tables)", agents)
+    out = []
     for i, a in enumerate(agents):
-        kind = a.partition(":")[0]
+        path = f"agents[{i}]"
+        if isinstance(a, dict):
+            _check_keys(a, AGENT_KEYS, path)
+            _expect(isinstance(a.get("kind"), str), f"{path}.kind", "required: an agent kind (" + ", ".join(AGENT_KINDS) + ")", a.get("kind"))
+            params = a.get("params", {})
+            _expect(isinstance(params, dict), f"{path}.params", "expected a table of agent parameters", params)
+            profile = a.get("profile", "")
+            _expect(isinstance(profile, str), f"{path}.profile", "expected a reader profile name", profile)
+            kind = a["kind"]
+        else:
+            _expect(isinstance(a, str), path, "expected an agent (a string or a {kind, profile, params} table)", a)
+            with _at(path):
+                kind, profile, params = parse_agent_spec(a)
         if kind not in AGENT_KINDS:
-            raise ConfigError(f"agents[{i}]: " + did_you_mean(kind, AGENT_KINDS, what="agent"))
-        if kind == "scripted" or ":" in a:
-            with _at(f"agents[{i}]"):
-                make_agent(a)
-    _expect(len(set(agents)) == len(agents), "agents", "must not repeat an agent", agents)
-    return tuple(agents)
+            raise ConfigError(f"{path}: " + did_you_mean(kind, AGENT_KINDS, what="agent"))
+        if isinstance(params.get("cassette"), str) and base is not None and not Path(params["cassette"]).is_absolute():
+            params = {**params, "cassette": str((base / params["cassette"]).resolve())}
+        with _at(path):
+            spec_text = agent_spec(kind, profile, params)
+            make_agent(spec_text)
+        out.append(spec_text)
+    _expect(len(set(out)) == len(out), "agents", "must not repeat an agent", out)
+    return tuple(out)
 
 
 def _parse_synthetic(raw: Any) -> tuple[SyntheticTasks, ...]:

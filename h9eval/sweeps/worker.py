@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.closedloop.agents import make_agent
-from h9eval.closedloop.episode import run_episode, run_oracle
+from h9eval.closedloop.episode import run_episode, run_oracle, stress_settings
 from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
@@ -138,14 +138,17 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
 
     common: dict[str, Any] = {
         "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
-        "context_window_tokens": cell.window, "max_steps": cell.max_steps,
+        "context_window_tokens": cell.window, "max_steps": cell.max_steps, "stress": stress_settings(cell.stress),
     }
     agent = make_agent(cell.agent, call_limits=_limits(cell))
-    # the cell's window, for every policy (the spec refused a conflicting explicit one)
-    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
+    # the cell's window for every policy, or the world's own (``policy_window``) for the policies
+    # whose entry leaves theirs unset (the spec refused a conflicting explicit one)
+    window = cell.policy_window if cell.policy_window is not None else cell.window
+    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), window,
+                        explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False).policy
     world = make_world(cell.world_kind, **cell.world_params)
     ep = run_episode(world, agent, policy, summarizer=_summarizer(cell), **common)
-    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, common], sort_keys=True)
+    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
         _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)

@@ -17,6 +17,7 @@ from h9eval.analysis.report.context import build_context
 from h9eval.cli import main
 from h9eval.cli.demo import CLOSEDLOOP_SPEC
 from h9eval.closedloop.run import episode_calls_frame, run_world, world_task, world_task_id
+from h9eval.closedloop.worlds import world_registry
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.results.io import read_table, write_table
 from h9eval.results.schema import CALL_COLUMNS, EPISODE_COLUMNS
@@ -132,7 +133,7 @@ def test_spec_parses_worlds_and_agents() -> None:
             {},
             "tasks.worlds[0].params: unknown parameter of world 'mini_repo' 'n_bug'; did you mean 'n_bugs'?",
         ),
-        ({"worlds": [{"kind": "mini_repo", "params": {"n_bugs": "2"}}]}, {}, "tasks.worlds[0].params: world 'mini_repo': n_bugs must be int, got '2'"),
+        ({"worlds": [{"kind": "mini_repo", "params": {"n_bugs": "2"}}]}, {}, "tasks.worlds[0].params: world 'mini_repo': n_bugs must be an integer, got '2'"),
         ({"worlds": [{"kind": "mini_repo", "seeds": [1, 1]}]}, {}, "tasks.worlds[0].seeds: must not repeat a seed"),
         ({"worlds": [{"kind": "mini_repo", "seeds": [-1]}]}, {}, "tasks.worlds[0].seeds: expected a non-empty list of non-negative integers"),
         ({"worlds": [{"kind": "mini_repo", "seed": [1]}]}, {}, "tasks.worlds[0].seed: unknown key 'seed'; did you mean 'seeds'?"),
@@ -142,7 +143,7 @@ def test_spec_parses_worlds_and_agents() -> None:
         ({"worlds": [{"kind": "mini_repo"}]}, {"agents": ["antropic"]}, "agents[0]: unknown agent 'antropic'; did you mean 'anthropic'?"),
         ({"worlds": [{"kind": "mini_repo"}]}, {"agents": ["scripted:raw_onl"]}, "agents[0]: unknown reader profile 'raw_onl'"),
         ({"worlds": [{"kind": "mini_repo"}]}, {"agents": ["scripted", "scripted"]}, "agents: must not repeat an agent"),
-        ({"worlds": [{"kind": "mini_repo"}]}, {"agents": []}, "agents: expected a non-empty list of strings"),
+        ({"worlds": [{"kind": "mini_repo"}]}, {"agents": []}, "agents: expected a list of agents (strings or {kind, profile, params} tables), got []"),
     ],
 )
 def test_spec_bad_worlds_and_agents_are_refused_by_key_path(tasks: dict, extra: dict, message: str) -> None:
@@ -347,10 +348,12 @@ def test_report_without_episodes_has_no_closed_loop_section() -> None:
 # -- the demo -------------------------------------------------------------------------------------
 def test_demo_closed_loop_spec_covers_the_policies_and_worlds(tmp_path: Path) -> None:
     sp = load_spec(CLOSEDLOOP_SPEC)
-    assert {w.kind for w in sp.worlds} == {"fact_chain", "mini_repo", "ticket_queue"}
+    assert {w.kind for w in sp.worlds} == set(world_registry())  # every family, at its default scale
+    assert all(w.scale == "default" and w.window is not None and w.window >= 32_000 for w in sp.worlds)
     assert {p.kind for p in sp.policies} == {"progressive", "observation_masking", "hybrid", "summary_single_threshold", "keep_all", "drop_all"}
     cells, _ = expand_cells(sp, out_dir=tmp_path)
-    assert sum(c.cell_kind == "episode" for c in cells) == 12 * 2 * 6 and sum(c.cell_kind == "replay" for c in cells) == 12 * 6
+    n_seeds = sum(len(w.seeds) for w in sp.worlds)
+    assert sum(c.cell_kind == "episode" for c in cells) == n_seeds * 2 * 6 and sum(c.cell_kind == "replay" for c in cells) == n_seeds * 6
 
 
 def test_cli_run_world_replays_a_live_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,9 +15,9 @@ def test_registry_and_bad_names() -> None:
         make_world("fact_chian")
     with pytest.raises(ConfigError, match="did you mean 'hops'"):
         make_world("fact_chain", hosp=3)
-    with pytest.raises(ConfigError, match="FactChainParams.hops must be between 1 and 50, got 0"):
+    with pytest.raises(ConfigError, match="FactChainParams.hops must be between 1 and 200, got 0"):
         make_world("fact_chain", hops=0)
-    with pytest.raises(ConfigError, match="hops must be int, got '3'"):
+    with pytest.raises(ConfigError, match="world 'fact_chain': hops must be an integer, got '3'"):
         make_world("fact_chain", hops="3")
     with pytest.raises(ConfigError, match="fact_position must be one of head, tail"):
         make_world("mini_repo", fact_position="middle")

@@ -54,6 +54,7 @@ HEAVY = {
     "httpx",
     "httpx2",
     "rapidfuzz",
+    "bm25s",  # the evidence_search world's BM25 index (scipy underneath)
     "IPython",
     "scipy",
     "statsmodels",

@@ -17,6 +17,7 @@ a visible ``read_file`` of that path stands in for the original result.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -102,7 +103,7 @@ class Reading:
         return tuple(c for c in self.calls if c.name == name)
 
     def search(self, pattern: re.Pattern[str]) -> list[re.Match[str]]:
-        return [m for t in self.texts() for m in pattern.finditer(t)]
+        return [m for t in self.texts() for m in _matches(pattern, t)]
 
 
 def read_view(messages: tuple[Message, ...], profile: ReaderProfile) -> Reading:
@@ -153,6 +154,19 @@ def read_view(messages: tuple[Message, ...], profile: ReaderProfile) -> Reading:
 
 
 def _args(text: str) -> dict[str, Any]:
+    """A tool call's arguments (a fresh copy of the memoised parse: callers may not share it)."""
+    return dict(_parsed_args(text))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _matches(pattern: re.Pattern[str], text: str) -> tuple[re.Match[str], ...]:
+    """Every match of ``pattern`` in ``text``, memoised: a view's texts recur at every later
+    step, and scanning each once keeps a step's cost from growing with the history."""
+    return tuple(pattern.finditer(text))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _parsed_args(text: str) -> dict[str, Any]:
     try:
         v = json.loads(text) if text else {}
     except json.JSONDecodeError:

@@ -23,18 +23,24 @@ are therefore a measure of *information retention at the point of need*, not a p
 a particular model's success; the live agent (:mod:`h9eval.closedloop.agents.live`) is the
 check against a real model.
 
-It knows the three built-in worlds' text conventions (the way a skilled user knows the tools'
+It knows the eight built-in worlds' text conventions (the way a skilled user knows the tools'
 output formats) but imports nothing from :mod:`h9eval.closedloop.worlds`: everything it uses
-comes from the view.
+comes from the view. Its notes quote what each tool result said (the world's own words) in a
+framing drawn, seeded by the fact, from a vocabulary (:data:`PHRASINGS`, ``phrasing=``) that holds
+no summarizer cue; it never reads the framing back, so its success does not depend on whether a
+summarizer recognises its wording. When the task's details are gone from the view and the system
+prompt names a task file, it re-reads that file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from h9eval.closedloop.agents.base import Action, parse_view
+from h9eval.closedloop.agents.base import Action
 from h9eval.closedloop.agents.reading import (
     PROFILES,
     ReaderProfile,
@@ -43,38 +49,80 @@ from h9eval.closedloop.agents.reading import (
     read_view,
 )
 from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.messages import Message, message_from_json
 
-__all__ = ["ScriptedAgent"]
+__all__ = ["PHRASINGS", "ScriptedAgent"]
 
-_TASK = re.compile(r"TASK (fact_chain|mini_repo|ticket_queue):")
+_TASK = re.compile(r"TASK (\w+):")
+#: parsed messages the agent memoises (a long episode's distinct messages fit many times over)
+_MEMO_MAX = 20_000
+#: the workspace file a world names in its system prompt when the task can be re-read
+_TASK_FILE = "TASK.md"
+
+#: vocabularies of the agent's notes: each note quotes what a tool result said (the fact, the
+#: world's own words) inside a framing drawn from one vocabulary, seeded by the fact. None of
+#: them holds a fixed cue (``because``, ``decided to``) that a summarizer could key on, and the
+#: agent never reads the framing back: swapping vocabularies must not change what it does.
+PHRASINGS: dict[str, tuple[str, ...]] = {
+    "plain": ("Noted: {fact}.", "Result: {fact}.", "{fact}; next step.", "Observed {fact}.", "The tool reported {fact}.", "So far: {fact}."),
+    "alt": ("Seen: {fact}.", "{fact} (logged).", "Got {fact}.", "Memo: {fact}.", "Tool output: {fact}.", "Keeping {fact} in mind."),
+}
 
 
 class ScriptedAgent:
     """The scripted agent; ``profile`` is a :data:`PROFILES` name or a :class:`ReaderProfile`."""
 
-    def __init__(self, profile: str | ReaderProfile = "full") -> None:
+    def __init__(self, profile: str | ReaderProfile = "full", *, phrasing: str = "plain") -> None:
         if isinstance(profile, str):
             if profile not in PROFILES:
                 raise ConfigError(did_you_mean(profile, PROFILES, what="reader profile"))
             profile = PROFILES[profile]
+        if phrasing not in PHRASINGS:
+            raise ConfigError(did_you_mean(phrasing, PHRASINGS, what="phrasing"))
         self.profile = profile
+        self.phrasing = phrasing
+        # a memo of a pure function (message JSON -> Message), not memory: consecutive views share
+        # most messages, and reusing their objects keeps a step's cost from growing with the
+        # history (a string's hash is computed once per object)
+        self._parsed: dict[tuple[Any, ...], Message] = {}
+
+    def _messages(self, view_json: str) -> tuple[Message, ...]:
+        raw = json.loads(view_json)["messages"]
+        out = []
+        memo = self._parsed
+        if len(memo) > _MEMO_MAX:
+            memo.clear()
+        for i, obj in enumerate(raw):
+            calls = obj.get("tool_calls") or ()
+            key = (obj.get("role"), obj.get("content"), obj.get("tool_call_id"), obj.get("is_error"),
+                   tuple((c.get("id"), c.get("name"), c.get("arguments")) for c in calls if isinstance(c, dict)))
+            m = memo.get(key)
+            if m is None:
+                m = memo[key] = message_from_json(obj, where=f"view.messages[{i}]")
+            out.append(m)
+        return tuple(out)
 
     @property
     def agent_id(self) -> str:
         p = self.profile
         k = f",k={p.last_k_messages}" if p.last_k_messages is not None else ""
-        return f"scripted:{p.name}{k}" if p.name in PROFILES and PROFILES[p.name] == p else f"scripted:{p.name}(notes={p.read_notes},summaries={p.read_summaries}{k})"
+        ph = "" if self.phrasing == "plain" else f",phrasing={self.phrasing}"
+        if p.name in PROFILES and PROFILES[p.name] == p:
+            return f"scripted:{p.name}{k}{ph}"
+        return f"scripted:{p.name}(notes={p.read_notes},summaries={p.read_summaries}{k}){ph}"
 
     def __repr__(self) -> str:
         return f"ScriptedAgent(profile={self.profile.name!r})"
 
     def act(self, view_json: str) -> Action:
-        view = parse_view(view_json)
-        r = read_view(view.messages, self.profile)
+        r = read_view(self._messages(view_json), self.profile)
         kind = _task_kind(r)
-        if kind is None:
-            return Action.finish("Done: there is no task left in view.")
-        note = _note(r)
+        note = _note(r, self.phrasing)
+        if kind is None or kind not in _SOLVERS:
+            action = _need_task(r, "Done: there is no task left in view.")
+            if action.done:
+                return Action.finish(action.note)
+            return Action(note=note, tool=action.tool, arguments=action.arguments)
         action = _SOLVERS[kind](r)
         # the todo list is worked off right before the step that ends the task
         if action.tool in _FINAL_TOOLS[kind] or (action.done and action.note in _FINAL_DONE):
@@ -87,8 +135,14 @@ class ScriptedAgent:
 
 
 # -- shared reading helpers ------------------------------------------------------------------
+def _task_texts(r: Reading) -> tuple[str, ...]:
+    """Where the task can be read: a visible re-read of the task file, user messages, summaries."""
+    files = tuple(c.result for c in r.calls_named("read_file") if c.arg("path") == _TASK_FILE and _ok(c) and c.placeholder_path is None)
+    return tuple(t for t in files if t) + r.user_texts + r.summaries
+
+
 def _task_kind(r: Reading) -> str | None:
-    for t in r.user_texts + r.summaries:
+    for t in _task_texts(r):
         m = _TASK.search(t)
         if m:
             return m.group(1)
@@ -97,11 +151,38 @@ def _task_kind(r: Reading) -> str | None:
 
 def _task_header(r: Reading) -> str:
     """The task's first sentence (where every world puts what the task needs)."""
-    for t in r.user_texts + r.summaries:
+    for t in _task_texts(r):
         m = re.search(r"TASK \w+:[^\n]*?\.(?=\s|$)", t)
         if m:
             return m.group(0)
     return ""
+
+
+def _task_list(r: Reading, count: re.Pattern[str], item: re.Pattern[str]) -> list[re.Match[str]] | None:
+    """The task's list of items (matches of ``item``) from the first task text that holds as many
+    as its header's ``count`` says; ``None`` when no visible text holds the whole list."""
+    m = count.search(_task_header(r))
+    if m is None:
+        return None
+    n = int(m.group(1))
+    for t in _task_texts(r):
+        items = list(item.finditer(t))
+        if len(items) == n:
+            return items
+    return None
+
+
+def _need_task(r: Reading, fallback: str = "Done: the task's details are gone.") -> Action:
+    """The task's details are not in view: re-read the task file when the system prompt names one
+    (and no read of it is in view), else declare the task done (a literal agent's false "done")."""
+    if _TASK_FILE in r.system:
+        reads = [c for c in r.calls_named("read_file") if c.arg("path") == _TASK_FILE]
+        fetch = _refetch(reads)
+        if fetch is not None:
+            return fetch
+        if not any(_ok(c) for c in reads):
+            return Action.call("read_file", path=_TASK_FILE)
+    return Action.finish(fallback)
 
 
 def _refetch(calls: tuple[SeenCall, ...] | list[SeenCall]) -> Action | None:
@@ -131,45 +212,42 @@ def _todo_action(r: Reading) -> Action | None:
 
 
 # -- notes: what the last visible message taught the agent -------------------------------------
-def _note(r: Reading) -> str:
+def _note(r: Reading, phrasing: str) -> str:
+    """The facts the last visible message taught the agent, each quoted in a framing drawn from
+    the ``phrasing`` vocabulary (seeded by the fact, so equal views give equal notes)."""
+    return " ".join(_frame(f, phrasing) for f in _facts(r))
+
+
+def _frame(fact: str, phrasing: str) -> str:
+    templates = PHRASINGS[phrasing]
+    h = int.from_bytes(hashlib.sha256(f"{phrasing}\0{fact}".encode()).digest()[:4], "big")
+    return templates[h % len(templates)].format(fact=fact)
+
+
+def _facts(r: Reading) -> list[str]:
     last = r.last
     if last is None:
-        return ""
+        return []
     if not last.is_tool_result:
         if "escalate(ticket_id) instead of refund" in last.content:
-            return "Decided to escalate from now on because of the user's correction: escalate(ticket_id) instead of refund."
-        return ""
+            return ["the user's correction: escalate(ticket_id) instead of refund"]
+        m = _RULES_UPDATE.search(last.content)
+        return [m.group(0)] if m else []
     call = next((c for c in r.calls if c.call_id == last.tool_call_id), None)
     if call is None or call.result is None:
-        return ""
+        return []
     text = call.result
-    parts: list[str] = []
-    for m in _LOOKUP.finditer(text):
-        parts.append(f"Decided to continue the chain because lookup {m.group(1)} -> {m.group(2)}.")
-    for m in _AUDIT_DONE.finditer(text):
-        parts.append(f"Audit {m.group(1)} passed, so I decided it is done.")
-    if "Submission recorded." in text:
-        parts.append("Submission recorded, so I decided the task is done.")
+    facts = [m.group(0) for pat in _NOTE_FACTS for m in pat.finditer(text)]
     if _RULE_VENDOR.search(text) and call.name == "read_file":
-        parts.append("Decided to follow RULES.md because it says: never edit vendor/; run tests before commit; use grep, not search.")
-    for m in _FAILED.finditer(text):
-        parts.append(f"Tests fail because compute_{m.group(1)}() returned '{m.group(2)}', expected '{m.group(3)}'.")
-    if _GREEN.search(text):
-        parts.append("Decided the fix works because all tests passed.")
+        facts.append("RULES.md says: never edit vendor/; run tests before commit; use grep, not search")
+    if _POLICY_CANCEL.search(text) and call.name == "read_file":
+        facts.append("POLICY.md says: a delivered order is never cancelled; verify_user(user_id) for the order's user before a postcode change; "
+                     "Only a delivered order can be returned")
     if _EDITED.search(text):
-        mods = ", ".join(_modified_files(r))
-        parts.append(f"Edited {call.arg('path')} because its function returned the wrong value; files modified so far: {mods}")
-    if _COMMITTED.search(text):
-        parts.append("Committed the work, so I decided the task is done.")
-    for m in _REFUND_DONE.finditer(text):
-        parts.append(f"Refund {m.group(1)} issued for order {m.group(2)} ({m.group(3)}), because the ticket asked for it.")
-    for m in _CLOSED.finditer(text):
-        parts.append(f"Closed ticket {m.group(1)} because it was handled.")
-    for m in _ESCALATED.finditer(text):
-        parts.append(f"Ticket {m.group(1)} escalated because of the correction.")
-    for m in _REPLIED.finditer(text):
-        parts.append(f"Reply sent on ticket {m.group(1)}, so I decided it is answered.")
-    return " ".join(parts)
+        facts.append(f"files modified so far: {', '.join(_modified_files(r))}")
+    if call.name == "open_doc":
+        facts.extend(f"{call.arg('doc_id')}: {m.group(0)}" for m in _VALUE_SENTENCE.finditer(text))
+    return facts
 
 
 # -- fact_chain ---------------------------------------------------------------------------------
@@ -182,7 +260,7 @@ _HEADER_FC = re.compile(rf"from key ({_KEY}), do (\d+) lookups, run the audits \
 def _solve_fact_chain(r: Reading) -> Action:
     m = _HEADER_FC.search(_task_header(r))
     if m is None:
-        return Action.finish("Done: the task's details are gone.")
+        return _need_task(r)
     start, hops = m.group(1), int(m.group(2))
     sections = re.findall(r"A-[0-9a-f]{8}", m.group(3))
     if any(("Submission recorded." in (c.result or "") or "already submitted" in (c.result or "")) for c in r.calls_named("submit")) or any(
@@ -225,13 +303,13 @@ def _modified_files(r: Reading) -> list[str]:
     files = [c.arg("path") for c in r.calls_named("edit") if _ok(c) and _EDITED.search(c.result or "")]
     for n in r.notes:
         for m in _MODIFIED_NOTE.finditer(n):
-            files.extend(p.strip() for p in m.group(1).split(",") if p.strip())
+            files.extend(re.findall(r"[\w./-]+\.py\b", m.group(1)))
     return sorted(set(files))
 
 
 def _mini_repo_committed(r: Reading) -> bool:
     return any(_COMMITTED.search(c.result or "") or _ALREADY_COMMITTED in (c.result or "") for c in r.calls_named("commit")) or any(
-        "Committed the work" in n for n in r.notes + r.summaries
+        _COMMITTED.search(n) for n in r.notes + r.summaries
     )
 
 
@@ -311,7 +389,7 @@ _REFUND_TICKET = re.compile(rf"Ticket ({_T}): please refund order ({_O}), amount
 _REFER_TICKET = re.compile(rf"Ticket ({_T}): the customer of ticket ({_T}) asks whether the refund of ([0-9.]+) for order ({_O}) went through")
 _QUEUE_EMPTY = "Queue empty"
 _REFUND_DONE = re.compile(rf"Refund (RF-[0-9a-f]{{8}}) issued for order ({_O}) \(([0-9.]+)\)")
-_CLOSED = re.compile(rf"(?:Ticket ({_T}) closed\.|Closed ticket ({_T}))")
+_CLOSED = re.compile(rf"Ticket ({_T}) closed\b")
 _ESCALATED = re.compile(rf"Ticket ({_T}) escalated")
 _REPLIED = re.compile(rf"Reply sent on ticket ({_T})")
 _CORRECTION = re.compile(r"escalate\(ticket_id\) instead of refund")
@@ -353,12 +431,235 @@ def _solve_ticket_queue(r: Reading) -> Action:
     return Action.call("refund", order_id=order, amount=amount)
 
 
+# -- retail_db ----------------------------------------------------------------------------------
+_ORD = r"O-[0-9a-f]{8}"
+_RD_COUNT = re.compile(r"handle the (\d+) customer requests")
+_RD_REQ = re.compile(rf"^\d+\. (?:(cancel|return) order ({_ORD})|change the delivery postcode of order ({_ORD}) to (P-[0-9a-f]{{8}}))$", re.MULTILINE)
+_RD_ORDER = re.compile(rf"order ({_ORD}): status=(\w+) user=(U-[0-9a-f]{{8}}) postcode=(P-[0-9a-f]{{8}})")
+_RD_DONE = re.compile(rf"Order ({_ORD}) (?:cancelled|returned)\.|Request on order ({_ORD}) refused|order ({_ORD}) is already (?:cancelled|returned)")
+_RD_POSTCODE = re.compile(rf"Postcode of order ({_ORD}) set to (P-[0-9a-f]{{8}})")
+_RD_VERIFIED = re.compile(r"User (U-[0-9a-f]{8}) verified")
+_POLICY_CANCEL = re.compile(r"delivered order is never cancelled", re.IGNORECASE)
+_POLICY_VERIFY = re.compile(r"verify_user\(user_id\) for the order's user")
+_POLICY_RETURN = re.compile(r"Only a delivered order can be returned")
+
+
+def _solve_retail_db(r: Reading) -> Action:
+    reqs = _task_list(r, _RD_COUNT, _RD_REQ)
+    if reqs is None:
+        return _need_task(r)
+    no_cancel, verify, no_return = bool(r.search(_POLICY_CANCEL)), bool(r.search(_POLICY_VERIFY)), bool(r.search(_POLICY_RETURN))
+    work = [c for c in r.calls if c.name not in ("read_file",)]
+    if not (no_cancel or verify or no_return) and not work:
+        reads = [c for c in r.calls_named("read_file") if c.arg("path") == "POLICY.md"]
+        return _refetch(reads) or Action.call("read_file", path="POLICY.md")
+    done = {g for m in r.search(_RD_DONE) for g in m.groups() if g}
+    postcodes = {m.group(1): m.group(2) for m in r.search(_RD_POSTCODE)}
+    verified = {m.group(1) for m in r.search(_RD_VERIFIED)}
+    orders: dict[str, tuple[str, str, str]] = {}
+    for m in r.search(_RD_ORDER):
+        orders.setdefault(m.group(1), (m.group(2), m.group(3), m.group(4)))
+    for req in reqs:
+        kind, oid, new_pc = req.group(1) or "postcode", req.group(2) or req.group(3), req.group(4)
+        if oid in done or (kind == "postcode" and postcodes.get(oid) == new_pc):
+            continue
+        if oid not in orders:
+            fetch = _refetch([c for c in r.calls_named("get_order") if c.arg("order_id") == oid])
+            return fetch or Action.call("get_order", order_id=oid)
+        status, user, pc = orders[oid]
+        if kind == "postcode":
+            if pc == new_pc:
+                continue
+            if verify and user not in verified:
+                return Action.call("verify_user", user_id=user)
+            return Action.call("update_postcode", order_id=oid, postcode=new_pc)
+        if status in ("cancelled", "returned"):
+            continue
+        if kind == "cancel":
+            return Action.call("refuse", order_id=oid) if no_cancel and status == "delivered" else Action.call("cancel_order", order_id=oid)
+        return Action.call("refuse", order_id=oid) if no_return and status == "pending" else Action.call("return_order", order_id=oid)
+    return Action.finish("Done: every request is handled.")
+
+
+# -- constraints --------------------------------------------------------------------------------
+_MT = r"M-[0-9a-f]{8}"
+_CN_COUNT = re.compile(r"for each of the (\d+) meetings")
+_CN_MEETING = re.compile(_MT)
+_RULES = re.compile(r"never book on (\w+); the cost must not exceed (\d+); prefer room (\w+)")
+_RULES_UPDATE = re.compile(r"Update from the user: these replace my earlier constraints from now on: never book on \w+; the cost must not exceed \d+; prefer room \w+")
+_CN_SLOT = re.compile(rf"slot (S-[0-9a-f]{{8}}) for ({_MT}): day=(\w+) room=(\w+) cost=(\d+)")
+_CN_BOOKED = re.compile(rf"Booked meeting ({_MT}) into slot|meeting ({_MT}) is already booked")
+
+
+def _solve_constraints(r: Reading) -> Action:
+    header_n = _CN_COUNT.search(_task_header(r))
+    listed = next((t for t in _task_texts(r) if "Meetings: " in t), "")
+    meetings = list(dict.fromkeys(_CN_MEETING.findall(listed.partition("Meetings: ")[2])))
+    if header_n is None or len(meetings) != int(header_n.group(1)):
+        return _need_task(r)
+    update = r.search(_RULES_UPDATE)
+    rules_m = _RULES.search(update[-1].group(0)) if update else next((m for t in _task_texts(r) for m in _RULES.finditer(t)), None)
+    booked = {g for m in r.search(_CN_BOOKED) for g in m.groups() if g}
+    slots: dict[str, list[tuple[str, str, str, int]]] = {}
+    for m in r.search(_CN_SLOT):
+        lst = slots.setdefault(m.group(2), [])
+        if all(x[0] != m.group(1) for x in lst):
+            lst.append((m.group(1), m.group(3), m.group(4), int(m.group(5))))
+    for mid in meetings:
+        if mid in booked:
+            continue
+        if mid not in slots:
+            fetch = _refetch([c for c in r.calls_named("list_slots") if c.arg("meeting_id") == mid])
+            return fetch or Action.call("list_slots", meeting_id=mid)
+        # a listing offloaded to a file shows a preview: read the whole listing before choosing
+        fetch = _refetch([c for c in r.calls_named("list_slots") if c.arg("meeting_id") == mid])
+        if fetch is not None:
+            return fetch
+        options = slots[mid]
+        if rules_m is not None:
+            day, cap, room = rules_m.group(1), int(rules_m.group(2)), rules_m.group(3)
+            ok = [x for x in options if x[1] != day and x[3] <= cap]
+            options = [x for x in ok if x[2] == room] + [x for x in ok if x[2] != room] + options
+        return Action.call("book", meeting_id=mid, slot_id=options[0][0])
+    return Action.finish("Done: every meeting is booked.")
+
+
+# -- evidence_search ----------------------------------------------------------------------------
+_ES_COUNT = re.compile(r"answer the (\d+) questions")
+_ES_QUESTION = re.compile(r"(Q-[0-9a-f]{8}): What is the (\w+) of (\w+)\?")
+_ES_ANSWERED = re.compile(r"Answer to (Q-[0-9a-f]{8}) recorded|question (Q-[0-9a-f]{8}) was already answered")
+_ES_HIT = re.compile(r"^(D-[0-9a-f]{8}) \(", re.MULTILINE)
+_VALUE_SENTENCE = re.compile(r"The (\w+) of (\w+) is (V-[0-9a-f]{8})\.")
+_ES_NOTED = re.compile(r"(D-[0-9a-f]{8}): The (\w+) of (\w+) is (V-[0-9a-f]{8})\.")
+
+
+def _solve_evidence_search(r: Reading) -> Action:
+    qs = _task_list(r, _ES_COUNT, _ES_QUESTION)
+    if qs is None:
+        return _need_task(r)
+    answered = {g for m in r.search(_ES_ANSWERED) for g in m.groups() if g}
+    opened = [c for c in r.calls_named("open_doc") if c.result is not None]
+    for q in qs:
+        qid, attr, subj = q.group(1), q.group(2), q.group(3)
+        if qid in answered:
+            continue
+        evidence: dict[str, str] = {}
+        for c in opened:
+            for m in _VALUE_SENTENCE.finditer(c.result or ""):
+                if (m.group(1), m.group(2)) == (attr, subj):
+                    evidence.setdefault(c.arg("doc_id"), m.group(3))
+        for m in r.search(_ES_NOTED):
+            if (m.group(2), m.group(3)) == (attr, subj):
+                evidence.setdefault(m.group(1), m.group(4))
+        if evidence:
+            value = next(iter(evidence.values()))
+            return Action.call("answer", question_id=qid, value=value, evidence=sorted(d for d, v in evidence.items() if v == value))
+        query = f"the {attr} of {subj}"
+        searches = [c for c in r.calls_named("search") if c.arg("query") == query]
+        hits = [h for c in searches for h in _ES_HIT.findall(c.result or "")]
+        read = {c.arg("doc_id") for c in opened if c.placeholder_path is None}
+        for h in dict.fromkeys(hits):
+            if h not in read:
+                fetch = _refetch([c for c in opened if c.arg("doc_id") == h])
+                return fetch or Action.call("open_doc", doc_id=h)
+        fetch = _refetch(searches)
+        if fetch is not None:
+            return fetch
+        if not hits:
+            return Action.call("search", query=query)
+    return Action.finish("Done: every question is answered.")
+
+
+# -- debug_session ------------------------------------------------------------------------------
+_HYP = r"H-[0-9a-f]{8}"
+_DS_LISTED = re.compile(rf"^hypothesis ({_HYP}): ", re.MULTILINE)
+_DS_FAILED = re.compile(rf"hypothesis ({_HYP}) failed")
+_DS_FIXED = re.compile(rf"hypothesis ({_HYP}) fixed the bug")
+_DS_COMMITTED = re.compile(rf"Committed fix ({_HYP})|a fix was already committed")
+
+
+def _solve_debug_session(r: Reading) -> Action:
+    if "TASK debug_session: find the fix" not in _task_header(r):
+        return _need_task(r)
+    if r.search(_DS_COMMITTED):
+        return Action.finish("Done: the working fix was committed.")
+    fixed = r.search(_DS_FIXED)
+    if fixed:
+        return Action.call("commit", hypothesis_id=fixed[0].group(1))
+    failed = {m.group(1) for m in r.search(_DS_FAILED)}
+    # a try whose result was offloaded and not read back: its verdict is in the file
+    for c in reversed(r.calls_named("try_fix")):
+        if c.placeholder_path is not None and c.arg("hypothesis_id") not in failed:
+            return Action.call("read_file", path=c.placeholder_path)
+    lists = [c for c in r.calls_named("list_hypotheses") if c.result is not None]
+    listed = [h for c in lists for h in _DS_LISTED.findall(c.result or "")]
+    if not listed:
+        return _refetch(lists) or Action.call("list_hypotheses")
+    for h in dict.fromkeys(listed):
+        if h not in failed:
+            return Action.call("try_fix", hypothesis_id=h)
+    # every hypothesis in view failed: an offloaded list shows only its preview, read it whole
+    return _refetch(lists) or Action.finish("Done: no hypothesis is left to try.")
+
+
+# -- artifact_trail -----------------------------------------------------------------------------
+_AT_COUNT = re.compile(r"publish the (\d+) components")
+_AT_BUILT = re.compile(r"built artifact (dist/([\w-]+)/[\w.-]+\.whl)@(sha256-[0-9a-f]{12})")
+_AT_TESTED = re.compile(r"tested (dist/[\w-]+/[\w.-]+\.whl): ok")
+_AT_PUBLISHED = re.compile(r"Published \d+ artifact|the release was already published")
+
+
+def _solve_artifact_trail(r: Reading) -> Action:
+    header_n = _AT_COUNT.search(_task_header(r))
+    listed = next((t for t in _task_texts(r) if "\nComponents: " in t), "")
+    comps = [c.strip() for c in listed.partition("\nComponents: ")[2].split("\n")[0].rstrip(".").split(",") if c.strip()]
+    if header_n is None or len(comps) != int(header_n.group(1)):
+        return _need_task(r)
+    if r.search(_AT_PUBLISHED):
+        return Action.finish("Done: the release is published.")
+    latest: dict[str, tuple[str, str]] = {}
+    for m in r.search(_AT_BUILT):  # tool results before notes: a note repeats its own result
+        latest[m.group(2)] = (m.group(1), m.group(3))
+    for c in r.calls_named("build"):
+        for m in _AT_BUILT.finditer(c.result or ""):
+            latest[m.group(2)] = (m.group(1), m.group(3))  # the newest visible build wins
+    tested = {m.group(1) for m in r.search(_AT_TESTED)}
+    for comp in comps:
+        if comp not in latest:
+            fetch = _refetch([c for c in r.calls_named("build") if c.arg("component") == comp])
+            return fetch or Action.call("build", component=comp)
+        path = latest[comp][0]
+        if path not in tested:
+            fetch = _refetch([c for c in r.calls_named("test_artifact") if c.arg("path") == path])
+            return fetch or Action.call("test_artifact", path=path)
+    return Action.call("publish", manifest=[f"{latest[c][0]}@{latest[c][1]}" for c in comps])
+
+
+#: lines of a tool result the agent's note quotes (the world's own words)
+_NOTE_FACTS: tuple[re.Pattern[str], ...] = (
+    _LOOKUP, _AUDIT_DONE, re.compile(r"Submission recorded"), _FAILED, _GREEN, _COMMITTED,
+    _REFUND_DONE, _CLOSED, _ESCALATED, _REPLIED,
+    _RD_ORDER, _RD_DONE, _RD_POSTCODE, _RD_VERIFIED,
+    re.compile(rf"Booked meeting {_MT} into slot S-[0-9a-f]{{8}}"),
+    re.compile(r"Answer to Q-[0-9a-f]{8} recorded"),
+    _DS_FAILED, _DS_FIXED, re.compile(rf"Committed fix {_HYP}"),
+    _AT_BUILT, _AT_TESTED, re.compile(r"Published \d+ artifact"),
+)
+
 _SOLVERS: dict[str, Callable[[Reading], Action]] = {
     "fact_chain": _solve_fact_chain,
     "mini_repo": _solve_mini_repo,
     "ticket_queue": _solve_ticket_queue,
+    "retail_db": _solve_retail_db,
+    "constraints": _solve_constraints,
+    "evidence_search": _solve_evidence_search,
+    "debug_session": _solve_debug_session,
+    "artifact_trail": _solve_artifact_trail,
 }
 #: the calls that end a task: the todo list is worked off before them
-_FINAL_TOOLS: dict[str, tuple[str, ...]] = {"fact_chain": ("submit",), "mini_repo": ("commit",), "ticket_queue": ()}
-#: "done" notes that end a task by finishing it (ticket_queue has no final call)
-_FINAL_DONE = ("Done: the queue is empty.",)
+_FINAL_TOOLS: dict[str, tuple[str, ...]] = {
+    "fact_chain": ("submit",), "mini_repo": ("commit",), "ticket_queue": (), "retail_db": (), "constraints": (),
+    "evidence_search": (), "debug_session": ("commit",), "artifact_trail": ("publish",),
+}
+#: "done" notes that end a task by finishing it (worlds without a final call)
+_FINAL_DONE = ("Done: the queue is empty.", "Done: every request is handled.", "Done: every meeting is booked.", "Done: every question is answered.")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from h9eval.closedloop.worlds.base import _WORLDS
 from h9eval.closedloop.worlds.base import (
     FACT_POSITIONS,
+    WORLDS,
     GroundFact,
     LedgerEntry,
     Outcome,
@@ -19,14 +19,26 @@ from h9eval.closedloop.worlds.base import (
     Violation,
     World,
     WorldParams,
+    WorldScale,
     register_world,
 )
+from h9eval.closedloop.worlds.artifact_trail import ArtifactTrail
+from h9eval.closedloop.worlds.constraints import Constraints
+from h9eval.closedloop.worlds.debug_session import DebugSession
+from h9eval.closedloop.worlds.evidence_search import EvidenceSearch
 from h9eval.closedloop.worlds.fact_chain import FactChain
 from h9eval.closedloop.worlds.mini_repo import MiniRepo
+from h9eval.closedloop.worlds.retail_db import RetailDb
 from h9eval.closedloop.worlds.ticket_queue import TicketQueue
-from h9eval.core.errors import ConfigError, did_you_mean
+from h9eval.core.errors import ConfigError
 
 __all__ = [
+    "ArtifactTrail",
+    "Constraints",
+    "DebugSession",
+    "EvidenceSearch",
+    "RetailDb",
+    "WorldScale",
     "FactChain",
     "MiniRepo",
     "TicketQueue",
@@ -38,6 +50,7 @@ __all__ = [
     "Violation",
     "World",
     "WorldParams",
+    "WORLDS",
     "make_world",
     "parse_world_spec",
     "register_world",
@@ -47,28 +60,16 @@ __all__ = [
 
 def world_registry() -> dict[str, type[World]]:
     """All registered worlds by kind."""
-    return dict(sorted(_WORLDS.items()))
+    return dict(WORLDS.items())
 
 
 def make_world(kind: str, /, **params: Any) -> World:
-    """A world by kind with validated parameters; unknown names get did-you-mean errors."""
-    reg = world_registry()
-    if kind not in reg:
-        raise ConfigError(did_you_mean(kind, reg, what="world"))
-    cls = reg[kind]
-    names = [f.name for f in dataclasses.fields(cls.params_type) if f.init]
-    for k in params:
-        if k not in names:
-            raise ConfigError(did_you_mean(k, names, what=f"parameter of world {kind!r}"))
-    defaults = {f.name: f.default for f in dataclasses.fields(cls.params_type)}
-    for k, v in params.items():
-        # a wrong basic type (``hops="3"`` from a config file) fails here, naming the field
-        d = defaults[k]
-        if v is None:
-            continue  # optional fields: the params' own validation decides
-        want = bool if isinstance(d, bool) else int if isinstance(d, int) else str if isinstance(d, str) else None
-        if want is not None and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
-            raise ConfigError(f"world {kind!r}: {k} must be {want.__name__}, got {v!r}")
+    """A world by kind with validated parameters; unknown names get did-you-mean errors and a
+    value of the wrong basic type (``hops="3"`` from a config file) an error naming the field,
+    by the rule policies follow (:func:`h9eval.core.registry.check_param_types`)."""
+    cls = WORLDS.get(kind)
+    WORLDS.check_params(kind, params, [f.name for f in dataclasses.fields(cls.params_type) if f.init])
+    WORLDS.check_param_types(kind, cls.params_type, params)
     return cls(cls.params_type(**params))
 
 
@@ -77,7 +78,5 @@ def parse_world_spec(text: str) -> tuple[str, int]:
     kind, sep, seed = text.partition(":")
     if not sep or not seed.strip().lstrip("-").isdigit():
         raise ConfigError(f"--world must be KIND:SEED (an integer seed), got {text!r}")
-    world_registry_kinds = world_registry()
-    if kind not in world_registry_kinds:
-        raise ConfigError(did_you_mean(kind, world_registry_kinds, what="world"))
+    WORLDS.get(kind)
     return kind, int(seed)

@@ -27,11 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from h9eval.closedloop.worlds.filler import filler, size_table, splice
 from h9eval.core.errors import ConfigError
+from h9eval.core.registry import Registry
 
 __all__ = [
     "FACT_POSITIONS",
     "OFFLOAD_DIR_PREFIX",
+    "RESULT_SIZES",
+    "TASK_FILE",
+    "WORLDS",
     "READ",
     "SIDE_EFFECT",
     "GroundFact",
@@ -41,45 +46,72 @@ __all__ = [
     "Violation",
     "World",
     "WorldParams",
+    "WorldScale",
     "register_world",
 ]
 
-FACT_POSITIONS = ("head", "tail")
+FACT_POSITIONS = ("head", "tail", "anywhere")
+RESULT_SIZES = ("fixed", "recorded")
+#: the workspace file holding the task statement (with ``task_file=True``)
+TASK_FILE = "TASK.md"
 READ = "read"
 SIDE_EFFECT = "side_effect"
 #: paths below this folder are harness9 offload files (served by the episode, not the world)
 OFFLOAD_DIR_PREFIX = ".harness9/tool_results/"
 
-_FILLER_WORDS = (
-    "scanned", "shard", "index", "warm", "cache", "entry", "verified", "segment", "buffer",
-    "flushed", "worker", "queue", "batch", "stable", "record", "offset", "window", "block",
-)
-
-
 @dataclass(frozen=True, kw_only=True)
 class WorldParams:
     """Parameters every world has (subclasses add their own fields)."""
 
-    #: bytes of deterministic filler appended to every observation (0 = none)
+    #: ``fixed``: every observation carries ``padding_bytes`` (± jitter) of filler; ``recorded``:
+    #: each observation's total size is drawn from the recorded sessions' tool-result sizes
+    #: (:func:`~h9eval.closedloop.worlds.filler.size_table`, times ``size_scale``)
+    result_sizes: str = "fixed"
+    #: bytes of deterministic filler (source, test logs, listings, search hits) added to every
+    #: observation with ``result_sizes="fixed"`` (0 = none)
     padding_bytes: int = 1500
     #: each observation's filler varies by up to this share of ``padding_bytes`` (seeded by the
     #: episode and the call), so that seeds differ in when compaction tiers are crossed
     padding_jitter_frac: float = 0.25
-    #: where the fact line sits in an observation: ``head`` (visible in an offload preview) or
-    #: ``tail`` (after the padding: only a full read, or a re-fetch of the offloaded file, shows it)
+    #: with ``result_sizes="recorded"``: every drawn size is multiplied by this, capped at the
+    #: largest recorded result (a stress knob: the scripted agent writes no reasoning text, so a
+    #: family's default scale makes up the bytes a model's turns would add)
+    size_scale: float = 1.0
+    #: where the fact lines sit in an observation: ``head`` (visible in an offload preview),
+    #: ``tail`` (after the filler: only a full read, or a re-fetch of the offloaded file, shows
+    #: them) or ``anywhere`` (between two filler lines drawn per call)
     fact_position: str = "head"
     #: items of a todo list stated in the task; each must be marked with ``mark_todo`` (0 = none)
     todo_items: int = 0
+    #: the task statement is also the workspace file ``TASK.md`` (``read_file``), and the system
+    #: prompt says so: an agent whose view lost the task can re-read it, as agents re-read an issue
+    task_file: bool = False
 
     def __post_init__(self) -> None:
         self._check(self.padding_bytes >= 0, "padding_bytes", "must be >= 0", self.padding_bytes)
         self._check(0.0 <= self.padding_jitter_frac < 1.0, "padding_jitter_frac", "must be in [0, 1)", self.padding_jitter_frac)
+        self._check(self.result_sizes in RESULT_SIZES, "result_sizes", f"must be one of {', '.join(RESULT_SIZES)}", self.result_sizes)
+        self._check(0.0 < self.size_scale <= 20.0, "size_scale", "must be in (0, 20]", self.size_scale)
         self._check(self.fact_position in FACT_POSITIONS, "fact_position", f"must be one of {', '.join(FACT_POSITIONS)}", self.fact_position)
         self._check(0 <= self.todo_items <= 20, "todo_items", "must be between 0 and 20", self.todo_items)
 
     def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
         if not ok:
             raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorldScale:
+    """A family's default scale: the parameters, window and step budget at which an episode runs
+    the length real sessions do (60-300 steps filling a 32k-200k window) and harness9's default
+    policy reaches its soft and full tiers. A sweep's ``scale = "default"`` uses it."""
+
+    #: world parameters (over the params dataclass's defaults)
+    params: Mapping[str, Any]
+    #: the compacting policies' ``context_window_tokens`` for this family
+    window_tokens: int
+    #: agent steps before the episode is cut off
+    max_steps: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +199,10 @@ class World:
     kind: ClassVar[str] = ""
     params_type: ClassVar[type[WorldParams]] = WorldParams
     tool_kinds: ClassVar[dict[str, str]] = {}
+    #: what the family stresses (one line; ``h9eval run --help`` and the README list it)
+    stresses: ClassVar[str] = ""
+    #: the family's default scale (see :class:`WorldScale`)
+    scale: ClassVar[WorldScale]
 
     def __init__(self, params: WorldParams | None = None) -> None:
         if params is None:
@@ -209,12 +245,15 @@ class World:
     # -- what the agent is shown ---------------------------------------------------------------
     @property
     def system_prompt(self) -> str:
-        return (
+        text = (
             "You are an agent working in a tool environment. Use exactly one tool per turn and pass "
             "only values you have seen in this conversation. Large tool results may be saved to a "
             "file; the placeholder names the path, and read_file(path) returns the full text. "
             "When the task is complete, reply without a tool call."
         )
+        if self.params.task_file:
+            text += f" The full task statement is in the file {TASK_FILE}."
+        return text
 
     @property
     def task_prompt(self) -> str:
@@ -290,42 +329,40 @@ class World:
     def _nonce(rng: random.Random, prefix: str) -> str:
         return f"{prefix}-{rng.getrandbits(32):08x}"
 
-    def _observe(self, fact_lines: str, *, tag: str = "") -> str:
-        """``fact_lines`` plus this step's filler, placed per ``fact_position``."""
-        # filler keyed by the call, not the step: the same call on the same state reads the same
-        pad = self._padding(self._pad_bytes(self._call_key), f"{self._state['pad_seed']}:{self._call_key}:{tag}")
-        if not pad:
-            return fact_lines
-        if self.params.fact_position == "tail":
-            return pad + "\n" + fact_lines
-        return fact_lines + "\n" + pad
+    def _observe(self, fact_lines: str, *, tag: str = "", kind: str | None = None) -> str:
+        """``fact_lines`` plus this call's filler (of ``kind``, else one drawn from the call), placed
+        per ``fact_position``."""
+        # filler keyed by the call and what it reports, not the step: the same call on the same
+        # state reads the same, and a call that reports something new (next_ticket) is a new result
+        call = self._call_key if self.params.result_sizes == "fixed" else f"{self._call_key}\0{fact_lines}"
+        key = f"{self._state['pad_seed']}:{call}:{tag}"
+        nbytes = self._pad_bytes(call)
+        if self.params.result_sizes == "recorded":
+            nbytes = max(nbytes - len(fact_lines.encode("utf-8")) - 1, 0)
+        return splice(fact_lines, filler(nbytes, key, kind), self.params.fact_position, key)
 
     def _pad_bytes(self, key: str) -> int:
+        """Filler bytes (``fixed``) or the result's total size (``recorded``) for call ``key``."""
         p = self.params
+        if p.result_sizes == "recorded":
+            u = random.Random(f"{self._state['pad_seed']}:size:{key}").random()
+            table = size_table()
+            # scaled, but never beyond the largest recorded result: the tail stays the recorded one
+            return min(round(table.draw(u) * p.size_scale), table.sizes_bytes[-1])
         if not p.padding_bytes or not p.padding_jitter_frac:
             return p.padding_bytes
         u = random.Random(f"{self._state['pad_seed']}:jitter:{key}").uniform(-1.0, 1.0)
         return max(round(p.padding_bytes * (1.0 + p.padding_jitter_frac * u)), 0)
 
     @staticmethod
-    def _padding(nbytes: int, seed: str) -> str:
-        """``nbytes`` (exactly) of log-like filler lines; never contains a nonce-shaped token."""
-        if nbytes <= 0:
-            return ""
-        rng = random.Random(seed)
-        lines: list[str] = []
-        total = 0
-        i = 0
-        while total < nbytes:
-            i += 1
-            words = " ".join(rng.choice(_FILLER_WORDS) for _ in range(6))
-            line = f"log {i:04d}: {words} {rng.randrange(1000)}"
-            lines.append(line)
-            total += len(line) + 1
-        return "\n".join(lines)[:nbytes]
+    def _padding(nbytes: int, seed: str, kind: str | None = None) -> str:
+        """``nbytes`` (exactly) of filler; never contains a nonce-shaped token."""
+        return filler(nbytes, seed, kind)
 
     def _tool_read_file(self, args: dict[str, Any]) -> str:
         path = str(args["path"])
+        if path == TASK_FILE and self.params.task_file:
+            return self.task_prompt
         files = self._files()
         if path in files:
             return files[path]
@@ -363,17 +400,15 @@ def _spec(name: str, description: str, props: Mapping[str, str]) -> dict[str, An
 
 tool_spec = _spec
 
-_WORLDS: dict[str, type[World]] = {}
+#: every world by kind (the one registry type; a second registration of a kind is an error)
+WORLDS: Registry[type[World]] = Registry("world")
 
 
 def register_world(cls: type[World]) -> type[World]:
     """Class decorator: register a world under its ``kind`` (a second registration is an error)."""
     if not cls.kind:
         raise TypeError(f"{cls.__name__} has no kind")
-    if cls.kind in _WORLDS and _WORLDS[cls.kind] is not cls:
-        raise TypeError(f"world kind {cls.kind!r} is already registered by {_WORLDS[cls.kind].__name__}")
-    _WORLDS[cls.kind] = cls
-    return cls
+    return WORLDS.add(cls.kind, cls)
 
 
 def params_dict(params: WorldParams) -> dict[str, Any]:

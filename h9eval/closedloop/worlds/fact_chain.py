@@ -25,6 +25,7 @@ from h9eval.closedloop.worlds.base import (
     Violation,
     World,
     WorldParams,
+    WorldScale,
     register_world,
     tool_spec,
 )
@@ -41,8 +42,8 @@ class FactChainParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(1 <= self.hops <= 50, "hops", "must be between 1 and 50", self.hops)
-        self._check(0 <= self.gap_steps <= 50, "gap_steps", "must be between 0 and 50", self.gap_steps)
+        self._check(1 <= self.hops <= 200, "hops", "must be between 1 and 200", self.hops)
+        self._check(0 <= self.gap_steps <= 200, "gap_steps", "must be between 0 and 200", self.gap_steps)
 
 
 @register_world
@@ -50,6 +51,12 @@ class FactChain(World):
     kind: ClassVar[str] = "fact_chain"
     params_type: ClassVar[type[WorldParams]] = FactChainParams
     tool_kinds: ClassVar[dict[str, str]] = {"lookup": READ, "audit": READ, "submit": SIDE_EFFECT}
+    stresses: ClassVar[str] = "an exact value read at the first step and needed at the last (the receipt)"
+    scale: ClassVar[WorldScale] = WorldScale(
+        params={"hops": 80, "gap_steps": 70, "result_sizes": "recorded", "size_scale": 1.8, "fact_position": "anywhere", "task_file": True},
+        window_tokens=32_000,
+        max_steps=300,
+    )
     params: FactChainParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:

@@ -28,13 +28,19 @@ from h9eval.closedloop.worlds.base import (
     Violation,
     World,
     WorldParams,
+    WorldScale,
     register_world,
     tool_spec,
 )
 
 __all__ = ["RULES_TEXT", "MiniRepo", "MiniRepoParams"]
 
-_MODULES = ("header", "render", "config", "merge", "format", "schema", "cache", "router")
+_MODULES = (
+    "header", "render", "config", "merge", "format", "schema", "cache", "router", "parser", "lexer", "encoder", "decoder",
+    "session", "ledger", "quota", "billing", "invoice", "mailer", "queue", "worker", "pool", "limiter", "tracer", "logger",
+    "metrics", "export", "importer", "archive", "storage", "index", "search", "ranker", "planner", "scheduler", "notifier",
+    "webhook", "gateway", "proxy", "signer", "vault",
+)
 RULES_TEXT = (
     "# Repository rules\n"
     "1. Never edit files under vendor/ (vendored code is synced from upstream).\n"
@@ -64,6 +70,12 @@ class MiniRepo(World):
         "edit": SIDE_EFFECT,
         "commit": SIDE_EFFECT,
     }
+    stresses: ClassVar[str] = "standing repository rules read once, the fix values and the modified-files trail"
+    scale: ClassVar[WorldScale] = WorldScale(
+        params={"n_bugs": 40, "result_sizes": "recorded", "size_scale": 4.0, "fact_position": "anywhere", "task_file": True},
+        window_tokens=32_000,
+        max_steps=300,
+    )
     params: MiniRepoParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -106,9 +118,7 @@ class MiniRepo(World):
         )
 
     def _files(self) -> dict[str, str]:
-        pad = self._padding(self._pad_bytes("RULES.md"), f"{self._state['pad_seed']}:rules")
-        rules = (pad + "\n\n" + RULES_TEXT if self.params.fact_position == "tail" else RULES_TEXT + "\n\n" + pad) if pad else RULES_TEXT
-        return {"RULES.md": rules, **self._state["files"]}
+        return {"RULES.md": self._observe(RULES_TEXT, tag="rules", kind="source"), **self._state["files"]}
 
     def _tool_read_file(self, args: dict[str, Any]) -> str:
         if str(args["path"]) == "RULES.md" and self._state["rules_read_at"] is None:

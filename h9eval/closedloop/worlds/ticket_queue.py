@@ -28,6 +28,7 @@ from h9eval.closedloop.worlds.base import (
     Violation,
     World,
     WorldParams,
+    WorldScale,
     register_world,
     tool_spec,
 )
@@ -67,6 +68,12 @@ class TicketQueue(World):
         "reply": SIDE_EFFECT,
         "close_ticket": SIDE_EFFECT,
     }
+    stresses: ClassVar[str] = "side effects that must happen exactly once, a mid-episode correction"
+    scale: ClassVar[WorldScale] = WorldScale(
+        params={"n_tickets": 40, "correction_after": 14, "result_sizes": "recorded", "size_scale": 3.0, "fact_position": "anywhere", "task_file": True},
+        window_tokens=32_000,
+        max_steps=300,
+    )
     params: TicketQueueParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -152,14 +159,15 @@ class TicketQueue(World):
         if self._after_correction() and open_ticket is not None:
             self._state["violations"].append(Violation(self._step, "escalate_after_correction", f"refunded {order} after the correction"))
         self._state["refunds"].append((order, amount, rid, self._step))
-        return f"Refund {rid} issued for order {order} ({amount})."
+        # the payment gateway's log comes back with the confirmation
+        return self._observe(f"Refund {rid} issued for order {order} ({amount}).", tag="refund", kind="test_log")
 
     def _tool_escalate(self, args: dict[str, Any]) -> str:
         tid = str(args["ticket_id"])
         if self._ticket(tid) is None:
             return f"Error: no such ticket: {tid}"
         self._state["escalations"].append((tid, self._step))
-        return f"Ticket {tid} escalated."
+        return self._observe(f"Ticket {tid} escalated.", tag="escalate", kind="listing")
 
     def _tool_reply(self, args: dict[str, Any]) -> str:
         tid = str(args["ticket_id"])

@@ -59,7 +59,7 @@ def make_policy(kind: str, /, **params: Any) -> Policy:
     """Build a registered policy; unknown kinds and parameters get did-you-mean errors."""
     cls = POLICIES.get(kind)
     POLICIES.check_params(kind, params, policy_param_names(kind))
-    _check_param_types(cls, kind, params)
+    POLICIES.check_param_types(kind, cls, params)
     try:
         return cls(**params)  # type: ignore[call-arg]
     except TypeError as e:
@@ -69,46 +69,6 @@ def make_policy(kind: str, /, **params: Any) -> Policy:
 def policy_param_names(kind: str) -> list[str]:
     """The parameters policy ``kind`` accepts (its init fields); an unknown kind gets a did-you-mean."""
     return [f.name for f in dataclasses.fields(POLICIES.get(kind)) if f.init]  # type: ignore[arg-type]
-
-
-def _check_param_types(cls: type, kind: str, params: Mapping[str, Any]) -> None:
-    """Refuse a value of the wrong basic type (``warn_frac="abc"`` from ``--set``) with an error
-    naming the field, before the policy's own validation compares it and fails with a bare
-    ``TypeError: '<' not supported``. Only int/float/bool/str (optionally ``| None``) are
-    checked; other annotations (tuples...) are left to the policy's own validation."""
-    import types
-    import typing
-
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # an annotation that does not resolve: leave it to the policy
-        return
-    for name, value in params.items():
-        hint = hints.get(name)
-        if hint is None:
-            continue
-        args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
-        optional = type(None) in args
-        kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
-        if value is None:
-            if not optional:
-                raise ConfigError(f"policy {kind!r}: {name} must not be null")
-            continue
-        ok = False
-        for k in kinds:
-            if k is bool:
-                ok = ok or isinstance(value, bool)
-            elif k is int:
-                ok = ok or (isinstance(value, int) and not isinstance(value, bool))
-            elif k is float:
-                ok = ok or (isinstance(value, int | float) and not isinstance(value, bool))
-            elif k is str:
-                ok = ok or isinstance(value, str)
-            else:
-                ok = True  # a type this check does not know: left to the policy
-        if not ok:
-            want = " or ".join({bool: "a boolean", int: "an integer", float: "a number", str: "a string"}[k] for k in kinds)
-            raise ConfigError(f"policy {kind!r}: {name} must be {want}{' or null' if optional else ''}, got {value!r}")
 
 
 def policy_from_dict(d: Mapping[str, Any]) -> Policy:
