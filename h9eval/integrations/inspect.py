@@ -11,9 +11,9 @@ Three uses, each a few lines for a user of ``inspect-ai``:
 * :func:`register_inspect_policies`: Inspect's ``CompactionTrim`` and ``CompactionEdit`` as the
   h9eval policies ``inspect_trim`` and ``inspect_edit``, which call Inspect's own implementation,
   so a sweep compares them with harness9's tiers under the same probes and ledger.
-* :func:`run_to_eval_log` / :func:`sweep_to_eval_log` write h9eval results as Inspect eval logs
-  that ``inspect view`` opens (one sample per task and configuration: the view sent at each call as
-  model events, the compactions as compaction events, the run's numbers as scores);
+* :func:`run_to_eval_log` writes an h9eval run as an Inspect eval log that ``inspect view`` opens
+  (one sample: the view sent at each call as model events, the compactions as compaction events,
+  the run's numbers as scores);
   :func:`tasks_from_eval_log` reads Inspect eval logs back as recorded tasks.
 
 How an h9eval policy runs inside Inspect: Inspect's compaction handler calls the strategy only
