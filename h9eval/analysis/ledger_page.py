@@ -90,7 +90,10 @@ def replay_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) -
     if not tasks:
         raise FormatError(f"task {manifest['task']['task_id']!r} not found at its source again", path=str(mpath))
     policy = make_policy(manifest["policy"]["kind"], **manifest["policy"]["params"])
-    cfg = ReplayConfig(**{**manifest["replay"], "keep_views": True})
+    # billing never changes a view: the replay bills with the defaults (the manifest holds the
+    # run's billing as plain data, which the page does not need)
+    replay_d = {k: v for k, v in manifest["replay"].items() if k != "billing"}
+    cfg = ReplayConfig(**{**replay_d, "keep_views": True})
     summarizer = _summarizer(manifest.get("summarizer"), mpath)
     with tempfile.TemporaryDirectory(prefix="h9eval-ledger-") as work:
         return replay(tasks[0], policy, summarizer=summarizer, config=cfg, run_id=manifest["run_id"],

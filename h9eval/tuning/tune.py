@@ -702,6 +702,19 @@ def _comment(b: Any, *, window: int, model: str | None, history_mode: str, margi
     )
 
 
+def _checked_grid(grid: Mapping[str, Sequence[Any]] | None) -> dict[str, Any]:
+    """The grid to search (default :data:`DEFAULT_GRID`), each key a progressive parameter with a
+    non-empty list of values."""
+    g = dict(grid) if grid is not None else dict(DEFAULT_GRID)
+    fields = {f.name for f in dataclasses.fields(ProgressiveCompactor)}
+    for k in g:
+        if k not in fields:
+            raise ConfigError(did_you_mean(k, sorted(fields), what="parameter of policy 'progressive'"))
+        if not isinstance(g[k], (list, tuple)) or not g[k]:
+            raise ConfigError(f"grid.{k} must be a non-empty list, got {g[k]!r}")
+    return g
+
+
 def tune(
     tasks: Sequence[Any],
     *,
@@ -769,14 +782,7 @@ def tune(
         tasks, window=window, model=model, models=models, refine_rounds=refine_rounds, workers=workers,
         history_mode=history_mode, safety_margin_frac=safety_margin_frac,
     )
-    g = dict(grid) if grid is not None else dict(DEFAULT_GRID)
-
-    fields = {f.name for f in dataclasses.fields(ProgressiveCompactor)}
-    for k in g:
-        if k not in fields:
-            raise ConfigError(did_you_mean(k, sorted(fields), what="parameter of policy 'progressive'"))
-        if not isinstance(g[k], (list, tuple)) or not g[k]:
-            raise ConfigError(f"grid.{k} must be a non-empty list, got {g[k]!r}")
+    g = _checked_grid(grid)
     given = dict(base_params or {})
     # the one window rule of every run: a base_params window of another value is an error, not replaced
     base = {**given, "context_window_tokens": run_window(make_policy("progressive", **given), window,

@@ -791,12 +791,6 @@ def _(t: Path) -> Case:
     return Case(["report", str(d)], [r"my-thesis: no manifest\.json; not an h9eval sweep results folder"], [d])
 
 
-@case("report/run-folder-not-sweep")
-def _(t: Path) -> Case:
-    out = existing_run(t)
-    return Case(["report", str(out)], [r"manifest\.json: not an h9eval sweep manifest \(kind 'run'"], [out])
-
-
 @case("report/unknown-schema-version")
 def _(t: Path) -> Case:
     sw = existing_sweep(t)
@@ -886,7 +880,7 @@ def _(t: Path) -> Case:
 
 @case("report/no-arguments")
 def _(t: Path) -> Case:
-    return Case(["report"], [r"give a sweep RESULTS_DIR, or --records DIR --out DIR"])
+    return Case(["report"], [r"give a sweep.s or a run.s RESULTS_DIR, or --records DIR --out DIR"])
 
 
 

@@ -142,7 +142,9 @@ _EPISODE_FILES = ("episodes.parquet", "calls.parquet")
 
 def is_episode_folder(folder: Path) -> bool:
     """``folder`` holds one closed-loop episode (``h9eval run --world ... --out``)."""
-    return _manifest(folder) is None and all((folder / f).is_file() for f in _EPISODE_FILES)
+    # an episode folder has no manifest at all: a sweep's folder whose manifest is corrupt also holds
+    # these tables, and must reach load_results, which names the manifest's problem
+    return not (folder / MANIFEST).exists() and all((folder / f).is_file() for f in _EPISODE_FILES)
 
 
 def load_episode_folder(folder: Path) -> Results:
