@@ -22,15 +22,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.registry import Registry
 from h9eval.core.tokens import estimate_tokens
 from h9eval.tasks.model import Task
-
-if TYPE_CHECKING:
-    import datasets
 
 __all__ = [
     "ADAPTERS",
@@ -551,10 +548,3 @@ def parse_dataset_spec(spec: str) -> tuple[str, str, int | None]:
     if not body:
         raise ConfigError(f"task spec {spec!r}: expected dataset:PATH_OR_ID[:SPLIT][#ROW]")
     return body, split, row
-
-
-def rows_to_dataset(rows: list[Mapping[str, Any]]) -> datasets.Dataset:
-    """Rows (dicts) as an in-memory :class:`datasets.Dataset` (the fixtures and sample caches)."""
-    import datasets
-
-    return datasets.Dataset.from_list([dict(r) for r in rows])
