@@ -66,8 +66,16 @@ _WS = re.compile(r"\s+")
 _DIGITS = re.compile(r"\d+")
 
 
+# ASCII characters normalize() replaces by a space: all but word characters, whitespace and ./:-
+_ASCII_NOT_KEPT = {i: " " for i in range(128) if not (chr(i).isalnum() or chr(i) in "_./:-" or chr(i).isspace())}
+
+
 def normalize(text: str) -> str:
     """Casefolded text with formatting punctuation removed and whitespace collapsed (see module)."""
+    if text.isascii():
+        # the same result without the regular expressions, a fifth of their time (loading a
+        # 10^5-message session normalises every message once)
+        return " ".join(text.lower().translate(_ASCII_NOT_KEPT).split())
     t = _NOT_KEPT.sub(" ", text.casefold())
     return _WS.sub(" ", t).strip()
 

@@ -165,3 +165,20 @@ def test_view_cache_searches_each_piece_once(monkeypatch) -> None:
         whole += len(idx.text)
         assert not idx.fuzzy_present(term) and not idx.exact_present(term)
     assert 0 < aligned[0] < whole / 3, (aligned[0], whole)
+
+
+def test_normalize_ascii_fast_path_agrees_with_the_regular_expressions() -> None:
+    """ASCII text is normalised by a translation table; it must give what the two regular
+    expressions give (every ASCII character, control characters and \\x1c-\\x1f included)."""
+    import random
+
+    from h9eval.tasks import text
+
+    def by_regex(s: str) -> str:
+        return text._WS.sub(" ", text._NOT_KEPT.sub(" ", s.casefold())).strip()
+
+    rng = random.Random(3)
+    samples = ["".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 80))) for _ in range(3000)]
+    samples += ["".join(chr(i) for i in range(128)), "  Src/App.PY,  `port`: 8080\\n\\tOK  "]
+    for s in samples:
+        assert s.isascii() and text.normalize(s) == by_regex(s), repr(s)
