@@ -478,10 +478,8 @@ class ViewTexts:
         with self._lock:
             self._gen += 1
             gen = self._gen
-            for states in (self._exact, self._fuzzy):
-                stale = [k for k, s in states.items() if s.used < gen - _STALE_GENERATIONS]
-                for k in stale:
-                    del states[k]
+            self._exact = {k: s for k, s in self._exact.items() if s.used >= gen - _STALE_GENERATIONS}
+            self._fuzzy = {k: s for k, s in self._fuzzy.items() if s.used >= gen - _STALE_GENERATIONS}
         return ViewTextIndex("\n".join(parts), **kw, views=self, parts=parts, generation=gen)
 
     def text_index(self, text: str, **kw: Any) -> TextIndex:

@@ -182,3 +182,22 @@ def test_normalize_ascii_fast_path_agrees_with_the_regular_expressions() -> None
     samples += ["".join(chr(i) for i in range(128)), "  Src/App.PY,  `port`: 8080\\n\\tOK  "]
     for s in samples:
         assert s.isascii() and text.normalize(s) == by_regex(s), repr(s)
+
+
+def test_view_cache_forgets_terms_no_view_asks_about() -> None:
+    """A term's cached pieces are dropped once views stop asking about it, and each term keeps
+    only the pieces of the latest view it was asked about (the cache's memory stays bounded)."""
+    from h9eval.core.messages import Message
+    from h9eval.tasks import text
+    from h9eval.tasks.text import ViewTexts
+
+    msgs = [Message("user", f"message {i} about src/mod_{i}.py") for i in range(200)]
+    cache = ViewTexts()
+    cache.index(msgs[:50]).present("src/never_there.py")
+    assert set(cache._exact) == {text.normalize("src/never_there.py")}
+    assert len(cache._exact[text.normalize("src/never_there.py")].neg) == 50
+    cache.index(msgs[40:60]).present("src/never_there.py")
+    assert len(cache._exact[text.normalize("src/never_there.py")].neg) == 20  # only the latest view's
+    for i in range(text._STALE_GENERATIONS + 1):
+        cache.index(msgs[i : i + 5]).present("message")
+    assert text.normalize("src/never_there.py") not in cache._exact and text.normalize("message") in cache._exact
