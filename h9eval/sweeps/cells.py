@@ -133,6 +133,13 @@ class Cell:
         d["summarizer_variants"] = list(self.summarizer_variants)
         return d
 
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> Cell:
+        """The cell again from its manifest entry (:meth:`to_dict`'s inverse; the hash is recomputed
+        from the fields, so an entry edited by hand no longer matches its ``cell_hash``)."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names})
+
 
 @dataclass(frozen=True, kw_only=True)
 class SkippedCell:

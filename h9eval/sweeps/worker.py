@@ -41,7 +41,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -50,7 +50,8 @@ _SUMMARIZERS: dict[str, Any] = {}
 # The replay summary's keys copied into the run row, in order.
 
 
-def _load_task(cell: Cell) -> Task:
+def load_cell_task(cell: Cell) -> Task:
+    """The task of a replay cell, as its worker loads it (a small per-process cache)."""
     if cell.world_kind:  # an exported world: its keep_all episode, rebuilt (deterministic, fast)
         return _world_task(cell)
     for spec in dict.fromkeys((cell.task_source, cell.task_spec)):
@@ -196,7 +197,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
     """Replay a replay cell's task as the sweep does (its policy, window, mode, summarizer, probes
     and ledger), without writing the cell: the worker writes it; the ledger page replays one again
     with ``keep_views`` to show what each compaction took out of the view."""
-    task = _load_task(cell)
+    task = load_cell_task(cell)
     # the cell's window, for every policy (the spec refused a conflicting explicit one)
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
     cfg = ReplayConfig(
