@@ -179,7 +179,8 @@ def tasks_from_eval_log(path: str | os.PathLike[str]) -> list[Task]:
     _require_inspect()
     from inspect_ai.log import read_eval_log
 
-    log = read_eval_log(str(path))
+    # long texts are stored as attachments (``attachment://<hash>``): read them as the texts
+    log = read_eval_log(str(path), resolve_attachments=True)
     shown = str(path)
     out = []
     for s in log.samples or []:
@@ -193,7 +194,7 @@ def tasks_from_eval_log(path: str | os.PathLike[str]) -> list[Task]:
     return out
 
 
-def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[str, Any]], *,
+def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[Any, Any]], *,
             start: dt.datetime | None = None, key: str = "") -> list[Any]:
     """The model event of each call (its view as the input), each compaction as a compaction event
     before it. With ``start``, event ids and times are made from ``key``, the call index and the

@@ -138,7 +138,8 @@ class Cell:
         """The cell again from its manifest entry (:meth:`to_dict`'s inverse; the hash is recomputed
         from the fields, so an entry edited by hand no longer matches its ``cell_hash``)."""
         names = {f.name for f in dataclasses.fields(cls) if f.init}
-        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names})
+        values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names}
+        return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
