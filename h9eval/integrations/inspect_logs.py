@@ -197,19 +197,25 @@ def tasks_from_eval_log(path: str | os.PathLike[str]) -> list[Task]:
 def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[Any, Any]], *,
             start: dt.datetime | None = None, key: str = "") -> list[Any]:
     """The model event of each call (its view as the input), each compaction as a compaction event
-    before it. With ``start``, event ids and times are made from ``key``, the call index and the
-    call's time (``call_at_s``), not from the clock: the same input gives the same log."""
-    from inspect_ai.event import CompactionEvent, ModelEvent
+    before it, in one span (Inspect's viewer shows the events of spans). With ``start``, event ids
+    and times are made from ``key``, the call index and the call's time (``call_at_s``), not from
+    the clock: the same input gives the same log."""
+    from inspect_ai.event import CompactionEvent, ModelEvent, SpanBeginEvent, SpanEndEvent
     from inspect_ai.model import GenerateConfig, ModelOutput
 
-    events: list[Any] = []
+    span = f"{key or 'replay'}-span"
+    at = 0.0
+
+    def fixed(uuid: str) -> dict[str, Any]:
+        if start is None:
+            return {"span_id": span}
+        return {"uuid": uuid, "span_id": span, "timestamp": start + dt.timedelta(seconds=at), "working_start": at}
+
+    events: list[Any] = [SpanBeginEvent(id=span, name="h9eval replay", type="agent", **fixed(f"{key}-b"))]
     for view, call in zip(views, calls):
         i = int(call["call_index"])
-        fixed: dict[str, Any] = {}
-        if start is not None:
-            at = float(call.get("call_at_s", math.nan))
-            at = float(i) if math.isnan(at) else at
-            fixed = {"timestamp": start + dt.timedelta(seconds=at), "working_start": at, "span_id": None}
+        when = float(call.get("call_at_s", math.nan))
+        at = float(i) if math.isnan(when) else when
         inputs = to_inspect(view)
         if start is not None:
             _stable_ids(view, inputs)
@@ -218,14 +224,14 @@ def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[Any, Any
                     "messages_after": int(call["msgs_after"])}
             events.append(CompactionEvent(type="summary" if call["summarizer_calls"] else "edit", source="h9eval",
                                           tokens_before=int(call["history_tokens"]),
-                                          tokens_after=int(call["view_tokens"]), metadata=meta,
-                                          **({"uuid": f"{key}-c{i}", **fixed} if fixed else {})))
+                                          tokens_after=int(call["view_tokens"]), metadata=meta, **fixed(f"{key}-c{i}")))
         text = f"(call {i}: {int(call['tokens_sent'])} tokens sent, tier {call['tier_name']})"
         output = ModelOutput.from_content("replay", text)
         if start is not None:
             output.choices[0].message.id = f"{key}-o{i}"
         events.append(ModelEvent(model="replay", input=inputs, tools=[], tool_choice="auto", config=GenerateConfig(),
-                                 output=output, **({"uuid": f"{key}-m{i}", **fixed} if fixed else {})))
+                                 output=output, **fixed(f"{key}-m{i}")))
+    events.append(SpanEndEvent(id=span, **fixed(f"{key}-e")))
     return events
 
 
@@ -269,6 +275,10 @@ def run_to_eval_log(result: ReplayResult, task: Task, path: str | os.PathLike[st
     )
     write_eval_log(log, str(path))
     return Path(path)
+
+
+_HEADLINE_SCORES = ("retention", "tokens_saved")
+"""The scores a log lists first (Inspect's viewer shows the first as the log's score)."""
 
 
 # -- a sweep as eval logs --------------------------------------------------------------------------
@@ -384,7 +394,9 @@ def _config_log(res: Any, entry: Mapping[str, Any], label: str, mode: str, sampl
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalMetric, EvalResults, EvalScore, EvalSpec
 
     sweep_name = str(res.manifest.get("name", ""))
-    names = sorted({k for s in samples for k in (s.scores or {})})
+    # the first score is the one ``inspect view`` lists beside each log: h9eval's two headline numbers first
+    names = sorted({k for s in samples for k in (s.scores or {})},
+                   key=lambda k: (_HEADLINE_SCORES.index(k) if k in _HEADLINE_SCORES else len(_HEADLINE_SCORES), k))
     scores = []
     for k in names:
         values = [float(s.scores[k].value) for s in samples if s.scores and k in s.scores]  # type: ignore[arg-type]
