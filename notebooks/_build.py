@@ -1014,11 +1014,13 @@ NOTEBOOKS["10-inspect"] = [
         """# Inspect's compaction strategies against harness9's tiers
 
 Inspect (`inspect-ai`) ships its own compaction strategies. `h9eval.integrations.inspect`
-registers two of them as h9eval policies that call Inspect's own code: `inspect_trim`
-(`CompactionTrim`: keep the input and the last 80 % of the messages) and `inspect_edit`
-(`CompactionEdit`: clear all but the last 3 tool results). This notebook sweeps them with
-harness9's default and the `keep_all` control over a few of the demo's tasks, under the same
-probes and loss ledger, and compares tokens saved, retention and item survival.
+registers three of them as h9eval policies that call Inspect's own code: `inspect_trim`
+(`CompactionTrim`: keep the input and the last 80 % of the messages), `inspect_edit`
+(`CompactionEdit`: clear all but the last 3 tool results) and `inspect_summary`
+(`CompactionSummary`: the input and one summary replace the conversation; its summary model is
+h9eval's summarizer, the offline extractor here). This notebook sweeps them with harness9's default
+and the `keep_all` control over a few of the demo's tasks, under the same probes and loss ledger,
+compares tokens saved, retention and item survival, and exports the sweep as Inspect eval logs.
 
 The cells run in this process (`workers=0`): Inspect's strategies are registered in this process by
 `register_inspect_policies()`, which worker processes do not call. The summaries of harness9's tiers are the
@@ -1042,7 +1044,7 @@ from pathlib import Path
 import pandas as pd
 
 from h9eval.integrations.inspect import register_inspect_policies
-register_inspect_policies()  # inspect_trim and inspect_edit
+register_inspect_policies()  # inspect_trim, inspect_edit and inspect_summary
 from h9eval import load_results, sweep
 from h9eval.analysis import metrics as M
 from h9eval.analysis.ledger import survival_curves, survival_plot
@@ -1059,6 +1061,7 @@ spec = {
         {"kind": "progressive", "name": "harness9-default"},
         {"kind": "inspect_trim"},
         {"kind": "inspect_edit"},
+        {"kind": "inspect_summary"},
         {"kind": "keep_all"},
     ],
     "probes": {"scorers": ["recall"], "every_k": 10},
@@ -1076,8 +1079,29 @@ M.config_metrics(run_metrics, ("tokens_saved", "retention"))[
     ("code", "survival_plot(survival_curves(results.ledger, results.runs), history_mode=history_mode)"),
     (
         "md",
-        """Two tasks give wide intervals, and the retention of harness9's tiers here is the offline
-stand-in's. `h9eval compare RESULTS harness9-default inspect_trim` gives the paired verdict over
+        """The same sweep as Inspect eval logs (`h9eval export RESULTS DIR --format inspect`): one log
+per configuration, one sample per task, the view sent at each call as a model event, each
+compaction as a compaction event and the numbers above as scores; `inspect view --log-dir DIR`
+opens them beside your other Inspect logs.""",
+    ),
+    (
+        "code",
+        """from inspect_ai.log import read_eval_log
+
+from h9eval.integrations.inspect import sweep_to_eval_logs
+
+exported = sweep_to_eval_logs(res.out_dir, out_dir / "inspect-logs", overwrite=True)
+logs = [read_eval_log(str(p)) for p in exported.logs]
+pd.DataFrame([{"model": log.eval.model, "samples": len(log.samples),
+               **{s.name: round(s.metrics["mean"].value, 3) for s in log.results.scores[:2]},
+               "compaction events": sum(e.event == "compaction" for s in log.samples for e in s.events)}
+              for log in logs])""",
+    ),
+    (
+        "md",
+        """Two tasks give wide intervals, and the retention of harness9's tiers and of
+`inspect_summary` here is the offline stand-in's (an extractor answering whatever Inspect's
+prompt asks). `h9eval compare RESULTS harness9-default inspect_trim` gives the paired verdict over
 tasks; to run harness9's policy inside your own Inspect agents use `H9Compaction` (README,
 section Inspect).""",
     ),

@@ -144,16 +144,32 @@ def to_inspect(view: Sequence[Message], originals: Sequence[ChatMessage] = (),
     return [by_obj.get(id(m)) or _to_one(m, functions) for m in view]
 
 
-def _stable_ids(view: Sequence[Message], inspect_view: Sequence[ChatMessage]) -> None:
-    """Give the converted messages ids made from their content (and their rank among equal
-    messages of the view), in place of Inspect's random ones: the same export is the same file,
-    and a message kept across calls keeps its id, so Inspect's log stores it once."""
-    seen: dict[str, int] = {}
-    for m, im in zip(view, inspect_view):
-        key = json.dumps([m.role, m.content, m.tool_call_id, [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls], m.is_error])
-        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        seen[digest] = seen.get(digest, 0) + 1
-        im.id = f"{digest}-{seen[digest]}"
+class _Converter:
+    """Converts the views of one run, each message object once (a kept message is the same object
+    in every later view, so a run of ``n`` calls converts ``O(n)`` messages, not ``O(n^2)``). With
+    ``stable_ids``, a message's id is made from its content and its rank among equal messages met
+    before, in place of Inspect's random one: the same export is the same file, and a message kept
+    across calls keeps its id, so Inspect's log stores it once."""
+
+    def __init__(self, *, stable_ids: bool) -> None:
+        self.stable_ids = stable_ids
+        self._done: dict[int, tuple[Message, ChatMessage]] = {}  # the message kept alive with its id
+        self._seen: dict[str, int] = {}
+
+    def __call__(self, view: Sequence[Message]) -> list[ChatMessage]:
+        new = [m for m in view if id(m) not in self._done]
+        if new:
+            functions = {tc.id: tc.name for m in view for tc in m.tool_calls}
+            for m in new:
+                im = _to_one(m, functions)
+                if self.stable_ids:
+                    key = json.dumps([m.role, m.content, m.tool_call_id,
+                                      [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls], m.is_error])
+                    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+                    self._seen[digest] = self._seen.get(digest, 0) + 1
+                    im.id = f"{digest}-{self._seen[digest]}"
+                self._done[id(m)] = (m, im)
+        return [self._done[id(m)][1] for m in view]
 
 
 # -- eval logs, both ways -------------------------------------------------------------------------
@@ -211,14 +227,13 @@ def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[Any, Any
             return {"span_id": span}
         return {"uuid": uuid, "span_id": span, "timestamp": start + dt.timedelta(seconds=at), "working_start": at}
 
+    convert = _Converter(stable_ids=start is not None)
     events: list[Any] = [SpanBeginEvent(id=span, name="h9eval replay", type="agent", **fixed(f"{key}-b"))]
     for view, call in zip(views, calls):
         i = int(call["call_index"])
         when = float(call.get("call_at_s", math.nan))
         at = float(i) if math.isnan(when) else when
-        inputs = to_inspect(view)
-        if start is not None:
-            _stable_ids(view, inputs)
+        inputs = convert(view)
         if bool(call["compacted"]):
             meta = {"tier": call["tier_name"], "call_index": i, "messages_before": int(call["msgs_before"]),
                     "messages_after": int(call["msgs_after"])}
@@ -376,8 +391,7 @@ def _sweep_sample(res: Any, entry: Mapping[str, Any], row: Mapping[str, Any], st
     assert result.views is not None  # keep_views=True
     calls = stored.to_dict("records")
     task = load_cell_task(cell)
-    transcript = to_inspect(list(task.messages))
-    _stable_ids(list(task.messages), transcript)
+    transcript = _Converter(stable_ids=True)(list(task.messages))
     first_user = next((m.content for m in task.messages if m.role == "user"), "")
     return EvalSample(
         id=cell.task_id, epoch=cell.repeat + 1, input=first_user[:2000], target="", messages=transcript,
