@@ -1,4 +1,6 @@
-"""Inspect interoperability (the optional extra ``h9eval[inspect]``; nothing else in h9eval imports it).
+"""Inspect interoperability (the optional extra ``h9eval[inspect]``; nothing else in h9eval imports it:
+the ``export`` command imports only :mod:`h9eval.integrations.inspect_logs`, which imports Inspect
+when called).
 
 Three uses, each a few lines for a user of ``inspect-ai``:
 
@@ -8,13 +10,16 @@ Three uses, each a few lines for a user of ``inspect-ai``:
   messages, offload placeholders); a policy that summarises asks Inspect's own model (the agent's
   model, or ``summarizer_model``) unless an h9eval summarizer is given; every compaction record is
   logged in the sample's transcript as an info event ``{"h9eval_compaction": record}``.
-* :func:`register_inspect_policies`: Inspect's ``CompactionTrim`` and ``CompactionEdit`` as the
-  h9eval policies ``inspect_trim`` and ``inspect_edit``, which call Inspect's own implementation,
-  so a sweep compares them with harness9's tiers under the same probes and ledger.
-* :func:`run_to_eval_log` writes an h9eval run as an Inspect eval log that ``inspect view`` opens
-  (one sample: the view sent at each call as model events, the compactions as compaction events,
-  the run's numbers as scores);
-  :func:`tasks_from_eval_log` reads Inspect eval logs back as recorded tasks.
+* :func:`register_inspect_policies`: Inspect's ``CompactionTrim``, ``CompactionEdit`` and
+  ``CompactionSummary`` as the h9eval policies ``inspect_trim``, ``inspect_edit`` and
+  ``inspect_summary``, which call Inspect's own implementation (the summary's model is
+  :class:`SummarizerModel`, answering with h9eval's summarizer), so a sweep compares them with
+  harness9's tiers under the same probes and ledger.
+* :func:`run_to_eval_log` writes an h9eval run, :func:`sweep_to_eval_logs` a sweep (one log per
+  configuration, one sample per task), as Inspect eval logs that ``inspect view`` opens (the view
+  sent at each call as model events, the compactions as compaction events, the run's numbers as
+  scores); :func:`tasks_from_eval_log` reads Inspect eval logs back as recorded tasks (all in
+  :mod:`h9eval.integrations.inspect_logs`).
 
 How an h9eval policy runs inside Inspect: Inspect's compaction handler calls the strategy only
 when its threshold is reached and then keeps the compacted input, appending new messages to it;
