@@ -178,8 +178,8 @@ def _openai_dicts(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     for h in from_inspect(messages):
         d: dict[str, Any] = {"role": h.role, "content": h.content}
         if h.tool_calls:
-            d["tool_calls"] = [{"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
-                               for tc in h.tool_calls]
+            d["tool_calls"] = [{"id": tc.id, "type": "function",
+                                "function": {"name": tc.name, "arguments": tc.arguments}} for tc in h.tool_calls]
         if h.role == "tool":
             d["tool_call_id"] = h.tool_call_id
             d["is_error"] = h.is_error
