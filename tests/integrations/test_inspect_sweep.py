@@ -219,3 +219,24 @@ def test_the_command_line_does_not_import_inspect_until_asked() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
+def test_a_failed_cell_is_skipped_and_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import h9eval.sweeps.worker as sw
+
+    real = sw.load_cell_task
+
+    def flaky(cell: Any) -> Any:
+        if cell.task_id.endswith("-1"):
+            raise RuntimeError("boom")
+        return real(cell)
+
+    monkeypatch.setattr(sw, "load_cell_task", flaky)
+    spec = {"name": "t-failed", "window": WINDOW, "tasks": {"synthetic": [{"preset": "small", "seeds": [0, 1]}]},
+            "policies": [{"kind": "progressive"}]}
+    r = sweep(spec, out_dir=tmp_path / "sw", workers=0, progress=False, on_failure="return")
+    assert (r.ok, r.failed) == (1, 1)
+    monkeypatch.setattr(sw, "load_cell_task", real)
+    out = sweep_to_eval_logs(tmp_path / "sw", tmp_path / "logs")
+    assert out.n_samples == 1 and len(out.skipped) == 1
+    assert out.skipped[0].startswith("synthetic-small-1--") and out.skipped[0].endswith(": failed")
