@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from h9eval.analysis.metrics import run_metrics
+from h9eval.compaction.policies import registry
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.paths import refuse_symlink, safe_name
@@ -343,6 +344,11 @@ def sweep_to_eval_logs(sweep_dir: str | os.PathLike[str], out_dir: str | os.Path
         raise FormatError(f"manifest kind {res.manifest.get('kind')!r}; expected 'sweep'",
                           path=str(Path(sweep_dir) / "manifest.json"))
     entries = {c["run_id"]: c for c in res.manifest["cells"]}
+    missing = sorted({str(c.get("policy_kind")) for c in entries.values()} - set(registry()))
+    if missing:  # checked before any replay, with the way to register them
+        raise ConfigError(f"{sweep_dir}: the sweep ran policies not registered here ({', '.join(missing)}): register "
+                          "them first (Inspect's: h9eval.integrations.inspect.register_inspect_policies(); "
+                          "your own: h9eval --import FILE)")
     metrics = run_metrics(res.calls, res.probes, res.runs)
     skipped = [f"{r.run_id}: {r.status}" for r in res.runs.itertuples() if r.status != "ok"]
     skipped += [f"{rid}: a closed-loop episode (no replay)" for rid in metrics["run_id"]

@@ -240,3 +240,13 @@ def test_a_failed_cell_is_skipped_and_listed(tmp_path: Path, monkeypatch: pytest
     out = sweep_to_eval_logs(tmp_path / "sw", tmp_path / "logs")
     assert out.n_samples == 1 and len(out.skipped) == 1
     assert out.skipped[0].startswith("synthetic-small-1--") and out.skipped[0].endswith(": failed")
+
+
+def test_a_sweep_of_unregistered_policies_is_refused_with_the_way_to_register_them(swept: Path, tmp_path: Path) -> None:
+    for cls in INSPECT_POLICIES:
+        POLICIES.remove(cls.kind)
+    try:
+        with pytest.raises(ConfigError, match=r"not registered here \(inspect_summary\).*register_inspect_policies"):
+            sweep_to_eval_logs(swept, tmp_path / "out")
+    finally:
+        register_inspect_policies()
