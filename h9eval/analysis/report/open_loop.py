@@ -20,7 +20,7 @@ from h9eval.analysis import metrics
 from h9eval.analysis import options
 from h9eval.analysis import plots
 from h9eval.analysis import validity
-from h9eval.analysis.compare import METRICS, run_table
+from h9eval.analysis.compare import METRICS, extractor_robustness, run_table
 from h9eval.analysis.report.context import ReportContext, after_compaction, tier_fracs
 from h9eval.analysis.report.model import Section
 from h9eval.analysis.stats import DEFAULT_LEVEL, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
@@ -35,6 +35,7 @@ __all__ = [
     "headline_sections",
     "option_sections",
     "policies_sections",
+    "robustness_table",
     "summarizer_sections",
     "tier_sections",
     "token_curve_sections",
@@ -343,6 +344,42 @@ def _headline_table(h: headline.Headline) -> Any:
     return t.drop(columns="vs") if len(h.baselines) == 1 else t
 
 
+def robustness_table(rob: Any) -> Any:
+    """One row per summarizing strategy and metric of an
+    :func:`~h9eval.analysis.compare.extractor_robustness` frame: its verdict against the baseline
+    under each offline extractor (``k/n`` tasks that differ) and whether they all agree."""
+    import pandas as pd
+
+    rows = []
+    for (strategy, baseline, metric), g in rob.groupby(["strategy", "baseline", "metric"], sort=True):
+        r: dict[str, Any] = {"strategy": strategy, "vs": baseline, "metric": metric}
+        for x in g.itertuples():
+            r[f"verdict under {x.summarizer}"] = f"{x.verdict} ({x.n_differ})"
+        # agreeing that nothing can be told is agreement, but not a finding: said so
+        undecided = bool(g["robust"].iloc[0]) and set(g["verdict"]) == {"inconclusive"}
+        r["robust to the stand-in"] = "yes (all inconclusive)" if undecided else "yes" if bool(g["robust"].iloc[0]) else "NO"
+        rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def _robustness(s: Section, rob: Any) -> None:
+    """The per-extractor table under the headline, when a strategy ran under two or more extractors."""
+    if not len(rob):
+        return
+    t = robustness_table(rob)
+    s.table(
+        t,
+        "Robust to the stand-in: each summarizing strategy's verdict against the default under each offline "
+        "extractor the sweep ran (read from the table above; in brackets the tasks that differ). A verdict is robust "
+        "only when every extractor gives the same one: where they disagree, the ranking belongs to the extractor, "
+        "not to the strategy.",
+    )
+    fragile = sorted({f"{a} ({m})" for a, m, r in zip(t["strategy"], t["metric"], t["robust to the stand-in"])
+                      if r == "NO"})
+    if fragile:
+        s.note("Verdicts that change with the extractor: " + ", ".join(fragile) + ".")
+
+
 def headline_sections(
     results: Results, *, n_resamples: int = 1000, seed: int = 0, level: float = DEFAULT_LEVEL
 ) -> list[Section]:
@@ -387,7 +424,9 @@ def headline_sections(
             f"(at least {min_tasks_for(level)} at {level:g}, more after adjustment), so they read inconclusive "
             "whatever the mean."
         )
-    over = headline.overflowing(run_table(results))
+    table = run_table(results)
+    _robustness(s, extractor_robustness(table, h.comparisons))
+    over = headline.overflowing(table)
     if over:
         s.note(
             "Overflowed the window (some request larger than the window, so its retention is of a request no model "
