@@ -651,7 +651,7 @@ def bill_columns(bills: SessionBills | None) -> dict[str, object]:
 _BILLED_INPUT_COLUMNS = ("uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
 
 
-def bill_totals(calls: Mapping[str, Iterable[Any]]) -> dict[str, float | None]:
+def bill_totals(calls: Any) -> dict[str, float | None]:
     """A run's (or an episode's) billed totals from its calls' billed columns (:func:`bill_columns`;
     a DataFrame or a mapping of column -> values): ``cost_usd``, ``raw_cost_usd``,
     ``invalidation_usd`` and ``summarizer_bill_usd`` summed, to the millionth of a dollar, and
