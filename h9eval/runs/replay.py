@@ -199,7 +199,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "offloads_tool_time": int(c["offloads_tool_time_count"].sum()),
         "offloads_compaction": int(c["offloads_compaction_count"].sum()),
         "summarizer_calls": int(c["summarizer_calls"].sum()),
-        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
+        # an unpriced summarizer call makes the run's cost unknown, never $0
+        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum(skipna=False)),
         "fallbacks": int(c["fallback"].sum()),
         "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),

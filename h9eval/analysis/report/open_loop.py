@@ -36,6 +36,7 @@ __all__ = [
     "option_sections",
     "policies_sections",
     "robustness_table",
+    "unpriced_cells",
     "summarizer_sections",
     "tier_sections",
     "token_curve_sections",
@@ -75,8 +76,9 @@ def policies_sections(ctx: ReportContext) -> Section:
     ):
         if c in cm.columns:
             t[name] = cm[c].to_numpy()
-    if "summarizer_cost_usd" in cm.columns and float(cm["summarizer_cost_usd"].fillna(0).sum()) > 0:
-        t["summarizer USD per run"] = cm["summarizer_cost_usd"].to_numpy()
+    sc = cm["summarizer_cost_usd"] if "summarizer_cost_usd" in cm.columns else None
+    if sc is not None and (float(sc.fillna(0).sum()) > 0 or bool((sc.isna() & (cm["summarizer_calls"] > 0)).any())):
+        t["summarizer USD per run"] = unpriced_cells(sc).to_numpy()
     if "never_compacted_runs" in cm.columns:
         # a score where the configuration never compacted is the uncompacted transcript's: flagged next to it
         t["tasks never compacted"] = cm["never_compacted_runs"].to_numpy()
@@ -249,6 +251,12 @@ def drift_sections(ctx: ReportContext) -> Section:
     return s
 
 
+def unpriced_cells(dollars: Any) -> Any:
+    """A column of dollars for a table: ``unpriced`` where the value is unknown (NaN: a model
+    without prices), never shown as $0 or a bare dash."""
+    return dollars.astype(object).where(dollars.notna(), "unpriced")
+
+
 def summarizer_sections(ctx: ReportContext) -> Section:
     s = Section("Summarizer calls and cost")
     calls = ctx.res.calls
@@ -266,7 +274,9 @@ def summarizer_sections(ctx: ReportContext) -> Section:
     cols = ["configuration", "n_runs", "calls_per_run", "summarizer_input_tokens", "summarizer_output_tokens"]
     for c in ("summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens"):
         u[c] = u[c].round().astype(int)
-    paid = float(u["summarizer_cost_usd"].sum()) > 0
+    # an unpriced model summarized: its dollars are unknown, not "offline, free"
+    unpriced = bool(u["summarizer_cost_usd"].isna().any())
+    paid = float(u["summarizer_cost_usd"].fillna(0).sum()) > 0 or unpriced
     billed = ["billed_usd_per_run"] if "billed_usd_per_run" in u.columns else []  # dollars beside the tokens
     heads = {
         "billed_usd_per_run": "billed USD per run",
@@ -277,18 +287,23 @@ def summarizer_sections(ctx: ReportContext) -> Section:
         "cost_per_run_usd": "USD per run",
         "summarizer_cost_usd": "USD in all",
     }
+    shown = u[cols + billed + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].copy()
+    for c in ("cost_per_run_usd", "summarizer_cost_usd", *billed):
+        if c in shown.columns:
+            shown[c] = unpriced_cells(shown[c])
     s.table(
-        u[cols + billed + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns=heads),
+        shown.rename(columns=heads),
         "Summarizer calls and tokens per configuration (configurations that never summarize are left out)"
-        + ("; billed USD per run: their list-price dollars as the provider bills them." if billed else "."),
+        + ("; billed USD per run: their list-price dollars as the provider bills them." if billed else ".")
+        + (" unpriced: a model without prices in h9eval's table (core/prices.py; pass your own)." if unpriced else ""),
     )
-    if paid:
+    if paid and not unpriced:
         s.figure(
             "summarizer_cost",
             plots.summarizer_cost(u, by="configuration"),
             "Summarizer calls and cost per run, per configuration.",
         )
-    else:
+    elif not paid:
         s.text("Every summarizer in these results is offline: it cost nothing here"
                + ("; billed USD per run prices its tokens as the billed model would." if billed else "."))
     return s
