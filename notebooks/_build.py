@@ -184,7 +184,8 @@ assert res.failed == 0, res.failures""",
         "code",
         """results = load_results(res.out_dir)
 run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
-run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "cost_usd", "cache_read_share", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
+run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "cost_usd", "cache_read_share",
+             "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
     ),
     (
         "md",
@@ -194,11 +195,12 @@ run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "c
     ),
     (
         "code",
-        """comparison = M.config_metrics(run_metrics, ("tokens_saved", "retention", "cost_usd", "cache_read_share", "peak_tokens_sent"))
+        """measures = ("tokens_saved", "retention", "cost_usd", "cache_read_share", "peak_tokens_sent")
+comparison = M.config_metrics(run_metrics, measures)
 comparison.sort_values("retention", ascending=False)[[
     "label", "history_mode", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi",
-    "retention", "retention_ci_lo", "retention_ci_hi", "cost_usd", "cost_usd_ci_lo", "cost_usd_ci_hi", "cache_read_share",
-    "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
+    "retention", "retention_ci_lo", "retention_ci_hi", "cost_usd", "cost_usd_ci_lo", "cost_usd_ci_hi",
+    "cache_read_share", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
 ]].round(4)""",
     ),
     ("md", "Retention per probe kind (mean over tasks):"),
@@ -680,7 +682,8 @@ print(res)
 assert res.failed == 0, res.failures
 results = load_results(res.out_dir)
 episodes = R.episode_table(results)
-episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum", "cost_usd", "n_compactions"]].head(12)""",
+episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum",
+          "cost_usd", "n_compactions"]].head(12)""",
     ),
     (
         "md",
@@ -695,7 +698,8 @@ episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "exces
         "code",
         """table = R.success_cost(episodes)
 table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent",
-       "cost_usd", "cache_read_share", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(4)""",
+       "cost_usd", "cache_read_share", "success_diff", "success_verdict", "tokens_verdict",
+       "excess_steps"]].round(4)""",
     ),
     ("code", "PC.cost_success_frontier(table)"),
     ("md", "## Failure modes"),

@@ -517,7 +517,8 @@ def answer_section(ctx: ReportContext) -> list[Section]:
             "best "
             "configuration (one shown better first, then the best mean; controls and configurations that overflowed "
             "the "
-            "window in that mode left out, named under the recommendation), with the paired difference's family-adjusted 95% interval and its verdict."
+            "window in that mode left out, named under the recommendation), with the paired difference's "
+            "family-adjusted 95% interval and its verdict."
         )
         s.table(_answer_table(rows), "")
         if any(r.too_few_tasks for r in rows):
