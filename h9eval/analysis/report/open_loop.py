@@ -23,7 +23,7 @@ from h9eval.analysis import validity
 from h9eval.analysis.compare import METRICS, extractor_robustness, run_table
 from h9eval.analysis.report.context import ReportContext, after_compaction, tier_fracs
 from h9eval.analysis.report.model import Section
-from h9eval.analysis.stats import DEFAULT_LEVEL, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
+from h9eval.analysis.stats import DEFAULT_LEVEL, INCONCLUSIVE, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
 from h9eval.results.store import Results
 from h9eval.tasks.model import ANCHOR_KINDS
 
@@ -77,7 +77,8 @@ def policies_sections(ctx: ReportContext) -> Section:
         if c in cm.columns:
             t[name] = cm[c].to_numpy()
     sc = cm["summarizer_cost_usd"] if "summarizer_cost_usd" in cm.columns else None
-    if sc is not None and (float(sc.fillna(0).sum()) > 0 or bool((sc.isna() & (cm["summarizer_calls"] > 0)).any())):
+    called = cm["summarizer_calls"] > 0 if "summarizer_calls" in cm.columns else True
+    if sc is not None and (float(sc.fillna(0).sum()) > 0 or bool((sc.isna() & called).any())):
         t["summarizer USD per run"] = unpriced_cells(sc).to_numpy()
     if "never_compacted_runs" in cm.columns:
         # a score where the configuration never compacted is the uncompacted transcript's: flagged next to it
@@ -362,7 +363,7 @@ def _headline_table(h: headline.Headline) -> Any:
 def robustness_table(rob: Any) -> Any:
     """One row per summarizing strategy and metric of an
     :func:`~h9eval.analysis.compare.extractor_robustness` frame: its verdict against the baseline
-    under each offline extractor (``k/n`` tasks that differ) and whether they all agree."""
+    under each offline extractor (in brackets the tasks that differ) and whether they all agree."""
     import pandas as pd
 
     rows = []
@@ -371,7 +372,7 @@ def robustness_table(rob: Any) -> Any:
         for x in g.itertuples():
             r[f"verdict under {x.summarizer}"] = f"{x.verdict} ({x.n_differ})"
         # agreeing that nothing can be told is agreement, but not a finding: said so
-        undecided = bool(g["robust"].iloc[0]) and set(g["verdict"]) == {"inconclusive"}
+        undecided = bool(g["robust"].iloc[0]) and set(g["verdict"]) == {INCONCLUSIVE}
         r["robust to the stand-in"] = "yes (all inconclusive)" if undecided else "yes" if bool(g["robust"].iloc[0]) else "NO"
         rows.append(r)
     return pd.DataFrame(rows)
