@@ -113,9 +113,12 @@ controls `keep_all` (upper bound for retention) and `drop_all` (lower bound), ov
 recorded sessions and synthetic tasks. Recall probes (offline) measure what each compacted
 context still knows of the intent, the anchors and the planted facts.
 
-It shows the per-strategy comparison table (tokens saved and retention with bootstrap CIs
-across tasks, overflows, emergency truncations, summarizer calls), retention per probe kind,
-and the `strategy_comparison` plot (tokens saved vs retention, Pareto front).""",
+It shows the per-strategy comparison table (tokens saved, retention and dollars per task with
+bootstrap CIs across tasks, cache-read share, overflows, emergency truncations, summarizer
+calls), retention per probe kind, the `strategy_comparison` plot (tokens saved vs retention,
+Pareto front) and retention against dollars per task. Dollars are billed as the provider bills
+them (`h9eval.core.billing`: prompt caching, which every compaction invalidates; list prices of
+one dated table; the offline summarizer's tokens priced as the billed model would bill them).""",
     ),
     (
         "params",
@@ -181,16 +184,24 @@ assert res.failed == 0, res.failures""",
         "code",
         """results = load_results(res.out_dir)
 run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
-run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
+run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "cost_usd", "cache_read_share",
+             "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
     ),
-    ("md", "## Comparison table\n\nPer strategy (config): mean over tasks with 95 % bootstrap CIs."),
+    (
+        "md",
+        "## Comparison table\n\nPer strategy (config): mean over tasks with 95 % bootstrap CIs; `cost_usd` is dollars "
+        "per task as the provider bills it (NaN, never 0, for an unpriced model), `cache_read_share` the share of the "
+        "agent's input billed as cache reads.",
+    ),
     (
         "code",
-        """comparison = M.config_metrics(run_metrics, ("tokens_saved", "retention", "peak_tokens_sent"))
+        """measures = ("tokens_saved", "retention", "cost_usd", "cache_read_share", "peak_tokens_sent")
+comparison = M.config_metrics(run_metrics, measures)
 comparison.sort_values("retention", ascending=False)[[
     "label", "history_mode", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi",
-    "retention", "retention_ci_lo", "retention_ci_hi", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
-]].round(3)""",
+    "retention", "retention_ci_lo", "retention_ci_hi", "cost_usd", "cost_usd_ci_lo", "cost_usd_ci_hi",
+    "cache_read_share", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
+]].round(4)""",
     ),
     ("md", "Retention per probe kind (mean over tasks):"),
     (
@@ -200,6 +211,12 @@ M.config_metrics(run_metrics, kinds, n=0).set_index(["label", "history_mode"])[k
     ),
     ("md", "## Tokens saved vs retention"),
     ("code", "plots.strategy_comparison(run_metrics)"),
+    (
+        "md",
+        "## Dollars per task vs retention\n\nA strategy that saves tokens can save far fewer dollars: each compaction "
+        "rewrites the cached prefix. The dashed line is the front no other strategy beats on both.",
+    ),
+    ("code", """plots.retention_cost_frontier(comparison, label="label")"""),
     (
         "md",
         """## One task, call by call
@@ -291,7 +308,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
-print("\n".join(tuned.lines()))  # held-out check, thresholds kept at harness9's values, the tied set, the stand-in caveat
+print("\\n".join(tuned.lines()))  # held-out check, thresholds kept at harness9's values, the tied set, the stand-in caveat
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
@@ -665,13 +682,24 @@ print(res)
 assert res.failed == 0, res.failures
 results = load_results(res.out_dir)
 episodes = R.episode_table(results)
-episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum", "n_compactions"]].head(12)""",
+episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum",
+          "cost_usd", "n_compactions"]].head(12)""",
     ),
-    ("md", "## Success and cost per configuration\n\nThe unit is the world (kind and parameters; its seeds are averaged inside it): means over worlds with 95 % world-bootstrap intervals; the differences are paired with `keep_all` on the same worlds, Holm-adjusted; with too few worlds the verdict reads `insufficient units`."),
+    (
+        "md",
+        "## Success and cost per configuration\n\nThe unit is the world (kind and parameters; its seeds are "
+        "averaged inside it): means over worlds with 95 % world-bootstrap intervals; the differences are "
+        "paired with `keep_all` on the same worlds, Holm-adjusted; with too few worlds the verdict reads "
+        "`insufficient units`. `cost_usd`: dollars per episode as the provider bills its agent and summarizer"
+        " calls (prompt caching, list prices; the `episodes` table's billed columns), `cache_read_share` the "
+        "share of the agent's input billed as cache reads."
+    ),
     (
         "code",
         """table = R.success_cost(episodes)
-table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
+table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent",
+       "cost_usd", "cache_read_share", "success_diff", "success_verdict", "tokens_verdict",
+       "excess_steps"]].round(4)""",
     ),
     ("code", "PC.cost_success_frontier(table)"),
     ("md", "## Failure modes"),

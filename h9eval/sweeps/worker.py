@@ -153,9 +153,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
         _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
+    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id, billing=billing_config_from_dict(cell.billing))
     row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
-                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat)
-    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id)
+                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat,
+                      calls=calls)
     sent = [s.tokens_sent for s in ep.steps]
     tiers = [s.tier_name for s in ep.steps if s.compacted]
     head = {
@@ -174,6 +175,9 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "forced_truncations": sum(1 for s in ep.steps if s.forced_compactions),
         "overflows": sum(1 for s in ep.steps if s.tokens_sent > ep.context_window_tokens),
         "probe_rows": 0,
+        # the run row's billed numbers, as the episode row has them (no uncompacted transcript: raw unknown)
+        **{k: None if row[k] != row[k] else row[k] for k in ("cost_usd", "cache_read_share", "invalidation_usd")},
+        "raw_cost_usd": None,
     }
     parts = {
         "episodes": episodes_table([row]),
