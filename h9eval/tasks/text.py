@@ -609,16 +609,6 @@ class ViewTextIndex(TextIndex):
             st.pos &= pieces
             st.neg &= pieces
             new = pieces - st.neg - st.pos
-            if new and self.fuzzy_threshold >= 90:
-                # The pigeonhole prefilter of TextIndex.fuzzy_present, made stronger per piece: a
-                # window scoring >= 90 is at most 0.2·n insertions or deletions away from the term,
-                # each breaking at most one of its disjoint 3-grams, so at least that many fewer
-                # than all of them occur intact in any piece that can reach the threshold.
-                grams = _grams(t)
-                need = len(grams) - int(0.2 * len(t))
-                few = {q for q in new if sum(g in q[0] or g in q[1] for g in grams) < need}
-                st.neg |= few
-                new -= few
             if new:
                 self._sort_pieces(t, list(new), st)
             hit = bool(st.pos)
