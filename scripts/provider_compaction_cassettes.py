@@ -146,7 +146,8 @@ def openai_reply(body: Mapping[str, Any]) -> dict[str, Any]:
     msgs, previous = openai_view(body)
     summary = _summary(msgs, previous)
     digest = _digest(body)
-    users = [it for it in body.get("input") or [] if it.get("type", "message") == "message" and it.get("role") == "user"]
+    users = [it for it in body.get("input") or []
+             if it.get("type", "message") == "message" and it.get("role") == "user"]
     output: list[dict[str, Any]] = [
         {"id": f"msg_fake_{digest[:16]}_{i}", "type": "message", "status": "completed", "role": "user",
          "content": it["content"]} for i, it in enumerate(users)]
@@ -262,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                    or shipped_cassette(k).read_bytes() != p.read_bytes()]
         if args.check:
             for k in changed:
-                print(f"{shipped_cassette(k)}: differs from a fresh recording; rerun python -m scripts.provider_compaction_cassettes")
+                print(f"{shipped_cassette(k)}: differs from a fresh recording; "
+                      "rerun python -m scripts.provider_compaction_cassettes")
             return 1 if changed else 0
         CASSETTE_DIR.mkdir(parents=True, exist_ok=True)
         for k, p in fresh.items():

@@ -56,7 +56,8 @@ def test_replay_from_the_shipped_cassette_offline_with_the_step_billed(kind: str
         usage = found[0]["usage"]
         if kind.startswith("anthropic"):
             it = next(i for i in usage["iterations"] if i["type"] == "compaction")
-            expected += (it["input_tokens"] * info.input_usd_per_mtok + it["output_tokens"] * info.output_usd_per_mtok) / 1e6
+            expected += (it["input_tokens"] * info.input_usd_per_mtok
+                         + it["output_tokens"] * info.output_usd_per_mtok) / 1e6
         else:
             cached = usage["input_tokens_details"]["cached_tokens"]
             pin = info.input_usd_per_mtok
@@ -101,7 +102,8 @@ def test_record_through_the_sdks_then_replay_offline(tmp_path: Path, monkeypatch
             [rec] = run_task("synthetic:small:2", kind, params=params, window=20_000, summarizer=None,
                              out_dir=tmp_path / "runs" / kind)
             assert int(rec.calls["compacted"].sum()) > 0
-            mine = [s for s in srv.seen if s["path"].endswith("/messages" if kind.startswith("anthropic") else "/compact")]
+            route = "/messages" if kind.startswith("anthropic") else "/compact"
+            mine = [s for s in srv.seen if s["path"].endswith(route)]
             assert mine and all(s["key"] == KEY for s in mine)  # the key was really in use
             # offline again: no server, no key
             with monkeypatch.context() as mp:
@@ -136,7 +138,8 @@ def test_the_item_goes_back_verbatim_in_the_next_request() -> None:
     o = compact_request([sys_msg, task, Message("user", marker, meta={PROVIDER_ITEM: openai_item}), call, result],
                         model="gpt-5")
     assert o["instructions"] == "be brief"
-    assert [i["type"] for i in o["input"]] == ["message", "compaction", "message", "function_call", "function_call_output"]
+    types = [i["type"] for i in o["input"]]
+    assert types == ["message", "compaction", "message", "function_call", "function_call_output"]
     assert o["input"][1] == {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"}
 
 

@@ -135,8 +135,8 @@ class _AnthropicRun(ServerCompactionRun):
         return redacted
 
     def read(self, response: Mapping[str, Any], view: Sequence[Message]) -> CompactionStep:
-        block = next((b for b in response.get("content") or [] if isinstance(b, dict) and b.get("type") == "compaction"),
-                     None)
+        blocks = [b for b in response.get("content") or [] if isinstance(b, dict)]
+        block = next((b for b in blocks if b.get("type") == "compaction"), None)
         if block is None:
             return CompactionStep(None)
         content = block.get("content")

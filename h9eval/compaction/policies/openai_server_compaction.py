@@ -120,7 +120,8 @@ class OpenAIServerCompaction(ServerCompactionPolicy):
     conversation (see the module docstring); the compaction pass is billed in the summarizer columns."""
 
     kind: ClassVar[str] = "openai_server_compaction"
-    source: ClassVar[str] = "OpenAI Responses API compaction (POST /v1/responses/compact, encrypted compaction item), via a cassette"
+    source: ClassVar[str] = ("OpenAI Responses API compaction (POST /v1/responses/compact, encrypted compaction "
+                             "item), via a cassette")
     provider: ClassVar[str] = "openai"
     model: str = "gpt-5"
     """The model the requests name (its list prices and caching rule bill the compaction pass)."""
