@@ -5,12 +5,12 @@ task in the history, and then, at every step: delivers a pending user message fr
 (a mid-episode correction), compacts the history with the step the open-loop replay runs too
 (:class:`~h9eval.compaction.step.CallStep`: the tool-time offload hook for policies that declare
 one, ``history_mode`` ``view`` or ``write_back`` with harness9's write-back rules, forced
-retries while the view exceeds the window), serialises the view, asks the agent for one action, checks it, executes it
+retries while the view exceeds the window), serialises the view (each message once per episode), asks the agent for one action, checks it, executes it
 in the world and appends the call and its (possibly offloaded) result.
 
 Enforced by the harness, not trusted to the agent:
 
-* the agent receives only a JSON string (:func:`~h9eval.closedloop.agents.base.serialize_view`);
+* the agent receives only a JSON string (:func:`~h9eval.closedloop.agents.base.serialize_view`'s text);
   it never holds the world or the episode's messages;
 * every argument value of an action must occur in that step's view, the tool specs or the
   system prompt; a value from nowhere is a hard failure (``terminated_by="hard_failure"``,
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.closedloop.agents.base import Action, Agent, serialize_view
+from h9eval.closedloop.agents.base import Action, Agent, ViewSerializer
 from h9eval.closedloop.worlds.base import (
     OFFLOAD_DIR_PREFIX,
     READ,
@@ -400,6 +400,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         history=[Message("system", system_prompt), Message("user", task_prompt)],
     )
     read_kinds = {name for name, kind in world.tool_kinds.items() if kind == READ} | {"read_file"}
+    serialize = ViewSerializer(tools)  # serialize_view's text, each message serialised once
 
     originals: dict[str, str] = {}  # call id -> the tool's full result text
     executed: dict[tuple[str, str], str] = {}  # (tool, arguments) -> the latest result
@@ -426,7 +427,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             views.append(view)
             terminated, loop_reason = "loop", f"view of {sent} tokens still exceeds the {window}-token window after {forced} forced compactions"
             break
-        action = agent.act(serialize_view(view, tools))
+        action = agent.act(serialize(view))
         usage = action.usage
         base.update(
             agent_input_tokens=usage.input_tokens if usage else 0,
