@@ -20,6 +20,7 @@ from typing import Any
 
 from h9eval.closedloop.agents import make_agent
 from h9eval.closedloop.episode import run_episode, run_oracle, stress_settings
+from h9eval.closedloop.ledger import episode_ledger
 from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
@@ -31,7 +32,7 @@ from h9eval.core.paths import cell_work_dir
 from h9eval.core.progress import silence
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
-from h9eval.results.tables import episodes_table, records_to_frame
+from h9eval.results.tables import episodes_table, ledger_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
 from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
@@ -179,6 +180,7 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "calls": calls,
         "compactions": records_to_frame([], run_id="", session_id=""),
         "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
+        "ledger": ledger_table(episode_ledger(ep, run_id=cell.run_id, task_id=cell.task_id)),
     }
     return head, parts
 
