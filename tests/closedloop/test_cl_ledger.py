@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from h9eval.closedloop.agents import make_agent
 from h9eval.closedloop.agents.base import Action
 from h9eval.closedloop.episode import run_episode
 from h9eval.closedloop.ledger import episode_items, episode_ledger, first_touches
 from h9eval.closedloop.worlds import make_world
+from h9eval.cli import main
+from h9eval.results.io import read_table
 
 
 def _ledger(ep: object) -> pd.DataFrame:
@@ -84,3 +88,21 @@ def test_a_broken_rule_is_the_touch_of_the_lost_rule() -> None:
     assert rule["state"] == "LOST" and rule["item_type"] == "safety_rule"
     touch = next(t for t in first_touches(ep)["banned_day"] if t.call_index == rule["next_use_call"])
     assert touch.kind == "rule broken" and touch.call_index == ep.outcome.violations[0].step - 1
+
+
+def test_run_world_writes_the_ledger_and_its_page_runs_the_episode_again(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ep"
+    assert main(["run", "--world", "fact_chain:1", "--policy", "drop_all", "--world-set", "padding_bytes=1500",
+                 "--world-set", "hops=8", "--world-set", "task_file=true", "--out", str(out)]) == 0
+    led = read_table(out / "ledger.parquet", "ledger")
+    assert len(led) and (led["state"] == "LOST").all() and led["next_use_call"].notna().any()
+    assert main(["ledger", str(out)]) == 0
+    page = (out / "ledger.html").read_text(encoding="utf-8")
+    assert "<b>Episode</b>" in page and "start_key" not in page  # values, not ids, are shown
+    assert re.search(r"fact: K-[0-9a-f]{8} \(touched at call 1: re-read: read_file", page)
+    (out / "episode.json").write_text("{", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["ledger", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "episode.json" in err[0]

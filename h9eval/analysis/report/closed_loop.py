@@ -337,10 +337,12 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
         names = dict(zip(runs["run_id"], runs["policy_name"]))
         table = (first.assign(configuration=first["run_id"].map(names), touched=first["next_use_call"].notna())
                  .groupby(["configuration", "item_type"])
-                 .agg(items_lost=("item_id", "size"), touched_later=("touched", "sum")).reset_index())
-        s.table(table, "Items lost (or left stale) at least once per configuration and type, and how many of them an "
-                       "action touched later (a rule broken, the call that needed the item, a re-read or a redone "
-                       "step: the diff pages name the action)")
+                 .agg(lost=("item_id", "size"), touched=("touched", "sum")).reset_index())
+        table["cell"] = [f"{int(n)} ({int(t)})" for n, t in zip(table["lost"], table["touched"])]
+        wide = table.pivot_table(index="configuration", columns="item_type", values="cell", aggfunc="first")
+        s.table(wide.fillna("–").reset_index(), "Items lost (or left stale) at least once per configuration and type, "
+                "summed over episodes, and in brackets how many of them an action touched later (a rule broken, the "
+                "call that needed the item, a re-read or a redone step: the diff pages name the action)")
     if ctx.out is not None:
         names = dict(zip(runs["run_id"], runs["policy_name"]))
         where = dict(zip(ep["run_id"], ep["task_id"]))
