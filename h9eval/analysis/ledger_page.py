@@ -256,6 +256,9 @@ def episode_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) 
         entry = {c.get("run_id"): c for c in manifest.get("cells", [])}[run_id]
         names = {f.name for f in dataclasses.fields(Cell) if f.init}
         cell = Cell(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names})
+        if not cell.agent.startswith("scripted") and "cassette=" not in cell.agent:
+            raise ConfigError(f"{run_id}: the ledger page runs the episode again, which a live agent does only from "
+                              f"a cassette (agent {cell.agent!r})")
         return run_episode_cell(cell), str(cell.run_id), str(cell.task_id)
     jpath = folder / "episode.json"
     try:

@@ -275,8 +275,10 @@ def _labelled_runs(ctx: ReportContext, ep: Any) -> Any:
 
 def _page_episodes(ep: Any, ledger: Any, max_pages: int) -> list[str]:
     """One world seed's episodes (where harness9's default rewrote its view most), one page per
-    configuration and agent, harness9's default first and the controls last."""
+    configuration and agent, harness9's default first and the controls last; scripted agents only
+    (a page runs its episode again, and a live agent would be called again)."""
     rounds = ledger[ledger["basis"] == "compaction"].groupby("run_id")["round"].max()
+    ep = ep[ep["agent_id"].astype(str).str.startswith("scripted")]
     ep = ep.assign(rounds=ep["run_id"].map(rounds).fillna(0))
     default = ep[ep["config"].str.startswith("harness9")]
     pick = (default if len(default) else ep).sort_values(["rounds", "task_id"], ascending=[False, True])
