@@ -13,7 +13,7 @@ from h9eval.closedloop.run import format_episode, run_world
 from h9eval.closedloop.worlds import world_registry
 from h9eval.compaction.policies import read_policy_file
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
-from h9eval.core.anthropic import MAX_RETRIES_LIMIT, CallLimits
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, MAX_RETRIES_LIMIT, CallLimits
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import fallback_warning, run_task
@@ -58,13 +58,17 @@ def add_call_limit_options(p: argparse.ArgumentParser) -> None:
                    help="seconds per model request attempt (Anthropic summarizer, llm probes, live agent; default 60)")
     p.add_argument("--max-retries", type=int, default=None, metavar="N",
                    help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)")
+    p.add_argument("--breaker-failures", type=int, default=None, metavar="N",
+                   help=f"stop calling a model after N consecutive failed calls (timeouts, 5xx, connection errors) "
+                   f"for the rest of the run; policies fall back (default {DEFAULT_BREAKER_FAILURES}; 0 = never)")
 
 
 def call_limits(args: argparse.Namespace) -> CallLimits | None:
     """The :class:`CallLimits` the options give (``None`` when neither was given)."""
-    if args.request_timeout_s is None and args.max_retries is None:
+    if args.request_timeout_s is None and args.max_retries is None and args.breaker_failures is None:
         return None
-    return CallLimits(request_timeout_s=args.request_timeout_s, max_retries=args.max_retries)
+    return CallLimits(request_timeout_s=args.request_timeout_s, max_retries=args.max_retries,
+                      breaker_failures=args.breaker_failures)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -26,11 +26,15 @@ from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.messages import Message
 
 __all__ = [
-    "API_KEY_ENV", "AnthropicAPI", "CallLimits", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
-    "anthropic_messages", "count_of", "redact", "resolve_api_key", "usage_of",
+    "API_KEY_ENV", "AnthropicAPI", "BASE_URL_ENV", "CallLimits", "CircuitBreaker", "DEFAULT_BREAKER_FAILURES",
+    "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
+    "anthropic_messages", "count_of", "redact", "resolve_api_key", "resolve_base_url", "usage_of",
 ]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+"""The endpoint the SDK calls when no ``base_url`` is given (it reads this variable itself); h9eval
+reads it too, at construction, so the endpoint a reply came from is part of the summarizer's id."""
 #: characters of an API error message kept in an h9eval error (after redaction)
 ERROR_MESSAGE_CHARS = 300
 _REDACTED = "[redacted]"
@@ -40,6 +44,11 @@ MAX_RETRIES_LIMIT = 10
 """The most retries :class:`CallLimits` accepts (the SDK backs off exponentially: more is a hang)."""
 REQUEST_TIMEOUT_LIMIT_S = 3600.0
 """The longest per-attempt timeout :class:`CallLimits` accepts, in seconds."""
+DEFAULT_BREAKER_FAILURES = 3
+"""Consecutive failed calls (timeouts, 5xx, connection errors; each after its retries) after which a
+client stops calling for the rest of its life (:class:`CircuitBreaker`): a hung endpoint then costs
+three timed-out calls, not one per summary of a whole sweep."""
+BREAKER_FAILURES_LIMIT = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,11 +62,15 @@ class CallLimits:
     part's own default (a summary request's ``timeout_s``, harness9's 60 s). ``max_retries``:
     SDK retries after the first attempt (408/409/429/5xx and connection errors), 0-10;
     ``None`` = the part's default (2). The worst wall time of one call is about
-    ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff.
+    ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff. ``breaker_failures``:
+    consecutive failed calls (timeouts, 5xx, connection errors, each after its retries) after
+    which a client stops calling for the rest of the run (:class:`CircuitBreaker`), 0-1000, 0 =
+    never; ``None`` = :data:`DEFAULT_BREAKER_FAILURES` (3).
     """
 
     request_timeout_s: float | None = None
     max_retries: int | None = None
+    breaker_failures: int | None = None
 
     def __post_init__(self) -> None:
         t = self.request_timeout_s
@@ -67,14 +80,20 @@ class CallLimits:
         r = self.max_retries
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_RETRIES_LIMIT):
             raise ConfigError(f"max_retries must be an integer in [0, {MAX_RETRIES_LIMIT}], got {r!r}")
+        b = self.breaker_failures
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= BREAKER_FAILURES_LIMIT):
+            raise ConfigError(f"breaker_failures must be an integer in [0, {BREAKER_FAILURES_LIMIT}] (0 = never), got {b!r}")
 
     def client_params(self) -> dict[str, Any]:
-        """The parameters the model-calling parts take (``timeout_s``, ``max_retries``), set ones only."""
+        """The parameters the model-calling parts take (``timeout_s``, ``max_retries``,
+        ``breaker_failures``), set ones only."""
         out: dict[str, Any] = {}
         if self.request_timeout_s is not None:
             out["timeout_s"] = float(self.request_timeout_s)
         if self.max_retries is not None:
             out["max_retries"] = self.max_retries
+        if self.breaker_failures is not None:
+            out["breaker_failures"] = self.breaker_failures
         return out
 
     def apply(self, params: dict[str, Any], *, who: str) -> dict[str, Any]:
@@ -95,6 +114,15 @@ def resolve_api_key(api_key: str | None, *, who: str) -> str:
     if not key:
         raise ConfigError(f"{who} needs an API key: set {API_KEY_ENV} or pass api_key")
     return key
+
+
+def resolve_base_url(base_url: str | None) -> str | None:
+    """``base_url``, else ``$ANTHROPIC_BASE_URL`` when set and not empty, else ``None`` (the SDK's
+    default endpoint): the precedence every model-calling part follows (an explicit value, from
+    the command line or a spec, over the environment)."""
+    if base_url:
+        return base_url
+    return os.environ.get(BASE_URL_ENV) or None
 
 
 def _variants(secret: str) -> list[str]:
@@ -205,12 +233,40 @@ def _error_message(e: Any) -> str:
     return str(getattr(e, "message", "") or "")
 
 
+@dataclass
+class CircuitBreaker:
+    """Consecutive failures of one client, and whether it has stopped calling.
+
+    ``failures``: the threshold (0 = never trip). A timeout, a 5xx or a connection error (each
+    after the SDK's retries) adds one; any other outcome (a reply, a 4xx: the endpoint answers)
+    resets the count. Once ``failures`` are reached the breaker is open for the rest of the
+    client's life (a run, or a sweep's worker process): every later call is refused without a
+    request and counted in ``skipped``."""
+
+    failures: int = DEFAULT_BREAKER_FAILURES
+    consecutive: int = 0
+    open: bool = False
+    skipped: int = 0
+
+    def failed(self) -> None:
+        self.consecutive += 1
+        if self.failures and self.consecutive >= self.failures:
+            self.open = True
+
+    def answered(self) -> None:
+        self.consecutive = 0
+
+
 class AnthropicAPI:
     """A lazily built ``anthropic.Anthropic`` client plus the error mapping.
 
     ``who`` prefixes every error message (``"anthropic summarizer (claude-sonnet-4-6)"``);
-    ``error`` is the h9eval exception class raised for a failed call. Picklable (for worker
-    processes): the client and the SDK module are rebuilt after unpickling.
+    ``error`` is the h9eval exception class raised for a failed call. ``breaker_failures``: see
+    :class:`CircuitBreaker` (default :data:`DEFAULT_BREAKER_FAILURES`); a call refused by the open
+    breaker raises ``breaker_error`` (default ``error``) and sends nothing. ``base_url``: ``None``
+    = ``$ANTHROPIC_BASE_URL`` when set (read here, so :attr:`base_url` says where calls go), else
+    the SDK's default. Picklable (for worker processes): the client and the SDK module are
+    rebuilt after unpickling.
     """
 
     def __init__(
@@ -222,6 +278,8 @@ class AnthropicAPI:
         max_retries: int = 2,
         base_url: str | None = None,
         http_client: Any = None,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        breaker_error: Callable[[str], H9Error] | None = None,
     ) -> None:
         self._api_key = resolve_api_key(api_key, who=f"the {who}")
         import anthropic  # lazy: importing h9eval must not import the SDK
@@ -229,8 +287,10 @@ class AnthropicAPI:
         self.sdk: Any = anthropic
         self.who = who
         self._error_cls = error
+        self._breaker_error = breaker_error or error
+        self.breaker = CircuitBreaker(failures=breaker_failures)
         self.max_retries = max_retries
-        self.base_url = base_url
+        self.base_url = resolve_base_url(base_url)
         self._http_client = http_client
         self._client: Any = None
 
@@ -307,18 +367,32 @@ class AnthropicAPI:
         """``method(**kwargs, timeout=timeout)`` (an SDK method of :attr:`client`) with every SDK
         failure mapped to :meth:`error`."""
         sdk = self.sdk
+        breaker = self.breaker
+        if breaker.open:
+            breaker.skipped += 1
+            raise self._breaker_error(self.redact(
+                f"{self.who}: circuit breaker open after {breaker.failures} consecutive failed calls; not called"))
         try:
-            return method(timeout=timeout, **kwargs)
+            resp = method(timeout=timeout, **kwargs)
         except sdk.APITimeoutError:
+            breaker.failed()
             raise self.error(f"timed out after {timeout:g} s per attempt ({self.max_retries} retries)") from None
         except sdk.APIStatusError as e:
+            if e.status_code >= 500:
+                breaker.failed()
+            else:
+                breaker.answered()
             msg = self.redact(_error_message(e))[:ERROR_MESSAGE_CHARS]
             raise self.error(f"HTTP {e.status_code} {_error_type(e.body)}: {msg}") from None
         except sdk.APIConnectionError as e:
+            breaker.failed()
             raise self.error(f"connection error: {e.message}") from None
         except (sdk.AnthropicError, ValueError) as e:
             # ValueError covers a body that is not JSON (json.JSONDecodeError) and pydantic errors.
+            breaker.answered()
             raise self.error(f"malformed response: {type(e).__name__}: {e}") from None
+        breaker.answered()
+        return resp
 
     def create(self, *, timeout: float | None, **kwargs: Any) -> Any:
         """``messages.create`` through :meth:`call`."""

@@ -105,6 +105,9 @@ class Cell:
     """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
     max_retries: int | None = None
     """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
+    breaker_failures: int | None = None
+    """Consecutive failed model calls after which a worker's client stops calling (the spec's
+    ``breaker_failures``; not hashed)."""
     stress: dict[str, Any] = field(default_factory=dict)
     """An episode cell's stress settings (``StressSettings`` fields; empty: none)."""
     policy_window: int | None = None
@@ -324,6 +327,7 @@ class _CellMaker:
             summarizer_params=dict(spec.summarizer_params),
             request_timeout_s=spec.call_limits.request_timeout_s,
             max_retries=spec.call_limits.max_retries,
+            breaker_failures=spec.call_limits.breaker_failures,
             summarizer_cache=_cache_for_repeat(self.cache, r),
             repeat=r,
             h9eval_version=self.version,

@@ -100,6 +100,7 @@ TOP_LEVEL_KEYS = (
     "billing",
     "request_timeout_s",
     "max_retries",
+    "breaker_failures",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
 DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
@@ -178,7 +179,8 @@ class SweepSpec:
 own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
     ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
-    ``max_retries`` of every model request a cell makes (:class:`~h9eval.core.anthropic.CallLimits`;
+    ``max_retries`` of every model request a cell makes, and ``breaker_failures``, the consecutive
+    failed calls after which a worker's client stops calling (:class:`~h9eval.core.anthropic.CallLimits`;
     not part of a cell's identity: they change when a reply arrives, not what it says).
     ``source``: the spec as passed (for the manifest).
     """
@@ -244,6 +246,7 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "billing": self.billing,
             "request_timeout_s": self.call_limits.request_timeout_s,
             "max_retries": self.call_limits.max_retries,
+            "breaker_failures": self.call_limits.breaker_failures,
         }
 
 
@@ -396,7 +399,8 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     _expect(isinstance(billing, dict), "billing", "expected a table (model, placement, timing, models...)", billing)
     billing_config_from_dict(billing)
     with _at("request limits"):
-        limits = CallLimits(request_timeout_s=d.get("request_timeout_s"), max_retries=d.get("max_retries"))
+        limits = CallLimits(request_timeout_s=d.get("request_timeout_s"), max_retries=d.get("max_retries"),
+                            breaker_failures=d.get("breaker_failures"))
     return SweepSpec(
         name=name,
         recorded=recorded,

@@ -69,11 +69,13 @@ def _load_task(cell: Cell) -> Task:
 
 
 def _limits(cell: Cell) -> CallLimits:
-    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
+    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries,
+                      breaker_failures=cell.breaker_failures)
 
 
 def _summarizer(cell: Cell) -> Any:
-    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries],
+    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries,
+                      cell.breaker_failures],
                      sort_keys=True)
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
         _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), **cell.summarizer_params)

@@ -43,7 +43,8 @@ __all__ = [
 
 AGENT_KINDS = ("scripted", "anthropic")
 #: the live agent's numeric parameters (a string form carries every value as text)
-_NUMERIC: dict[str, type] = {"max_tokens": int, "max_retries": int, "temperature": float, "timeout_s": float}
+_NUMERIC: dict[str, type] = {"max_tokens": int, "max_retries": int, "temperature": float, "timeout_s": float,
+                             "breaker_failures": int}
 
 
 def make_agent(spec: str, /, *, call_limits: CallLimits | None = None, **params: Any) -> Agent:
