@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from h9eval.core.budget import Budget, call_bound_usd
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.messages import Message
 
@@ -42,6 +43,7 @@ _REDACTED = "[redacted]"
 
 MAX_RETRIES_LIMIT = 10
 """The most retries :class:`CallLimits` accepts (the SDK backs off exponentially: more is a hang)."""
+_URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
 REQUEST_TIMEOUT_LIMIT_S = 3600.0
 """The longest per-attempt timeout :class:`CallLimits` accepts, in seconds."""
 DEFAULT_BREAKER_FAILURES = 3
@@ -53,10 +55,17 @@ BREAKER_FAILURES_LIMIT = 1000
 
 @dataclass(frozen=True, kw_only=True)
 class CallLimits:
-    """How long one model request may take and how often it is retried: what every
-    model-calling command (``--request-timeout-s``, ``--max-retries``) and sweep spec
-    (``request_timeout_s``, ``max_retries``) hands down to the SDK client of each part that
-    calls a model (the Anthropic summarizers, the llm scorer's client, the live agent).
+    """How every model request is made: where it goes (``base_url``) and to which model, how
+    long it may take, how often it is retried, and after how many failures a client stops: what
+    every model-calling command (``--base-url``, ``--summarizer-model``, ``--scorer-model``,
+    ``--agent-model``, ``--request-timeout-s``, ``--max-retries``, ``--breaker-failures``) and
+    sweep spec (the top-level keys of the same names) hands down to the SDK client of each part
+    that calls a model (the Anthropic summarizers, the llm scorer's client, the live agent).
+
+    Precedence, for each value: the command line, then the spec (a sweep), then the
+    environment (``ANTHROPIC_BASE_URL``, read by :func:`resolve_base_url`), then the part's
+    default. A value also given in a part's own parameters (``summarizer.params.model``) must
+    agree, or :meth:`apply` refuses it.
 
     ``request_timeout_s``: seconds per HTTP attempt, in (0, 3600]; ``None`` (default) = each
     part's own default (a summary request's ``timeout_s``, harness9's 60 s). ``max_retries``:
@@ -71,6 +80,15 @@ class CallLimits:
     request_timeout_s: float | None = None
     max_retries: int | None = None
     breaker_failures: int | None = None
+    base_url: str | None = None
+    """Where every model request goes (an Anthropic-compatible endpoint: a local vLLM, Ollama or
+    llama.cpp server); ``None`` = ``$ANTHROPIC_BASE_URL`` when set, else the Anthropic API."""
+    summarizer_model: str | None = None
+    """The Anthropic summarizers' model (``None``: theirs, ``claude-sonnet-4-6``)."""
+    scorer_model: str | None = None
+    """The llm scorer's answerer and judge model (``None``: its default, ``claude-haiku-4-5``)."""
+    agent_model: str | None = None
+    """The live closed-loop agent's model (``None``: its default, ``claude-sonnet-4-6``)."""
 
     def __post_init__(self) -> None:
         t = self.request_timeout_s
@@ -83,11 +101,28 @@ class CallLimits:
         b = self.breaker_failures
         if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= BREAKER_FAILURES_LIMIT):
             raise ConfigError(f"breaker_failures must be an integer in [0, {BREAKER_FAILURES_LIMIT}] (0 = never), got {b!r}")
+        if self.base_url is not None and not (isinstance(self.base_url, str) and _URL.fullmatch(self.base_url)):
+            raise ConfigError(f"base_url must be an http(s) URL such as http://localhost:8000, got {self.base_url!r}")
+        for name in ("summarizer_model", "scorer_model", "agent_model"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, str) and v.strip()):
+                raise ConfigError(f"{name} must be a non-empty model id, got {v!r}")
 
-    def client_params(self) -> dict[str, Any]:
+    def endpoint(self) -> dict[str, str]:
+        """The endpoint and models that are set (what changes a reply, unlike the limits)."""
+        names = ("base_url", "summarizer_model", "scorer_model", "agent_model")
+        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+
+    def client_params(self, part: str | None = None) -> dict[str, Any]:
         """The parameters the model-calling parts take (``timeout_s``, ``max_retries``,
-        ``breaker_failures``), set ones only."""
+        ``breaker_failures``, ``base_url``, and ``model`` of ``part``: ``summarizer``,
+        ``scorer`` or ``agent``), set ones only."""
         out: dict[str, Any] = {}
+        if self.base_url is not None:
+            out["base_url"] = self.base_url
+        model = getattr(self, f"{part}_model") if part is not None else None
+        if model is not None:
+            out["model"] = model
         if self.request_timeout_s is not None:
             out["timeout_s"] = float(self.request_timeout_s)
         if self.max_retries is not None:
@@ -96,13 +131,15 @@ class CallLimits:
             out["breaker_failures"] = self.breaker_failures
         return out
 
-    def apply(self, params: dict[str, Any], *, who: str) -> dict[str, Any]:
-        """``params`` (a model-calling part's) with these limits added; one also given in
-        ``params`` with another value is a :class:`ConfigError` naming both (``who`` the part)."""
+    def apply(self, params: dict[str, Any], *, who: str, part: str | None = None) -> dict[str, Any]:
+        """``params`` (a model-calling part's) with these limits added (and the model of ``part``);
+        one also given in ``params`` with another value is a :class:`ConfigError` naming both
+        (``who`` the part)."""
         out = dict(params)
-        for k, v in self.client_params().items():
+        for k, v in self.client_params(part).items():
             if k in out and out[k] != v:
-                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's request limit {v!r}; give one")
+                field = {"model": f"{part}_model", "timeout_s": "request_timeout_s"}.get(k, k)
+                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's {field} {v!r}; give one")
             out[k] = v
         return out
 
@@ -266,7 +303,10 @@ class AnthropicAPI:
     breaker raises ``breaker_error`` (default ``error``) and sends nothing. ``base_url``: ``None``
     = ``$ANTHROPIC_BASE_URL`` when set (read here, so :attr:`base_url` says where calls go), else
     the SDK's default. Picklable (for worker processes): the client and the SDK module are
-    rebuilt after unpickling.
+    rebuilt after unpickling. ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`)
+    that every paid call reserves its most cost from first, at ``price`` (input, output USD per
+    million tokens; required with a budget); a call past the cap raises
+    :class:`~h9eval.core.errors.BudgetExceeded` and is not made.
     """
 
     def __init__(
@@ -280,7 +320,13 @@ class AnthropicAPI:
         http_client: Any = None,
         breaker_failures: int = DEFAULT_BREAKER_FAILURES,
         breaker_error: Callable[[str], H9Error] | None = None,
+        budget: Budget | None = None,
+        price: tuple[float, float] | None = None,
     ) -> None:
+        if budget is not None and price is None:
+            raise ConfigError(f"the {who}: max_cost_usd caps dollars, and this model has no price; price it "
+                              "(summarizer.params.prices, or the part's prices) or drop the cap")
+        self.budget, self.price = budget, price
         self._api_key = resolve_api_key(api_key, who=f"the {who}")
         import anthropic  # lazy: importing h9eval must not import the SDK
 
@@ -365,7 +411,28 @@ class AnthropicAPI:
 
     def call(self, method: Callable[..., Any], /, *, timeout: float | None, **kwargs: Any) -> Any:
         """``method(**kwargs, timeout=timeout)`` (an SDK method of :attr:`client`) with every SDK
-        failure mapped to :meth:`error`."""
+        failure mapped to :meth:`error`; a paid call (one with ``max_tokens``) under a
+        :attr:`budget` reserves its bound first and settles its cost after."""
+        if self.budget is None or self.price is None or "max_tokens" not in kwargs:
+            return self._call(method, timeout=timeout, **kwargs)
+        price = self.price
+        sent = {k: kwargs.get(k) for k in ("system", "messages", "tools", "context_management")}
+        bound = call_bound_usd(len(json.dumps(sent, default=str).encode("utf-8")), int(kwargs["max_tokens"]), price)
+        self.budget.reserve(bound, who=self.who)
+        actual = 0.0
+        try:
+            resp = self._call(method, timeout=timeout, **kwargs)
+            try:
+                u = usage_of(resp)
+                tin = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+                actual = (tin * price[0] + u.output_tokens * price[1]) / 1e6
+            except ValueError:
+                actual = bound  # unreadable usage: count the bound, never less
+            return resp
+        finally:
+            self.budget.settle(bound, actual)
+
+    def _call(self, method: Callable[..., Any], /, *, timeout: float | None, **kwargs: Any) -> Any:
         sdk = self.sdk
         breaker = self.breaker
         if breaker.open:

@@ -197,7 +197,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "offloads_tool_time": int(c["offloads_tool_time_count"].sum()),
         "offloads_compaction": int(c["offloads_compaction_count"].sum()),
         "summarizer_calls": int(c["summarizer_calls"].sum()),
-        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
+        # None: a summary from an unpriced model (a local server's) is in it; never a silent $0
+        "summarizer_cost_usd": None if c["summarizer_cost_usd"].isna().any() else float(c["summarizer_cost_usd"].sum()),
         "fallbacks": int(c["fallback"].sum()),
         "fallback_causes": _cause_counts(c),
         # absent from calls tables written before the breaker: unknown, not 0

@@ -25,18 +25,22 @@ redacted, and the SDK exception, which holds the request headers, is not chained
 
 Cost: ``input_tokens * in_price + output_tokens * out_price`` with USD prices per million
 tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from the
-``prices`` argument; an unknown model costs 0.0 and sets ``extra["cost_known"] = False``.
+``prices`` argument; an unknown model (a local server's) is *unpriced*: its cost is NaN, never
+$0, ``extra["cost_known"]`` is ``False`` and ``h9eval run`` prints ``unpriced``; price it with
+``prices`` (``summarizer.params.prices`` in a spec: model -> [input, output] USD per million).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, Reply
+from h9eval.core.budget import Budget
 from h9eval.core.errors import BreakerOpenError, ConfigError, SummarizerError
 from h9eval.core.prices import MODELS, base_model_id
 
@@ -92,6 +96,8 @@ class AnthropicSummarizer:
       ``breaker_failures``: consecutive failed calls (timeouts, 5xx, connection errors) after
       which no more requests are sent for the summarizer's life and each summary falls back at
       once (:class:`~h9eval.core.anthropic.CircuitBreaker`); default 3, 0 = never.
+      ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`, a sweep's
+      ``max_cost_usd``): a summary that could pass it is not requested and stops the run.
     """
 
     name = "anthropic"
@@ -110,6 +116,7 @@ class AnthropicSummarizer:
         prices: Mapping[str, tuple[float, float]] | None = None,
         http_client: Any = None,
         breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        budget: Budget | None = None,
     ) -> None:
         if not model:
             raise ConfigError("model must be a non-empty model id")
@@ -119,6 +126,7 @@ class AnthropicSummarizer:
             raise ConfigError(f"max_retries ({max_retries}) must be >= 0")
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s ({timeout_s}) must be > 0 seconds")
+        self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         self._api = AnthropicAPI(
             api_key=api_key,
             who=f"anthropic summarizer ({model})",
@@ -128,6 +136,8 @@ class AnthropicSummarizer:
             http_client=http_client,
             breaker_failures=breaker_failures,
             breaker_error=BreakerOpenError,
+            budget=budget,
+            price=price_for(model, self.prices),
         )
         self.model = model
         self.max_tokens = max_tokens
@@ -135,7 +145,6 @@ class AnthropicSummarizer:
         self.base_url = self._api.base_url  # the given one, else $ANTHROPIC_BASE_URL: part of summarizer_id
         self.max_retries = max_retries
         self.timeout_s = timeout_s
-        self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, max_tokens={self.max_tokens}, temperature={self.temperature})"
@@ -192,7 +201,7 @@ class AnthropicSummarizer:
         usage = reply.usage
         tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
-        cost = 0.0 if price is None else (tin * price[0] + tout * price[1]) / 1e6
+        cost = math.nan if price is None else (tin * price[0] + tout * price[1]) / 1e6  # unpriced, never $0
         extra: dict[str, object] = {
             "stop_reason": reply.stop_reason,
             "cost_known": price is not None,

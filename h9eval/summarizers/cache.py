@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -193,7 +194,7 @@ class ResponseCache:
             output_tokens=int(tout),
             latency_s=float(latency),
             cache_hit=True,
-            cost_usd=float(cost),
+            cost_usd=float(cost) if json.loads(extra).get("cost_known", True) else math.nan,  # unpriced: NaN, stored as 0
             model=model,
             extra=json.loads(extra),
         )
@@ -226,7 +227,7 @@ class ResponseCache:
                     reply.text,
                     reply.input_tokens,
                     reply.output_tokens,
-                    reply.cost_usd,
+                    reply.cost_usd if math.isfinite(reply.cost_usd) else 0.0,  # SQLite stores NaN as NULL
                     reply.latency_s,
                     extra,
                     time.time(),

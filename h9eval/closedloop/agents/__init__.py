@@ -77,7 +77,7 @@ def make_agent(spec: str, /, *, call_limits: CallLimits | None = None, **params:
                 both[k] = conv(given[k])
             except ValueError:
                 raise ConfigError(f"agent {spec!r}: {k} must be a number, got {given[k]!r}") from None
-    return AnthropicAgent(**(call_limits.apply(both, who="agent 'anthropic'") if call_limits is not None else both))
+    return AnthropicAgent(**(call_limits.apply(both, who="agent 'anthropic'", part="agent") if call_limits is not None else both))
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str, dict[str, str]]:
