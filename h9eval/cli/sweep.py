@@ -15,6 +15,7 @@ import sys
 from h9eval.analysis.all_policies import compare_all_policies
 from h9eval.cli.run import add_call_limit_options, call_limits
 from h9eval.core.errors import ConfigError
+from h9eval.sweeps.estimate import estimate_sweep
 from h9eval.sweeps.sweep import SweepResult, sweep
 
 
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
     add_call_limit_options(p)  # over the spec's request_timeout_s / max_retries
+    p.add_argument("--estimate", action="store_true",
+                   help="print the expected model calls, tokens and dollars per configuration from an offline dry run "
+                   "of the grid, and call nothing")
     p.add_argument("--max-cost-usd", type=float, default=None, metavar="USD",
                    help="stop before the model call that would take this invocation's spending past USD (over the spec's "
                    "max_cost_usd); rerun to continue")
@@ -48,6 +52,9 @@ def _run(args: argparse.Namespace) -> int:
         return _all_policies(args)
     if args.window is not None or args.history_mode is not None:
         raise ConfigError("--window and --history-mode go with --task; a spec sets its own window and history_modes")
+    if args.estimate:
+        print(estimate_sweep(args.spec, call_limits=call_limits(args), skip_invalid=args.skip_invalid))
+        return 0
     r = sweep(
         args.spec,
         out_dir=args.out,

@@ -42,7 +42,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["STOPPED", "cell_budget", "failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["STOPPED", "cell_budget", "run_episode_cell", "failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
 
 STOPPED = "stopped"
 """The status of a cell the spending cap kept from finishing: never written, so it runs on resume."""
@@ -145,7 +145,13 @@ def _world_task(cell: Cell) -> Task:
     return _cached(_WORLD_TASKS, key, lambda: world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps))
 
 
-def _episode_parts(cell: Cell, budget: Budget | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def run_episode_cell(cell: Cell, *, summarizer: Any) -> None:
+    """Run an episode cell with ``summarizer`` in the cell's, writing nothing (a sweep's estimate
+    counts the requests its model summarizer would send)."""
+    _episode_parts(cell, summarizer=summarizer)
+
+
+def _episode_parts(cell: Cell, budget: Budget | None = None, summarizer: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run an episode cell and its keep_all oracle: (run-row headline, the cell's parts)."""
     import pandas as pd
 
@@ -160,7 +166,8 @@ def _episode_parts(cell: Cell, budget: Budget | None = None) -> tuple[dict[str, 
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), window,
                         explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False).policy
     world = make_world(cell.world_kind, **cell.world_params)
-    ep = run_episode(world, agent, policy, summarizer=_summarizer(cell, budget), **common)
+    summ = summarizer if summarizer is not None else _summarizer(cell, budget)
+    ep = run_episode(world, agent, policy, summarizer=summ, **common)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
