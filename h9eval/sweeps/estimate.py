@@ -63,6 +63,14 @@ class _Tally:
     output_bound_tokens: int = 0
 
 
+@dataclass
+class _Config:
+    model: str
+    price: tuple[float, float] | None
+    cells: int = 0
+    tally: _Tally = field(default_factory=_Tally)
+
+
 class CountingSummarizer:
     """A model summarizer's stand-in that calls nothing (see the module docstring).
 
@@ -148,7 +156,7 @@ def estimate_sweep(
         given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
         sp = dataclasses.replace(sp, call_limits=dataclasses.replace(sp.call_limits, **given))
         check_call_limits(sp.call_limits, sp.summarizer_params)
-    tallies: dict[tuple[str, ...], tuple[_Tally, str, tuple[float, float] | None, int]] = {}
+    configs: dict[tuple[str, ...], _Config] = {}
     seen: dict[str, set[str]] = {}
     skipped_agents: set[str] = set()
     scorer_cells = 0
@@ -164,20 +172,19 @@ def estimate_sweep(
             key = (cell.policy_name, json.dumps(cell.grid, sort_keys=True), cell.history_mode, cell.summarizer)
             model = _model_summarizer(cell)
             if model is None:  # an offline summarizer (or none) calls nothing: not even replayed
-                tally = tallies.setdefault(key, (_Tally(), "", (0.0, 0.0), 0))
-                tallies[key] = (tally[0], "", (0.0, 0.0), tally[3] + 1)
+                configs.setdefault(key, _Config(model="", price=(0.0, 0.0))).cells += 1
                 continue
-            price = price_for(model.model, model.prices)
-            tally, _, _, n = tallies.get(key, (_Tally(), model.model, price, 0))
-            tallies[key] = (tally, model.model, price, n + 1)
+            conf = configs.setdefault(key, _Config(model=model.model, price=price_for(model.model, model.prices)))
+            conf.cells += 1
             stand_in = CountingSummarizer(model, make_summarizer(OFFLINE_STAND_INS[cell.summarizer]),
-                                          seen.setdefault(cell.summarizer_cache or "", set()), tally)
+                                          seen.setdefault(cell.summarizer_cache or "", set()), conf.tally)
             _dry_run(cell, tmp, stand_in)
     rows = []
-    for (policy, params, mode, summ), (t, model_id, price, n) in tallies.items():
+    for (policy, grid, mode, summ), conf in configs.items():
+        t, price = conf.tally, conf.price
         usd = math.nan if price is None else (t.input_tokens * price[0] + t.output_tokens * price[1]) / 1e6
         bound = math.nan if price is None else (t.input_tokens * price[0] + t.output_bound_tokens * price[1]) / 1e6
-        rows.append(dict(zip(ESTIMATE_COLUMNS, (policy, params, mode, summ, model_id, n, t.calls, t.cache_hits,
+        rows.append(dict(zip(ESTIMATE_COLUMNS, (policy, grid, mode, summ, conf.model, conf.cells, t.calls, t.cache_hits,
                                                 t.input_tokens, t.output_tokens, usd, bound))))
     table = pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))
     notes = [f"live agent calls of {a!r} (its episodes are not replayed: that would call the model)" for a in sorted(skipped_agents)]
@@ -191,7 +198,7 @@ def _model_summarizer(cell: Cell) -> AnthropicSummarizer | None:
     ``None`` for an offline one (or none)."""
     if cell.summarizer not in OFFLINE_STAND_INS or not issubclass(SUMMARIZERS.get(cell.summarizer), AnthropicSummarizer):
         return None
-    limits = CallLimits(**cell.endpoint)
+    limits = CallLimits(base_url=cell.endpoint.get("base_url"), summarizer_model=cell.endpoint.get("summarizer_model"))
     summ = build_summarizer(cell.summarizer, None, call_limits=limits, api_key=_NO_KEY, **cell.summarizer_params)
     assert isinstance(summ, AnthropicSummarizer)
     return summ
