@@ -10,12 +10,14 @@ retry them: finished cells are kept), 2 for an invalid spec, 3 when ``--max-cost
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from h9eval.analysis.all_policies import compare_all_policies
 from h9eval.cli.run import add_call_limit_options, call_limits
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.estimate import estimate_sweep
+from h9eval.sweeps.spec import load_spec
 from h9eval.sweeps.sweep import SweepResult, sweep
 
 
@@ -53,7 +55,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.window is not None or args.history_mode is not None:
         raise ConfigError("--window and --history-mode go with --task; a spec sets its own window and history_modes")
     if args.estimate:
-        print(estimate_sweep(args.spec, call_limits=call_limits(args), skip_invalid=args.skip_invalid))
+        est = estimate_sweep(args.spec, call_limits=call_limits(args), skip_invalid=args.skip_invalid)
+        print(est)
+        cap = args.max_cost_usd if args.max_cost_usd is not None else load_spec(args.spec).max_cost_usd
+        if cap is not None and not math.isnan(est.usd):
+            fits = "covers" if est.usd <= cap else "does NOT cover"
+            print(f"max_cost_usd ${cap:g} {fits} the expected ${est.usd:.4f} (the run stops before the call that would pass it)")
         return 0
     r = sweep(
         args.spec,

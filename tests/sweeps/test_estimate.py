@@ -72,7 +72,8 @@ def test_the_command_prints_the_table_and_a_total(tmp_path: Path, server: FakeMe
     spec = tmp_path / "s.toml"
     spec.write_text('name = "e"\nwindow = 16000\ntasks = ["synthetic:small:0"]\n[[policies]]\nkind = "progressive"\n'
                     '[summarizer]\nvariants = ["anthropic", "offline"]\n')
-    assert main(["sweep", str(spec), "--estimate", "--summarizer-model", "claude-haiku-4-5"]) == 0
+    assert main(["sweep", str(spec), "--estimate", "--summarizer-model", "claude-haiku-4-5", "--max-cost-usd", "0.0001"]) == 0
     out = capsys.readouterr().out
     assert "nothing was called" in out and "claude-haiku-4-5" in out and out.count("\ntotal: ") == 1
+    assert "max_cost_usd $0.0001 does NOT cover the expected" in out
     assert server.requests == 0 and not (tmp_path / "results").exists()
