@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -105,8 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--window-peak-frac", type=float, default=None, metavar="FRAC",
-        help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, "
-        "so every task compacts",
+        help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own peak (uncompacted; "
+        "in write-back mode the written-back one), so every task compacts",
     )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
@@ -166,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"run {s['run_id']} -> {r.out_dir}")
         for k, v in s.items():
             if k != "run_id":
-                print(f"  {k:>22}: {UNPRICED if v is None and k.endswith('_usd') else v}")
+                unknown = v is None or (isinstance(v, float) and math.isnan(v))
+                print(f"  {k:>22}: {UNPRICED if unknown and k.endswith('_usd') else v}")
         if len(r.calls):
             print(f"  {'tokens_saved':>22}: {_tokens_saved_line(r.calls)}")
         warning = fallback_warning(s)

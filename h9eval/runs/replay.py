@@ -53,7 +53,9 @@ from h9eval.compaction.step import (
 )
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
-from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, recorded_call_times
+from h9eval.core.billing import (
+    BillingConfig, SessionBiller, SessionBills, bill_columns, bill_totals, recorded_call_times,
+)
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
@@ -101,7 +103,8 @@ class ReplayConfig:
     no system message, as harness9's engine does. ``v1_alias_offload`` (view mode only):
     emulate harness9 V1's alias bug, where the compaction-time offload rewrote the engine's
     history in place, so offloaded tool results stay placeholders in later calls (approximate:
-    in V1 a failed summary's fallback view also held the placeholders). ``keep_views``: keep every view sent (memory!). ``deterministic``:
+    in V1 a failed summary's fallback view also held the placeholders). ``keep_views``: keep every view sent (memory!).
+    ``deterministic``:
     seeded record ids and a logical clock, so reruns are byte-identical (default on).
     """
 
@@ -197,8 +200,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "offloads_tool_time": int(c["offloads_tool_time_count"].sum()),
         "offloads_compaction": int(c["offloads_compaction_count"].sum()),
         "summarizer_calls": int(c["summarizer_calls"].sum()),
-        # None: a summary from an unpriced model (a local server's) is in it; never a silent $0
-        "summarizer_cost_usd": None if c["summarizer_cost_usd"].isna().any() else float(c["summarizer_cost_usd"].sum()),
+        # an unpriced summarizer call makes the run's cost unknown, never $0
+        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum(skipna=False)),
         "fallbacks": int(c["fallback"].sum()),
         "fallback_causes": _cause_counts(c),
         # absent from calls tables written before the breaker: unknown, not 0
@@ -211,16 +214,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
 
 def _bill_numbers(c: pd.DataFrame) -> dict[str, float | None]:
     """The run's billed dollars and cache-read share (``None``: an unpriced call, or no bills)."""
-    def dollars(col: str) -> float | None:  # to the millionth of a dollar: what a bill shows and more
-        return round(float(c[col].sum()), 6) if col in c.columns and c[col].notna().all() else None
-
-    billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum().sum() if "cache_read_tokens" in c.columns else 0
-    return {
-        "cost_usd": dollars("cost_usd"),
-        "raw_cost_usd": dollars("raw_cost_usd"),
-        "cache_read_share": round(float(c["cache_read_tokens"].sum() / billed), 4) if billed else None,
-        "invalidation_usd": dollars("invalidation_usd"),
-    }
+    totals = bill_totals(c)
+    return {k: totals[k] for k in ("cost_usd", "raw_cost_usd", "cache_read_share", "invalidation_usd")}
 
 
 def _cause_counts(c: pd.DataFrame) -> dict[str, int]:

@@ -25,9 +25,10 @@ redacted, and the SDK exception, which holds the request headers, is not chained
 
 Cost: ``input_tokens * in_price + output_tokens * out_price`` with USD prices per million
 tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from the
-``prices`` argument; an unknown model (a local server's) is *unpriced*: its cost is NaN, never
-$0, ``extra["cost_known"]`` is ``False`` and ``h9eval run`` prints ``unpriced``; price it with
-``prices`` (``summarizer.params.prices`` in a spec: model -> [input, output] USD per million).
+``prices`` argument; an unknown model's cost is unknown: NaN (never $0, like the billed columns
+of :mod:`h9eval.core.billing`), with ``extra["cost_known"] = False``; ``h9eval run``
+prints ``unpriced``; price it with ``prices`` (``summarizer.params.prices`` in a spec: model ->
+[input, output] USD per million tokens).
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ class AnthropicSummarizer:
         usage = reply.usage
         tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
-        cost = math.nan if price is None else (tin * price[0] + tout * price[1]) / 1e6  # unpriced, never $0
+        cost = math.nan if price is None else (tin * price[0] + tout * price[1]) / 1e6
         extra: dict[str, object] = {
             "stop_reason": reply.stop_reason,
             "cost_known": price is not None,

@@ -42,7 +42,8 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["STOPPED", "cell_budget", "run_episode_cell", "failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["STOPPED", "cell_budget", "failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written",
+           "run_batch", "run_episode_cell"]
 
 STOPPED = "stopped"
 """The status of a cell the spending cap kept from finishing: never written, so it runs on resume."""
@@ -54,7 +55,8 @@ _SUMMARIZERS: dict[str, Any] = {}
 # The replay summary's keys copied into the run row, in order.
 
 
-def _load_task(cell: Cell) -> Task:
+def load_cell_task(cell: Cell) -> Task:
+    """The task of a replay cell, as its worker loads it (a small per-process cache)."""
     if cell.world_kind:  # an exported world: its keep_all episode, rebuilt (deterministic, fast)
         return _world_task(cell)
     for spec in dict.fromkeys((cell.task_source, cell.task_spec)):
@@ -172,9 +174,10 @@ def _episode_parts(cell: Cell, budget: Budget | None = None, summarizer: Any = N
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
         _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
+    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id, billing=billing_config_from_dict(cell.billing))
     row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
-                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat)
-    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id)
+                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat,
+                      calls=calls)
     sent = [s.tokens_sent for s in ep.steps]
     tiers = [s.tier_name for s in ep.steps if s.compacted]
     head = {
@@ -193,6 +196,9 @@ def _episode_parts(cell: Cell, budget: Budget | None = None, summarizer: Any = N
         "forced_truncations": sum(1 for s in ep.steps if s.forced_compactions),
         "overflows": sum(1 for s in ep.steps if s.tokens_sent > ep.context_window_tokens),
         "probe_rows": 0,
+        # the run row's billed numbers, as the episode row has them (no uncompacted transcript: raw unknown)
+        **{k: None if row[k] != row[k] else row[k] for k in ("cost_usd", "cache_read_share", "invalidation_usd")},
+        "raw_cost_usd": None,
     }
     parts = {
         "episodes": episodes_table([row]),
@@ -221,7 +227,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
     sweep's spending cap; ``summarizer``: another summarizer in the cell's (a sweep's estimate
     counts the requests its model summarizer would send); ``probes``/``ledger``: ``False`` skips
     them (an estimate needs neither)."""
-    task = _load_task(cell)
+    task = load_cell_task(cell)
     # the cell's window, for every policy (the spec refused a conflicting explicit one)
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
     cfg = ReplayConfig(
