@@ -29,9 +29,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessages]:
         yield s
 
 
-def test_base_url_and_model_from_the_command_line(tmp_path: Path, server: FakeMessages) -> None:
+def test_base_url_and_model_from_the_command_line(tmp_path: Path, server: FakeMessages,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*RUN, "--out", str(tmp_path / "o"), "--base-url", server.url, "--summarizer-model", "qwen3-8b"]) == 0
     assert server.requests >= 2 and {b["model"] for b in server.bodies} == {"qwen3-8b"}
+    # a model without a price is said to be unpriced, never $0
+    assert "summarizer_cost_usd: unpriced" in capsys.readouterr().out
 
 
 def test_the_environment_gives_the_endpoint_and_the_command_line_wins(tmp_path: Path, server: FakeMessages,
