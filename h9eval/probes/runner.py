@@ -43,7 +43,7 @@ def _scorer(name: str, cache: str | os.PathLike[str] | None, call_limits: CallLi
         return make_scorer(name)
     if call_limits is None:
         return make_scorer(name, cache=cache)
-    return make_scorer(name, answerer=AnthropicTextClient(cache=cache, **call_limits.client_params()))
+    return make_scorer(name, answerer=AnthropicTextClient(cache=cache, **call_limits.client_params("scorer")))
 
 
 ProbeFn = Callable[[Task, Sequence[Message], int, CallCheckpoint], list[dict[str, Any]]]

@@ -17,8 +17,9 @@ Columns are only ever appended at the end, without a bump: a column added later 
 from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
 as a value. Added since version 1 was first written: ``raw_tokens_sent``,
 ``fallback_cause`` (why the summaries behind a fallback failed), ``offload_write_failures``
-(offload files the file system refused since the previous call), and the billed columns from
-``billed_model`` to ``priced`` (the provider's bill of the call; :mod:`h9eval.core.billing`)."""
+(offload files the file system refused since the previous call), the billed columns from
+``billed_model`` to ``priced`` (the provider's bill of the call; :mod:`h9eval.core.billing`),
+``min_gain_deferred`` and ``summarizer_breaker_skips`` (summaries the circuit breaker refused)."""
 
 
 CALL_COLUMNS = (
@@ -81,6 +82,7 @@ CALL_COLUMNS = (
     "invalidation_usd",  # dollars paid to rewrite tokens that were not new since the previous call
     "priced",  # bool: every model of the call has prices
     "min_gain_deferred",  # bool: progressive's minimum-gain rule deferred a summary at this call
+    "summarizer_breaker_skips",  # summaries not requested: the summarizer's circuit breaker was open
 )
 
 _CALL_KIND_COLUMNS = {
@@ -206,7 +208,8 @@ TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes",
 OPTIONAL_TABLES: tuple[str, ...] = ("episodes", "ledger")
 """Tables a results folder may lack: folders written before the closed loop have no ``episodes``
 (read as an empty table), and a replay cell writes no ``episodes`` part; folders written before the
-loss ledger have no ``ledger`` (read as an empty table), and an episode cell writes none."""
+loss ledger have no ``ledger`` (read as an empty table), and so do episode cells written before
+the closed-loop ledger."""
 CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
 MARKER = "run.parquet"
 MANIFEST = "manifest.json"
@@ -255,6 +258,7 @@ RUN_COLUMNS: dict[str, str] = {
     "raw_cost_usd": "float64",  # the uncompacted transcript under the same billing
     "cache_read_share": "float64",  # cache reads over the agent's billed input
     "invalidation_usd": "float64",  # dollars paid to rewrite what was not new since the previous call
+    "summarizer_breaker_skips": "Int64",  # summaries the summarizer's circuit breaker refused (each fell back)
 }
 
 
@@ -278,6 +282,7 @@ RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "raw_cost_usd",
     "cache_read_share",
     "invalidation_usd",
+    "summarizer_breaker_skips",
 )
 """The headline numbers of one run, in the order ``h9eval run`` prints them. ``compactions`` (and
 ``compactions_by_tier``, the same calls by tier) counts the calls whose compaction changed what
@@ -427,7 +432,7 @@ LEDGER_COLUMNS: dict[str, str] = {
     "basis": "string",  # fill (the k-th window of new content: same calls for every config) | compaction
     "round": "Int64",  # 1-based, per basis: the k-th fill, or the k-th call whose view rewrote what was sent
     "call_index": "Int64",
-    "message_index": "Int64",  # the last transcript message the view covers
+    "message_index": "Int64",  # the last transcript message the view covers (closed loop: the call)
     "tier_name": "string",
     "item_id": "string",
     "item_type": "string",  # h9eval.probes.items.ITEM_TYPES
@@ -435,8 +440,9 @@ LEDGER_COLUMNS: dict[str, str] = {
     "location": "string",  # where an exact value survived (tail, summary, anchor:<type>, placeholder, ...)
     "pinned": "boolean",  # the value is in the task's system or first task message
     "value": "string",
-    "introduced_at": "Int64",
-    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items)
+    "introduced_at": "Int64",  # transcript index (closed loop: the first call whose view held it)
+    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items; closed
+    # loop: the first call at or after the round whose action touched it: rule broken, needed, re-read, redone)
 }
 
 
