@@ -9,6 +9,7 @@ it proves the record/replay machinery and the request shape, not a model's behav
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,26 @@ def test_server_side_context_editing_goes_through_the_beta_endpoint(tmp_path: Pa
     assert "betas" not in fake.requests[0]  # sent as the header, not in the body
     with pytest.raises(ConfigError, match="must have an 'edits' list"):
         AnthropicAgent(mode="replay", cassette=tmp_path / "cm.jsonl", context_management={"clear": True})
+
+
+def test_call_cost_is_priced_from_the_model_table_and_unpriced_is_nan(tmp_path: Path) -> None:
+    from h9eval.closedloop.agents.base import CallUsage
+    from h9eval.closedloop.agents.live import call_cost_usd
+    from h9eval.core.prices import ModelInfo, price_of
+
+    usage = CallUsage(input_tokens=1000, output_tokens=200, cache_read_input_tokens=10_000,
+                      cache_creation_input_tokens=2000)
+    # a model of the table's own multipliers (reads 0.5x, writes 3x): nothing hard-wired in the agent
+    odd = ModelInfo(provider="openai", input_usd_per_mtok=2.0, output_usd_per_mtok=8.0, cache_read_frac=0.5,
+                    cache_write_5m_frac=3.0)
+    assert call_cost_usd(usage, odd) == pytest.approx((1000 * 2 + 10_000 * 2 * 0.5 + 2000 * 2 * 3 + 200 * 8) / 1e6)
+    assert math.isnan(call_cost_usd(usage, None))
+    assert price_of("no-such-model-1") is None
+    resp = {"content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 5, "output_tokens": 1}}
+    assert math.isnan(action_from_response(resp, price=None).usage.cost_usd)  # type: ignore[union-attr]
+    fake = FakeModel()
+    agent = AnthropicAgent(model="no-such-model-1", mode="record", cassette=tmp_path / "c.jsonl", api_key=KEY,
+                           base_url="http://fake.invalid", http_client=fake.client(), max_tokens=512)
+    ep = cassette_episode(agent)
+    assert ep.n_steps > 0 and all(math.isnan(x.agent_cost_usd) for x in ep.steps)
+    assert math.isnan(ep.summary()["agent_cost_usd"])

@@ -7,8 +7,8 @@ the world's tools, ``temperature`` 0 (in the request body, as the summarizer sen
 prompt caching: ``cache_control: ephemeral`` on the system block and on the last tool, so the
 stable prefix is cached across steps. The reply's text is the note; its first ``tool_use``
 block is the action (no ``tool_use``: done). Usage per call (input, output, cache read, cache
-creation) and its list-price cost (the summarizer's price table; cache reads at 0.1x and cache
-writes at 1.25x the input price) are kept on the action and summed by the episode.
+creation) and its list-price cost (the one model table, :mod:`h9eval.core.prices`, with the model's own
+cache-read and cache-write multipliers; NaN for an unpriced model) are kept on the action and summed by the episode.
 
 A :class:`Cassette` (JSONL, one ``{"request_hash", "response"}`` per line) records a live
 episode so that it replays offline: ``mode="replay"`` (the default) answers only from the
@@ -48,10 +48,9 @@ from h9eval.closedloop.agents.base import (
     parse_view,
 )
 from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, anthropic_messages
-from h9eval.core.billing import DEFAULT_BILLING_MODEL
+from h9eval.core.billing import call_cost_usd as billed_usd
 from h9eval.core.cassette import Cassette, request_hash
-from h9eval.core.prices import MODELS as PRICE_TABLE
-from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for
+from h9eval.core.prices import ModelInfo, price_of
 from h9eval.core.errors import ConfigError
 
 __all__ = ["DEFAULT_AGENT_MODEL", "LIVE_MODES", "AnthropicAgent", "Cassette", "action_from_response", "request_hash", "to_anthropic_request"]
@@ -82,29 +81,23 @@ def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, tempera
     return body
 
 
-#: Anthropic's prompt-caching multipliers of the input price (reads 0.1x, 5-minute writes 1.25x),
-#: from the one model table (h9eval.core.prices)
-CACHE_READ_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_read_frac
-CACHE_WRITE_PRICE_FRAC = PRICE_TABLE[DEFAULT_BILLING_MODEL].cache_write_5m_frac
+def call_cost_usd(usage: CallUsage, price: ModelInfo | None) -> float:
+    """List-price USD of one call, priced by the one model table (:mod:`h9eval.core.prices`, its own
+    cache-read and 5-minute-write multipliers); NaN when the model is unpriced (missing, never 0)."""
+    dollars = billed_usd(
+        price,
+        uncached=usage.input_tokens,
+        write_5m=usage.cache_creation_input_tokens,
+        read=usage.cache_read_input_tokens,
+        output=usage.output_tokens,
+    )
+    return float("nan") if dollars is None else dollars
 
 
-def call_cost_usd(usage: CallUsage, price: tuple[float, float] | None) -> float:
-    """List-price USD of one call; ``price`` is (input, output) USD per million tokens."""
-    if price is None:
-        return 0.0
-    pin, pout = price
-    return (
-        usage.input_tokens * pin
-        + usage.cache_read_input_tokens * pin * CACHE_READ_PRICE_FRAC
-        + usage.cache_creation_input_tokens * pin * CACHE_WRITE_PRICE_FRAC
-        + usage.output_tokens * pout
-    ) / 1e6
-
-
-def action_from_response(resp: Mapping[str, Any], *, price: tuple[float, float] | None = None) -> Action:
+def action_from_response(resp: Mapping[str, Any], *, price: ModelInfo | None = None) -> Action:
     """The action in a Messages API response: text blocks are the note, the first ``tool_use``
     block the call (further ones are ignored: the system prompt asks for one per turn);
-    ``price`` (input, output USD per million tokens) prices the usage."""
+    ``price`` (the model's entry in :mod:`h9eval.core.prices`; ``None`` = unpriced) prices the usage."""
     content = resp.get("content")
     if not isinstance(content, list):
         raise AgentError(f"malformed response: no content list (got {type(content).__name__})")
@@ -226,8 +219,8 @@ class AnthropicAgent:
             self.cassette.put(key, resp)
         return action_from_response(resp, price=self._price())
 
-    def _price(self) -> tuple[float, float] | None:
-        return price_for(self.model, DEFAULT_PRICES_USD_PER_MTOK)
+    def _price(self) -> ModelInfo | None:
+        return price_of(self.model)
 
     def _call(self, body: dict[str, Any]) -> dict[str, Any]:
         assert self._api is not None  # only replay mode has none, and it never calls
