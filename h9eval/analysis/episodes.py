@@ -111,11 +111,22 @@ def _task_means(df: Any, value: str) -> Any:
     return df.groupby("task_id", sort=True)[value].mean()
 
 
+def _world_dollars(g: Any, n_boot: int, seed: int) -> tuple[float, float, float]:
+    """Billed dollars per episode over ``g``'s worlds (``unit``): the mean of the per-world means
+    with a world-bootstrap 95 % interval; all NaN when any episode's dollars are unknown."""
+    if not g["cost_usd"].notna().all():
+        return (math.nan, math.nan, math.nan)
+    per_world = [float(v) for v in g.groupby("unit", sort=True)["cost_usd"].mean()]
+    lo, hi = S.percentile_interval(S.bootstrap_means(per_world, n_resamples=n_boot, seed=seed), S.DEFAULT_LEVEL)
+    return (sum(per_world) / len(per_world), lo, hi)
+
+
 def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = BASELINE) -> Any:
     """One row per (agent, configuration): the world-level success and cost of
     :func:`h9eval.analysis.closedloop_units.success_cost_by_world` (the unit is the world, seeds
     nested; verdicts Holm-adjusted over the agent's configurations, ``insufficient units`` with
-    too few worlds), plus ``excess_steps``, ``summarizer_cost_usd`` and the billed ``cost_usd`` and
+    too few worlds), plus ``excess_steps``, ``summarizer_cost_usd``, the billed ``cost_usd`` (mean over
+    worlds of the per-world means, with its world-bootstrap interval ``cost_usd_lo``/``cost_usd_hi``) and
     ``cache_read_share`` (means over episodes; dollars NaN, never 0, when an episode's are unknown:
     an unpriced model, or an ``episodes`` table of version 1) and ``n_tasks`` (= ``n_worlds``: the
     paired units)."""
@@ -124,10 +135,14 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     extra = ep.groupby(["agent_id", "config"], sort=True).agg(
         excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
         summarizer_cost_usd=("summarizer_cost_usd", lambda v: dollars_mean(v.astype(float))),
-        cost_usd=("cost_usd", lambda v: dollars_mean(v.astype(float))),
         cache_read_share=("cache_read_share", lambda v: dollars_mean(v.astype(float))),
     ).reset_index().rename(columns={"agent_id": "agent"})
     out = sc.merge(extra, on=["agent", "config"], how="left")
+    billed = ep.assign(unit=CU.world_units(ep), cost_usd=ep["cost_usd"].astype(float))
+    ci = {key: _world_dollars(g, n_boot, seed) for key, g in billed.groupby(["agent_id", "config"], sort=True)}
+    for i, name in enumerate(("cost_usd", "cost_usd_lo", "cost_usd_hi")):
+        # the world is the unit for dollars as for tokens: mean over worlds of the per-world mean
+        out[name] = [ci.get((a, c), (math.nan,) * 3)[i] for a, c in zip(out["agent"], out["config"])]
     # the paired unit count under the name the answer box reads (a closed-loop "task" is a world)
     out["n_tasks"] = out["n_worlds"]
     return out

@@ -6,19 +6,23 @@ ran no episodes)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from h9eval.analysis import closedloop_units, episodes
 from h9eval.analysis import plots_closedloop
 from h9eval.analysis.ledger import CLIFF_SURVIVAL, cliff_rounds, survival_curves, survival_plot
 from h9eval.analysis.ledger_page import write_ledger_page
+from h9eval.analysis.metrics import dollars_mean
 from h9eval.analysis.report.context import ReportContext
+from h9eval.analysis.report.cost import COST_CAVEAT
 from h9eval.analysis.report.model import Section, short_list
+from h9eval.analysis.report.open_loop import unpriced_cells
 from h9eval.closedloop.analysis import family_frame, tier_mix_frame
 from h9eval.core.paths import prepare_out_dir
 from h9eval.results.store import cell_dir_name
 
-__all__ = ["STAND_IN_AGENT", "ci_text", "failure_sections", "ledger_sections", "success_sections", "tier_sections",
+__all__ = ["STAND_IN_AGENT", "ci_text", "usd_ci_text", "failure_sections", "ledger_sections", "success_sections", "tier_sections",
            "validation_sections"]
 
 STAND_IN_AGENT = (
@@ -32,6 +36,11 @@ def ci_text(m: float, lo: float, hi: float, fmt: str = "{:.3g}") -> str:
     if m != m:
         return "–"
     return f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]" if lo == lo else fmt.format(m)
+
+
+def usd_ci_text(m: float, lo: float, hi: float) -> str:
+    """Billed dollars with their interval (:func:`ci_text`), ``unpriced`` when unknown (never $0)."""
+    return "unpriced" if m != m else ci_text(m, lo, hi, fmt="{:.4g}")
 
 
 def _scripted(ep: Any) -> bool:
@@ -63,6 +72,7 @@ def success_sections(ctx: ReportContext) -> list[Section]:
         tokens_ci=[
             ci_text(*v, fmt="{:,.0f}") for v in zip(sc["tokens_sent"], sc["tokens_sent_lo"], sc["tokens_sent_hi"])
         ],
+        usd_ci=[usd_ci_text(*v) for v in zip(sc["cost_usd"], sc["cost_usd_lo"], sc["cost_usd_hi"])],
         vs_keep_all=[
             ci_text(*v, fmt="{:+.3g}") for v in zip(sc["success_diff"], sc["success_diff_lo"], sc["success_diff_hi"])
         ],
@@ -77,6 +87,7 @@ def success_sections(ctx: ReportContext) -> list[Section]:
             "vs_keep_all",
             "success_verdict",
             "tokens_ci",
+            "usd_ci",
             "tokens_verdict",
             "excess_steps",
         ]
@@ -90,17 +101,20 @@ def success_sections(ctx: ReportContext) -> list[Section]:
             "vs_keep_all": "Δ success vs keep_all [CI]",
             "success_verdict": "success verdict",
             "tokens_ci": "tokens sent [95% CI]",
+            "usd_ci": "billed USD [95% CI]",
             "tokens_verdict": "tokens verdict",
             "excess_steps": "excess steps",
         }
     )
-    if float(sc["summarizer_cost_usd"].fillna(0).sum()) > 0:
-        show["summarizer USD"] = sc["summarizer_cost_usd"].to_numpy()
+    if float(sc["summarizer_cost_usd"].fillna(0).sum()) > 0 or sc["summarizer_cost_usd"].isna().any():
+        show["summarizer USD"] = unpriced_cells(sc["summarizer_cost_usd"].round(4)).to_numpy()
     s.table(
         show,
-        "Success rate and tokens sent per episode, mean [95% CI] over tasks; verdicts against keep_all on the same "
-        "tasks.",
+        "Success rate, tokens sent and billed dollars per episode (agent and summarizer calls as the provider bills "
+        "them, list prices with prompt caching), mean [95% CI] over worlds; verdicts against keep_all on the same "
+        "worlds; unpriced: a model without prices (its dollars are unknown, never 0).",
     )
+    s.caveat(COST_CAVEAT)
     s.figure(
         "closedloop_frontier",
         plots_closedloop.cost_success_frontier(sc),
@@ -200,6 +214,10 @@ def _pct(x: float) -> str:
     return "–" if x != x else f"{x:.0%}"
 
 
+def _usd(x: float) -> str:
+    return "unpriced" if x != x else f"${x:.4g}"
+
+
 _TIERS = ("none", "warn", "soft", "full", "emergency")
 _NONCE = r"[A-Z]{1,3}-[0-9a-f]{8}"
 
@@ -244,18 +262,27 @@ def tier_sections(ctx: ReportContext) -> list[Section]:
     show["failure kinds (episodes)"] = [", ".join(f"{k.replace('_', ' ')} {int(r[k])}" for k in kinds if r[k] > 0)
                                         for _, r in pooled.iterrows()]
     show["most frequent failure"] = pooled["most frequent failure"]
+    fam = family_frame(ep, by=by)[[*by, "world_kind", "success_rate", "tokens_sent_mean"]]
+    billed = ep.assign(cost_usd=ep["cost_usd"].astype(float) if "cost_usd" in ep.columns else math.nan)
+    fam_usd = billed.groupby([*by, "world_kind"], sort=True)["cost_usd"].agg(dollars_mean).rename("usd").reset_index()
+    fam = fam.merge(fam_usd, on=[*by, "world_kind"], how="left")
+    # pooled over families as the report pools everything in the closed loop: the family is the unit
+    over = fam.groupby(by, sort=True).agg(tokens=("tokens_sent_mean", "mean"), usd=("usd", dollars_mean))
+    over = pooled[by].merge(over.reset_index(), on=by, how="left")
+    show["tokens sent per episode"] = [f"{t:,.0f}" if t == t else "–" for t in over["tokens"]]
+    show["billed USD per episode"] = [_usd(u) for u in over["usd"]]
     s.table(show, "Tier mix per configuration, all families pooled: the share of episodes that reached a tier at "
                   "least once and the share of calls at each tier, with the failed episodes, their failure kinds and "
-                  "the worlds' most frequent reason (ids masked).")
-    fam = family_frame(ep, by=by)[[*by, "world_kind", "success_rate"]]
+                  "the worlds' most frequent reason (ids masked), and tokens sent and billed dollars per episode "
+                  "(mean over families of the family means; unpriced: a model without prices).")
     per = mix[mix["world_kind"] != "all"].merge(fam, on=[*by, "world_kind"], how="left")
     per["cell"] = [f"{_pct(float(r.success_rate))} | {_pct(r.episodes_soft_or_full_frac)} | "
-                   f"{_pct(r.episodes_emergency_frac)}" for r in per.itertuples(index=False)]
+                   f"{_pct(r.episodes_emergency_frac)} | {_usd(float(r.usd))}" for r in per.itertuples(index=False)]
     wide = per.pivot_table(index=by, columns="world_kind", values="cell", aggfunc="first").reset_index()
     wide.columns.name = None
     s.table(wide.rename(columns={"agent_id": "agent", "config": "configuration", "history_mode": "mode"}),
             "Per world family (seeds nested), each cell: success | episodes reaching soft/full | episodes reaching "
-            "emergency.")
+            "emergency | billed USD per episode.")
     return [s]
 
 

@@ -1,0 +1,72 @@
+"""Billed dollars beside tokens in the closed-loop report sections, on a small fixed table."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pandas as pd
+import pytest
+
+from h9eval.analysis.episodes import success_cost
+from h9eval.analysis.report.closed_loop import success_sections, tier_sections
+from h9eval.analysis.report.context import ReportContext
+
+_ZERO = ("excess_steps", "duplicate_side_effects", "wrong_side_effects", "violations_after_compaction",
+         "protocol_errors", "refetches_wasted")
+
+
+def _row(run: str, config: str, family: str, seed: int, tokens: int, usd: float) -> dict[str, object]:
+    return {"run_id": run, "agent_id": "scripted:full", "policy_name": config, "params_json": "{}",
+            "summarizer": "offline", "history_mode": "write_back", "task_id": f"world-{family}-{seed}",
+            "world_kind": family, "world_params": "", "seed": seed, "success": True, "tokens_sent_sum": tokens,
+            "steps": 3, "hard_failure": False, "hallucinated_completion": False, "loop_detected": False,
+            "terminated_by": "done", "failure": "", "summarizer_cost_usd": 0.0, "cost_usd": usd,
+            "cache_read_share": 0.9, **dict.fromkeys(_ZERO, 0)}
+
+
+# h9: family w1 (two seeds, $0.1 and $0.3: family mean 0.2) and w2 ($0.5): over families 0.35, over
+# episodes 0.3; keep_all: one unpriced episode
+EPISODES = pd.DataFrame([
+    _row("a", "h9", "w1", 0, 100, 0.1), _row("b", "h9", "w1", 1, 300, 0.3), _row("c", "h9", "w2", 0, 200, 0.5),
+    _row("d", "keep_all", "w1", 0, 400, 0.4), _row("e", "keep_all", "w1", 1, 400, math.nan),
+    _row("f", "keep_all", "w2", 0, 400, 0.6),
+])
+
+
+def _ctx() -> ReportContext:
+    calls = pd.DataFrame({"run_id": list("abcdef"), "tier_name": ["soft", "none", "full", "none", "none", "none"]})
+    results = types.SimpleNamespace(episodes=EPISODES, runs=pd.DataFrame(), calls=calls, ledger=pd.DataFrame())
+    return ReportContext(results=results, res=results, rm=pd.DataFrame(), cm=pd.DataFrame(), names={},  # type: ignore[arg-type]
+                         n_boot=400, seed=0)
+
+
+def test_success_cost_dollars_take_the_world_as_the_unit_with_an_interval() -> None:
+    sc = success_cost(EPISODES.assign(config=EPISODES["policy_name"]), n_boot=400).set_index("config")
+    assert sc.loc["h9", "cost_usd"] == pytest.approx(0.35)  # not the episode mean 0.3
+    # two worlds: every resampled mean is 0.2, 0.35 or 0.5, so the 95 % interval spans the two worlds
+    assert sc.loc["h9", "cost_usd_lo"] == pytest.approx(0.2) and sc.loc["h9", "cost_usd_hi"] == pytest.approx(0.5)
+    assert math.isnan(sc.loc["keep_all", "cost_usd"]) and math.isnan(sc.loc["keep_all", "cost_usd_lo"])
+
+
+def _table(section: object, needle: str) -> pd.DataFrame:
+    tables = [b[1][0] for b in section.blocks if b[0] == "table"]  # type: ignore[attr-defined]
+    return next(t for t in tables if needle in " ".join(map(str, t.columns)))
+
+
+def test_success_section_shows_billed_dollars_beside_tokens_and_unpriced_for_nan() -> None:
+    (s,) = success_sections(_ctx())
+    t = _table(s, "billed USD").set_index("configuration")
+    assert list(t.columns).index("billed USD [95% CI]") == list(t.columns).index("tokens sent [95% CI]") + 1
+    assert t.loc["h9", "billed USD [95% CI]"] == "0.35 [0.2, 0.5]"
+    assert t.loc["keep_all", "billed USD [95% CI]"] == "unpriced"
+
+
+def test_tier_section_shows_dollars_per_configuration_and_per_family() -> None:
+    (s,) = tier_sections(_ctx())
+    pooled = _table(s, "billed USD per episode").set_index("configuration")
+    assert pooled.loc["h9", "billed USD per episode"] == "$0.35" and pooled.loc["h9", "tokens sent per episode"] == "200"
+    assert pooled.loc["keep_all", "billed USD per episode"] == "unpriced"
+    fam = _table(s, "w2").set_index("configuration")
+    assert fam.loc["h9", "w1"].endswith("| $0.2") and fam.loc["h9", "w2"].endswith("| $0.5")
+    assert fam.loc["keep_all", "w1"].endswith("| unpriced") and fam.loc["keep_all", "w2"].endswith("| $0.6")
