@@ -561,7 +561,8 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     ``policy_kind`` works too).
 
     ``table``: the ``calls`` table (summed per run first) or a ``runs`` table with
-    ``summarizer_calls``/``summarizer_cost_usd`` columns (no ``call_index``). ``runs``: with a
+    ``summarizer_calls``/``summarizer_cost_usd`` columns (no ``call_index``; with ``billed_usd_per_run``,
+    as this function returns it ``by="run_id"``, the bills are averaged too). ``runs``: with a
     calls table, the runs table for ``params_json``. Columns: ``by``, ``n_runs``,
     ``summarizer_calls``, ``summarizer_input_tokens``, ``summarizer_output_tokens``,
     ``summarizer_cost_usd`` (totals; token columns 0 when unknown), ``calls_per_run``,
@@ -584,6 +585,9 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     else:
         d = table[table["status"] == "ok"] if "status" in table.columns else table
         d = d.copy()
+        if "billed_usd_per_run" in d.columns:
+            # a per-run table of this function (by="run_id") re-aggregated: its bills carry through
+            d["_billed"] = d["billed_usd_per_run"].astype(float)
     for c in cols:
         # token counts unknown: 0; dollars unknown (an unpriced model): NaN, never $0
         d[c] = (d[c].astype(float) if c == "summarizer_cost_usd" else d[c].astype(float).fillna(0)) if c in d.columns else 0.0
