@@ -300,7 +300,8 @@ def llm_agreement(results: Results) -> tuple[Any, Any]:
 def audit_summary(audit: Any) -> Any:
     """Per role of an llm-scorer audit table (:data:`h9eval.probes.llm.AUDIT_COLUMNS`: answer,
     judge, action): ``n`` replies, ``cache_hits``, ``input_tokens``, ``output_tokens``,
-    ``cost_usd`` and, for the judge, ``judge_yes`` (verdicts 1.0); an ``all`` row last."""
+    ``cost_usd`` (NaN when a reply's model was unpriced) and, for the judge, ``judge_yes`` (verdicts
+    1.0); an ``all`` row last."""
     import pandas as pd
 
     cols = ["role", "n", "cache_hits", "input_tokens", "output_tokens", "cost_usd", "judge_yes"]
@@ -315,7 +316,7 @@ def audit_summary(audit: Any) -> Any:
             "cache_hits": int(g["cache_hit"].fillna(False).astype(bool).sum()),
             "input_tokens": int(g["input_tokens"].fillna(0).sum()),
             "output_tokens": int(g["output_tokens"].fillna(0).sum()),
-            "cost_usd": float(g["cost_usd"].fillna(0).sum()),
+            "cost_usd": M.dollars_total(g["cost_usd"].astype(float)),  # an unpriced reply: unknown, never $0
             "judge_yes": int((judge["verdict"] == 1.0).sum()) if len(judge) else 0,
         }
 

@@ -70,3 +70,24 @@ def test_tier_section_shows_dollars_per_configuration_and_per_family() -> None:
     fam = _table(s, "w2").set_index("configuration")
     assert fam.loc["h9", "w1"].endswith("| $0.2") and fam.loc["h9", "w2"].endswith("| $0.5")
     assert fam.loc["keep_all", "w1"].endswith("| unpriced") and fam.loc["keep_all", "w2"].endswith("| $0.6")
+
+
+def _answer(section: object) -> dict[str, str]:
+    (t,) = [b[1][0] for b in section.blocks if b[0] == "table"]  # type: ignore[attr-defined]
+    return dict(zip(t["what"], t["value"]))
+
+
+@pytest.mark.parametrize(("usd", "shown"), [(0.01234, "$0.01234"), (math.nan, "unpriced")])
+def test_one_run_and_one_episode_answers_show_billed_dollars(usd: float, shown: str) -> None:
+    from h9eval.analysis.report.run import episode_answer_section, run_answer_section
+
+    rm = pd.DataFrame([{"label": "h9", "task_id": "t", "history_mode": "view", "tokens_saved": 0.5, "retention": 0.9,
+                        "cost_usd": usd}])
+    res = types.SimpleNamespace(manifest={}, episodes=EPISODES.iloc[:1].assign(
+        cost_usd=usd, context_window_tokens=8000, subgoals_reached=1, subgoals_total=1, tokens_sent_peak=60,
+        n_compactions=1, policy_kind="progressive"))
+    ctx = ReportContext(results=res, res=res, rm=rm, cm=pd.DataFrame(), names={}, n_boot=10, seed=0)  # type: ignore[arg-type]
+    (run,) = run_answer_section(ctx)
+    (episode,) = episode_answer_section(ctx)
+    for section in (run, episode):
+        assert _answer(section)["billed USD (agent and summarizer calls)"] == shown

@@ -261,3 +261,17 @@ def test_llm_section_reports_agreement_with_n_and_the_audit(res: Any) -> None:
     summ = V.audit_summary(audit).set_index("role")
     assert summ.loc["all", "n"] == 3 and summ.loc["judge", "judge_yes"] == 1 and summ.loc["all", "cost_usd"] == pytest.approx(0.002)
     assert summ.loc["all", "cache_hits"] == 1
+    (s,) = TR.llm_sections(r, audit.assign(cost_usd=[0.001, math.nan, 0.0005]))
+    assert " unpriced " in _md([s])
+
+
+def test_llm_audit_cost_of_an_unpriced_reply_is_unknown_never_zero() -> None:
+    audit = pd.DataFrame([
+        {"role": "answer", "verdict": math.nan, "cache_hit": False, "input_tokens": 100, "output_tokens": 5,
+         "cost_usd": 0.001},
+        {"role": "judge", "verdict": 1.0, "cache_hit": False, "input_tokens": 50, "output_tokens": 1,
+         "cost_usd": math.nan},
+    ])
+    summ = V.audit_summary(audit).set_index("role")
+    assert summ.loc["answer", "cost_usd"] == pytest.approx(0.001)
+    assert math.isnan(summ.loc["judge", "cost_usd"]) and math.isnan(summ.loc["all", "cost_usd"])

@@ -22,6 +22,7 @@ __all__ = [
     "load_episode_folder",
     "load_run_folder",
     "run_answer_section",
+    "usd_text",
 ]
 
 
@@ -90,6 +91,12 @@ def load_run_folder(folder: Path) -> Results:
     )
 
 
+def usd_text(x: Any) -> str:
+    """A run's billed dollars, ``unpriced`` when unknown (an unpriced model, or a table written
+    before billing: never $0)."""
+    return "unpriced" if x is None or x != x else f"${float(x):.4g}"
+
+
 def run_answer_section(ctx: ReportContext) -> list[Section]:
     """What one run says: its numbers; no interval or verdict (one task, one configuration)."""
     import pandas as pd
@@ -122,6 +129,7 @@ def run_answer_section(ctx: ReportContext) -> list[Section]:
             "compactions by tier",
             ", ".join(f"{k} {v}" for k, v in (summ.get("compactions_by_tier") or {}).items()) or "none",
         ),
+        ("billed USD (agent and summarizer calls)", usd_text(r.get("cost_usd"))),
         ("peak tokens sent", f"{int(summ.get('peak_tokens_sent') or 0):,}"),
         ("summarizer calls", str(summ.get("summarizer_calls", 0))),
         ("overflows", str(summ.get("overflows", 0))),
@@ -206,6 +214,7 @@ def episode_answer_section(ctx: ReportContext) -> list[Section]:
             + (f" (the keep_all oracle: {int(oracle)})" if oracle is not None and oracle == oracle else ""),
         ),
         ("tokens sent", f"{int(e['tokens_sent_sum']):,} (peak {int(e['tokens_sent_peak']):,})"),
+        ("billed USD (agent and summarizer calls)", usd_text(e.get("cost_usd"))),
         ("compactions", f"{int(e['n_compactions'])}"),
     ]
     s.table(pd.DataFrame(rows, columns=["what", "value"]), "")

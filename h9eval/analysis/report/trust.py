@@ -470,7 +470,9 @@ def llm_sections(results: Results, audit: Any = None) -> list[Section]:
             s.note(f"Only {overall.n} paired observations: the agreement rate is a rough calibration.")
     a = V.audit_summary(audit)
     if len(a):
-        s.table(a, "LLM scorer audit: replies per role (answer, judge, action), cache hits, tokens and cost in USD.")
+        a["cost_usd"] = a["cost_usd"].astype(object).where(a["cost_usd"].notna(), "unpriced")
+        s.table(a, "LLM scorer audit: replies per role (answer, judge, action), cache hits, tokens and cost in USD "
+                "(unpriced: a model without prices, its dollars unknown).")
     else:
         s.note("No audit table given: the answers, verdicts and their cost (LLMScorer.audit) are not shown here.")
     return [s]
