@@ -68,8 +68,15 @@ SUCCESS_COST_COLUMNS: tuple[str, ...] = (
     "tokens_verdict",
     "success_diff_level",
     "tokens_diff_level",
+    "cost_diff",
+    "cost_diff_lo",
+    "cost_diff_hi",
+    "cost_p_adjusted",
+    "cost_verdict",
+    "cost_diff_level",
 )
-"""Columns of :func:`success_cost_by_world`."""
+"""Columns of :func:`success_cost_by_world` (``cost_*``: billed dollars per episode, paired as tokens are;
+NaN and no verdict when an episode's dollars are unknown)."""
 
 VALIDATION_COLUMNS: tuple[str, ...] = ("agent", "scope", "n_worlds", "n_configs", "n_pairs", "rho", "rho_lo", "rho_hi")
 """Columns of :func:`validation_by_world` (``scope``: a world's unit label, or ``pooled``)."""
@@ -122,11 +129,14 @@ def success_cost_by_world(
             UNIT: world_units(ep),
             "success": ep["success"].astype(float),
             "tokens_sent_sum": ep["tokens_sent_sum"].astype(float),
+            **({"cost_usd": ep["cost_usd"].astype(float)} if "cost_usd" in ep.columns else {}),
         }
     )
     rows: list[dict[str, Any]] = []
     for agent, g in d.groupby("agent_id", sort=True):
-        pairs: dict[str, list[S.TaskPairs]] = {"success": [], "tokens": []}
+        pairs: dict[str, list[S.TaskPairs]] = {"success": [], "tokens": [], "cost": []}
+        # dollars are compared only when every episode's are known: a dropped unpriced episode would bias them
+        priced = "cost_usd" in g.columns and bool(g["cost_usd"].astype(float).notna().all())
         names: list[str] = []
         for config, c in g.groupby("config", sort=True):
             per_world = c.groupby(UNIT, sort=True)[["success", "tokens_sent_sum"]].mean()
@@ -152,6 +162,10 @@ def success_cost_by_world(
                 pairs["tokens"].append(
                     S.task_pairs(g, config, baseline, metric="tokens_sent_sum", task=UNIT, higher_is_better=False)
                 )
+                if priced:
+                    pairs["cost"].append(
+                        S.task_pairs(g, config, baseline, metric="cost_usd", task=UNIT, higher_is_better=False)
+                    )
                 names.append(config)
         for metric, ps in pairs.items():
             for name, cmp in zip(

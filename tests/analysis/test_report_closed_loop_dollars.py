@@ -91,3 +91,40 @@ def test_one_run_and_one_episode_answers_show_billed_dollars(usd: float, shown: 
     (episode,) = episode_answer_section(ctx)
     for section in (run, episode):
         assert _answer(section)["billed USD (agent and summarizer calls)"] == shown
+
+
+def test_dollars_are_paired_against_the_baseline_per_world_and_only_when_every_episode_is_priced() -> None:
+    priced = EPISODES.assign(config=EPISODES["policy_name"], cost_usd=EPISODES["cost_usd"].fillna(0.4))
+    sc = success_cost(priced, n_boot=400).set_index("config")
+    # per world: w1 0.2 - 0.4, w2 0.5 - 0.6; the mean over worlds of the paired differences
+    assert sc.loc["h9", "cost_diff"] == pytest.approx(-0.15) and sc.loc["h9", "cost_verdict"] != ""
+    unpriced = success_cost(EPISODES.assign(config=EPISODES["policy_name"]), n_boot=400).set_index("config")
+    assert math.isnan(unpriced.loc["h9", "cost_diff"])  # not paired on the priced episodes only
+
+
+@pytest.mark.parametrize("priced", [True, False])
+def test_the_closed_loop_answer_has_a_dollars_target_when_every_episode_is_priced(priced: bool) -> None:
+    from h9eval.analysis.report.answer import ANSWER_TARGETS
+    from h9eval.results.store import runs_frame
+
+    names = {"h9": "harness9-default", "keep_all": "early"}
+    ep = EPISODES.assign(policy_name=EPISODES["policy_name"].map(names), policy_kind="progressive")
+    if priced:
+        ep = ep.assign(cost_usd=ep["cost_usd"].fillna(0.4))
+    runs = runs_frame([{"run_id": r, "task_id": t, "policy_name": n, "policy_kind": "progressive",
+                        "params_json": "{}" if n == "harness9-default" else '{"soft_frac": 0.4}',
+                        "history_mode": "write_back", "summarizer": "offline", "status": "ok"}
+                       for r, t, n in zip(ep["run_id"], ep["task_id"], ep["policy_name"])])
+    res = types.SimpleNamespace(episodes=ep, runs=runs, calls=pd.DataFrame(), ledger=pd.DataFrame())
+    ctx = ReportContext(results=res, res=res, rm=pd.DataFrame(), cm=pd.DataFrame(),  # type: ignore[arg-type]
+                        names=dict(zip(ep["run_id"], ep["policy_name"])), n_boot=200, seed=0)
+    rows, verdicts = ANSWER_TARGETS[1](ctx)
+    dollars = [r for r in rows if r.target == "dollars per task"]
+    if not priced:
+        assert not dollars and "dollars per task" not in verdicts[0].by_config["early"]
+        return
+    # early: w1 0.4, w2 0.6 -> 0.5 over worlds; the default 0.35; paired per world: +0.2 and +0.1
+    (row,) = dollars
+    assert row.best == "early" and not row.higher_is_better
+    assert (row.value, row.default_value, row.diff) == pytest.approx((0.5, 0.35, 0.15))
+    assert verdicts[0].by_config["early"]["dollars per task"][1] == pytest.approx(0.5)

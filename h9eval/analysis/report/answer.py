@@ -245,7 +245,11 @@ def _closed_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdic
                 continue
             scope = f"closed loop, agent {agent}"
             by: dict[str, dict[str, tuple[str, float]]] = {}
-            for metric, col, hib in (("success", "success", True), ("tokens", "tokens_sent", False)):
+            targets = [("success", "success", True), ("tokens", "tokens_sent", False)]
+            if g["cost_diff"].notna().any():
+                # billed dollars beside tokens (a compaction can save tokens and cost more: the cache it rewrites)
+                targets.append(("cost", "cost_usd", False))
+            for metric, col, hib in targets:
                 comps = [
                     _Closed(
                         a=r["config"],
@@ -272,7 +276,8 @@ def _closed_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdic
                     default=default,
                     by_config=by,
                     primary="success",
-                    default_means={"success": float(d["success"]), "tokens sent": float(d["tokens_sent"])},
+                    default_means={"success": float(d["success"]), "tokens sent": float(d["tokens_sent"]),
+                                   _TARGET_NAMES["cost_usd"]: float(d["cost_usd"])},
                 )
             )
     return rows, verdicts
