@@ -482,7 +482,8 @@ def config_labels(runs: pd.DataFrame) -> pd.Series:
 def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved", "retention"), *, n: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
     """Per config (``label`` + history mode + summarizer): mean and bootstrap CI across runs
     (i.e. tasks) of each metric, plus ``n_runs``, total ``overflows`` and ``emergencies`` and
-    mean ``summarizer_calls``/``summarizer_cost_usd``, the worst ``peak_ratio_to_window`` and
+    mean ``summarizer_calls``/``summarizer_cost_usd``, billed ``cost_usd`` with its CI (NaN when a run is
+    unpriced), the worst ``peak_ratio_to_window`` and
     ``never_compacted_runs`` (runs on which the config never compacted: flag its scores).
     Columns ``<metric>``, ``<metric>_ci_lo``, ``<metric>_ci_hi``."""
     import pandas as pd
@@ -503,6 +504,12 @@ def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved"
             row["summarizer_calls"] = float(g["summarizer_calls"].mean())
         if "summarizer_cost_usd" in g.columns:
             row["summarizer_cost_usd"] = dollars_mean(g["summarizer_cost_usd"].astype(float))
+        if "cost_usd" in g.columns:
+            # billed dollars per task: unknown (NaN, never a mean of the priced runs) when any run is unpriced
+            usd = g["cost_usd"].astype(float)
+            ci = bootstrap_ci(usd, n=n, seed=seed, level=level) if usd.notna().all() else None
+            bounds = (ci.mean, ci.lo, ci.hi) if ci else (math.nan, math.nan, math.nan)
+            row["cost_usd"], row["cost_usd_ci_lo"], row["cost_usd_ci_hi"] = bounds
         if "peak_ratio_to_window" in g.columns:
             row["peak_ratio_to_window"] = float(g["peak_ratio_to_window"].max())
         if "never_compacted" in g.columns:

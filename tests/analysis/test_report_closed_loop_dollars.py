@@ -37,8 +37,8 @@ EPISODES = pd.DataFrame([
 def _ctx() -> ReportContext:
     calls = pd.DataFrame({"run_id": list("abcdef"), "tier_name": ["soft", "none", "full", "none", "none", "none"]})
     results = types.SimpleNamespace(episodes=EPISODES, runs=pd.DataFrame(), calls=calls, ledger=pd.DataFrame())
-    return ReportContext(results=results, res=results, rm=pd.DataFrame(), cm=pd.DataFrame(), names={},  # type: ignore[arg-type]
-                         n_boot=400, seed=0)
+    return ReportContext(results=results, res=results, rm=pd.DataFrame(),  # type: ignore[arg-type]
+                         cm=pd.DataFrame(), names={}, n_boot=400, seed=0)
 
 
 def test_success_cost_dollars_take_the_world_as_the_unit_with_an_interval() -> None:
@@ -65,7 +65,8 @@ def test_success_section_shows_billed_dollars_beside_tokens_and_unpriced_for_nan
 def test_tier_section_shows_dollars_per_configuration_and_per_family() -> None:
     (s,) = tier_sections(_ctx())
     pooled = _table(s, "billed USD per episode").set_index("configuration")
-    assert pooled.loc["h9", "billed USD per episode"] == "$0.35" and pooled.loc["h9", "tokens sent per episode"] == "200"
+    assert pooled.loc["h9", "billed USD per episode"] == "$0.35"
+    assert pooled.loc["h9", "tokens sent per episode"] == "200"
     assert pooled.loc["keep_all", "billed USD per episode"] == "unpriced"
     fam = _table(s, "w2").set_index("configuration")
     assert fam.loc["h9", "w1"].endswith("| $0.2") and fam.loc["h9", "w2"].endswith("| $0.5")
@@ -86,7 +87,8 @@ def test_one_run_and_one_episode_answers_show_billed_dollars(usd: float, shown: 
     res = types.SimpleNamespace(manifest={}, episodes=EPISODES.iloc[:1].assign(
         cost_usd=usd, context_window_tokens=8000, subgoals_reached=1, subgoals_total=1, tokens_sent_peak=60,
         n_compactions=1, policy_kind="progressive"))
-    ctx = ReportContext(results=res, res=res, rm=rm, cm=pd.DataFrame(), names={}, n_boot=10, seed=0)  # type: ignore[arg-type]
+    ctx = ReportContext(results=res, res=res, rm=rm, cm=pd.DataFrame(),  # type: ignore[arg-type]
+                        names={}, n_boot=10, seed=0)
     (run,) = run_answer_section(ctx)
     (episode,) = episode_answer_section(ctx)
     for section in (run, episode):

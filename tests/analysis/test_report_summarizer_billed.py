@@ -34,10 +34,42 @@ def test_billed_dollars_per_run_survive_the_regrouping() -> None:
 
 def test_summarizer_section_shows_billed_usd_per_run_beside_tokens() -> None:
     res = types.SimpleNamespace(calls=CALLS, runs=pd.DataFrame())
-    ctx = ReportContext(results=res, res=res, rm=RM, cm=pd.DataFrame(), names={}, n_boot=10, seed=0)  # type: ignore[arg-type]
+    ctx = ReportContext(results=res, res=res, rm=RM, cm=pd.DataFrame(),  # type: ignore[arg-type]
+                        names={}, n_boot=10, seed=0)
     s = summarizer_sections(ctx)
     (t,) = [b[1][0] for b in s.blocks if b[0] == "table"]
     t = t.set_index("configuration")
     assert t.loc["p (view)", "billed USD per run"] == pytest.approx(0.4)
     assert t.loc["q (view)", "billed USD per run"] == "unpriced"
     assert list(t.columns).index("billed USD per run") > list(t.columns).index("output tokens")
+
+
+def _policies_ctx(usd: list[float], unpriced: list[int]) -> ReportContext:
+    from h9eval.analysis.metrics import config_metrics
+
+    rm = pd.DataFrame({"run_id": ["r1", "r2", "r3"], "label": ["p", "p", "q"], "policy_kind": "progressive",
+                       "history_mode": "view", "tokens_saved": [0.5, 0.7, 0.1], "retention": 0.9, "cost_usd": usd,
+                       "unpriced_calls": unpriced})
+    cm = config_metrics(rm, n=200)
+    res = types.SimpleNamespace(calls=CALLS, runs=pd.DataFrame())
+    return ReportContext(results=res, res=res, rm=rm, cm=cm, names={}, n_boot=200, seed=0)  # type: ignore[arg-type]
+
+
+def test_policies_table_shows_billed_dollars_per_task_beside_tokens_saved() -> None:
+    from h9eval.analysis.report.open_loop import policies_sections
+
+    ctx = _policies_ctx([0.1, 0.3, math.nan], [0, 0, 2])
+    cm = ctx.cm.set_index("label")
+    assert cm.loc["p", "cost_usd"] == pytest.approx(0.2) and 0.1 <= cm.loc["p", "cost_usd_ci_lo"] <= 0.2
+    assert math.isnan(cm.loc["q", "cost_usd"])  # unpriced: not a mean of nothing, never $0
+    s = policies_sections(ctx)
+    (t,) = [b[1][0] for b in s.blocks if b[0] == "table"][:1]
+    t = t.set_index("configuration")
+    cols = list(t.columns)
+    assert cols.index("billed USD per task [95% CI]") == cols.index("tokens saved [95% CI]") + 1
+    usd = t["billed USD per task [95% CI]"]
+    assert usd["p"].startswith("0.2 [") and usd["q"] == "unpriced"
+    # results written before billing: no dollars column at all
+    old = policies_sections(_policies_ctx([math.nan] * 3, [0, 0, 0]))
+    (t_old,) = [b[1][0] for b in old.blocks if b[0] == "table"][:1]
+    assert "billed USD per task [95% CI]" not in t_old.columns

@@ -22,7 +22,8 @@ from h9eval.closedloop.analysis import family_frame, tier_mix_frame
 from h9eval.core.paths import prepare_out_dir
 from h9eval.results.store import cell_dir_name
 
-__all__ = ["STAND_IN_AGENT", "ci_text", "usd_ci_text", "failure_sections", "ledger_sections", "success_sections", "tier_sections",
+__all__ = ["STAND_IN_AGENT", "ci_text", "failure_sections", "ledger_sections", "success_sections", "tier_sections",
+           "usd_ci_text",
            "validation_sections"]
 
 STAND_IN_AGENT = (

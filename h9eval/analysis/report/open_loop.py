@@ -69,6 +69,15 @@ def policies_sections(ctx: ReportContext) -> Section:
     if "retention_summary" in cm.columns and cm["retention_summary"].notna().any():
         t["summary-only retention [95% CI]"] = _ci_col(cm, "retention_summary")
     t["tokens saved [95% CI]"] = _ci_col(cm, "tokens_saved")
+    billed = "cost_usd" in cm.columns and (
+        cm["cost_usd"].notna().any() or ("unpriced_calls" in ctx.rm.columns and ctx.rm["unpriced_calls"].sum() > 0)
+    )  # a table written before billing has no dollars to show
+    if billed:
+        # dollars as the provider bills them beside the tokens saved (a compaction rewrites the cached prefix)
+        t["billed USD per task [95% CI]"] = [
+            "unpriced" if v != v else f"{v:.4g} [{lo:.4g}, {hi:.4g}]"
+            for v, lo, hi in zip(cm["cost_usd"], cm["cost_usd_ci_lo"], cm["cost_usd_ci_hi"])
+        ]
     for c, name in (
         ("overflows", "overflows"),
         ("emergencies", "emergencies"),
