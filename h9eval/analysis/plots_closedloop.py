@@ -20,13 +20,15 @@ def _colors(n: int) -> list[Any]:
     return [base[i % len(base)] for i in range(n)]
 
 
-def cost_success_frontier(table: Any) -> Any:
+def cost_success_frontier(table: Any, *, x: str = "tokens_sent",
+                          xlabel: str = "tokens sent per episode (sum over model calls)") -> Any:
     """Tokens sent per episode (x, lower is better) against success rate (y) per (agent,
     configuration), with the 95 % intervals of :func:`~h9eval.analysis.episodes.success_cost`
     as error bars: one panel per agent, one colour per configuration (the same colour in every
     panel, each point labelled with its name) and, per agent, the frontier (the configurations
     no other one beats on both; JetBrains' cost-vs-solve-rate figure, offline), drawn and
-    labelled in its panel."""
+    labelled in its panel. ``x``: the cost column (with ``<x>_lo``/``<x>_hi``), ``cost_usd`` for billed
+    dollars; rows where it is unknown (an unpriced model) are left out, never drawn at 0."""
     agents = list(dict.fromkeys(table["agent"])) if table is not None and len(table) else []
     n = max(1, len(agents))
     fig, axes = new_figure(1, n, size=(min(5.2 * n, 13.0), 5.2))
@@ -36,14 +38,14 @@ def cost_success_frontier(table: Any) -> Any:
     configs = list(dict.fromkeys(table["config"]))
     color = dict(zip(configs, _colors(len(configs))))
     for ax, a in zip(axes, agents):
-        g = table[table["agent"] == a]
-        span_x = max(float(g["tokens_sent"].max() - g["tokens_sent"].min()), 1.0)
+        g = table[(table["agent"] == a) & table[x].notna()]
+        span_x = max(float(g[x].max() - g[x].min()), 1e-12) if len(g) else 1.0  # dollars span well under 1
         placed: list[tuple[float, float]] = []
-        for r in g.sort_values(["success", "tokens_sent"], ascending=[False, True]).to_dict("records"):
-            xerr = [[r["tokens_sent"] - r["tokens_sent_lo"]], [r["tokens_sent_hi"] - r["tokens_sent"]]]
+        for r in g.sort_values(["success", x], ascending=[False, True]).to_dict("records"):
+            xerr = [[r[x] - r[f"{x}_lo"]], [r[f"{x}_hi"] - r[x]]]
             yerr = [[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]]
             ax.errorbar(
-                [r["tokens_sent"]],
+                [r[x]],
                 [r["success"]],
                 xerr=xerr,
                 yerr=yerr,
@@ -53,26 +55,26 @@ def cost_success_frontier(table: Any) -> Any:
                 alpha=0.9,
             )
             # names of points that nearly coincide are stacked downwards instead of printed over each other
-            pos = (float(r["tokens_sent"]) / span_x, float(r["success"]))
+            pos = (float(r[x]) / span_x, float(r["success"]))
             near = sum(abs(pos[0] - q[0]) < 0.25 and abs(pos[1] - q[1]) < 0.05 for q in placed)
             placed.append(pos)
             ax.annotate(
                 r["config"],
-                (r["tokens_sent"], r["success"]),
+                (r[x], r["success"]),
                 xytext=(4, 4 - 10 * near),
                 textcoords="offset points",
                 fontsize=7,
                 color=color[r["config"]],
             )
-        front = M.pareto_front(g, "tokens_sent", "success", maximize=(False, True)).sort_values("tokens_sent")
+        front = M.pareto_front(g, x, "success", maximize=(False, True)).sort_values(x)
         if len(front) > 1:
-            ax.plot(front["tokens_sent"], front["success"], color="black", lw=1, ls="--", zorder=0, label="frontier")
+            ax.plot(front[x], front["success"], color="black", lw=1, ls="--", zorder=0, label="frontier")
             ax.legend(fontsize=7, loc="lower right")
-        ax.set_xlabel("tokens sent per episode (sum over model calls)")
+        ax.set_xlabel(xlabel)
         ax.set_ylim(-0.05, 1.1)
         ax.set_title(f"agent {a}", fontsize=9)
     axes[0].set_ylabel("success rate")
-    fig.suptitle("Closed loop: cost vs success per agent (95% world-bootstrap CI; dashed: the frontier)", fontsize=10)
+    fig.suptitle("Closed loop: cost vs success per agent\n(95% world-bootstrap CI; dashed: the frontier)", fontsize=10)
     return fig
 
 

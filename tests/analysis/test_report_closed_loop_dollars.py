@@ -130,3 +130,12 @@ def test_the_closed_loop_answer_has_a_dollars_target_when_every_episode_is_price
     assert row.best == "early" and not row.higher_is_better
     assert (row.value, row.default_value, row.diff) == pytest.approx((0.5, 0.35, 0.15))
     assert verdicts[0].by_config["early"]["dollars per task"][1] == pytest.approx(0.5)
+
+
+def test_success_section_draws_the_frontier_in_dollars_leaving_unpriced_configurations_out() -> None:
+    (s,) = success_sections(_ctx())
+    figures = {b[1][0]: b[1][1] for b in s.blocks if b[0] == "figure"}
+    ax = figures["closedloop_frontier_usd"].axes[0]
+    assert ax.get_xlabel().startswith("billed USD") and [t.get_text() for t in ax.texts] == ["h9"]
+    assert float(ax.texts[0].xy[0]) == pytest.approx(0.35)  # the point is named where it is drawn
+    assert sorted(t.get_text() for t in figures["closedloop_frontier"].axes[0].texts) == ["h9", "keep_all"]

@@ -123,6 +123,14 @@ def success_sections(ctx: ReportContext) -> list[Section]:
         "episode against success rate with 95% task-bootstrap intervals; dashed: the frontier (no configuration is "
         "cheaper and at least as successful).",
     )
+    if sc["cost_usd"].notna().any():
+        s.figure(
+            "closedloop_frontier_usd",
+            plots_closedloop.cost_success_frontier(sc, x="cost_usd", xlabel="billed USD per episode (list prices)"),
+            "The same in billed dollars per episode (agent and summarizer calls, prompt caching as the provider bills "
+            "it): fewer tokens can cost more when each compaction rewrites the cached prefix; unpriced configurations "
+            "are left out.",
+        )
     return [s]
 
 
