@@ -187,6 +187,7 @@ class ResponseCache:
         if row is None:
             return None
         text, tin, tout, cost, latency, extra, model = row
+        extra = json.loads(extra)
         return SummaryReply(
             text=text,
             input_tokens=int(tin),
@@ -195,7 +196,8 @@ class ResponseCache:
             cache_hit=True,
             cost_usd=float(cost),
             model=model,
-            extra=json.loads(extra),
+            batched=bool(extra.get("batched", False)),  # its stored cost is the batch price
+            extra=extra,
         )
 
     def put(self, key: str, reply: SummaryReply, *, summarizer_id: str) -> None:

@@ -40,6 +40,8 @@ from h9eval.results.store import (
     write_manifest,
 )
 from h9eval.runs.run import fallback_warning
+from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable, stderr_log
+from h9eval.sweeps.batching import run_batched
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.core.progress import Progress, make_progress
@@ -198,6 +200,8 @@ def sweep(
     max_cells: int = DEFAULT_MAX_CELLS,
     call_limits: CallLimits | None = None,
     on_failure: str = "raise",
+    batch: bool | None = None,
+    batch_poll_interval_s: float | None = None,
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -212,7 +216,10 @@ def sweep(
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
     spec of more cells is refused (:class:`ConfigError`) before it is planned. ``call_limits``:
     request timeout and retries of every model request, over the spec's ``request_timeout_s`` /
-    ``max_retries`` (each given one replaces the spec's). ``on_failure``:
+    ``max_retries`` (each given one replaces the spec's). ``batch``: send the summaries through
+    the Message Batches API, batched across cells (:mod:`h9eval.summarizers.batches`; over the
+    spec's ``[summarizer] batch``; ``None``: the spec's), polled every ``batch_poll_interval_s``
+    seconds (over the spec's; default 60). ``on_failure``:
     when cells failed, ``"raise"`` (default) raises :class:`SweepFailed` after the sweep ends
     (holding the result; the ok cells are kept), ``"return"`` returns the result, whose
     ``failed`` and ``failures`` say which.
@@ -225,7 +232,7 @@ def sweep(
     t0 = time.perf_counter()
     if on_failure not in ON_FAILURE:
         raise ConfigError(f"on_failure must be one of {', '.join(ON_FAILURE)}, got {on_failure!r}")
-    sp = load_spec(spec)
+    sp = with_batch(load_spec(spec), batch, batch_poll_interval_s)
     if call_limits is not None:
         given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
         sp = dataclasses.replace(sp, call_limits=dataclasses.replace(sp.call_limits, **given))
@@ -253,6 +260,19 @@ def sweep(
     if result.failed and on_failure == "raise":
         raise SweepFailed(result)
     return result
+
+
+def with_batch(sp: SweepSpec, batch: bool | None, poll_interval_s: float | None) -> SweepSpec:
+    """``sp`` with the command's batch settings over the spec's (``None``: the spec's)."""
+    on = sp.batch is not None if batch is None else batch
+    if not on:
+        if poll_interval_s is not None:
+            raise ConfigError("batch_poll_interval_s (--batch-poll-interval-s) goes with batching (--batch, or [summarizer] batch = true)")
+        return dataclasses.replace(sp, batch=None)
+    if not any(is_batchable(v) for v in sp.summarizers):
+        raise ConfigError(f"batching (--batch) needs an Anthropic summarizer; the spec's are {', '.join(sp.summarizers)}")
+    poll = poll_interval_s if poll_interval_s is not None else sp.batch.poll_interval_s if sp.batch else DEFAULT_POLL_INTERVAL_S
+    return dataclasses.replace(sp, batch=BatchSettings(poll_interval_s=poll))
 
 
 def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progress: bool) -> None:
@@ -319,7 +339,11 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
             bar.update(1)
 
     try:
-        execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
+        if sp.batch is not None:
+            run_batched(pending, out, sp.batch, record=record, log=stderr_log if progress else None,
+                        run=lambda cs, rec: execute(cs, out, workers=n_workers, scheduler=scheduler, record=rec))
+        else:
+            execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -37,11 +37,15 @@ from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
+from h9eval.summarizers.batches import BatchingSummarizer, SummaryDeferred
 from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["WAITING", "failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+
+WAITING = "waiting"
+"""The status of a batched sweep's cell that stopped for a reply (never written: not a result)."""
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -77,6 +81,8 @@ def _summarizer(cell: Cell) -> Any:
                      sort_keys=True)
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
         _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), **cell.summarizer_params)
+    if cell.batch_dir:  # a batched sweep: this cell's replies come from batches (h9eval.summarizers.batches)
+        return BatchingSummarizer.wrap(_SUMMARIZERS[key], cell.batch_dir, run_id=cell.run_id)
     return _SUMMARIZERS[key]
 
 
@@ -247,6 +253,10 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
                 if res.offload_write_failures else "")
         row.update(status="ok", error=flag, probe_rows=len(res.probes), wall_time_s=time.perf_counter() - t0)
         parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes, "ledger": res.ledger}
+    except SummaryDeferred as wait:
+        # a batched sweep's cell that needs a reply no batch has given yet: nothing is written,
+        # the sweep submits the request and runs the cell again (h9eval.sweeps.batching)
+        return {**row, "status": WAITING, "batch_request": wait.custom_id}, {}
     except Exception as e:  # a cell's crash fails only that cell
         tb = traceback.extract_tb(e.__traceback__)
         at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
