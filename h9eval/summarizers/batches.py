@@ -25,7 +25,8 @@ none of its requests again. A request is never paid twice within a sweep folder:
 ``custom_id`` is the SHA-256 of its body (:func:`h9eval.core.cassette.request_hash`), a result
 stored under it is reused by every cell that sends the same body, and the cell that asked first
 (the smallest run id of the round) is the one that paid; the others get it as a cache hit, as
-they would from the response cache in a serial sweep. The window left: a kill between the API
+they would from the response cache in a serial sweep (repeats of a sweep share nothing, as
+they share no response cache). The window left: a kill between the API
 accepting a batch and its id being written (one HTTP response) loses that id, and the batch's
 requests are sent again on resume.
 
@@ -111,10 +112,11 @@ def is_batchable(name: str) -> bool:
     return issubclass(SUMMARIZERS.get(name), AnthropicSummarizer)
 
 
-def custom_id(params: Mapping[str, Any]) -> str:
+def custom_id(params: Mapping[str, Any], *, scope: str = "") -> str:
     """A batch request's ``custom_id``: the SHA-256 hex of its body (64 characters, the API's
-    limit), so equal bodies share one id and one paid result."""
-    return request_hash(params)
+    limit), so equal bodies share one id and one paid result. ``scope`` (a sweep repeat's, ``r1``)
+    is hashed with the body: repeats do not share replies, as they do not share a response cache."""
+    return request_hash({"params": dict(params), "scope": scope} if scope else params)
 
 
 class SummaryDeferred(BaseException):  # noqa: N818 - not an error: the cell waits for a batch
@@ -208,22 +210,25 @@ class BatchingSummarizer:
     raised. ``inner``: the Anthropic summarizer whose requests are batched; ``cache``: its
     response cache (``None``: none); ``run_id``: the cell (whether it paid for a shared result)."""
 
-    def __init__(self, inner: AnthropicSummarizer, store: BatchStore, *, run_id: str, cache: ResponseCache | None = None) -> None:
+    def __init__(self, inner: AnthropicSummarizer, store: BatchStore, *, run_id: str, cache: ResponseCache | None = None,
+                 scope: str = "") -> None:
         self.inner = inner
         self.store = store
         self.run_id = run_id
         self.cache = cache
+        self.scope = scope
 
     @classmethod
-    def wrap(cls, summarizer: Any, batch_dir: str | os.PathLike[str], *, run_id: str) -> BatchingSummarizer:
+    def wrap(cls, summarizer: Any, batch_dir: str | os.PathLike[str], *, run_id: str, scope: str = "") -> BatchingSummarizer:
         """``summarizer`` (an Anthropic summarizer, optionally behind a response cache) batched
-        into ``batch_dir``; any other summarizer is a :class:`ConfigError`."""
+        into ``batch_dir``; any other summarizer is a :class:`ConfigError`. ``scope``: see
+        :func:`custom_id`."""
         cache = None
         if isinstance(summarizer, CachedSummarizer):
             summarizer, cache = summarizer.inner, summarizer.cache
         if not isinstance(summarizer, AnthropicSummarizer):
             raise ConfigError(f"batching needs an Anthropic summarizer (it calls the Message Batches API), got {summarizer!r}")
-        return cls(summarizer, BatchStore(batch_dir), run_id=run_id, cache=cache)
+        return cls(summarizer, BatchStore(batch_dir), run_id=run_id, cache=cache, scope=scope)
 
     @property
     def summarizer_id(self) -> str:
@@ -235,7 +240,7 @@ class BatchingSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryReply:
         params = self.inner.request_params(request)
-        cid = custom_id(params)
+        cid = custom_id(params, scope=self.scope)
         stored = self.store.result(cid)
         if stored is not None:
             reply = self._reply(cid, stored)

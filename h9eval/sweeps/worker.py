@@ -82,7 +82,9 @@ def _summarizer(cell: Cell) -> Any:
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
         _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), **cell.summarizer_params)
     if cell.batch_dir:  # a batched sweep: this cell's replies come from batches (h9eval.summarizers.batches)
-        return BatchingSummarizer.wrap(_SUMMARIZERS[key], cell.batch_dir, run_id=cell.run_id)
+        # a repeat > 0 has its own response cache, so its own requests (not repeat 0's replies)
+        scope = f"r{cell.repeat}" if cell.repeat else ""
+        return BatchingSummarizer.wrap(_SUMMARIZERS[key], cell.batch_dir, run_id=cell.run_id, scope=scope)
     return _SUMMARIZERS[key]
 
 
