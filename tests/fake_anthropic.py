@@ -14,6 +14,7 @@ Endpoints (shapes as the API documents them):
   with the message ``POST /v1/messages`` would give, or ``errored`` for a custom id in
   ``errored``.
 
+With ``echo_key`` every reply's text ends with the key the request was sent with.
 ``FakeAnthropic.creates`` lists every batch create (its custom ids), ``messages`` every direct
 call, ``keys`` every key sent; ``requests`` counts all HTTP requests.
 """
@@ -30,14 +31,16 @@ from typing import Any
 
 REPLY = (
     "## Anchors\n\n### User Intent\nFix the bug\n\n### Execution Progress\n- Read code\n\n"
-    "### Key Decisions\n- Keep API\n\n### Tried Solutions\n- N/A\n\n### Next Steps\n- Test\n\n## Summary\nOngoing ({tag})."
+    "### Key Decisions\n- Keep API\n\n### Tried Solutions\n- N/A\n\n### Next Steps\n- Test\n\n"
+    "## Summary\nOngoing ({tag})."
 )
 CREATED_AT = "2026-01-01T00:00:00Z"
 EXPIRES_AT = "2026-01-02T00:00:00Z"
 
 
-def message_for(params: dict[str, Any]) -> dict[str, Any]:
-    """The message the fake answers ``params`` with (deterministic in the body)."""
+def message_for(params: dict[str, Any], echo: str = "") -> dict[str, Any]:
+    """The message the fake answers ``params`` with (deterministic in the body); ``echo`` is
+    put in its text (a proxy that echoes the key it was sent: h9eval must redact it)."""
     blob = json.dumps(params, sort_keys=True, separators=(",", ":")).encode()
     tag = hashlib.sha256(blob).hexdigest()[:8]
     return {
@@ -45,7 +48,7 @@ def message_for(params: dict[str, Any]) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": str(params.get("model", "")),
-        "content": [{"type": "text", "text": REPLY.format(tag=tag)}],
+        "content": [{"type": "text", "text": REPLY.format(tag=tag) + echo}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": max(1, len(blob) // 4), "output_tokens": 100},
@@ -53,8 +56,9 @@ def message_for(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class FakeAnthropic:
-    def __init__(self, *, polls_before_end: int = 1) -> None:
+    def __init__(self, *, polls_before_end: int = 1, echo_key: bool = False) -> None:
         self.polls_before_end = polls_before_end
+        self.echo_key = echo_key
         self.hold = False
         self.errored: set[str] = set()
         self.batches: dict[str, dict[str, Any]] = {}
@@ -76,8 +80,11 @@ class FakeAnthropic:
             "type": "message_batch",
             "processing_status": "ended" if ended else "in_progress",
             "request_counts": {
-                "processing": 0 if ended else n, "succeeded": n - n_err if ended else 0,
-                "errored": n_err if ended else 0, "canceled": 0, "expired": 0,
+                "processing": 0 if ended else n,
+                "succeeded": n - n_err if ended else 0,
+                "errored": n_err if ended else 0,
+                "canceled": 0,
+                "expired": 0,
             },
             "created_at": CREATED_AT,
             "expires_at": EXPIRES_AT,
@@ -92,10 +99,16 @@ class FakeAnthropic:
         for r in reversed(self.batches[batch_id]["requests"]):
             cid = r["custom_id"]
             if cid in self.errored:
-                result: dict[str, Any] = {"type": "errored", "error": {"type": "error", "error": {
-                    "type": "invalid_request_error", "message": "fake: this request is invalid"}}}
+                result: dict[str, Any] = {
+                    "type": "errored",
+                    "error": {
+                        "type": "error",
+                        "error": {"type": "invalid_request_error", "message": "fake: this request is invalid"},
+                    },
+                }
             else:
-                result = {"type": "succeeded", "message": message_for(r["params"])}
+                echo = f" (key {self.batches[batch_id]['key']})" if self.echo_key else ""
+                result = {"type": "succeeded", "message": message_for(r["params"], echo)}
             out.append(json.dumps({"custom_id": cid, "result": result}))
         return ("\n".join(out) + "\n").encode()
 
@@ -109,35 +122,41 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _key(self) -> None:
+        def _key(self) -> str:
             key = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
             with fake.lock:
                 fake.requests += 1
                 fake.keys.add(key)
+            return key
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            self._key()
+            key = self._key()
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
             path = self.path.split("?")[0]
             if path == "/v1/messages":
                 with fake.lock:
                     fake.messages.append(body)
-                self._send(200, json.dumps(message_for(body)).encode())
+                self._send(200, json.dumps(message_for(body, f" (key {key})" if fake.echo_key else "")).encode())
             elif path == "/v1/messages/batches":
                 with fake.lock:
                     batch_id = f"msgbatch_fake{len(fake.batches):04d}"
-                    fake.batches[batch_id] = {"requests": body["requests"], "polls": 0}
+                    fake.batches[batch_id] = {"requests": body["requests"], "polls": 0, "key": key}
                     fake.creates.append([r["custom_id"] for r in body["requests"]])
                     data = fake.batch_body(batch_id)
                 self._send(200, json.dumps(data).encode())
             else:
-                self._send(404, json.dumps({"type": "error", "error": {"type": "not_found_error", "message": path}}).encode())
+                self._send(
+                    404, json.dumps({"type": "error", "error": {"type": "not_found_error", "message": path}}).encode()
+                )
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             self._key()
             parts = self.path.split("?")[0].strip("/").split("/")
             if parts[:3] != ["v1", "messages", "batches"] or len(parts) not in (4, 5) or parts[3] not in fake.batches:
-                self._send(404, json.dumps({"type": "error", "error": {"type": "not_found_error", "message": self.path}}).encode())
+                self._send(
+                    404,
+                    json.dumps({"type": "error", "error": {"type": "not_found_error", "message": self.path}}).encode(),
+                )
                 return
             batch_id = parts[3]
             with fake.lock:

@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
     add_call_limit_options(p)  # over the spec's request_timeout_s / max_retries
     p.add_argument("--batch", action="store_true", default=None,
-                   help="send the summaries through Anthropic's Message Batches API (half price; batched across cells; resumable)")
+                   help="send the summaries through Anthropic's Message Batches API "
+                   "(half price; batched across cells; resumable)")
     p.add_argument("--batch-poll-interval-s", type=float, default=None, metavar="S",
                    help="with --batch: seconds between status checks of a batch in flight (default 60)")
     p.add_argument("--strict", action="store_true", help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)")

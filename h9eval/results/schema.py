@@ -81,7 +81,7 @@ CALL_COLUMNS = (
     "invalidation_usd",  # dollars paid to rewrite tokens that were not new since the previous call
     "priced",  # bool: every model of the call has prices
     "min_gain_deferred",  # bool: progressive's minimum-gain rule deferred a summary at this call
-    "summarizer_batched_calls",  # of summarizer_calls, those sent through the Message Batches API (billed at half price)
+    "summarizer_batched_calls",  # of summarizer_calls, those sent through the Message Batches API (half price)
 )
 
 _CALL_KIND_COLUMNS = {

@@ -178,8 +178,10 @@ class BatchStore:
         return (self.root / "results" / f"{cid}.json").exists()
 
     def put_result(self, cid: str, *, batch_id: str, paid_by: str, result: Mapping[str, Any]) -> None:
-        write_json_atomic(self._dir("results") / f"{cid}.json",
-                          {"custom_id": cid, "batch_id": batch_id, "paid_by": paid_by, "result": dict(result)})
+        write_json_atomic(
+            self._dir("results") / f"{cid}.json",
+            {"custom_id": cid, "batch_id": batch_id, "paid_by": paid_by, "result": dict(result)},
+        )
 
     # batch records
     def record(self, batch_id: str, data: Mapping[str, Any]) -> None:
@@ -210,8 +212,15 @@ class BatchingSummarizer:
     raised. ``inner``: the Anthropic summarizer whose requests are batched; ``cache``: its
     response cache (``None``: none); ``run_id``: the cell (whether it paid for a shared result)."""
 
-    def __init__(self, inner: AnthropicSummarizer, store: BatchStore, *, run_id: str, cache: ResponseCache | None = None,
-                 scope: str = "") -> None:
+    def __init__(
+        self,
+        inner: AnthropicSummarizer,
+        store: BatchStore,
+        *,
+        run_id: str,
+        cache: ResponseCache | None = None,
+        scope: str = "",
+    ) -> None:
         self.inner = inner
         self.store = store
         self.run_id = run_id
@@ -219,7 +228,9 @@ class BatchingSummarizer:
         self.scope = scope
 
     @classmethod
-    def wrap(cls, summarizer: Any, batch_dir: str | os.PathLike[str], *, run_id: str, scope: str = "") -> BatchingSummarizer:
+    def wrap(
+        cls, summarizer: Any, batch_dir: str | os.PathLike[str], *, run_id: str, scope: str = ""
+    ) -> BatchingSummarizer:
         """``summarizer`` (an Anthropic summarizer, optionally behind a response cache) batched
         into ``batch_dir``; any other summarizer is a :class:`ConfigError`. ``scope``: see
         :func:`custom_id`."""
@@ -227,7 +238,9 @@ class BatchingSummarizer:
         if isinstance(summarizer, CachedSummarizer):
             summarizer, cache = summarizer.inner, summarizer.cache
         if not isinstance(summarizer, AnthropicSummarizer):
-            raise ConfigError(f"batching needs an Anthropic summarizer (it calls the Message Batches API), got {summarizer!r}")
+            raise ConfigError(
+                f"batching needs an Anthropic summarizer (it calls the Message Batches API), got {summarizer!r}"
+            )
         return cls(summarizer, BatchStore(batch_dir), run_id=run_id, cache=cache, scope=scope)
 
     @property
@@ -258,7 +271,9 @@ class BatchingSummarizer:
         result = stored.get("result")
         kind = result.get("type") if isinstance(result, Mapping) else None
         if kind != "succeeded" or not isinstance(result, Mapping) or not isinstance(result.get("message"), Mapping):
-            raise SummarizerError(f"{self.inner.api.who}: batch request {cid[:12]} {kind or 'malformed'}{_error_detail(result)}")
+            raise SummarizerError(
+                f"{self.inner.api.who}: batch request {cid[:12]} {kind or 'malformed'}{_error_detail(result)}"
+            )
         message = self.inner.api.sdk.types.Message.model_validate(result["message"])
         reply = self.inner.reply_from_message(message, latency_s=0.0, batched=True)
         reply.extra["batch_id"] = str(stored.get("batch_id", ""))
@@ -279,8 +294,13 @@ def _error_detail(result: Any) -> str:
     return ""
 
 
-def chunks(ids: Sequence[str], size_of: Callable[[str], int], *, max_requests: int = MAX_BATCH_REQUESTS,
-           max_bytes: int = MAX_BATCH_BYTES) -> list[list[str]]:
+def chunks(
+    ids: Sequence[str],
+    size_of: Callable[[str], int],
+    *,
+    max_requests: int = MAX_BATCH_REQUESTS,
+    max_bytes: int = MAX_BATCH_BYTES,
+) -> list[list[str]]:
     """``ids`` cut into batches of at most ``max_requests`` requests and ``max_bytes`` bytes."""
     out: list[list[str]] = []
     cur: list[str] = []
@@ -303,8 +323,15 @@ class BatchClient:
 
     ``sleep`` and ``log`` are injectable (tests; ``log`` ``None``: silent)."""
 
-    def __init__(self, api: AnthropicAPI, store: BatchStore, settings: BatchSettings, *,
-                 sleep: Callable[[float], None] = time.sleep, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        api: AnthropicAPI,
+        store: BatchStore,
+        settings: BatchSettings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.api = api
         self.store = store
         self.settings = settings
@@ -324,14 +351,24 @@ class BatchClient:
         sizes = {cid: len(json.dumps(bodies[cid], ensure_ascii=False).encode("utf-8")) for cid in ids}
         out: list[str] = []
         for part in chunks(ids, sizes.__getitem__):
-            batch = self.api.call(self.api.client.messages.batches.create, timeout=None,
-                                  requests=[{"custom_id": cid, "params": bodies[cid]} for cid in part])
+            batch = self.api.call(
+                self.api.client.messages.batches.create,
+                timeout=None,
+                requests=[{"custom_id": cid, "params": bodies[cid]} for cid in part],
+            )
             batch_id = self.api.redact(str(getattr(batch, "id", "")))
-            self.store.record(batch_id, {
-                "batch_id": batch_id, "state": "submitted", "submitted_at": _now(),
-                "requests": {cid: owners[cid] for cid in part},
-            })
-            self._say(f"batch {batch_id}: {len(part)} request(s) submitted; polling every {self.settings.poll_interval_s:g} s")
+            self.store.record(
+                batch_id,
+                {
+                    "batch_id": batch_id,
+                    "state": "submitted",
+                    "submitted_at": _now(),
+                    "requests": {cid: owners[cid] for cid in part},
+                },
+            )
+            self._say(
+                f"batch {batch_id}: {len(part)} request(s) submitted; polling every {self.settings.poll_interval_s:g} s"
+            )
             out.append(batch_id)
         return out
 
@@ -363,13 +400,19 @@ class BatchClient:
                     continue  # not one of ours (or unreadable): never stored
                 result = self.api.redact_obj(item.result.model_dump(mode="json", exclude_none=True))
                 if result.get("type") not in RESULT_TYPES:
-                    result = {"type": "errored", "error": {"error": {"type": "malformed_result", "message": "unknown result type"}}}
+                    result = {
+                        "type": "errored",
+                        "error": {"error": {"type": "malformed_result", "message": "unknown result type"}},
+                    }
                 self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=result)
                 seen.add(cid)
         except self.api.sdk.AnthropicError as e:
             raise self.api.error(f"batch {batch_id}: reading the results failed: {type(e).__name__}") from None
         for cid in sorted(set(owners) - seen):
-            missing = {"type": "errored", "error": {"error": {"type": "missing_result", "message": "not in the batch's results"}}}
+            missing = {
+                "type": "errored",
+                "error": {"error": {"type": "missing_result", "message": "not in the batch's results"}},
+            }
             self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=missing)
         self.store.record(batch_id, {**record, "state": "collected", "collected_at": _now(), "n_results": len(seen)})
         self._say(f"batch {batch_id}: {len(seen)} of {len(owners)} result(s) stored")

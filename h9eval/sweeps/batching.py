@@ -35,8 +35,13 @@ Runner = Callable[[Sequence[Cell], Record], None]
 """Runs cells and calls the record function with each one's row (the sweep's executor)."""
 
 
-def _client(cell: Cell, store: BatchStore, settings: BatchSettings, log: Callable[[str], None] | None,
-            sleep: Callable[[float], None] | None) -> BatchClient:
+def _client(
+    cell: Cell,
+    store: BatchStore,
+    settings: BatchSettings,
+    log: Callable[[str], None] | None,
+    sleep: Callable[[float], None] | None,
+) -> BatchClient:
     """The batch client of the sweep: the API of its Anthropic summarizer (every variant of a
     spec shares its ``params``, so one key and one endpoint)."""
     limits = CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
@@ -45,8 +50,16 @@ def _client(cell: Cell, store: BatchStore, settings: BatchSettings, log: Callabl
     return BatchClient(summarizer.api, store, settings, log=log, **extra)
 
 
-def run_batched(pending: Sequence[Cell], out: Path, settings: BatchSettings, *, run: Runner, record: Record,
-                log: Callable[[str], None] | None = None, sleep: Callable[[float], None] | None = None) -> int:
+def run_batched(
+    pending: Sequence[Cell],
+    out: Path,
+    settings: BatchSettings,
+    *,
+    run: Runner,
+    record: Record,
+    log: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> int:
     """Run ``pending`` in rounds (module docstring) with ``run`` (the sweep's executor); each
     finished cell's row goes to ``record``. A batch a killed sweep left in flight is collected
     first, by its recorded id. Returns the number of batches submitted by this call.
@@ -80,8 +93,10 @@ def run_batched(pending: Sequence[Cell], out: Path, settings: BatchSettings, *, 
         owners = pending_owners(waiting, store)
         if not owners or client is None:
             # a cell that waits for a reply already stored would wait for ever
-            raise H9Error(f"batched sweep: {len(waiting)} cell(s) wait for replies that are already stored "
-                          f"(first: {min(waiting)[0]}); the batches folder {store.root} may be damaged")
+            raise H9Error(
+                f"batched sweep: {len(waiting)} cell(s) wait for replies that are already stored "
+                f"(first: {min(waiting)[0]}); the batches folder {store.root} may be damaged"
+            )
         submitted += len(client.run(owners))
         by_id = {c.run_id: c for c in cells}
         cells = [by_id[rid] for rid in sorted({rid for rid, _ in waiting})]

@@ -241,8 +241,10 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "agents": list(self.agents),
             "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
             "history_modes": list(self.history_modes),
-            "summarizer": {"variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache,
-                           **({"batch": True, "batch_poll_interval_s": self.batch.poll_interval_s} if self.batch else {})},
+            "summarizer": {
+                "variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache,
+                **({"batch": True, "batch_poll_interval_s": self.batch.poll_interval_s} if self.batch else {}),
+            },
             "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
             "repeats": self.repeats,
             "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},

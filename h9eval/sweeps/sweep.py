@@ -25,7 +25,7 @@ from typing import Any
 
 from h9eval.core import provenance
 from h9eval.core.anthropic import CallLimits
-from h9eval.core.errors import ConfigError, FormatError, H9Error
+from h9eval.core.errors import ConfigError, FormatError, H9Error, SummarizerError
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
 from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
@@ -267,11 +267,15 @@ def with_batch(sp: SweepSpec, batch: bool | None, poll_interval_s: float | None)
     on = sp.batch is not None if batch is None else batch
     if not on:
         if poll_interval_s is not None:
-            raise ConfigError("batch_poll_interval_s (--batch-poll-interval-s) goes with batching (--batch, or [summarizer] batch = true)")
+            raise ConfigError("batch_poll_interval_s (--batch-poll-interval-s) goes with batching "
+                              "(--batch, or [summarizer] batch = true)")
         return dataclasses.replace(sp, batch=None)
     if not any(is_batchable(v) for v in sp.summarizers):
-        raise ConfigError(f"batching (--batch) needs an Anthropic summarizer; the spec's are {', '.join(sp.summarizers)}")
-    poll = poll_interval_s if poll_interval_s is not None else sp.batch.poll_interval_s if sp.batch else DEFAULT_POLL_INTERVAL_S
+        names = ", ".join(sp.summarizers)
+        raise ConfigError(f"batching (--batch) needs an Anthropic summarizer; the spec's are {names}")
+    poll = DEFAULT_POLL_INTERVAL_S if sp.batch is None else sp.batch.poll_interval_s
+    if poll_interval_s is not None:
+        poll = poll_interval_s
     return dataclasses.replace(sp, batch=BatchSettings(poll_interval_s=poll))
 
 
@@ -321,6 +325,7 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
     n_ok = reused
     n_failed = 0
     interrupted = False
+    stopped_by: SummarizerError | None = None
     # Each cell's tables are taken in as it is recorded, while the other cells run: the end of
     # the sweep reads only the cells reused from an earlier call.
     tables = Consolidation(out, manifest)
@@ -346,6 +351,8 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
             execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
     except KeyboardInterrupt:
         interrupted = True
+    except SummarizerError as e:  # the Batches API failed (a bad key, an outage): stop as if interrupted
+        interrupted, stopped_by = True, e
     finally:
         if bar is not None:
             bar.close()
@@ -377,6 +384,8 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         interrupted=interrupted,
         fell_back=sorted(rid for rid, r in done.items() if r.get("status") == "ok" and fallback_warning(r)),
     )
+    if stopped_by is not None:
+        raise SummarizerError(f"{stopped_by}; the sweep stopped, its finished cells are kept: run it again to resume")
     if interrupted:
         raise KeyboardInterrupt(str(result))
     return result

@@ -76,12 +76,17 @@ def test_batched_sweep_gives_the_direct_summaries_at_half_price(tmp_path: Path, 
     assert rb["summarizer_cost_usd"].sum() > 0
     assert rb["summarizer_cost_usd"].to_numpy() == pytest.approx(0.5 * rd["summarizer_cost_usd"].to_numpy())
     cb, cd = (r.load().calls for r in (b, d))
-    assert (cb["summarizer_batched_calls"] == cb["summarizer_calls"]).all() and cb["summarizer_batched_calls"].sum() == 4
+    assert (cb["summarizer_batched_calls"] == cb["summarizer_calls"]).all() and cb[
+        "summarizer_batched_calls"
+    ].sum() == 4
     assert cd["summarizer_batched_calls"].sum() == 0
     assert cb["summarizer_bill_usd"].sum() == pytest.approx(0.5 * cd["summarizer_bill_usd"].sum())
     # the compaction records hold the same summaries
     cmp_b, cmp_d = (r.load().compactions.sort_values(["run_id", "record_index"]) for r in (b, d))
-    assert list(cmp_b["summary_text"]) == list(cmp_d["summary_text"]) and cmp_b["summary_text"].str.contains("Ongoing").any()
+    assert (
+        list(cmp_b["summary_text"]) == list(cmp_d["summary_text"])
+        and cmp_b["summary_text"].str.contains("Ongoing").any()
+    )
 
     # every batch's record: collected, who paid each request; one result per request
     store = BatchStore(b.out_dir / BATCH_DIR_NAME)
@@ -103,8 +108,9 @@ def _interrupt_after_submit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(BatchClient, "wait", wait)
 
 
-def test_interrupted_while_polling_resumes_by_the_recorded_batch_id(tmp_path: Path, fake: FakeAnthropic,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_while_polling_resumes_by_the_recorded_batch_id(
+    tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with monkeypatch.context() as m:
         _interrupt_after_submit(m)
         with pytest.raises(KeyboardInterrupt):
@@ -123,7 +129,9 @@ def test_interrupted_while_polling_resumes_by_the_recorded_batch_id(tmp_path: Pa
 def test_killed_sweep_process_resumes_without_repeating_paid_requests(tmp_path: Path, fake: FakeAnthropic) -> None:
     """SIGKILL of a real ``h9eval sweep --batch`` while its batch is in flight."""
     toml = tmp_path / "spec.toml"
-    policies = "".join(f'[[policies]]\nkind = "progressive"\nname = "{n}"\nparams = {{context_window_tokens = 24000}}\n' for n in "ab")
+    policies = "".join(
+        f'[[policies]]\nkind = "progressive"\nname = "{n}"\nparams = {{context_window_tokens = 24000}}\n' for n in "ab"
+    )
     toml.write_text(
         f'name = "batched"\n[tasks]\nspecs = ["{TASK}"]\n{policies}'
         f'[summarizer]\nname = "anthropic"\nparams = {{base_url = "{fake.url}", model = "{MODEL}", max_retries = 0}}\n'
@@ -131,14 +139,34 @@ def test_killed_sweep_process_resumes_without_repeating_paid_requests(tmp_path: 
     fake.hold = True  # the batch stays in progress until released
     out = tmp_path / "out"
     env = {**os.environ, "ANTHROPIC_API_KEY": KEY, "NO_PROXY": "127.0.0.1"}
-    proc = subprocess.Popen([sys.executable, "-m", "h9eval", "sweep", str(toml), "--out", str(out), "--workers", "0",
-                             "--batch", "--batch-poll-interval-s", "0.05", "--no-progress"],
-                            env=env, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "h9eval",
+            "sweep",
+            str(toml),
+            "--out",
+            str(out),
+            "--workers",
+            "0",
+            "--batch",
+            "--batch-poll-interval-s",
+            "0.05",
+            "--no-progress",
+        ],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while fake.retrieves < 2 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        assert fake.retrieves >= 2, proc.stderr.read().decode() if proc.poll() is not None and proc.stderr else "no poll"
+        assert fake.retrieves >= 2, (
+            proc.stderr.read().decode() if proc.poll() is not None and proc.stderr else "no poll"
+        )
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -152,8 +180,9 @@ def test_killed_sweep_process_resumes_without_repeating_paid_requests(tmp_path: 
     assert not fake.messages and fake.keys == {KEY}
 
 
-def test_a_failed_batch_request_takes_the_fallback_and_says_why(tmp_path: Path, fake: FakeAnthropic,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_batch_request_takes_the_fallback_and_says_why(
+    tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the first round's request fails in the batch
     orig = FakeAnthropic.results_lines
 
@@ -172,12 +201,18 @@ def test_a_failed_batch_request_takes_the_fallback_and_says_why(tmp_path: Path, 
     assert len(ids) == len(set(ids))  # a failed request is not sent again either
 
 
-@pytest.mark.parametrize(("summ", "message"), [
-    ({"batch": "yes"}, "summarizer.batch: must be true or false"),
-    ({"batch": True, "batch_poll_interval_s": 0}, "summarizer.batch_poll_interval_s must be a number of seconds in (0, 3600]"),
-    ({"batch": True, "batch_poll_interval_s": "1m"}, "summarizer.batch_poll_interval_s must be a number"),
-    ({"batch_poll_interval_s": 5}, "summarizer.batch_poll_interval_s: goes with batch = true"),
-])
+@pytest.mark.parametrize(
+    ("summ", "message"),
+    [
+        ({"batch": "yes"}, "summarizer.batch: must be true or false"),
+        (
+            {"batch": True, "batch_poll_interval_s": 0},
+            "summarizer.batch_poll_interval_s must be a number of seconds in (0, 3600]",
+        ),
+        ({"batch": True, "batch_poll_interval_s": "1m"}, "summarizer.batch_poll_interval_s must be a number"),
+        ({"batch_poll_interval_s": 5}, "summarizer.batch_poll_interval_s: goes with batch = true"),
+    ],
+)
 def test_bad_batch_settings_are_refused_naming_the_key(summ: dict[str, Any], message: str) -> None:
     s = spec("http://127.0.0.1:9", batched=False, **summ)
     with pytest.raises(ConfigError) as e:
@@ -186,7 +221,12 @@ def test_bad_batch_settings_are_refused_naming_the_key(summ: dict[str, Any], mes
 
 
 def test_batching_an_offline_summarizer_is_refused(tmp_path: Path) -> None:
-    s = {"name": "x", "tasks": {"specs": [TASK]}, "policies": [{"kind": "progressive"}], "summarizer": {"name": "offline", "batch": True}}
+    s = {
+        "name": "x",
+        "tasks": {"specs": [TASK]},
+        "policies": [{"kind": "progressive"}],
+        "summarizer": {"name": "offline", "batch": True},
+    }
     with pytest.raises(ConfigError, match="summarizer.batch: needs an Anthropic summarizer"):
         sweep(s, out_dir=tmp_path / "o", progress=False)
     with pytest.raises(ConfigError, match="needs an Anthropic summarizer"):
@@ -202,3 +242,36 @@ def test_cli_batch_flags_errors_are_one_line(tmp_path: Path, capsys: pytest.Capt
     assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--batch"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs an Anthropic summarizer" in err[0]
+
+
+def test_a_refused_batch_stops_the_sweep_in_one_line_and_it_resumes(
+    tmp_path: Path, fake: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = tmp_path / "spec.toml"
+    policies = "".join(
+        f'[[policies]]\nkind = "progressive"\nname = "{n}"\nparams = {{context_window_tokens = 24000}}\n' for n in "ab"
+    )
+    p.write_text(
+        f'name = "x"\n[tasks]\nspecs = ["{TASK}"]\n{policies}[summarizer]\nname = "anthropic"\n'
+        f'params = {{base_url = "{fake.url}/nowhere", model = "{MODEL}", max_retries = 0}}\n'
+    )
+    argv = [
+        "sweep",
+        str(p),
+        "--out",
+        str(tmp_path / "o"),
+        "--batch",
+        "--batch-poll-interval-s",
+        "0.01",
+        "--no-progress",
+        "--workers",
+        "0",
+    ]
+    assert main(argv) == 1  # the fake has no /nowhere/v1/messages/batches: HTTP 404
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "HTTP 404 not_found_error" in err[0] and "run it again to resume" in err[0]
+    from h9eval.results.store import read_manifest
+
+    assert read_manifest(tmp_path / "o")["status"]["state"] == "interrupted"
+    p.write_text(p.read_text().replace("/nowhere", ""))
+    assert main(argv) == 0 and len(fake.creates) == 2
