@@ -275,3 +275,37 @@ def test_a_refused_batch_stops_the_sweep_in_one_line_and_it_resumes(
     assert read_manifest(tmp_path / "o")["status"]["state"] == "interrupted"
     p.write_text(p.read_text().replace("/nowhere", ""))
     assert main(argv) == 0 and len(fake.creates) == 2
+
+
+def test_closed_loop_episode_cells_batch_their_summaries(tmp_path: Path, fake: FakeAnthropic) -> None:
+    s = {
+        "name": "episodes",
+        "tasks": {"worlds": [{"kind": "mini_repo", "seeds": [0]}]},
+        "policies": [{"kind": "progressive"}],
+        "window": 3000,
+        "summarizer": {
+            "name": "anthropic",
+            "params": {"base_url": fake.url, "model": MODEL, "max_retries": 0},
+            "batch": True,
+            "batch_poll_interval_s": 0.01,
+        },
+    }
+    r = sweep(s, out_dir=tmp_path / "e", workers=0, progress=False)
+    runs = r.load().runs
+    assert r.ok == 2 and runs["summarizer_calls"].sum() >= 2 and (runs["fallbacks"] == 0).all()
+    assert fake.creates and not fake.messages  # every summary came through a batch
+
+
+def test_repeats_do_not_share_batch_replies(tmp_path: Path, fake: FakeAnthropic) -> None:
+    from h9eval.core.cassette import request_hash
+    from h9eval.summarizers.batches import custom_id
+
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+    assert custom_id(body) == request_hash(body) and len(custom_id(body)) == 64
+    assert custom_id(body, scope="r1") != custom_id(body) and custom_id(body, scope="r1") != custom_id(body, scope="r2")
+    s = {**spec(fake.url), "policies": [PROGRESSIVE], "repeats": 2}
+    r = sweep(s, out_dir=tmp_path / "r", workers=0, progress=False)
+    runs = r.load().runs
+    assert r.ok == 2 and list(runs["summarizer_cache_hits"]) == [0, 0]  # each repeat paid for its own replies
+    ids = sent_ids(fake)
+    assert len(ids) == len(set(ids)) == 4
