@@ -6,7 +6,8 @@ Every cell (:mod:`h9eval.sweeps.cells`) is one :func:`h9eval.runs.replay.replay`
 :mod:`h9eval.sweeps.worker` in this process, a ``ProcessPoolExecutor`` or on Dask
 (:mod:`h9eval.sweeps.executors`). An exception fails only its cell; failed and unfinished
 cells are rerun on resume, finished ones are kept while their cell hash (which covers the
-h9eval version and source) is unchanged. The manifest (``manifest.json``) records the spec,
+h9eval version and source) is unchanged. With batching (``[summarizer] batch = true``) the cells
+run in rounds around Message Batches (:mod:`h9eval.sweeps.batching`). The manifest (``manifest.json``) records the spec,
 every cell with the code that produced it, and each invocation.
 """
 
