@@ -294,6 +294,13 @@ def test_closed_loop_episode_cells_batch_their_summaries(tmp_path: Path, fake: F
     runs = r.load().runs
     assert r.ok == 2 and runs["summarizer_calls"].sum() >= 2 and (runs["fallbacks"] == 0).all()
     assert fake.creates and not fake.messages  # every summary came through a batch
+    direct = {**s, "summarizer": {"name": "anthropic", "params": s["summarizer"]["params"]}}
+    d = sweep(direct, out_dir=tmp_path / "d", workers=0, progress=False)
+    cb, cd = r.load().calls, d.load().calls
+    assert cb["summarizer_batched_calls"].sum() == cb["summarizer_calls"].sum() >= 2
+    assert cd["summarizer_batched_calls"].sum() == 0 and fake.messages
+    for col in ("summarizer_cost_usd", "summarizer_bill_usd"):  # the closed loop bills them at half price too
+        assert cb[col].sum() == pytest.approx(0.5 * cd[col].sum()) and cb[col].sum() > 0
 
 
 def test_repeats_do_not_share_batch_replies(tmp_path: Path, fake: FakeAnthropic) -> None:
