@@ -207,7 +207,8 @@ TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes",
 OPTIONAL_TABLES: tuple[str, ...] = ("episodes", "ledger")
 """Tables a results folder may lack: folders written before the closed loop have no ``episodes``
 (read as an empty table), and a replay cell writes no ``episodes`` part; folders written before the
-loss ledger have no ``ledger`` (read as an empty table), and an episode cell writes none."""
+loss ledger have no ``ledger`` (read as an empty table), and so do episode cells written before
+the closed-loop ledger."""
 CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
 MARKER = "run.parquet"
 MANIFEST = "manifest.json"
@@ -344,8 +345,11 @@ PROBE_COLUMNS: tuple[str, ...] = (
 )
 
 
-EPISODES_SCHEMA_VERSION = 1
-"""Version of the ``episodes`` table (one row per closed-loop episode)."""
+EPISODES_SCHEMA_VERSION = 2
+"""Version of the ``episodes`` table (one row per closed-loop episode). Version 2 appended the
+billed columns ``cost_usd``, ``summarizer_bill_usd``, ``cache_read_share`` and
+``invalidation_usd`` (the episode's calls as the provider bills them, :mod:`h9eval.core.billing`);
+version-1 tables are still read, with those columns unknown (NaN), never $0."""
 
 
 # name -> pandas dtype (nullable, like RUN_COLUMNS). The identity columns a sweep adds, then
@@ -405,6 +409,12 @@ EPISODE_COLUMNS: dict[str, str] = {
     "facts_present_at_need": "Int64",
     "oracle_steps": "Int64",  # steps of the keep_all episode of the same world, seed, agent, mode
     "excess_steps": "Int64",
+    # version 2: the episode's calls as the provider bills them (h9eval.core.billing.bill_totals of its
+    # calls rows; NaN when a call is unpriced)
+    "cost_usd": "float64",  # agent and summarizer calls, billed
+    "summarizer_bill_usd": "float64",  # the summarizer's calls, billed as the billing's summarizer model
+    "cache_read_share": "float64",  # cache reads over the agent's billed input
+    "invalidation_usd": "float64",  # dollars paid to rewrite what was not new since the previous call
 }
 
 
@@ -419,7 +429,7 @@ LEDGER_COLUMNS: dict[str, str] = {
     "basis": "string",  # fill (the k-th window of new content: same calls for every config) | compaction
     "round": "Int64",  # 1-based, per basis: the k-th fill, or the k-th call whose view rewrote what was sent
     "call_index": "Int64",
-    "message_index": "Int64",  # the last transcript message the view covers
+    "message_index": "Int64",  # the last transcript message the view covers (closed loop: the call)
     "tier_name": "string",
     "item_id": "string",
     "item_type": "string",  # h9eval.probes.items.ITEM_TYPES
@@ -427,8 +437,9 @@ LEDGER_COLUMNS: dict[str, str] = {
     "location": "string",  # where an exact value survived (tail, summary, anchor:<type>, placeholder, ...)
     "pinned": "boolean",  # the value is in the task's system or first task message
     "value": "string",
-    "introduced_at": "Int64",
-    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items)
+    "introduced_at": "Int64",  # transcript index (closed loop: the first call whose view held it)
+    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items; closed
+    # loop: the first call at or after the round whose action touched it: rule broken, needed, re-read, redone)
 }
 
 
@@ -443,6 +454,6 @@ SCHEMA_VERSIONS: dict[str, int] = {
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
 READABLE_VERSIONS: dict[str, tuple[int, ...]] = {
-    "runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1,), "ledger": (1,),
+    "runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1, 2), "ledger": (1,),
 }
 """The versions of each table the readers accept; a file of any other version is refused by name."""
