@@ -35,6 +35,7 @@ from h9eval.harness9.session_store import SessionStore
 from h9eval import probes
 from h9eval.results.store import load_results
 from h9eval.summarizers.registry import make_summarizer
+from h9eval.sweeps.estimate import estimate_sweep
 from h9eval.sweeps.sweep import sweep
 from h9eval.tasks.recorded import load_task
 from h9eval.tasks.recorded.harness9_db import load_db_tasks
@@ -69,6 +70,7 @@ __all__ = [
     "read_records_dir",
     "run_conformance",
     "sweep",
+    "estimate_sweep",
     "tune",
     "write_report",
     "Anchor",

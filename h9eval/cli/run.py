@@ -4,7 +4,9 @@ one closed-loop episode of a world with an agent (:func:`h9eval.closedloop.run.r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -13,13 +15,16 @@ from h9eval.closedloop.run import format_episode, run_world
 from h9eval.closedloop.worlds import world_registry
 from h9eval.compaction.policies import read_policy_file
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
-from h9eval.core.anthropic import MAX_RETRIES_LIMIT, CallLimits
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, MAX_RETRIES_LIMIT, CallLimits
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.run import fallback_warning, run_task
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+UNPRICED = "unpriced (a model without a price; how to price it: docs/real-models.md)"
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -58,13 +63,23 @@ def add_call_limit_options(p: argparse.ArgumentParser) -> None:
                    help="seconds per model request attempt (Anthropic summarizer, llm probes, live agent; default 60)")
     p.add_argument("--max-retries", type=int, default=None, metavar="N",
                    help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)")
+    p.add_argument("--base-url", default=None, metavar="URL",
+                   help="an Anthropic-compatible endpoint for every model request (vLLM, Ollama, llama.cpp's server: "
+                   "see the README); default $ANTHROPIC_BASE_URL, else the Anthropic API")
+    p.add_argument("--summarizer-model", default=None, metavar="MODEL", help="the anthropic summarizers' model")
+    p.add_argument("--scorer-model", default=None, metavar="MODEL", help="the llm scorer's model")
+    p.add_argument("--agent-model", default=None, metavar="MODEL", help="the live agent's model (--agent anthropic)")
+    p.add_argument("--breaker-failures", type=int, default=None, metavar="N",
+                   help=f"stop calling a model after N consecutive failed calls (timeouts, 5xx, connection errors) "
+                   f"for the rest of the run; policies fall back (default {DEFAULT_BREAKER_FAILURES}; 0 = never)")
 
 
 def call_limits(args: argparse.Namespace) -> CallLimits | None:
-    """The :class:`CallLimits` the options give (``None`` when neither was given)."""
-    if args.request_timeout_s is None and args.max_retries is None:
+    """The :class:`CallLimits` the options give (``None`` when none was given)."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(CallLimits)}
+    if all(v is None for v in given.values()):
         return None
-    return CallLimits(request_timeout_s=args.request_timeout_s, max_retries=args.max_retries)
+    return CallLimits(**given)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -152,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"run {s['run_id']} -> {r.out_dir}")
         for k, v in s.items():
             if k != "run_id":
-                print(f"  {k:>22}: {v}")
+                unknown = v is None or (isinstance(v, float) and math.isnan(v))
+                print(f"  {k:>22}: {UNPRICED if unknown and k.endswith('_usd') else v}")
         if len(r.calls):
             print(f"  {'tokens_saved':>22}: {_tokens_saved_line(r.calls)}")
         warning = fallback_warning(s)

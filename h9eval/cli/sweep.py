@@ -4,17 +4,21 @@ and say where results are.
 window W, and a table of them (:func:`h9eval.analysis.all_policies.compare_all_policies`).
 
 Exit status: 0 when every cell is ok, 1 when some cells failed (rerun the same command to
-retry them: finished cells are kept), 2 for an invalid spec, 130 when interrupted.
+retry them: finished cells are kept), 2 for an invalid spec, 3 when ``--max-cost-usd`` stopped it
+(run the same command again to continue), 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from h9eval.analysis.all_policies import compare_all_policies
 from h9eval.cli.run import add_call_limit_options, call_limits
 from h9eval.core.errors import ConfigError
+from h9eval.sweeps.estimate import estimate_sweep
+from h9eval.sweeps.spec import load_spec
 from h9eval.sweeps.sweep import SweepResult, sweep
 
 
@@ -34,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
     add_call_limit_options(p)  # over the spec's request_timeout_s / max_retries
+    p.add_argument("--estimate", action="store_true",
+                   help="print the expected model calls, tokens and dollars per configuration from an offline dry run "
+                   "of the grid, and call nothing")
+    p.add_argument("--max-cost-usd", type=float, default=None, metavar="USD",
+                   help="stop before the model call that would take this invocation's spending past USD (over the spec's "
+                   "max_cost_usd); rerun to continue")
     p.add_argument("--batch", action="store_true", default=None,
                    help="send the summaries through Anthropic's Message Batches API "
                    "(half price; batched across cells; resumable)")
@@ -50,6 +60,14 @@ def _run(args: argparse.Namespace) -> int:
         return _all_policies(args)
     if args.window is not None or args.history_mode is not None:
         raise ConfigError("--window and --history-mode go with --task; a spec sets its own window and history_modes")
+    if args.estimate:
+        est = estimate_sweep(args.spec, call_limits=call_limits(args), skip_invalid=args.skip_invalid)
+        print(est)
+        cap = args.max_cost_usd if args.max_cost_usd is not None else load_spec(args.spec).max_cost_usd
+        if cap is not None and not math.isnan(est.usd):
+            fits = "covers" if est.usd <= cap else "does NOT cover"
+            print(f"max_cost_usd ${cap:g} {fits} the expected ${est.usd:.4f} (the run stops before the call that would pass it)")
+        return 0
     r = sweep(
         args.spec,
         out_dir=args.out,
@@ -59,12 +77,17 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         skip_invalid=args.skip_invalid,
         call_limits=call_limits(args),
+        max_cost_usd=args.max_cost_usd,
         batch=args.batch,
         batch_poll_interval_s=args.batch_poll_interval_s,
         **({} if args.max_cells is None else {"max_cells": args.max_cells}),
         on_failure="return",  # the failed cells are listed below, and the exit status is 1
     )
     _print_result(r)
+    if r.stopped:
+        print(f"STOPPED by the spending cap: {r.stopped}; {r.n_cells - r.ok - r.failed} cells left unfinished; "
+              "run the same command again to continue")
+        return 3
     if r.fell_back:
         print(f"WARNING: {len(r.fell_back)} of {r.ok} ok cells fell back on every summary they asked for (first: {r.fell_back[0]}); "
               "their numbers measure harness9's truncation fallback, not the summarizer (the runs table's fallbacks, the calls "

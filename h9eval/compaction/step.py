@@ -208,6 +208,8 @@ class CallStats:
     masked_results: int
     na_overwrites: int
     na_overwrites_prevented: int
+    summarizer_breaker_skips: int = 0
+    """Summaries not requested because the summarizer's circuit breaker was open (each fell back)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,6 +287,7 @@ def _stats(
         masked_results=int(rec.extra.get(EXTRA_MASKED, 0)) if rec is not None else 0,
         na_overwrites=len(rec.extra.get(EXTRA_NA_OVERWRITES, [])) if rec is not None else 0,
         na_overwrites_prevented=len(rec.extra.get(EXTRA_NA_OVERWRITES_PREVENTED, [])) if rec is not None else 0,
+        summarizer_breaker_skips=sum(1 for s in summ if s.outcome == "breaker_open"),
     )
 
 

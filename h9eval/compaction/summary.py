@@ -24,7 +24,7 @@ from h9eval.compaction.prompts import (
 )
 from h9eval.compaction.records import EXTRA_SUMMARY_CALLS
 
-from h9eval.core.errors import SummarizerError
+from h9eval.core.errors import BreakerOpenError, BudgetExceeded, SummarizerError
 from h9eval.core.messages import Message, utf8_len
 
 __all__ = ["SummaryRequest", "SummaryReply", "Summarizer", "SummarizerError", "SummaryCall", "summary_request", "request_summary"]
@@ -229,7 +229,7 @@ class SummaryCall:
     call: int
     template: str
     previous_compaction: str | None
-    outcome: str  # response | nil_message | error
+    outcome: str  # response | nil_message | error | breaker_open (not requested: the client's breaker is open)
     error: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
@@ -308,6 +308,11 @@ def request_summary(
         return None
     try:
         reply = summarizer.summarize(request)
+    except BudgetExceeded:
+        raise  # a spending cap stops the run; it is not the provider failing
+    except BreakerOpenError as e:
+        call.outcome, call.error = "breaker_open", str(e)
+        return None
     except SummarizerError as e:
         call.error = str(e)
         return None

@@ -22,15 +22,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from h9eval.core.budget import Budget, call_bound_usd
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.messages import Message
 
 __all__ = [
-    "API_KEY_ENV", "AnthropicAPI", "CallLimits", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
-    "anthropic_messages", "count_of", "redact", "resolve_api_key", "usage_of",
+    "API_KEY_ENV", "AnthropicAPI", "BASE_URL_ENV", "COMPACTED_PLACEHOLDER", "CallLimits", "CircuitBreaker",
+    "DEFAULT_BREAKER_FAILURES", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
+    "anthropic_messages", "count_of", "redact", "resolve_api_key", "resolve_base_url", "usage_of",
 ]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+"""The endpoint the SDK calls when no ``base_url`` is given (it reads this variable itself); h9eval
+reads it too, at construction, so the endpoint a reply came from is part of the summarizer's id."""
+COMPACTED_PLACEHOLDER = "(earlier context was compacted)"
+"""The user turn a request starts with when compaction left none (the API needs a user turn first)."""
 #: characters of an API error message kept in an h9eval error (after redaction)
 ERROR_MESSAGE_CHARS = 300
 _REDACTED = "[redacted]"
@@ -38,26 +45,52 @@ _REDACTED = "[redacted]"
 
 MAX_RETRIES_LIMIT = 10
 """The most retries :class:`CallLimits` accepts (the SDK backs off exponentially: more is a hang)."""
+_URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
 REQUEST_TIMEOUT_LIMIT_S = 3600.0
 """The longest per-attempt timeout :class:`CallLimits` accepts, in seconds."""
+DEFAULT_BREAKER_FAILURES = 3
+"""Consecutive failed calls (timeouts, 5xx, connection errors; each after its retries) after which a
+client stops calling for the rest of its life (:class:`CircuitBreaker`): a hung endpoint then costs
+three timed-out calls, not one per summary of a whole sweep."""
+BREAKER_FAILURES_LIMIT = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
 class CallLimits:
-    """How long one model request may take and how often it is retried: what every
-    model-calling command (``--request-timeout-s``, ``--max-retries``) and sweep spec
-    (``request_timeout_s``, ``max_retries``) hands down to the SDK client of each part that
-    calls a model (the Anthropic summarizers, the llm scorer's client, the live agent).
+    """How every model request is made: where it goes (``base_url``) and to which model, how
+    long it may take, how often it is retried, and after how many failures a client stops: what
+    every model-calling command (``--base-url``, ``--summarizer-model``, ``--scorer-model``,
+    ``--agent-model``, ``--request-timeout-s``, ``--max-retries``, ``--breaker-failures``) and
+    sweep spec (the top-level keys of the same names) hands down to the SDK client of each part
+    that calls a model (the Anthropic summarizers, the llm scorer's client, the live agent).
+
+    Precedence, for each value: the command line, then the spec (a sweep), then the
+    environment (``ANTHROPIC_BASE_URL``, read by :func:`resolve_base_url`), then the part's
+    default. A value also given in a part's own parameters (``summarizer.params.model``) must
+    agree, or :meth:`apply` refuses it.
 
     ``request_timeout_s``: seconds per HTTP attempt, in (0, 3600]; ``None`` (default) = each
     part's own default (a summary request's ``timeout_s``, harness9's 60 s). ``max_retries``:
     SDK retries after the first attempt (408/409/429/5xx and connection errors), 0-10;
     ``None`` = the part's default (2). The worst wall time of one call is about
-    ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff.
+    ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff. ``breaker_failures``:
+    consecutive failed calls (timeouts, 5xx, connection errors, each after its retries) after
+    which a client stops calling for the rest of the run (:class:`CircuitBreaker`), 0-1000, 0 =
+    never; ``None`` = :data:`DEFAULT_BREAKER_FAILURES` (3).
     """
 
     request_timeout_s: float | None = None
     max_retries: int | None = None
+    breaker_failures: int | None = None
+    base_url: str | None = None
+    """Where every model request goes (an Anthropic-compatible endpoint: a local vLLM, Ollama or
+    llama.cpp server); ``None`` = ``$ANTHROPIC_BASE_URL`` when set, else the Anthropic API."""
+    summarizer_model: str | None = None
+    """The Anthropic summarizers' model (``None``: theirs, ``claude-sonnet-4-6``)."""
+    scorer_model: str | None = None
+    """The llm scorer's answerer and judge model (``None``: its default, ``claude-haiku-4-5``)."""
+    agent_model: str | None = None
+    """The live closed-loop agent's model (``None``: its default, ``claude-sonnet-4-6``)."""
 
     def __post_init__(self) -> None:
         t = self.request_timeout_s
@@ -67,23 +100,48 @@ class CallLimits:
         r = self.max_retries
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_RETRIES_LIMIT):
             raise ConfigError(f"max_retries must be an integer in [0, {MAX_RETRIES_LIMIT}], got {r!r}")
+        b = self.breaker_failures
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= BREAKER_FAILURES_LIMIT):
+            raise ConfigError(f"breaker_failures must be an integer in [0, {BREAKER_FAILURES_LIMIT}] (0 = never), got {b!r}")
+        if self.base_url is not None and not (isinstance(self.base_url, str) and _URL.fullmatch(self.base_url)):
+            raise ConfigError(f"base_url must be an http(s) URL such as http://localhost:8000, got {self.base_url!r}")
+        for name in ("summarizer_model", "scorer_model", "agent_model"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, str) and v.strip()):
+                raise ConfigError(f"{name} must be a non-empty model id, got {v!r}")
 
-    def client_params(self) -> dict[str, Any]:
-        """The parameters the model-calling parts take (``timeout_s``, ``max_retries``), set ones only."""
+    def endpoint(self) -> dict[str, str]:
+        """The endpoint and models that are set (what changes a reply, unlike the limits)."""
+        names = ("base_url", "summarizer_model", "scorer_model", "agent_model")
+        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+
+    def client_params(self, part: str | None = None) -> dict[str, Any]:
+        """The parameters the model-calling parts take (``timeout_s``, ``max_retries``,
+        ``breaker_failures``, ``base_url``, and ``model`` of ``part``: ``summarizer``,
+        ``scorer`` or ``agent``), set ones only."""
         out: dict[str, Any] = {}
+        if self.base_url is not None:
+            out["base_url"] = self.base_url
+        model = getattr(self, f"{part}_model") if part is not None else None
+        if model is not None:
+            out["model"] = model
         if self.request_timeout_s is not None:
             out["timeout_s"] = float(self.request_timeout_s)
         if self.max_retries is not None:
             out["max_retries"] = self.max_retries
+        if self.breaker_failures is not None:
+            out["breaker_failures"] = self.breaker_failures
         return out
 
-    def apply(self, params: dict[str, Any], *, who: str) -> dict[str, Any]:
-        """``params`` (a model-calling part's) with these limits added; one also given in
-        ``params`` with another value is a :class:`ConfigError` naming both (``who`` the part)."""
+    def apply(self, params: dict[str, Any], *, who: str, part: str | None = None) -> dict[str, Any]:
+        """``params`` (a model-calling part's) with these limits added (and the model of ``part``);
+        one also given in ``params`` with another value is a :class:`ConfigError` naming both
+        (``who`` the part)."""
         out = dict(params)
-        for k, v in self.client_params().items():
+        for k, v in self.client_params(part).items():
             if k in out and out[k] != v:
-                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's request limit {v!r}; give one")
+                field = {"model": f"{part}_model", "timeout_s": "request_timeout_s"}.get(k, k)
+                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's {field} {v!r}; give one")
             out[k] = v
         return out
 
@@ -95,6 +153,15 @@ def resolve_api_key(api_key: str | None, *, who: str) -> str:
     if not key:
         raise ConfigError(f"{who} needs an API key: set {API_KEY_ENV} or pass api_key")
     return key
+
+
+def resolve_base_url(base_url: str | None) -> str | None:
+    """``base_url``, else ``$ANTHROPIC_BASE_URL`` when set and not empty, else ``None`` (the SDK's
+    default endpoint): the precedence every model-calling part follows (an explicit value, from
+    the command line or a spec, over the environment)."""
+    if base_url:
+        return base_url
+    return os.environ.get(BASE_URL_ENV) or None
 
 
 def _variants(secret: str) -> list[str]:
@@ -205,12 +272,43 @@ def _error_message(e: Any) -> str:
     return str(getattr(e, "message", "") or "")
 
 
+@dataclass
+class CircuitBreaker:
+    """Consecutive failures of one client, and whether it has stopped calling.
+
+    ``failures``: the threshold (0 = never trip). A timeout, a 5xx or a connection error (each
+    after the SDK's retries) adds one; any other outcome (a reply, a 4xx: the endpoint answers)
+    resets the count. Once ``failures`` are reached the breaker is open for the rest of the
+    client's life (a run, or a sweep's worker process): every later call is refused without a
+    request and counted in ``skipped``."""
+
+    failures: int = DEFAULT_BREAKER_FAILURES
+    consecutive: int = 0
+    open: bool = False
+    skipped: int = 0
+
+    def failed(self) -> None:
+        self.consecutive += 1
+        if self.failures and self.consecutive >= self.failures:
+            self.open = True
+
+    def answered(self) -> None:
+        self.consecutive = 0
+
+
 class AnthropicAPI:
     """A lazily built ``anthropic.Anthropic`` client plus the error mapping.
 
     ``who`` prefixes every error message (``"anthropic summarizer (claude-sonnet-4-6)"``);
-    ``error`` is the h9eval exception class raised for a failed call. Picklable (for worker
-    processes): the client and the SDK module are rebuilt after unpickling.
+    ``error`` is the h9eval exception class raised for a failed call. ``breaker_failures``: see
+    :class:`CircuitBreaker` (default :data:`DEFAULT_BREAKER_FAILURES`); a call refused by the open
+    breaker raises ``breaker_error`` (default ``error``) and sends nothing. ``base_url``: ``None``
+    = ``$ANTHROPIC_BASE_URL`` when set (read here, so :attr:`base_url` says where calls go), else
+    the SDK's default. Picklable (for worker processes): the client and the SDK module are
+    rebuilt after unpickling. ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`)
+    that every paid call reserves its most cost from first, at ``price`` (input, output USD per
+    million tokens; required with a budget); a call past the cap raises
+    :class:`~h9eval.core.errors.BudgetExceeded` and is not made.
     """
 
     def __init__(
@@ -222,15 +320,25 @@ class AnthropicAPI:
         max_retries: int = 2,
         base_url: str | None = None,
         http_client: Any = None,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        breaker_error: Callable[[str], H9Error] | None = None,
+        budget: Budget | None = None,
+        price: tuple[float, float] | None = None,
     ) -> None:
+        if budget is not None and price is None:
+            raise ConfigError(f"the {who}: max_cost_usd caps dollars, and this model has no price; price it "
+                              "(summarizer.params.prices, or the part's prices) or drop the cap")
+        self.budget, self.price = budget, price
         self._api_key = resolve_api_key(api_key, who=f"the {who}")
         import anthropic  # lazy: importing h9eval must not import the SDK
 
         self.sdk: Any = anthropic
         self.who = who
         self._error_cls = error
+        self._breaker_error = breaker_error or error
+        self.breaker = CircuitBreaker(failures=breaker_failures)
         self.max_retries = max_retries
-        self.base_url = base_url
+        self.base_url = resolve_base_url(base_url)
         self._http_client = http_client
         self._client: Any = None
 
@@ -305,20 +413,55 @@ class AnthropicAPI:
 
     def call(self, method: Callable[..., Any], /, *, timeout: float | None, **kwargs: Any) -> Any:
         """``method(**kwargs, timeout=timeout)`` (an SDK method of :attr:`client`) with every SDK
-        failure mapped to :meth:`error`."""
-        sdk = self.sdk
+        failure mapped to :meth:`error`; a paid call (one with ``max_tokens``) under a
+        :attr:`budget` reserves its bound first and settles its cost after."""
+        if self.budget is None or self.price is None or "max_tokens" not in kwargs:
+            return self._call(method, timeout=timeout, **kwargs)
+        price = self.price
+        sent = {k: kwargs.get(k) for k in ("system", "messages", "tools", "context_management")}
+        bound = call_bound_usd(len(json.dumps(sent, default=str).encode("utf-8")), int(kwargs["max_tokens"]), price)
+        self.budget.reserve(bound, who=self.who)
+        actual = 0.0
         try:
-            return method(timeout=timeout, **kwargs)
+            resp = self._call(method, timeout=timeout, **kwargs)
+            try:
+                u = usage_of(resp)
+                tin = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+                actual = (tin * price[0] + u.output_tokens * price[1]) / 1e6
+            except ValueError:
+                actual = bound  # unreadable usage: count the bound, never less
+            return resp
+        finally:
+            self.budget.settle(bound, actual)
+
+    def _call(self, method: Callable[..., Any], /, *, timeout: float | None, **kwargs: Any) -> Any:
+        sdk = self.sdk
+        breaker = self.breaker
+        if breaker.open:
+            breaker.skipped += 1
+            raise self._breaker_error(self.redact(
+                f"{self.who}: circuit breaker open after {breaker.failures} consecutive failed calls; not called"))
+        try:
+            resp = method(timeout=timeout, **kwargs)
         except sdk.APITimeoutError:
+            breaker.failed()
             raise self.error(f"timed out after {timeout:g} s per attempt ({self.max_retries} retries)") from None
         except sdk.APIStatusError as e:
+            if e.status_code >= 500:
+                breaker.failed()
+            else:
+                breaker.answered()
             msg = self.redact(_error_message(e))[:ERROR_MESSAGE_CHARS]
             raise self.error(f"HTTP {e.status_code} {_error_type(e.body)}: {msg}") from None
         except sdk.APIConnectionError as e:
+            breaker.failed()
             raise self.error(f"connection error: {e.message}") from None
         except (sdk.AnthropicError, ValueError) as e:
             # ValueError covers a body that is not JSON (json.JSONDecodeError) and pydantic errors.
+            breaker.answered()
             raise self.error(f"malformed response: {type(e).__name__}: {e}") from None
+        breaker.answered()
+        return resp
 
     def create(self, *, timeout: float | None, **kwargs: Any) -> Any:
         """``messages.create`` through :meth:`call`."""
@@ -364,5 +507,5 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
         else:
             msgs.append({"role": role, "content": blocks})
     if not msgs or msgs[0]["role"] != "user":
-        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": "(earlier context was compacted)"}]})
+        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": COMPACTED_PLACEHOLDER}]})
     return system, msgs

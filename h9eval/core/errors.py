@@ -46,6 +46,18 @@ class SummarizerError(H9Error):
     """A summarizer call failed (timeout, API error, empty reply)."""
 
 
+class BreakerOpenError(SummarizerError):
+    """A summary was not requested: the client's circuit breaker is open after consecutive failed
+    calls (:class:`h9eval.core.anthropic.CircuitBreaker`). The policy falls back as for any failed
+    summary; the calls table counts these apart (``summarizer_breaker_skips``)."""
+
+
+class BudgetExceeded(H9Error):
+    """A model call was not made: it would take the run's spending past its ``max_cost_usd``.
+    Unlike a failed call it is never turned into a fallback: it stops the run (a sweep keeps its
+    finished cells and resumes from the unfinished ones)."""
+
+
 def did_you_mean(name: str, choices: Iterable[str], *, what: str, cutoff: float = 0.6) -> str:
     """Return ``unknown <what> 'x'; did you mean 'y'? available: a, b`` for an unknown name.
     ``cutoff``: the least :mod:`difflib` similarity of a suggestion (lower it for short names)."""

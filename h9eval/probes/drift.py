@@ -38,6 +38,7 @@ from h9eval.probes.placebo import placebo_lookup
 from h9eval.probes.scorers import ProbeInput, resolve_scorers
 from h9eval.results.schema import PROBE_COLUMNS, PROBE_SCHEMA_VERSION, READABLE_VERSIONS
 from h9eval.tasks.model import Task
+from h9eval.tasks.text import ViewTexts
 from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
@@ -283,6 +284,7 @@ def probe_view(
     next_action: bool | None = None,
     probes: Sequence[Probe] | None = None,
     placebo: Any = None,
+    views: ViewTexts | None = None,
 ) -> list[dict[str, Any]]:
     """Score ``view`` (the messages sent at one call) against ``task``'s probes.
 
@@ -295,7 +297,9 @@ def probe_view(
     API calls). ``next_action``: add the recorded next tool call as a probe (default ``None`` =
     for recorded tasks when a scorer handles it). ``probes``: override :func:`probes_for`.
     ``placebo``: placebo results or table (:func:`h9eval.probes.placebo.placebo_lookup`) to
-    fill ``placebo_rate``/``placebo_excluded`` (default ``None``: NaN / False).
+    fill ``placebo_rate``/``placebo_excluded`` (default ``None``: NaN / False). ``views``: a
+    :class:`~h9eval.tasks.text.ViewTexts` shared by the checkpoints of one replay, so each view
+    is searched only where it differs from the views before it (same rows; default ``None``).
     Returns rows with the keys of :data:`PROBE_COLUMNS`.
     """
     if not 0 <= message_index < len(task.messages):
@@ -311,7 +315,7 @@ def probe_view(
     live = [p for p in plist if p.answerable]
     tool_names = _tool_names(task)
     tags = {"task_id": task.task_id, "run_id": run_id, "checkpoint_call_index": int(checkpoint), "message_index": int(message_index)}
-    inp = ProbeInput(tuple(view), tool_names=tool_names, tags={**tags, "context": "view"})
+    inp = ProbeInput(tuple(view), tool_names=tool_names, tags={**tags, "context": "view"}, views=views)
     hist: ProbeInput | None = None
     tier_label = None if tier is None else _tier(tier).label
     n_tokens = estimate_tokens(view) if tokens is None else int(tokens)
@@ -404,6 +408,7 @@ def probe_checkpoints(
     (``scorers``, ``baseline``, ``next_action``). Scorers named by string are built once."""
     if "scorers" in kw:
         kw["scorers"] = resolve_scorers(kw["scorers"])
+    kw.setdefault("views", ViewTexts())
     rows: list[dict[str, Any]] = []
     for cp in checkpoints(call_rows, every_k=every_k, after_compaction=after_compaction, at_end=at_end):
         rows.extend(

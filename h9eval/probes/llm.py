@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.paths import check_db_file
 from h9eval.probes.probe import Probe, normalize_arguments
@@ -269,7 +269,8 @@ class AnthropicTextClient:
     ``timeout_s``: seconds per HTTP attempt (default 60). ``http_client``: an
     ``httpx2.Client`` for the SDK (tests inject a mock transport). ``prices``: model ->
     (input, output) USD per million tokens (default the summarizer's list prices); an unknown
-    model's cost is NaN.
+    model's cost is NaN. ``breaker_failures``: consecutive failed calls after which the client
+    stops calling (:class:`~h9eval.core.anthropic.CircuitBreaker`; default 3, 0 = never).
     Counters: ``calls`` (API calls made), ``cache_hits``, ``input_tokens``, ``output_tokens``,
     ``cost_usd`` (of the calls made, not of cache hits).
     """
@@ -286,6 +287,7 @@ class AnthropicTextClient:
         timeout_s: float = 60.0,
         http_client: Any = None,
         prices: Mapping[str, tuple[float, float]] | None = None,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
     ) -> None:
         if not model:
             raise ConfigError("AnthropicTextClient.model must be a non-empty model id")
@@ -298,10 +300,11 @@ class AnthropicTextClient:
             max_retries=max_retries,
             base_url=base_url,
             http_client=http_client,
+            breaker_failures=breaker_failures,
         )
         self.model = model
         self.temperature = temperature
-        self.base_url = base_url
+        self.base_url = self._api.base_url
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         if cache is False:

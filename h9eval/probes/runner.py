@@ -18,6 +18,7 @@ from h9eval.probes.drift import probe_view
 from h9eval.probes.llm import AnthropicTextClient
 from h9eval.probes.scorers import make_scorer
 from h9eval.tasks.model import Task
+from h9eval.tasks.text import ViewTexts
 
 __all__ = ["CallCheckpoint", "ProbeFn", "make_probe_fn"]
 
@@ -42,7 +43,7 @@ def _scorer(name: str, cache: str | os.PathLike[str] | None, call_limits: CallLi
         return make_scorer(name)
     if call_limits is None:
         return make_scorer(name, cache=cache)
-    return make_scorer(name, answerer=AnthropicTextClient(cache=cache, **call_limits.client_params()))
+    return make_scorer(name, answerer=AnthropicTextClient(cache=cache, **call_limits.client_params("scorer")))
 
 
 ProbeFn = Callable[[Task, Sequence[Message], int, CallCheckpoint], list[dict[str, Any]]]
@@ -64,6 +65,7 @@ def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None =
     if not scorers:
         return None
     names = tuple(_scorer(s, cache, call_limits) for s in scorers)
+    views = ViewTexts()  # the checkpoints of a replay share most of their views' messages
 
     def fn(task: Task, view: Sequence[Message], message_index: int, at: CallCheckpoint) -> list[dict[str, Any]]:
         return probe_view(
@@ -76,6 +78,7 @@ def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None =
             tier=at.tier_name,
             tokens=at.tokens_sent,
             n_compactions=at.n_compactions,
+            views=views,
         )
 
     fn.scorers = names  # type: ignore[attr-defined]

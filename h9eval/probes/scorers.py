@@ -22,7 +22,7 @@ from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.registry import Registry
 from h9eval.core.messages import Message
 from h9eval.probes.probe import Probe
-from h9eval.tasks.text import TextIndex, latest_compaction_text, normalize, normalize_messages, render_messages
+from h9eval.tasks.text import TextIndex, ViewTexts, latest_compaction_text, normalize, normalize_messages, render_messages
 
 __all__ = [
     "SCOPES",
@@ -46,12 +46,15 @@ class ProbeInput:
     (:func:`~h9eval.tasks.text.normalize_messages`); computed on first use when ``None``.
     ``tags``: where the input comes from (``task_id``, ``run_id``, ``checkpoint_call_index``,
     ``message_index``, ``context`` = ``view`` or ``history``), copied into scorer audit rows.
+    ``views``: the cache shared by the views of one replay (:class:`~h9eval.tasks.text.ViewTexts`);
+    when given, the ``view`` scope's index answers from it (same answers, work only for what is new).
     """
 
     messages: tuple[Message, ...]
     tool_names: tuple[str, ...] = ()
     normalized_text: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
+    views: ViewTexts | None = None
     _indexes: dict[tuple[Any, ...], TextIndex] = field(default_factory=dict, repr=False)
 
     @cached_property
@@ -76,6 +79,9 @@ class ProbeInput:
         """A cached :class:`TextIndex` of ``scope`` with the given matcher parameters."""
         key = (scope, *sorted(params.items()))
         if key not in self._indexes:
+            if scope == "view" and self.views is not None:
+                self._indexes[key] = self.views.index(self.messages, **params)
+                return self._indexes[key]
             if scope == "view":
                 if self.normalized_text is None:
                     self.normalized_text = normalize_messages(self.messages)
@@ -85,7 +91,7 @@ class ProbeInput:
                 norm = None if raw is None else normalize(raw)
             if norm is None:
                 return None
-            self._indexes[key] = TextIndex(norm, **params)
+            self._indexes[key] = TextIndex(norm, **params) if self.views is None else self.views.text_index(norm, **params)
         return self._indexes[key]
 
 

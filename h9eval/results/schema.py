@@ -17,8 +17,9 @@ Columns are only ever appended at the end, without a bump: a column added later 
 from older files, and the readers of :mod:`h9eval.analysis` treat it as unknown (NaN), never
 as a value. Added since version 1 was first written: ``raw_tokens_sent``,
 ``fallback_cause`` (why the summaries behind a fallback failed), ``offload_write_failures``
-(offload files the file system refused since the previous call), and the billed columns from
-``billed_model`` to ``priced`` (the provider's bill of the call; :mod:`h9eval.core.billing`)."""
+(offload files the file system refused since the previous call), the billed columns from
+``billed_model`` to ``priced`` (the provider's bill of the call; :mod:`h9eval.core.billing`),
+``min_gain_deferred`` and ``summarizer_breaker_skips`` (summaries the circuit breaker refused)."""
 
 
 CALL_COLUMNS = (
@@ -81,6 +82,7 @@ CALL_COLUMNS = (
     "invalidation_usd",  # dollars paid to rewrite tokens that were not new since the previous call
     "priced",  # bool: every model of the call has prices
     "min_gain_deferred",  # bool: progressive's minimum-gain rule deferred a summary at this call
+    "summarizer_breaker_skips",  # summaries not requested: the summarizer's circuit breaker was open
     "summarizer_batched_calls",  # of summarizer_calls, those sent through the Message Batches API (half price)
 )
 
@@ -257,6 +259,7 @@ RUN_COLUMNS: dict[str, str] = {
     "raw_cost_usd": "float64",  # the uncompacted transcript under the same billing
     "cache_read_share": "float64",  # cache reads over the agent's billed input
     "invalidation_usd": "float64",  # dollars paid to rewrite what was not new since the previous call
+    "summarizer_breaker_skips": "Int64",  # summaries the summarizer's circuit breaker refused (each fell back)
 }
 
 
@@ -280,6 +283,7 @@ RUN_SUMMARY_KEYS: tuple[str, ...] = (
     "raw_cost_usd",
     "cache_read_share",
     "invalidation_usd",
+    "summarizer_breaker_skips",
 )
 """The headline numbers of one run, in the order ``h9eval run`` prints them. ``compactions`` (and
 ``compactions_by_tier``, the same calls by tier) counts the calls whose compaction changed what

@@ -204,6 +204,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum(skipna=False)),
         "fallbacks": int(c["fallback"].sum()),
         "fallback_causes": _cause_counts(c),
+        # absent from calls tables written before the breaker: unknown, not 0
+        "summarizer_breaker_skips": int(c["summarizer_breaker_skips"].sum()) if "summarizer_breaker_skips" in c else None,
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
         **_bill_numbers(c),

@@ -26,9 +26,11 @@ redacted, and the SDK exception, which holds the request headers, is not chained
 Cost: ``input_tokens * in_price + output_tokens * out_price`` with USD prices per million
 tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from the
 ``prices`` argument; an unknown model's cost is unknown: NaN (never $0, like the billed columns
-of :mod:`h9eval.core.billing`), with ``extra["cost_known"] = False``. A reply that came through the
-Message Batches API (:mod:`h9eval.summarizers.batches`) costs :func:`h9eval.core.prices.batch_price_frac`
-of the list price (Anthropic: half) and says ``batched=True``.
+of :mod:`h9eval.core.billing`), with ``extra["cost_known"] = False``; ``h9eval run``
+prints ``unpriced``; price it with ``prices`` (``summarizer.params.prices`` in a spec: model ->
+[input, output] USD per million tokens). A reply that came through the Message Batches API
+(:mod:`h9eval.summarizers.batches`) costs :func:`h9eval.core.prices.batch_price_frac` of the list
+price (Anthropic: half) and says ``batched=True``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
-from h9eval.core.anthropic import AnthropicAPI, Reply
-from h9eval.core.errors import ConfigError, SummarizerError
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, Reply
+from h9eval.core.budget import Budget
+from h9eval.core.errors import BreakerOpenError, ConfigError, SummarizerError
 from h9eval.core.prices import MODELS, base_model_id, batch_price_frac
 
 __all__ = [
@@ -85,14 +88,19 @@ class AnthropicSummarizer:
       ``temperature``: default 0.0; ``None`` omits the field.
       ``api_key``: default ``None`` = the ``ANTHROPIC_API_KEY`` environment variable; missing
       either way raises :class:`ConfigError` here, at construction.
-      ``base_url``: for Anthropic-compatible endpoints; default ``None`` = the SDK's default
-      (which honours ``ANTHROPIC_BASE_URL``).
+      ``base_url``: for Anthropic-compatible endpoints (a local vLLM, Ollama or llama.cpp
+      server); default ``None`` = ``$ANTHROPIC_BASE_URL`` when set, else the Anthropic API.
       ``max_retries``: SDK retries per call; default 2.
       ``timeout_s``: seconds per HTTP attempt; default ``None`` = the request's ``timeout_s``.
       ``prices``: model prefix -> (input, output) USD per million tokens; default
       :data:`DEFAULT_PRICES_USD_PER_MTOK`.
       ``http_client``: an ``httpx2.Client`` handed to the SDK (tests inject one with a
       ``MockTransport``); default ``None`` = the SDK's own client.
+      ``breaker_failures``: consecutive failed calls (timeouts, 5xx, connection errors) after
+      which no more requests are sent for the summarizer's life and each summary falls back at
+      once (:class:`~h9eval.core.anthropic.CircuitBreaker`); default 3, 0 = never.
+      ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`, a sweep's
+      ``max_cost_usd``): a summary that could pass it is not requested and stops the run.
     """
 
     name = "anthropic"
@@ -110,6 +118,8 @@ class AnthropicSummarizer:
         timeout_s: float | None = None,
         prices: Mapping[str, tuple[float, float]] | None = None,
         http_client: Any = None,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        budget: Budget | None = None,
     ) -> None:
         if not model:
             raise ConfigError("model must be a non-empty model id")
@@ -119,6 +129,7 @@ class AnthropicSummarizer:
             raise ConfigError(f"max_retries ({max_retries}) must be >= 0")
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s ({timeout_s}) must be > 0 seconds")
+        self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         self._api = AnthropicAPI(
             api_key=api_key,
             who=f"anthropic summarizer ({model})",
@@ -126,17 +137,25 @@ class AnthropicSummarizer:
             max_retries=max_retries,
             base_url=base_url,
             http_client=http_client,
+            breaker_failures=breaker_failures,
+            breaker_error=BreakerOpenError,
+            budget=budget,
+            price=price_for(model, self.prices),
         )
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.base_url = base_url
+        self.base_url = self._api.base_url  # the given one, else $ANTHROPIC_BASE_URL: part of summarizer_id
         self.max_retries = max_retries
         self.timeout_s = timeout_s
-        self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, max_tokens={self.max_tokens}, temperature={self.temperature})"
+
+    @property
+    def breaker_skips(self) -> int:
+        """Summaries refused without a request because the circuit breaker was open."""
+        return self._api.breaker.skipped
 
     @property
     def summarizer_id(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import CallLimits
+from h9eval.core.budget import Budget
 from h9eval.core.registry import Registry
 from h9eval.summarizers.anthropic import AnthropicFreeTextSummarizer, AnthropicSummarizer
 from h9eval.summarizers.cache import CachedSummarizer
@@ -88,14 +89,18 @@ def build_summarizer(
     cache: str | os.PathLike[str] | None = None,
     *,
     call_limits: CallLimits | None = None,
+    budget: Budget | None = None,
     **params: Any,
 ) -> Summarizer | None:
     """:func:`make_summarizer`, where ``None`` or ``"none"`` (:data:`NO_SUMMARIZER`) is no
     summarizer at all: the names a CLI option or a sweep spec can hold. ``call_limits``: the
     request timeout and retries of a summarizer that calls a model (the Anthropic ones);
-    the offline ones make no request and ignore them."""
+    the offline ones make no request and ignore them. ``budget``: the spending cap of a
+    summarizer that calls a model (:class:`~h9eval.core.budget.Budget`)."""
     if name is None or name == NO_SUMMARIZER:
         return None
     if call_limits is not None and issubclass(_class_for(name), AnthropicSummarizer):
-        params = call_limits.apply(params, who=f"summarizer {name!r}")
+        params = call_limits.apply(params, who=f"summarizer {name!r}", part="summarizer")
+    if budget is not None and issubclass(_class_for(name), AnthropicSummarizer):
+        params = {**params, "budget": budget}
     return make_summarizer(name, cache=cache, **params)

@@ -36,7 +36,7 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 # out: where replies are stored does not change them.
 _HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
            "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing", "policy_window", "stress")
+           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing", "policy_window", "stress", "endpoint")
 CELL_KINDS = ("replay", "episode")
 
 
@@ -106,6 +106,16 @@ class Cell:
     """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
     max_retries: int | None = None
     """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
+    breaker_failures: int | None = None
+    """Consecutive failed model calls after which a worker's client stops calling (the spec's
+    ``breaker_failures``; not hashed)."""
+    max_cost_usd: float | None = None
+    """The invocation's spending cap (the spec's or ``--max-cost-usd``; not hashed: a cap decides
+    whether a cell runs, not what it gives)."""
+    endpoint: dict[str, str] = field(default_factory=dict)
+    """The spec's (or command line's) ``base_url`` and ``summarizer_model``/``scorer_model``/
+    ``agent_model`` that are set (:meth:`~h9eval.core.anthropic.CallLimits.endpoint`; hashed:
+    another endpoint or model gives other replies)."""
     stress: dict[str, Any] = field(default_factory=dict)
     """An episode cell's stress settings (``StressSettings`` fields; empty: none)."""
     policy_window: int | None = None
@@ -342,6 +352,9 @@ class _CellMaker:
             summarizer_params=dict(spec.summarizer_params),
             request_timeout_s=spec.call_limits.request_timeout_s,
             max_retries=spec.call_limits.max_retries,
+            breaker_failures=spec.call_limits.breaker_failures,
+            endpoint=spec.call_limits.endpoint(),
+            max_cost_usd=spec.max_cost_usd,
             summarizer_cache=_cache_for_repeat(self.cache, r),
             repeat=r,
             h9eval_version=self.version,

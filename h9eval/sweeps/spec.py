@@ -52,6 +52,7 @@ and the spec only adds the key path to the owner's message.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import os
 import re
@@ -67,6 +68,7 @@ from h9eval.closedloop.worlds import WORLDS, make_world, world_registry
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.policies import policy_param_names
 from h9eval.core.billing import billing_config_from_dict
+from h9eval.core.budget import check_max_cost
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_mean
 from h9eval.core.paths import shared_dir
@@ -80,6 +82,7 @@ from h9eval.tasks.synthetic import PRESETS
 
 __all__ = [
     "TOP_LEVEL_KEYS",
+    "check_call_limits",
     "PolicyGrid",
     "SweepSpec",
     "SyntheticTasks",
@@ -103,6 +106,12 @@ TOP_LEVEL_KEYS = (
     "billing",
     "request_timeout_s",
     "max_retries",
+    "breaker_failures",
+    "base_url",
+    "summarizer_model",
+    "scorer_model",
+    "agent_model",
+    "max_cost_usd",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
 DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
@@ -182,7 +191,8 @@ own peak in each history mode (:func:`h9eval.runs.run.peak_frac_window`: uncompa
 written back in ``write_back``), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
     ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
-    ``max_retries`` of every model request a cell makes (:class:`~h9eval.core.anthropic.CallLimits`;
+    ``max_retries`` of every model request a cell makes, and ``breaker_failures``, the consecutive
+    failed calls after which a worker's client stops calling (:class:`~h9eval.core.anthropic.CallLimits`;
     not part of a cell's identity: they change when a reply arrives, not what it says).
     ``source``: the spec as passed (for the manifest).
     """
@@ -212,6 +222,9 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
     billing: dict[str, Any] = field(default_factory=dict)
     """The ``[billing]`` table as given (validated): :func:`h9eval.core.billing.billing_config_from_dict`."""
     call_limits: CallLimits = field(default_factory=CallLimits)
+    max_cost_usd: float | None = None
+    """What one invocation of the sweep may spend on model calls (USD; :mod:`h9eval.core.budget`);
+    ``None``: no cap."""
     batch: BatchSettings | None = None
     """``[summarizer] batch = true``: the summaries go through the Message Batches API, batched
     across cells (:mod:`h9eval.summarizers.batches`); ``None`` (default): called one by one."""
@@ -254,6 +267,9 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "billing": self.billing,
             "request_timeout_s": self.call_limits.request_timeout_s,
             "max_retries": self.call_limits.max_retries,
+            "breaker_failures": self.call_limits.breaker_failures,
+            "max_cost_usd": self.max_cost_usd,
+            **{k: getattr(self.call_limits, k) for k in ("base_url", "summarizer_model", "scorer_model", "agent_model")},
         }
 
 
@@ -407,7 +423,9 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     _expect(isinstance(billing, dict), "billing", "expected a table (model, placement, timing, models...)", billing)
     billing_config_from_dict(billing)
     with _at("request limits"):
-        limits = CallLimits(request_timeout_s=d.get("request_timeout_s"), max_retries=d.get("max_retries"))
+        limits = CallLimits(**{f.name: d.get(f.name) for f in dataclasses.fields(CallLimits)})
+    check_call_limits(limits, sparams)
+    max_cost = check_max_cost(d.get("max_cost_usd"))
     return SweepSpec(
         name=name,
         recorded=recorded,
@@ -431,10 +449,17 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         description=desc,
         billing=copy.deepcopy(billing),
         call_limits=limits,
+        max_cost_usd=max_cost,
         batch=batch,
         source=source,
         source_path=source_path,
     )
+
+
+def check_call_limits(limits: CallLimits, summarizer_params: Mapping[str, Any]) -> None:
+    """:class:`ConfigError` when the limits' summarizer model or endpoint disagrees with
+    ``summarizer.params`` (checked before anything runs, not in the first cell)."""
+    limits.apply(dict(summarizer_params), who="summarizer.params", part="summarizer")
 
 
 # -- one function per section -----------------------------------------------------------------

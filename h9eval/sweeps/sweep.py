@@ -26,6 +26,7 @@ from typing import Any
 
 from h9eval.core import provenance
 from h9eval.core.anthropic import CallLimits
+from h9eval.core.budget import SPEND_FILE, Budget, check_max_cost
 from h9eval.core.errors import ConfigError, FormatError, H9Error, SummarizerError
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
@@ -45,8 +46,9 @@ from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, i
 from h9eval.sweeps.batching import run_batched
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
+from h9eval.sweeps.worker import STOPPED
 from h9eval.core.progress import Progress, make_progress
-from h9eval.sweeps.spec import SweepSpec, load_spec
+from h9eval.sweeps.spec import SweepSpec, check_call_limits, load_spec
 from h9eval.tasks import load_tasks_from_spec
 
 __all__ = ["SweepResult", "SweepFailed", "sweep", "min_cell_count", "DEFAULT_MAX_CELLS", "ON_FAILURE"]
@@ -87,6 +89,11 @@ class SweepResult:
     failures: list[tuple[str, str]]
     wall_time_s: float
     interrupted: bool = False
+    stopped: str = ""
+    """Why the spending cap (``max_cost_usd``) stopped the sweep (``""``: it did not); the
+    unfinished cells run when the sweep is run again."""
+    spent_usd: float | None = None
+    """What this invocation's model calls cost, by the cap's ledger (``None``: no cap)."""
     fell_back: list[str] = field(default_factory=list)
     """Run ids of ok cells that fell back on every summary they asked for (a bad key, no
     network): their numbers measure harness9's truncation fallback, not the summarizer."""
@@ -203,6 +210,7 @@ def sweep(
     skip_invalid: bool = False,
     max_cells: int = DEFAULT_MAX_CELLS,
     call_limits: CallLimits | None = None,
+    max_cost_usd: float | None = None,
     on_failure: str = "raise",
     batch: bool | None = None,
     batch_poll_interval_s: float | None = None,
@@ -220,7 +228,10 @@ def sweep(
     skip grid cells the policy rejects (also the spec key ``skip_invalid``). ``max_cells``: a
     spec of more cells is refused (:class:`ConfigError`) before it is planned. ``call_limits``:
     request timeout and retries of every model request, over the spec's ``request_timeout_s`` /
-    ``max_retries`` (each given one replaces the spec's). ``batch``: send the summaries through
+    ``max_retries`` (each given one replaces the spec's). ``max_cost_usd``: what this invocation
+    may spend on model calls, over the spec's (:mod:`h9eval.core.budget`): the call that would
+    pass it is not made, the sweep stops with its unfinished cells pending (``result.stopped``
+    says why; run it again to continue). ``batch``: send the summaries through
     the Message Batches API, batched across cells (:mod:`h9eval.summarizers.batches`; over the
     spec's ``[summarizer] batch``; ``None``: the spec's), polled every ``batch_poll_interval_s``
     seconds (over the spec's; default 60). ``on_failure``:
@@ -240,6 +251,9 @@ def sweep(
     if call_limits is not None:
         given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
         sp = dataclasses.replace(sp, call_limits=dataclasses.replace(sp.call_limits, **given))
+        check_call_limits(sp.call_limits, sp.summarizer_params)
+    if max_cost_usd is not None:
+        sp = dataclasses.replace(sp, max_cost_usd=check_max_cost(max_cost_usd))
     out = Path(out_dir) if out_dir is not None else Path("results") / sp.name
     refuse_symlink(out, what="results folder")  # before resolve(), which would follow it
     out = out.resolve()
@@ -323,6 +337,10 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     done, pending = _reusable(out, cells, resume)
     reused = len(done)
+    budget = Budget(str(out / SPEND_FILE), sp.max_cost_usd) if sp.max_cost_usd is not None else None
+    if budget is not None:
+        budget.start()  # each invocation gets the whole cap
+    stopped: dict[str, str] = {}
     bar: Progress | None = None
     if progress and pending:
         bar = make_progress(total=len(cells), initial=reused, desc=f"sweep {sp.name}")
@@ -336,6 +354,9 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     def record(row: dict[str, Any], written: Mapping[str, Any] | None = None) -> None:
         nonlocal n_ok, n_failed
+        if row.get("status") == STOPPED:  # not run: pending for the next invocation
+            stopped[row["run_id"]] = str(row.get("error", ""))
+            return
         done[row["run_id"]] = row
         tables.add(row["run_id"], written)
         if row.get("status") == "ok":
@@ -362,11 +383,14 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
             bar.close()
 
     failures = sorted((rid, str(r.get("error", ""))) for rid, r in done.items() if r.get("status") != "ok")
-    if not interrupted:
+    why_stopped = budget.stopped() if budget is not None else ""
+    if not interrupted and not why_stopped:
         _write_placebo(sp, out, manifest, progress=progress)
         tables.finish()
+    spent = budget.state()["spent_usd"] if budget is not None else None
     manifest["status"] = {
-        "state": "interrupted" if interrupted else "finished",
+        "state": "interrupted" if interrupted else STOPPED if why_stopped else "finished",
+        **({"stopped": why_stopped, "spent_usd": spent} if budget is not None else {}),
         "ok": n_ok,
         "failed": n_failed,
         "pending": len(cells) - n_ok - n_failed,
@@ -386,6 +410,8 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         failures=failures,
         wall_time_s=time.perf_counter() - t0,
         interrupted=interrupted,
+        stopped=why_stopped,
+        spent_usd=spent,
         fell_back=sorted(rid for rid, r in done.items() if r.get("status") == "ok" and fallback_warning(r)),
     )
     if stopped_by is not None:

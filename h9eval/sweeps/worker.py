@@ -27,7 +27,8 @@ from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
 from h9eval.core.anthropic import CallLimits
 from h9eval.compaction.user import install
-from h9eval.core.errors import FormatError
+from h9eval.core.budget import SPEND_FILE, Budget
+from h9eval.core.errors import BudgetExceeded, FormatError
 from h9eval.core.paths import cell_work_dir
 from h9eval.core.progress import silence
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
@@ -43,8 +44,13 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["WAITING", "failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written", "run_batch",
-           "run_episode_cell"]
+__all__ = ["STOPPED", "WAITING", "cell_budget", "failed_row", "load_cell_task", "replay_cell", "run_cell",
+           "run_cell_written", "run_batch", "run_episode_cell"]
+
+STOPPED = "stopped"
+"""The status of a cell the spending cap kept from finishing: never written, so it runs on resume."""
+WAITING = "waiting"
+"""The status of a batched sweep's cell that stopped for a reply (never written: not a result)."""
 
 WAITING = "waiting"
 """The status of a batched sweep's cell that stopped for a reply (never written: not a result)."""
@@ -76,14 +82,23 @@ def load_cell_task(cell: Cell) -> Task:
 
 
 def _limits(cell: Cell) -> CallLimits:
-    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
+    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries,
+                      breaker_failures=cell.breaker_failures, **cell.endpoint)
 
 
-def _summarizer(cell: Cell) -> Any:
-    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries],
+def cell_budget(cell: Cell, out_dir: str | os.PathLike[str]) -> Budget | None:
+    """The spending cap the cell's model calls share with the sweep's other cells (its ledger in
+    ``out_dir``), or ``None`` without ``max_cost_usd``."""
+    return None if cell.max_cost_usd is None else Budget(str(Path(out_dir) / SPEND_FILE), cell.max_cost_usd)
+
+
+def _summarizer(cell: Cell, budget: Budget | None = None) -> Any:
+    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries,
+                      cell.breaker_failures, cell.endpoint, None if budget is None else [budget.path, budget.max_cost_usd]],
                      sort_keys=True)
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
-        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), **cell.summarizer_params)
+        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), budget=budget,
+                                             **cell.summarizer_params)
     if cell.batch_dir:  # a batched sweep: this cell's replies come from batches (h9eval.summarizers.batches)
         # a repeat > 0 has its own response cache, so its own requests (not repeat 0's replies)
         scope = f"r{cell.repeat}" if cell.repeat else ""
@@ -150,9 +165,12 @@ def _episode_common(cell: Cell) -> dict[str, Any]:
     }
 
 
-def run_episode_cell(cell: Cell, agent: Agent | None = None) -> Episode:
+def run_episode_cell(cell: Cell, agent: Agent | None = None, *, summarizer: Any = None,
+                     budget: Budget | None = None) -> Episode:
     """An episode cell's episode, as the sweep runs it (the ledger page runs one again: the
-    episode is deterministic with a scripted agent or a cassette)."""
+    episode is deterministic with a scripted agent or a cassette). ``summarizer``: another in the
+    cell's (a sweep's estimate counts the requests its model summarizer would send); ``budget``:
+    the sweep's spending cap."""
     agent = agent if agent is not None else make_agent(cell.agent, call_limits=_limits(cell))
     # the cell's window for every policy, or the world's own (``policy_window``) for the policies
     # whose entry leaves theirs unset (the spec refused a conflicting explicit one)
@@ -160,16 +178,17 @@ def run_episode_cell(cell: Cell, agent: Agent | None = None) -> Episode:
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), window,
                         explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False).policy
     world = make_world(cell.world_kind, **cell.world_params)
-    return run_episode(world, agent, policy, summarizer=_summarizer(cell), **_episode_common(cell))
+    return run_episode(world, agent, policy, summarizer=summarizer if summarizer is not None else _summarizer(cell, budget),
+                       **_episode_common(cell))
 
 
-def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
+def _episode_parts(cell: Cell, budget: Budget | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run an episode cell and its keep_all oracle: (run-row headline, the cell's parts)."""
     import pandas as pd
 
     common = _episode_common(cell)
     agent = make_agent(cell.agent, call_limits=_limits(cell))
-    ep = run_episode_cell(cell, agent)
+    ep = run_episode_cell(cell, agent, budget=budget)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
@@ -219,10 +238,15 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     return run_cell_written(cell, out_dir)[0]
 
 
-def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views: bool = False) -> ReplayResult:
+def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views: bool = False,
+                budget: Budget | None = None, summarizer: Any = None, probes: bool = True,
+                ledger: bool = True) -> ReplayResult:
     """Replay a replay cell's task as the sweep does (its policy, window, mode, summarizer, probes
     and ledger), without writing the cell: the worker writes it; the ledger page replays one again
-    with ``keep_views`` to show what each compaction took out of the view."""
+    with ``keep_views`` to show what each compaction took out of the view. ``budget``: the
+    sweep's spending cap; ``summarizer``: another summarizer in the cell's (a sweep's estimate
+    counts the requests its model summarizer would send); ``probes``/``ledger``: ``False`` skips
+    them (an estimate needs neither)."""
     task = load_cell_task(cell)
     # the cell's window, for every policy (the spec refused a conflicting explicit one)
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
@@ -237,17 +261,17 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
     return replay(
         task,
         policy,
-        summarizer=_summarizer(cell),
+        summarizer=summarizer if summarizer is not None else _summarizer(cell, budget),
         config=cfg,
         run_id=cell.run_id,
-        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache, call_limits=_limits(cell)),
+        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache, call_limits=_limits(cell)) if probes else None,
         probe_every_k=cell.probe_every_k,
         session_store=False,
         offload_root=offload_root,
         # Offload placeholders name the session folder; one session id per task (not per
         # cell) keeps summary requests equal across cells, so the shared cache can hit.
         session_id=cell.task_id,
-        ledger=True,
+        ledger=ledger,
     )
 
 
@@ -258,22 +282,28 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
     out = Path(out_dir)
     t0 = time.perf_counter()
     row = _identity_row(cell)
+    budget = cell_budget(cell, out)
+    stopped = budget.stopped() if budget is not None else ""
+    if stopped:  # the cap stopped the sweep: the cell stays unfinished (run on resume), nothing written
+        return {**row, "status": STOPPED, "error": stopped, "wall_time_s": 0.0}, {}
     # The offload files (copies of tool outputs) live inside the results folder, never in the
     # system temp folder: a killed cell's are removed when the cell is rerun, and here.
     work = cell_work_dir(out, cell.run_id)
     try:
         if cell.cell_kind == "episode":
-            head, parts = _episode_parts(cell)
+            head, parts = _episode_parts(cell, budget)
             row.update(head)
             row.update(status="ok", error="", wall_time_s=time.perf_counter() - t0)
             return row, write_cell(out, cell.run_id, row, parts)
-        res = replay_cell(cell, offload_root=work)
+        res = replay_cell(cell, offload_root=work, budget=budget)
         row.update(_headline(res.summary(), res.calls))
         # An offload the disk refused is harness9's fail-open path: the cell is ok, but says so.
         flag = (f"offload writes failed: {len(res.offload_write_failures)} ({res.offload_write_failures[0]})"
                 if res.offload_write_failures else "")
         row.update(status="ok", error=flag, probe_rows=len(res.probes), wall_time_s=time.perf_counter() - t0)
         parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes, "ledger": res.ledger}
+    except BudgetExceeded as e:  # not a failure: the cell is left unfinished, to run on resume
+        return {**row, "status": STOPPED, "error": str(e), "wall_time_s": time.perf_counter() - t0}, {}
     except SummaryDeferred as wait:
         # a batched sweep's cell that needs a reply no batch has given yet: nothing is written,
         # the sweep submits the request and runs the cell again (h9eval.sweeps.batching)

@@ -15,6 +15,7 @@ import h9eval
 
 VERBS = (
     "sweep",
+    "estimate_sweep",
     "tune",
     "replay",
     "run_task",

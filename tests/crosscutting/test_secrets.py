@@ -140,10 +140,14 @@ def test_key_never_written_by_replay_sweep_or_report(tmp_path: Path, caplog: pyt
             "name": "secrets",
             "tasks": {"specs": ["synthetic:small:0"]},
             "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16000}}],
-            "summarizer": {"name": "anthropic", "params": {"base_url": "http://127.0.0.1:9", "max_retries": 0, "model": MODEL}},
+            "summarizer": {"name": "anthropic", "params": {"max_retries": 0, "model": MODEL}},
+            # the stored fields of the real-model path: the endpoint (spec_resolved, the cells), the
+            # breaker's skips and messages (calls, runs), the spending ledger (spend.json)
+            "base_url": "http://127.0.0.1:9", "breaker_failures": 1, "max_cost_usd": 5.0,
         }
         r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
         assert r.ok == 1, r.failures
+        assert (tmp_path / "sweep" / "spend.json").exists() and int(r.load().runs["summarizer_breaker_skips"].sum()) > 0
         try:
             from h9eval.analysis.report import write_report
         except ImportError:  # pragma: no cover

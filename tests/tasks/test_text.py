@@ -84,3 +84,120 @@ def test_a_term_is_aligned_against_each_stretch_of_the_transcript_about_once(mon
     for i in range(len(msgs)):
         whole.prefix(i).fuzzy_present(term)
     assert aligned[0] < 3 * len(whole.text) + len(msgs) * 3 * (text.FUZZY_CHUNK_CHARS + 4 * len(term)), aligned[0]
+
+
+def _views(seed: int = 5) -> tuple[list[list], list[str]]:
+    """Successive views of one replay, as compaction makes them: a pinned head, a sliding tail of
+    the transcript, and now and then a summary message that is new text."""
+    import random
+
+    from h9eval.core.messages import Message
+
+    msgs, terms = _corpus(240, seed=seed)
+    rng = random.Random(seed)
+    # messages that end and start with the halves of a term, so it is only found across a boundary
+    msgs[40] = Message("assistant", msgs[40].content + " docs/runbooks/billing", (), "")
+    msgs[41] = Message("user", "worker-ops.md " + msgs[41].content, (), "")
+    views = []
+    for end in range(10, len(msgs), 9):
+        start = max(1, end - rng.randint(15, 40))
+        head = [msgs[0]]
+        if rng.random() < 0.4:
+            head.append(Message("user", f"[Context Compaction] summary {end}: " + " ".join(rng.sample(terms, 3)), (), ""))
+        views.append(head + msgs[start : end + 1])
+    views.append([])  # an empty view
+    return views, terms
+
+
+def test_view_cache_answers_as_an_index_of_each_views_own_text() -> None:
+    """A ViewTexts shared by successive views (pieces searched once and remembered) answers every
+    lookup as a fresh TextIndex of that view's text: exact, fuzzy (boundary-straddling
+    alignments included), positions."""
+    from h9eval.tasks import text
+    from h9eval.tasks.text import TextIndex, ViewTexts, normalize_messages
+
+    views, terms = _views()
+    terms = [*terms, "runbooks/billing user worker-ops", "billing user worker-ops.md", "alpha beta gamma_delta"]
+    cache = ViewTexts()
+    n_fuzzy = n_seam = 0
+    for view in views:
+        want = TextIndex(normalize_messages(view))
+        got = cache.index(view)
+        assert got.text == want.text
+        for t in terms:
+            t = text.normalize(t)
+            assert (got.exact_present(t), got.fuzzy_present(t)) == (want.exact_present(t), want.fuzzy_present(t)), t
+            assert (got.present(t), got.first_position(t), got.last_position(t)) == (
+                want.present(t), want.first_position(t), want.last_position(t)), t
+            fuzzy_only = want.fuzzy_present(t) and not want.exact_present(t)
+            n_fuzzy += fuzzy_only
+            n_seam += fuzzy_only and not any(TextIndex(p).fuzzy_present(t) for p in got.parts)
+    assert n_fuzzy > 20 and n_seam > 0  # fuzzy hits, some only across a message boundary, were exercised
+
+
+def test_view_cache_searches_each_piece_once(monkeypatch) -> None:
+    """Probing successive views aligns and searches about each new message once, not each whole
+    view again (that was O(probes x view) per checkpoint, quadratic over a replay)."""
+    from rapidfuzz import fuzz
+
+    from h9eval.tasks import text
+    from h9eval.tasks.text import ViewTexts
+
+    aligned = [0]
+
+    class _Counting:
+        @staticmethod
+        def partial_ratio_alignment(s1: str, s2: str, **kw: object) -> object:
+            aligned[0] += len(s2)
+            return fuzz.partial_ratio_alignment(s1, s2, **kw)
+
+    monkeypatch.setattr(text, "_fuzz", lambda: _Counting)
+    from h9eval.core.messages import Message
+
+    short, _ = _corpus(1200, seed=9)
+    msgs = [Message("tool", " ".join(m.content for m in short[i : i + 6]), (), "") for i in range(0, len(short), 6)]
+    views = [msgs[:1] + msgs[max(1, end - 60) : end + 1] for end in range(5, len(msgs), 9)]  # a sliding window
+    term = text.normalize("docs/runbooks/payments-queue.md")  # shares 3-grams with the text, never found
+    cache = ViewTexts()
+    whole = 0
+    for view in views:
+        idx = cache.index(view)
+        whole += len(idx.text)
+        assert not idx.fuzzy_present(term) and not idx.exact_present(term)
+    assert 0 < aligned[0] < whole / 3, (aligned[0], whole)
+
+
+def test_normalize_ascii_fast_path_agrees_with_the_regular_expressions() -> None:
+    """ASCII text is normalised by a translation table; it must give what the two regular
+    expressions give (every ASCII character, control characters and \\x1c-\\x1f included)."""
+    import random
+
+    from h9eval.tasks import text
+
+    def by_regex(s: str) -> str:
+        return text._WS.sub(" ", text._NOT_KEPT.sub(" ", s.casefold())).strip()
+
+    rng = random.Random(3)
+    samples = ["".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 80))) for _ in range(3000)]
+    samples += ["".join(chr(i) for i in range(128)), "  Src/App.PY,  `port`: 8080\\n\\tOK  "]
+    for s in samples:
+        assert s.isascii() and text.normalize(s) == by_regex(s), repr(s)
+
+
+def test_view_cache_forgets_terms_no_view_asks_about() -> None:
+    """A term's cached pieces are dropped once views stop asking about it, and each term keeps
+    only the pieces of the latest view it was asked about (the cache's memory stays bounded)."""
+    from h9eval.core.messages import Message
+    from h9eval.tasks import text
+    from h9eval.tasks.text import ViewTexts
+
+    msgs = [Message("user", f"message {i} about src/mod_{i}.py") for i in range(200)]
+    cache = ViewTexts()
+    cache.index(msgs[:50]).present("src/never_there.py")
+    assert set(cache._exact) == {text.normalize("src/never_there.py")}
+    assert len(cache._exact[text.normalize("src/never_there.py")].neg) == 50
+    cache.index(msgs[40:60]).present("src/never_there.py")
+    assert len(cache._exact[text.normalize("src/never_there.py")].neg) == 20  # only the latest view's
+    for i in range(text._STALE_GENERATIONS + 1):
+        cache.index(msgs[i : i + 5]).present("message")
+    assert text.normalize("src/never_there.py") not in cache._exact and text.normalize("message") in cache._exact

@@ -47,7 +47,7 @@ from h9eval.closedloop.agents.base import (
     canonical_json,
     parse_view,
 )
-from h9eval.core.anthropic import AnthropicAPI, anthropic_messages
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, anthropic_messages
 from h9eval.core.billing import DEFAULT_BILLING_MODEL
 from h9eval.core.cassette import Cassette, request_hash
 from h9eval.core.prices import MODELS as PRICE_TABLE
@@ -133,7 +133,8 @@ class AnthropicAgent:
     reply (default 1024); ``temperature`` (default 0.0; ``None`` omits it); ``cassette``: a
     JSONL path (required for ``replay`` and ``record``); ``mode``: ``replay`` (default),
     ``record`` or ``live``; ``api_key`` (default ``ANTHROPIC_API_KEY``; not needed in replay);
-    ``base_url``; ``max_retries`` (default 2); ``timeout_s`` per attempt (default 60);
+    ``base_url`` (default ``$ANTHROPIC_BASE_URL``, else the API); ``max_retries`` (default 2); ``timeout_s`` per
+    attempt (default 60); ``breaker_failures`` (default 3: see :class:`~h9eval.core.anthropic.CircuitBreaker`);
     ``http_client``: an ``httpx2.Client`` handed to the SDK (tests inject a fake transport);
     ``context_management``: server-side context editing configuration (see the module
     docstring; default ``None``: none); ``betas``: beta headers sent with it (default
@@ -155,6 +156,7 @@ class AnthropicAgent:
         http_client: Any = None,
         context_management: Mapping[str, Any] | None = None,
         betas: tuple[str, ...] | None = None,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
     ) -> None:
         if context_management is not None and not isinstance(context_management.get("edits"), list):
             raise ConfigError(f"AnthropicAgent.context_management must have an 'edits' list, got {context_management!r}")
@@ -189,7 +191,9 @@ class AnthropicAgent:
                 max_retries=max_retries,
                 base_url=base_url,
                 http_client=http_client,
+                breaker_failures=breaker_failures,
             )
+            self.base_url = self._api.base_url
 
     def __repr__(self) -> str:  # never shows the key
         return f"AnthropicAgent(model={self.model!r}, mode={self.mode!r})"
