@@ -58,8 +58,10 @@ from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.budget import Budget, call_bound_usd
 from h9eval.core.cassette import request_hash
 from h9eval.core.errors import ConfigError, FormatError, SummarizerError
+from h9eval.core.prices import batch_price_frac
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.summarizers.anthropic import AnthropicSummarizer
 from h9eval.summarizers.cache import CachedSummarizer, ResponseCache, cache_key
@@ -331,12 +333,38 @@ class BatchClient:
         *,
         sleep: Callable[[float], None] = time.sleep,
         log: Callable[[str], None] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.api = api
         self.store = store
         self.settings = settings
         self.sleep = sleep
         self.log = log
+        self.budget = budget
+        self._reserved: dict[str, float] = {}  # batch id -> USD this invocation holds for it
+
+    def _frac(self, body: Mapping[str, Any]) -> float:
+        return batch_price_frac(str(body.get("model", "")))
+
+    def _bound_usd(self, bodies: Mapping[str, Mapping[str, Any]], sizes: Mapping[str, int]) -> float:
+        """The most a batch of ``bodies`` can cost (each request's bound, at the batch price)."""
+        price = self.api.price
+        assert price is not None
+        return sum(call_bound_usd(sizes[c], int(b.get("max_tokens", 0)), price) * self._frac(b) for c, b in bodies.items())
+
+    def _actual_usd(self, result: Mapping[str, Any], body: Mapping[str, Any]) -> float:
+        """What one stored result cost (a request that did not succeed costs nothing)."""
+        price = self.api.price
+        usage = result.get("message", {}).get("usage", {}) if result.get("type") == "succeeded" else {}
+        if price is None or not usage:
+            return 0.0
+        try:
+            tin = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
+                                                       "cache_read_input_tokens"))
+            out = int(usage.get("output_tokens") or 0)
+        except (TypeError, ValueError):
+            return 0.0
+        return (tin * price[0] + out * price[1]) / 1e6 * self._frac(body)
 
     def _say(self, text: str) -> None:
         if self.log is not None:
@@ -351,12 +379,25 @@ class BatchClient:
         sizes = {cid: len(json.dumps(bodies[cid], ensure_ascii=False).encode("utf-8")) for cid in ids}
         out: list[str] = []
         for part in chunks(ids, sizes.__getitem__):
-            batch = self.api.call(
-                self.api.client.messages.batches.create,
-                timeout=None,
-                requests=[{"custom_id": cid, "params": bodies[cid]} for cid in part],
-            )
+            # under a spending cap the whole batch's bound is held before it is sent (BudgetExceeded
+            # leaves its cells waiting, their requests stored: a rerun sends them)
+            bound = 0.0
+            if self.budget is not None and self.api.price is not None:
+                bound = self._bound_usd({c: bodies[c] for c in part}, sizes)
+                self.budget.reserve(bound, who=f"a batch of {len(part)} request(s)")
+            try:
+                batch = self.api.call(
+                    self.api.client.messages.batches.create,
+                    timeout=None,
+                    requests=[{"custom_id": cid, "params": bodies[cid]} for cid in part],
+                )
+            except BaseException:
+                if self.budget is not None and bound:
+                    self.budget.settle(bound, 0.0)
+                raise
             batch_id = self.api.redact(str(getattr(batch, "id", "")))
+            if bound:
+                self._reserved[batch_id] = bound
             self.store.record(
                 batch_id,
                 {
@@ -414,6 +455,11 @@ class BatchClient:
                 "error": {"error": {"type": "missing_result", "message": "not in the batch's results"}},
             }
             self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=missing)
+        if self.budget is not None:
+            # a batch sent by an earlier invocation is not held in this one's ledger: only its cost counts
+            spent = sum(self._actual_usd((self.store.result(c) or {}).get("result", {}), self.store.request(c))
+                        for c in sorted(seen))
+            self.budget.settle(self._reserved.pop(batch_id, 0.0), spent)
         self.store.record(batch_id, {**record, "state": "collected", "collected_at": _now(), "n_results": len(seen)})
         self._say(f"batch {batch_id}: {len(seen)} of {len(owners)} result(s) stored")
         return len(seen)

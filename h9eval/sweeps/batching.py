@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.anthropic import CallLimits
+from h9eval.core.budget import Budget
 from h9eval.core.errors import H9Error
 from h9eval.summarizers.batches import (
     BATCH_DIR_NAME,
@@ -41,13 +42,14 @@ def _client(
     settings: BatchSettings,
     log: Callable[[str], None] | None,
     sleep: Callable[[float], None] | None,
+    budget: Budget | None,
 ) -> BatchClient:
     """The batch client of the sweep: the API of its Anthropic summarizer (every variant of a
     spec shares its ``params``, so one key and one endpoint)."""
     limits = CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
     summarizer: Any = build_summarizer(cell.summarizer, None, call_limits=limits, **cell.summarizer_params)
     extra = {} if sleep is None else {"sleep": sleep}
-    return BatchClient(summarizer.api, store, settings, log=log, **extra)
+    return BatchClient(summarizer.api, store, settings, log=log, budget=budget, **extra)
 
 
 def run_batched(
@@ -59,18 +61,21 @@ def run_batched(
     record: Record,
     log: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] | None = None,
+    budget: Budget | None = None,
 ) -> int:
     """Run ``pending`` in rounds (module docstring) with ``run`` (the sweep's executor); each
     finished cell's row goes to ``record``. A batch a killed sweep left in flight is collected
     first, by its recorded id. Returns the number of batches submitted by this call.
 
-    Cells whose summarizer is not an Anthropic one run as usual (in the first round)."""
+    Cells whose summarizer is not an Anthropic one run as usual (in the first round). ``budget``:
+    the sweep's spending cap, which holds each batch's bound before it is sent
+    (:class:`~h9eval.core.errors.BudgetExceeded` then stops the sweep with the cells waiting)."""
     if not pending:
         return 0
     store = BatchStore(out / BATCH_DIR_NAME)
     cells = [dataclasses.replace(c, batch_dir=str(store.root)) if is_batchable(c.summarizer) else c for c in pending]
     batched = [c for c in cells if c.batch_dir]
-    client = _client(batched[0], store, settings, log, sleep) if batched else None
+    client = _client(batched[0], store, settings, log, sleep, budget) if batched else None
     if client is not None:
         for rec in store.in_flight():  # a killed sweep's batch: fetched by its id, never sent again
             if log is not None:

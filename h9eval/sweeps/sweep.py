@@ -27,7 +27,7 @@ from typing import Any
 from h9eval.core import provenance
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.budget import SPEND_FILE, Budget, check_max_cost
-from h9eval.core.errors import ConfigError, FormatError, H9Error, SummarizerError
+from h9eval.core.errors import BudgetExceeded, ConfigError, FormatError, H9Error, SummarizerError
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
 from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
@@ -370,12 +370,14 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     try:
         if sp.batch is not None:
-            run_batched(pending, out, sp.batch, record=record, log=stderr_log if progress else None,
+            run_batched(pending, out, sp.batch, record=record, log=stderr_log if progress else None, budget=budget,
                         run=lambda cs, rec: execute(cs, out, workers=n_workers, scheduler=scheduler, record=rec))
         else:
             execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
     except KeyboardInterrupt:
         interrupted = True
+    except BudgetExceeded:  # a batch held its bound and would pass the cap: the ledger says why
+        pass
     except SummarizerError as e:  # the Batches API failed (a bad key, an outage): stop as if interrupted
         interrupted, stopped_by = True, e
     finally:

@@ -6,6 +6,7 @@ one-line errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,9 @@ import pytest
 pytest.importorskip("anthropic")
 
 from h9eval.cli import main  # noqa: E402
+from h9eval.core.budget import SPEND_FILE, call_bound_usd  # noqa: E402
 from h9eval.core.errors import ConfigError  # noqa: E402
+from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for  # noqa: E402
 from h9eval.summarizers.batches import BATCH_DIR_NAME, BatchClient, BatchStore  # noqa: E402
 from h9eval.sweeps.sweep import sweep  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, serve  # noqa: E402
@@ -316,3 +319,29 @@ def test_repeats_do_not_share_batch_replies(tmp_path: Path, fake: FakeAnthropic)
     assert r.ok == 2 and list(runs["summarizer_cache_hits"]) == [0, 0]  # each repeat paid for its own replies
     ids = sent_ids(fake)
     assert len(ids) == len(set(ids)) == 4
+
+
+def test_the_spending_cap_holds_each_batch_at_the_batch_price(tmp_path: Path, fake: FakeAnthropic) -> None:
+    """A batch is held at its bound (each request's, at half the list price) before it is sent: a
+    cap below the first batch's bound sends nothing and leaves the sweep resumable; a cap above it
+    records what the batches cost, which is the batched bill of the runs."""
+    out = tmp_path / "capped"
+    first = sweep(spec(fake.url), out_dir=out, workers=0, progress=False, max_cost_usd=0.0001)
+    assert first.stopped and "a batch of 1 request(s)" in first.stopped and not fake.creates
+    ledger = json.loads((out / SPEND_FILE).read_text())
+    assert ledger["spent_usd"] == 0 and ledger["reserved_usd"] == 0
+    # the refused bound is the batch price of the request's bound, not its list price
+    store = BatchStore(out / BATCH_DIR_NAME)
+    body = store.request(sorted(p.stem for p in (store.root / "requests").glob("*.json"))[0])
+    size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+    price = price_for(MODEL, DEFAULT_PRICES_USD_PER_MTOK)
+    assert price is not None
+    assert f"up to ${0.5 * call_bound_usd(size, int(body['max_tokens']), price):.4f}" in first.stopped
+
+    done = sweep(spec(fake.url), out_dir=out, workers=0, progress=False, max_cost_usd=100.0)
+    assert done.ok == 2 and not done.stopped and len(fake.creates) == 2
+    ledger = json.loads((out / SPEND_FILE).read_text())
+    assert ledger["reserved_usd"] == 0 and ledger["calls"] == 2
+    runs = done.load().runs
+    paid = runs.loc[runs["summarizer_cache_hits"] == 0, "summarizer_cost_usd"]  # b's summaries were a's
+    assert len(paid) == 1 and paid.sum() > 0 and ledger["spent_usd"] == pytest.approx(paid.sum())
