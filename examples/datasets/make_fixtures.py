@@ -74,7 +74,8 @@ def _swe_agent_text(t: Task) -> list[dict[str, Any]]:
         elif m.role == "assistant":
             text = m.content
             for tc in m.tool_calls[:1]:  # SWE-agent's text format runs one action per turn
-                text = f"{text}\n\n```\n{_command(tc.arguments) if tc.name == 'bash' else tc.name + ' ' + tc.arguments}\n```"
+                shown = _command(tc.arguments) if tc.name == "bash" else tc.name + " " + tc.arguments
+                text = f"{text}\n\n```\n{shown}\n```"
             steps.append({**base, "role": "ai", "text": text, "mask": True})
         elif m.role in ("tool", "user"):
             if m.role == "tool" and steps and steps[-1]["role"] == "user":

@@ -2,7 +2,8 @@
 
 :func:`survival_curves`: per configuration (label and history mode), item type and round k (by
 default a *fill* round: the k-th time the uncompacted history outgrew a whole window, which a
-compacting policy must absorb with a compaction; the same calls for every configuration), the share of the live items that a view still holds exactly (PRESERVED) after its k-th
+compacting policy must absorb with a compaction; the same calls for every configuration),
+the share of the live items that a view still holds exactly (PRESERVED) after its k-th
 round, as the mean over tasks of each task's share (the task is the unit), with a percentile
 bootstrap interval over tasks and the number of tasks that reached round k with such an item.
 Items whose value sits in the task's system or first task message are left out (``pinned``:
@@ -48,7 +49,8 @@ def survival_curves(ledger: pd.DataFrame, runs: pd.DataFrame, *, basis: str = "f
                     include_pinned: bool = False, seed: int = 0) -> pd.DataFrame:
     """``basis``: ``fill`` (default: round k is the k-th window of new content, the same calls for
     every configuration of a task) or ``compaction`` (each run's own k-th view rewrite; a policy
-    that never compacts has no rounds there). Columns: ``label``, ``history_mode``, ``item_type``, ``round``, ``survival`` (mean over tasks
+    that never compacts has no rounds there). Columns: ``label``, ``history_mode``, ``item_type``, ``round``,
+    ``survival`` (mean over tasks
     of the PRESERVED share), ``ci_lo``, ``ci_hi``, ``degraded`` and ``stale`` (the same means of
     those states), ``n_tasks``, ``n_items`` (item-rounds pooled)."""
     import pandas as pd

@@ -189,7 +189,8 @@ _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:1.5em au
 h1{font-size:1.4em} details{border:1px solid #ddd;border-radius:6px;margin:.6em 0;padding:.4em .8em}
 summary{cursor:pointer;font-weight:600} .lost{color:#b00020} .stale{color:#a15c00} .ok{color:#1b6e20}
 pre{white-space:pre-wrap;background:#f7f7f7;padding:.5em;border-radius:4px;font-size:.85em;max-height:24em;overflow:auto}
-table{border-collapse:collapse;font-size:.9em} td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:.9em}
+td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 ul{margin:.3em 0 .3em 1.2em;padding:0} li{margin:.1em 0}"""
 
 

@@ -1,4 +1,5 @@
-"""``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`; the spec: :mod:`h9eval.sweeps.spec`) and say where results are.
+"""``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`; the spec: :mod:`h9eval.sweeps.spec`)
+and say where results are.
 ``h9eval sweep --task FILE --window W``: every registered policy at its defaults on FILE at
 window W, and a table of them (:func:`h9eval.analysis.all_policies.compare_all_policies`).
 

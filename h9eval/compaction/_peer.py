@@ -58,7 +58,8 @@ def peer_record(
     """A record in harness9's shape for a peer compaction of ``history`` into ``view``.
 
     ``tokens_before`` and ``tokens_after`` are the caller's precomputed harness9 estimates of
-    ``history`` and ``view`` (computed here when ``None``); ``start_ns`` (from ``env.clock.now_ns()``) fills ``duration_ns``.
+    ``history`` and ``view`` (computed here when ``None``);
+    ``start_ns`` (from ``env.clock.now_ns()``) fills ``duration_ns``.
     Further keyword arguments set record fields (``summarized``, ``anchors``, ...).
     """
     tb = tokens_before if tokens_before is not None else estimate_tokens(history)

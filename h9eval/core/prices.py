@@ -57,7 +57,8 @@ class ModelInfo:
     """One model: window, prices (USD per million tokens; ``None`` = unknown) and caching rules."""
 
     provider: str = "other"
-    """``anthropic`` (explicit breakpoints), ``openai``/``google`` (automatic prefix caching) or ``other`` (no cache)."""
+    """``anthropic`` (explicit breakpoints), ``openai``/``google`` (automatic prefix caching) or ``other``
+    (no cache)."""
     context_window_tokens: int | None = None
     input_usd_per_mtok: float | None = None
     output_usd_per_mtok: float | None = None

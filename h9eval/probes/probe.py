@@ -80,10 +80,16 @@ PROBE_KINDS: tuple[str, ...] = (
 
 QUESTIONS: dict[str, str] = {
     "intent": "What is the user's current goal for this session, including any later refinements?",
-    "key_terms": "Which specific files, identifiers, error names, ids or numbers does the user's original task statement mention?",
+    "key_terms": (
+        "Which specific files, identifiers, error names, ids or numbers does the user's original task "
+        "statement mention?"
+    ),
     "execution_progress": "What has been completed so far? List the progress milestones.",
     "key_decision": "What key decisions have been made so far, and why?",
-    "tried_solution": "Which approaches have been tried so far, and what happened with each (errors, reasons they were dropped)?",
+    "tried_solution": (
+        "Which approaches have been tried so far, and what happened with each (errors, reasons they were "
+        "dropped)?"
+    ),
     "next_step": "What are the planned next steps?",
     "constraint": "Which constraints or rules must the work respect?",
     "artifact": "Which files or other artifacts have been created or modified so far?",

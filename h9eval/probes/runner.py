@@ -1,7 +1,8 @@
 """The replay's probe hook: a :data:`ProbeFn` scores the view sent at one model call.
 
 The replay calls it on the task's checkpoint grid (every ``probe_every_k``-th call and the
-last, the same calls for every policy: :func:`h9eval.probes.drift.checkpoint_grid`); :func:`make_probe_fn` builds one from scorer names.
+last, the same calls for every policy: :func:`h9eval.probes.drift.checkpoint_grid`);
+:func:`make_probe_fn` builds one from scorer names.
 """
 
 from __future__ import annotations

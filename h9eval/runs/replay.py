@@ -101,7 +101,8 @@ class ReplayConfig:
     no system message, as harness9's engine does. ``v1_alias_offload`` (view mode only):
     emulate harness9 V1's alias bug, where the compaction-time offload rewrote the engine's
     history in place, so offloaded tool results stay placeholders in later calls (approximate:
-    in V1 a failed summary's fallback view also held the placeholders). ``keep_views``: keep every view sent (memory!). ``deterministic``:
+    in V1 a failed summary's fallback view also held the placeholders). ``keep_views``: keep every view sent (memory!).
+    ``deterministic``:
     seeded record ids and a logical clock, so reruns are byte-identical (default on).
     """
 

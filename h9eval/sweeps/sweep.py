@@ -146,7 +146,10 @@ def _summarizer_independent(sp: SweepSpec, cells: Sequence[Cell]) -> dict[str, A
         "policies": names,
         "ran_with": sp.summarizers[0] if names else None,
         "stands_for": list(sp.summarizers) if names else [],
-        "note": "these policies never call the summarizer: each cell ran once, with the first variant, and stands for every variant" if names else "",
+        "note": (
+            "these policies never call the summarizer: each cell ran once, with the first variant, and stands "
+            "for every variant"
+        ) if names else "",
     }
 
 

@@ -369,7 +369,8 @@ var cv=document.createElement('canvas').getContext('2d');
 function words(el){var cs=getComputedStyle(el);cv.font=cs.fontWeight+' '+cs.fontSize+' '+cs.fontFamily;
  return Math.max.apply(null,el.textContent.split(/[\\s\\u200b]+/).map(function(w){return cv.measureText(w).width;}));}
 var over=[].slice.call(document.querySelectorAll('table,pre,figure,img'))
-.filter(function(e){return e.scrollWidth>e.clientWidth+1||e.getBoundingClientRect().right>document.documentElement.clientWidth+1})
+.filter(function(e){return e.scrollWidth>e.clientWidth+1
+  ||e.getBoundingClientRect().right>document.documentElement.clientWidth+1})
 .map(function(e){return e.tagName+':'+e.scrollWidth+'/'+e.clientWidth});
 var narrow=[],tall=[],cells=0;
 [].slice.call(document.querySelectorAll('table')).forEach(function(t,ti){

@@ -1,4 +1,5 @@
-"""The report's trust and comparison sections (and the numbers behind them in analysis.headline / analysis.validity) on a
+"""The report's trust and comparison sections
+(and the numbers behind them in analysis.headline / analysis.validity) on a
 real tiny sweep: 8 synthetic tasks x (harness9's default, the anti-thrash option, the default
 under the legacy emergency rule, drop_all), view mode, a window small enough that every run
 compacts. Numbers are checked against independent computations from the sweep's own tables."""

@@ -40,7 +40,8 @@ class Run(PolicyRun):
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         view = keep(history, self.policy.keep_last) if len(history) > 20 else list(history)
-        return Compaction(tuple(view), compaction_record(self.env, history, view, Tier.SOFT if len(view) < len(history) else Tier.NONE))
+        tier = Tier.SOFT if len(view) < len(history) else Tier.NONE
+        return Compaction(tuple(view), compaction_record(self.env, history, view, tier))
 
     def _force(self, history: Sequence[Message]) -> Compaction:
         return self._auto(history)

@@ -271,7 +271,8 @@ def test_openhands_request_and_events_most_aggressive_wins() -> None:
 def test_openhands_minimum_progress() -> None:
     """SDK ``test_minimum_progress_threshold_met``: max_size 20, keep_first 2, 30 events: the
     condensation is made (``view[2:23]``, 21 events, 70 % > 10 %; the SDK test's comment says
-    23, counting the head, and asserts only that a summary is made). And a request on a view whose forgettable range is below
+    23, counting the head, and asserts only that a summary is made).
+    And a request on a view whose forgettable range is below
     ``minimum_progress`` is refused (``..._not_met``; here by a large minimum)."""
     c = condenser(max_size=20, keep_first=2).start(env(_Counting())).compact(events(30))  # type: ignore[attr-defined]
     assert c.tier == Tier.FULL and c.record is not None and c.record.summarized == 21

@@ -55,7 +55,8 @@ def test_unreadable_case_exits_2(tmp_path: Path, content: str) -> None:
 
 def test_timing_prints_one_json_line_per_case_before_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
     """``--timing``: one JSON line per case (steps, nanoseconds inside the compaction calls, wall
-    and this process's CPU, a median per tier), then the usual summary line; the replay case's steps are its 88 calls."""
+    and this process's CPU, a median per tier), then the usual summary line;
+    the replay case's steps are its 88 calls."""
     import json
 
     from h9eval.cli import main

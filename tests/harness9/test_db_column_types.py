@@ -20,7 +20,8 @@ from h9eval.tasks.recorded.harness9_db import load_db_tasks
 # harness9's own TEXT columns would turn it into text. Another writer's table can look like this.
 UNTYPED_DDL = """
 CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at, updated_at);
-CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, role, content, tool_calls, tool_call_id, created_at);
+CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id, role, content, tool_calls, tool_call_id,
+                       created_at);
 CREATE TABLE session_plans (session_id TEXT PRIMARY KEY, items, updated_at);
 """
 

@@ -29,7 +29,8 @@ import json, sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
-from h9eval import Compaction, CompactionEnv, Message, Policy, PolicyRun, Tier, compaction_record, register_policy, repair_tool_pairs, sweep
+from h9eval import (Compaction, CompactionEnv, Message, Policy, PolicyRun, Tier, compaction_record, register_policy,
+                    repair_tool_pairs, sweep)
 
 @register_policy
 @dataclass(frozen=True, kw_only=True)

@@ -345,9 +345,11 @@ MSA_TEXT = {
     },
     "messages": [
         {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "<pr_description>\nConsider the following PR description:\nfoo() raises ZeroDivisionError in src/foo.py\n</pr_description>\n\n<instructions>...</instructions>"},
+        {"role": "user", "content": "<pr_description>\nConsider the following PR description:\nfoo() raises ZeroDivisionError in "
+                                    "src/foo.py\n</pr_description>\n\n<instructions>...</instructions>"},
         {"role": "assistant", "content": "THOUGHT: run it.\n\n```bash\npython -c 'import foo; foo.foo()'\n```"},
-        {"role": "user", "content": "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\nZeroDivisionError: division by zero\n</output>"},
+        {"role": "user", "content": "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+                                    "ZeroDivisionError: division by zero\n</output>"},
         {"role": "assistant", "content": "I will fix it, but forgot the block."},
         {"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks, found 0 actions."},
         {"role": "assistant", "content": "THOUGHT: fix.\n\n```bash\nsed -i 's/1\\/0/0/' src/foo.py\n```"},
@@ -721,7 +723,8 @@ def test_claude_code_response_merges_across_tool_results_and_skipped_records(tmp
                asst({"type": "tool_use", "id": "u1", "name": "Bash", "input": {"command": "ls"}}),
                result, {"type": "progress", "sessionId": "s1"}, {"type": "system", "subtype": "info"},
                asst({"type": "tool_use", "id": "u2", "name": "Bash", "input": {}}),
-               {**result, "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u2", "content": "r2"}]}})  # fmt: skip
+               {**result, "message": {"role": "user", "content": [
+                   {"type": "tool_result", "tool_use_id": "u2", "content": "r2"}]}})  # fmt: skip
     t = load_task(p)
     assert [m.role for m in t.messages] == ["user", "assistant", "tool", "tool"]
     assert [c.id for c in t.messages[1].tool_calls] == ["u1", "u2"]

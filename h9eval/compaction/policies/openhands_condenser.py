@@ -104,7 +104,8 @@ class OpenHandsCondenser(Policy):
 
     A condensation forgets the events after the first ``keep_first`` down to ``max_size // 2``
     in all (head, summary, newest events), or to half the view for a request (a forced or
-    manual compaction, OpenHands' condensation request); with several reasons the one keeping fewest events wins. Both cut points move forward to the next
+    manual compaction, OpenHands' condensation request); with several reasons the one keeping fewest events wins.
+    Both cut points move forward to the next
     message that is not a tool result. The summary is a user message holding the summarizer's
     reply (OpenHands' ``CondensationSummaryEvent`` is sent as a user message).
 
