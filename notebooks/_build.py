@@ -113,9 +113,12 @@ controls `keep_all` (upper bound for retention) and `drop_all` (lower bound), ov
 recorded sessions and synthetic tasks. Recall probes (offline) measure what each compacted
 context still knows of the intent, the anchors and the planted facts.
 
-It shows the per-strategy comparison table (tokens saved and retention with bootstrap CIs
-across tasks, overflows, emergency truncations, summarizer calls), retention per probe kind,
-and the `strategy_comparison` plot (tokens saved vs retention, Pareto front).""",
+It shows the per-strategy comparison table (tokens saved, retention and dollars per task with
+bootstrap CIs across tasks, cache-read share, overflows, emergency truncations, summarizer
+calls), retention per probe kind, the `strategy_comparison` plot (tokens saved vs retention,
+Pareto front) and retention against dollars per task. Dollars are billed as the provider bills
+them (`h9eval.core.billing`: prompt caching, which every compaction invalidates; list prices of
+one dated table; the offline summarizer's tokens priced as the billed model would bill them).""",
     ),
     (
         "params",
@@ -181,16 +184,24 @@ assert res.failed == 0, res.failures""",
         "code",
         """results = load_results(res.out_dir)
 run_metrics = M.run_metrics(results.calls, results.probes, results.runs)
-run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
+run_metrics[["task_id", "label", "history_mode", "tokens_saved", "retention", "cost_usd", "cache_read_share",
+             "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls"]]""",
     ),
-    ("md", "## Comparison table\n\nPer strategy (config): mean over tasks with 95 % bootstrap CIs."),
+    (
+        "md",
+        "## Comparison table\n\nPer strategy (config): mean over tasks with 95 % bootstrap CIs; `cost_usd` is dollars "
+        "per task as the provider bills it (NaN, never 0, for an unpriced model), `cache_read_share` the share of the "
+        "agent's input billed as cache reads.",
+    ),
     (
         "code",
-        """comparison = M.config_metrics(run_metrics, ("tokens_saved", "retention", "peak_tokens_sent"))
+        """measures = ("tokens_saved", "retention", "cost_usd", "cache_read_share", "peak_tokens_sent")
+comparison = M.config_metrics(run_metrics, measures)
 comparison.sort_values("retention", ascending=False)[[
     "label", "history_mode", "n_runs", "tokens_saved", "tokens_saved_ci_lo", "tokens_saved_ci_hi",
-    "retention", "retention_ci_lo", "retention_ci_hi", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
-]].round(3)""",
+    "retention", "retention_ci_lo", "retention_ci_hi", "cost_usd", "cost_usd_ci_lo", "cost_usd_ci_hi",
+    "cache_read_share", "peak_tokens_sent", "overflows", "emergencies", "summarizer_calls",
+]].round(4)""",
     ),
     ("md", "Retention per probe kind (mean over tasks):"),
     (
@@ -200,6 +211,12 @@ M.config_metrics(run_metrics, kinds, n=0).set_index(["label", "history_mode"])[k
     ),
     ("md", "## Tokens saved vs retention"),
     ("code", "plots.strategy_comparison(run_metrics)"),
+    (
+        "md",
+        "## Dollars per task vs retention\n\nA strategy that saves tokens can save far fewer dollars: each compaction "
+        "rewrites the cached prefix. The dashed line is the front no other strategy beats on both.",
+    ),
+    ("code", """plots.retention_cost_frontier(comparison, label="label")"""),
     (
         "md",
         """## One task, call by call
@@ -291,7 +308,7 @@ print(f"window {tuned.window:,} tokens; feasible: {tuned.feasible}; files: {sort
     (
         "code",
         """print(tuned.toml)
-print("\n".join(tuned.lines()))  # held-out check, thresholds kept at harness9's values, the tied set, the stand-in caveat
+print("\\n".join(tuned.lines()))  # held-out check, thresholds kept at harness9's values, the tied set, the stand-in caveat
 policy_from_dict(tomllib.loads(tuned.toml)["policy"])  # the TOML loads back into a policy""",
     ),
     ("md", "## Evidence\n\nOne row per evaluated config; `best` marks the recommendation."),
@@ -665,13 +682,24 @@ print(res)
 assert res.failed == 0, res.failures
 results = load_results(res.out_dir)
 episodes = R.episode_table(results)
-episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum", "n_compactions"]].head(12)""",
+episodes[["task_id", "agent_id", "config", "success", "failure", "steps", "excess_steps", "tokens_sent_sum",
+          "cost_usd", "n_compactions"]].head(12)""",
     ),
-    ("md", "## Success and cost per configuration\n\nThe unit is the world (kind and parameters; its seeds are averaged inside it): means over worlds with 95 % world-bootstrap intervals; the differences are paired with `keep_all` on the same worlds, Holm-adjusted; with too few worlds the verdict reads `insufficient units`."),
+    (
+        "md",
+        "## Success and cost per configuration\n\nThe unit is the world (kind and parameters; its seeds are "
+        "averaged inside it): means over worlds with 95 % world-bootstrap intervals; the differences are "
+        "paired with `keep_all` on the same worlds, Holm-adjusted; with too few worlds the verdict reads "
+        "`insufficient units`. `cost_usd`: dollars per episode as the provider bills its agent and summarizer"
+        " calls (prompt caching, list prices; the `episodes` table's billed columns), `cache_read_share` the "
+        "share of the agent's input billed as cache reads."
+    ),
     (
         "code",
         """table = R.success_cost(episodes)
-table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent", "success_diff", "success_verdict", "tokens_verdict", "excess_steps"]].round(3)""",
+table[["agent", "config", "n_worlds", "n_seeds", "success", "success_lo", "success_hi", "tokens_sent",
+       "cost_usd", "cache_read_share", "success_diff", "success_verdict", "tokens_verdict",
+       "excess_steps"]].round(4)""",
     ),
     ("code", "PC.cost_success_frontier(table)"),
     ("md", "## Failure modes"),
@@ -1014,11 +1042,13 @@ NOTEBOOKS["10-inspect"] = [
         """# Inspect's compaction strategies against harness9's tiers
 
 Inspect (`inspect-ai`) ships its own compaction strategies. `h9eval.integrations.inspect`
-registers two of them as h9eval policies that call Inspect's own code: `inspect_trim`
-(`CompactionTrim`: keep the input and the last 80 % of the messages) and `inspect_edit`
-(`CompactionEdit`: clear all but the last 3 tool results). This notebook sweeps them with
-harness9's default and the `keep_all` control over a few of the demo's tasks, under the same
-probes and loss ledger, and compares tokens saved, retention and item survival.
+registers three of them as h9eval policies that call Inspect's own code: `inspect_trim`
+(`CompactionTrim`: keep the input and the last 80 % of the messages), `inspect_edit`
+(`CompactionEdit`: clear all but the last 3 tool results) and `inspect_summary`
+(`CompactionSummary`: the input and one summary replace the conversation; its summary model is
+h9eval's summarizer, the offline extractor here). This notebook sweeps them with harness9's default
+and the `keep_all` control over a few of the demo's tasks, under the same probes and loss ledger,
+compares tokens saved, retention and item survival, and exports the sweep as Inspect eval logs.
 
 The cells run in this process (`workers=0`): Inspect's strategies are registered in this process by
 `register_inspect_policies()`, which worker processes do not call. The summaries of harness9's tiers are the
@@ -1042,7 +1072,7 @@ from pathlib import Path
 import pandas as pd
 
 from h9eval.integrations.inspect import register_inspect_policies
-register_inspect_policies()  # inspect_trim and inspect_edit
+register_inspect_policies()  # inspect_trim, inspect_edit and inspect_summary
 from h9eval import load_results, sweep
 from h9eval.analysis import metrics as M
 from h9eval.analysis.ledger import survival_curves, survival_plot
@@ -1059,6 +1089,7 @@ spec = {
         {"kind": "progressive", "name": "harness9-default"},
         {"kind": "inspect_trim"},
         {"kind": "inspect_edit"},
+        {"kind": "inspect_summary"},
         {"kind": "keep_all"},
     ],
     "probes": {"scorers": ["recall"], "every_k": 10},
@@ -1076,8 +1107,29 @@ M.config_metrics(run_metrics, ("tokens_saved", "retention"))[
     ("code", "survival_plot(survival_curves(results.ledger, results.runs), history_mode=history_mode)"),
     (
         "md",
-        """Two tasks give wide intervals, and the retention of harness9's tiers here is the offline
-stand-in's. `h9eval compare RESULTS harness9-default inspect_trim` gives the paired verdict over
+        """The same sweep as Inspect eval logs (`h9eval export RESULTS DIR --format inspect`): one log
+per configuration, one sample per task, the view sent at each call as a model event, each
+compaction as a compaction event and the numbers above as scores; `inspect view --log-dir DIR`
+opens them beside your other Inspect logs.""",
+    ),
+    (
+        "code",
+        """from inspect_ai.log import read_eval_log
+
+from h9eval.integrations.inspect import sweep_to_eval_logs
+
+exported = sweep_to_eval_logs(res.out_dir, out_dir / "inspect-logs", overwrite=True)
+logs = [read_eval_log(str(p)) for p in exported.logs]
+pd.DataFrame([{"model": log.eval.model, "samples": len(log.samples),
+               **{s.name: round(s.metrics["mean"].value, 3) for s in log.results.scores[:2]},
+               "compaction events": sum(e.event == "compaction" for s in log.samples for e in s.events)}
+              for log in logs])""",
+    ),
+    (
+        "md",
+        """Two tasks give wide intervals, and the retention of harness9's tiers and of
+`inspect_summary` here is the offline stand-in's (an extractor answering whatever Inspect's
+prompt asks). `h9eval compare RESULTS harness9-default inspect_trim` gives the paired verdict over
 tasks; to run harness9's policy inside your own Inspect agents use `H9Compaction` (README,
 section Inspect).""",
     ),

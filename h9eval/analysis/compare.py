@@ -58,6 +58,8 @@ __all__ = [
     "other_extractors",
     "base_labels",
     "stand_in_robustness",
+    "EXTRACTOR_ROBUSTNESS_COLUMNS",
+    "extractor_robustness",
     "stand_in_caveats",
     "stand_in_caveat",
     "OFFLINE_PREFIXES",
@@ -494,6 +496,44 @@ def stand_in_robustness(
         comps.extend(compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed))
         summs.extend([sm] * len(metrics))
     return robustness_frame(comps, summs)
+
+
+EXTRACTOR_ROBUSTNESS_COLUMNS: tuple[str, ...] = ("strategy", "baseline", *ROBUSTNESS_COLUMNS)
+"""Columns of :func:`extractor_robustness`."""
+
+
+def extractor_robustness(table: Any, comparisons: Sequence[PairedComparison]) -> Any:
+    """Every comparison of a summarizing strategy with a baseline under each offline extractor
+    it ran with, as ``comparisons`` (e.g. a headline's, each paired within one summarizer) give
+    them: one row per comparison (:data:`EXTRACTOR_ROBUSTNESS_COLUMNS`: ``strategy`` and
+    ``baseline`` are the labels without their ``:summarizer``), ``robust`` per strategy,
+    baseline and metric as :func:`robustness_frame` reads it (at least two extractors, every
+    verdict the same). Only strategies compared under two or more offline extractors: with one
+    there is nothing to agree. Empty when there are none."""
+    import pandas as pd
+
+    if not len(table) or "summarizer" not in table.columns:
+        return pd.DataFrame(columns=list(EXTRACTOR_ROBUSTNESS_COLUMNS))
+    summ = dict(zip(table["config"], table["summarizer"].astype(str)))
+    base = dict(zip(table["config"], base_labels(table)))
+    groups: dict[tuple[str, str], list[tuple[PairedComparison, str]]] = {}
+    for c in comparisons:
+        sm = summ.get(c.a, "")
+        # a strategy that calls no summarizer runs once: its label has no extractor to vary
+        if base.get(c.a, c.a) == c.a or not is_offline(sm) or not is_offline(summ.get(c.b, "")):
+            continue
+        groups.setdefault((base[c.a], base.get(c.b, c.b)), []).append((c, sm))
+    frames = []
+    for (strategy, baseline), cs in sorted(groups.items()):
+        if len({sm for _, sm in cs}) < 2:
+            continue
+        f = robustness_frame([c for c, _ in cs], [sm for _, sm in cs])
+        frames.append(f.assign(strategy=strategy, baseline=baseline))
+    if not frames:
+        return pd.DataFrame(columns=list(EXTRACTOR_ROBUSTNESS_COLUMNS))
+    out = pd.concat(frames, ignore_index=True)
+    out = out.sort_values(["strategy", "baseline", "metric", "summarizer"], kind="stable")
+    return out[list(EXTRACTOR_ROBUSTNESS_COLUMNS)].reset_index(drop=True)
 
 
 def robust_lines(rob: Any) -> list[str]:

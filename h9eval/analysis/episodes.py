@@ -28,13 +28,14 @@ before its fact appeared says nothing about compaction.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import closedloop_units as CU
 from h9eval.analysis import stats as S
-from h9eval.analysis.metrics import config_labels
+from h9eval.analysis.metrics import config_labels, dollars_mean
 
 __all__ = [
     "BASELINE",
@@ -113,12 +114,17 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     """One row per (agent, configuration): the world-level success and cost of
     :func:`h9eval.analysis.closedloop_units.success_cost_by_world` (the unit is the world, seeds
     nested; verdicts Holm-adjusted over the agent's configurations, ``insufficient units`` with
-    too few worlds), plus ``excess_steps`` and ``summarizer_cost_usd`` (means over episodes) and
-    ``n_tasks`` (= ``n_worlds``: the paired units)."""
+    too few worlds), plus ``excess_steps``, ``summarizer_cost_usd`` and the billed ``cost_usd`` and
+    ``cache_read_share`` (means over episodes; dollars NaN, never 0, when an episode's are unknown:
+    an unpriced model, or an ``episodes`` table of version 1) and ``n_tasks`` (= ``n_worlds``: the
+    paired units)."""
     sc = CU.success_cost_by_world(ep, n_boot=n_boot, seed=seed, baseline=baseline)
+    ep = ep.assign(**{c: math.nan for c in ("cost_usd", "cache_read_share") if c not in ep.columns})
     extra = ep.groupby(["agent_id", "config"], sort=True).agg(
         excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
-        summarizer_cost_usd=("summarizer_cost_usd", lambda v: float(v.astype(float).mean())),
+        summarizer_cost_usd=("summarizer_cost_usd", lambda v: dollars_mean(v.astype(float))),
+        cost_usd=("cost_usd", lambda v: dollars_mean(v.astype(float))),
+        cache_read_share=("cache_read_share", lambda v: dollars_mean(v.astype(float))),
     ).reset_index().rename(columns={"agent_id": "agent"})
     out = sc.merge(extra, on=["agent", "config"], how="left")
     # the paired unit count under the name the answer box reads (a closed-loop "task" is a world)

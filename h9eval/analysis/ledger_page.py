@@ -12,7 +12,6 @@ call that used it again. :func:`write_ledger_page` renders it as one HTML page
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 import os
@@ -79,8 +78,7 @@ def replay_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) -
         entry = cells[run_id]
         if entry.get("cell_kind", "replay") != "replay":
             raise ConfigError(f"{run_id}: a closed-loop episode has no replay ledger")
-        names = {f.name for f in dataclasses.fields(Cell) if f.init}
-        cell = Cell(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names})
+        cell = Cell.from_dict(entry)
         with tempfile.TemporaryDirectory(prefix="h9eval-ledger-") as work:
             return replay_cell(cell, offload_root=work, keep_views=True)
     if manifest.get("kind") != "run":

@@ -52,6 +52,8 @@ __all__ = [
     "IMPROVEMENT_OPTIONS",
     "CI",
     "bootstrap_ci",
+    "dollars_mean",
+    "dollars_total",
     "TOKENS_SAVED_COLUMNS",
     "tokens_saved",
     "PINNED_CHOICES",
@@ -201,6 +203,17 @@ COST_COLUMNS = (
 _BILLED_INPUT = ("uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
 
 
+def dollars_total(x: Any) -> float:
+    """The sum of a column of dollars: NaN (unknown, never $0) when any value is unknown (an
+    unpriced model, a table written before the column existed)."""
+    return float(x.sum()) if x.notna().all() else math.nan
+
+
+def dollars_mean(x: Any) -> float:
+    """The mean of a column of dollars, NaN when any value is unknown (:func:`dollars_total`)."""
+    return float(x.mean()) if len(x) and x.notna().all() else math.nan
+
+
 def cost_metrics(calls: Any) -> Any:
     """Per run (:data:`COST_COLUMNS`), from the calls table's billed columns
     (:mod:`h9eval.core.billing`): ``cost_usd`` (dollars per task: agent and summarizer calls),
@@ -218,10 +231,7 @@ def cost_metrics(calls: Any) -> Any:
             out[c] = math.nan
         return out[list(COST_COLUMNS)]
     d = calls.copy()
-
-    def total(x: Any) -> float:
-        return float(x.sum()) if x.notna().all() else math.nan
-
+    total = dollars_total
     d["_input"] = d[list(_BILLED_INPUT)].astype(float).sum(axis=1)
     d["_unpriced"] = ~d["priced"].astype("boolean").fillna(False).astype(bool)
     g = d.groupby("run_id", sort=True).agg(
@@ -363,7 +373,7 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
             emergencies=("forced_truncation", "sum"),
             fallbacks=("fallback", "sum"),
             summarizer_calls=("summarizer_calls", "sum"),
-            summarizer_cost_usd=("summarizer_cost_usd", "sum"),
+            summarizer_cost_usd=("summarizer_cost_usd", dollars_total),
             n_compactions=("compacted", "sum"),
         )
         .reset_index()
@@ -489,9 +499,10 @@ def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved"
         for c in ("overflows", "emergencies", "fallbacks"):
             if c in g.columns:
                 row[c] = int(g[c].sum())
-        for c in ("summarizer_calls", "summarizer_cost_usd"):
-            if c in g.columns:
-                row[c] = float(g[c].mean())
+        if "summarizer_calls" in g.columns:
+            row["summarizer_calls"] = float(g["summarizer_calls"].mean())
+        if "summarizer_cost_usd" in g.columns:
+            row["summarizer_cost_usd"] = dollars_mean(g["summarizer_cost_usd"].astype(float))
         if "peak_ratio_to_window" in g.columns:
             row["peak_ratio_to_window"] = float(g["peak_ratio_to_window"].max())
         if "never_compacted" in g.columns:
@@ -561,9 +572,12 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     cols = ["summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens", "summarizer_cost_usd"]
     billed = "call_index" in table.columns and "summarizer_bill_usd" in table.columns
     if "call_index" in table.columns:
-        per_run = table.groupby("run_id")[cols].sum().reset_index() if len(table) else pd.DataFrame(columns=["run_id", *cols])
+        per_run = (
+            table.groupby("run_id").agg(**{c: (c, dollars_total if c == "summarizer_cost_usd" else "sum") for c in cols})
+            .reset_index() if len(table) else pd.DataFrame(columns=["run_id", *cols])
+        )
         if billed and len(table):
-            bill = table.groupby("run_id")["summarizer_bill_usd"].agg(lambda x: float(x.sum()) if x.notna().all() else math.nan)
+            bill = table.groupby("run_id")["summarizer_bill_usd"].agg(dollars_total)
             per_run = per_run.merge(bill.rename("_billed").reset_index(), on="run_id", how="left")
         info = _run_info(runs, table)
         d = info.merge(per_run, on="run_id", how="left")
@@ -571,16 +585,18 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
         d = table[table["status"] == "ok"] if "status" in table.columns else table
         d = d.copy()
     for c in cols:
-        d[c] = d[c].astype(float).fillna(0) if c in d.columns else 0.0
+        # token counts unknown: 0; dollars unknown (an unpriced model): NaN, never $0
+        d[c] = (d[c].astype(float) if c == "summarizer_cost_usd" else d[c].astype(float).fillna(0)) if c in d.columns else 0.0
     if by == "label" and "label" not in d.columns:
         d["label"] = config_labels(d)
     if len(d) == 0:
         return pd.DataFrame(columns=[by, "n_runs", *cols, "calls_per_run", "cost_per_run_usd"])
-    g = d.groupby(by, sort=True).agg(n_runs=("run_id", "nunique"), **{c: (c, "sum") for c in cols}).reset_index()
+    sums: dict[str, Any] = {c: (c, dollars_total if c == "summarizer_cost_usd" else "sum") for c in cols}
+    g = d.groupby(by, sort=True).agg(n_runs=("run_id", "nunique"), **sums).reset_index()
     g["calls_per_run"] = g["summarizer_calls"] / g["n_runs"]
     g["cost_per_run_usd"] = g["summarizer_cost_usd"] / g["n_runs"]
     if "_billed" in d.columns:
-        billed_mean = d.groupby(by, sort=True)["_billed"].agg(lambda x: float(x.mean()) if x.notna().all() else math.nan)
+        billed_mean = d.groupby(by, sort=True)["_billed"].agg(dollars_mean)
         g["billed_usd_per_run"] = g[by].map(billed_mean)
     return g
 

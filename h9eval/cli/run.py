@@ -91,8 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--window-peak-frac", type=float, default=None, metavar="FRAC",
-        help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own uncompacted peak, "
-        "so every task compacts",
+        help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own peak (uncompacted; "
+        "in write-back mode the written-back one), so every task compacts",
     )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from h9eval.compaction.policies import make_policy, policy_param_names
 from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
-from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, bill_totals
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.errors import ConfigError
 from h9eval.core.anthropic import CallLimits
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_EXPORT_AGENT",
+    "EPISODE_BILL_KEYS",
     "WorldRun",
     "episode_calls_frame",
     "episode_row",
@@ -93,15 +95,27 @@ class WorldRun:
         o = self.oracle_steps
         return None if o is None else self.episode.n_steps - o
 
-    def row(self, **identity: Any) -> dict[str, Any]:
-        """The episode's ``episodes`` row; ``identity`` adds the sweep's columns."""
-        return episode_row(self.episode, oracle_steps=self.oracle_steps, run_id=self.run_id, task_id=self.task_id, **identity)
+    def row(self, *, calls: pd.DataFrame | None = None, **identity: Any) -> dict[str, Any]:
+        """The episode's ``episodes`` row; ``identity`` adds the sweep's columns; ``calls``: its
+        calls rows when already built (:func:`episode_row`)."""
+        return episode_row(self.episode, oracle_steps=self.oracle_steps, run_id=self.run_id, task_id=self.task_id,
+                           calls=calls, **identity)
 
 
-def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task_id: str, **identity: Any) -> dict[str, Any]:
+EPISODE_BILL_KEYS: tuple[str, ...] = ("cost_usd", "summarizer_bill_usd", "cache_read_share", "invalidation_usd")
+"""The billed columns of an ``episodes`` row (:func:`~h9eval.core.billing.bill_totals` of its calls)."""
+
+
+def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task_id: str,
+                calls: pd.DataFrame | None = None, **identity: Any) -> dict[str, Any]:
     """One row of the ``episodes`` table: ``identity`` (policy_name, params_json, summarizer,
-    repeat), the episode's measures and the pairing with its oracle."""
+    repeat), the episode's measures, the pairing with its oracle and its billed dollars
+    (:data:`EPISODE_BILL_KEYS`: the totals of its calls rows, ``calls`` when the caller built them
+    already, else :func:`episode_calls_frame` at the default billing; NaN when unpriced)."""
     s = episode.summary()
+    if calls is None:
+        calls = episode_calls_frame(episode, run_id=run_id, task_id=task_id)
+    totals = bill_totals(calls)
     return {
         "schema_version": EPISODES_SCHEMA_VERSION,
         "run_id": run_id,
@@ -114,19 +128,21 @@ def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task
         **s,
         "oracle_steps": oracle_steps,
         "excess_steps": None if oracle_steps is None else episode.n_steps - oracle_steps,
+        **{k: math.nan if totals[k] is None else totals[k] for k in EPISODE_BILL_KEYS},
     }
 
 
-def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str) -> pd.DataFrame:
+def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str, billing: BillingConfig | None = None) -> pd.DataFrame:
     """The episode's model calls as ``calls`` rows (:func:`~h9eval.results.schema.call_row`, the
     replay's builder and dtypes).
 
     What the closed loop does not record per step is zero or empty: offload bytes, summarizer
     latency and cache hits, fallbacks, write-backs and masking counts. The billed columns come
     from :func:`episode_bills` (no uncompacted transcript: ``raw_cost_usd`` is NaN; an episode
-    without its views leaves them unknown)."""
+    without its views leaves them unknown); ``billing``: how the calls are billed (default
+    :class:`~h9eval.core.billing.BillingConfig`)."""
     rows = []
-    bills = episode_bills(episode)
+    bills = episode_bills(episode, billing)
     for i, s in enumerate(episode.steps):
         rows.append(
             call_row(
@@ -267,8 +283,9 @@ def run_world(
     run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
         with folder_lock(out):  # two episodes written into one folder at once would mix their three files
-            write_table(episodes_table([run.row()]), out / "episodes.parquet", "episodes")
-            write_table(episode_calls_frame(ep, run_id=run_id, task_id=task_id), out / "calls.parquet", "calls")
+            calls = episode_calls_frame(ep, run_id=run_id, task_id=task_id)
+            write_table(episodes_table([run.row(calls=calls)]), out / "episodes.parquet", "episodes")
+            write_table(calls, out / "calls.parquet", "calls")
             write_json_atomic(out / "episode.json", episode_to_dict(ep))
     return run
 
@@ -287,6 +304,8 @@ _SHOWN = (
     "tokens_sent_peak",
     "summarizer_calls",
     "summarizer_cost_usd",
+    "cost_usd",
+    "cache_read_share",
     "refetches_justified",
     "refetches_wasted",
     "redundant_read_calls",

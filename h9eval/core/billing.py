@@ -29,8 +29,10 @@ in time order; :func:`bill_requests` bills a whole sequence.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.history import common_prefix_len
@@ -46,6 +48,7 @@ __all__ = [
     "SessionBiller",
     "SessionBills",
     "bill_columns",
+    "bill_totals",
     "billing_config_from_dict",
     "recorded_call_times",
     "CachePlacement",
@@ -642,4 +645,30 @@ def bill_columns(bills: SessionBills | None) -> dict[str, object]:
         "raw_cost_usd": _usd(bills.raw.cost_usd if bills.raw is not None else None),
         "invalidation_usd": _usd(bills.invalidation_usd),
         "priced": bills.cost_usd is not None,
+    }
+
+
+_BILLED_INPUT_COLUMNS = ("uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens")
+
+
+def bill_totals(calls: Any) -> dict[str, float | None]:
+    """A run's (or an episode's) billed totals from its calls' billed columns (:func:`bill_columns`;
+    a DataFrame or a mapping of column -> values): ``cost_usd``, ``raw_cost_usd``,
+    ``invalidation_usd`` and ``summarizer_bill_usd`` summed, to the millionth of a dollar, and
+    ``None`` (never 0) when a call's value is unknown (an unpriced model, no uncompacted
+    transcript, no bills) or there is no call; ``cache_read_share``: cache reads over the agent's
+    billed input (to 4 decimals; ``None`` without billed input)."""
+    def dollars(col: str) -> float | None:
+        vals = [float(v) for v in calls[col]] if col in calls else []
+        return round(math.fsum(vals), 6) if vals and not any(math.isnan(v) for v in vals) else None
+
+    have = all(c in calls for c in _BILLED_INPUT_COLUMNS)
+    billed = sum(int(v) for c in _BILLED_INPUT_COLUMNS for v in calls[c]) if have else 0
+    read = sum(int(v) for v in calls["cache_read_tokens"]) if have else 0
+    return {
+        "cost_usd": dollars("cost_usd"),
+        "raw_cost_usd": dollars("raw_cost_usd"),
+        "cache_read_share": round(read / billed, 4) if billed else None,
+        "invalidation_usd": dollars("invalidation_usd"),
+        "summarizer_bill_usd": dollars("summarizer_bill_usd"),
     }

@@ -1,4 +1,6 @@
-"""Inspect interoperability (the optional extra ``h9eval[inspect]``; nothing else in h9eval imports it).
+"""Inspect interoperability (the optional extra ``h9eval[inspect]``; nothing else in h9eval imports it:
+the ``export`` command imports only :mod:`h9eval.integrations.inspect_logs`, which imports Inspect
+when called).
 
 Three uses, each a few lines for a user of ``inspect-ai``:
 
@@ -8,13 +10,16 @@ Three uses, each a few lines for a user of ``inspect-ai``:
   messages, offload placeholders); a policy that summarises asks Inspect's own model (the agent's
   model, or ``summarizer_model``) unless an h9eval summarizer is given; every compaction record is
   logged in the sample's transcript as an info event ``{"h9eval_compaction": record}``.
-* :func:`register_inspect_policies`: Inspect's ``CompactionTrim`` and ``CompactionEdit`` as the
-  h9eval policies ``inspect_trim`` and ``inspect_edit``, which call Inspect's own implementation,
-  so a sweep compares them with harness9's tiers under the same probes and ledger.
-* :func:`run_to_eval_log` writes an h9eval run as an Inspect eval log that ``inspect view`` opens
-  (one sample: the view sent at each call as model events, the compactions as compaction events,
-  the run's numbers as scores);
-  :func:`tasks_from_eval_log` reads Inspect eval logs back as recorded tasks.
+* :func:`register_inspect_policies`: Inspect's ``CompactionTrim``, ``CompactionEdit`` and
+  ``CompactionSummary`` as the h9eval policies ``inspect_trim``, ``inspect_edit`` and
+  ``inspect_summary``, which call Inspect's own implementation (the summary's model is
+  :class:`SummarizerModel`, answering with h9eval's summarizer), so a sweep compares them with
+  harness9's tiers under the same probes and ledger.
+* :func:`run_to_eval_log` writes an h9eval run, :func:`sweep_to_eval_logs` a sweep (one log per
+  configuration, one sample per task), as Inspect eval logs that ``inspect view`` opens (the view
+  sent at each call as model events, the compactions as compaction events, the run's numbers as
+  scores); :func:`tasks_from_eval_log` reads Inspect eval logs back as recorded tasks (all in
+  :mod:`h9eval.integrations.inspect_logs`).
 
 How an h9eval policy runs inside Inspect: Inspect's compaction handler calls the strategy only
 when its threshold is reached and then keeps the compacted input, appending new messages to it;
@@ -29,27 +34,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import threading
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from inspect_ai.event import CompactionEvent, ModelEvent
-from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSample, EvalSpec, read_eval_log, transcript, write_eval_log
-from inspect_ai.scorer import Score
+from inspect_ai.log import transcript
 from inspect_ai.model import (
     ChatMessage,
-    ChatMessageAssistant,
     ChatMessageSystem,
-    ChatMessageTool,
     ChatMessageUser,
     CompactionEdit,
     CompactionStrategy,
+    CompactionSummary,
     CompactionTrim,
     GenerateConfig,
     Model,
@@ -59,10 +60,9 @@ from inspect_ai.model import (
     get_model,
     modelapi,
 )
-from inspect_ai.tool import ToolCall as InspectToolCall
-from inspect_ai.tool import ToolCallError, ToolInfo
+from inspect_ai.tool import ToolInfo
 
-from h9eval.compaction._peer import peer_record
+from h9eval.compaction._peer import peer_record, request_peer_summary
 from h9eval.compaction.base import (
     POLICIES,
     Compaction,
@@ -73,102 +73,45 @@ from h9eval.compaction.base import (
     policy_params,
     register,
 )
-from h9eval.compaction.records import Tier
 from h9eval.compaction.policies import make_policy
+from h9eval.compaction.prompts import serialize_conversation
+from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
-from h9eval.compaction.summary import SummaryReply, SummaryRequest
+from h9eval.compaction.summary import SummaryCall, SummaryReply, SummaryRequest
 from h9eval.core.errors import ConfigError, SummarizerError
-from h9eval.core.messages import Message, ToolCall
+from h9eval.core.messages import Message
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
-from h9eval.runs.replay import ReplayResult
+from h9eval.integrations.inspect_logs import (
+    INSPECT_LOG_FORMAT,
+    SweepExport,
+    from_inspect,
+    run_to_eval_log,
+    sweep_to_eval_logs,
+    tasks_from_eval_log,
+    to_inspect,
+)
 from h9eval.summarizers.registry import build_summarizer
-from h9eval.tasks.model import Task
-from h9eval.tasks.recorded.chat import openai_task_from_messages
 
 __all__ = [
     "INSPECT_LOG_FORMAT",
-    "SCRIPTED_MODEL",
-    "H9Compaction",
     "INSPECT_POLICIES",
+    "SCRIPTED_MODEL",
+    "SUMMARIZER_MODEL",
+    "H9Compaction",
     "InspectEdit",
+    "InspectModelSummarizer",
+    "InspectSummary",
     "InspectTrim",
+    "ScriptedModel",
+    "SummarizerModel",
+    "SweepExport",
+    "from_inspect",
     "register_inspect_policies",
     "run_to_eval_log",
+    "sweep_to_eval_logs",
     "tasks_from_eval_log",
-    "InspectModelSummarizer",
-    "from_inspect",
     "to_inspect",
 ]
-
-
-INSPECT_LOG_FORMAT = "inspect_log"
-"""The format of tasks read from Inspect eval logs (:func:`tasks_from_eval_log`)."""
-
-
-# -- messages, both ways -----------------------------------------------------------------------
-RAW_ARGUMENTS_KEY = "__h9eval_raw_arguments__"
-"""Inspect's tool-call arguments are a dict: arguments that are not a JSON object travel as
-``{RAW_ARGUMENTS_KEY: text}`` and come back as the text."""
-
-
-def _arguments(args: Mapping[str, Any] | str | None) -> str:
-    if args is None:
-        return ""
-    if isinstance(args, str):
-        return args
-    if set(args) == {RAW_ARGUMENTS_KEY}:
-        return str(args[RAW_ARGUMENTS_KEY])
-    return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-
-
-def from_inspect(messages: Sequence[ChatMessage]) -> list[Message]:
-    """Inspect chat messages as h9eval messages (text content; a tool call's arguments as JSON
-    text; a tool message's error as ``is_error``). Reasoning blocks are not text the model is
-    sent again, so only ``.text`` is kept, as the recorded-session loaders do."""
-    out: list[Message] = []
-    for m in messages:
-        if isinstance(m, ChatMessageAssistant):
-            calls = tuple(ToolCall(tc.id, tc.function, _arguments(tc.arguments)) for tc in (m.tool_calls or []))
-            out.append(Message("assistant", m.text, calls))
-        elif isinstance(m, ChatMessageTool):
-            out.append(Message("tool", m.text, (), m.tool_call_id or "", m.error is not None))
-        elif isinstance(m, ChatMessageSystem):
-            out.append(Message("system", m.text))
-        else:
-            out.append(Message("user", m.text))
-    return out
-
-
-def _to_one(m: Message, functions: Mapping[str, str]) -> ChatMessage:
-    if m.role == "assistant":
-        calls = []
-        for tc in m.tool_calls:
-            try:
-                args = json.loads(tc.arguments) if tc.arguments else {}
-            except ValueError:
-                args = None
-            if not isinstance(args, dict):
-                args = {RAW_ARGUMENTS_KEY: tc.arguments}
-            calls.append(InspectToolCall(id=tc.id, function=tc.name, arguments=args))
-        return ChatMessageAssistant(content=m.content, tool_calls=calls or None, source="generate")
-    if m.role == "tool":
-        error = ToolCallError("unknown", m.content[:200]) if m.is_error else None
-        return ChatMessageTool(content=m.content, tool_call_id=m.tool_call_id,
-                               function=functions.get(m.tool_call_id), error=error)
-    if m.role == "system":
-        return ChatMessageSystem(content=m.content)
-    return ChatMessageUser(content=m.content)
-
-
-def to_inspect(view: Sequence[Message], originals: Sequence[ChatMessage] = (),
-               converted: Sequence[Message] = ()) -> list[ChatMessage]:
-    """h9eval messages as Inspect chat messages. A message the policy kept unchanged (the same
-    object as in ``converted``, which :func:`from_inspect` made from ``originals``) is the original
-    Inspect message, with its id and metadata; a new one (a summary, an offload placeholder) is a
-    new message (a new id: Inspect sees it as new input)."""
-    by_obj = {id(h): o for h, o in zip(converted, originals)}
-    functions = {tc.id: tc.name for m in (*converted, *view) for tc in m.tool_calls}
-    return [by_obj.get(id(m)) or _to_one(m, functions) for m in view]
 
 
 # -- an h9eval policy as an Inspect compaction strategy -----------------------------------------
@@ -303,89 +246,45 @@ class ScriptedModel(ModelAPI):
         return out
 
 
-# -- eval logs, both ways -------------------------------------------------------------------------
-def _openai_dicts(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    out = []
-    for h in from_inspect(messages):
-        d: dict[str, Any] = {"role": h.role, "content": h.content}
-        if h.tool_calls:
-            d["tool_calls"] = [{"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
-                               for tc in h.tool_calls]
-        if h.role == "tool":
-            d["tool_call_id"] = h.tool_call_id
-            d["is_error"] = h.is_error
-        out.append(d)
-    return out
+SUMMARIZER_MODEL = "h9eval-summarizer"
+"""The Inspect model provider :class:`SummarizerModel` registers: ``get_model("h9eval-summarizer/<name>",
+summarize=fn, memoize=False)``."""
 
 
-def tasks_from_eval_log(path: str | Path) -> list[Task]:
-    """The samples of an Inspect eval log as recorded tasks (format ``inspect_log``): each
-    sample's final messages, its tools' schemas, the task statement from its first user message
-    and the facts the recorded loaders derive (edited files, failed commands), with the log's
-    task, model and sample id in the metadata. Replay them like any recorded session."""
-    log = read_eval_log(str(path))
-    shown = str(path)
-    out = []
-    for s in log.samples or []:
-        dicts = _openai_dicts(s.messages)
-        meta = {"agent": "inspect", "model": log.eval.model, "inspect_task": log.eval.task,
-                "sample_id": s.id, "epoch": s.epoch}
-        out.append(openai_task_from_messages(
-            dicts, tools=[], shown=f"{shown}#{s.id}", session=f"{log.eval.task}-{s.id}-e{s.epoch}",
-            fmt=INSPECT_LOG_FORMAT, n_bytes=len(json.dumps(dicts)), metadata=meta, where="messages",
-            source_kind="recorded"))
-    return out
+@modelapi(name=SUMMARIZER_MODEL)
+class SummarizerModel(ModelAPI):
+    """An Inspect model whose every reply is a summary from an h9eval summarizer: what Inspect's
+    ``CompactionSummary`` is given as its ``model`` in :class:`InspectSummary`. ``summarize``:
+    ``(head, prompt) -> text or None``, called with the messages before the last (the conversation
+    Inspect asks to be summarised, as h9eval messages) and the last message's text (Inspect's
+    summary prompt); ``None`` (the summary failed) raises :class:`SummarizerError`. Token counts
+    are h9eval's estimate (UTF-8 bytes / 4)."""
 
+    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
+                 config: GenerateConfig | None = None, summarize: Any = None, **model_args: Any) -> None:
+        super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
+        if not callable(summarize):
+            raise ConfigError(f"{SUMMARIZER_MODEL}/{model_name}: needs summarize=, a callable (head, prompt) -> text")
+        self._summarize = summarize
 
-def _events(view: Sequence[Message], call: Mapping[str, Any]) -> list[Any]:
-    inputs = to_inspect(view)
-    events: list[Any] = []
-    if bool(call["compacted"]):
-        events.append(CompactionEvent(type="summary" if call["summarizer_calls"] else "edit", source="h9eval",
-                                      tokens_before=int(call["history_tokens"]), tokens_after=int(call["view_tokens"]),
-                                      metadata={"tier": call["tier_name"], "call_index": int(call["call_index"]),
-                                                "messages_before": int(call["msgs_before"]),
-                                                "messages_after": int(call["msgs_after"])}))
-    events.append(ModelEvent(model="replay", input=inputs, tools=[], tool_choice="auto", config=GenerateConfig(),
-                             output=ModelOutput.from_content("replay", f"(call {int(call['call_index'])}: "
-                                                             f"{int(call['tokens_sent'])} tokens sent, tier "
-                                                             f"{call['tier_name']})")))
-    return events
+    def should_retry(self, ex: BaseException) -> bool:
+        return False  # a summarizer that failed has already retried as it is configured to
 
+    async def count_text_tokens(self, text: str) -> int:
+        return len(text.encode("utf-8")) // 4
 
-def run_to_eval_log(result: ReplayResult, task: Task, path: str | Path) -> Path:
-    """One replay (with its views kept: ``ReplayConfig(keep_views=True)``) as an Inspect eval log
-    of one sample: the transcript as its messages, the view sent at each call as a model event,
-    each compaction as a compaction event before it, and the run's headline numbers as scores."""
-    if result.views is None:
-        raise ConfigError("run_to_eval_log needs the views: replay with ReplayConfig(keep_views=True)")
-    events: list[Any] = []
-    for call, view in zip(result.calls.to_dict("records"), result.views):
-        events.extend(_events(view, call))
-    summary = result.summary()
-    scores = {k: Score(value=float(v)) for k, v in summary.items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "context_window_tokens"}
-    first_user = next((m.content for m in task.messages if m.role == "user"), "")
-    sample = EvalSample(id=result.run_id, epoch=1, input=first_user[:2000], target="",
-                        messages=to_inspect(list(task.messages)), events=events, scores=scores,
-                        metadata={"task_id": task.task_id, "policy": result.policy_kind, "params": result.params,
-                                  "history_mode": result.config.history_mode,
-                                  "context_window_tokens": result.context_window_tokens})
-    log = EvalLog(
-        status="success",
-        eval=EvalSpec(created=_now(), task=f"h9eval/{task.task_id}", dataset=EvalDataset(name=task.task_id),
-                      model=f"h9eval/{result.policy_kind}", config=EvalConfig(),
-                      metadata={"h9eval_run_id": result.run_id, "params_hash": result.params_hash}),
-        samples=[sample],
-    )
-    write_eval_log(log, str(path))
-    return Path(path)
-
-
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any,
+                       config: GenerateConfig) -> ModelOutput:
+        if not input:
+            raise SummarizerError(f"{SUMMARIZER_MODEL}/{self.model_name}: nothing to summarise")
+        text = self._summarize(from_inspect(input[:-1]), input[-1].text)
+        if text is None:
+            raise SummarizerError(f"{SUMMARIZER_MODEL}/{self.model_name}: the h9eval summarizer gave no summary")
+        out = ModelOutput.from_content(self.model_name, text)
+        tokens = await self.count_tokens(input)
+        out.usage = ModelUsage(input_tokens=tokens, output_tokens=len(text.encode("utf-8")) // 4,
+                               total_tokens=tokens + len(text.encode("utf-8")) // 4)
+        return out
 
 
 # -- Inspect's strategies as h9eval policies ------------------------------------------------------
@@ -406,6 +305,9 @@ class _InspectStrategyRun(PolicyRun):
         self.env = env
         self.strategy = strategy
         self.model = get_model(f"{SCRIPTED_MODEL}/count-only", memoize=False)
+        self.extra: dict[str, Any] = {}
+        """The current compaction's record detail (the summarizer's calls, see ``request_summary``)."""
+        self.summary_text = ""
 
     def _compact(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
         start_ns = self.env.clock.now_ns()
@@ -417,14 +319,29 @@ class _InspectStrategyRun(PolicyRun):
         for i, m in enumerate(converted):
             m.id = f"h9-{i}"  # the strategy's output is mapped back to the history by these ids
         by_id = {f"h9-{i}": h for i, h in enumerate(history)}
-        out, _ = _run_async(self.strategy.compact(self.model, converted, []))
+        self.extra = {}
+        try:
+            out, _ = _run_async(self.strategy.compact(self.model, converted, []))
+        except SummarizerError as e:  # the peers' rule: a failed summary leaves the history as it is
+            return Compaction(tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb,
+                                                          start_ns=start_ns, error=f"summary failed: {e}",
+                                                          extra=self.extra))
         view = []
         for m, h in zip(out, from_inspect(out)):
             orig = by_id.get(m.id or "")
             view.append(orig if orig is not None and (orig.role, orig.content, orig.tool_call_id, orig.tool_calls)
                         == (h.role, h.content, h.tool_call_id, h.tool_calls) else h)
-        tier = Tier.NONE if view == list(history) else (Tier.SOFT if len(view) < len(history) else Tier.WARN)
-        return Compaction(tuple(view), peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns))
+        fields: dict[str, Any] = {}
+        if view == list(history):
+            tier = Tier.NONE
+        elif self.strategy.type == "summary":  # a summary message replaced messages (_peer's tier mapping)
+            tier = Tier.FULL
+            kept = len({id(m) for m in view} & {id(h) for h in history})
+            fields = {"summarized": len(history) - kept, "preserved_tail": 0, "summary_text": self.summary_text}
+        else:
+            tier = Tier.SOFT if len(view) < len(history) else Tier.WARN
+        return Compaction(tuple(view), peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns,
+                                                   extra=self.extra, **fields))
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._compact(history, tokens, force=False)
@@ -501,12 +418,75 @@ class InspectEdit(WindowedPolicy):
         return _InspectStrategyRun(self, env or CompactionEnv(), strategy)
 
 
-INSPECT_POLICIES: tuple[type[Policy], ...] = (InspectTrim, InspectEdit)
+class _InspectSummaryRun(_InspectStrategyRun):
+    """Inspect's ``CompactionSummary`` with a :class:`SummarizerModel` that asks this run's
+    summarizer, logging each call as every summarising peer does (``request_peer_summary``)."""
+
+    policy: InspectSummary
+    calls: list[SummaryCall]
+
+    def __init__(self, policy: InspectSummary, env: CompactionEnv) -> None:
+        self.calls = []
+        name = getattr(env.summarizer, "summarizer_id", "none")
+        model = get_model(f"{SUMMARIZER_MODEL}/{name}", memoize=False, summarize=self._summarize)
+        strategy = CompactionSummary(threshold=policy.threshold_frac, memory=False, model=model,
+                                     instructions=policy.instructions)
+        super().__init__(policy, env, strategy)
+
+    def _summarize(self, head: list[Message], prompt: str) -> str | None:
+        # Inspect sends the conversation as chat turns followed by its prompt; an h9eval summarizer
+        # takes one system and one user prompt: the prompt, then the conversation as text
+        user_prompt = f"{prompt.strip()}\n\nConversation:\n{serialize_conversation(head)}"
+        text = request_peer_summary(self.env, self.calls, self.extra, head, user_prompt, previous=None,
+                                    timeout_s=self.policy.summary_timeout_s)
+        self.summary_text = text or ""
+        return text
+
+
+@dataclass(frozen=True, kw_only=True)
+class InspectSummary(WindowedPolicy):
+    """Inspect's ``CompactionSummary``, called as it is, its model answering with h9eval's
+    summarizer (the sweep's or run's: ``offline`` by default, an extractor, no model): above
+    ``threshold_frac`` of the window, the system and input messages and one summary message
+    replace the conversation.
+
+    Differs from running it inside Inspect as :class:`InspectTrim` does (h9eval's token estimate,
+    no memory warning, the whole history in view mode, so in view mode a compaction summarises
+    the whole transcript again at every call above the threshold, where Inspect's handler goes on
+    from its summary: write-back mode is Inspect's behaviour), and in the summary: the summarizer
+    gets Inspect's prompt followed by the conversation as text in one user prompt, under harness9's
+    system prompt, not the conversation as chat turns; an offline summarizer answers from the
+    messages, not from the prompt (the ``offline`` extractor writes harness9's anchors whatever
+    Inspect asked for; Inspect then keeps what follows its ``<summary>`` tag, or all of it). A
+    failed summary leaves the history as it is (``record.error``), where Inspect raises."""
+
+    kind: ClassVar[str] = "inspect_summary"
+    source: ClassVar[str] = "Inspect (inspect-ai) CompactionSummary, its own implementation, with h9eval's summarizer"
+    uses_summarizer: ClassVar[bool] = True
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+    """Tokens of the window ``threshold_frac`` is a share of; default 200,000."""
+    threshold_frac: float = 0.9
+    """Summarise when the history passes this share of the window (Inspect's default 0.9)."""
+    instructions: str | None = None
+    """Extra instructions Inspect inserts into its summary prompt (Inspect's default: none)."""
+    summary_timeout_s: float = 60.0
+    """Seconds a summary may take (h9eval's summarizer timeout, as the other summarising peers)."""
+
+    def __post_init__(self) -> None:
+        _check_fracs(self, threshold_frac=self.threshold_frac)
+        if not self.summary_timeout_s > 0:
+            raise ConfigError(f"InspectSummary.summary_timeout_s must be > 0, got {self.summary_timeout_s!r}")
+
+    def start(self, env: CompactionEnv | None = None) -> PolicyRun:
+        return _InspectSummaryRun(self, env or CompactionEnv())
+
+
+INSPECT_POLICIES: tuple[type[Policy], ...] = (InspectTrim, InspectEdit, InspectSummary)
 
 
 def register_inspect_policies() -> tuple[str, ...]:
-    """Register Inspect's strategies as the h9eval policies ``inspect_trim`` and ``inspect_edit``
-    (once; a second call does nothing) and return their kinds. Explicit, not done on import, so
+    """Register Inspect's strategies as the h9eval policies ``inspect_trim``, ``inspect_edit`` and
+    ``inspect_summary`` (once; a second call does nothing) and return their kinds. Explicit, not done on import, so
     importing this module never changes which policies a sweep or a test sees."""
     for cls in INSPECT_POLICIES:
         if cls.kind not in POLICIES:

@@ -343,8 +343,11 @@ PROBE_COLUMNS: tuple[str, ...] = (
 )
 
 
-EPISODES_SCHEMA_VERSION = 1
-"""Version of the ``episodes`` table (one row per closed-loop episode)."""
+EPISODES_SCHEMA_VERSION = 2
+"""Version of the ``episodes`` table (one row per closed-loop episode). Version 2 appended the
+billed columns ``cost_usd``, ``summarizer_bill_usd``, ``cache_read_share`` and
+``invalidation_usd`` (the episode's calls as the provider bills them, :mod:`h9eval.core.billing`);
+version-1 tables are still read, with those columns unknown (NaN), never $0."""
 
 
 # name -> pandas dtype (nullable, like RUN_COLUMNS). The identity columns a sweep adds, then
@@ -404,6 +407,12 @@ EPISODE_COLUMNS: dict[str, str] = {
     "facts_present_at_need": "Int64",
     "oracle_steps": "Int64",  # steps of the keep_all episode of the same world, seed, agent, mode
     "excess_steps": "Int64",
+    # version 2: the episode's calls as the provider bills them (h9eval.core.billing.bill_totals of its
+    # calls rows; NaN when a call is unpriced)
+    "cost_usd": "float64",  # agent and summarizer calls, billed
+    "summarizer_bill_usd": "float64",  # the summarizer's calls, billed as the billing's summarizer model
+    "cache_read_share": "float64",  # cache reads over the agent's billed input
+    "invalidation_usd": "float64",  # dollars paid to rewrite what was not new since the previous call
 }
 
 
@@ -442,6 +451,6 @@ SCHEMA_VERSIONS: dict[str, int] = {
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
 READABLE_VERSIONS: dict[str, tuple[int, ...]] = {
-    "runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1,), "ledger": (1,),
+    "runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1, 2), "ledger": (1,),
 }
 """The versions of each table the readers accept; a file of any other version is refused by name."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -369,7 +370,10 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
         keys = [k for k in SORT_KEYS[n] if k in df.columns]
         tables[n] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
     if len(tables["episodes"]):
-        tables["episodes"] = tables["episodes"].astype({k: v for k, v in EPISODE_COLUMNS.items() if k in tables["episodes"].columns})
+        ep = tables["episodes"]
+        # a version-1 part lacks the billed columns: unknown, not $0
+        ep = ep.assign(**{k: math.nan for k in EPISODE_COLUMNS if k not in ep.columns})
+        tables["episodes"] = ep.astype({k: v for k, v in EPISODE_COLUMNS.items() if k in ep.columns})
     if len(tables["ledger"]):
         tables["ledger"] = tables["ledger"].astype(LEDGER_COLUMNS)
     return tables

@@ -53,7 +53,9 @@ from h9eval.compaction.step import (
 )
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
-from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, recorded_call_times
+from h9eval.core.billing import (
+    BillingConfig, SessionBiller, SessionBills, bill_columns, bill_totals, recorded_call_times,
+)
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, safe_name, write_json_atomic
@@ -198,7 +200,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "offloads_tool_time": int(c["offloads_tool_time_count"].sum()),
         "offloads_compaction": int(c["offloads_compaction_count"].sum()),
         "summarizer_calls": int(c["summarizer_calls"].sum()),
-        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum()),
+        # an unpriced summarizer call makes the run's cost unknown, never $0
+        "summarizer_cost_usd": float(c["summarizer_cost_usd"].sum(skipna=False)),
         "fallbacks": int(c["fallback"].sum()),
         "fallback_causes": _cause_counts(c),
         "forced_truncations": int(c["forced_truncation"].sum()),
@@ -209,16 +212,8 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
 
 def _bill_numbers(c: pd.DataFrame) -> dict[str, float | None]:
     """The run's billed dollars and cache-read share (``None``: an unpriced call, or no bills)."""
-    def dollars(col: str) -> float | None:  # to the millionth of a dollar: what a bill shows and more
-        return round(float(c[col].sum()), 6) if col in c.columns and c[col].notna().all() else None
-
-    billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum().sum() if "cache_read_tokens" in c.columns else 0
-    return {
-        "cost_usd": dollars("cost_usd"),
-        "raw_cost_usd": dollars("raw_cost_usd"),
-        "cache_read_share": round(float(c["cache_read_tokens"].sum() / billed), 4) if billed else None,
-        "invalidation_usd": dollars("invalidation_usd"),
-    }
+    totals = bill_totals(c)
+    return {k: totals[k] for k in ("cost_usd", "raw_cost_usd", "cache_read_share", "invalidation_usd")}
 
 
 def _cause_counts(c: pd.DataFrame) -> dict[str, int]:

@@ -36,7 +36,10 @@ MIN_WINDOW_TOKENS = 1_000
 Below it one ordinary tool result or file read is over the window, so every call ends in
 forced truncation and the run measures nothing else; ``window = 1`` is a typo, not a study.
 A policy's own ``context_window_tokens`` is not bounded here (unit tests use tiny ones)."""
-__all__ = ["MIN_WINDOW_TOKENS", "fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens"]
+__all__ = [
+    "MIN_WINDOW_TOKENS", "fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens",
+    "written_back_peak_tokens",
+]
 
 
 def fallback_warning(summary: Mapping[str, Any]) -> str | None:
@@ -73,12 +76,37 @@ def _check_peak_frac(peak_frac: float) -> None:
         raise ConfigError(f"window peak_frac must be a number in (0, 1], got {peak_frac!r}")
 
 
-def peak_frac_window(task: Task, peak_frac: float) -> int:
-    """A window sized to ``task``: ``peak_frac`` times its :func:`uncompacted_peak_tokens`
-    (rounded up, at least 1 token). ``peak_frac``: in (0, 1] exercises a policy on every task
-    (0.5: the uncompacted transcript would need twice the window at its end)."""
+def written_back_peak_tokens(task: Task, *, writeback_rules: str = "v3") -> int:
+    """The most tokens ``task`` sends at one call in ``write_back`` mode when harness9's default
+    only offloads: its tool-time hook and its warn tier (the head's large tool results moved to
+    files) act at every call and are written back, nothing is summarised. What the write-back
+    history of harness9's default grows to before its summary tiers have anything left to do:
+    in write-back mode the written-back offloads shrink the history for good, so a window sized
+    from the uncompacted peak leaves the default at the warn tier on tasks with large tool
+    results. Measured by a replay of the default's own code (0 for a task without a model call)."""
+    raw = uncompacted_peak_tokens(task)
+    if raw == 0:
+        return 0
+    # a window ten times the peak keeps every ratio under 0.1: above the tiny warn threshold, far
+    # below soft, so every call runs the warn tier and nothing else
+    window = 10 * raw
+    offload_only = make_policy("progressive", warn_frac=1e-9, soft_frac=0.97, full_frac=0.98, emergency_frac=0.99,
+                               context_window_tokens=window)
+    cfg = ReplayConfig(history_mode="write_back", writeback_rules=writeback_rules, context_window_tokens=window)
+    r = replay(task, offload_only, summarizer=None, config=cfg, session_store=False)
+    return int(r.calls["tokens_sent"].max()) if len(r.calls) else 0
+
+
+def peak_frac_window(task: Task, peak_frac: float, *, history_mode: str = "view") -> int:
+    """A window sized to ``task``: ``peak_frac`` times its peak (rounded up, at least 1 token):
+    :func:`uncompacted_peak_tokens` in ``view`` mode, :func:`written_back_peak_tokens` in
+    ``write_back`` mode (the history harness9's default writes back is smaller, so the same
+    fraction of the uncompacted peak would not exercise its summary tiers there). ``peak_frac``:
+    in (0, 1] exercises a policy on every task (0.5: the transcript would need twice the window
+    at its end)."""
     _check_peak_frac(peak_frac)
-    return max(1, math.ceil(uncompacted_peak_tokens(task) * float(peak_frac)))
+    peak = written_back_peak_tokens(task) if history_mode == "write_back" else uncompacted_peak_tokens(task)
+    return max(1, math.ceil(peak * float(peak_frac)))
 
 
 def _window_was_set(policy: Policy, params: Mapping[str, Any] | None, by_name: bool) -> bool:
@@ -183,7 +211,7 @@ def _run_tasks(
     results = []
     seen: dict[str, int] = {}
     for t in tasks:
-        w = peak_frac_window(t, window_peak_frac) if window_peak_frac is not None else window
+        w = peak_frac_window(t, window_peak_frac, history_mode=history_mode) if window_peak_frac is not None else window
         cfg = ReplayConfig(
             history_mode=history_mode,
             writeback_rules=writeback_rules,

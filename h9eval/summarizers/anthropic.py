@@ -25,12 +25,14 @@ redacted, and the SDK exception, which holds the request headers, is not chained
 
 Cost: ``input_tokens * in_price + output_tokens * out_price`` with USD prices per million
 tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from the
-``prices`` argument; an unknown model costs 0.0 and sets ``extra["cost_known"] = False``.
+``prices`` argument; an unknown model's cost is unknown: NaN (never $0, like the billed columns
+of :mod:`h9eval.core.billing`), with ``extra["cost_known"] = False``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -181,7 +183,7 @@ class AnthropicSummarizer:
         usage = reply.usage
         tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
-        cost = 0.0 if price is None else (tin * price[0] + tout * price[1]) / 1e6
+        cost = math.nan if price is None else (tin * price[0] + tout * price[1]) / 1e6
         extra: dict[str, object] = {
             "stop_reason": reply.stop_reason,
             "cost_known": price is not None,

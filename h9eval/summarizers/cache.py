@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -186,16 +187,18 @@ class ResponseCache:
             ).fetchone()
         if row is None:
             return None
-        text, tin, tout, cost, latency, extra, model = row
+        text, tin, tout, cost, latency, extra_json, model = row
+        extra = json.loads(extra_json)
         return SummaryReply(
             text=text,
             input_tokens=int(tin),
             output_tokens=int(tout),
             latency_s=float(latency),
             cache_hit=True,
-            cost_usd=float(cost),
+            # an unpriced reply was stored with cost 0 (the column is NOT NULL): unknown again here
+            cost_usd=float(cost) if extra.get("cost_known", True) else math.nan,
             model=model,
-            extra=json.loads(extra),
+            extra=extra,
         )
 
     def put(self, key: str, reply: SummaryReply, *, summarizer_id: str) -> None:
@@ -226,7 +229,7 @@ class ResponseCache:
                     reply.text,
                     reply.input_tokens,
                     reply.output_tokens,
-                    reply.cost_usd,
+                    reply.cost_usd if math.isfinite(reply.cost_usd) else 0.0,  # SQLite would store NaN as NULL
                     reply.latency_s,
                     extra,
                     time.time(),

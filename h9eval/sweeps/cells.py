@@ -26,6 +26,7 @@ from h9eval.closedloop.run import world_task_id
 from h9eval.sweeps.spec import PolicyGrid, SweepSpec
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.datasets import DATASET_SPEC_PREFIX, is_streamed, iter_dataset_tasks, materialize_sample
+from h9eval.tasks.model import Task
 
 __all__ = ["DEFAULT_CACHE_NAME", "Cell", "SkippedCell", "expand_cells"]
 
@@ -133,6 +134,14 @@ class Cell:
         d["summarizer_variants"] = list(self.summarizer_variants)
         return d
 
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> Cell:
+        """The cell again from its manifest entry (:meth:`to_dict`'s inverse; the hash is recomputed
+        from the fields, so an entry edited by hand no longer matches its ``cell_hash``)."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names}
+        return cls(**values)
+
 
 @dataclass(frozen=True, kw_only=True)
 class SkippedCell:
@@ -172,8 +181,9 @@ class _TaskRef:
     source: str
     """The narrow spec workers reload the task from."""
     task_id: str
-    peak_window: int | None = None
-    """With ``window = { peak_frac = f }``: the task's window (else ``None``)."""
+    peak_windows: dict[str, int] = field(default_factory=dict)
+    """With ``window = { peak_frac = f }``: the task's window per history mode (else empty;
+    :func:`~h9eval.runs.run.peak_frac_window`)."""
 
 
 def _fmt_point(point: Mapping[str, Any]) -> str:
@@ -205,6 +215,13 @@ def _world_refs(spec: SweepSpec) -> list[_WorldRef]:
     ]
 
 
+def _peak_windows(spec: SweepSpec, task: Task) -> dict[str, int]:
+    """The task's window in each of the spec's history modes, with ``window = { peak_frac = f }``."""
+    if spec.window_peak_frac is None:
+        return {}
+    return {m: peak_frac_window(task, spec.window_peak_frac, history_mode=m) for m in spec.history_modes}
+
+
 def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
     """Every task of ``spec``, in spec order.
 
@@ -226,8 +243,7 @@ def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
                 narrow = str(Path(src.path).resolve())
             elif src.kind == "harness9_db" and src.path and src.session:
                 narrow = f"{Path(src.path).resolve()}#{src.session}"
-            peak_window = peak_frac_window(t, spec.window_peak_frac) if spec.window_peak_frac is not None else None
-            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_window=peak_window))
+            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_windows=_peak_windows(spec, t)))
         del tasks  # transcripts are not kept in the parent
     return out + _dataset_refs(spec)
 
@@ -245,9 +261,8 @@ def _dataset_refs(spec: SweepSpec) -> list[_TaskRef]:
             base = f"{DATASET_SPEC_PREFIX}{Path(local.path).resolve()}:{local.split}"
             n = 0
             for index, t in iter_dataset_tasks(local):
-                peak_window = peak_frac_window(t, spec.window_peak_frac) if spec.window_peak_frac is not None else None
                 out.append(_TaskRef(path=path, spec=shown, source=f"{base}#{index}", task_id=t.task_id,
-                                    peak_window=peak_window))
+                                    peak_windows=_peak_windows(spec, t)))
                 n += 1
         except H9InputError as e:
             raise ConfigError(f"{path}: {e}") from None
@@ -375,7 +390,7 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
                             task_id=t.task_id,
                             task_spec=t.spec,
                             task_source=t.source,
-                            window=t.peak_window if spec.window_peak_frac is not None else spec.window,
+                            window=t.peak_windows[mode] if spec.window_peak_frac is not None else spec.window,
                             window_peak_frac=spec.window_peak_frac,
                             summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
                             scorers=tuple(spec.scorers),

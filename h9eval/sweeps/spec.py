@@ -5,7 +5,7 @@
     name = "small"                      # results go to results/<name>/ by default
     repeats = 1                         # repeat index goes into run ids (matters for LLM summarizers)
     window = 40000                      # the run's context window (tokens), for every policy
-    # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's uncompacted peak
+    # or: window = { peak_frac = 0.5 }  # every policy's window: half each task's peak (per history mode)
     history_modes = ["view", "write_back"]
     skip_invalid = false                # skip grid cells the policy rejects instead of failing
 
@@ -175,7 +175,8 @@ class SweepSpec:
     policy (it replaces a policy's default ``context_window_tokens``; a policy entry that sets
     another is refused); default ``None``: each policy's own, else 200,000. ``window_peak_frac``
 (``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
-own uncompacted peak (:func:`h9eval.runs.run.peak_frac_window`), so every task exercises
+own peak in each history mode (:func:`h9eval.runs.run.peak_frac_window`: uncompacted in ``view``,
+written back in ``write_back``), so every task exercises
 the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
     ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
     ``max_retries`` of every model request a cell makes (:class:`~h9eval.core.anthropic.CallLimits`;

@@ -41,7 +41,7 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -50,7 +50,8 @@ _SUMMARIZERS: dict[str, Any] = {}
 # The replay summary's keys copied into the run row, in order.
 
 
-def _load_task(cell: Cell) -> Task:
+def load_cell_task(cell: Cell) -> Task:
+    """The task of a replay cell, as its worker loads it (a small per-process cache)."""
     if cell.world_kind:  # an exported world: its keep_all episode, rebuilt (deterministic, fast)
         return _world_task(cell)
     for spec in dict.fromkeys((cell.task_source, cell.task_spec)):
@@ -152,9 +153,10 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
         _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
+    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id, billing=billing_config_from_dict(cell.billing))
     row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
-                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat)
-    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id)
+                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat,
+                      calls=calls)
     sent = [s.tokens_sent for s in ep.steps]
     tiers = [s.tier_name for s in ep.steps if s.compacted]
     head = {
@@ -173,6 +175,9 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "forced_truncations": sum(1 for s in ep.steps if s.forced_compactions),
         "overflows": sum(1 for s in ep.steps if s.tokens_sent > ep.context_window_tokens),
         "probe_rows": 0,
+        # the run row's billed numbers, as the episode row has them (no uncompacted transcript: raw unknown)
+        **{k: None if row[k] != row[k] else row[k] for k in ("cost_usd", "cache_read_share", "invalidation_usd")},
+        "raw_cost_usd": None,
     }
     parts = {
         "episodes": episodes_table([row]),
@@ -196,7 +201,7 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
     """Replay a replay cell's task as the sweep does (its policy, window, mode, summarizer, probes
     and ledger), without writing the cell: the worker writes it; the ledger page replays one again
     with ``keep_views`` to show what each compaction took out of the view."""
-    task = _load_task(cell)
+    task = load_cell_task(cell)
     # the cell's window, for every policy (the spec refused a conflicting explicit one)
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), cell.window, explicit=False).policy
     cfg = ReplayConfig(

@@ -351,7 +351,7 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
     pout = (model or {}).get("output_usd_per_mtok")
     for i, c in enumerate(configs):
         g = rm[rm["config_index"] == i]
-        cost = g["summarizer_cost_usd"].astype(float).fillna(0)
+        cost = g["summarizer_cost_usd"].astype(float)  # NaN: an unpriced summarizer, never $0
         if pin is not None and pout is not None:
             # the offline summarizer costs nothing: price its token counts as the model would
             est = (g["summarizer_input_tokens"].astype(float) * pin + g["summarizer_output_tokens"].astype(float) * pout) / 1e6
@@ -375,7 +375,7 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
                 "emergencies": int(g["emergencies"].sum()),
                 "fallbacks": int(g["fallbacks"].sum()),
                 "summarizer_calls_per_run": float(g["summarizer_calls"].mean()) if len(g) else 0.0,
-                "cost_usd_per_run": float(cost.mean()) if len(g) else 0.0,
+                "cost_usd_per_run": float(cost.mean(skipna=False)) if len(g) else 0.0,
                 # dollars per task as the provider bills them (prompt caching; NaN when unpriced)
                 "billed_cost_usd_per_run": float(g["cost_usd"].mean()) if len(g) and "cost_usd" in g.columns else math.nan,
                 "_per_task": json.dumps({str(t): float(v) for t, v in zip(g["task_id"], g["retention"])}, sort_keys=True),

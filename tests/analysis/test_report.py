@@ -606,9 +606,26 @@ def test_report_on_one_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_offline_summarizers_are_recognised_for_the_caveat() -> None:
-    from h9eval.analysis.report.trust import is_offline
+    # one owner: the report's trust sections read compare.is_offline, they keep no copy of it
+    from h9eval.analysis.compare import is_offline
+    from h9eval.analysis.report import trust
     from h9eval.summarizers.registry import summarizer_names
 
     offline = {n for n in summarizer_names() if is_offline(n)}
     assert {"offline", "offline_free_text"} <= offline
     assert not offline & {"anthropic", "anthropic_free_text"}
+    assert not hasattr(trust, "is_offline")
+
+
+def test_the_recommendation_names_what_it_left_out_and_why() -> None:
+    """Mutant killed: the excluded configurations computed for the choice but not shown with it."""
+    from h9eval.analysis.report.answer import TargetVerdicts, excluded_reasons, recommendations
+
+    why = excluded_reasons(["keep_all", "drop_all"], {"window": 3, "keep_all": 40}, {"keep_all", "window", "h9"})
+    # drop_all did not run in this mode; keep_all is a control before it is an overflow
+    assert why == {"keep_all": "a control", "window": "3 call(s) over the window"}
+    v = TargetVerdicts(scope="open loop", history_mode="view", default="h9", primary="retention",
+                       by_config={"a": {"retention": ("inconclusive", 0.7)}}, default_means={"retention": 0.8},
+                       excluded=why)
+    (line,) = recommendations([v])
+    assert line.endswith("Left out of the choice: keep_all (a control); window (3 call(s) over the window).")

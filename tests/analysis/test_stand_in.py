@@ -105,3 +105,40 @@ def test_a_strategy_without_its_suffix_pairs_with_a_policy_that_calls_no_summari
         ("codex:offline_free_text", "keep_all"),
         ("codex:offline_recent", "keep_all"),
     ]
+
+
+def _family_comps(table: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[Any]:
+    from h9eval.analysis.stats import compare_family
+
+    comps: list[Any] = []
+    for a, b in pairs:
+        comps += compare_family([C.pairs_for(table, a, b, C.metric_spec("retention"), margin=0)])
+    return comps
+
+
+def test_extractor_robustness_groups_a_strategy_over_its_extractors_for_the_report() -> None:
+    """Mutants killed: "robust" when most extractors agree; a strategy that calls no summarizer, or
+    one compared under a single extractor, shown as if its verdict could vary with the extractor."""
+    from h9eval.analysis.report.open_loop import robustness_table
+
+    mixed = (-0.1, 0.1, -0.1, 0.1, -0.1, 0.05, -0.05, 0.0)
+    t = _table(mixed)
+    # a strategy with one extractor only, and a policy that calls no summarizer (its label has no suffix)
+    one = t[t["config"] == "codex:offline"].assign(config="solo:offline", retention=0.3)
+    keep = t[t["config"] == "codex:offline"].assign(config="keep_all", retention=0.9, summarizer_calls=0)
+    t = pd.concat([t, one, keep], ignore_index=True)
+    pairs = [(f"codex:{sm}", f"h9:{sm}") for sm in SUMMS] + [("solo:offline", "h9:offline"), ("keep_all", "h9:offline")]
+    rob = C.extractor_robustness(t, _family_comps(t, pairs))
+    assert list(rob.columns) == list(C.EXTRACTOR_ROBUSTNESS_COLUMNS)
+    assert set(rob["strategy"]) == {"codex"} and set(rob["baseline"]) == {"h9"}
+    verdicts = dict(zip(rob["summarizer"], rob["verdict"]))
+    # by hand: 8 of 8 lower, exact sign-flip p = 2/256 -> worse; the mixed extractor is inconclusive
+    assert verdicts == {"offline": WORSE, "offline_recent": WORSE, "offline_free_text": INCONCLUSIVE}
+    assert not rob["robust"].any()
+    table = robustness_table(rob)
+    assert table["robust to the stand-in"].tolist() == ["NO"]
+    assert table["verdict under offline_free_text"].iloc[0] == "inconclusive (7)"  # 7 of 8 tasks differ
+    agree = _table((-0.1,) * 8)
+    rob2 = C.extractor_robustness(agree, _family_comps(agree, [(f"codex:{sm}", f"h9:{sm}") for sm in SUMMS]))
+    assert rob2["robust"].all() and robustness_table(rob2)["robust to the stand-in"].tolist() == ["yes"]
+    assert len(C.extractor_robustness(agree, [])) == 0

@@ -29,7 +29,7 @@ RANKS: dict[str, int] = {
     "sweeps": 7,
     "analysis": 8,
     "tuning": 9,  # orchestration over analysis: the tuner drives sweeps and replays and reads their evidence
-    "integrations": 9,  # optional frameworks (Inspect): imported by the user, never by h9eval
+    "integrations": 9,  # optional frameworks (Inspect): the CLI imports only a module that imports Inspect when called
     "cli": 10,
     "": 11,  # h9eval/__init__.py and __main__.py: the public surface over everything
 }

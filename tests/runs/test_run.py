@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,6 +111,30 @@ def test_names_resolved_at_the_edge() -> None:
     (res,) = run_task(TASK, "progressive", window=8000, summarizer="none")
     # no summarizer: the fallback answers, and (as harness9 with a nil provider) no call is made or logged
     assert res.calls["fallback"].sum() > 0 and res.calls["summarizer_calls"].sum() == 0
+
+
+def test_write_back_windows_are_sized_from_the_written_back_peak() -> None:
+    """In write-back mode the default's written-back offloads shrink the history for good, so the
+    window is peak_frac of the written-back peak: harness9's default then reaches its summary tiers
+    where, at the same fraction of the uncompacted peak, it stays at warn. Mutant killed: the
+    write-back window sized from the uncompacted peak."""
+    from h9eval.runs.run import peak_frac_window, uncompacted_peak_tokens, written_back_peak_tokens
+    from h9eval.tasks import load_tasks_from_spec
+
+    (task,) = load_tasks_from_spec("synthetic:small:0")
+    raw, wb = uncompacted_peak_tokens(task), written_back_peak_tokens(task)
+    assert 0 < wb < raw / 2  # this task's large tool results are most of its history
+    assert peak_frac_window(task, 0.6, history_mode="write_back") == -(-wb * 6 // 10)
+    assert peak_frac_window(task, 0.6) == peak_frac_window(task, 0.6, history_mode="view") == -(-raw * 6 // 10)
+
+    def tiers(res: Any) -> set[str]:
+        return set(res.calls.loc[res.calls["compacted"], "tier_name"])
+
+    (res,) = run_task(task, "progressive", history_mode="write_back", window_peak_frac=0.6, ledger=False)
+    assert set(res.calls["context_window_tokens"]) == {-(-wb * 6 // 10)}
+    assert {"soft", "full"} <= tiers(res) and not res.calls["overflow"].any()
+    (old,) = run_task(task, "progressive", history_mode="write_back", window=-(-raw * 6 // 10), ledger=False)
+    assert tiers(old) == {"warn"}  # what the sizing is for
 
 
 def test_window_peak_frac_sizes_each_tasks_window_from_its_own_uncompacted_peak() -> None:

@@ -9,6 +9,7 @@ SDK's backoff computation to 0.
 from __future__ import annotations
 
 import json
+import math
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -272,7 +273,8 @@ def test_cost_table_and_override() -> None:
     assert price_for("claude-haiku-4-5-20251001", DEFAULT_PRICES_USD_PER_MTOK) == (1.0, 5.0)
     assert price_for("claude-opus-4-7", DEFAULT_PRICES_USD_PER_MTOK) is None  # no prefix guessing (not claude-opus-4)
     unknown = make(Fake(ok()), model="my-local-model").summarize(request())
-    assert unknown.cost_usd == 0.0 and unknown.extra["cost_known"] is False
+    # an unknown model's cost is unknown, never $0 (as the billed columns say "unpriced")
+    assert math.isnan(unknown.cost_usd) and unknown.extra["cost_known"] is False
     custom = make(Fake(ok()), model="my-local-model", prices={"my-local-model": (2.0, 10.0)})
     assert custom.summarize(request()).cost_usd == pytest.approx((1000 * 2 + 500 * 10) / 1e6)
 

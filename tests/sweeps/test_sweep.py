@@ -304,20 +304,20 @@ def test_failed_cell_is_recorded_and_rerun_on_resume(shared: Path, tmp_path: Pat
 def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import h9eval.sweeps.worker as sw
 
-    real = sw._load_task
+    real = sw.load_cell_task
 
     def flaky(cell: Cell) -> Any:
         if cell.history_mode == "write_back":
             raise RuntimeError("boom")
         return real(cell)
 
-    monkeypatch.setattr(sw, "_load_task", flaky)
+    monkeypatch.setattr(sw, "load_cell_task", flaky)
     d = {**_base(shared), "history_modes": ["view", "write_back"]}
     with pytest.raises(SweepFailed, match=r"sweep \S+: 1 of 2 cells failed; first: .*RuntimeError: boom") as failed:
         sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)  # a failure the caller cannot miss
     r = failed.value.result
     assert (r.ok, r.failed) == (1, 1) and r.failures[0][1].startswith("RuntimeError: boom")
-    monkeypatch.setattr(sw, "_load_task", real)
+    monkeypatch.setattr(sw, "load_cell_task", real)
     r2 = sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)
     assert (r2.ok, r2.ran, r2.reused) == (2, 1, 1)
 

@@ -35,6 +35,7 @@ __all__ = [
     "add_answer_target",
     "add_caveat",
     "closed_loop_default",
+    "excluded_reasons",
     "answer_metrics",
     "answer_section",
     "recommendations",
@@ -87,6 +88,8 @@ class TargetVerdicts:
     by_config: dict[str, dict[str, tuple[str, float]]]
     primary: str
     default_means: dict[str, float]
+    excluded: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Configurations the recommendation left out, each with the reason (a control, calls over the window)."""
 
 
 AnswerTarget = Callable[[ReportContext], tuple[list[AnswerRow], list[TargetVerdicts]]]
@@ -155,11 +158,13 @@ def _open_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts
         return [], []
     mets = answer_metrics(table)
     controls = sorted(set(table.loc[table["policy_kind"].isin(plots.CONTROL_KINDS), "config"]))
-    overflow = set(headline.overflowing(table))
     rows: list[AnswerRow] = []
     verdicts: list[TargetVerdicts] = []
     for mode in sorted(table["history_mode"].dropna().unique()):
         keep = set(table.loc[table["history_mode"] == mode, "run_id"])
+        # a configuration that overflowed in this mode: its retention is of a request no model would accept
+        over = headline.overflowing(table[table["history_mode"] == mode])
+        overflow = set(over) - set(controls)
         h = headline.versus_default(
             _subset(res, keep), metrics=mets, n_resamples=ctx.n_boot, seed=ctx.seed, exclude=controls
         )
@@ -180,9 +185,19 @@ def _open_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts
                 by_config={k: v for k, v in by.items() if k not in overflow},
                 primary=mets[0],
                 default_means={c.metric: c.mean_b for c in h.comparisons},
+                excluded=excluded_reasons(controls, over, set(table.loc[table["history_mode"] == mode, "config"])),
             )
         )
     return rows, verdicts
+
+
+def excluded_reasons(controls: Sequence[str], overflows: dict[str, int], present: set[str]) -> dict[str, str]:
+    """Configuration -> why the recommendation left it out: a control (``keep_all``, ``drop_all``:
+    the bounds, not candidates), or ``N call(s) over the window`` (:func:`headline.overflowing`'s
+    counts). Only configurations in ``present`` (those of the mode)."""
+    out = {c: "a control" for c in controls if c in present}
+    out.update({c: f"{n} call(s) over the window" for c, n in sorted(overflows.items()) if c not in out})
+    return dict(sorted(out.items()))
 
 
 def _subset(res: Any, run_ids: set[Any]) -> Any:
@@ -440,6 +455,8 @@ def recommendations(verdicts: Sequence[TargetVerdicts], rows: Sequence[AnswerRow
             whys[top[0]] = _why_not(top[0], first, top[1], v, best)
         if whys:
             line += " Not recommended: " + "; ".join(whys.values()) + "."
+        if v.excluded:
+            line += " Left out of the choice: " + "; ".join(f"{c} ({why})" for c, why in v.excluded.items()) + "."
         out.append(line)
     return out
 
@@ -500,7 +517,8 @@ def answer_section(ctx: ReportContext) -> list[Section]:
             "best "
             "configuration (one shown better first, then the best mean; controls and configurations that overflowed "
             "the "
-            "window left out), with the paired difference's family-adjusted 95% interval and its verdict."
+            "window in that mode left out, named under the recommendation), with the paired difference's "
+            "family-adjusted 95% interval and its verdict."
         )
         s.table(_answer_table(rows), "")
         if any(r.too_few_tasks for r in rows):

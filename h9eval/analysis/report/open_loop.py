@@ -20,10 +20,10 @@ from h9eval.analysis import metrics
 from h9eval.analysis import options
 from h9eval.analysis import plots
 from h9eval.analysis import validity
-from h9eval.analysis.compare import METRICS, run_table
+from h9eval.analysis.compare import METRICS, extractor_robustness, run_table
 from h9eval.analysis.report.context import ReportContext, after_compaction, tier_fracs
 from h9eval.analysis.report.model import Section
-from h9eval.analysis.stats import DEFAULT_LEVEL, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
+from h9eval.analysis.stats import DEFAULT_LEVEL, INCONCLUSIVE, VERDICT_DEFINITIONS, PairedComparison, min_tasks_for
 from h9eval.results.store import Results
 from h9eval.tasks.model import ANCHOR_KINDS
 
@@ -35,6 +35,8 @@ __all__ = [
     "headline_sections",
     "option_sections",
     "policies_sections",
+    "robustness_table",
+    "unpriced_cells",
     "summarizer_sections",
     "tier_sections",
     "token_curve_sections",
@@ -74,8 +76,10 @@ def policies_sections(ctx: ReportContext) -> Section:
     ):
         if c in cm.columns:
             t[name] = cm[c].to_numpy()
-    if "summarizer_cost_usd" in cm.columns and float(cm["summarizer_cost_usd"].fillna(0).sum()) > 0:
-        t["summarizer USD per run"] = cm["summarizer_cost_usd"].to_numpy()
+    sc = cm["summarizer_cost_usd"] if "summarizer_cost_usd" in cm.columns else None
+    called = cm["summarizer_calls"] > 0 if "summarizer_calls" in cm.columns else True
+    if sc is not None and (float(sc.fillna(0).sum()) > 0 or bool((sc.isna() & called).any())):
+        t["summarizer USD per run"] = unpriced_cells(sc).to_numpy()
     if "never_compacted_runs" in cm.columns:
         # a score where the configuration never compacted is the uncompacted transcript's: flagged next to it
         t["tasks never compacted"] = cm["never_compacted_runs"].to_numpy()
@@ -248,6 +252,12 @@ def drift_sections(ctx: ReportContext) -> Section:
     return s
 
 
+def unpriced_cells(dollars: Any) -> Any:
+    """A column of dollars for a table: ``unpriced`` where the value is unknown (NaN: a model
+    without prices), never shown as $0 or a bare dash."""
+    return dollars.astype(object).where(dollars.notna(), "unpriced")
+
+
 def summarizer_sections(ctx: ReportContext) -> Section:
     s = Section("Summarizer calls and cost")
     calls = ctx.res.calls
@@ -265,7 +275,9 @@ def summarizer_sections(ctx: ReportContext) -> Section:
     cols = ["configuration", "n_runs", "calls_per_run", "summarizer_input_tokens", "summarizer_output_tokens"]
     for c in ("summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens"):
         u[c] = u[c].round().astype(int)
-    paid = float(u["summarizer_cost_usd"].sum()) > 0
+    # an unpriced model summarized: its dollars are unknown, not "offline, free"
+    unpriced = bool(u["summarizer_cost_usd"].isna().any())
+    paid = float(u["summarizer_cost_usd"].fillna(0).sum()) > 0 or unpriced
     billed = ["billed_usd_per_run"] if "billed_usd_per_run" in u.columns else []  # dollars beside the tokens
     heads = {
         "billed_usd_per_run": "billed USD per run",
@@ -276,18 +288,23 @@ def summarizer_sections(ctx: ReportContext) -> Section:
         "cost_per_run_usd": "USD per run",
         "summarizer_cost_usd": "USD in all",
     }
+    shown = u[cols + billed + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].copy()
+    for c in ("cost_per_run_usd", "summarizer_cost_usd", *billed):
+        if c in shown.columns:
+            shown[c] = unpriced_cells(shown[c])
     s.table(
-        u[cols + billed + (["cost_per_run_usd", "summarizer_cost_usd"] if paid else [])].rename(columns=heads),
+        shown.rename(columns=heads),
         "Summarizer calls and tokens per configuration (configurations that never summarize are left out)"
-        + ("; billed USD per run: their list-price dollars as the provider bills them." if billed else "."),
+        + ("; billed USD per run: their list-price dollars as the provider bills them." if billed else ".")
+        + (" unpriced: a model without prices in h9eval's table (core/prices.py; pass your own)." if unpriced else ""),
     )
-    if paid:
+    if paid and not unpriced:
         s.figure(
             "summarizer_cost",
             plots.summarizer_cost(u, by="configuration"),
             "Summarizer calls and cost per run, per configuration.",
         )
-    else:
+    elif not paid:
         s.text("Every summarizer in these results is offline: it cost nothing here"
                + ("; billed USD per run prices its tokens as the billed model would." if billed else "."))
     return s
@@ -343,6 +360,42 @@ def _headline_table(h: headline.Headline) -> Any:
     return t.drop(columns="vs") if len(h.baselines) == 1 else t
 
 
+def robustness_table(rob: Any) -> Any:
+    """One row per summarizing strategy and metric of an
+    :func:`~h9eval.analysis.compare.extractor_robustness` frame: its verdict against the baseline
+    under each offline extractor (in brackets the tasks that differ) and whether they all agree."""
+    import pandas as pd
+
+    rows = []
+    for (strategy, baseline, metric), g in rob.groupby(["strategy", "baseline", "metric"], sort=True):
+        r: dict[str, Any] = {"strategy": strategy, "vs": baseline, "metric": metric}
+        for x in g.itertuples():
+            r[f"verdict under {x.summarizer}"] = f"{x.verdict} ({x.n_differ})"
+        # agreeing that nothing can be told is agreement, but not a finding: said so
+        undecided = bool(g["robust"].iloc[0]) and set(g["verdict"]) == {INCONCLUSIVE}
+        r["robust to the stand-in"] = "yes (all inconclusive)" if undecided else "yes" if bool(g["robust"].iloc[0]) else "NO"
+        rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def _robustness(s: Section, rob: Any) -> None:
+    """The per-extractor table under the headline, when a strategy ran under two or more extractors."""
+    if not len(rob):
+        return
+    t = robustness_table(rob)
+    s.table(
+        t,
+        "Robust to the stand-in: each summarizing strategy's verdict against the default under each offline "
+        "extractor the sweep ran (read from the table above; in brackets the tasks that differ). A verdict is robust "
+        "only when every extractor gives the same one: where they disagree, the ranking belongs to the extractor, "
+        "not to the strategy.",
+    )
+    fragile = sorted({f"{a} ({m})" for a, m, r in zip(t["strategy"], t["metric"], t["robust to the stand-in"])
+                      if r == "NO"})
+    if fragile:
+        s.note("Verdicts that change with the extractor: " + ", ".join(fragile) + ".")
+
+
 def headline_sections(
     results: Results, *, n_resamples: int = 1000, seed: int = 0, level: float = DEFAULT_LEVEL
 ) -> list[Section]:
@@ -387,7 +440,9 @@ def headline_sections(
             f"(at least {min_tasks_for(level)} at {level:g}, more after adjustment), so they read inconclusive "
             "whatever the mean."
         )
-    over = headline.overflowing(run_table(results))
+    table = run_table(results)
+    _robustness(s, extractor_robustness(table, h.comparisons))
+    over = headline.overflowing(table)
     if over:
         s.note(
             "Overflowed the window (some request larger than the window, so its retention is of a request no model "

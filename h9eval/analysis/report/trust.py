@@ -40,28 +40,17 @@ from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section, num_text, short_list
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS
 from h9eval.results.store import Results
-from h9eval.summarizers.registry import SUMMARIZERS
 from h9eval.tasks import load_tasks_from_spec
 
 __all__ = [
     "configuration_sections",
     "coverage_sections",
-    "is_offline",
     "llm_sections",
     "probe_validity_sections",
     "provenance_sections",
     "setup_sections",
     "token_estimate_sections",
 ]
-
-
-def is_offline(name: str) -> bool:
-    """Whether the summarizer variant ``name`` is an offline stand-in (not a model)."""
-    try:
-        cls = SUMMARIZERS.get(name)
-    except Exception:  # noqa: BLE001 - an unknown variant name is simply not known to be offline
-        return name.startswith("offline")
-    return cls.__module__.startswith("h9eval.summarizers.offline") or name.startswith("offline")
 
 
 def _short_paths(v: Any) -> Any:
