@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,dist,inspect]'
+	$(BIN)/python -m pip install -q -e '.[test,dist,inspect,openai]'
 	touch $(STAMP)
 
 # The notebooks declare the kernel "h9eval" (this project's .venv): nbmake starts the kernel a
@@ -28,7 +28,7 @@ test: $(STAMP) $(KERNEL) lint
 
 # ruff over the package, tests and benchmarks; mypy over the two bottom layers (core, compaction)
 lint: $(STAMP)
-	$(BIN)/ruff check h9eval tests benchmarks
+	$(BIN)/ruff check h9eval tests benchmarks scripts
 	$(BIN)/mypy
 
 demo: $(STAMP)

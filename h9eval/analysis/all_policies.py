@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.analysis.compare import run_table
 from h9eval.analysis.headline import DEFAULT_NAME, Headline, versus_default
 from h9eval.analysis.stats import DEFAULT_LEVEL, min_tasks_for
-from h9eval.compaction.policies import registry
+from h9eval.compaction.policies import ServerCompactionPolicy, registry
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.sweep import SweepResult, sweep
 
@@ -37,7 +37,8 @@ def all_policies_spec(
 ) -> dict[str, Any]:
     """A sweep spec (a dict for :func:`h9eval.sweeps.sweep`) of every registered policy at its
     defaults on ``tasks`` (task specs or paths) at ``window`` tokens, with recall probes; a
-    policy whose defaults are invalid at this window is skipped (and listed)."""
+    policy whose defaults are invalid at this window is skipped (and listed). The provider-side
+    compaction policies are left out: their cassettes cover the tasks they were recorded on only."""
     if not tasks:
         raise ConfigError("give at least one task (a file, a folder of sessions or a task spec such as synthetic:small:0)")
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
@@ -45,7 +46,9 @@ def all_policies_spec(
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(tasks[0]).rstrip("/")).name.split("#")[0]).strip("-._") or "tasks"
     # the spec's window is every policy's run window (compaction.step.run_window)
     policies: list[dict[str, Any]] = [{"kind": "progressive", "name": DEFAULT_NAME}]
-    policies += [{"kind": kind} for kind in sorted(registry()) if kind != "progressive"]
+    # the provider-side policies replay recorded replies, which cover their cassette's tasks only
+    policies += [{"kind": kind} for kind, cls in sorted(registry().items())
+                 if kind != "progressive" and not issubclass(cls, ServerCompactionPolicy)]
     probes: dict[str, Any] = {"scorers": ["recall"]}
     if probe_every_k is not None:
         probes["every_k"] = probe_every_k

@@ -92,8 +92,8 @@ def episode_table(res: Any) -> Any:
 
 
 def without_episode_runs(res: Any) -> Any:
-    """``res`` without the closed-loop episode cells (their run rows and calls), so that the
-    open-loop sections see replays only."""
+    """``res`` without the closed-loop episode cells (their run rows, calls and ledger rows), so
+    that the open-loop sections see replays only."""
     if not len(res.episodes):
         return res
     ids = set(res.episodes["run_id"].astype(str))
@@ -101,7 +101,8 @@ def without_episode_runs(res: Any) -> Any:
     def keep(df: Any) -> Any:
         return df[~df["run_id"].astype(str).isin(ids)].reset_index(drop=True) if len(df) and "run_id" in df.columns else df
 
-    return dataclasses.replace(res, runs=keep(res.runs), calls=keep(res.calls), compactions=keep(res.compactions), probes=keep(res.probes))
+    return dataclasses.replace(res, runs=keep(res.runs), calls=keep(res.calls), compactions=keep(res.compactions),
+                               probes=keep(res.probes), ledger=keep(res.ledger))
 
 
 # -- success and cost ---------------------------------------------------------------------------

@@ -5,12 +5,12 @@ task in the history, and then, at every step: delivers a pending user message fr
 (a mid-episode correction), compacts the history with the step the open-loop replay runs too
 (:class:`~h9eval.compaction.step.CallStep`: the tool-time offload hook for policies that declare
 one, ``history_mode`` ``view`` or ``write_back`` with harness9's write-back rules, forced
-retries while the view exceeds the window), serialises the view, asks the agent for one action, checks it, executes it
+retries while the view exceeds the window), serialises the view (each message once per episode), asks the agent for one action, checks it, executes it
 in the world and appends the call and its (possibly offloaded) result.
 
 Enforced by the harness, not trusted to the agent:
 
-* the agent receives only a JSON string (:func:`~h9eval.closedloop.agents.base.serialize_view`);
+* the agent receives only a JSON string (:func:`~h9eval.closedloop.agents.base.serialize_view`'s text);
   it never holds the world or the episode's messages;
 * every argument value of an action must occur in that step's view, the tool specs or the
   system prompt; a value from nowhere is a hard failure (``terminated_by="hard_failure"``,
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.closedloop.agents.base import Action, Agent, serialize_view
+from h9eval.closedloop.agents.base import Action, Agent, ViewSerializer
 from h9eval.closedloop.worlds.base import (
     OFFLOAD_DIR_PREFIX,
     READ,
@@ -180,6 +180,9 @@ class StepRecord:
     arguments: str
     #: tokens of the history before this step's compaction (0 in episodes recorded without it)
     history_tokens: int = 0
+    #: tokens this call would send had nothing ever been compacted (every message that arrived,
+    #: plus the tool schemas): the loss ledger's window fills (0 in episodes recorded without it)
+    raw_tokens_sent: int = 0
     is_error: bool = False
     #: ``justified``, ``wasted`` or ``""`` (not a re-fetch)
     refetch: str = ""
@@ -229,6 +232,9 @@ class Episode:
     facts_at_need: tuple[tuple[str, bool], ...] = ()
     #: the view sent at each step (one per ``steps`` entry), for the billing model
     views: tuple[tuple[Message, ...], ...] = field(default=(), repr=False, compare=False)
+    #: each step's tool result in full, before any offload (one per ``steps`` entry; ``""`` for a
+    #: step whose action did not run), for the loss ledger's touches
+    results: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     # -- measures --------------------------------------------------------------------------
     @property
@@ -391,20 +397,30 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         overflow_retries=cfg.overflow_retries,
         tool_time_offload=cfg.tool_time_offload,
     )
+    first = [Message("system", system_prompt), Message("user", task_prompt)]
+    schema_tokens = estimate_tool_tokens(tools)
     session = CallStep(
         policy.start(env),
         rules,
         window_tokens=window,
-        tool_schema_tokens=estimate_tool_tokens(tools),
+        tool_schema_tokens=schema_tokens,
         hook=tool_time_hook(policy, rules, env),
-        history=[Message("system", system_prompt), Message("user", task_prompt)],
+        history=list(first),
     )
+    arrived_bytes = sum(m.nbytes for m in first)  # everything that joined the history, uncompacted
+
+    def arrive(m: Message) -> bool:
+        nonlocal arrived_bytes
+        arrived_bytes += m.nbytes
+        return session.arrive(m)
     read_kinds = {name for name, kind in world.tool_kinds.items() if kind == READ} | {"read_file"}
+    serialize = ViewSerializer(tools)  # serialize_view's text, each message serialised once
 
     originals: dict[str, str] = {}  # call id -> the tool's full result text
     executed: dict[tuple[str, str], str] = {}  # (tool, arguments) -> the latest result
     records: list[StepRecord] = []
     views: list[tuple[Message, ...]] = []
+    results: dict[int, str] = {}  # step -> the tool's full result
     actions: list[Action] = []
     invented: tuple[str, ...] = ()
     terminated = "max_steps"
@@ -416,17 +432,17 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
     for step in range(1, cfg.max_steps + 1):
         note = world.interjection()
         if note is not None:
-            session.arrive(Message("user", note))
+            arrive(Message("user", note))
         req = session.before_call()
         view, sent, forced, compacted = req.view, req.stats.tokens_sent, req.forced_compactions, req.stats.compacted
-        base = _step_fields(step, req)
+        base = _step_fields(step, req, raw_tokens_sent=arrived_bytes // 4 + schema_tokens)
         if sent > window:
             # the API would refuse this call and no compaction can shrink the view any further
             records.append(StepRecord(**base, tool="", arguments=""))
             views.append(view)
             terminated, loop_reason = "loop", f"view of {sent} tokens still exceeds the {window}-token window after {forced} forced compactions"
             break
-        action = agent.act(serialize_view(view, tools))
+        action = agent.act(serialize(view))
         usage = action.usage
         base.update(
             agent_input_tokens=usage.input_tokens if usage else 0,
@@ -439,7 +455,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         actions.append(action)
         if action.done:
             records.append(StepRecord(**base, tool="", arguments=""))
-            session.arrive(Message("assistant", action.note))
+            arrive(Message("assistant", action.note))
             terminated, declared_done = "done", True
             break
         invented = invented_values(action, view, tools, system_prompt)
@@ -448,7 +464,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             terminated = "hard_failure"
             break
         call = ToolCall(f"call_{step:03d}", action.tool or "", action.arguments)
-        session.arrive(Message("assistant", action.note, (call,)))
+        arrive(Message("assistant", action.note, (call,)))
         mid_call = False
         if step in cfg.stress.compact_between_call_and_result_at:
             # harness9's /compact rewrites the session whatever the history mode
@@ -456,8 +472,9 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             mid_call = forced_view != session.history
             session.replace_history(forced_view)
         out = _execute(world, root, call, action.args, view, originals, executed, read_kinds)
+        results[step] = out.content
         repeat, same_result = out.repeat, out.same_result
-        offloaded = session.arrive(Message("user", out.content, (), call.id, out.is_error))
+        offloaded = arrive(Message("user", out.content, (), call.id, out.is_error))
         records.append(
             StepRecord(
                 **base,
@@ -509,14 +526,16 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         loop_reason=loop_reason,
         facts_at_need=_facts_at_need(truth, actions, views, tools),
         views=tuple(views),
+        results=tuple(results.get(r.step, "") for r in records),
     )
 
 
-def _step_fields(step: int, req: CallRequest) -> dict[str, Any]:
+def _step_fields(step: int, req: CallRequest, *, raw_tokens_sent: int) -> dict[str, Any]:
     """The fields of a :class:`StepRecord` the call step measured."""
     st = req.stats
     return {
         "step": step,
+        "raw_tokens_sent": raw_tokens_sent,
         "history_messages": st.history_messages,
         "history_tokens": st.history_tokens,
         "view_messages": st.msgs_after,

@@ -4,7 +4,8 @@
 ``keep_all`` oracle of the same world, seed, agent and history mode (for excess steps), and
 returns a :class:`WorldRun`; with ``out_dir`` it writes ``episodes.parquet`` (one row of the
 versioned ``episodes`` table), ``calls.parquet`` (one ``calls`` row per model call, as a replay
-writes them) and ``episode.json`` (:func:`~h9eval.closedloop.analysis.episode_to_dict`).
+writes them), ``ledger.parquet`` (the episode's loss ledger, :mod:`h9eval.closedloop.ledger`)
+and ``episode.json`` (:func:`~h9eval.closedloop.analysis.episode_to_dict`).
 :func:`format_episode` is the summary ``h9eval run --world`` prints.
 
 :func:`world_task` is a world exported as an open-loop task (the transcript of its ``keep_all``
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.closedloop.agents import make_agent
 from h9eval.closedloop.analysis import episode_to_dict, export_task
 from h9eval.closedloop.episode import Episode, StressSettings, run_episode, run_oracle
+from h9eval.closedloop.ledger import episode_ledger
 from h9eval.closedloop.worlds import WORLDS, make_world, parse_world_spec
 from h9eval.compaction.base import Policy, params_hash, policy_params
 from h9eval.compaction.policies import make_policy, policy_param_names
@@ -41,7 +43,7 @@ from h9eval.core.lock import folder_lock
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.results.io import write_table
 from h9eval.results.schema import EPISODES_SCHEMA_VERSION, call_row, calls_frame
-from h9eval.results.tables import episodes_table
+from h9eval.results.tables import episodes_table, ledger_table
 from h9eval.summarizers.registry import build_summarizer
 from h9eval.tasks.model import Task
 
@@ -282,11 +284,12 @@ def run_world(
         out = prepare_out_dir(out_dir)
     run = WorldRun(run_id=run_id, task_id=task_id, episode=ep, oracle=orc, out_dir=out)
     if out is not None:
-        with folder_lock(out):  # two episodes written into one folder at once would mix their three files
+        with folder_lock(out):  # two episodes written into one folder at once would mix their files
             calls = episode_calls_frame(ep, run_id=run_id, task_id=task_id)
             write_table(episodes_table([run.row(calls=calls)]), out / "episodes.parquet", "episodes")
             write_table(calls, out / "calls.parquet", "calls")
             write_json_atomic(out / "episode.json", episode_to_dict(ep))
+            write_table(ledger_table(episode_ledger(ep, run_id=run_id, task_id=task_id)), out / "ledger.parquet", "ledger")
     return run
 
 

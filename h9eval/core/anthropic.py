@@ -27,10 +27,12 @@ from h9eval.core.messages import Message
 
 __all__ = [
     "API_KEY_ENV", "AnthropicAPI", "CallLimits", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
-    "anthropic_messages", "count_of", "redact", "resolve_api_key", "usage_of",
+    "COMPACTED_PLACEHOLDER", "anthropic_messages", "count_of", "redact", "resolve_api_key", "usage_of",
 ]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+COMPACTED_PLACEHOLDER = "(earlier context was compacted)"
+"""The user turn a request starts with when compaction left none (the API needs a user turn first)."""
 #: characters of an API error message kept in an h9eval error (after redaction)
 ERROR_MESSAGE_CHARS = 300
 _REDACTED = "[redacted]"
@@ -364,5 +366,5 @@ def anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str,
         else:
             msgs.append({"role": role, "content": blocks})
     if not msgs or msgs[0]["role"] != "user":
-        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": "(earlier context was compacted)"}]})
+        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": COMPACTED_PLACEHOLDER}]})
     return system, msgs

@@ -47,6 +47,10 @@ class Cassette:
     def __len__(self) -> int:
         return len(self._responses)
 
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every ``(request hash, response)`` recorded, in file order."""
+        return list(self._responses.items())
+
     def get(self, key: str) -> dict[str, Any] | None:
         return self._responses.get(key)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +43,8 @@ from h9eval.tasks.text import normalize, render_message
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BASES", "STATES", "RenderedView", "rendered_view", "LedgerEvent", "events_from_replay", "fill_events", "item_state", "ledger_rows",
-           "run_ledger"]
+__all__ = ["BASES", "STATES", "RenderedView", "rendered_view", "LedgerEvent", "classify_events", "events_from_replay",
+           "fill_events", "item_state", "ledger_rows", "run_ledger"]
 
 STATES: tuple[str, ...] = ("PRESERVED", "DEGRADED", "STALE", "LOST")
 _OFFLOAD_PREFIX = "[offloaded:"
@@ -196,23 +196,34 @@ def ledger_rows(task: Task, events: Sequence[LedgerEvent], *, run_id: str,
     """One row per (compaction round, live item): the ledger table's columns (see
     :data:`h9eval.results.schema.LEDGER_COLUMNS`)."""
     items = list(items) if items is not None else task_items(task)
-    pinned_text = _pinned(task)
-    pinned = {i.item_id: any(_bounded(pinned_text, v) >= 0 for v in (i.value, *i.variants)) for i in items}
     call_at, call_text = _uses(task)
+
+    def next_use(item: Item, ev: LedgerEvent) -> int | None:
+        later = bisect_right(call_at, ev.message_index)
+        return next((later + k for k, t in enumerate(call_text[later:])
+                     if any(_bounded(t, v) >= 0 for v in (item.value, *item.variants))), None)
+
+    return classify_events(events, items, task_id=task.task_id, run_id=run_id, pinned_text=_pinned(task),
+                           next_use=next_use)
+
+
+def classify_events(events: Sequence[LedgerEvent], items: Sequence[Item], *, task_id: str, run_id: str,
+                    pinned_text: str, next_use: Callable[[Item, LedgerEvent], int | None]) -> list[dict[str, Any]]:
+    """The ledger rows of ``events`` for ``items`` (every loop's ledger: the replay's and the closed
+    loop's): each item live at an event judged by :func:`item_state` in the view it sent;
+    ``pinned_text`` is what the run pins (its system and first task message); ``next_use(item,
+    event)`` gives the call that first used a LOST, STALE or DEGRADED item after the event."""
+    pinned = {i.item_id: any(_bounded(pinned_text, v) >= 0 for v in (i.value, *i.variants)) for i in items}
     rows: list[dict[str, Any]] = []
     for ev in events:
         view = RenderedView.of(ev.view)
-        later = bisect_right(call_at, ev.message_index)
         for item in items:
             if not item.live_at(ev.message_index):
                 continue
             state, where = item_state(item, view)
-            next_use = None
-            if state in ("LOST", "STALE", "DEGRADED"):
-                next_use = next((later + k for k, t in enumerate(call_text[later:])
-                                 if any(_bounded(t, v) >= 0 for v in (item.value, *item.variants))), None)
+            used = next_use(item, ev) if state in ("LOST", "STALE", "DEGRADED") else None
             rows.append({
-                "task_id": task.task_id,
+                "task_id": task_id,
                 "run_id": run_id,
                 "basis": ev.basis,
                 "round": ev.round,
@@ -226,7 +237,7 @@ def ledger_rows(task: Task, events: Sequence[LedgerEvent], *, run_id: str,
                 "pinned": pinned[item.item_id],
                 "value": item.value,
                 "introduced_at": item.introduced_at,
-                "next_use_call": next_use,
+                "next_use_call": used,
             })
     return rows
 

@@ -206,7 +206,8 @@ TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes",
 OPTIONAL_TABLES: tuple[str, ...] = ("episodes", "ledger")
 """Tables a results folder may lack: folders written before the closed loop have no ``episodes``
 (read as an empty table), and a replay cell writes no ``episodes`` part; folders written before the
-loss ledger have no ``ledger`` (read as an empty table), and an episode cell writes none."""
+loss ledger have no ``ledger`` (read as an empty table), and so do episode cells written before
+the closed-loop ledger."""
 CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
 MARKER = "run.parquet"
 MANIFEST = "manifest.json"
@@ -427,7 +428,7 @@ LEDGER_COLUMNS: dict[str, str] = {
     "basis": "string",  # fill (the k-th window of new content: same calls for every config) | compaction
     "round": "Int64",  # 1-based, per basis: the k-th fill, or the k-th call whose view rewrote what was sent
     "call_index": "Int64",
-    "message_index": "Int64",  # the last transcript message the view covers
+    "message_index": "Int64",  # the last transcript message the view covers (closed loop: the call)
     "tier_name": "string",
     "item_id": "string",
     "item_type": "string",  # h9eval.probes.items.ITEM_TYPES
@@ -435,8 +436,9 @@ LEDGER_COLUMNS: dict[str, str] = {
     "location": "string",  # where an exact value survived (tail, summary, anchor:<type>, placeholder, ...)
     "pinned": "boolean",  # the value is in the task's system or first task message
     "value": "string",
-    "introduced_at": "Int64",
-    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items)
+    "introduced_at": "Int64",  # transcript index (closed loop: the first call whose view held it)
+    "next_use_call": "Int64",  # the first later call that uses the value (LOST/STALE/DEGRADED items; closed
+    # loop: the first call at or after the round whose action touched it: rule broken, needed, re-read, redone)
 }
 
 

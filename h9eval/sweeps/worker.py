@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from h9eval.closedloop.agents import make_agent
-from h9eval.closedloop.episode import run_episode, run_oracle, stress_settings
+from h9eval.closedloop.agents import Agent, make_agent
+from h9eval.closedloop.episode import Episode, run_episode, run_oracle, stress_settings
+from h9eval.closedloop.ledger import episode_ledger
 from h9eval.closedloop.run import episode_calls_frame, episode_row, world_task
 from h9eval.closedloop.worlds import make_world
 from h9eval.compaction.policies import make_policy
@@ -31,7 +32,7 @@ from h9eval.core.paths import cell_work_dir
 from h9eval.core.progress import silence
 from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import write_cell
-from h9eval.results.tables import episodes_table, records_to_frame
+from h9eval.results.tables import episodes_table, ledger_table, records_to_frame
 from h9eval.results.schema import PROBE_COLUMNS
 from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
@@ -41,7 +42,8 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written", "run_batch"]
+__all__ = ["failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written", "run_batch",
+           "run_episode_cell"]
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -133,22 +135,33 @@ def _world_task(cell: Cell) -> Task:
     return _cached(_WORLD_TASKS, key, lambda: world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps))
 
 
-def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run an episode cell and its keep_all oracle: (run-row headline, the cell's parts)."""
-    import pandas as pd
-
-    common: dict[str, Any] = {
+def _episode_common(cell: Cell) -> dict[str, Any]:
+    return {
         "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
         "context_window_tokens": cell.window, "max_steps": cell.max_steps, "stress": stress_settings(cell.stress),
     }
-    agent = make_agent(cell.agent, call_limits=_limits(cell))
+
+
+def run_episode_cell(cell: Cell, agent: Agent | None = None) -> Episode:
+    """An episode cell's episode, as the sweep runs it (the ledger page runs one again: the
+    episode is deterministic with a scripted agent or a cassette)."""
+    agent = agent if agent is not None else make_agent(cell.agent, call_limits=_limits(cell))
     # the cell's window for every policy, or the world's own (``policy_window``) for the policies
     # whose entry leaves theirs unset (the spec refused a conflicting explicit one)
     window = cell.policy_window if cell.policy_window is not None else cell.window
     policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), window,
                         explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False).policy
     world = make_world(cell.world_kind, **cell.world_params)
-    ep = run_episode(world, agent, policy, summarizer=_summarizer(cell), **common)
+    return run_episode(world, agent, policy, summarizer=_summarizer(cell), **_episode_common(cell))
+
+
+def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run an episode cell and its keep_all oracle: (run-row headline, the cell's parts)."""
+    import pandas as pd
+
+    common = _episode_common(cell)
+    agent = make_agent(cell.agent, call_limits=_limits(cell))
+    ep = run_episode_cell(cell, agent)
     key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
     oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
@@ -184,6 +197,7 @@ def _episode_parts(cell: Cell) -> tuple[dict[str, Any], dict[str, Any]]:
         "calls": calls,
         "compactions": records_to_frame([], run_id="", session_id=""),
         "probes": pd.DataFrame(columns=list(PROBE_COLUMNS)),
+        "ledger": ledger_table(episode_ledger(ep, run_id=cell.run_id, task_id=cell.task_id)),
     }
     return head, parts
 

@@ -227,6 +227,13 @@ def test_sweep_writes_episode_rows_and_calls(cl_sweep: Path) -> None:
     replays = res.runs[~res.runs["run_id"].isin(ep["run_id"])]
     assert len(replays) == 9 * 3 and set(replays["task_id"]) == set(ep["task_id"])
     assert set(res.probes["run_id"]) == set(replays["run_id"])
+    # the episodes' loss ledger is in the ledger table beside the replays' (rounds counted in calls)
+    led = res.ledger[res.ledger["run_id"].isin(ep["run_id"])]
+    default = ep[ep["policy_name"] == "harness9-default"]["run_id"]
+    assert 2 * len(set(led["run_id"]) & set(default)) >= len(default) and (led["basis"] == "compaction").any()
+    dropped = led[led["run_id"].isin(ep[ep["policy_name"] == "drop_all"]["run_id"]) & (led["basis"] == "compaction")]
+    assert len(dropped) and (dropped["state"] == "LOST").all()
+    assert set(res.ledger["run_id"]) - set(ep["run_id"]) <= set(replays["run_id"])
 
 
 def test_sweep_with_worlds_resumes_and_is_deterministic(tmp_path: Path) -> None:
@@ -319,10 +326,19 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
     paths = write_report(cl_sweep, out_dir=tmp_path / "rep", n_boot=100)
     html = Path(paths.html).read_text(encoding="utf-8")
     assert "h9eval closed-loop report: cl" in html
-    for title in ("Closed loop: success and cost", "Closed loop: failure modes", "Validation: does open-loop retention predict closed-loop success?"):
+    for title in ("Closed loop: success and cost", "Closed loop: failure modes",
+                  "Validation: does open-loop retention predict closed-loop success?",
+                  "Closed loop: tier mix and failure modes",
+                  "Closed loop: what compaction lost, and what the agent did next"):
         assert title in html
     names = {Path(f).name for f in paths.figures}
-    assert {"closedloop_frontier.png", "closedloop_failures.png", "closedloop_validation.png"} <= names
+    assert {"closedloop_frontier.png", "closedloop_failures.png", "closedloop_validation.png",
+            "closedloop_survival_view.png"} <= names
+    # the tier mix per configuration and per family, and the episodes' diff pages, harness9's default first
+    assert "calls none · warn · soft · full · emergency (%)" in html and "episodes reaching soft/full" in html
+    pages = sorted((tmp_path / "rep" / "ledger").glob("world-*.html"))
+    assert pages and "harness9-default" in html[html.index("Diff view of"):][:200]
+    assert any("touched at call" in p.read_text(encoding="utf-8") for p in pages)
     # a closed-loop report of its own: no open-loop section that does not apply, no internal error
     for title in ("Token-estimate error", "Probe validity", "Policies compared", "Token curves", "Drift", "Strategy comparison"):
         assert title not in html, title
@@ -337,6 +353,7 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
     res = load_results(cl_sweep)
     ol = R.without_episode_runs(res)
     assert not set(ol.runs["run_id"]) & set(res.episodes["run_id"]) and not set(ol.calls["run_id"]) & set(res.episodes["run_id"])
+    assert len(ol.ledger) and not set(ol.ledger["run_id"]) & set(res.episodes["run_id"])
 
 
 def test_report_without_episodes_has_no_closed_loop_section() -> None:

@@ -40,6 +40,7 @@ HEAVY = {
     "pyarrow",
     "matplotlib",
     "anthropic",
+    "openai",  # the optional SDK the OpenAI provider-side compaction records through
     "torch",
     "dask",
     "distributed",

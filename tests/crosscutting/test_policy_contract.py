@@ -9,9 +9,13 @@ must never change anything).
 
 from __future__ import annotations
 
+import atexit
 import copy
 import random
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +30,30 @@ from h9eval.core.messages import Message, ToolCall
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.errors import ConfigError
 from h9eval.core.tokens import estimate_tokens
+from scripts.provider_compaction_cassettes import FAKE_KEYS, FakeProviderServer
 
 # -- configurations ------------------------------------------------------------------------
+
+#: the provider-side compaction policies record what these generated transcripts send from a fake
+#: local provider (loopback; its replies follow the documented shapes) into a throw-away cassette
+_PROVIDER = FakeProviderServer()
+_CASSETTES = Path(tempfile.mkdtemp(prefix="h9eval-contract-cassettes-"))
+atexit.register(shutil.rmtree, _CASSETTES, ignore_errors=True)
+
+
+def _provider_side(kind: str) -> dict[str, Any]:
+    return {"context_window_tokens": 2000, "record": True, "cassette": str(_CASSETTES / f"{kind}.jsonl"),
+            "base_url": _PROVIDER.base_url(kind)}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def provider_keys() -> Iterator[None]:
+    """The fake keys the recording SDK clients send (the fake provider wants one)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in FAKE_KEYS.items():
+            mp.setenv(k, v)
+        yield
+
 
 #: small-window parameters per kind (a list = several variants); a kind missing here is run
 #: with ``context_window_tokens=2000`` when it has that field, else with its defaults.
@@ -64,6 +90,8 @@ SMALL: dict[str, list[dict[str, Any]]] = {
     "keep_all": [{}],
     "drop_all": [{}],
     "as_recorded": [{}],
+    "anthropic_server_compaction": [_provider_side("anthropic_server_compaction")],
+    "openai_server_compaction": [_provider_side("openai_server_compaction")],
 }
 #: policies that never compact a history without recorded compaction summaries (``as_recorded``
 #: has its own loop test over marked summaries in tests/compaction/test_as_recorded.py)

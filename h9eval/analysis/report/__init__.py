@@ -98,7 +98,9 @@ def _emergency(ctx: ReportContext) -> list[Section]:
 SECTIONS: list[SectionEntry] = [
     SectionEntry(make=closed_loop.success_sections, loop="closed"),
     SectionEntry(make=closed_loop.failure_sections, loop="closed"),
+    SectionEntry(make=closed_loop.tier_sections, loop="closed"),
     SectionEntry(make=closed_loop.validation_sections, loop="closed"),
+    SectionEntry(make=closed_loop.ledger_sections, loop="closed"),
     SectionEntry(make=_headline, loop="open"),
     SectionEntry(make=open_loop.policies_sections, loop="open"),
     SectionEntry(make=open_loop.token_curve_sections, loop="open"),

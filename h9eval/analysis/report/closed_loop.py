@@ -10,10 +10,16 @@ from typing import Any
 
 from h9eval.analysis import closedloop_units, episodes
 from h9eval.analysis import plots_closedloop
+from h9eval.analysis.ledger import CLIFF_SURVIVAL, cliff_rounds, survival_curves, survival_plot
+from h9eval.analysis.ledger_page import write_ledger_page
 from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section, short_list
+from h9eval.closedloop.analysis import family_frame, tier_mix_frame
+from h9eval.core.paths import prepare_out_dir
+from h9eval.results.store import cell_dir_name
 
-__all__ = ["STAND_IN_AGENT", "ci_text", "failure_sections", "success_sections", "validation_sections"]
+__all__ = ["STAND_IN_AGENT", "ci_text", "failure_sections", "ledger_sections", "success_sections", "tier_sections",
+           "validation_sections"]
 
 STAND_IN_AGENT = (
     "The scripted agent is a stand-in, not a language model: it shows what a policy keeps within reach of a "
@@ -187,4 +193,165 @@ def validation_sections(ctx: ReportContext) -> list[Section]:
         plots_closedloop.retention_vs_success(v.pairs),
         "Open-loop retention against closed-loop success per task, one panel per agent, one colour per configuration.",
     )
+    return [s]
+
+
+def _pct(x: float) -> str:
+    return "–" if x != x else f"{x:.0%}"
+
+
+_TIERS = ("none", "warn", "soft", "full", "emergency")
+_NONCE = r"[A-Z]{1,3}-[0-9a-f]{8}"
+
+
+def _top_reason(failures: Any) -> str:
+    """The most frequent of the worlds' failure reasons (ids masked), with its count."""
+    counts = failures.astype(str).str.replace(_NONCE, "<id>", regex=True).value_counts()
+    counts = counts[counts.index != ""]
+    if not len(counts):
+        return ""
+    top = sorted(counts.items(), key=lambda rn: (-rn[1], rn[0]))[0]
+    return f"{top[0]} (×{top[1]})"
+
+
+def tier_sections(ctx: ReportContext) -> list[Section]:
+    """The tier mix per configuration (pooled over families, then per family) beside the failure
+    modes: whether what the closed loop measures is the summaries (soft and full tiers) or
+    emergency truncation."""
+    ep = episodes.episode_table(ctx.results)
+    if not len(ep):
+        return []
+    by = ["agent_id", "config", "history_mode"]
+    mix = tier_mix_frame(ep, ctx.results.calls, by=by)
+    fm = episodes.failure_modes(ep).rename(columns={"agent": "agent_id"})
+    kinds = [k for k, _ in episodes.FAILURE_KINDS if k in fm.columns and int(fm[k].sum()) > 0]
+    s = Section("Closed loop: tier mix and failure modes")
+    s.text("Which of harness9's tiers each configuration's calls reached: summaries are written at the soft and full "
+           "tiers, the emergency tier truncates without one, so a configuration whose episodes mostly reach emergency "
+           "measures truncation, not its summaries (peer policies report their own tiers: none when they did not "
+           "compact). Beside it, the failure modes as counted in the section above.")
+    pooled = mix[mix["world_kind"] == "all"].merge(fm[["agent_id", "config", "failed", *kinds]],
+                                                  on=["agent_id", "config"], how="left")
+    reasons = ep[~ep["success"]].groupby(by)["failure"].agg(_top_reason).rename("most frequent failure")
+    pooled = pooled.merge(reasons.reset_index(), on=by, how="left").fillna({"most frequent failure": ""})
+    show = pooled[[*by, "episodes"]].rename(columns={"agent_id": "agent", "config": "configuration",
+                                                    "history_mode": "mode"})
+    show["episodes reaching soft/full"] = pooled["episodes_soft_or_full_frac"].map(_pct)
+    show["episodes reaching emergency"] = pooled["episodes_emergency_frac"].map(_pct)
+    show["calls none · warn · soft · full · emergency (%)"] = [
+        " · ".join(f"{100 * float(r[f'calls_{t}_frac']):.0f}" for t in _TIERS) for _, r in pooled.iterrows()]
+    show["failed"] = pooled["failed"].fillna(0).astype(int)
+    show["failure kinds (episodes)"] = [", ".join(f"{k.replace('_', ' ')} {int(r[k])}" for k in kinds if r[k] > 0)
+                                        for _, r in pooled.iterrows()]
+    show["most frequent failure"] = pooled["most frequent failure"]
+    s.table(show, "Tier mix per configuration, all families pooled: the share of episodes that reached a tier at "
+                  "least once and the share of calls at each tier, with the failed episodes, their failure kinds and "
+                  "the worlds' most frequent reason (ids masked).")
+    fam = family_frame(ep, by=by)[[*by, "world_kind", "success_rate"]]
+    per = mix[mix["world_kind"] != "all"].merge(fam, on=[*by, "world_kind"], how="left")
+    per["cell"] = [f"{_pct(float(r.success_rate))} | {_pct(r.episodes_soft_or_full_frac)} | "
+                   f"{_pct(r.episodes_emergency_frac)}" for r in per.itertuples(index=False)]
+    wide = per.pivot_table(index=by, columns="world_kind", values="cell", aggfunc="first").reset_index()
+    wide.columns.name = None
+    s.table(wide.rename(columns={"agent_id": "agent", "config": "configuration", "history_mode": "mode"}),
+            "Per world family (seeds nested), each cell: success | episodes reaching soft/full | episodes reaching "
+            "emergency.")
+    return [s]
+
+
+MAX_EPISODE_PAGES = 6
+"""Episodes the report writes a diff page for (each run again: a few seconds apiece)."""
+
+
+def _labelled_runs(ctx: ReportContext, ep: Any) -> Any:
+    """The episodes' run rows, named by configuration and agent (the ledger's curves group by name)."""
+    runs = ctx.results.runs[ctx.results.runs["run_id"].isin(ep["run_id"])].drop_duplicates("run_id")
+    agents = ep["agent_id"].astype(str)
+    # the scripted agent's reader profile is what differs between its runs
+    agents = agents.str.removeprefix("scripted:") if agents.str.startswith("scripted:").all() else agents
+    names = dict(zip(ep["run_id"], ep["config"] + " · " + agents))
+    return runs.assign(policy_name=runs["run_id"].map(names), grid_json=None)
+
+
+def _page_episodes(ep: Any, ledger: Any, max_pages: int) -> list[str]:
+    """One world seed's episodes (where harness9's default rewrote its view most), one page per
+    configuration and agent, harness9's default first and the controls last; scripted agents only
+    (a page runs its episode again, and a live agent would be called again)."""
+    rounds = ledger[ledger["basis"] == "compaction"].groupby("run_id")["round"].max()
+    ep = ep[ep["agent_id"].astype(str).str.startswith("scripted")]
+    ep = ep.assign(rounds=ep["run_id"].map(rounds).fillna(0))
+    default = ep[ep["config"].str.startswith("harness9")]
+    pick = (default if len(default) else ep).sort_values(["rounds", "task_id"], ascending=[False, True])
+    if not len(pick) or pick["rounds"].iloc[0] == 0:
+        return []
+    same = ep[ep["task_id"] == pick["task_id"].iloc[0]]
+    control = same["policy_kind"].isin(list(closedloop_units.CONTROLS))
+    order = same.assign(o=(~same["config"].str.startswith("harness9")).astype(int) + 2 * control.astype(int))
+    return list(order.sort_values(["o", "config", "agent_id"])["run_id"].head(max_pages))
+
+
+def ledger_sections(ctx: ReportContext) -> list[Section]:
+    """What compaction lost in the closed loop: survival of the worlds' planted items after each
+    view rewrite (the world family as the unit), the cliff round, the lost items an action touched
+    later, and links to the diff pages of one world seed's episodes."""
+    ep = episodes.episode_table(ctx.results)
+    ledger = getattr(ctx.results, "ledger", None)
+    if not len(ep) or ledger is None or not len(ledger):
+        return []
+    led = ledger[ledger["run_id"].isin(ep["run_id"])]
+    if not len(led):
+        return []
+    s = Section("Closed loop: what compaction lost, and what the agent did next")
+    s.text("Each world's planted items (facts, rules and constraints, preferences, the superseded rule, artifacts, "
+           "the failed approach, progress markers), typed as in the open-loop ledger, are judged in the view of each "
+           "of the episode's own view rewrites (round k: its k-th compaction that changed what was already sent) by "
+           "the same rule: PRESERVED only with the exact text. Survival is the share kept, averaged per world family "
+           "(seeds nested) with a family-bootstrap interval; pinned items (in the task statement) are left out. "
+           f"The cliff round is the first below {CLIFF_SURVIVAL:.0%}. The controls never rewrite a view the same way "
+           "(keep_all never compacts).")
+    if any(str(a).startswith("scripted") for a in ep["agent_id"]):
+        s.note(STAND_IN_AGENT)
+    family = dict(zip(ep["run_id"], ep["world_kind"]))
+    by_family = led.assign(task_id=led["run_id"].map(family))
+    runs = _labelled_runs(ctx, ep)
+    curves = survival_curves(by_family, runs, basis="compaction", seed=ctx.seed)
+    if len(curves):
+        for mode in sorted(set(curves["history_mode"])):
+            fig = survival_plot(curves, history_mode=mode)
+            for ax in fig.axes:
+                ax.set_xlabel("round (view rewrite)")
+            handles, labels = fig.axes[0].get_legend_handles_labels()
+            for legend in list(fig.legends):
+                legend.remove()
+            fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+            fig.suptitle("Planted items kept exactly after the k-th view rewrite (pinned items left out; dashed: the "
+                         "cliff level)", fontsize=10)
+            s.figure(f"closedloop_survival_{mode}", fig, f"Closed loop ({mode} mode): items kept exactly after each "
+                     "view rewrite, per configuration and agent; band: 95% bootstrap interval over world families")
+        cliffs = cliff_rounds(curves)
+        wide = cliffs.pivot_table(index=["label", "history_mode"], columns="item_type", values="cliff_round",
+                                  aggfunc="first", observed=True)
+        s.table(wide.astype(object).where(wide.notna(), "–").reset_index().rename(columns={"label": "configuration"}),
+                f"Cliff round per item type (first view rewrite with survival below {CLIFF_SURVIVAL:.0%}; – : never)")
+    lost = led[led["state"].isin(["LOST", "STALE"]) & ~led["pinned"].astype(bool)]
+    if len(lost):
+        first = lost.drop_duplicates(["run_id", "item_id"])
+        names = dict(zip(runs["run_id"], runs["policy_name"]))
+        table = (first.assign(configuration=first["run_id"].map(names), touched=first["next_use_call"].notna())
+                 .groupby(["configuration", "item_type"])
+                 .agg(lost=("item_id", "size"), touched=("touched", "sum")).reset_index())
+        table["cell"] = [f"{int(n)} ({int(t)})" for n, t in zip(table["lost"], table["touched"])]
+        wide = table.pivot_table(index="configuration", columns="item_type", values="cell", aggfunc="first")
+        s.table(wide.fillna("–").reset_index(), "Items lost (or left stale) at least once per configuration and type, "
+                "summed over episodes, and in brackets how many of them an action touched later (a rule broken, the "
+                "call that needed the item, a re-read or a redone step: the diff pages name the action)")
+    if ctx.out is not None:
+        names = dict(zip(runs["run_id"], runs["policy_name"]))
+        where = dict(zip(ep["run_id"], ep["task_id"]))
+        for rid in _page_episodes(ep, led, MAX_EPISODE_PAGES):
+            target = ctx.out / "ledger" / f"{cell_dir_name(rid)}.html"
+            prepare_out_dir(target.parent, what="ledger pages folder")  # refuses a planted link
+            write_ledger_page(ctx.results.path, target, run_id=rid)
+            s.link(f"ledger/{target.name}", f"Diff view of {names.get(rid, rid)} on {where.get(rid, rid)}: what each "
+                   "compaction took out and the action that touched a lost item")
     return [s]

@@ -20,7 +20,7 @@ from h9eval.core.errors import H9Error
 from h9eval.core.messages import Message
 from h9eval.core.messages import messages_from_json
 
-__all__ = ["Action", "Agent", "AgentError", "CallUsage", "parse_view", "serialize_view"]
+__all__ = ["Action", "Agent", "AgentError", "CallUsage", "ViewSerializer", "parse_view", "serialize_view"]
 
 
 class AgentError(H9Error):
@@ -83,14 +83,45 @@ class Agent(Protocol):
     def act(self, view_json: str) -> Action: ...
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def serialize_view(view: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> str:
-    """The one serialised form every agent receives (sorted keys: equal views, equal text)."""
-    return json.dumps(
-        {"messages": [m.to_json() for m in view], "tools": [dict(t) for t in tools]},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    """The one serialised form every agent receives (sorted keys: equal views, equal text):
+    ``{"messages":[...],"tools":[...]}``, compact, each message in FORMAT.md §2.1 form."""
+    return _assemble([_dumps(m.to_json()) for m in view], _dumps([dict(t) for t in tools]))
+
+
+def _assemble(fragments: Sequence[str], tools_json: str) -> str:
+    # the text json.dumps gives the whole object (sorted keys: "messages" before "tools")
+    return '{"messages":[' + ",".join(fragments) + '],"tools":' + tools_json + "}"
+
+
+class ViewSerializer:
+    """:func:`serialize_view` for the views of one episode, step after step, at a cost that does
+    not grow with the history: consecutive views share most messages (frozen values), so each
+    message is serialised once, when it first appears, and a step joins the texts."""
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]]) -> None:
+        self._tools_json = _dumps([dict(t) for t in tools])
+        # keyed by identity (a message's value hash walks its fields); each entry holds its
+        # message, so an id is never reused while its entry lives
+        self._fragments: dict[int, tuple[Message, str]] = {}
+
+    def __call__(self, view: Sequence[Message]) -> str:
+        known = self._fragments
+        fresh: dict[int, tuple[Message, str]] = {}
+        texts = []
+        for m in view:
+            entry = known.get(id(m))
+            if entry is None:
+                entry = (m, _dumps(m.to_json()))
+            fresh[id(m)] = entry
+            texts.append(entry[1])
+        # keep only this view's messages: a later view is built from them and new arrivals
+        self._fragments = fresh
+        return _assemble(texts, self._tools_json)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,9 @@ __all__ = ["PHRASINGS", "ScriptedAgent"]
 _TASK = re.compile(r"TASK (\w+):")
 #: parsed messages the agent memoises (a long episode's distinct messages fit many times over)
 _MEMO_MAX = 20_000
+#: how the serialised view begins (serialize_view: sorted keys, compact)
+_MESSAGES_OPEN = '{"messages":['
+_DECODER = json.JSONDecoder()
 #: the workspace file a world names in its system prompt when the task can be re-read
 _TASK_FILE = "TASK.md"
 
@@ -85,22 +88,63 @@ class ScriptedAgent:
         # most messages, and reusing their objects keeps a step's cost from growing with the
         # history (a string's hash is computed once per object)
         self._parsed: dict[tuple[Any, ...], Message] = {}
+        # the previous view's text up to the end of its message list, and its messages (the same
+        # pure function, memoised: a view that extends the previous one decodes only what is new)
+        self._last: tuple[str, tuple[Message, ...]] | None = None
 
     def _messages(self, view_json: str) -> tuple[Message, ...]:
-        raw = json.loads(view_json)["messages"]
-        out = []
+        """The view's messages. A view that starts with the whole previous message list (no
+        compaction since) has only its new messages decoded: the step's cost stays flat."""
+        prev = self._last
+        if prev is not None and view_json.startswith(prev[0]):
+            rest, end = self._decode_from(view_json, len(prev[0]), len(prev[1]))
+            if rest is not None:
+                return self._remember(view_json, end, prev[1] + rest)
+        if view_json.startswith(_MESSAGES_OPEN):
+            rest, end = self._decode_from(view_json, len(_MESSAGES_OPEN), 0)
+            if rest is not None:
+                return self._remember(view_json, end, rest)
+        self._last = None
+        return tuple(self._message(obj, i) for i, obj in enumerate(json.loads(view_json)["messages"]))
+
+    def _remember(self, view_json: str, end: int, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        self._last = (view_json[:end], messages)
+        return messages
+
+    def _decode_from(self, text: str, at: int, first: int) -> tuple[tuple[Message, ...], int] | tuple[None, int]:
+        """Decode the message objects of ``text`` from ``at`` (right after the list's ``[``, or
+        right after element ``first - 1``) to the list's ``]``, and return them with the index of
+        that ``]``; ``None`` when the text is not in that form (the caller parses it whole)."""
+        out: list[Message] = []
+        i, after_element = at, first > 0
+        while True:
+            sep = text[i:i + 1]
+            if sep == "]":
+                return tuple(out), i
+            if after_element:
+                if sep != ",":
+                    return None, i
+                i += 1
+            try:
+                obj, i = _DECODER.raw_decode(text, i)
+            except ValueError:
+                return None, i
+            if not isinstance(obj, dict):
+                return None, i
+            out.append(self._message(obj, first + len(out)))
+            after_element = True
+
+    def _message(self, obj: dict[str, Any], i: int) -> Message:
         memo = self._parsed
         if len(memo) > _MEMO_MAX:
             memo.clear()
-        for i, obj in enumerate(raw):
-            calls = obj.get("tool_calls") or ()
-            key = (obj.get("role"), obj.get("content"), obj.get("tool_call_id"), obj.get("is_error"),
-                   tuple((c.get("id"), c.get("name"), c.get("arguments")) for c in calls if isinstance(c, dict)))
-            m = memo.get(key)
-            if m is None:
-                m = memo[key] = message_from_json(obj, where=f"view.messages[{i}]")
-            out.append(m)
-        return tuple(out)
+        calls = obj.get("tool_calls") or ()
+        key = (obj.get("role"), obj.get("content"), obj.get("tool_call_id"), obj.get("is_error"),
+               tuple((c.get("id"), c.get("name"), c.get("arguments")) for c in calls if isinstance(c, dict)))
+        m = memo.get(key)
+        if m is None:
+            m = memo[key] = message_from_json(obj, where=f"view.messages[{i}]")
+        return m
 
     @property
     def agent_id(self) -> str:

@@ -148,6 +148,8 @@ class ArtifactTrail(World):
     def ground_truth(self) -> tuple[GroundFact, ...]:
         facts = []
         for c, b in sorted(self._latest().items()):
-            facts.append(GroundFact(f"path_{c}", f"Which artifact did the latest build of {c} make?", b["path"], ("publish",)))
-            facts.append(GroundFact(f"digest_{c}", f"What is the digest of the latest build of {c}?", b["digest"], ("publish",)))
+            facts.append(GroundFact(f"path_{c}", f"Which artifact did the latest build of {c} make?", b["path"], ("publish",),
+                                    item_type="artifact"))
+            facts.append(GroundFact(f"digest_{c}", f"What is the digest of the latest build of {c}?", b["digest"], ("publish",),
+                                    item_type="artifact"))
         return tuple(facts)

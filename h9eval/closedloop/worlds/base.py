@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.closedloop.worlds.filler import filler, size_table, splice
-from h9eval.core.errors import ConfigError
+from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.registry import Registry
+from h9eval.probes.items import ITEM_TYPES
 
 __all__ = [
     "Assessment",
@@ -198,6 +199,20 @@ class GroundFact:
     consumed_by: tuple[str, ...]
     #: ... whose arguments or last visible message contain this text ("": the first such call)
     cue: str = ""
+    #: the loss ledger's item type (:data:`h9eval.probes.items.ITEM_TYPES`)
+    item_type: str = "fact"
+    #: the exact text a view must hold for the ledger to count the item kept ("": ``value``); a
+    #: rule is its sentence, not a day name that every listing shows
+    item_value: str = ""
+    #: the fact this one replaced (a later update of the same question): its item is current
+    #: until this one appears, and this one is STALE where only the old value shows
+    supersedes: str = ""
+    #: rules (:attr:`Violation.rule`) whose violation is an action touching this item: a rule broken
+    breaks: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.item_type not in ITEM_TYPES:
+            raise ConfigError(did_you_mean(self.item_type, ITEM_TYPES, what=f"item type of fact {self.fact_id!r}"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -173,8 +173,16 @@ class Constraints(World):
 
     def ground_truth(self) -> tuple[GroundFact, ...]:
         first, second = self._state["rules"]
-        facts = [GroundFact("banned_day", "Which weekday must not be booked (first)?", first["banned_day"], ("book",))]
-        facts.append(GroundFact("preferred_room", "Which room is preferred (first)?", first["room"], ("book",)))
+        # the ledger's items are the rules' sentences: a day or room name alone shows in every listing
+        facts = [GroundFact("banned_day", "Which weekday must not be booked (first)?", first["banned_day"], ("book",),
+                            item_type="safety_rule", item_value=f"never book on {first['banned_day']}",
+                            breaks=("constraint",))]
+        facts.append(GroundFact("preferred_room", "Which room is preferred (first)?", first["room"], ("book",),
+                                item_type="user_preference", item_value=f"prefer room {first['room']}",
+                                breaks=("preference",)))
         if self.params.update_after is not None:
-            facts.append(GroundFact("banned_day_updated", "Which weekday must not be booked after the update?", second["banned_day"], ("book",), cue=""))
+            facts.append(GroundFact("banned_day_updated", "Which weekday must not be booked after the update?",
+                                    second["banned_day"], ("book",), cue="", item_type="superseded_value",
+                                    item_value=f"never book on {second['banned_day']}", supersedes="banned_day",
+                                    breaks=("constraint",)))
         return tuple(facts)

@@ -128,5 +128,6 @@ class DebugSession(World):
         facts = [GroundFact("working_fix", "Which hypothesis fixed the bug?", s["good"], ("commit",))]
         failed = [t for t, _ in s["tries"] if t != s["good"]]
         if failed:
-            facts.append(GroundFact("first_failed", "Which hypothesis was tried first and failed?", failed[0], ("try_fix",), cue=""))
+            facts.append(GroundFact("first_failed", "Which hypothesis was tried first and failed?", failed[0], ("try_fix",), cue="",
+                                    item_type="failed_approach", breaks=("no_retry",)))
         return tuple(facts)

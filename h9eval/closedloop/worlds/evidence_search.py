@@ -218,5 +218,6 @@ class EvidenceSearch(World):
         for q in self._state["questions"]:
             out.append(GroundFact(f"value_{q['id']}", f"What is the {q['attr']} of {q['subject']}?", q["value"], ("answer",), cue=q["id"]))
             docs = sorted(d for d, g in self._state["qrels"][q["id"]].items() if g == 2)
-            out.append(GroundFact(f"evidence_{q['id']}", f"Which document states the {q['attr']} of {q['subject']}?", docs[0], ("answer",), cue=q["id"]))
+            out.append(GroundFact(f"evidence_{q['id']}", f"Which document states the {q['attr']} of {q['subject']}?", docs[0], ("answer",), cue=q["id"],
+                                  item_type="artifact"))
         return tuple(out)

@@ -254,5 +254,6 @@ class TicketQueue(World):
             refs = [r for r in s["refunds"] if r[0] == first["order"]]
             if refs:
                 # needed when the agent answers the refer-back ticket (or wrongly refunds again)
-                out.append(GroundFact("first_refund_id", f"Which refund id did the refund for ticket {first['id']} return?", refs[0][2], ("reply", "refund"), cue=last["id"]))
+                out.append(GroundFact("first_refund_id", f"Which refund id did the refund for ticket {first['id']} return?", refs[0][2], ("reply", "refund"), cue=last["id"],
+                                          item_type="progress"))
         return tuple(out)

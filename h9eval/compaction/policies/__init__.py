@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.base import POLICIES, Policy
+from h9eval.compaction.policies._server import ServerCompactionPolicy
+from h9eval.compaction.policies.anthropic_server_compaction import AnthropicServerCompaction
 from h9eval.compaction.policies.as_recorded import AsRecorded
 from h9eval.compaction.policies.claude_code_compact import ClaudeCodeCompact
 from h9eval.compaction.policies.clear_tool_uses import ClearToolUses
@@ -19,6 +21,7 @@ from h9eval.compaction.policies.codex_compact import CodexCompact
 from h9eval.compaction.policies.controls import DropAll, KeepAll
 from h9eval.compaction.policies.hybrid import Hybrid
 from h9eval.compaction.policies.observation_masking import ObservationMasking
+from h9eval.compaction.policies.openai_server_compaction import OpenAIServerCompaction
 from h9eval.compaction.policies.openhands_condenser import OpenHandsCondenser
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.compaction.policies.sliding_window import SlidingWindowCompactor
@@ -28,6 +31,7 @@ from h9eval.compaction.policies.window import Window
 from h9eval.core.errors import ConfigError, FormatError
 
 __all__ = [
+    "AnthropicServerCompaction",
     "AsRecorded",
     "ClaudeCodeCompact",
     "ClearToolUses",
@@ -36,8 +40,10 @@ __all__ = [
     "Hybrid",
     "KeepAll",
     "ObservationMasking",
+    "OpenAIServerCompaction",
     "OpenHandsCondenser",
     "ProgressiveCompactor",
+    "ServerCompactionPolicy",
     "SlidingWindowCompactor",
     "SummarySingleThreshold",
     "TokenBudgetCompactor",
