@@ -330,7 +330,9 @@ def format_episode(run: WorldRun) -> str:
     """The summary ``h9eval run --world`` prints: the run id, then one measure a line."""
     row = run.row()
     lines = [f"episode {run.run_id}" + (f" -> {run.out_dir}" if run.out_dir is not None else "")]
-    lines += [f"  {k:>28}: {row[k]}" for k in _SHOWN]
+    # unknown dollars (an unpriced model) read "unpriced", never nan or $0
+    unknown = {k for k in _SHOWN if k.endswith("_usd") and (row[k] is None or row[k] != row[k])}
+    lines += [f"  {k:>28}: {'unpriced' if k in unknown else row[k]}" for k in _SHOWN]
     if run.episode.loop_reason:
         lines.append(f"  {'loop_reason':>28}: {run.episode.loop_reason}")
     return "\n".join(lines)

@@ -139,3 +139,15 @@ def test_success_section_draws_the_frontier_in_dollars_leaving_unpriced_configur
     assert ax.get_xlabel().startswith("billed USD") and [t.get_text() for t in ax.texts] == ["h9"]
     assert float(ax.texts[0].xy[0]) == pytest.approx(0.35)  # the point is named where it is drawn
     assert sorted(t.get_text() for t in figures["closedloop_frontier"].axes[0].texts) == ["h9", "keep_all"]
+
+
+def test_run_world_prints_unpriced_for_unknown_dollars() -> None:
+    from h9eval.closedloop.run import format_episode, run_world
+
+    run = run_world("ticket_queue:0", max_steps=3)
+    priced = format_episode(run)
+    assert "cost_usd: unpriced" not in priced and "cost_usd: nan" not in priced
+    row = {**run.row(), "cost_usd": math.nan, "summarizer_cost_usd": None}
+    fake = types.SimpleNamespace(row=lambda: row, run_id=run.run_id, out_dir=None, episode=run.episode)
+    unpriced = format_episode(fake)  # type: ignore[arg-type]
+    assert "                    cost_usd: unpriced" in unpriced and "summarizer_cost_usd: unpriced" in unpriced
