@@ -65,7 +65,13 @@ def test_seeded_ids_are_uuid4_text() -> None:
 
 
 def test_clocks_print_rfc3339_as_before() -> None:
-    for start in (datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 1, 23, 59, 59, 998_500, tzinfo=timezone(timedelta(hours=2)))):
+    starts = (
+        datetime(2026, 1, 1, tzinfo=timezone.utc),
+        datetime(2026, 1, 1, 23, 59, 59, 998_500, tzinfo=timezone(timedelta(hours=2))),
+        datetime(2026, 1, 1, 23, 59, 58, 999_000, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(2026, 3, 1, 0, 0, 0, 500),
+    )
+    for start in starts:
         clock, t = LogicalClock(start), start
         for _ in range(3_000):
             t += timedelta(milliseconds=1)
