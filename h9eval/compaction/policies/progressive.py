@@ -316,8 +316,7 @@ class ProgressiveRun(PolicyRun):
         if self._plain and self.policy.tier_for_tokens(tokens_before) == Tier.NONE:
             # most calls of a session: nothing to do, so only the record is made (one copy of
             # the history, the view, instead of a working list and a view)
-            n = len(view)
-            return Compaction(view, self._stamp(_Partial([]), Tier.NONE, tokens_before, n, start_ns, tokens_before, n))
+            return Compaction(view, self._none_record(tokens_before, len(view), start_ns))
         msgs = list(view)
         extra: dict[str, Any] = {}
         self._placeholders = {}
@@ -436,6 +435,22 @@ class ProgressiveRun(PolicyRun):
             n = sum(m.nbytes for m in view)
         self._prev_view, self._prev_bytes = view, n
         return n
+
+    def _none_record(self, tokens: int, n_msgs: int, start_ns: int) -> CompactionRecord:
+        """What :meth:`_stamp` makes of an untouched history at tier none, the other fields left
+        at their defaults (the same record, without a ``_Partial`` to read them from)."""
+        ts = self.env.clock.timestamp()
+        return CompactionRecord(
+            id=self.env.new_id(),
+            session_id=self.env.session_id,
+            timestamp=ts,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            msgs_before=n_msgs,
+            msgs_after=n_msgs,
+            compression_ratio=1.0 if tokens > 0 else 0.0,
+            duration_ns=self.env.clock.now_ns() - start_ns,
+        )
 
     def _stamp(
         self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int, tokens_after: int,
