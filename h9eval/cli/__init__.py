@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from h9eval.cli import bills, compare, conformance, demo, export, ledger, policies, report, run, sweep, tasks, tune
 from h9eval.compaction.user import import_policies
-from h9eval.core.errors import H9InputError
+from h9eval.core.errors import H9InputError, SummarizerError
 from h9eval.core.provenance import h9eval_version
 from h9eval.core.storage import storage_error_line
 from h9eval.sweeps.sweep import SweepFailed
@@ -76,6 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"h9eval {args.command}: error: {msg[:500]} [{type(e).__name__}]", file=sys.stderr)
         return 2
     except SweepFailed as e:  # cells failed (not bad input): the finished ones are kept
+        print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
+        if os.environ.get("H9EVAL_DEBUG"):
+            raise
+        return 1
+    except SummarizerError as e:  # a model API that stopped a command (a batched sweep's Batches API)
         print(f"h9eval {args.command}: error: {e}", file=sys.stderr)
         if os.environ.get("H9EVAL_DEBUG"):
             raise

@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-cost-usd", type=float, default=None, metavar="USD",
                    help="stop before the model call that would take this invocation's spending past USD (over the spec's "
                    "max_cost_usd); rerun to continue")
+    p.add_argument("--batch", action="store_true", default=None,
+                   help="send the summaries through Anthropic's Message Batches API "
+                   "(half price; batched across cells; resumable)")
+    p.add_argument("--batch-poll-interval-s", type=float, default=None, metavar="S",
+                   help="with --batch: seconds between status checks of a batch in flight (default 60)")
     p.add_argument("--strict", action="store_true", help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)")
     p.set_defaults(func=_run)
 
@@ -73,6 +78,8 @@ def _run(args: argparse.Namespace) -> int:
         skip_invalid=args.skip_invalid,
         call_limits=call_limits(args),
         max_cost_usd=args.max_cost_usd,
+        batch=args.batch,
+        batch_poll_interval_s=args.batch_poll_interval_s,
         **({} if args.max_cells is None else {"max_cells": args.max_cells}),
         on_failure="return",  # the failed cells are listed below, and the exit status is 1
     )

@@ -194,6 +194,8 @@ class StepRecord:
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     summarizer_cost_usd: float = 0.0
+    #: of ``summarizer_calls``, those sent through a provider's batch API (a batched sweep)
+    summarizer_batched_calls: int = 0
     agent_input_tokens: int = 0
     agent_output_tokens: int = 0
     agent_cache_read_tokens: int = 0
@@ -549,6 +551,7 @@ def _step_fields(step: int, req: CallRequest, *, raw_tokens_sent: int) -> dict[s
         "summarizer_input_tokens": st.summarizer_input_tokens,
         "summarizer_output_tokens": st.summarizer_output_tokens,
         "summarizer_cost_usd": st.summarizer_cost_usd,
+        "summarizer_batched_calls": st.summarizer_batched_calls,
     }
 
 

@@ -35,7 +35,7 @@ from h9eval.compaction.policies import make_policy, policy_param_names
 from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
-from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, bill_columns, bill_totals
+from h9eval.core.billing import BillingConfig, SessionBiller, SessionBills, SummaryUsage, bill_columns, bill_totals
 from h9eval.core.messages import Message, ToolCall
 from h9eval.core.errors import ConfigError
 from h9eval.core.anthropic import CallLimits
@@ -172,6 +172,7 @@ def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str, billing:
                     "summarizer_input_tokens": s.summarizer_input_tokens,
                     "summarizer_output_tokens": s.summarizer_output_tokens,
                     "summarizer_cost_usd": s.summarizer_cost_usd,
+                    "summarizer_batched_calls": s.summarizer_batched_calls,
                     "forced_truncation": s.forced_compactions > 0,
                     **(bill_columns(bills[i]) if i < len(bills) else {}),
                 }
@@ -198,7 +199,10 @@ def episode_bills(episode: Episode, billing: BillingConfig | None = None) -> lis
     for i, (s, view) in enumerate(zip(steps, views)):
         reply = Message("assistant", "", (ToolCall(f"call_{s.step:03d}", s.tool, s.arguments),) if s.tool else ())
         new = sum(m.nbytes for m in view if m not in seen) // 4
-        summ = [(s.summarizer_input_tokens, s.summarizer_output_tokens)] if s.summarizer_calls else []
+        # a step's summaries billed together: at the batch price when all of them were batched
+        batched = s.summarizer_batched_calls == s.summarizer_calls
+        usage = SummaryUsage(s.summarizer_input_tokens, s.summarizer_output_tokens, batched)
+        summ = [usage] if s.summarizer_calls else []
         out.append(biller.call(i, view=view, raw_view=None, output=reply, previous_output=previous,
                                appended_tokens=new, summarizer_calls=summ))
         previous, seen = reply, set(view)

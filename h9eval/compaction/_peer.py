@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from h9eval.compaction.base import Compaction, CompactionEnv, PolicyRun
 from h9eval.compaction.records import CompactionRecord, Tier
@@ -176,6 +176,10 @@ class ContinuedRun(PolicyRun):
     decide (:meth:`_decide`, the one method a runner fills in) and finishes (remember the view,
     record it). The automatic path and the peer's ``/compact`` (``force``) both run it."""
 
+    #: carry the last view forward (``False``: every call compacts the history it is given, as a
+    #: strategy that sees the whole conversation does)
+    carries_view: ClassVar[bool] = True
+
     def __init__(self, policy: Any, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -185,7 +189,7 @@ class ContinuedRun(PolicyRun):
     def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
-        base, carried = self.cont.base(history)
+        base, carried = self.cont.base(history) if self.carries_view else (list(history), False)
         d = self._decide(base, base_tokens=None if carried else tb, force=force)
         return self.cont.finish(
             self.env, history, d.work, d.view, d.tier, carried,

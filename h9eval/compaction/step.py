@@ -191,6 +191,8 @@ class CallStats:
     summarizer_latency_s: float
     summarizer_cache_hits: int
     summarizer_cost_usd: float
+    summarizer_batched_calls: int
+    """Of ``summarizer_calls``, those sent through a provider's batch API (:attr:`SummaryCall.batched`)."""
     fallback: bool
     """A summary failed and the policy fell back (its record says ``LLM summary failed``)."""
     fallback_error: str
@@ -274,6 +276,7 @@ def _stats(
         summarizer_latency_s=float(sum(s.latency_s for s in summ)),
         summarizer_cache_hits=sum(1 for s in summ if s.cache_hit),
         summarizer_cost_usd=float(sum(s.cost_usd for s in summ)),
+        summarizer_batched_calls=sum(1 for s in summ if s.batched),
         fallback=bool(fallback_err),
         fallback_error=fallback_err,
         fallback_cause="; ".join(dict.fromkeys(causes)) if fallback_err else "",

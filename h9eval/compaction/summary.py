@@ -180,6 +180,8 @@ class SummaryReply:
     cache_hit: bool = False
     cost_usd: float = 0.0
     model: str = ""
+    batched: bool = False
+    """The call went through a provider's batch API (billed at the batch price)."""
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -234,6 +236,8 @@ class SummaryCall:
     latency_s: float = 0.0
     cache_hit: bool = False
     cost_usd: float = 0.0
+    batched: bool = False
+    """The reply came through a provider's batch API (:attr:`SummaryReply.batched`)."""
     request: SummaryRequest | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -317,6 +321,7 @@ def request_summary(
         return None
     call.input_tokens, call.output_tokens = reply.input_tokens, reply.output_tokens
     call.latency_s, call.cache_hit, call.cost_usd = reply.latency_s, reply.cache_hit, reply.cost_usd
+    call.batched = reply.batched
     if not math.isfinite(reply.latency_s) or reply.latency_s > request.timeout_s:
         call.error = f"summary timed out after {request.timeout_s} s"
         return None

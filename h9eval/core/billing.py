@@ -32,7 +32,7 @@ import datetime
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.history import common_prefix_len
@@ -57,6 +57,7 @@ __all__ = [
     "PromptCache",
     "Request",
     "Segment",
+    "SummaryUsage",
     "bill_requests",
     "call_cost_usd",
     "message_segments",
@@ -165,6 +166,8 @@ class Request:
     prefix_tokens: int = 0
     output_tokens: int = 0
     placement: CachePlacement = field(default_factory=CachePlacement)
+    batched: bool = False
+    """Sent through the provider's batch API (billed at :attr:`ModelInfo.batch_price_frac`)."""
 
     def keys(self) -> list[Hashable]:
         if self.messages is None:
@@ -226,8 +229,10 @@ def call_cost_usd(
     write_1h: int = 0,
     read: int = 0,
     output: int = 0,
+    batched: bool = False,
 ) -> float | None:
-    """List-price dollars of one call's billed classes; ``None`` when ``info`` is unpriced."""
+    """List-price dollars of one call's billed classes; ``None`` when ``info`` is unpriced.
+    ``batched``: sent through the provider's batch API, billed ``info.batch_price_frac`` of that."""
     if info is None or not info.priced:
         return None
     pin, pout = float(info.input_usd_per_mtok or 0.0), float(info.output_usd_per_mtok or 0.0)
@@ -238,6 +243,8 @@ def call_cost_usd(
         + read * pin * info.cache_read_frac
         + output * pout
     )
+    if batched:
+        dollars *= info.batch_price_frac
     return dollars / 1e6
 
 
@@ -342,7 +349,8 @@ class PromptCache:
         else:
             read, w5, w1 = 0, 0, 0
         uncached = total - read - w5 - w1
-        cost = call_cost_usd(info, uncached=uncached, write_5m=w5, write_1h=w1, read=read, output=request.output_tokens)
+        cost = call_cost_usd(info, uncached=uncached, write_5m=w5, write_1h=w1, read=read, output=request.output_tokens,
+                             batched=request.batched)
         return CallBill(
             model=request.model,
             input_tokens=total,
@@ -465,6 +473,16 @@ def recorded_call_times(recorded_calls: Sequence[Mapping[str, object]] | None) -
     return [t - out[0] for t in out]
 
 
+class SummaryUsage(NamedTuple):
+    """One summarizer call as :meth:`SessionBiller.call` bills it; a plain ``(input_tokens,
+    output_tokens)`` pair is an unbatched call."""
+
+    input_tokens: int
+    output_tokens: int
+    batched: bool = False
+    """Sent through the provider's batch API (:attr:`Request.batched`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SessionBills:
     """One call's bills: the agent's request, the summarizer's requests, and the uncompacted
@@ -537,12 +555,12 @@ class SessionBiller:
         output: Message,
         previous_output: Message | None,
         appended_tokens: int,
-        summarizer_calls: Iterable[tuple[int, int]] = (),
+        summarizer_calls: Iterable[tuple[int, int] | SummaryUsage] = (),
     ) -> SessionBills:
         """Bill call ``call_index``: ``view`` sent, ``raw_view`` the uncompacted transcript,
         ``output`` the reply, ``appended_tokens`` the tokens that joined the history since the
-        previous call, ``summarizer_calls`` ``(input_tokens, output_tokens)`` of the summaries made
-        for this call (billed just before it)."""
+        previous call, ``summarizer_calls`` the summaries made for this call (billed just before
+        it): :class:`SummaryUsage` values or ``(input_tokens, output_tokens)`` pairs."""
         at = self._at(call_index, previous_output)
         model = self.model_of(call_index)
         out_tokens = output.nbytes // 4
@@ -556,11 +574,12 @@ class SessionBiller:
         ))
         summ_model = self.config.summarizer_model or model
         summ: list[CallBill] = []
-        for tin, tout in summarizer_calls:
+        for c in summarizer_calls:
+            u = SummaryUsage(*c)
             self._summary_calls += 1
             summ.append(self._summ.bill(Request(
-                model=summ_model, segments=[Segment(("summary-request", self._summary_calls), tin)], at_s=at,
-                output_tokens=tout, placement=PLACEMENTS["none"],
+                model=summ_model, segments=[Segment(("summary-request", self._summary_calls), u.input_tokens)], at_s=at,
+                output_tokens=u.output_tokens, placement=PLACEMENTS["none"], batched=u.batched,
             )))
         info = model_entry(model, self.models)
         # what the call put into the cache again: Anthropic's writes; with automatic caching the

@@ -37,7 +37,9 @@ __all__ = [
     "PRICES_AS_OF",
     "PROVIDERS",
     "ModelInfo",
+    "BATCH_PRICE_FRAC",
     "base_model_id",
+    "batch_price_frac",
     "load_models",
     "model_entry",
     "model_info",
@@ -47,6 +49,10 @@ __all__ = [
 
 PRICES_AS_OF = "2026-02-15"
 """The day the prices and windows of :data:`MODELS` were copied from the vendors' pages."""
+
+BATCH_PRICE_FRAC = 0.5
+"""A call sent through a provider's batch API (Anthropic's Message Batches, OpenAI's and Google's
+batch modes) is billed this fraction of the list price, input and output alike (all three: 50 %)."""
 
 PROVIDERS = ("anthropic", "openai", "google", "other")
 """Caching rule families: explicit breakpoints (anthropic) or automatic prefixes (openai, google)."""
@@ -70,6 +76,8 @@ class ModelInfo:
     """A 1-hour cache write's price as a fraction of an input token's (Anthropic 2.0)."""
     min_cacheable_tokens: int = 1024
     """The shortest prefix the provider caches (tokens)."""
+    batch_price_frac: float = BATCH_PRICE_FRAC
+    """A batched call's price as a fraction of the list price (:data:`BATCH_PRICE_FRAC`)."""
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -80,7 +88,7 @@ class ModelInfo:
             v = getattr(self, name)
             if v is not None and not (isinstance(v, int | float) and v >= 0):
                 raise ConfigError(f"{name} must be a number >= 0 or absent, got {v!r}")
-        for name in ("cache_read_frac", "cache_write_5m_frac", "cache_write_1h_frac"):
+        for name in ("cache_read_frac", "cache_write_5m_frac", "cache_write_1h_frac", "batch_price_frac"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and v >= 0):
                 raise ConfigError(f"{name} must be a number >= 0, got {v!r}")
@@ -170,6 +178,14 @@ def price_of(model: str, models: Mapping[str, ModelInfo] | None = None) -> Model
     """``model``'s entry when it is priced (input and output known), else ``None`` (unpriced)."""
     entry = model_entry(model, models)
     return entry if entry is not None and entry.priced else None
+
+
+def batch_price_frac(model: str, models: Mapping[str, ModelInfo] | None = None) -> float:
+    """The fraction of the list price a batched call of ``model`` costs: its entry's
+    ``batch_price_frac``, else :data:`BATCH_PRICE_FRAC` (a model priced elsewhere, e.g. by a
+    summarizer's own ``prices``, still goes through the provider's batch API)."""
+    entry = model_entry(model, models)
+    return entry.batch_price_frac if entry is not None else BATCH_PRICE_FRAC
 
 
 def model_info(name: str, models: Mapping[str, ModelInfo] | None = None) -> ModelInfo:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -62,7 +62,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolInfo
 
-from h9eval.compaction._peer import peer_record, request_peer_summary
+from h9eval.compaction._peer import ContinuedRun, PeerDecision, request_peer_summary
 from h9eval.compaction.base import (
     POLICIES,
     Compaction,
@@ -295,26 +295,26 @@ def _run_async(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-class _InspectStrategyRun(PolicyRun):
+class _InspectStrategyRun(ContinuedRun):
     """Calls an Inspect strategy when the history passes the policy's threshold, as Inspect's
     compaction handler does; a message the strategy returns unchanged stays the same h9eval
-    message (so the replay sees the prefix kept)."""
+    message (so the replay sees the prefix kept). The strategy gets the history it is given
+    (the whole history in view mode, see :class:`InspectSummary`): no view is carried forward."""
+
+    carries_view = False
 
     def __init__(self, policy: Any, env: CompactionEnv, strategy: CompactionStrategy) -> None:
-        self.policy = policy
-        self.env = env
+        super().__init__(policy, env)
         self.strategy = strategy
         self.model = get_model(f"{SCRIPTED_MODEL}/count-only", memoize=False)
         self.extra: dict[str, Any] = {}
         """The current compaction's record detail (the summarizer's calls, see ``request_summary``)."""
         self.summary_text = ""
 
-    def _compact(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
-        start_ns = self.env.clock.now_ns()
-        tb = tokens if tokens is not None else estimate_tokens(history)
+    def _decide(self, history: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
+        tb = base_tokens if base_tokens is not None else estimate_tokens(history)
         if not force and tb < self.policy.threshold_frac * self.policy.context_window_tokens:
-            return Compaction(tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb,
-                                                          start_ns=start_ns))
+            return PeerDecision(history, history, tokens_after=tb)
         converted = to_inspect(history)
         for i, m in enumerate(converted):
             m.id = f"h9-{i}"  # the strategy's output is mapped back to the history by these ids
@@ -323,9 +323,7 @@ class _InspectStrategyRun(PolicyRun):
         try:
             out, _ = _run_async(self.strategy.compact(self.model, converted, []))
         except SummarizerError as e:  # the peers' rule: a failed summary leaves the history as it is
-            return Compaction(tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb,
-                                                          start_ns=start_ns, error=f"summary failed: {e}",
-                                                          extra=self.extra))
+            return PeerDecision(history, history, error=f"summary failed: {e}", extra=self.extra, tokens_after=tb)
         view = []
         for m, h in zip(out, from_inspect(out)):
             orig = by_id.get(m.id or "")
@@ -340,14 +338,7 @@ class _InspectStrategyRun(PolicyRun):
             fields = {"summarized": len(history) - kept, "preserved_tail": 0, "summary_text": self.summary_text}
         else:
             tier = Tier.SOFT if len(view) < len(history) else Tier.WARN
-        return Compaction(tuple(view), peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns,
-                                                   extra=self.extra, **fields))
-
-    def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        return self._compact(history, tokens, force=False)
-
-    def _force(self, history: Sequence[Message]) -> Compaction:
-        return self._compact(history, None, force=True)
+        return PeerDecision(history, view, tier, extra=self.extra, fields=fields)
 
 
 def _check_fracs(obj: Any, **fracs: float) -> None:

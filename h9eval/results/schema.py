@@ -83,6 +83,7 @@ CALL_COLUMNS = (
     "priced",  # bool: every model of the call has prices
     "min_gain_deferred",  # bool: progressive's minimum-gain rule deferred a summary at this call
     "summarizer_breaker_skips",  # summaries not requested: the summarizer's circuit breaker was open
+    "summarizer_batched_calls",  # of summarizer_calls, those sent through the Message Batches API (half price)
 )
 
 _CALL_KIND_COLUMNS = {

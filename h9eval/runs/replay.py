@@ -54,7 +54,7 @@ from h9eval.compaction.step import (
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.billing import (
-    BillingConfig, SessionBiller, SessionBills, bill_columns, bill_totals, recorded_call_times,
+    BillingConfig, SessionBiller, SessionBills, SummaryUsage, bill_columns, bill_totals, recorded_call_times,
 )
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
@@ -488,8 +488,8 @@ class _ReplayLoop:
         self._arrive(m)
 
     def _bill(self, req: CallRequest, output: Message) -> SessionBills:
-        summ = [(sc.input_tokens, sc.output_tokens) for c in req.compactions if c.record is not None
-                for sc in c.record.extra.get(EXTRA_SUMMARY_CALLS, [])]
+        summ = [SummaryUsage(sc.input_tokens, sc.output_tokens, sc.batched) for c in req.compactions
+                if c.record is not None for sc in c.record.extra.get(EXTRA_SUMMARY_CALLS, [])]
         bills = self.biller.call(
             self.call_index,
             view=req.view,

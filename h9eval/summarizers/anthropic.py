@@ -28,7 +28,9 @@ tokens from :data:`DEFAULT_PRICES_USD_PER_MTOK` (see :func:`price_for`) or from 
 ``prices`` argument; an unknown model's cost is unknown: NaN (never $0, like the billed columns
 of :mod:`h9eval.core.billing`), with ``extra["cost_known"] = False``; ``h9eval run``
 prints ``unpriced``; price it with ``prices`` (``summarizer.params.prices`` in a spec: model ->
-[input, output] USD per million tokens).
+[input, output] USD per million tokens). A reply that came through the Message Batches API
+(:mod:`h9eval.summarizers.batches`) costs :func:`h9eval.core.prices.batch_price_frac` of the list
+price (Anthropic: half) and says ``batched=True``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, Reply
 from h9eval.core.budget import Budget
 from h9eval.core.errors import BreakerOpenError, ConfigError, SummarizerError
-from h9eval.core.prices import MODELS, base_model_id
+from h9eval.core.prices import MODELS, base_model_id, batch_price_frac
 
 __all__ = [
     "AnthropicSummarizer",
@@ -174,40 +176,61 @@ class AnthropicSummarizer:
         system, user = self.prompts(request)
         return {"system": system, "user": user, "max_tokens": self.max_tokens or request.max_output_tokens}
 
-    def summarize(self, request: SummaryRequest) -> SummaryReply:
+    @property
+    def api(self) -> AnthropicAPI:
+        """The SDK wrapper this summarizer calls through (the Batches path submits with it)."""
+        return self._api
+
+    def request_params(self, request: SummaryRequest) -> dict[str, Any]:
+        """The Messages API body sent for ``request`` (no key: it travels in a header): what
+        :meth:`summarize` sends, and a batch request's ``params``."""
         system, user = self.prompts(request)
-        max_tokens = self.max_tokens or request.max_output_tokens
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens or request.max_output_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        return params
+
+    def summarize(self, request: SummaryRequest) -> SummaryReply:
+        params = self.request_params(request)
         timeout = self.timeout_s if self.timeout_s is not None else request.timeout_s
-        extra_body = {"temperature": self.temperature} if self.temperature is not None else None
+        temperature = params.pop("temperature", None)
+        extra_body = {"temperature": temperature} if temperature is not None else None
         t0 = time.perf_counter()
-        resp = self._api.create(
-            model=self.model,
-            max_tokens=max_tokens,
-            system=system,
-            messages=[{"role": "user", "content": user}],
-            extra_body=extra_body,
-            timeout=timeout,
-        )
-        latency = time.perf_counter() - t0
+        resp = self._api.create(**params, extra_body=extra_body, timeout=timeout)
+        return self.reply_from_message(resp, latency_s=time.perf_counter() - t0)
+
+    def reply_from_message(self, message: Any, *, latency_s: float, batched: bool = False) -> SummaryReply:
+        """The :class:`SummaryReply` of one Messages API response (a ``messages.create`` return
+        or a batch result's ``message``); ``batched``: it came through the Message Batches API,
+        so it costs :func:`h9eval.core.prices.batch_price_frac` of the list price."""
         # Every field stored of the reply (its text, model, stop reason, usage) is read and
         # redacted once, at the source, so the key never reaches the cache, the tables, the
         # records or sessions.db, even when a reply echoes it.
-        reply = self._api.reply(resp)
-        return self._reply(reply, self._reply_text(reply), latency)
+        reply = self._api.reply(message)
+        return self._reply(reply, self._reply_text(reply), latency_s, batched=batched)
 
     def _reply_text(self, reply: Reply) -> str | None:
         return reply.text  # None: harness9's nil message (see the module docstring)
 
-    def _reply(self, reply: Reply, text: str | None, latency: float) -> SummaryReply:
+    def _reply(self, reply: Reply, text: str | None, latency: float, *, batched: bool = False) -> SummaryReply:
         usage = reply.usage
         tin, tout = usage.input_tokens, usage.output_tokens
         price = price_for(self.model, self.prices)
         cost = math.nan if price is None else (tin * price[0] + tout * price[1]) / 1e6
+        if batched:
+            cost *= batch_price_frac(self.model)
         extra: dict[str, object] = {
             "stop_reason": reply.stop_reason,
             "cost_known": price is not None,
             "response_model": reply.model,
         }
+        if batched:
+            extra["batched"] = True  # kept by the response cache, whose hits restore the flag
         if usage.missing:
             extra["usage_missing"] = True
         if usage.cache_creation_input_tokens:
@@ -221,6 +244,7 @@ class AnthropicSummarizer:
             latency_s=latency,
             cost_usd=cost,
             model=self.model,
+            batched=batched,
             extra=extra,
         )
 

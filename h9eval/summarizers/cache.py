@@ -198,6 +198,7 @@ class ResponseCache:
             # an unpriced reply was stored with cost 0 (the column is NOT NULL): unknown again here
             cost_usd=float(cost) if extra.get("cost_known", True) else math.nan,
             model=model,
+            batched=bool(extra.get("batched", False)),  # its stored cost is the batch price
             extra=extra,
         )
 

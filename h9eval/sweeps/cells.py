@@ -121,6 +121,9 @@ class Cell:
     policy_window: int | None = None
     """An episode cell's per-world window: the compacting policy's ``context_window_tokens`` when
     its spec entry leaves it at the default (``None``: the policy's own)."""
+    batch_dir: str = ""
+    """A batched sweep's ``batches`` folder (:mod:`h9eval.summarizers.batches`); empty: the summarizer
+    is called directly. Not hashed: batching changes what a reply costs, not what it says."""
     cell_hash: str = field(init=False)
     """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
     manifest schema, the h9eval version and the source hash."""

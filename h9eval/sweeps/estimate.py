@@ -9,7 +9,8 @@ offline summarizer's text, so the replay goes on as it would with a reply.
 
 The output-size model, stated: a reply is as long as the offline summarizer's summary of the same
 request (UTF-8 bytes / 4, harness9's token estimate), capped at the request's ``max_tokens``;
-``usd_bound`` prices every reply at its full ``max_tokens`` instead. Input tokens are the prompts'
+``usd_bound`` prices every reply at its full ``max_tokens`` instead (a batched sweep, ``[summarizer]
+batch = true``, at the batch fraction of the list price). Input tokens are the prompts'
 bytes / 4. Dollars are the summarizer model's list prices (:mod:`h9eval.core.prices`, or the
 summarizer's ``prices``); an unpriced model gives NaN (printed ``unpriced``), never $0.
 
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.messages import utf8_len
+from h9eval.core.prices import batch_price_frac
 from h9eval.summarizers.anthropic import AnthropicSummarizer, price_for
 from h9eval.summarizers.registry import SUMMARIZERS, build_summarizer, make_summarizer
 from h9eval.sweeps.cells import Cell, expand_cells
@@ -182,6 +184,10 @@ def estimate_sweep(
     rows = []
     for (policy, grid, mode, summ), conf in configs.items():
         t, price = conf.tally, conf.price
+        if price is not None and sp.batch is not None and conf.model:
+            # a batched sweep pays the batch fraction of the list price for every summary
+            frac = batch_price_frac(conf.model)
+            price = (price[0] * frac, price[1] * frac)
         usd = math.nan if price is None else (t.input_tokens * price[0] + t.output_tokens * price[1]) / 1e6
         bound = math.nan if price is None else (t.input_tokens * price[0] + t.output_bound_tokens * price[1]) / 1e6
         rows.append(dict(zip(ESTIMATE_COLUMNS, (policy, grid, mode, summ, conf.model, conf.cells, t.calls, t.cache_hits,

@@ -27,6 +27,8 @@
     [summarizer]
     name = "offline"                    # or variants = ["offline", "offline_free_text"]
     cache = "summary_cache.sqlite"      # default <out>/summary_cache.sqlite, shared by all cells
+    # batch = true                      # Anthropic summarizers: through the Message Batches API (half price)
+    # batch_poll_interval_s = 60        # seconds between status checks of a batch in flight
 
     [probes]
     scorers = ["recall"]
@@ -73,6 +75,7 @@ from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
 from h9eval.compaction.step import HISTORY_MODES
 from h9eval.runs.run import MIN_WINDOW_TOKENS
+from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
 from h9eval.tasks.datasets.base import DatasetSource
 from h9eval.tasks.synthetic import PRESETS
@@ -118,7 +121,7 @@ WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "win
 AGENT_KEYS = ("kind", "profile", "params")
 SYNTHETIC_KEYS = ("preset", "seeds")
 POLICY_KEYS = ("kind", "name", "params", "grid")
-SUMMARIZER_KEYS = ("name", "variants", "cache", "params")
+SUMMARIZER_KEYS = ("name", "variants", "cache", "params", "batch", "batch_poll_interval_s")
 PROBE_KEYS = ("scorers", "every_k")
 WINDOW_KEYS = ("peak_frac",)
 WRITEBACK_RULES = ("v2", "v3")
@@ -222,6 +225,9 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
     max_cost_usd: float | None = None
     """What one invocation of the sweep may spend on model calls (USD; :mod:`h9eval.core.budget`);
     ``None``: no cap."""
+    batch: BatchSettings | None = None
+    """``[summarizer] batch = true``: the summaries go through the Message Batches API, batched
+    across cells (:mod:`h9eval.summarizers.batches`); ``None`` (default): called one by one."""
     source: dict[str, Any] = field(default_factory=dict, compare=False)
     source_path: str | None = field(default=None, compare=False)
 
@@ -249,7 +255,10 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "agents": list(self.agents),
             "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
             "history_modes": list(self.history_modes),
-            "summarizer": {"variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache},
+            "summarizer": {
+                "variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache,
+                **({"batch": True, "batch_poll_interval_s": self.batch.poll_interval_s} if self.batch else {}),
+            },
             "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
             "repeats": self.repeats,
             "window": self.window if self.window_peak_frac is None else {"peak_frac": self.window_peak_frac},
@@ -399,6 +408,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
     policies = _parse_policies(d)
     modes = _parse_history_modes(d)
     variants, sparams, cache_path = _parse_summarizer(d, base)
+    batch = _parse_batch(d, variants)
     scorers, every_k = _parse_probes(d)
     repeats = d.get("repeats", 1)
     _expect(_is_int(repeats) and repeats >= 1, "repeats", "must be an integer >= 1", repeats)
@@ -440,6 +450,7 @@ def _parse(d: dict[str, Any], base: Path | None, source_path: str | None) -> Swe
         billing=copy.deepcopy(billing),
         call_limits=limits,
         max_cost_usd=max_cost,
+        batch=batch,
         source=source,
         source_path=source_path,
     )
@@ -720,6 +731,25 @@ def _parse_summarizer(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[st
     cache = summ.get("cache")
     _expect(cache is None or (isinstance(cache, str) and bool(cache)), "summarizer.cache", "expected a file path", cache)
     return tuple(variants), dict(sparams), _resolve_path(cache, base) if cache else None
+
+
+def _parse_batch(d: Mapping[str, Any], variants: Sequence[str]) -> BatchSettings | None:
+    """``[summarizer] batch`` / ``batch_poll_interval_s`` → the batch settings, or ``None``."""
+    summ = d.get("summarizer", {})
+    if not isinstance(summ, dict):
+        return None
+    on = summ.get("batch", False)
+    _expect(isinstance(on, bool), "summarizer.batch", "must be true or false", on)
+    if "batch_poll_interval_s" in summ and not on:
+        raise ConfigError("summarizer.batch_poll_interval_s: goes with batch = true")
+    if not on:
+        return None
+    _expect(any(is_batchable(v) for v in variants), "summarizer.batch",
+            "needs an Anthropic summarizer variant (the Message Batches API)", list(variants))
+    try:
+        return BatchSettings(poll_interval_s=summ.get("batch_poll_interval_s", DEFAULT_POLL_INTERVAL_S))
+    except ConfigError as e:
+        raise ConfigError(f"summarizer.{e}") from None
 
 
 def _parse_probes(d: Mapping[str, Any]) -> tuple[tuple[str, ...], int | None]:

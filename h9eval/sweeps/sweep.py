@@ -6,7 +6,8 @@ Every cell (:mod:`h9eval.sweeps.cells`) is one :func:`h9eval.runs.replay.replay`
 :mod:`h9eval.sweeps.worker` in this process, a ``ProcessPoolExecutor`` or on Dask
 (:mod:`h9eval.sweeps.executors`). An exception fails only its cell; failed and unfinished
 cells are rerun on resume, finished ones are kept while their cell hash (which covers the
-h9eval version and source) is unchanged. The manifest (``manifest.json``) records the spec,
+h9eval version and source) is unchanged. With batching (``[summarizer] batch = true``) the cells
+run in rounds around Message Batches (:mod:`h9eval.sweeps.batching`). The manifest (``manifest.json``) records the spec,
 every cell with the code that produced it, and each invocation.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 from h9eval.core import provenance
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.budget import SPEND_FILE, Budget, check_max_cost
-from h9eval.core.errors import ConfigError, FormatError, H9Error
+from h9eval.core.errors import BudgetExceeded, ConfigError, FormatError, H9Error, SummarizerError
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
 from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
@@ -41,6 +42,8 @@ from h9eval.results.store import (
     write_manifest,
 )
 from h9eval.runs.run import fallback_warning
+from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable, stderr_log
+from h9eval.sweeps.batching import run_batched
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.sweeps.worker import STOPPED
@@ -209,6 +212,8 @@ def sweep(
     call_limits: CallLimits | None = None,
     max_cost_usd: float | None = None,
     on_failure: str = "raise",
+    batch: bool | None = None,
+    batch_poll_interval_s: float | None = None,
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -226,7 +231,10 @@ def sweep(
     ``max_retries`` (each given one replaces the spec's). ``max_cost_usd``: what this invocation
     may spend on model calls, over the spec's (:mod:`h9eval.core.budget`): the call that would
     pass it is not made, the sweep stops with its unfinished cells pending (``result.stopped``
-    says why; run it again to continue). ``on_failure``:
+    says why; run it again to continue). ``batch``: send the summaries through
+    the Message Batches API, batched across cells (:mod:`h9eval.summarizers.batches`; over the
+    spec's ``[summarizer] batch``; ``None``: the spec's), polled every ``batch_poll_interval_s``
+    seconds (over the spec's; default 60). ``on_failure``:
     when cells failed, ``"raise"`` (default) raises :class:`SweepFailed` after the sweep ends
     (holding the result; the ok cells are kept), ``"return"`` returns the result, whose
     ``failed`` and ``failures`` say which.
@@ -239,7 +247,7 @@ def sweep(
     t0 = time.perf_counter()
     if on_failure not in ON_FAILURE:
         raise ConfigError(f"on_failure must be one of {', '.join(ON_FAILURE)}, got {on_failure!r}")
-    sp = load_spec(spec)
+    sp = with_batch(load_spec(spec), batch, batch_poll_interval_s)
     if call_limits is not None:
         given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
         sp = dataclasses.replace(sp, call_limits=dataclasses.replace(sp.call_limits, **given))
@@ -270,6 +278,23 @@ def sweep(
     if result.failed and on_failure == "raise":
         raise SweepFailed(result)
     return result
+
+
+def with_batch(sp: SweepSpec, batch: bool | None, poll_interval_s: float | None) -> SweepSpec:
+    """``sp`` with the command's batch settings over the spec's (``None``: the spec's)."""
+    on = sp.batch is not None if batch is None else batch
+    if not on:
+        if poll_interval_s is not None:
+            raise ConfigError("batch_poll_interval_s (--batch-poll-interval-s) goes with batching "
+                              "(--batch, or [summarizer] batch = true)")
+        return dataclasses.replace(sp, batch=None)
+    if not any(is_batchable(v) for v in sp.summarizers):
+        names = ", ".join(sp.summarizers)
+        raise ConfigError(f"batching (--batch) needs an Anthropic summarizer; the spec's are {names}")
+    poll = DEFAULT_POLL_INTERVAL_S if sp.batch is None else sp.batch.poll_interval_s
+    if poll_interval_s is not None:
+        poll = poll_interval_s
+    return dataclasses.replace(sp, batch=BatchSettings(poll_interval_s=poll))
 
 
 def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progress: bool) -> None:
@@ -322,6 +347,7 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
     n_ok = reused
     n_failed = 0
     interrupted = False
+    stopped_by: SummarizerError | None = None
     # Each cell's tables are taken in as it is recorded, while the other cells run: the end of
     # the sweep reads only the cells reused from an earlier call.
     tables = Consolidation(out, manifest)
@@ -343,9 +369,17 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
             bar.update(1)
 
     try:
-        execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
+        if sp.batch is not None:
+            run_batched(pending, out, sp.batch, record=record, log=stderr_log if progress else None, budget=budget,
+                        run=lambda cs, rec: execute(cs, out, workers=n_workers, scheduler=scheduler, record=rec))
+        else:
+            execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
     except KeyboardInterrupt:
         interrupted = True
+    except BudgetExceeded:  # a batch held its bound and would pass the cap: the ledger says why
+        pass
+    except SummarizerError as e:  # the Batches API failed (a bad key, an outage): stop as if interrupted
+        interrupted, stopped_by = True, e
     finally:
         if bar is not None:
             bar.close()
@@ -382,6 +416,8 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
         spent_usd=spent,
         fell_back=sorted(rid for rid, r in done.items() if r.get("status") == "ok" and fallback_warning(r)),
     )
+    if stopped_by is not None:
+        raise SummarizerError(f"{stopped_by}; the sweep stopped, its finished cells are kept: run it again to resume")
     if interrupted:
         raise KeyboardInterrupt(str(result))
     return result

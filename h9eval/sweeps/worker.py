@@ -39,15 +39,21 @@ from h9eval.core.billing import billing_config_from_dict
 from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
 from h9eval.probes.runner import make_probe_fn
 from h9eval.results.schema import RUN_COLUMNS, RUN_SUMMARY_KEYS
+from h9eval.summarizers.batches import BatchingSummarizer, SummaryDeferred
 from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["STOPPED", "cell_budget", "failed_row", "load_cell_task", "replay_cell", "run_cell", "run_cell_written",
-           "run_batch", "run_episode_cell"]
+__all__ = ["STOPPED", "WAITING", "cell_budget", "failed_row", "load_cell_task", "replay_cell", "run_cell",
+           "run_cell_written", "run_batch", "run_episode_cell"]
 
 STOPPED = "stopped"
 """The status of a cell the spending cap kept from finishing: never written, so it runs on resume."""
+WAITING = "waiting"
+"""The status of a batched sweep's cell that stopped for a reply (never written: not a result)."""
+
+WAITING = "waiting"
+"""The status of a batched sweep's cell that stopped for a reply (never written: not a result)."""
 
 _TASK_CACHE: OrderedDict[str, list[Task]] = OrderedDict()
 _TASK_CACHE_SIZE = 4  # task lists per process: a few, since recorded sessions can be MBs each
@@ -93,6 +99,10 @@ def _summarizer(cell: Cell, budget: Budget | None = None) -> Any:
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
         _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), budget=budget,
                                              **cell.summarizer_params)
+    if cell.batch_dir:  # a batched sweep: this cell's replies come from batches (h9eval.summarizers.batches)
+        # a repeat > 0 has its own response cache, so its own requests (not repeat 0's replies)
+        scope = f"r{cell.repeat}" if cell.repeat else ""
+        return BatchingSummarizer.wrap(_SUMMARIZERS[key], cell.batch_dir, run_id=cell.run_id, scope=scope)
     return _SUMMARIZERS[key]
 
 
@@ -294,6 +304,10 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
         parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes, "ledger": res.ledger}
     except BudgetExceeded as e:  # not a failure: the cell is left unfinished, to run on resume
         return {**row, "status": STOPPED, "error": str(e), "wall_time_s": time.perf_counter() - t0}, {}
+    except SummaryDeferred as wait:
+        # a batched sweep's cell that needs a reply no batch has given yet: nothing is written,
+        # the sweep submits the request and runs the cell again (h9eval.sweeps.batching)
+        return {**row, "status": WAITING, "batch_request": wait.custom_id}, {}
     except Exception as e:  # a cell's crash fails only that cell
         tb = traceback.extract_tb(e.__traceback__)
         at = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""

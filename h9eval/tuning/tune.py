@@ -36,6 +36,7 @@ from typing import Any
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 from h9eval.core.billing import billing_config_from_dict
 from h9eval.core.prices import MODELS as PRICE_TABLE
+from h9eval.core.prices import ModelInfo, load_models as load_model_table
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.progress import make_progress
 from h9eval.compaction.policies import make_policy
@@ -59,18 +60,6 @@ __all__ = [
     "unexercised_tasks", "load_models", "model_info", "to_toml", "change_from_default", "keep_unexercised_defaults",
     "cross_validate",
 ]
-
-MODELS: dict[str, dict[str, Any]] = {
-    name: {
-        "context_window_tokens": info.context_window_tokens,
-        "input_usd_per_mtok": info.input_usd_per_mtok,
-        "output_usd_per_mtok": info.output_usd_per_mtok,
-    }
-    for name, info in PRICE_TABLE.items()
-    if info.context_window_tokens is not None
-}
-"""Built-in model registry: ``context_window_tokens`` and optional prices per million tokens,
-derived from the one dated model table :data:`h9eval.core.prices.MODELS`."""
 
 DEFAULT_GRID: dict[str, list[Any]] = {
     "warn_frac": [0.5, 0.6, 0.7],
@@ -150,42 +139,31 @@ def keep_unexercised_defaults(params: Mapping[str, Any], max_usage_ratio: float)
 
 
 # -- models ------------------------------------------------------------------------------------
-def load_models(path: str | os.PathLike[str] | None = None, *, base: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """:data:`MODELS` updated from a user TOML or JSON file (``.json`` → JSON, else TOML).
+def load_models(
+    path: str | os.PathLike[str] | None = None, *, base: Mapping[str, ModelInfo] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The tuner's registry: the one model table (:func:`h9eval.core.prices.load_models`, which reads
+    the user's TOML or JSON file and validates it) as ``context_window_tokens`` and the prices per
+    million tokens, for every model with a window. A model the file names must have one."""
+    table = load_model_table(path, base=base)
+    # a built-in model without a window (prices only) is left out; one the file set must be sized
+    unsized = sorted(n for n, i in table.items() if i.context_window_tokens is None and i != PRICE_TABLE.get(n))
+    if unsized:
+        raise ConfigError(f"{path}: models.{unsized[0]}.context_window_tokens must be a positive integer, got None")
+    return {
+        name: {
+            "context_window_tokens": info.context_window_tokens,
+            "input_usd_per_mtok": info.input_usd_per_mtok,
+            "output_usd_per_mtok": info.output_usd_per_mtok,
+        }
+        for name, info in table.items()
+        if info.context_window_tokens is not None
+    }
 
-    The file maps model names to tables (``[models."my-model"]`` or top-level
-    ``["my-model"]``) with ``context_window_tokens`` and optional ``input_usd_per_mtok`` /
-    ``output_usd_per_mtok``; a bare integer is a window. Entries replace or extend the built-ins.
-    """
-    out = {k: dict(v) for k, v in (base if base is not None else MODELS).items()}
-    if path is None:
-        return out
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read models file ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: models file is not UTF-8 text; expected TOML or JSON") from None
-    try:
-        if p.suffix == ".json":
-            data = json.loads(text)
-        else:
-            import tomllib
 
-            data = tomllib.loads(text)
-    except (ValueError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'TOML'} ({e})") from None
-    if isinstance(data, dict) and isinstance(data.get("models"), dict):
-        data = data["models"]
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a table of models")
-    for name, v in data.items():
-        entry = {"context_window_tokens": v} if isinstance(v, int) else dict(v) if isinstance(v, dict) else None
-        if entry is None or not isinstance(entry.get("context_window_tokens"), int) or entry["context_window_tokens"] <= 0:
-            raise ConfigError(f"{p}: models.{name}.context_window_tokens must be a positive integer, got {v!r}")
-        out[str(name)] = {**out.get(str(name), {}), **entry}
-    return out
+MODELS: dict[str, dict[str, Any]] = load_models()
+"""Built-in model registry: ``context_window_tokens`` and optional prices per million tokens,
+derived from the one dated model table :data:`h9eval.core.prices.MODELS`."""
 
 
 def model_info(name: str, models: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:

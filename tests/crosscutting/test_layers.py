@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+from dataclasses import dataclass
 import sys
 from pathlib import Path
 
@@ -235,3 +236,73 @@ def test_readme_architecture_diagram_matches_the_imports() -> None:
     assert begin in readme and end in readme, "README.md lacks the Architecture diagram markers"
     block = readme.split(begin, 1)[1].split(end, 1)[0].strip().strip("`").strip()
     assert block == layer_diagram(), "README's Architecture diagram is stale; the code's is:\n" + layer_diagram()
+
+
+@dataclass(frozen=True)
+class ImportEdges:
+    """Import edges that cross from one room to another (a room: a package directly under h9eval/;
+    ``h9eval/__init__.py`` and ``__main__.py`` are one room each)."""
+
+    #: distinct (importing module, imported module) pairs, in different rooms
+    files: frozenset[tuple[str, str]]
+    #: distinct (importing room, imported room) pairs
+    rooms: frozenset[tuple[str, str]]
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def import_edges() -> ImportEdges:
+    """Every import of h9eval's own modules, wherever it stands (module level, function, TYPE_CHECKING
+    block), resolved to the module it loads: ``from h9eval.x import y`` is ``h9eval.x.y`` when that is
+    a module, else ``h9eval.x`` (its ``__init__``). The README's Architecture section records the counts;
+    ``python tests/crosscutting/test_layers.py`` prints them."""
+    modules = dict(_modules())
+    files: set[tuple[str, str]] = set()
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                named = [f"{node.module}.{a.name}" for a in node.names]
+                targets = [sub if sub in modules else node.module for sub in named]
+            for target in targets:
+                while target not in modules and "." in target:  # import h9eval.x.y.name -> the module h9eval.x.y
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and _room(target) != _room(name):
+                    files.add((name, target))
+    return ImportEdges(frozenset(files), frozenset((_room(a), _room(b)) for a, b in files))
+
+
+def test_import_edges_are_counted_per_file_and_per_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "h9eval"
+    for d in (fake, fake / "core", fake / "runs"):
+        d.mkdir(exist_ok=True)
+        (d / "__init__.py").write_text("")
+    (fake / "core" / "a.py").write_text("X = 1\n")
+    # one edge, however often and however it is written; a submodule named in a from-import is that module
+    (fake / "runs" / "b.py").write_text(
+        "import h9eval.core.a\nfrom h9eval.core.a import X\n\ndef f():\n    from h9eval.core import a\n"
+    )
+    (fake / "runs" / "c.py").write_text("from h9eval.core import a\nfrom h9eval.runs import b\n")
+    (fake / "runs" / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from h9eval.core import thing\n"
+    )
+    (fake / "__init__.py").write_text("from h9eval.runs.b import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", fake)
+    edges = import_edges()
+    assert edges.files == {
+        ("h9eval.runs.b", "h9eval.core.a"),
+        ("h9eval.runs.c", "h9eval.core.a"),
+        ("h9eval.runs.d", "h9eval.core"),
+        ("h9eval", "h9eval.runs.b"),
+    }
+    assert edges.rooms == {("runs", "core"), ("__init__", "runs")}
+
+
+if __name__ == "__main__":
+    found = import_edges()
+    print(f"{len(found.rooms)} room-to-room import edges, {len(found.files)} file-to-file")

@@ -214,3 +214,35 @@ def test_error_messages_never_carry_the_key() -> None:
 
 
 N_SECRET_NEEDLES = len(NEEDLES)
+
+
+def test_key_never_written_by_a_batched_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Message Batches path (issue 33): requests, batch records, results and the tables of a
+    batched sweep, against a fake server whose replies echo the key (interrupted while polling
+    once, so the in-flight record is checked too)."""
+    from h9eval.summarizers.batches import BatchClient
+    from h9eval.sweeps.sweep import sweep
+    from tests.fake_anthropic import serve
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with serve(echo_key=True) as fake:
+        spec = {
+            "name": "secrets-batched",
+            "tasks": {"specs": ["synthetic:small:2"]},
+            "policies": [{"kind": "progressive", "params": {"context_window_tokens": 24000}}],
+            "summarizer": {"name": "anthropic", "params": {"base_url": fake.url, "max_retries": 0, "model": MODEL},
+                           "batch": True, "batch_poll_interval_s": 0.01},
+        }
+        with monkeypatch.context() as m:
+            m.setattr(BatchClient, "wait", lambda self, batch_id: (_ for _ in ()).throw(KeyboardInterrupt()))
+            with pytest.raises(KeyboardInterrupt):
+                sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
+        assert_no_secret_in_files(tmp_path)  # the in-flight record and the waiting requests
+        r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
+    assert r.ok == 1 and fake.creates and fake.keys == {KEY}  # the key was really in use
+    assert r.load().calls["summarizer_batched_calls"].sum() == 2
+    results = list((tmp_path / "sweep" / "batches" / "results").glob("*.json"))
+    assert results and all("[redacted]" in p.read_text() for p in results)  # the echo was there, and redacted
+    n = assert_no_secret_in_files(tmp_path)
+    folders = {p.name for p in (tmp_path / "sweep" / "batches").iterdir()}
+    assert n >= 8 and {"requests", "submitted", "results"} <= folders

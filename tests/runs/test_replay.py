@@ -187,7 +187,7 @@ def test_call_stats_is_a_frozen_named_value_of_calls_columns() -> None:
     from h9eval.compaction.step import CallStats
 
     names = [f.name for f in dataclasses.fields(CallStats)]
-    assert set(names) <= set(CALL_COLUMNS) and "tokens_sent" in names and len(names) == 30
+    assert set(names) <= set(CALL_COLUMNS) and "tokens_sent" in names and len(names) == 31
     assert all(f.kw_only for f in dataclasses.fields(CallStats))
     res = replay(crafted_task(), make_policy("keep_all"))
     stats = res.calls.iloc[0][names].to_dict()

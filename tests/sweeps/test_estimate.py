@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("anthropic")
 
+from h9eval.core.prices import BATCH_PRICE_FRAC  # noqa: E402
 from h9eval.cli import main  # noqa: E402
 from h9eval.sweeps.estimate import estimate_sweep  # noqa: E402
 from tests.fake_messages import FakeMessages, fake_messages_server  # noqa: E402
@@ -77,3 +78,12 @@ def test_the_command_prints_the_table_and_a_total(tmp_path: Path, server: FakeMe
     assert "nothing was called" in out and "claude-haiku-4-5" in out and out.count("\ntotal: ") == 1
     assert "max_cost_usd $0.0001 does NOT cover the expected" in out
     assert server.requests == 0 and not (tmp_path / "results").exists()
+
+
+def test_a_batched_sweep_is_estimated_at_the_batch_price(server: FakeMessages) -> None:
+    spec = _spec(params={"model": "qwen3-8b", "prices": {"qwen3-8b": [1.0, 2.0]}})
+    direct = estimate_sweep(spec)
+    batched = estimate_sweep({**spec, "summarizer": {**spec["summarizer"], "batch": True}})
+    assert server.requests == 0 and batched.model_calls == direct.model_calls > 0
+    assert batched.usd == pytest.approx(BATCH_PRICE_FRAC * direct.usd)
+    assert batched.table["usd_bound"].to_numpy() == pytest.approx(BATCH_PRICE_FRAC * direct.table["usd_bound"].to_numpy())

@@ -49,6 +49,9 @@ def test_every_adapter_loads_its_fixture_and_counts_the_broken_rows(name: str) -
     adapter, n_broken = EXPECTED[name]
     sample = load_dataset_tasks(DatasetSource(path=str(FIXTURES / f"{name}.parquet")))
     assert sample.adapter == adapter
+    # the sample's provenance is the dataset's (every task's adds its row and adapter)
+    per_task = sample.tasks[0].metadata["dataset"]
+    assert sample.provenance == {k: v for k, v in per_task.items() if k not in ("row", "adapter")}
     assert len(sample.tasks) == N_SESSIONS
     assert sum(sample.skipped.values()) == n_broken
     assert sample.rows_read == N_SESSIONS + n_broken

@@ -35,6 +35,14 @@ def test_model_registry_and_override(tmp_path: Path) -> None:
     j.write_text(json.dumps({"bad": -1}))
     with pytest.raises(ConfigError, match="positive integer"):
         load_models(j)
+    # the file is read and checked by the one model table's loader: a model the tuner cannot size
+    # is refused, and a misspelt field gets the table's did-you-mean
+    j.write_text(json.dumps({"priced-only": {"input_usd_per_mtok": 1.0}}))
+    with pytest.raises(ConfigError, match=r"models\.priced-only\.context_window_tokens must be a positive integer"):
+        load_models(j)
+    j.write_text(json.dumps({"gpt-4o": {"input_usd_per_mtk": 1.0}}))
+    with pytest.raises(ConfigError, match="did you mean 'input_usd_per_mtok'"):
+        load_models(j)
 
 
 def test_to_toml_round_trips_through_policy_from_dict() -> None:

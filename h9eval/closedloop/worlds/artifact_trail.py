@@ -23,13 +23,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
-    Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -46,7 +46,7 @@ class ArtifactTrailParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(1 <= self.n_components <= 120, "n_components", "must be between 1 and 120", self.n_components)
+        self._check_between("n_components", 1, 120)
 
 
 @register_world
@@ -55,11 +55,7 @@ class ArtifactTrail(World):
     params_type: ClassVar[type[WorldParams]] = ArtifactTrailParams
     tool_kinds: ClassVar[dict[str, str]] = {"build": SIDE_EFFECT, "test_artifact": READ, "publish": SIDE_EFFECT}
     stresses: ClassVar[str] = "the artifact trail: paths, versions and digests carried to a final manifest"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_components": 70, "result_sizes": "recorded", "size_scale": 2.0, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_components=70, size_scale=2.0)
     params: ArtifactTrailParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -114,20 +110,20 @@ class ArtifactTrail(World):
         manifest = args["manifest"]
         if not isinstance(manifest, list) or not all(isinstance(m, str) for m in manifest):
             return "Error: manifest must be a list of \"<path>@<digest>\" entries"
-        self._state["published"].append((tuple(manifest), self._step))
-        if len(self._state["published"]) > 1:
-            return "Error: the release was already published"
+        refusal = self._once("published", (tuple(manifest), self._step), "Error: the release was already published")
+        if refusal:
+            return refusal
         tested = {p for p, _ in self._state["tests"]}
         for entry in manifest:
             path = entry.partition("@")[0]
             if path not in tested:
-                self._state["violations"].append(Violation(self._step, "test_before_publish", f"published untested {path}"))
+                self._violate("test_before_publish", f"published untested {path}")
         return f"Published {len(manifest)} artifact(s)."
 
     def expected_manifest(self) -> list[str]:
         return sorted(f"{b['path']}@{b['digest']}" for b in self._latest().values())
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         latest = self._latest()
         first = s["published"][0] if s["published"] else None
@@ -136,29 +132,17 @@ class ArtifactTrail(World):
         goals += [Subgoal(f"published:{c}", c in latest and f"{latest[c]['path']}@{latest[c]['digest']}" in listed) for c in s["components"]]
         exact = first is not None and sorted(first[0]) == self.expected_manifest() and len(latest) == len(s["components"])
         goals.append(Subgoal("manifest_exact", exact))
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
-        violations = tuple(s["violations"])
         rebuilds = len(s["builds"]) - len(latest)
-        success = all(g.reached for g in goals) and not violations and len(s["published"]) <= 1
-        failure = ""
-        if not success:
-            failure = (
-                "not published" if first is None
-                else "manifest wrong" if not exact
-                else f"rule broken: {violations[0].rule}" if violations
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "duplicate side effect")
-            )
         expected = set(self.expected_manifest())
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=violations,
-            side_effects=len(latest) + min(len(s["published"]), 1) + len(set(s["todo_marked"])),
-            duplicate_side_effects=rebuilds + max(len(s["published"]) - 1, 0) + todo_dups,
-            wrong_side_effects=len(listed - expected) if first else 0,
+        return Assessment(
+            goals=goals,
+            violations=s["violations"],
+            reasons=((first is None, "not published"), (not exact, "manifest wrong")),
+            clean=len(s["published"]) <= 1,
+            side_effects=len(latest) + min(len(s["published"]), 1),
+            duplicates=rebuilds + max(len(s["published"]) - 1, 0),
+            wrong=len(listed - expected) if first else 0,
             finished=first is not None,
-            failure=failure,
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

@@ -23,7 +23,7 @@ import copy
 import dataclasses
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -33,6 +33,7 @@ from h9eval.core.registry import Registry
 from h9eval.probes.items import ITEM_TYPES
 
 __all__ = [
+    "Assessment",
     "FACT_POSITIONS",
     "OFFLOAD_DIR_PREFIX",
     "RESULT_SIZES",
@@ -48,6 +49,7 @@ __all__ = [
     "World",
     "WorldParams",
     "WorldScale",
+    "default_scale",
     "register_world",
 ]
 
@@ -100,6 +102,11 @@ class WorldParams:
         if not ok:
             raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
 
+    def _check_between(self, field_name: str, low: int, high: int) -> None:
+        """The integer field ``field_name`` lies in ``[low, high]``."""
+        value = getattr(self, field_name)
+        self._check(low <= value <= high, field_name, f"must be between {low} and {high}", value)
+
 
 @dataclass(frozen=True, kw_only=True)
 class WorldScale:
@@ -113,6 +120,14 @@ class WorldScale:
     window_tokens: int
     #: agent steps before the episode is cut off
     max_steps: int
+
+
+def default_scale(*, size_scale: float, **params: Any) -> WorldScale:
+    """A family's default scale: its own ``params`` and ``size_scale`` over what every family's
+    scale shares (recorded result sizes, facts anywhere, the task file; a 32,000-token window and
+    300 steps; docs/worlds.md says why)."""
+    shared = {"result_sizes": "recorded", "size_scale": size_scale, "fact_position": "anywhere", "task_file": True}
+    return WorldScale(params={**params, **shared}, window_tokens=32_000, max_steps=300)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +215,32 @@ class GroundFact:
             raise ConfigError(did_you_mean(self.item_type, ITEM_TYPES, what=f"item type of fact {self.fact_id!r}"))
 
 
+@dataclass(frozen=True, kw_only=True)
+class Assessment:
+    """A family's part of :meth:`World.check`: its subgoals, broken rules, failure reasons and
+    side-effect counts. The base adds the todo list and decides success and the failure reason."""
+
+    goals: Sequence[Subgoal]
+    violations: Sequence[Violation] = ()
+    #: the family's failure reasons, most telling first, each ``(applies, text)``; tried before a
+    #: broken rule and an unreached subgoal
+    reasons: Sequence[tuple[bool, str]] = ()
+    #: a broken rule is named as the failure (``False``: the subgoal the breach left unreached is)
+    rule_is_reason: bool = True
+    #: subgoals recorded but not needed for success
+    bookkeeping: frozenset[str] = frozenset()
+    #: what success needs beyond the subgoals and no broken rule (one submission, no wrong value)
+    clean: bool = True
+    #: success also needs no duplicate side effect (the todo list's included)
+    exactly_once: bool = False
+    #: the family's side effects and duplicates (the base adds the todo list's)
+    side_effects: int
+    duplicates: int
+    wrong: int = 0
+    #: the world's final action happened (``None``: every subgoal, the todo list's too, is reached)
+    finished: bool | None = None
+
+
 def canonical_args(args: Mapping[str, Any]) -> str:
     return json.dumps(dict(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -208,7 +249,9 @@ class World:
     """Base class; subclasses set ``kind``, ``params_type`` and the ``_tool_*`` handlers.
 
     ``tool_kinds`` maps each tool name to ``read`` or ``side_effect``; a handler
-    ``_tool_<name>(args) -> str`` implements it. ``_new_state(rng)`` builds the hidden state.
+    ``_tool_<name>(args) -> str`` implements it. ``_new_state(rng)`` builds the hidden state,
+    ``_assess()`` judges it (:class:`Assessment`: what differs between families; :meth:`check`
+    adds what every family shares: the todo list, success and the one failure reason).
     """
 
     kind: ClassVar[str] = ""
@@ -318,13 +361,38 @@ class World:
         self.ledger.append(LedgerEntry(self._step, "read_file", canonical_args({"path": path}), "refetch", result.startswith("Error:"), len(result.encode("utf-8"))))
 
     def check(self) -> Outcome:
-        """Score the hidden state (subclasses add the todo subgoals with :meth:`_todo_subgoals`)."""
-        raise NotImplementedError
+        """Score the hidden state: the family's :meth:`_assess`, the todo list, one failure reason."""
+        a = self._assess()
+        marked = self._state["todo_marked"]
+        goals = (*a.goals, *(Subgoal(f"todo:{t}", t in marked) for t in self._state["todo"]))
+        dups = a.duplicates + sum(max(marked.count(t) - 1, 0) for t in set(marked))
+        needed = [g for g in goals if g.name not in a.bookkeeping]
+        violations = tuple(a.violations)
+        success = all(g.reached for g in needed) and not violations and a.clean and not (a.exactly_once and dups)
+        failure = ""
+        if not success:
+            rule = (a.rule_is_reason and bool(violations), f"rule broken: {violations[0].rule}" if violations else "")
+            unreached = ((not g.reached, f"subgoal {g.name} not reached") for g in needed)
+            reasons = (*a.reasons, rule, *unreached)
+            failure = next((text for applies, text in reasons if applies), "duplicate side effect")
+        return Outcome(
+            success=success,
+            subgoals=goals,
+            violations=violations,
+            side_effects=a.side_effects + len(set(marked)),
+            duplicate_side_effects=dups,
+            wrong_side_effects=a.wrong,
+            finished=all(g.reached for g in goals) if a.finished is None else a.finished,
+            failure=failure,
+        )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:
         raise NotImplementedError
 
     # -- helpers for subclasses ----------------------------------------------------------------
+    def _assess(self) -> Assessment:
+        raise NotImplementedError
+
     def _task_text(self) -> str:
         raise NotImplementedError
 
@@ -394,11 +462,15 @@ class World:
         self._state["todo_marked"].append(item)
         return f"Marked {item} as done."
 
-    def _todo_subgoals(self) -> tuple[list[Subgoal], int]:
-        marked = self._state["todo_marked"]
-        goals = [Subgoal(f"todo:{t}", t in marked) for t in self._state["todo"]]
-        dups = sum(max(marked.count(t) - 1, 0) for t in set(marked))
-        return goals, dups
+    def _violate(self, rule: str, detail: str) -> None:
+        """Record a broken rule at this step (in the state's ``violations`` list)."""
+        self._state["violations"].append(Violation(self._step, rule, detail))
+
+    def _once(self, key: str, entry: tuple[Any, ...], refusal: str) -> str | None:
+        """Record a call that must happen once (in the state's list ``key``); ``refusal`` (an
+        ``Error:`` text) when it is a repeat, else ``None``."""
+        self._state[key].append(entry)
+        return refusal if len(self._state[key]) > 1 else None
 
 
 def _spec(name: str, description: str, props: Mapping[str, str]) -> dict[str, Any]:

@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
-    Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -51,8 +51,8 @@ class ConstraintsParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(2 <= self.n_meetings <= 100, "n_meetings", "must be between 2 and 100", self.n_meetings)
-        self._check(4 <= self.slots_per_meeting <= 20, "slots_per_meeting", "must be between 4 and 20", self.slots_per_meeting)
+        self._check_between("n_meetings", 2, 100)
+        self._check_between("slots_per_meeting", 4, 20)
         if self.update_after is not None:
             self._check(1 <= self.update_after < self.n_meetings, "update_after", f"must be between 1 and n_meetings-1 ({self.n_meetings - 1}) or None", self.update_after)
 
@@ -68,11 +68,7 @@ class Constraints(World):
     params_type: ClassVar[type[WorldParams]] = ConstraintsParams
     tool_kinds: ClassVar[dict[str, str]] = {"list_slots": READ, "book": SIDE_EFFECT}
     stresses: ClassVar[str] = "standing constraints and preferences given early, updated later (stale vs current)"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_meetings": 70, "update_after": 25, "result_sizes": "recorded", "size_scale": 2.5, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_meetings=70, update_after=25, size_scale=2.5)
     params: ConstraintsParams
 
     def _rules(self, rng: random.Random, avoid: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -148,9 +144,9 @@ class Constraints(World):
         rules = self._current()
         if not slot_ok(slot, rules):
             why = "banned day" if slot["day"] == rules["banned_day"] else "over the cost ceiling"
-            self._state["violations"].append(Violation(self._step, "constraint", f"booked {m['id']} on {slot['day']} at {slot['cost']} ({why})"))
+            self._violate("constraint", f"booked {m['id']} on {slot['day']} at {slot['cost']} ({why})")
         elif slot["room"] != rules["room"] and any(x["room"] == rules["room"] and slot_ok(x, rules) for x in m["slots"]):
-            self._state["violations"].append(Violation(self._step, "preference", f"booked {m['id']} in {slot['room']}, not the preferred {rules['room']}"))
+            self._violate("preference", f"booked {m['id']} in {slot['room']}, not the preferred {rules['room']}")
         self._state["bookings"].append((m["id"], slot["id"], self._step))
         return f"Booked meeting {m['id']} into slot {slot['id']}."
 
@@ -163,30 +159,16 @@ class Constraints(World):
         s["update_step"] = self._step
         return f"{UPDATE_PREFIX} these replace my earlier constraints from now on: {self.rules_text(s['rules'][1])}."
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         booked = [b[0] for b in s["bookings"]]
-        goals = [Subgoal(f"booked:{m['id']}", m["id"] in booked) for m in s["meetings"]]
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
-        violations = tuple(s["violations"])
-        dups = len(booked) - len(set(booked)) + todo_dups
-        success = all(g.reached for g in goals) and not violations and dups == 0
-        failure = ""
-        if not success:
-            failure = (
-                f"rule broken: {violations[0].rule}" if violations
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "duplicate side effect")
-            )
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=violations,
-            side_effects=len(set(booked)) + len(set(s["todo_marked"])),
-            duplicate_side_effects=dups,
-            wrong_side_effects=sum(1 for v in violations if v.rule == "constraint"),
-            finished=all(g.reached for g in goals),
-            failure=failure,
+        return Assessment(
+            goals=[Subgoal(f"booked:{m['id']}", m["id"] in booked) for m in s["meetings"]],
+            violations=s["violations"],
+            exactly_once=True,
+            side_effects=len(set(booked)),
+            duplicates=len(booked) - len(set(booked)),
+            wrong=sum(1 for v in s["violations"] if v.rule == "constraint"),
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

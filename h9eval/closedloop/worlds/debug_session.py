@@ -19,13 +19,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
-    Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -46,7 +46,7 @@ class DebugSessionParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(2 <= self.n_hypotheses <= 200, "n_hypotheses", "must be between 2 and 200", self.n_hypotheses)
+        self._check_between("n_hypotheses", 2, 200)
         self._check(0.0 < self.late_frac <= 1.0, "late_frac", "must be in (0, 1]", self.late_frac)
 
 
@@ -56,11 +56,7 @@ class DebugSession(World):
     params_type: ClassVar[type[WorldParams]] = DebugSessionParams
     tool_kinds: ClassVar[dict[str, str]] = {"list_hypotheses": READ, "try_fix": SIDE_EFFECT, "commit": SIDE_EFFECT}
     stresses: ClassVar[str] = "approaches already tried and ruled out, over many large test logs"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_hypotheses": 150, "late_frac": 0.3, "result_sizes": "recorded", "size_scale": 2.0, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_hypotheses=150, late_frac=0.3, size_scale=2.0)
     params: DebugSessionParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -95,7 +91,7 @@ class DebugSession(World):
         if h is None:
             return f"Error: no such hypothesis: {hid}"
         if any(t == hid for t, _ in self._state["tries"]) and hid != self._state["good"]:
-            self._state["violations"].append(Violation(self._step, "no_retry", f"retried {hid}, which had failed"))
+            self._violate("no_retry", f"retried {hid}, which had failed")
         self._state["tries"].append((hid, self._step))
         if hid == self._state["good"]:
             line = f"hypothesis {hid} fixed the bug: test_checkout passes"
@@ -104,38 +100,27 @@ class DebugSession(World):
         return self._observe(line, tag="try", kind="test_log")
 
     def _tool_commit(self, args: dict[str, Any]) -> str:
-        self._state["commits"].append((str(args["hypothesis_id"]), self._step))
-        if len(self._state["commits"]) > 1:
-            return "Error: a fix was already committed"
-        return f"Committed fix {args['hypothesis_id']}."
+        refusal = self._once("commits", (str(args["hypothesis_id"]), self._step), "Error: a fix was already committed")
+        return refusal or f"Committed fix {args['hypothesis_id']}."
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         good = s["good"]
         first = s["commits"][0] if s["commits"] else None
-        goals = [Subgoal("found", any(t == good for t, _ in s["tries"])), Subgoal("committed", first is not None and first[0] == good)]
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
-        violations = tuple(s["violations"])
-        dups = max(len(s["commits"]) - 1, 0) + todo_dups
-        success = all(g.reached for g in goals) and not violations and dups == 0
-        failure = ""
-        if not success:
-            failure = (
-                "no commit" if first is None
-                else "wrong fix committed" if first[0] != good
-                else f"rule broken: {violations[0].rule}" if violations
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "duplicate side effect")
-            )
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=violations,
-            side_effects=len(s["tries"]) + min(len(s["commits"]), 1) + len(set(s["todo_marked"])),
-            duplicate_side_effects=dups + len(violations),
-            wrong_side_effects=int(first is not None and first[0] != good),
+        wrong_fix = first is not None and first[0] != good
+        return Assessment(
+            goals=[
+                Subgoal("found", any(t == good for t, _ in s["tries"])),
+                Subgoal("committed", first is not None and not wrong_fix),
+            ],
+            violations=s["violations"],
+            reasons=((first is None, "no commit"), (wrong_fix, "wrong fix committed")),
+            exactly_once=True,
+            side_effects=len(s["tries"]) + min(len(s["commits"]), 1),
+            # a retry of a failed fix is a repeated side effect too
+            duplicates=max(len(s["commits"]) - 1, 0) + len(s["violations"]),
+            wrong=int(wrong_fix),
             finished=first is not None,
-            failure=failure,
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

@@ -24,12 +24,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -56,9 +57,9 @@ class EvidenceSearchParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(1 <= self.n_questions <= 60, "n_questions", "must be between 1 and 60", self.n_questions)
-        self._check(1 <= self.evidence_docs <= 5, "evidence_docs", "must be between 1 and 5", self.evidence_docs)
-        self._check(0 <= self.distractor_docs <= 8, "distractor_docs", "must be between 0 and 8", self.distractor_docs)
+        self._check_between("n_questions", 1, 60)
+        self._check_between("evidence_docs", 1, 5)
+        self._check_between("distractor_docs", 0, 8)
         need = self.n_questions * (self.evidence_docs + self.distractor_docs)
         self._check(need <= self.n_docs <= 2000, "n_docs", f"must be between n_questions*(evidence_docs+distractor_docs) ({need}) and 2000", self.n_docs)
         self._check(self.evidence_docs + self.distractor_docs <= self.top_k <= 20, "top_k", "must be between evidence_docs+distractor_docs and 20", self.top_k)
@@ -70,11 +71,7 @@ class EvidenceSearch(World):
     params_type: ClassVar[type[WorldParams]] = EvidenceSearchParams
     tool_kinds: ClassVar[dict[str, str]] = {"search": READ, "open_doc": READ, "answer": SIDE_EFFECT}
     stresses: ClassVar[str] = "which document said what (evidence cited), answers already given"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_questions": 30, "n_docs": 400, "result_sizes": "recorded", "size_scale": 2.5, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_questions=30, n_docs=400, size_scale=2.5)
     params: EvidenceSearchParams
 
     def __init__(self, params: WorldParams | None = None) -> None:
@@ -195,7 +192,7 @@ class EvidenceSearch(World):
             out[q["id"]] = (len(cited & rel) / len(cited) if cited else 0.0, len(cited & rel) / len(rel))
         return out
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         goals = []
         wrong = 0
@@ -205,25 +202,15 @@ class EvidenceSearch(World):
             ok = first is not None and first[1] == q["value"] and scores[q["id"]][0] == 1.0
             wrong += int(first is not None and not ok)
             goals.append(Subgoal(f"answered:{q['id']}", ok))
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
         answered = [a[0] for a in s["answers"]]
-        dups = len(answered) - len(set(answered)) + todo_dups
-        success = all(g.reached for g in goals) and dups == 0
-        failure = ""
-        if not success:
-            failure = (
-                "wrong value or evidence" if wrong
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "duplicate side effect")
-            )
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            side_effects=len(set(answered)) + len(set(s["todo_marked"])),
-            duplicate_side_effects=dups,
-            wrong_side_effects=wrong,
+        return Assessment(
+            goals=goals,
+            reasons=((wrong > 0, "wrong value or evidence"),),
+            exactly_once=True,
+            side_effects=len(set(answered)),
+            duplicates=len(answered) - len(set(answered)),
+            wrong=wrong,
             finished=len(set(answered)) == len(s["questions"]),
-            failure=failure,
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

@@ -19,13 +19,14 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
     Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -42,8 +43,8 @@ class FactChainParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(1 <= self.hops <= 200, "hops", "must be between 1 and 200", self.hops)
-        self._check(0 <= self.gap_steps <= 200, "gap_steps", "must be between 0 and 200", self.gap_steps)
+        self._check_between("hops", 1, 200)
+        self._check_between("gap_steps", 0, 200)
 
 
 @register_world
@@ -52,11 +53,7 @@ class FactChain(World):
     params_type: ClassVar[type[WorldParams]] = FactChainParams
     tool_kinds: ClassVar[dict[str, str]] = {"lookup": READ, "audit": READ, "submit": SIDE_EFFECT}
     stresses: ClassVar[str] = "an exact value read at the first step and needed at the last (the receipt)"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"hops": 80, "gap_steps": 70, "result_sizes": "recorded", "size_scale": 1.8, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(hops=80, gap_steps=70, size_scale=1.8)
     params: FactChainParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -104,12 +101,11 @@ class FactChain(World):
         return self._observe(f"audit {section}: passed", tag="audit")
 
     def _tool_submit(self, args: dict[str, Any]) -> str:
-        self._state["submissions"].append((str(args["answer"]), str(args["receipt"]), self._step))
-        if len(self._state["submissions"]) > 1:
-            return "Error: an answer was already submitted"
-        return "Submission recorded."
+        refusal = self._once("submissions", (str(args["answer"]), str(args["receipt"]), self._step),
+                             "Error: an answer was already submitted")
+        return refusal or "Submission recorded."
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         keys = s["keys"]
         looked = set(s["looked_up"])
@@ -125,27 +121,22 @@ class FactChain(World):
                 violations.append(Violation(first[2], "audit_before_submit", f"submitted before auditing {sec}"))
         right = first is not None and first[0] == keys[-1] and first[1] == keys[1]
         goals.append(Subgoal("submit", right))
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
         dup_submits = max(len(subs) - 1, 0)
-        success = all(g.reached for g in goals) and not violations and dup_submits == 0
-        failure = ""
-        if not success:
-            failure = (
-                "no submission" if first is None
-                else "wrong answer" if first[0] != keys[-1]
-                else "wrong receipt" if first[1] != keys[1]
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "duplicate side effect")
-            )
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=tuple(violations),
-            side_effects=min(len(subs), 1) + len(set(s["todo_marked"])),
-            duplicate_side_effects=dup_submits + todo_dups,
-            wrong_side_effects=int(first is not None and not right),
+        return Assessment(
+            goals=goals,
+            violations=violations,
+            reasons=(
+                (first is None, "no submission"),
+                (first is not None and first[0] != keys[-1], "wrong answer"),
+                (first is not None and first[1] != keys[1], "wrong receipt"),
+            ),
+            # a submission before an audit leaves that audit's subgoal unreached: it names the failure
+            rule_is_reason=False,
+            clean=dup_submits == 0,
+            side_effects=min(len(subs), 1),
+            duplicates=dup_submits,
+            wrong=int(first is not None and not right),
             finished=first is not None,
-            failure=failure,
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

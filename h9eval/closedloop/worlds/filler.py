@@ -24,7 +24,7 @@ import csv
 import io
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -64,10 +64,8 @@ def filler(nbytes: int, seed: str, kind: str | None = None) -> str:
     make = _MAKERS[kind]
     lines: list[str] = []
     total = 0
-    i = 0
     while total < nbytes:
-        i += 1
-        line = make(rng, i)
+        line = make(rng)
         lines.append(line)
         total += len(line) + 1
     return "\n".join(lines)[:nbytes]
@@ -87,67 +85,93 @@ def splice(info: str, pad: str, position: str, seed: str) -> str:
     return "\n".join(lines[:at] + [info] + lines[at:])
 
 
+def _noun(rng: random.Random) -> str:
+    return rng.choice(_NOUNS)
+
+
+def _name(rng: random.Random) -> str:
+    return rng.choice(_NAMES)
+
+
 def _ident(rng: random.Random) -> str:
-    return f"{rng.choice(_NAMES)}_{rng.choice(_NOUNS)}"
+    return f"{_name(rng)}_{_noun(rng)}"
 
 
 def _path(rng: random.Random) -> str:
-    return f"{rng.choice(_DIRS)}/{rng.choice(_MODULES)}/{rng.choice(_NOUNS)}{rng.choice(_EXTS)}"
+    return f"{rng.choice(_DIRS)}/{rng.choice(_MODULES)}/{_noun(rng)}{rng.choice(_EXTS)}"
 
 
-def _source_line(rng: random.Random, i: int) -> str:
+def _indent(rng: random.Random) -> str:
+    return "    " * rng.randrange(3)
+
+
+def _module(rng: random.Random) -> str:
+    return rng.choice(_MODULES)
+
+
+#: a line template: the random stream and what was drawn with the choice of template (an indent,
+#: a module name) -> one line
+_Template = Callable[[random.Random, str], str]
+
+
+def _weighted_line(
+    rng: random.Random,
+    templates: Sequence[tuple[float, _Template]],
+    context: Callable[[random.Random], str] | None = None,
+) -> str:
+    """One line from ``templates`` (``(bound, template)``, bounds cumulative, the last 1.0): the
+    first whose bound is above one draw; ``context`` (an indent, a module) is drawn right after it."""
     r = rng.random()
-    indent = "    " * rng.randrange(3)
-    if r < 0.12:
-        return f"def {_ident(rng)}({rng.choice(_NOUNS)}, {rng.choice(_NOUNS)}=None):"
-    if r < 0.20:
-        return f'{indent}"""{rng.choice(_NAMES).capitalize()} the {rng.choice(_NOUNS)} from its {rng.choice(_NOUNS)}."""'
-    if r < 0.35:
-        return f"{indent}if {rng.choice(_NOUNS)} is None:"
-    if r < 0.55:
-        return f"{indent}{rng.choice(_NOUNS)} = {_ident(rng)}({rng.choice(_NOUNS)}, {rng.randrange(64)})"
-    if r < 0.65:
-        return f"{indent}return {rng.choice(_NOUNS)}.{rng.choice(_NAMES)}()"
-    if r < 0.72:
-        return f"from {rng.choice(_MODULES)}.{rng.choice(_NOUNS)} import {_ident(rng)}"
-    if r < 0.80:
-        return f"{indent}# keep the {rng.choice(_NOUNS)} sorted by {rng.choice(_NOUNS)}"
-    if r < 0.90:
-        return f"{indent}for {rng.choice(_NOUNS)} in self.{rng.choice(_NOUNS)}s:"
-    return ""
+    drawn = context(rng) if context is not None else ""
+    for bound, make in templates:
+        if r < bound:
+            return make(rng, drawn)
+    raise ValueError(f"a template table must end at bound 1.0, got {templates[-1][0]}")
 
 
-def _test_log_line(rng: random.Random, i: int) -> str:
-    r = rng.random()
-    mod = rng.choice(_MODULES)
-    if r < 0.55:
-        return f"tests/{mod}/test_{rng.choice(_NOUNS)}.py::test_{_ident(rng)} PASSED{' ' * rng.randrange(1, 8)}[{rng.randrange(100):3d}%]"
-    if r < 0.65:
-        return f"tests/{mod}/test_{rng.choice(_NOUNS)}.py::test_{_ident(rng)} SKIPPED (needs {rng.choice(_NOUNS)})"
-    if r < 0.80:
-        return f"  {rng.choice(_MODULES)}/{rng.choice(_NOUNS)}.py:{rng.randrange(1, 900)}: DeprecationWarning: {_ident(rng)} is deprecated"
-    if r < 0.90:
-        return f"collected {rng.randrange(20, 900)} items / {rng.randrange(5)} deselected"
-    return f"[{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}] {rng.choice(_NAMES)} {rng.choice(_NOUNS)} in {rng.random():.3f}s"
+_SOURCE_LINES: tuple[tuple[float, _Template], ...] = (
+    (0.12, lambda rng, _: f"def {_ident(rng)}({_noun(rng)}, {_noun(rng)}=None):"),
+    (0.20, lambda rng, ind: f'{ind}"""{_name(rng).capitalize()} the {_noun(rng)} from its {_noun(rng)}."""'),
+    (0.35, lambda rng, ind: f"{ind}if {_noun(rng)} is None:"),
+    (0.55, lambda rng, ind: f"{ind}{_noun(rng)} = {_ident(rng)}({_noun(rng)}, {rng.randrange(64)})"),
+    (0.65, lambda rng, ind: f"{ind}return {_noun(rng)}.{_name(rng)}()"),
+    (0.72, lambda rng, _: f"from {_module(rng)}.{_noun(rng)} import {_ident(rng)}"),
+    (0.80, lambda rng, ind: f"{ind}# keep the {_noun(rng)} sorted by {_noun(rng)}"),
+    (0.90, lambda rng, ind: f"{ind}for {_noun(rng)} in self.{_noun(rng)}s:"),
+    (1.0, lambda rng, _: ""),
+)
+_TEST_LOG_LINES: tuple[tuple[float, _Template], ...] = (
+    (0.55, lambda rng, mod: f"tests/{mod}/test_{_noun(rng)}.py::test_{_ident(rng)} PASSED"
+                            f"{' ' * rng.randrange(1, 8)}[{rng.randrange(100):3d}%]"),
+    (0.65, lambda rng, mod: f"tests/{mod}/test_{_noun(rng)}.py::test_{_ident(rng)} SKIPPED (needs {_noun(rng)})"),
+    (0.80, lambda rng, _: f"  {_module(rng)}/{_noun(rng)}.py:{rng.randrange(1, 900)}: DeprecationWarning: "
+                          f"{_ident(rng)} is deprecated"),
+    (0.90, lambda rng, _: f"collected {rng.randrange(20, 900)} items / {rng.randrange(5)} deselected"),
+    (1.0, lambda rng, _: f"[{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}] "
+                         f"{_name(rng)} {_noun(rng)} in {rng.random():.3f}s"),
+)
+_SEARCH_LINES: tuple[tuple[float, _Template], ...] = (
+    (0.7, lambda rng, _: f"{_path(rng)}:{rng.randrange(1, 1200)}:    {_noun(rng)} = {_ident(rng)}({_noun(rng)})"),
+    (0.9, lambda rng, _: f"{_path(rng)}:{rng.randrange(1, 1200)}:def {_ident(rng)}(self, {_noun(rng)}):"),
+    (1.0, lambda rng, _: f"{_path(rng)}:{rng.randrange(1, 1200)}:# NOTE({_name(rng)}): {_noun(rng)} handling"),
+)
 
 
-def _listing_line(rng: random.Random, i: int) -> str:
+def _listing_line(rng: random.Random) -> str:
     perm = rng.choice(("-rw-r--r--", "-rw-r--r--", "drwxr-xr-x", "-rwxr-xr-x"))
     size = rng.randrange(96, 48_000)
     month = rng.choice(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"))
-    return f"{perm} 1 dev dev {size:6d} {month} {rng.randrange(1, 29):2d} {rng.randrange(24):02d}:{rng.randrange(60):02d} {_path(rng)}"
+    day, hour, minute = rng.randrange(1, 29), rng.randrange(24), rng.randrange(60)
+    return f"{perm} 1 dev dev {size:6d} {month} {day:2d} {hour:02d}:{minute:02d} {_path(rng)}"
 
 
-def _search_line(rng: random.Random, i: int) -> str:
-    r = rng.random()
-    if r < 0.7:
-        return f"{_path(rng)}:{rng.randrange(1, 1200)}:    {rng.choice(_NOUNS)} = {_ident(rng)}({rng.choice(_NOUNS)})"
-    if r < 0.9:
-        return f"{_path(rng)}:{rng.randrange(1, 1200)}:def {_ident(rng)}(self, {rng.choice(_NOUNS)}):"
-    return f"{_path(rng)}:{rng.randrange(1, 1200)}:# NOTE({rng.choice(_NAMES)}): {rng.choice(_NOUNS)} handling"
-
-
-_MAKERS = {"source": _source_line, "test_log": _test_log_line, "listing": _listing_line, "search": _search_line}
+#: one line of each kind
+_MAKERS: dict[str, Callable[[random.Random], str]] = {
+    "source": lambda rng: _weighted_line(rng, _SOURCE_LINES, _indent),
+    "test_log": lambda rng: _weighted_line(rng, _TEST_LOG_LINES, _module),
+    "listing": _listing_line,
+    "search": lambda rng: _weighted_line(rng, _SEARCH_LINES),
+}
 
 
 # -- the size distribution ----------------------------------------------------------------------

@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
-    Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -56,7 +56,7 @@ class MiniRepoParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(1 <= self.n_bugs <= len(_MODULES), "n_bugs", f"must be between 1 and {len(_MODULES)}", self.n_bugs)
+        self._check_between("n_bugs", 1, len(_MODULES))
 
 
 @register_world
@@ -71,11 +71,7 @@ class MiniRepo(World):
         "commit": SIDE_EFFECT,
     }
     stresses: ClassVar[str] = "standing repository rules read once, the fix values and the modified-files trail"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_bugs": 40, "result_sizes": "recorded", "size_scale": 4.0, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_bugs=40, size_scale=4.0)
     params: MiniRepoParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -136,7 +132,7 @@ class MiniRepo(World):
         return self._observe(f"matches for {text!r}:\n{body}", tag="grep")
 
     def _tool_search(self, args: dict[str, Any]) -> str:
-        self._state["violations"].append(Violation(self._step, "grep_not_search", "used search instead of grep"))
+        self._violate("grep_not_search", "used search instead of grep")
         return self._matches(str(args["query"]))
 
     def _tool_grep(self, args: dict[str, Any]) -> str:
@@ -148,7 +144,7 @@ class MiniRepo(World):
         if path not in files:
             return f"Error: no such file: {path}"
         if path.startswith("vendor/"):
-            self._state["violations"].append(Violation(self._step, "no_vendor_edits", f"edited {path}"))
+            self._violate("no_vendor_edits", f"edited {path}")
         if not old or old not in files[path]:
             self._state["edits"].append((path, self._step, False))
             return f"Error: old text not found in {path}"
@@ -180,18 +176,16 @@ class MiniRepo(World):
         last_edit = max((st for _, st, ok in self._state["edits"] if ok), default=None)
         runs = self._state["test_runs"]
         if last_edit is not None and not any(r > last_edit for r in runs):
-            self._state["violations"].append(Violation(self._step, "tests_before_commit", "committed without running the tests after the last edit"))
-        self._state["commits"].append((tuple(files), self._step))
-        if len(self._state["commits"]) > 1:
-            return "Error: the work was already committed"
-        return f"Committed {len(files)} file(s)."
+            self._violate("tests_before_commit", "committed without running the tests after the last edit")
+        refusal = self._once("commits", (tuple(files), self._step), "Error: the work was already committed")
+        return refusal or f"Committed {len(files)} file(s)."
 
     def modified_files(self) -> tuple[str, ...]:
         """Files whose content differs from the start (the true artifact trail)."""
         s = self._state
         return tuple(sorted(p for p in s["files"] if s["files"][p] != s["original"][p]))
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         goals = [Subgoal("rules_read", s["rules_read_at"] is not None)]
         fails = {b["module"] for b in self._failures()}
@@ -202,31 +196,22 @@ class MiniRepo(World):
         goals.append(Subgoal("committed", first is not None))
         trail_ok = first is not None and sorted(set(first[0])) == list(self.modified_files())
         goals.append(Subgoal("artifact_trail", trail_ok))
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
-        violations = tuple(s["violations"])
-        # the subgoal "rules_read" is bookkeeping: success needs the fix, the trail and no violation
-        needed = [g for g in goals if g.name != "rules_read"]
-        success = all(g.reached for g in needed) and not violations and len(commits) <= 1
-        failure = ""
-        if not success:
-            failure = (
-                "tests still failing" if fails
-                else "not committed" if first is None
-                else "artifact trail wrong" if not trail_ok
-                else f"rule broken: {violations[0].rule}" if violations
-                else next((f"subgoal {g.name} not reached" for g in needed if not g.reached), "duplicate side effect")
-            )
-        ok_edits = sum(1 for _, _, ok in s["edits"] if ok)
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=violations,
-            side_effects=ok_edits + min(len(commits), 1) + len(set(s["todo_marked"])),
-            duplicate_side_effects=max(len(commits) - 1, 0) + todo_dups,
-            wrong_side_effects=sum(1 for p, _, ok in s["edits"] if ok and p.startswith("vendor/")) + int(first is not None and not trail_ok),
+        ok_edits = [p for p, _, ok in s["edits"] if ok]
+        return Assessment(
+            goals=goals,
+            violations=s["violations"],
+            reasons=(
+                (bool(fails), "tests still failing"),
+                (first is None, "not committed"),
+                (not trail_ok, "artifact trail wrong"),
+            ),
+            # the subgoal "rules_read" is bookkeeping: success needs the fix, the trail and no violation
+            bookkeeping=frozenset({"rules_read"}),
+            clean=len(commits) <= 1,
+            side_effects=len(ok_edits) + min(len(commits), 1),
+            duplicates=max(len(commits) - 1, 0),
+            wrong=sum(1 for p in ok_edits if p.startswith("vendor/")) + int(first is not None and not trail_ok),
             finished=first is not None,
-            failure=failure,
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

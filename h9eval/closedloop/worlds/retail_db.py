@@ -24,13 +24,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
-    Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -55,7 +55,7 @@ class RetailDbParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(1 <= self.n_requests <= 80, "n_requests", "must be between 1 and 80", self.n_requests)
+        self._check_between("n_requests", 1, 80)
         self._check(self.n_requests <= self.n_orders <= 400, "n_orders", "must be between n_requests and 400", self.n_orders)
 
 
@@ -86,11 +86,7 @@ class RetailDb(World):
         "refuse": SIDE_EFFECT,
     }
     stresses: ClassVar[str] = "a written policy read once, early; completed database writes"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_requests": 50, "n_orders": 100, "result_sizes": "recorded", "size_scale": 2.5, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_requests=50, n_orders=100, size_scale=2.5)
     params: RetailDbParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -165,32 +161,25 @@ class RetailDb(World):
             return f"Error: no such order: {oid}"
         return self._observe(f"order {oid}: status={o['status']} user={o['user']} postcode={o['postcode']}", tag="order", kind="listing")
 
-    def _violate(self, rule: str, detail: str) -> None:
-        self._state["violations"].append(Violation(self._step, rule, detail))
+    def _set_status(self, tool: str, args: dict[str, Any], status: str, *, forbidden_from: str, rule: str) -> str:
+        """Move an order to ``status`` (a final one); from ``forbidden_from`` that breaks ``rule``."""
+        oid, o = self._order(args)
+        if o is None:
+            return f"Error: no such order: {oid}"
+        if o["status"] in ("cancelled", "returned"):
+            return f"Error: order {oid} is already {o['status']}"
+        if o["status"] == forbidden_from:
+            self._violate(rule, f"{status} {forbidden_from} order {oid}")
+        o["status"] = status
+        self._state["writes"].append((tool, oid, self._step))
+        return f"Order {oid} {status}."
 
     def _tool_cancel_order(self, args: dict[str, Any]) -> str:
-        oid, o = self._order(args)
-        if o is None:
-            return f"Error: no such order: {oid}"
-        if o["status"] in ("cancelled", "returned"):
-            return f"Error: order {oid} is already {o['status']}"
-        if o["status"] == "delivered":
-            self._violate("no_cancel_delivered", f"cancelled delivered order {oid}")
-        o["status"] = "cancelled"
-        self._state["writes"].append(("cancel_order", oid, self._step))
-        return f"Order {oid} cancelled."
+        return self._set_status("cancel_order", args, "cancelled", forbidden_from="delivered",
+                                rule="no_cancel_delivered")
 
     def _tool_return_order(self, args: dict[str, Any]) -> str:
-        oid, o = self._order(args)
-        if o is None:
-            return f"Error: no such order: {oid}"
-        if o["status"] in ("cancelled", "returned"):
-            return f"Error: order {oid} is already {o['status']}"
-        if o["status"] == "pending":
-            self._violate("no_return_pending", f"returned pending order {oid}")
-        o["status"] = "returned"
-        self._state["writes"].append(("return_order", oid, self._step))
-        return f"Order {oid} returned."
+        return self._set_status("return_order", args, "returned", forbidden_from="pending", rule="no_return_pending")
 
     def _tool_update_postcode(self, args: dict[str, Any]) -> str:
         oid, o = self._order(args)
@@ -216,7 +205,7 @@ class RetailDb(World):
         self._state["refused"].append((oid, self._step))
         return f"Request on order {oid} refused."
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         db, exp = s["orders"], s["expected"]
         goals = []
@@ -225,35 +214,20 @@ class RetailDb(World):
             refusal = expected_action(r["kind"], s["initial"][o]) == "refuse"
             ok = db[o] == exp[o] and (not refusal or any(x == o for x, _ in s["refused"]))
             goals.append(Subgoal(f"request:{o}", ok))
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
         same = db_hash(db) == db_hash(exp)
-        violations = tuple(s["violations"])
         refused = [o for o, _ in s["refused"]]
-        dups = len(refused) - len(set(refused)) + todo_dups
         writes_per_order: dict[str, int] = {}
         for _, o, _ in s["writes"]:
             writes_per_order[o] = writes_per_order.get(o, 0) + 1
-        dups += sum(max(n - 1, 0) for n in writes_per_order.values())
-        # a write that took an order away from both its start and its expected state
-        wrong = sum(1 for o in db if db[o] != exp[o] and db[o] != s["initial_db"][o])
-        success = same and all(g.reached for g in goals) and not violations
-        failure = ""
-        if not success:
-            failure = (
-                "database differs from the expected one" if not same
-                else f"rule broken: {violations[0].rule}" if violations
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "")
-            )
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=violations,
-            side_effects=len(s["writes"]) + len(set(refused)) + len(set(s["todo_marked"])),
-            duplicate_side_effects=dups,
-            wrong_side_effects=wrong,
-            finished=all(g.reached for g in goals),
-            failure=failure,
+        return Assessment(
+            goals=goals,
+            violations=s["violations"],
+            reasons=((not same, "database differs from the expected one"),),
+            clean=same,
+            side_effects=len(s["writes"]) + len(set(refused)),
+            duplicates=len(refused) - len(set(refused)) + sum(max(n - 1, 0) for n in writes_per_order.values()),
+            # a write that took an order away from both its start and its expected state
+            wrong=sum(1 for o in db if db[o] != exp[o] and db[o] != s["initial_db"][o]),
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

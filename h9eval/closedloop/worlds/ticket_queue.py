@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 from h9eval.closedloop.worlds.base import (
     READ,
     SIDE_EFFECT,
+    Assessment,
     GroundFact,
-    Outcome,
     Subgoal,
-    Violation,
     World,
     WorldParams,
     WorldScale,
+    default_scale,
     register_world,
     tool_spec,
 )
@@ -49,7 +49,7 @@ class TicketQueueParams(WorldParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._check(2 <= self.n_tickets <= 40, "n_tickets", "must be between 2 and 40", self.n_tickets)
+        self._check_between("n_tickets", 2, 40)
         if self.correction_after is not None:
             self._check(
                 1 <= self.correction_after < self.n_tickets, "correction_after", f"must be between 1 and n_tickets-1 ({self.n_tickets - 1}) or None", self.correction_after
@@ -69,11 +69,7 @@ class TicketQueue(World):
         "close_ticket": SIDE_EFFECT,
     }
     stresses: ClassVar[str] = "side effects that must happen exactly once, a mid-episode correction"
-    scale: ClassVar[WorldScale] = WorldScale(
-        params={"n_tickets": 40, "correction_after": 14, "result_sizes": "recorded", "size_scale": 3.0, "fact_position": "anywhere", "task_file": True},
-        window_tokens=32_000,
-        max_steps=300,
-    )
+    scale: ClassVar[WorldScale] = default_scale(n_tickets=40, correction_after=14, size_scale=3.0)
     params: TicketQueueParams
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
@@ -157,7 +153,7 @@ class TicketQueue(World):
         rid = f"RF-{rid_rng.getrandbits(32):08x}"
         open_ticket = next((t for t in self._state["tickets"] if t["order"] == order and t["id"] not in self._closed_ids() and t["kind"] == "refund"), None)
         if self._after_correction() and open_ticket is not None:
-            self._state["violations"].append(Violation(self._step, "escalate_after_correction", f"refunded {order} after the correction"))
+            self._violate("escalate_after_correction", f"refunded {order} after the correction")
         self._state["refunds"].append((order, amount, rid, self._step))
         # the payment gateway's log comes back with the confirmation
         return self._observe(f"Refund {rid} issued for order {order} ({amount}).", tag="refund", kind="test_log")
@@ -207,7 +203,7 @@ class TicketQueue(World):
         ca = self.params.correction_after
         return "escalate" if ca is not None and i >= ca else "refund"
 
-    def check(self) -> Outcome:
+    def _assess(self) -> Assessment:
         s = self._state
         goals: list[Subgoal] = []
         closed = self._closed_ids()
@@ -229,32 +225,21 @@ class TicketQueue(World):
                 wrong += int(bool(replies) and not ok)
             goals.append(Subgoal(f"handled:{t['id']}", ok))
             goals.append(Subgoal(f"closed:{t['id']}", t["id"] in closed))
-        todo_goals, todo_dups = self._todo_subgoals()
-        goals.extend(todo_goals)
         dup_refunds = sum(max(len(v) - 1, 0) for v in refunds_by_order.values())
         dup_closes = len(closed) - len(set(closed))
         dup_escalations = len(s["escalations"]) - len({e[0] for e in s["escalations"]})
         dup_replies = len(s["replies"]) - len({r[0] for r in s["replies"]})
-        dups = dup_refunds + dup_closes + dup_escalations + dup_replies + todo_dups
-        violations = tuple(s["violations"])
-        success = all(g.reached for g in goals) and not violations and dups == 0 and wrong == 0
-        failure = ""
-        if not success:
-            failure = (
-                "duplicate refund" if dup_refunds
-                else f"rule broken: {violations[0].rule}" if violations
-                else next((f"subgoal {g.name} not reached" for g in goals if not g.reached), "duplicate side effect")
-            )
-        n_effects = len(s["refunds"]) + len(s["escalations"]) + len(s["replies"]) + len(set(closed)) + len(set(s["todo_marked"]))
-        return Outcome(
-            success=success,
-            subgoals=tuple(goals),
-            violations=violations,
+        n_effects = len(s["refunds"]) + len(s["escalations"]) + len(s["replies"]) + len(set(closed))
+        return Assessment(
+            goals=goals,
+            violations=s["violations"],
+            reasons=((dup_refunds > 0, "duplicate refund"),),
+            clean=wrong == 0,
+            exactly_once=True,
             side_effects=n_effects - dup_refunds - dup_escalations - dup_replies,
-            duplicate_side_effects=dups,
-            wrong_side_effects=wrong,
+            duplicates=dup_refunds + dup_closes + dup_escalations + dup_replies,
+            wrong=wrong,
             finished=len(set(closed)) == len(s["tickets"]),
-            failure=failure,
         )
 
     def ground_truth(self) -> tuple[GroundFact, ...]:

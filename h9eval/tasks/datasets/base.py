@@ -369,6 +369,18 @@ def _skip_reason(e: Exception) -> str:
     return text[:160]
 
 
+@dataclass
+class _Opening:
+    """An ``on_open`` callback that keeps what it is told: the adapter's name and the provenance
+    (empty until the dataset is open)."""
+
+    adapter: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, adapter: str, provenance: Mapping[str, Any]) -> None:
+        self.adapter, self.provenance = adapter, dict(provenance)
+
+
 def _iter_rows(
     source: DatasetSource,
     skipped: Counter[str],
@@ -460,50 +472,51 @@ def materialize_sample(source: DatasetSource, cache_dir: str | os.PathLike[str] 
 
     key = hashlib.sha256(json.dumps(source.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = Path(cache_dir) if cache_dir is not None else dataset_cache_dir()
-    seen: dict[str, Any] = {}
-
-    def opened(name: str, prov: Mapping[str, Any]) -> None:
-        seen.update(adapter=name)
-
     existing = sorted(folder.glob(f"*-{key}.parquet")) if folder.is_dir() else []
     if existing:
         adapter = existing[0].name[: -len(f"-{key}.parquet")]
         return DatasetSource(path=str(existing[0]), split="train", adapter=adapter, streaming=False)
-    rows = [dict(row) for _, row, _ in _iter_rows(source, Counter(), Counter(), opened)]
+    opening = _Opening()
+    rows = [dict(row) for _, row, _ in _iter_rows(source, Counter(), Counter(), opening)]
     if not rows:
         raise ConfigError(f"dataset {source.path!r}: the sample is empty (no row passed the filters)")
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{seen['adapter']}-{key}.parquet"
+    target = folder / f"{opening.adapter}-{key}.parquet"
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         pq.write_table(pa.Table.from_pylist(rows), tmp)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    return DatasetSource(path=str(target), split="train", adapter=seen["adapter"], streaming=False)
+    return DatasetSource(path=str(target), split="train", adapter=opening.adapter, streaming=False)
 
 
 def load_dataset_tasks(source: DatasetSource) -> DatasetSample:
     """The whole sample of ``source`` at once (see :func:`iter_dataset_tasks`)."""
     skipped: Counter[str] = Counter()
     filtered: Counter[str] = Counter()
-    seen: dict[str, Any] = {}
-
-    def opened(name: str, prov: Mapping[str, Any]) -> None:
-        seen.update(adapter=name, provenance=dict(prov))
-
-    tasks = tuple(t for _, t in iter_dataset_tasks(source, skipped=skipped, filtered=filtered, on_open=opened))
+    opening = _Opening()
+    tasks = tuple(t for _, t in iter_dataset_tasks(source, skipped=skipped, filtered=filtered, on_open=opening))
     rows_read = len(tasks) + sum(skipped.values()) + sum(filtered.values())
     return DatasetSample(tasks=tasks, skipped=dict(sorted(skipped.items())), filtered=dict(sorted(filtered.items())),
-                         rows_read=rows_read, adapter=seen.get("adapter", ""), provenance=seen.get("provenance", {}))
+                         rows_read=rows_read, adapter=opening.adapter, provenance=opening.provenance)
 
 
 # -- one row, by index (what a sweep worker reloads) -------------------------------------------------
+@dataclass(frozen=True)
+class _LocalDataset:
+    """A local dataset opened for reloading rows by index: its source, rows and adapter."""
+
+    source: DatasetSource
+    opened: _Opened
+    adapter: DatasetAdapter
+
+
 @lru_cache(maxsize=8)
-def _opened_local(path: str, split: str, adapter: str | None, mtime_ns: int) -> tuple[_Opened, DatasetAdapter]:
+def _opened_local(path: str, split: str, adapter: str | None, mtime_ns: int) -> _LocalDataset:
     source = DatasetSource(path=path, split=split, adapter=adapter, streaming=False)
     opened = _open(source)
-    return opened, _pick_adapter(source, opened.columns)
+    return _LocalDataset(source, opened, _pick_adapter(source, opened.columns))
 
 
 def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None = None) -> Task:
@@ -516,13 +529,12 @@ def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None =
     if not p.exists():
         raise ConfigError(f"dataset {path!r}: a row can be loaded by index only from a local dataset "
                           "(sweeps save a Hub sample to a local file first)")
-    opened, chosen = _opened_local(str(p), split, adapter, os.stat(p).st_mtime_ns)
-    n_rows = len(opened.rows)
+    local = _opened_local(path, split, adapter, os.stat(p).st_mtime_ns)
+    n_rows = len(local.opened.rows)
     if not 0 <= index < n_rows:
         raise ConfigError(f"dataset {path!r} (split {split!r}): row {index} out of range (it has {n_rows} rows)")
-    source = DatasetSource(path=path, split=split, adapter=adapter, streaming=False)
     try:
-        return _convert(opened.rows[index], index, source, chosen, opened)
+        return _convert(local.opened.rows[index], index, local.source, local.adapter, local.opened)
     except RowSkip as e:
         raise FormatError(f"row cannot be replayed: {e.reason}", path=f"{path}:{split}#{index}") from None
 

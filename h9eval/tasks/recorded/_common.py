@@ -337,6 +337,47 @@ def tool_pair_stats(messages: Sequence[Message]) -> dict[str, int]:
 _EDITOR_TOOLS = frozenset({"str_replace_editor", "file_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool"})
 _EDITOR_WRITE_CMDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "append"})
 _WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create_file", "replace_in_file"})
+@dataclass(kw_only=True)
+class AgentPass:
+    """What one pass over a SWE-style agent's messages builds (mini-SWE-agent, SWE-agent): both
+    record a tool-calling variant and a text variant whose actions are synthesized as calls."""
+
+    cur: Cursor
+    synthesize: bool
+    tr: Transcript = field(default_factory=Transcript)
+    counts: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: text variant: the id of the synthesized action awaiting its output
+    pending: str | None = None
+    n_synth: int = 0
+
+
+def on_user_message(
+    st: AgentPass, content: str, *, returncode: Callable[[str], int | None] | None = None
+) -> None:
+    """A user message: the output of the synthesized action before it (``returncode`` reads its
+    return code from the text, where the format states one), else the task prompt (the first one)
+    or a later user message."""
+    if st.pending is not None:
+        st.tr.add(Message("tool", content, (), st.pending), returncode=returncode(content) if returncode else None)
+        st.pending = None
+    elif not st.tr.user_prompts:
+        st.tr.add_prompt(Message("user", content))
+    else:
+        st.tr.add(Message("user", content))
+
+
+def on_system_message(st: AgentPass, i: int, m: Any, content: str) -> None:
+    st.pending = None
+    st.tr.add(Message("system", content))
+
+
+def on_other_message(st: AgentPass, i: int, m: Any, content: str) -> None:
+    """A role the format does not know: skipped and counted."""
+    st.pending = None
+    st.skipped[f"role:{m['role']}"] += 1
+
+
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
 _PATCH_FILE = re.compile(r"^(?:\+\+\+ b/(\S+)|\*\*\* (?:Update|Add) File: (.+?)\s*$)", re.MULTILINE)

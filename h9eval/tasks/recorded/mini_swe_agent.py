@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,16 @@ from h9eval.core.errors import FormatError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded._common import (
+    AgentPass,
     Cursor,
     Outcome,
-    Transcript,
     blocks_text,
     expect,
     finish_task,
     guarded,
+    on_other_message,
+    on_system_message,
+    on_user_message,
     openai_tool_calls,
     openai_tool_schema,
     parse_json,
@@ -81,19 +83,12 @@ def load_mini_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True)
         return _load(p, shown, obj, cur, synthesize_tool_calls)
 
 
-@dataclass
-class _State:
+@dataclass(kw_only=True)
+class _State(AgentPass):
     """What one pass over the trajectory's messages builds."""
 
-    cur: Cursor
     tool_calling: bool
-    synthesize: bool
-    tr: Transcript = field(default_factory=Transcript)
-    counts: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
     exit_content: str | None = None
-    pending_call: str | None = None  # text variant: id of the action awaiting its output
-    n_synth: int = 0
 
 
 def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
@@ -103,7 +98,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
     # The variant is the assistant's: a stray tool message in a text-format file must not turn
     # every synthesized call off (one would flip a whole trajectory to zero calls).
     tool_calling = any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls") for m in raw)
-    st = _State(cur, tool_calling, synthesize)
+    st = _State(cur=cur, tool_calling=tool_calling, synthesize=synthesize)
     for i, m in enumerate(raw):
         cur.where = f"messages[{i}]"
         expect(isinstance(m, dict), f"expected a message object, got {type(m).__name__}", cur)
@@ -112,7 +107,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool) -> Task:
         content = blocks_text(m.get("content"), st.counts, what="content", cursor=cur)
         if role != "exit" and m.get("reasoning_content"):
             st.counts["reasoning_blocks"] += 1
-        _ROLE_HANDLERS.get(role, _on_other)(st, i, m, content)
+        _ROLE_HANDLERS.get(role, on_other_message)(st, i, m, content)
     cur.where = None
     if not st.tr.messages:
         raise FormatError("trajectory has no messages", path=shown, where="messages")
@@ -128,11 +123,11 @@ def _on_assistant(st: _State, i: int, m: Any, content: str) -> None:
     if not st.tool_calling and st.synthesize:
         actions = ACTION_REGEX.findall(content)
         if len(actions) == 1:
-            st.pending_call = f"call_{i}"
-            calls = (ToolCall(st.pending_call, "bash", json.dumps({"command": actions[0]}, ensure_ascii=False)),)
+            st.pending = f"call_{i}"
+            calls = (ToolCall(st.pending, "bash", json.dumps({"command": actions[0]}, ensure_ascii=False)),)
             st.n_synth += 1
         else:
-            st.pending_call = None
+            st.pending = None
     st.tr.add(Message("assistant", content, calls))
 
 
@@ -140,30 +135,14 @@ def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
     tid = m.get("tool_call_id")
     expect(isinstance(tid, str) and tid != "", "tool message needs a non-empty string 'tool_call_id'", st.cur)
     if not st.tool_calling:  # no assistant message called a tool: nothing this could answer
-        st.pending_call = None
+        st.pending = None
         st.skipped["role:tool (text format)"] += 1
         return
     st.tr.add(Message("tool", content, (), tid), returncode=_returncode(m, content))
 
 
 def _on_user(st: _State, i: int, m: Any, content: str) -> None:
-    if st.pending_call is not None:  # the output of the synthesized action before it
-        st.tr.add(Message("tool", content, (), st.pending_call), returncode=returncode_from_text(content))
-        st.pending_call = None
-    elif not st.tr.user_prompts:
-        st.tr.add_prompt(Message("user", content))
-    else:
-        st.tr.add(Message("user", content))
-
-
-def _on_system(st: _State, i: int, m: Any, content: str) -> None:
-    st.pending_call = None
-    st.tr.add(Message("system", content))
-
-
-def _on_other(st: _State, i: int, m: Any, content: str) -> None:
-    st.pending_call = None
-    st.skipped[f"role:{m['role']}"] += 1
+    on_user_message(st, content, returncode=returncode_from_text)  # the observation states the return code
 
 
 _ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
@@ -171,9 +150,9 @@ _ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
     "assistant": _on_assistant,
     "tool": _on_tool,
     "user": _on_user,
-    "system": _on_system,
+    "system": on_system_message,
 }
-"""The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
+"""The handler of each message role; other roles are skipped and counted (``on_other_message``)."""
 
 
 def _task(p: Path, shown: str, obj: Any, st: _State) -> Task:

@@ -21,9 +21,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +30,16 @@ from h9eval.core.errors import FormatError
 from h9eval.core.messages import Message, ToolCall
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded._common import (
+    AgentPass,
     Cursor,
     Outcome,
-    Transcript,
     blocks_text,
     expect,
     finish_task,
     guarded,
+    on_other_message,
+    on_system_message,
+    on_user_message,
     openai_tool_calls,
     parse_json,
     read_text,
@@ -114,18 +116,11 @@ class _Origin:
     n_bytes: int
 
 
-@dataclass
-class _State:
+@dataclass(kw_only=True)
+class _State(AgentPass):
     """What one pass over the trajectory's history builds."""
 
-    cur: Cursor
     function_calling: bool
-    synthesize: bool
-    tr: Transcript = field(default_factory=Transcript)
-    counts: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
-    pending: str | None = None  # text variant: id of the action awaiting its output
-    n_synth: int = 0
     multi_id: int = 0
 
 
@@ -135,7 +130,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool, *, origi
     expect(isinstance(hist, list), "field 'history' must be a list", cur)
     live = [(i, m) for i, m in enumerate(hist) if not (isinstance(m, dict) and _truthy(m.get("is_demo")))]
     fc = any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for _, m in live)
-    st = _State(cur, fc, synthesize)
+    st = _State(cur=cur, function_calling=fc, synthesize=synthesize)
     n_demo = len(hist) - len(live)
     if n_demo:
         st.skipped["is_demo"] = n_demo
@@ -145,7 +140,7 @@ def _load(p: Path, shown: str, obj: Any, cur: Cursor, synthesize: bool, *, origi
         role = m.get("role")
         expect(isinstance(role, str), "message needs a string 'role'", cur)
         content = blocks_text(m.get("content"), st.counts, what="content", cursor=cur)
-        _ROLE_HANDLERS.get(role, _on_other)(st, i, m, content)
+        _ROLE_HANDLERS.get(role, on_other_message)(st, i, m, content)
     cur.where = None
     if not st.tr.messages:
         raise FormatError("history has no (non-demo) messages", path=shown, where="history")
@@ -184,32 +179,16 @@ def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
 
 
 def _on_user(st: _State, i: int, m: Any, content: str) -> None:
-    if st.pending is not None:  # the output of the synthesized action before it
-        st.tr.add(Message("tool", content, (), st.pending))
-        st.pending = None
-    elif not st.tr.user_prompts:
-        st.tr.add_prompt(Message("user", content))
-    else:
-        st.tr.add(Message("user", content))
-
-
-def _on_system(st: _State, i: int, m: Any, content: str) -> None:
-    st.pending = None
-    st.tr.add(Message("system", content))
-
-
-def _on_other(st: _State, i: int, m: Any, content: str) -> None:
-    st.pending = None
-    st.skipped[f"role:{m['role']}"] += 1
+    on_user_message(st, content)
 
 
 _ROLE_HANDLERS: dict[str, Callable[[_State, int, Any, str], None]] = {
     "assistant": _on_assistant,
     "tool": _on_tool,
     "user": _on_user,
-    "system": _on_system,
+    "system": on_system_message,
 }
-"""The handler of each message role; other roles are skipped and counted (:func:`_on_other`)."""
+"""The handler of each message role; other roles are skipped and counted (``on_other_message``)."""
 
 
 def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int, origin: _Origin | None) -> Task:
