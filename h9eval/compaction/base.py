@@ -110,16 +110,27 @@ class LogicalClock:
     def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)) -> None:
         self._t = start
         self._ns = 0
+        # readings since ``_t`` within its second, and their microseconds: one per record, so
+        # the datetime is advanced (and the head formatted) only when a second is crossed
+        self._ahead = 0
+        self._us = -1
 
     def now_ns(self) -> int:
         self._ns += 1_000_000
         return self._ns
 
     def timestamp(self) -> str:
-        self._t += timedelta(milliseconds=1)
+        us = self._us + 1000
+        if 1000 <= us < 1_000_000:  # _us >= 0: the last reading was in this second, head formatted
+            self._us, self._ahead = us, self._ahead + 1
+            return f"{self._head}.{us:06d}000{self._off}"
+        self._t += timedelta(milliseconds=1 + self._ahead)
+        self._ahead = 0
         if self._t.tzinfo is None or self._t.microsecond == 0 or self._t.second != self._sec:
             self._sec = self._t.second if self._t.microsecond != 0 else -1
             self._head, self._off = _rfc3339(self._t.replace(microsecond=1)).split(".000001000")
+        # the next reading takes the shortcut only while it stays in this (tz-aware) second
+        self._us = self._t.microsecond if self._t.tzinfo is not None and self._t.microsecond != 0 else -1001
         return f"{self._head}.{self._t.microsecond:06d}000{self._off}"
 
     _sec: int = -1

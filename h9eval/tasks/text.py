@@ -326,9 +326,12 @@ class TranscriptText:
         return state.present(end)
 
     def prefix(self, message_index: int, **kw: object) -> PrefixTextIndex:
-        """The index of ``messages[: message_index + 1]``'s text (``TextIndex`` options in ``kw``)."""
+        """The index of ``messages[: message_index + 1]``'s text (``TextIndex`` options in ``kw``).
+
+        Its ``text`` is sliced from the whole text only if read: copying the prefix at every
+        checkpoint made probing quadratic in the session again, and its lookups do not need it."""
         end = self.ends[message_index] if message_index >= 0 else 0
-        return PrefixTextIndex(self.text[:end], whole=self, end=end, **kw)  # type: ignore[arg-type]
+        return PrefixTextIndex(_LAZY_PREFIX, whole=self, end=end, **kw)  # type: ignore[arg-type]
 
 
 FUZZY_CHUNK_CHARS = 16_384
@@ -395,6 +398,10 @@ class _FuzzyScan:
         return best is not None and _digits_match(self.text, self.t, best[1], best[2], end)
 
 
+_LAZY_PREFIX = "\x00lazy prefix\x00"
+"""Stands for a :class:`PrefixTextIndex`'s text until it is read (compared by identity)."""
+
+
 @dataclass
 class PrefixTextIndex(TextIndex):
     """A :class:`TextIndex` of a prefix of a :class:`TranscriptText`, with the same answers:
@@ -403,6 +410,18 @@ class PrefixTextIndex(TextIndex):
 
     whole: TranscriptText | None = None
     end: int = 0
+
+    def __post_init__(self) -> None:
+        if self.text is _LAZY_PREFIX:
+            del self.text  # sliced on first read, by __getattr__
+
+    def __getattr__(self, name: str) -> Any:
+        # only called when normal lookup fails: for ``text``, before anything has read it
+        if name != "text" or "whole" not in self.__dict__:
+            raise AttributeError(name)
+        assert self.whole is not None
+        self.text = self.whole.text[: self.end]
+        return self.text
 
     def exact_present(self, t: str) -> bool:
         assert self.whole is not None
@@ -423,7 +442,7 @@ class PrefixTextIndex(TextIndex):
 
     def fuzzy_present(self, t: str) -> bool:
         assert self.whole is not None
-        if not self.fuzzy or len(t) < self.fuzzy_min_chars or len(self.text) < len(t):
+        if not self.fuzzy or len(t) < self.fuzzy_min_chars or self.end < len(t):
             return False
         if self.fuzzy_threshold >= 90 and not self._any_gram(_grams(t)):
             return False

@@ -65,7 +65,13 @@ def test_seeded_ids_are_uuid4_text() -> None:
 
 
 def test_clocks_print_rfc3339_as_before() -> None:
-    for start in (datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 1, 1, 23, 59, 59, 998_500, tzinfo=timezone(timedelta(hours=2)))):
+    starts = (
+        datetime(2026, 1, 1, tzinfo=timezone.utc),
+        datetime(2026, 1, 1, 23, 59, 59, 998_500, tzinfo=timezone(timedelta(hours=2))),
+        datetime(2026, 1, 1, 23, 59, 58, 999_000, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(2026, 3, 1, 0, 0, 0, 500),
+    )
+    for start in starts:
         clock, t = LogicalClock(start), start
         for _ in range(3_000):
             t += timedelta(milliseconds=1)
@@ -249,3 +255,40 @@ def test_kept_prefix_hint_is_the_common_prefix(kind: str) -> None:
                 assert comp.kept_prefix == common_prefix_len(hist, comp.view), (seed, write_back, c)
                 if write_back and list(comp.view) != hist:
                     hist = list(comp.view)
+
+
+def test_the_history_estimate_follows_the_history_whatever_is_reused() -> None:
+    """A history passed again with messages appended is summed from the previous count; any
+    change to the earlier messages (same first and last objects, another middle, or equal
+    copies) gives harness9's estimate of the whole list, as does a shorter history."""
+    from h9eval.core.tokens import estimate_tokens
+
+    rng = random.Random(3)
+    pool = [Message(rng.choice(["user", "assistant"]), "x" * rng.randint(1, 900)) for _ in range(40)]
+    run = ProgressiveCompactor(context_window_tokens=10_000_000).start(CompactionEnv(clock=LogicalClock(), seed=1))
+    hist = [Message("system", "s"), *pool[:5]]
+    cases = []
+    for i in range(5, 40):
+        hist.append(pool[i])
+        cases.append(list(hist))
+    changed = list(hist)
+    changed[7] = Message("user", "y" * 5000)  # first and last objects unchanged
+    cases += [changed, [Message(m.role, m.content) for m in changed], hist[:10], list(hist)]
+    for h in cases:
+        rec = run.compact(h).record
+        assert rec is not None and rec.tier == 0
+        assert rec.tokens_before == rec.tokens_after == estimate_tokens(h) and rec.msgs_after == len(h)
+
+
+def test_the_none_tier_shortcut_records_what_the_full_path_records() -> None:
+    """Below the warn tier the default policy returns its input and a record without the tier
+    machinery; an option that acts there (anti-thrash) takes the full path: same views and records."""
+    msgs = [Message("system", "s"), *(Message("user", f"m{i} " * 30) for i in range(12))]
+    plain = ProgressiveCompactor(context_window_tokens=100_000).start(CompactionEnv(clock=LogicalClock(), seed=1))
+    full = ProgressiveCompactor(context_window_tokens=100_000, anti_thrash_frac=0.5).start(
+        CompactionEnv(clock=LogicalClock(), seed=1)
+    )
+    assert plain._plain and not full._plain
+    for n in (1, 5, 13):
+        a, b = plain.compact(msgs[:n]), full.compact(msgs[:n])
+        assert a.view == b.view == tuple(msgs[:n]) and a.record == b.record

@@ -24,6 +24,22 @@ def test_prefix_index_answers_as_an_index_of_the_prefix_text() -> None:
             assert (got.present(t), got.first_position(t), got.last_position(t)) == (want.present(t), want.first_position(t), want.last_position(t)), (i, t)
 
 
+def test_a_prefix_index_copies_the_prefix_text_only_when_it_is_read() -> None:
+    """Slicing the prefix's text at every checkpoint was quadratic in the session: lookups answer
+    from the whole text, and ``text`` is sliced on first read (then kept)."""
+    from h9eval.tasks.text import TranscriptText, normalize
+
+    msgs, terms = _corpus(80)
+    whole = TranscriptText(msgs)
+    idx = whole.prefix(40)
+    for t in terms:
+        idx.present(t)
+        idx.fuzzy_present(normalize(t))
+    assert "text" not in idx.__dict__
+    assert idx.text == whole.text[: whole.ends[40]] and idx.text is idx.text
+    assert whole.prefix(-1).text == ""
+
+
 def _corpus(n_msgs: int, seed: int = 7) -> tuple[list, list[str]]:
     import random
 

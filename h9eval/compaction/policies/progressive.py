@@ -294,6 +294,12 @@ class ProgressiveRun(PolicyRun):
         self._greedy = GreedyIndex()
         keep = policy.mask_observations_keep_turns
         self._masker = IncrementalMasking(keep, MASK_PLACEHOLDER) if keep is not None else None
+        # none of the options that act below the warn tier (anti-thrash, masking, another tier
+        # counter) is on: a call under the warn threshold returns its input with a record
+        self._plain = policy.anti_thrash_frac is None and self._masker is None and self._counter is None
+        # the previous call's history and its harness9 byte count (see _history_bytes)
+        self._prev_view: tuple[Message, ...] = ()
+        self._prev_bytes = 0
 
     # -- harness9 API ----------------------------------------------------------------------
     def set_last_summary(self, s: str) -> None:
@@ -305,8 +311,13 @@ class ProgressiveRun(PolicyRun):
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         """``CompactWithRecord`` (spec §3.2); the record is also appended to the store."""
         start_ns = self.env.clock.now_ns()
-        msgs = list(history)
-        tokens_before = tokens if tokens is not None else estimate_tokens(msgs)
+        view = tuple(history)
+        tokens_before = tokens if tokens is not None else self._history_bytes(view) // 4
+        if self._plain and self.policy.tier_for_tokens(tokens_before) == Tier.NONE:
+            # most calls of a session: nothing to do, so only the record is made (one copy of
+            # the history, the view, instead of a working list and a view)
+            return Compaction(view, self._none_record(tokens_before, len(view), start_ns))
+        msgs = list(view)
         extra: dict[str, Any] = {}
         self._placeholders = {}
         guarded = self._anti_thrash(msgs, tokens_before)
@@ -338,12 +349,14 @@ class ProgressiveRun(PolicyRun):
         part.extra.update(extra)
         if self._placeholders:
             part.extra[EXTRA_OFFLOAD_PLACEHOLDERS] = dict(self._placeholders)
-        rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns, msgs)
+        # Most calls leave the history untouched; re-estimating it would make a replay O(n^2).
+        ta = tokens_before if part.result is msgs else estimate_tokens(part.result)
+        rec = self._stamp(part, tier, tokens_before, len(msgs), start_ns, ta, len(part.result))
         if self.env.record_store is not None and tier != Tier.NONE:
             self.env.record_store.append(rec)
         if self.policy.anti_thrash_frac is not None and guarded is None and self._effective(rec):
             self._last_input, self._last_view, self._last_tokens = msgs, part.result, tokens_before
-        return Compaction(tuple(part.result), rec)
+        return Compaction(view if part.result is msgs else tuple(part.result), rec)
 
     def _force(self, history: Sequence[Message]) -> Compaction:
         """harness9 ``ProgressiveCompactor.CompactForce``: the emergency path, no record."""
@@ -409,9 +422,41 @@ class ProgressiveRun(PolicyRun):
         self.thrash_avoided += 1
         return base
 
-    def _stamp(self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int, msgs: list[Message]) -> CompactionRecord:
-        # Most calls leave the history untouched; re-estimating it would make a replay O(n^2).
-        ta = tokens_before if part.result is msgs else estimate_tokens(part.result)
+    def _history_bytes(self, view: tuple[Message, ...]) -> int:
+        """harness9's byte count of ``view`` (``estimate_tokens`` times 4), summing only the
+        messages after the previous call's history when ``view`` starts with it (a history
+        passed again with a few messages appended). Equal messages have equal byte counts, so
+        the equality test (by identity first, in C) is enough; fresh objects fall back to a sum."""
+        prev = self._prev_view
+        k = len(prev)
+        if k and len(view) >= k and view[k - 1] is prev[-1] and view[0] is prev[0] and view[:k] == prev:
+            n = self._prev_bytes + sum(m.nbytes for m in view[k:])
+        else:
+            n = sum(m.nbytes for m in view)
+        self._prev_view, self._prev_bytes = view, n
+        return n
+
+    def _none_record(self, tokens: int, n_msgs: int, start_ns: int) -> CompactionRecord:
+        """What :meth:`_stamp` makes of an untouched history at tier none, the other fields left
+        at their defaults (the same record, without a ``_Partial`` to read them from)."""
+        ts = self.env.clock.timestamp()
+        return CompactionRecord(
+            id=self.env.new_id(),
+            session_id=self.env.session_id,
+            timestamp=ts,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            msgs_before=n_msgs,
+            msgs_after=n_msgs,
+            compression_ratio=1.0 if tokens > 0 else 0.0,
+            duration_ns=self.env.clock.now_ns() - start_ns,
+        )
+
+    def _stamp(
+        self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int, tokens_after: int,
+        msgs_after: int,
+    ) -> CompactionRecord:
+        ta = tokens_after
         ts = self.env.clock.timestamp()
         return CompactionRecord(
             id=self.env.new_id(),
@@ -421,7 +466,7 @@ class ProgressiveRun(PolicyRun):
             tokens_before=tokens_before,
             tokens_after=ta,
             msgs_before=msgs_before,
-            msgs_after=len(part.result),
+            msgs_after=msgs_after,
             anchors=part.anchors,
             offloaded=part.offloaded,
             summarized=part.summarized,
