@@ -26,9 +26,10 @@ test: $(STAMP) $(KERNEL) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 
-# ruff over the package, tests and benchmarks; mypy over the two bottom layers (core, compaction)
+# ruff (lint, and format at 120 columns) over the code; mypy over the two bottom layers (core, compaction)
 lint: $(STAMP)
-	$(BIN)/ruff check h9eval tests benchmarks scripts
+	$(BIN)/ruff check h9eval tests benchmarks examples scripts
+	$(BIN)/ruff format --check h9eval tests benchmarks examples scripts
 	$(BIN)/mypy
 
 demo: $(STAMP)

@@ -40,7 +40,15 @@ def measure(policy: Any, *, hops: int = 110, gap_steps: int = 88, seed: int = 1)
     params = {**FactChain.scale.params, "hops": hops, "gap_steps": gap_steps}
     agent = _TimedAgent()
     t0 = time.perf_counter()
-    ep = run_episode(make_world("fact_chain", **params), agent, policy, seed=seed, max_steps=400, summarizer="offline", history_mode="write_back")
+    ep = run_episode(
+        make_world("fact_chain", **params),
+        agent,
+        policy,
+        seed=seed,
+        max_steps=400,
+        summarizer="offline",
+        history_mode="write_back",
+    )
     total = time.perf_counter() - t0
     steps = [b - a for a, b in zip(agent.stamps, agent.stamps[1:])]
     q = max(len(steps) // 4, 1)
@@ -62,8 +70,10 @@ def measure(policy: Any, *, hops: int = 110, gap_steps: int = 88, seed: int = 1)
 
 def _quarters(prefix: str, times: list[float]) -> dict[str, float]:
     q = max(len(times) // 4, 1)
-    return {f"{prefix}_first_ms": statistics.median(times[:q]) * 1e3,
-            f"{prefix}_last_ms": statistics.median(times[-q:]) * 1e3}
+    return {
+        f"{prefix}_first_ms": statistics.median(times[:q]) * 1e3,
+        f"{prefix}_last_ms": statistics.median(times[-q:]) * 1e3,
+    }
 
 
 def _view_text_costs(views: Any, tools: Any) -> dict[str, float]:
@@ -84,20 +94,32 @@ def _view_text_costs(views: Any, tools: Any) -> dict[str, float]:
         incremental.append(t2 - t1)
         loads.append(t3 - t2)
         parse.append(t4 - t3)
-    return {**_quarters("serialize_whole", whole), **_quarters("serialize_incremental", incremental),
-            **_quarters("parse_whole", loads), **_quarters("parse_incremental", parse)}
+    return {
+        **_quarters("serialize_whole", whole),
+        **_quarters("serialize_incremental", incremental),
+        **_quarters("parse_whole", loads),
+        **_quarters("parse_incremental", parse),
+    }
 
 
 if __name__ == "__main__":
-    for name, pol in (("harness9-default@128k", {"kind": "progressive", "context_window_tokens": 128_000}),
-                      ("harness9-default@32k", {"kind": "progressive", "context_window_tokens": 32_000}), ("keep_all", "keep_all")):
+    for name, pol in (
+        ("harness9-default@128k", {"kind": "progressive", "context_window_tokens": 128_000}),
+        ("harness9-default@32k", {"kind": "progressive", "context_window_tokens": 32_000}),
+        ("keep_all", "keep_all"),
+    ):
         m = measure(pol)
-        print(f"{name}: {m['steps']:.0f} steps in {m['seconds']:.2f} s ({m['steps_per_s']:.0f} steps/s); median step "
-              f"{m['first_quarter_ms']:.1f} ms in the first quarter, {m['last_quarter_ms']:.1f} ms in the last "
-              f"({m['first_quarter_ms_per_10k_tokens']:.1f} and {m['last_quarter_ms_per_10k_tokens']:.1f} ms per 10k tokens of view); "
-              f"peak {m['peak_tokens_sent']:.0f} tokens")
-        print(f"  view text per step, first -> last quarter (ms): serialise whole {m['serialize_whole_first_ms']:.2f} "
-              f"-> {m['serialize_whole_last_ms']:.2f}, incremental {m['serialize_incremental_first_ms']:.2f} -> "
-              f"{m['serialize_incremental_last_ms']:.2f}; agent parse whole {m['parse_whole_first_ms']:.2f} -> "
-              f"{m['parse_whole_last_ms']:.2f}, incremental {m['parse_incremental_first_ms']:.2f} -> "
-              f"{m['parse_incremental_last_ms']:.2f}")
+        print(
+            f"{name}: {m['steps']:.0f} steps in {m['seconds']:.2f} s ({m['steps_per_s']:.0f} steps/s); median step "
+            f"{m['first_quarter_ms']:.1f} ms in the first quarter, {m['last_quarter_ms']:.1f} ms in the last "
+            f"({m['first_quarter_ms_per_10k_tokens']:.1f} and {m['last_quarter_ms_per_10k_tokens']:.1f} ms per 10k "
+            "tokens of view); "
+            f"peak {m['peak_tokens_sent']:.0f} tokens"
+        )
+        print(
+            f"  view text per step, first -> last quarter (ms): serialise whole {m['serialize_whole_first_ms']:.2f} "
+            f"-> {m['serialize_whole_last_ms']:.2f}, incremental {m['serialize_incremental_first_ms']:.2f} -> "
+            f"{m['serialize_incremental_last_ms']:.2f}; agent parse whole {m['parse_whole_first_ms']:.2f} -> "
+            f"{m['parse_whole_last_ms']:.2f}, incremental {m['parse_incremental_first_ms']:.2f} -> "
+            f"{m['parse_incremental_last_ms']:.2f}"
+        )

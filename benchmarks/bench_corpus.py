@@ -54,13 +54,31 @@ def make_corpus(path: Path, n: int) -> None:
         t = generate("small", seed=seed)
         msgs = []
         for m in t.messages:
-            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                     for c in m.tool_calls] or None
-            msgs.append({"role": m.role, "content": m.content, "tool_calls": calls,
-                         "tool_call_id": m.tool_call_id if m.role == "tool" else None, "name": None})
-        rows.append({"trajectory_id": f"synthetic-small-{seed}", "instance_id": f"synthetic__small-{seed}",
-                     "repo": "h9eval/synthetic", "trajectory": msgs, "tools": [], "model_patch": "",
-                     "exit_status": "submit", "resolved": seed % 2})
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in m.tool_calls
+            ] or None
+            msgs.append(
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "tool_calls": calls,
+                    "tool_call_id": m.tool_call_id if m.role == "tool" else None,
+                    "name": None,
+                }
+            )
+        rows.append(
+            {
+                "trajectory_id": f"synthetic-small-{seed}",
+                "instance_id": f"synthetic__small-{seed}",
+                "repo": "h9eval/synthetic",
+                "trajectory": msgs,
+                "tools": [],
+                "model_patch": "",
+                "exit_status": "submit",
+                "resolved": seed % 2,
+            }
+        )
     pq.write_table(pa.Table.from_pylist(rows), path, compression="zstd")
 
 
@@ -81,8 +99,13 @@ def run_one(corpus: Path, n: int, workers: int, scheduler: str | None, tmp: Path
     if p.returncode != 0:
         raise RuntimeError(f"corpus sweep failed: {p.stderr[-2000:]}")
     res = json.loads(p.stdout.strip().splitlines()[-1])
-    res.update(n_tasks=n, workers=workers, executor=scheduler or "pool", process_s=time.perf_counter() - t0,
-               tasks_per_min=60 * n / res["wall_s"])
+    res.update(
+        n_tasks=n,
+        workers=workers,
+        executor=scheduler or "pool",
+        process_s=time.perf_counter() - t0,
+        tasks_per_min=60 * n / res["wall_s"],
+    )
     return res
 
 
@@ -115,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| tasks | executor | workers | wall s | tasks/min | parent peak MB | largest worker MB |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['n_tasks']} | {r['executor']} | {r['workers']} | {r['wall_s']:.1f} | {r['tasks_per_min']:.0f} "
-              f"| {r['parent_mb']:.0f} | {r['worker_mb']:.0f} |")
+        print(
+            f"| {r['n_tasks']} | {r['executor']} | {r['workers']} | {r['wall_s']:.1f} | {r['tasks_per_min']:.0f} "
+            f"| {r['parent_mb']:.0f} | {r['worker_mb']:.0f} |"
+        )
     return 0
 
 

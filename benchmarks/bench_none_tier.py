@@ -1,7 +1,8 @@
 """CPU time of one `none`-tier call of harness9's ProgressiveCompactor (the no-op path).
 
 Two shapes of input: the same history list growing by one message per call (as a replay passes
-it, here without the token count a replay also passes; between n and 2n messages) and a fresh list of fresh message objects each call (as the conformance cases do). Prints
+it, here without the token count a replay also passes; between n and 2n messages) and a fresh list
+of fresh message objects each call (as the conformance cases do). Prints
 microseconds of process CPU time per call (median of rounds) and the 1-minute load average, since
 on a shared machine CPU time is the figure to read.
 
@@ -58,8 +59,10 @@ def main() -> None:
     for fresh in (False, True):
         times = [_round(a.messages, a.calls, fresh=fresh) for _ in range(a.rounds)]
         shape = "fresh messages per call" if fresh else "one growing history"
-        print(f"{shape:>24}: {statistics.median(times):6.2f} us CPU per call (median of {a.rounds}; "
-              f"min {min(times):.2f}), {a.messages} messages, load {load:.1f}")
+        print(
+            f"{shape:>24}: {statistics.median(times):6.2f} us CPU per call (median of {a.rounds}; "
+            f"min {min(times):.2f}), {a.messages} messages, load {load:.1f}"
+        )
 
 
 if __name__ == "__main__":

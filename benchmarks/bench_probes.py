@@ -69,15 +69,20 @@ def main(argv: list[str]) -> int:
     probes (the difference), rows, the growth exponent of the probes' CPU seconds from the size
     before, and the 1-minute load average when the row was done (the machine is shared)."""
     sizes = [int(a) for a in argv] or [1250, 2500, 5000]
-    print(f"{'turns':>6} {'wall s':>7} {'CPU s':>6} {'replay CPU s':>13} {'probes CPU s':>13} {'rows':>8} "
-          f"{'exponent':>9} {'load':>5}")
+    print(
+        f"{'turns':>6} {'wall s':>7} {'CPU s':>6} {'replay CPU s':>13} {'probes CPU s':>13} {'rows':>8} "
+        f"{'exponent':>9} {'load':>5}"
+    )
     prev: tuple[int, float] | None = None
     for n in sizes:
         t = probe_seconds(n)
         probes = max(t.cpu_s - t.bare_cpu_s, 1e-9)
         exp = "" if prev is None else f"{math.log(probes / prev[1]) / math.log(n / prev[0]):.2f}"
-        print(f"{n:>6} {t.wall_s:>7.1f} {t.cpu_s:>6.1f} {t.bare_cpu_s:>13.1f} {probes:>13.1f} {t.rows:>8} {exp:>9} "
-              f"{os.getloadavg()[0]:>5.1f}", flush=True)
+        print(
+            f"{n:>6} {t.wall_s:>7.1f} {t.cpu_s:>6.1f} {t.bare_cpu_s:>13.1f} {probes:>13.1f} {t.rows:>8} {exp:>9} "
+            f"{os.getloadavg()[0]:>5.1f}",
+            flush=True,
+        )
         prev = (n, probes)
     return 0
 

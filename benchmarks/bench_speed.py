@@ -251,7 +251,11 @@ def time_case_cold(path: Path, repeat: int) -> ColdTiming:
     for _ in range(repeat):
         proc = subprocess.run(
             [sys.executable, "-m", "h9eval", "conformance", "--timing", str(path)],
-            capture_output=True, text=True, cwd=root, env=env, timeout=600,
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=env,
+            timeout=600,
         )
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
         if line is None:
@@ -284,15 +288,19 @@ def bench_long_replays(paths: Sequence[Path], repeat: int) -> list[Target]:
         warm, _, _ = time_case(case, repeat)
         go_ms = GO_REPLAY_MS.get(name)
         go = f"Go {go_ms:g} ms on 2 cores: cold {cold.cpu_ms / go_ms:.2f}x Go; " if go_ms else "no Go figure recorded; "
-        out.append(Target(
-            f"long replay {name}: time inside compaction, cold process",
-            cold.cpu_ms,
-            2 * go_ms if go_ms else None,
-            "ms CPU",
-            f"{cold.steps} steps, median of {repeat} fresh processes; wall {cold.wall_ms:.1f} ms median, "
-            f"{cold.min_wall_ms:.1f} ms best on this shared machine; warm (in-process, repeated) {warm:.1f} ms wall; "
-            f"{go}cold tier medians (us, wall): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in cold.tier_median_ns.items()),
-        ))
+        out.append(
+            Target(
+                f"long replay {name}: time inside compaction, cold process",
+                cold.cpu_ms,
+                2 * go_ms if go_ms else None,
+                "ms CPU",
+                f"{cold.steps} steps, median of {repeat} fresh processes; wall {cold.wall_ms:.1f} ms median, "
+                f"{cold.min_wall_ms:.1f} ms best on this shared machine; warm (in-process, repeated) {warm:.1f} ms "
+                "wall; "
+                f"{go}cold tier medians (us, wall): "
+                + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in cold.tier_median_ns.items()),
+            )
+        )
     return out
 
 
@@ -301,14 +309,16 @@ def bench_shared_replay(paths: Sequence[Path], repeat: int) -> list[Target]:
     for p in paths:
         case = load_case(p)
         ms, tiers, steps = time_case(case, repeat)
-        out.append(Target(
-            f"shared long replay {case.get('name', p.name)}: time inside compaction",
-            ms,
-            2 * GO_SHARED_REPLAY_MS,
-            "ms",
-            f"{steps} steps, median of {repeat}; Go {GO_SHARED_REPLAY_MS:g} ms on 2 cores, limit 2x; "
-            "tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
-        ))
+        out.append(
+            Target(
+                f"shared long replay {case.get('name', p.name)}: time inside compaction",
+                ms,
+                2 * GO_SHARED_REPLAY_MS,
+                "ms",
+                f"{steps} steps, median of {repeat}; Go {GO_SHARED_REPLAY_MS:g} ms on 2 cores, limit 2x; "
+                "tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
+            )
+        )
     return out
 
 
@@ -320,14 +330,16 @@ def bench_synthetic_replays(seeds: Sequence[int], steps: int, repeat: int) -> li
     for s in seeds:
         case = synthetic_replay_case(s, steps)
         ms, tiers, n = time_case(case, repeat)
-        out.append(Target(
-            f"synthetic long replay seed {s}: time inside compaction per step",
-            ms / n,
-            2 * go_per_step_ms,
-            "ms/step",
-            f"{n} steps, {ms:.0f} ms in all, median of {repeat}; limit 2x Go's per-step figure on the shared case; "
-            "tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
-        ))
+        out.append(
+            Target(
+                f"synthetic long replay seed {s}: time inside compaction per step",
+                ms / n,
+                2 * go_per_step_ms,
+                "ms/step",
+                f"{n} steps, {ms:.0f} ms in all, median of {repeat}; limit 2x Go's per-step figure on the shared case; "
+                "tier medians (us): " + ", ".join(f"{k} {v / 1e3:.0f}" for k, v in tiers.items()),
+            )
+        )
     return out
 
 
@@ -375,7 +387,8 @@ def bench_per_call_ratio(
                     ratio,
                     1.2,
                     "x",
-                    f"{1e3 * t_small / small.n_calls:.3f} vs {1e3 * t_large / large.n_calls:.3f} ms/call; window {window:,}",
+                    f"{1e3 * t_small / small.n_calls:.3f} vs {1e3 * t_large / large.n_calls:.3f} ms/call; window "
+                    f"{window:,}",
                 )
                 out.append(tg)
                 if on_result is not None:
@@ -421,10 +434,20 @@ def bench_recorded_load(path: Path, repeat: int = 5) -> list[Target]:
     t_replay = best_seconds(lambda: (clear_caches(), replay(task, pol)), repeat)
     size = f"{path.name} ({path.stat().st_size / 1e6:.1f} MB, {task.n_calls} calls)"
     return [
-        Target("largest recorded session: load / JSON parse", t_load / t_parse, 3.0, "x",
-               f"{size}: parse {t_parse * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms"),
-        Target(f"largest recorded session: replay (window {window:,}) / load", t_replay / t_load, 1.0, "x",
-               f"progressive, replay {t_replay * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms"),
+        Target(
+            "largest recorded session: load / JSON parse",
+            t_load / t_parse,
+            3.0,
+            "x",
+            f"{size}: parse {t_parse * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms",
+        ),
+        Target(
+            f"largest recorded session: replay (window {window:,}) / load",
+            t_replay / t_load,
+            1.0,
+            "x",
+            f"progressive, replay {t_replay * 1e3:.1f} ms, load {t_load * 1e3:.1f} ms",
+        ),
     ]
 
 
@@ -476,8 +499,13 @@ def sweep_bench_spec(tmp: Path, n_tasks: int = 4, n_turns: int = 3000) -> dict[s
         "name": "bench-scaling",
         "window": 16_000,
         "tasks": {"specs": [str(path)]},
-        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16_000},
-                      "grid": {"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]}}],
+        "policies": [
+            {
+                "kind": "progressive",
+                "params": {"context_window_tokens": 16_000},
+                "grid": {"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]},
+            }
+        ],
         "history_modes": ["view", "write_back"],
     }
 
@@ -509,8 +537,9 @@ def machine_parallelism() -> float:
     return 2 * times[0] / times[1]
 
 
-def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 4, n_turns: int = 3000, dask: bool = True,
-                 repeat: int = 2) -> list[Target]:
+def bench_sweeps(
+    tmp: Path, small_toml: Path | None, *, n_tasks: int = 4, n_turns: int = 3000, dask: bool = True, repeat: int = 2
+) -> list[Target]:
     """2 workers over 1 on the scaling sweep, Dask (local cluster) over the process pool, and
     the share of start-up plus consolidation in ``small_toml``'s wall time (in-process run:
     wall time minus the time inside the cells, their rows' writing included).
@@ -533,28 +562,52 @@ def bench_sweeps(tmp: Path, small_toml: Path | None, *, n_tasks: int = 4, n_turn
         if dask:
             td = min(td, _timed_sweep(spec, tmp / f"dask-{i}", 2, "local")[0])
     cell_s = r1.load().runs["wall_time_s"].astype(float)
-    out = [Target(
-        f"sweep speed-up, 2 workers vs 1 ({r1.n_cells} cells)",
-        t1 / t2, 1.8, "x",
-        f"1 worker {t1:.1f} s, 2 workers {t2:.1f} s, best of {repeat}; cells {cell_s.median():.2f} s median; "
-        f"this machine's own 2-process capacity then (a pure-Python loop on 2 processes over 1): "
-        f"{', '.join(f'{p:.2f}x' for p in par)}",
-        at_least=True,
-    )]
+    out = [
+        Target(
+            f"sweep speed-up, 2 workers vs 1 ({r1.n_cells} cells)",
+            t1 / t2,
+            1.8,
+            "x",
+            f"1 worker {t1:.1f} s, 2 workers {t2:.1f} s, best of {repeat}; cells {cell_s.median():.2f} s median; "
+            f"this machine's own 2-process capacity then (a pure-Python loop on 2 processes over 1): "
+            f"{', '.join(f'{p:.2f}x' for p in par)}",
+            at_least=True,
+        )
+    ]
     if dask:
-        out.append(Target("sweep Dask local (2 workers) / process pool (2 workers)", td / t2, 1.10, "x",
-                          f"Dask {td:.1f} s, pool {t2:.1f} s, same sweep, best of {repeat}"))
+        out.append(
+            Target(
+                "sweep Dask local (2 workers) / process pool (2 workers)",
+                td / t2,
+                1.10,
+                "x",
+                f"Dask {td:.1f} s, pool {t2:.1f} s, same sweep, best of {repeat}",
+            )
+        )
     if small_toml is not None and small_toml.exists():
         t0, r0, cells_written = _timed_inproc_sweep(small_toml, tmp / "small-inproc")
         cells = float(r0.load().runs["wall_time_s"].astype(float).sum())
-        out.append(Target(f"sweep {small_toml.name}: start-up + consolidation / wall time (in process)",
-                          100 * (t0 - cells_written) / t0, 15.0, "%",
-                          f"wall {t0:.2f} s, cells {cells_written:.2f} s of which {cells_written - cells:.2f} s writing "
-                          f"their rows, {r0.n_cells} cells"))
+        out.append(
+            Target(
+                f"sweep {small_toml.name}: start-up + consolidation / wall time (in process)",
+                100 * (t0 - cells_written) / t0,
+                15.0,
+                "%",
+                f"wall {t0:.2f} s, cells {cells_written:.2f} s of which {cells_written - cells:.2f} s writing "
+                f"their rows, {r0.n_cells} cells",
+            )
+        )
         for w in (1, 2):
             tw, _ = _timed_sweep(small_toml, tmp / f"small-{w}", w)
-            out.append(Target(f"sweep {small_toml.name}: wall time with {w} worker(s) / in process", tw / t0, None, "x",
-                              f"{tw:.2f} s vs {t0:.2f} s in process (informational)"))
+            out.append(
+                Target(
+                    f"sweep {small_toml.name}: wall time with {w} worker(s) / in process",
+                    tw / t0,
+                    None,
+                    "x",
+                    f"{tw:.2f} s vs {t0:.2f} s in process (informational)",
+                )
+            )
     return out
 
 
@@ -587,8 +640,10 @@ def bench_startup(tmp: Path, repeat: int = 5) -> list[Target]:
     from h9eval.tasks.synthetic import generate
 
     root = Path(__file__).resolve().parents[1]
-    probe = ("import sys, time; t, c = time.perf_counter(), time.process_time(); import h9eval; "
-             "print(time.perf_counter() - t, time.process_time() - c)")
+    probe = (
+        "import sys, time; t, c = time.perf_counter(), time.process_time(); import h9eval; "
+        "print(time.perf_counter() - t, time.process_time() - c)"
+    )
     task_file = tmp / "ten-calls.jsonl"
     tasks_to_jsonl([truncate_calls(generate("small", seed=0), 10)], task_file)
     run_args = ["-m", "h9eval", "run", "--task", str(task_file), "--out"]
@@ -600,9 +655,14 @@ def bench_startup(tmp: Path, repeat: int = 5) -> list[Target]:
 
     def target(name: str, limit: float, pairs: list[tuple[float, ...]], what: str) -> Target:
         walls, cpus = [p[0] for p in pairs], [p[1] for p in pairs]
-        return Target(name, med(cpus), limit, "s CPU",
-                      f"median of {repeat} fresh processes, {what}; CPU range {min(cpus):.2f}-{max(cpus):.2f} s; "
-                      f"wall {med(walls):.2f} s median on this shared machine")
+        return Target(
+            name,
+            med(cpus),
+            limit,
+            "s CPU",
+            f"median of {repeat} fresh processes, {what}; CPU range {min(cpus):.2f}-{max(cpus):.2f} s; "
+            f"wall {med(walls):.2f} s median on this shared machine",
+        )
 
     return [
         target("start-up: import h9eval", 0.3, imports, "the import alone"),

@@ -19,7 +19,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3, help="seeds per preset (default 3); the time is the best run")
     ap.add_argument("--presets", default=",".join(PRESETS), help="comma-separated preset names")
     args = ap.parse_args()
-    print(f"{'preset':<9} {'turns':>6} {'messages':>9} {'MB':>7} {'est_tokens':>11} {'>10k':>5} {'4k-10k':>6} {'seconds':>8} {'turns/s':>9}")
+    print(
+        f"{'preset':<9} {'turns':>6} {'messages':>9} {'MB':>7} {'est_tokens':>11} {'>10k':>5} {'4k-10k':>6} "
+        f"{'seconds':>8} {'turns/s':>9}"
+    )
     for name in args.presets.split(","):
         best = float("inf")
         task = None
@@ -30,8 +33,10 @@ def main() -> None:
         assert task is not None
         md = task.metadata
         print(
-            f"{name:<9} {md['n_turns']:>6} {md['n_messages']:>9} {md['total_bytes'] / 1e6:>7.2f} {md['estimated_tokens']:>11,} "
-            f"{md['n_outputs_over_10000_bytes']:>5} {md['n_outputs_4000_to_10000_bytes']:>6} {best:>8.3f} {md['n_turns'] / best:>9,.0f}"
+            f"{name:<9} {md['n_turns']:>6} {md['n_messages']:>9} {md['total_bytes'] / 1e6:>7.2f} "
+            f"{md['estimated_tokens']:>11,} "
+            f"{md['n_outputs_over_10000_bytes']:>5} {md['n_outputs_4000_to_10000_bytes']:>6} {best:>8.3f} "
+            f"{md['n_turns'] / best:>9,.0f}"
         )
 
 

@@ -54,7 +54,10 @@ def machine() -> str:
                 break
     except OSError:
         cpu = platform.processor() or cpu
-    return f"{os.cpu_count()} CPUs (nproc), {cpu}; Python {platform.python_version()} on {platform.system()} {platform.release()}"
+    return (
+        f"{os.cpu_count()} CPUs (nproc), {cpu}; Python {platform.python_version()} on {platform.system()} "
+        f"{platform.release()}"
+    )
 
 
 def bench_replay_scaling(sizes: list[int]) -> list[Row]:
@@ -72,22 +75,32 @@ def bench_replay_scaling(sizes: list[int]) -> list[Row]:
         for label, pol, cfg in (
             ("keep_all", make_policy("keep_all"), ReplayConfig()),
             # A 100k window against 0.2M-4M tokens: compacts all along (write-back keeps it O(n)).
-            ("progressive", make_policy("progressive", context_window_tokens=100_000), ReplayConfig(history_mode="write_back")),
+            (
+                "progressive",
+                make_policy("progressive", context_window_tokens=100_000),
+                ReplayConfig(history_mode="write_back"),
+            ),
         ):
             res_holder: list[Any] = []
-            t = best_seconds(lambda: (clear_caches(), res_holder.append(replay(task, pol, config=cfg))), 3 if n <= 1000 else 1)
+            t = best_seconds(
+                lambda: (clear_caches(), res_holder.append(replay(task, pol, config=cfg))), 3 if n <= 1000 else 1
+            )
             res = res_holder[-1]
             n_comp = int(res.calls["compacted"].sum())
             per_call[(label, n)] = t / calls
-            rows.append((
-                f"replay {label}, synthetic {n:,} calls",
-                f"{1e3 * t / calls:.3f} ms/call",
-                f"{t:.2f} s total; {tokens:,} tokens; {n_comp} compactions",
-            ))
+            rows.append(
+                (
+                    f"replay {label}, synthetic {n:,} calls",
+                    f"{1e3 * t / calls:.3f} ms/call",
+                    f"{t:.2f} s total; {tokens:,} tokens; {n_comp} compactions",
+                )
+            )
     lo, hi = min(sizes), max(sizes)
     for label in ("keep_all", "progressive"):
         ratio = per_call[(label, hi)] / per_call[(label, lo)]
-        rows.append((f"replay {label}: per-call time {hi}/{lo}", f"{ratio:.2f}x", "≈ 1 = linear total time (O(1) per call)"))
+        rows.append(
+            (f"replay {label}: per-call time {hi}/{lo}", f"{ratio:.2f}x", "≈ 1 = linear total time (O(1) per call)")
+        )
     return rows
 
 
@@ -110,12 +123,14 @@ def bench_recorded() -> list[Row]:
     for label in ("keep_all", "progressive"):
         pol = make_policy(label)
         t = best_seconds(lambda: (clear_caches(), replay(task, pol)), 3)  # from cold each time
-        rows.append((
-            f"replay {label} / load, largest recorded session",
-            f"{t / t_load:.2f}x",
-            f"{biggest.relative_to(recorded_dir())} ({biggest.stat().st_size / 1e6:.1f} MB, {calls} calls): "
-            f"load {t_load * 1e3:.0f} ms, replay {t * 1e3:.0f} ms",
-        ))
+        rows.append(
+            (
+                f"replay {label} / load, largest recorded session",
+                f"{t / t_load:.2f}x",
+                f"{biggest.relative_to(recorded_dir())} ({biggest.stat().st_size / 1e6:.1f} MB, {calls} calls): "
+                f"load {t_load * 1e3:.0f} ms, replay {t * 1e3:.0f} ms",
+            )
+        )
     return rows
 
 
@@ -140,11 +155,14 @@ def bench_sweep(tmp: Path) -> list[Row]:
         r = sweep(spec, out_dir=out, workers=workers, progress=False, resume=False)
         t = time.perf_counter() - t0
         assert r.failed == 0, r.failures
-        rows.append((
-            f"sweep throughput, {workers} worker{'s' if workers > 1 else ''}",
-            f"{r.n_cells / t:.1f} cells/s",
-            f"{r.n_cells} cells (synthetic small × progressive grid × 2 modes) in {t:.1f} s, start-up and consolidation included",
-        ))
+        rows.append(
+            (
+                f"sweep throughput, {workers} worker{'s' if workers > 1 else ''}",
+                f"{r.n_cells / t:.1f} cells/s",
+                f"{r.n_cells} cells (synthetic small × progressive grid × 2 modes) in {t:.1f} s, start-up and "
+                "consolidation included",
+            )
+        )
     # Only summary_timeout_s varies (no summary depends on it), so every summary request could
     # repeat across cells. With offloads on, placeholders name the per-run session folder and
     # the requests differ; with both offload thresholds above every output they do not.
@@ -157,11 +175,14 @@ def bench_sweep(tmp: Path) -> list[Row]:
         r = sweep(spec, out_dir=tmp / f"cache-{len(fixed)}", workers=1, progress=False)
         calls = r.load().calls
         hits, total = int(calls["summarizer_cache_hits"].sum()), int(calls["summarizer_calls"].sum())
-        rows.append((
-            f"summarizer calls saved by the cache ({label})",
-            f"{hits / total:.0%}" if total else "n/a",
-            f"{hits} hits / {total} summarizer calls; {r.n_cells} cells varying only summary_timeout_s (4 values), 1 worker",
-        ))
+        rows.append(
+            (
+                f"summarizer calls saved by the cache ({label})",
+                f"{hits / total:.0%}" if total else "n/a",
+                f"{hits} hits / {total} summarizer calls; {r.n_cells} cells varying only summary_timeout_s (4 "
+                "values), 1 worker",
+            )
+        )
     return rows
 
 
@@ -169,10 +190,18 @@ def bench_synthetic_generator() -> tuple[list[Row], str]:
     script = HERE / "bench_synthetic.py"
     if not script.exists():
         return [], ""
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=1800,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if proc.returncode != 0:
-        return [("synthetic generator", "failed", proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")], ""
+        return [
+            ("synthetic generator", "failed", proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
+        ], ""
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     rows: list[Row] = []
     header = lines[0].split() if lines else []
@@ -182,11 +211,14 @@ def bench_synthetic_generator() -> tuple[list[Row], str]:
             continue
         d = dict(zip(header, cells))
         if {"preset", "seconds", "turns"} <= set(d):
-            rows.append((
-                f"synthetic generator, preset {d['preset']}",
-                f"{float(d['seconds']):.3f} s/task",
-                f"{d['turns']} turns, {d.get('MB', '?')} MB, {d.get('turns/s', '?')} turns/s (benchmarks/bench_synthetic.py)",
-            ))
+            rows.append(
+                (
+                    f"synthetic generator, preset {d['preset']}",
+                    f"{float(d['seconds']):.3f} s/task",
+                    f"{d['turns']} turns, {d.get('MB', '?')} MB, {d.get('turns/s', '?')} turns/s "
+                    "(benchmarks/bench_synthetic.py)",
+                )
+            )
     return rows, proc.stdout
 
 
@@ -206,7 +238,9 @@ def speed_targets(*, quick: bool = False) -> list[Any]:
     targets += bs.bench_synthetic_replays([1, 2] if quick else [1, 2, 3], steps=140, repeat=3 if quick else 5)
     # Every registered policy in both modes through run_task; quick: the two sizes are smaller.
     small, large = (100, 400) if quick else (250, 4_000)
-    targets += bs.bench_per_call_ratio(small, large, on_result=lambda t: print(" | ".join(t.row()), file=sys.stderr, flush=True))
+    targets += bs.bench_per_call_ratio(
+        small, large, on_result=lambda t: print(" | ".join(t.row()), file=sys.stderr, flush=True)
+    )
     files = [p for p in recorded_dir().rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json", ".traj")]
     if files:
         targets += bs.bench_recorded_load(max(files, key=lambda p: p.stat().st_size))
@@ -228,7 +262,9 @@ def write_readme(text: str) -> None:
     top = ROOT / "docs" / "benchmarks.md"
     if top.exists() and begin in top.read_text():
         old = top.read_text()
-        top.write_text(re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S))
+        top.write_text(
+            re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: f"{begin}\n{text}\n{end}", old, flags=re.S)
+        )
     readme = HERE / "README.md"
     if readme.exists() and begin in readme.read_text():
         old = readme.read_text()
@@ -265,8 +301,7 @@ def main() -> int:
     text = (
         f"Machine: {machine()}.  \n"
         f"h9eval commit {(g['git_commit'] or 'unknown')[:12]}{' (dirty)' if g['git_dirty'] else ''}; "
-        f"{time.strftime('%Y-%m-%d')}; all benchmarks took {time.perf_counter() - started:.0f} s.\n\n"
-        + table(rows)
+        f"{time.strftime('%Y-%m-%d')}; all benchmarks took {time.perf_counter() - started:.0f} s.\n\n" + table(rows)
     )
     print(text)
     if not args.no_write:

@@ -17,7 +17,13 @@ from h9eval.compaction import (
     repair_tool_pairs,
 )
 from h9eval.compaction.base import Policy, PolicyRun
-from h9eval.compaction.policies import ProgressiveCompactor, TokenBudgetCompactor, make_policy, policy_from_dict, registry
+from h9eval.compaction.policies import (
+    ProgressiveCompactor,
+    TokenBudgetCompactor,
+    make_policy,
+    policy_from_dict,
+    registry,
+)
 from h9eval.compaction.user import compaction_record, register_policy
 from h9eval.core.errors import ConfigError, FormatError, H9Error, H9InputError
 from h9eval.core.messages import Message, ToolCall

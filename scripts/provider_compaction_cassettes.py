@@ -97,22 +97,50 @@ def anthropic_reply(body: Mapping[str, Any]) -> dict[str, Any]:
     trigger = next((e["trigger"]["value"] for e in edits if e.get("type") == "compact_20260112"), None)
     n_in = len(json.dumps([body.get("system"), body.get("messages")])) // 4
     content: list[dict[str, Any]] = [{"type": "text", "text": "."}]
-    usage: dict[str, Any] = {"input_tokens": n_in, "output_tokens": 1, "cache_creation_input_tokens": 0,
-                             "cache_read_input_tokens": 0}
+    usage: dict[str, Any] = {
+        "input_tokens": n_in,
+        "output_tokens": 1,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
     if trigger is not None and n_in >= trigger:
         msgs, previous = anthropic_view(body)
         summary = _summary(msgs, previous)
         content.insert(0, {"type": "compaction", "content": summary})
         n_after = len(json.dumps([body.get("system"), summary])) // 4
-        usage = {"input_tokens": n_after, "output_tokens": 1, "cache_creation_input_tokens": 0,
-                 "cache_read_input_tokens": 0, "iterations": [
-                     {"type": "compaction", "input_tokens": n_in, "output_tokens": len(summary) // 4,
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
-                     {"type": "message", "input_tokens": n_after, "output_tokens": 1,
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}]}
-    return {"id": f"msg_fake_{_digest(body)[:24]}", "type": "message", "role": "assistant", "model": body["model"],
-            "content": content, "stop_reason": "max_tokens", "stop_sequence": None, "usage": usage,
-            "context_management": {"applied_edits": [{"type": "compact_20260112"}] if len(content) > 1 else []}}
+        usage = {
+            "input_tokens": n_after,
+            "output_tokens": 1,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "iterations": [
+                {
+                    "type": "compaction",
+                    "input_tokens": n_in,
+                    "output_tokens": len(summary) // 4,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                },
+                {
+                    "type": "message",
+                    "input_tokens": n_after,
+                    "output_tokens": 1,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                },
+            ],
+        }
+    return {
+        "id": f"msg_fake_{_digest(body)[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": body["model"],
+        "content": content,
+        "stop_reason": "max_tokens",
+        "stop_sequence": None,
+        "usage": usage,
+        "context_management": {"applied_edits": [{"type": "compact_20260112"}] if len(content) > 1 else []},
+    }
 
 
 # -- OpenAI ---------------------------------------------------------------------------------------
@@ -121,7 +149,7 @@ def encrypt(text: str) -> str:
 
 
 def decrypt(token: str) -> str:
-    return zlib.decompress(base64.urlsafe_b64decode(token[len(_ENC_PREFIX):])).decode()
+    return zlib.decompress(base64.urlsafe_b64decode(token[len(_ENC_PREFIX) :])).decode()
 
 
 def openai_view(body: Mapping[str, Any]) -> tuple[list[Message], str | None]:
@@ -146,23 +174,46 @@ def openai_reply(body: Mapping[str, Any]) -> dict[str, Any]:
     msgs, previous = openai_view(body)
     summary = _summary(msgs, previous)
     digest = _digest(body)
-    users = [it for it in body.get("input") or []
-             if it.get("type", "message") == "message" and it.get("role") == "user"]
+    users = [
+        it for it in body.get("input") or [] if it.get("type", "message") == "message" and it.get("role") == "user"
+    ]
     output: list[dict[str, Any]] = [
-        {"id": f"msg_fake_{digest[:16]}_{i}", "type": "message", "status": "completed", "role": "user",
-         "content": it["content"]} for i, it in enumerate(users)]
-    output.append({"id": f"cmp_fake_{digest[:24]}", "type": "compaction", "encrypted_content": encrypt(summary),
-                   "created_by": "fake-server"})
+        {
+            "id": f"msg_fake_{digest[:16]}_{i}",
+            "type": "message",
+            "status": "completed",
+            "role": "user",
+            "content": it["content"],
+        }
+        for i, it in enumerate(users)
+    ]
+    output.append(
+        {
+            "id": f"cmp_fake_{digest[:24]}",
+            "type": "compaction",
+            "encrypted_content": encrypt(summary),
+            "created_by": "fake-server",
+        }
+    )
     n_in = len(json.dumps([body.get("instructions"), body.get("input")])) // 4
     # OpenAI caches prompt prefixes automatically: all but the newest item was sent before
     seen = len(json.dumps([body.get("instructions"), (body.get("input") or [])[:-1]])) // 4
     cached = seen // 128 * 128 if seen >= 1024 else 0
     n_out = len(summary) // 4
-    return {"id": f"resp_fake_{digest[:24]}", "object": "response.compaction", "created_at": 1767225600,
-            "model": body["model"], "output": output,
-            "usage": {"input_tokens": n_in, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
-                      "output_tokens": n_out, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": n_in + n_out}}
+    return {
+        "id": f"resp_fake_{digest[:24]}",
+        "object": "response.compaction",
+        "created_at": 1767225600,
+        "model": body["model"],
+        "output": output,
+        "usage": {
+            "input_tokens": n_in,
+            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+            "output_tokens": n_out,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": n_in + n_out,
+        },
+    }
 
 
 # -- the server ------------------------------------------------------------------------------------
@@ -172,8 +223,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         key = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
-        self.server.seen.append({"path": self.path, "beta": self.headers.get("anthropic-beta"), "key": key,
-                                 "body": body})
+        self.server.seen.append(
+            {"path": self.path, "beta": self.headers.get("anthropic-beta"), "key": key, "body": body}
+        )
         if not key:
             status, reply = 401, {"type": "error", "error": {"type": "authentication_error", "message": "no key"}}
         elif self.path.endswith("/v1/messages") and "compact-2026-01-12" in (self.headers.get("anthropic-beta") or ""):
@@ -259,12 +311,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         fresh = record(Path(tmp))
-        changed = [k for k, p in fresh.items() if not shipped_cassette(k).exists()
-                   or shipped_cassette(k).read_bytes() != p.read_bytes()]
+        changed = [
+            k
+            for k, p in fresh.items()
+            if not shipped_cassette(k).exists() or shipped_cassette(k).read_bytes() != p.read_bytes()
+        ]
         if args.check:
             for k in changed:
-                print(f"{shipped_cassette(k)}: differs from a fresh recording; "
-                      "rerun python -m scripts.provider_compaction_cassettes")
+                print(
+                    f"{shipped_cassette(k)}: differs from a fresh recording; "
+                    "rerun python -m scripts.provider_compaction_cassettes"
+                )
             return 1 if changed else 0
         CASSETTE_DIR.mkdir(parents=True, exist_ok=True)
         for k, p in fresh.items():

@@ -39,8 +39,13 @@ def _reply(server: FakeMessages, body: dict[str, Any]) -> dict[str, Any]:
         server.input_tokens += tin
         server.output_tokens += tout
     return {
-        "id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model", ""),
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
         "usage": {"input_tokens": tin, "output_tokens": tout},
     }
 
@@ -58,8 +63,11 @@ def fake_messages_server() -> Iterator[FakeMessages]:
             if server.mode == "hang":
                 server.stop.wait(5.0)  # longer than any timeout the tests give; bounded, so the server stops
                 return
-            status, data = (529, {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}}) \
-                if server.mode == "529" else (200, _reply(server, body))
+            status, data = (
+                (529, {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}})
+                if server.mode == "529"
+                else (200, _reply(server, body))
+            )
             raw = json.dumps(data).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")

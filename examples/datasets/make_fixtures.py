@@ -47,8 +47,10 @@ def _instance(t: Task, k: int) -> str:
 def _openai(m: Message) -> dict[str, Any]:
     d: dict[str, Any] = {"role": m.role, "content": m.content, "tool_calls": None, "tool_call_id": None, "name": None}
     if m.tool_calls:
-        d["tool_calls"] = [{"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
-                           for tc in m.tool_calls]
+        d["tool_calls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+            for tc in m.tool_calls
+        ]
     if m.role == "tool":
         d["tool_call_id"] = m.tool_call_id
     return d
@@ -85,9 +87,17 @@ def _swe_agent_text(t: Task) -> list[dict[str, Any]]:
 
 
 def _tools(t: Task) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": s.get("name", ""), "description": s.get("description", ""),
-                                              "parameters": json.dumps(s.get("input_schema", {}))}}
-            for s in t.tools]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": s.get("name", ""),
+                "description": s.get("description", ""),
+                "parameters": json.dumps(s.get("input_schema", {})),
+            },
+        }
+        for s in t.tools
+    ]
 
 
 def _write(name: str, rows: list[dict[str, Any]], *, also: Iterable[str] = ()) -> None:
@@ -105,12 +115,27 @@ def main() -> int:
     # nebius/SWE-agent-trajectories
     rows = []
     for k, t in enumerate(tasks):
-        rows.append({"instance_id": _instance(t, k), "model_name": "recorded", "target": k % 2 == 0,
-                     "trajectory": _swe_agent_text(t), "exit_status": "submitted", "generated_patch": "",
-                     "eval_logs": ""})
+        rows.append(
+            {
+                "instance_id": _instance(t, k),
+                "model_name": "recorded",
+                "target": k % 2 == 0,
+                "trajectory": _swe_agent_text(t),
+                "exit_status": "submitted",
+                "generated_patch": "",
+                "eval_logs": "",
+            }
+        )
     bad = dict(rows[0])
-    rows.append({**bad, "instance_id": "broken__role", "trajectory": [{"role": "robot", "text": "hi",
-                 "system_prompt": None, "mask": False, "cutoff_date": "2024-06-01"}]})
+    rows.append(
+        {
+            **bad,
+            "instance_id": "broken__role",
+            "trajectory": [
+                {"role": "robot", "text": "hi", "system_prompt": None, "mask": False, "cutoff_date": "2024-06-01"}
+            ],
+        }
+    )
     rows.append({**bad, "instance_id": "broken__empty", "trajectory": []})
     _write("nebius_swe_agent", rows, also=["jsonl"])
 
@@ -121,22 +146,41 @@ def main() -> int:
         for m in t.messages:
             d: dict[str, Any] = {"role": m.role, "content": m.content}
             if m.tool_calls:
-                d["tool_calls"] = [{"id": tc.id, "type": "function",
-                                    "function": {"name": tc.name, "arguments": tc.arguments}} for tc in m.tool_calls]
+                d["tool_calls"] = [
+                    {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+                    for tc in m.tool_calls
+                ]
             if m.role == "tool":
                 d["tool_call_ids"] = [m.tool_call_id]
             msgs.append(d)
-        rows.append({"instance_id": _instance(t, k), "traj_id": f"{_instance(t, k)}.recorded", "model": "recorded",
-                     "resolved": k % 3 != 0, "patch": "", "messages": json.dumps(msgs, ensure_ascii=False)})
+        rows.append(
+            {
+                "instance_id": _instance(t, k),
+                "traj_id": f"{_instance(t, k)}.recorded",
+                "model": "recorded",
+                "resolved": k % 3 != 0,
+                "patch": "",
+                "messages": json.dumps(msgs, ensure_ascii=False),
+            }
+        )
     rows.append({**rows[0], "traj_id": "broken.not_json", "messages": "{not json"})
     _write("swe_smith", rows)
 
     # nebius/SWE-rebench-openhands-trajectories
     rows = []
     for k, t in enumerate(tasks):
-        rows.append({"trajectory_id": f"traj-{k:04d}", "instance_id": _instance(t, k), "repo": "recorded/session",
-                     "trajectory": [_openai(m) for m in t.messages], "tools": _tools(t), "model_patch": "",
-                     "exit_status": "submit", "resolved": k % 2})
+        rows.append(
+            {
+                "trajectory_id": f"traj-{k:04d}",
+                "instance_id": _instance(t, k),
+                "repo": "recorded/session",
+                "trajectory": [_openai(m) for m in t.messages],
+                "tools": _tools(t),
+                "model_patch": "",
+                "exit_status": "submit",
+                "resolved": k % 2,
+            }
+        )
     broken = [dict(m) for m in rows[0]["trajectory"]]
     for m in broken:
         if m["tool_calls"]:
@@ -148,12 +192,21 @@ def main() -> int:
     # nvidia/SWE-Zero-openhands-trajectories and SWE-Gym/OpenHands-Sampled-Trajectories: `messages`
     rows = []
     for k, t in enumerate(tasks):
-        rows.append({"instance_id": _instance(t, k), "trajectory_id": f"zero-{k:04d}", "repo": "recorded/session",
-                     "messages": [_openai(m) for m in t.messages],
-                     "tools": [json.dumps(x) for x in _tools(t)], "resolved": [1, 0, -1][k % 3]})
+        rows.append(
+            {
+                "instance_id": _instance(t, k),
+                "trajectory_id": f"zero-{k:04d}",
+                "repo": "recorded/session",
+                "messages": [_openai(m) for m in t.messages],
+                "tools": [json.dumps(x) for x in _tools(t)],
+                "resolved": [1, 0, -1][k % 3],
+            }
+        )
     _write("swe_zero_openhands", rows)
-    rows = [{"instance_id": r["instance_id"], "run_id": f"gym-{k}", "messages": r["messages"],
-             "resolved": bool(k % 2)} for k, r in enumerate(rows)]
+    rows = [
+        {"instance_id": r["instance_id"], "run_id": f"gym-{k}", "messages": r["messages"], "resolved": bool(k % 2)}
+        for k, r in enumerate(rows)
+    ]
     _write("swe_gym_openhands", rows)
     return 0
 

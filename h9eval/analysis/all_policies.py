@@ -28,27 +28,45 @@ if TYPE_CHECKING:
 
 __all__ = ["AllPolicies", "TABLE_METRICS", "all_policies_spec", "policy_table", "compare_all_policies"]
 
-TABLE_METRICS: tuple[str, ...] = ("retention", "tokens_saved", "peak_tokens_sent", "n_compactions", "summarizer_calls", "emergencies", "overflows")
+TABLE_METRICS: tuple[str, ...] = (
+    "retention",
+    "tokens_saved",
+    "peak_tokens_sent",
+    "n_compactions",
+    "summarizer_calls",
+    "emergencies",
+    "overflows",
+)
 """The per-run numbers :func:`policy_table` averages per configuration, in its column order."""
 
 
 def all_policies_spec(
-    tasks: Sequence[str], *, window: int, name: str | None = None, history_modes: Sequence[str] = ("view",), probe_every_k: int | None = None
+    tasks: Sequence[str],
+    *,
+    window: int,
+    name: str | None = None,
+    history_modes: Sequence[str] = ("view",),
+    probe_every_k: int | None = None,
 ) -> dict[str, Any]:
     """A sweep spec (a dict for :func:`h9eval.sweeps.sweep`) of every registered policy at its
     defaults on ``tasks`` (task specs or paths) at ``window`` tokens, with recall probes; a
     policy whose defaults are invalid at this window is skipped (and listed). The provider-side
     compaction policies are left out: their cassettes cover the tasks they were recorded on only."""
     if not tasks:
-        raise ConfigError("give at least one task (a file, a folder of sessions or a task spec such as synthetic:small:0)")
+        raise ConfigError(
+            "give at least one task (a file, a folder of sessions or a task spec such as synthetic:small:0)"
+        )
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
         raise ConfigError(f"window must be a positive number of tokens, got {window!r}")
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(tasks[0]).rstrip("/")).name.split("#")[0]).strip("-._") or "tasks"
     # the spec's window is every policy's run window (compaction.step.run_window)
     policies: list[dict[str, Any]] = [{"kind": "progressive", "name": DEFAULT_NAME}]
     # the provider-side policies replay recorded replies, which cover their cassette's tasks only
-    policies += [{"kind": kind} for kind, cls in sorted(registry().items())
-                 if kind != "progressive" and not issubclass(cls, ServerCompactionPolicy)]
+    policies += [
+        {"kind": kind}
+        for kind, cls in sorted(registry().items())
+        if kind != "progressive" and not issubclass(cls, ServerCompactionPolicy)
+    ]
     probes: dict[str, Any] = {"scorers": ["recall"]}
     if probe_every_k is not None:
         probes["every_k"] = probe_every_k
@@ -72,7 +90,9 @@ def policy_table(results: Any) -> pd.DataFrame:
     g = table.groupby(["config", "history_mode"], sort=False)
     out = g[cols].mean()
     out.insert(0, "n_tasks", g["task_id"].nunique())
-    return out.reset_index().sort_values(["retention", "tokens_saved"], ascending=False, na_position="last", ignore_index=True)
+    return out.reset_index().sort_values(
+        ["retention", "tokens_saved"], ascending=False, na_position="last", ignore_index=True
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,14 +108,22 @@ class AllPolicies:
     def lines(self) -> list[str]:
         import pandas as pd
 
-        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
+        with pd.option_context(
+            "display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format
+        ):
             out = self.table.to_string(index=False).splitlines()
         need = min_tasks_for(DEFAULT_LEVEL)
         if self.headline is None:
-            out.append(f"{self.n_tasks} task(s): no verdicts against {DEFAULT_NAME} (a paired verdict needs at least {need} tasks; "
-                       "give a folder of sessions or more task specs)")
+            out.append(
+                f"{self.n_tasks} task(s): no verdicts against {DEFAULT_NAME} (a paired verdict needs at least {need} "
+                "tasks; "
+                "give a folder of sessions or more task specs)"
+            )
         else:
-            out.append(f"against {DEFAULT_NAME} (A - B, paired by task, {self.headline.method} over {self.headline.family_size}):")
+            out.append(
+                f"against {DEFAULT_NAME} (A - B, paired by task, {self.headline.method} over "
+                f"{self.headline.family_size}):"
+            )
             out += ["  " + c.a + ": " + c.line() for c in self.headline.comparisons]
         out += [f"skipped {s.where}: {s.error}" for s in self.sweep.skipped]
         out.append(f"results: {self.sweep.out_dir} (h9eval report {self.sweep.out_dir} for the full report)")

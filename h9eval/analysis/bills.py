@@ -99,7 +99,9 @@ class BillCheck:
             "miss_after_compaction_recorded": all(recorded_misses) if recorded_misses else None,
             "prefix_tokens": self.prefix_tokens,
             "ttl": self.ttl,
-            "passes": read_pts <= READ_SHARE_TOLERANCE_POINTS and factor <= WRITE_SHARE_TOLERANCE_FACTOR and all(misses),
+            "passes": read_pts <= READ_SHARE_TOLERANCE_POINTS
+            and factor <= WRITE_SHARE_TOLERANCE_FACTOR
+            and all(misses),
         }
 
 
@@ -108,18 +110,26 @@ def _recorded_frame(task: Task) -> pd.DataFrame:
 
     rc = task.metadata.get("recorded_calls")
     if not rc:
-        raise ConfigError(f"{task.task_id}: no recorded bills (metadata 'recorded_calls'); expected a Claude Code session")
+        raise ConfigError(
+            f"{task.task_id}: no recorded bills (metadata 'recorded_calls'); expected a Claude Code session"
+        )
     df = pd.DataFrame(list(rc))
     cols = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     missing = [c for c in cols if df[c].isna().any()]
     if missing:
-        raise ConfigError(f"{task.task_id}: recorded usage lacks {missing[0]} on some calls; expected message.usage on every response")
+        raise ConfigError(
+            f"{task.task_id}: recorded usage lacks {missing[0]} on some calls; expected message.usage on every response"
+        )
     return df
 
 
 def _ttl(df: pd.DataFrame) -> str:
     """The lifetime the harness asked for, as its recorded writes show it."""
-    return "1h" if df["cache_creation_1h_tokens"].fillna(0).sum() > df["cache_creation_5m_tokens"].fillna(0).sum() else "5m"
+    return (
+        "1h"
+        if df["cache_creation_1h_tokens"].fillna(0).sum() > df["cache_creation_5m_tokens"].fillna(0).sum()
+        else "5m"
+    )
 
 
 def check_bills(task: Task, *, prefix_tokens: int | str = "first_call", placement: str | None = None) -> BillCheck:
@@ -132,10 +142,18 @@ def check_bills(task: Task, *, prefix_tokens: int | str = "first_call", placemen
     where = placement or ("claude_code_1h" if ttl == "1h" else "claude_code")
     rec_input = rec["input_tokens"] + rec["cache_creation_input_tokens"] + rec["cache_read_input_tokens"]
     if prefix_tokens == "first_call":
-        probe = replay(task, make_policy("as_recorded"), config=ReplayConfig(billing=BillingConfig(prefix_tokens=0)),
-                       session_store=False)
-        first_view = int(probe.calls["uncached_input_tokens"].iloc[0] + probe.calls["cache_write_5m_tokens"].iloc[0]
-                         + probe.calls["cache_write_1h_tokens"].iloc[0] + probe.calls["cache_read_tokens"].iloc[0])
+        probe = replay(
+            task,
+            make_policy("as_recorded"),
+            config=ReplayConfig(billing=BillingConfig(prefix_tokens=0)),
+            session_store=False,
+        )
+        first_view = int(
+            probe.calls["uncached_input_tokens"].iloc[0]
+            + probe.calls["cache_write_5m_tokens"].iloc[0]
+            + probe.calls["cache_write_1h_tokens"].iloc[0]
+            + probe.calls["cache_read_tokens"].iloc[0]
+        )
         prefix = max(int(rec_input.iloc[0]) - first_view, 0)
     elif isinstance(prefix_tokens, int) and prefix_tokens >= 0:
         prefix = prefix_tokens
@@ -144,9 +162,14 @@ def check_bills(task: Task, *, prefix_tokens: int | str = "first_call", placemen
     cfg = ReplayConfig(billing=BillingConfig(placement=where, prefix_tokens=prefix), keep_views=True)
     run = replay(task, make_policy("as_recorded"), config=cfg, session_store=False)
     calls = _compare(run.calls, rec, rec_input, prefix, TTL_SECONDS[ttl])
-    return BillCheck(task_id=task.task_id, calls=calls, prefix_tokens=prefix, ttl=ttl,
-                     boundaries=_boundaries(task, calls, prefix, ttl),
-                     compaction_calls=_compaction_calls(task, run, cfg, prefix, where))
+    return BillCheck(
+        task_id=task.task_id,
+        calls=calls,
+        prefix_tokens=prefix,
+        ttl=ttl,
+        boundaries=_boundaries(task, calls, prefix, ttl),
+        compaction_calls=_compaction_calls(task, run, cfg, prefix, where),
+    )
 
 
 def _compare(c: pd.DataFrame, rec: pd.DataFrame, rec_input: pd.Series, prefix: int, ttl_s: float) -> pd.DataFrame:
@@ -154,19 +177,21 @@ def _compare(c: pd.DataFrame, rec: pd.DataFrame, rec_input: pd.Series, prefix: i
 
     write = c["cache_write_5m_tokens"] + c["cache_write_1h_tokens"]
     pred_input = c["uncached_input_tokens"] + write + c["cache_read_tokens"]
-    out = pd.DataFrame({
-        "call_index": c["call_index"],
-        "message_index": c["message_index"],
-        "model": c["billed_model"],
-        "at_s": c["call_at_s"],
-        "compacted": c["compacted"].astype(bool),
-        "pred_input": pred_input,
-        "pred_read": c["cache_read_tokens"],
-        "pred_write": write,
-        "rec_input": rec_input.to_numpy(),
-        "rec_read": rec["cache_read_input_tokens"].to_numpy(),
-        "rec_write": rec["cache_creation_input_tokens"].to_numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "call_index": c["call_index"],
+            "message_index": c["message_index"],
+            "model": c["billed_model"],
+            "at_s": c["call_at_s"],
+            "compacted": c["compacted"].astype(bool),
+            "pred_input": pred_input,
+            "pred_read": c["cache_read_tokens"],
+            "pred_write": write,
+            "rec_input": rec_input.to_numpy(),
+            "rec_read": rec["cache_read_input_tokens"].to_numpy(),
+            "rec_write": rec["cache_creation_input_tokens"].to_numpy(),
+        }
+    )
     out["pred_read_share"] = out["pred_read"] / out["pred_input"].where(out["pred_input"] > 0)
     out["rec_read_share"] = out["rec_read"] / out["rec_input"].where(out["rec_input"] > 0)
     out["reason"] = [_reason(out, i, prefix, ttl_s) for i in range(len(out))]
@@ -188,15 +213,22 @@ def _reason(df: pd.DataFrame, i: int, prefix: int, ttl_s: float) -> str:
     if i and row["model"] != df["model"].iloc[i - 1]:
         causes.append("model switch: each model has its own cache")
     if row["compacted"]:
-        causes.append("the recorded compaction: only the harness system prefix was read, and the record lacks where it ends")
+        causes.append(
+            "the recorded compaction: only the harness system prefix was read, and the record lacks where it ends"
+        )
     if i and gap > ttl_s:
         causes.append(f"a {gap:.0f} s pause beyond the {ttl_s:.0f} s lifetime")
     if info is not None and row["pred_input"] < info.min_cacheable_tokens and diff < 0:
-        causes.append(f"the predicted prompt is below {row['model']}'s {info.min_cacheable_tokens}-token minimum (the record lacks the harness prefix)")
+        causes.append(
+            f"the predicted prompt is below {row['model']}'s {info.min_cacheable_tokens}-token minimum (the record "
+            "lacks the harness prefix)"
+        )
     if not causes:
         causes.append(
-            "recorded rewrote content the transcript shows unchanged (text the record lacks or alters: reminders, thinking)"
-            if diff > 0 else "recorded read more than predicted (a breakpoint the placement does not model, or the tokenizer)"
+            "recorded rewrote content the transcript shows unchanged (text the record lacks or alters: reminders, "
+            "thinking)"
+            if diff > 0
+            else "recorded read more than predicted (a breakpoint the placement does not model, or the tokenizer)"
         )
     return "; ".join(causes)
 
@@ -214,22 +246,26 @@ def _boundaries(task: Task, calls: pd.DataFrame, prefix: int, ttl: str) -> list[
         before_read = int(before["rec_read"].iloc[-1]) if len(before) else None
         info = model_entry(str(row["model"]))
         pin = float(info.input_usd_per_mtok or 0.0) if info is not None and info.priced else float("nan")
-        write_frac = info.cache_write_1h_frac if ttl == "1h" else info.cache_write_5m_frac if info is not None else float("nan")
+        write_frac = (
+            info.cache_write_1h_frac if ttl == "1h" else info.cache_write_5m_frac if info is not None else float("nan")
+        )
         frac = write_frac - info.cache_read_frac if info is not None else float("nan")
-        out.append({
-            "call_index": int(row["call_index"]),
-            "trigger": comp.get("trigger"),
-            "timestamp": comp.get("timestamp"),
-            "pred_read": int(row["pred_read"]),
-            "pred_write": int(row["pred_write"]),
-            "rec_read": int(row["rec_read"]),
-            "rec_write": int(row["rec_write"]),
-            "rec_read_before": before_read,
-            # a miss: nothing of the transcript read (at most the harness prefix and system message)
-            "predicted_miss": bool(row["pred_read"] <= prefix + system_tokens),
-            "recorded_miss": bool(before_read is not None and row["rec_read"] < 0.5 * before_read),
-            "recorded_rewrite_usd": float(row["rec_write"]) * pin * frac / 1e6,
-        })
+        out.append(
+            {
+                "call_index": int(row["call_index"]),
+                "trigger": comp.get("trigger"),
+                "timestamp": comp.get("timestamp"),
+                "pred_read": int(row["pred_read"]),
+                "pred_write": int(row["pred_write"]),
+                "rec_read": int(row["rec_read"]),
+                "rec_write": int(row["rec_write"]),
+                "rec_read_before": before_read,
+                # a miss: nothing of the transcript read (at most the harness prefix and system message)
+                "predicted_miss": bool(row["pred_read"] <= prefix + system_tokens),
+                "recorded_miss": bool(before_read is not None and row["rec_read"] < 0.5 * before_read),
+                "recorded_rewrite_usd": float(row["rec_write"]) * pin * frac / 1e6,
+            }
+        )
     return out
 
 
@@ -250,8 +286,21 @@ def _compaction_calls(task: Task, run: Any, cfg: ReplayConfig, prefix: int, wher
     bp = placement_named(where)
     for i, row in enumerate(run.calls.itertuples()):
         out = task.messages[int(row.message_index)]
-        reqs.append((float(row.call_at_s), 0, Request(model=str(row.billed_model), at_s=float(row.call_at_s), messages=run.views[i],
-                                                      prefix_tokens=prefix, output_tokens=out.nbytes // 4, placement=bp), None))
+        reqs.append(
+            (
+                float(row.call_at_s),
+                0,
+                Request(
+                    model=str(row.billed_model),
+                    at_s=float(row.call_at_s),
+                    messages=run.views[i],
+                    prefix_tokens=prefix,
+                    output_tokens=out.nbytes // 4,
+                    placement=bp,
+                ),
+                None,
+            )
+        )
     for f in sorted(folder.glob("agent-acompact-*.jsonl")):
         sub = load_claude_code(f)
         sub_calls = sub.metadata.get("recorded_calls") or []
@@ -266,8 +315,20 @@ def _compaction_calls(task: Task, run: Any, cfg: ReplayConfig, prefix: int, wher
         view = make_policy("as_recorded").start().compact(history).view
         prompt = [m for m in sub.messages[: int(first["message_index"])] if m.role == "user"]
         info = {"file": f.name, "model": first.get("model"), "at_s": at, "rec": first}
-        reqs.append((at, 1, Request(model=str(first.get("model")), at_s=at, messages=[*view, *prompt], prefix_tokens=prefix,
-                                    placement=bp), info))
+        reqs.append(
+            (
+                at,
+                1,
+                Request(
+                    model=str(first.get("model")),
+                    at_s=at,
+                    messages=[*view, *prompt],
+                    prefix_tokens=prefix,
+                    placement=bp,
+                ),
+                info,
+            )
+        )
     cache = PromptCache()
     out_rows: list[dict[str, Any]] = []
     for _at, _, req, info in sorted(reqs, key=lambda r: (r[0], r[1])):
@@ -275,16 +336,22 @@ def _compaction_calls(task: Task, run: Any, cfg: ReplayConfig, prefix: int, wher
         if info is None:
             continue
         rec = info.pop("rec")
-        rec_total = sum(int(rec.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        out_rows.append({
-            **info,
-            "pred_read_share": bill.cache_read_tokens / bill.input_tokens if bill.input_tokens else float("nan"),
-            "rec_read_share": int(rec.get("cache_read_input_tokens") or 0) / rec_total if rec_total else float("nan"),
-            "pred_read": bill.cache_read_tokens,
-            "rec_read": int(rec.get("cache_read_input_tokens") or 0),
-            "pred_write": bill.cache_write_tokens,
-            "rec_write": int(rec.get("cache_creation_input_tokens") or 0),
-        })
+        rec_total = sum(
+            int(rec.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        out_rows.append(
+            {
+                **info,
+                "pred_read_share": bill.cache_read_tokens / bill.input_tokens if bill.input_tokens else float("nan"),
+                "rec_read_share": int(rec.get("cache_read_input_tokens") or 0) / rec_total
+                if rec_total
+                else float("nan"),
+                "pred_read": bill.cache_read_tokens,
+                "rec_read": int(rec.get("cache_read_input_tokens") or 0),
+                "pred_write": bill.cache_write_tokens,
+                "rec_write": int(rec.get("cache_creation_input_tokens") or 0),
+            }
+        )
     return out_rows
 
 
@@ -309,4 +376,7 @@ def check_bill_files(
 ) -> list[BillCheck]:
     """:func:`check_bills` on every Claude Code session file in ``paths`` (folders: their
     ``*.jsonl`` files, Claude Code's own compaction calls left out)."""
-    return [check_bills(load_claude_code(f), prefix_tokens=prefix_tokens, placement=placement) for f in _session_files(paths)]
+    return [
+        check_bills(load_claude_code(f), prefix_tokens=prefix_tokens, placement=placement)
+        for f in _session_files(paths)
+    ]

@@ -85,21 +85,46 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric(name="retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="mean probe score over answerable, unpinned recall probes the placebo control kept (memory)"),
-    Metric(name="pinned_retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="retention over the pinned probes only (answer in the system or first task message): pinning, not memory"),
-    Metric(name="anchor_retention", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="retention over the anchor-kind probes only (" + ", ".join(ANCHOR_KINDS) + ")"),
-    Metric(name="tokens_saved", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="share of tokens saved (h9eval.analysis.metrics.tokens_saved)"),
+    Metric(
+        name="retention",
+        higher_is_better=True,
+        default_margin=DEFAULT_RETENTION_MARGIN,
+        description="mean probe score over answerable, unpinned recall probes the placebo control kept (memory)",
+    ),
+    Metric(
+        name="pinned_retention",
+        higher_is_better=True,
+        default_margin=DEFAULT_RETENTION_MARGIN,
+        description="retention over the pinned probes only (answer in the system or first task message): pinning, not "
+        "memory",
+    ),
+    Metric(
+        name="anchor_retention",
+        higher_is_better=True,
+        default_margin=DEFAULT_RETENTION_MARGIN,
+        description="retention over the anchor-kind probes only (" + ", ".join(ANCHOR_KINDS) + ")",
+    ),
+    Metric(
+        name="tokens_saved",
+        higher_is_better=True,
+        default_margin=DEFAULT_RETENTION_MARGIN,
+        description="share of tokens saved (h9eval.analysis.metrics.tokens_saved)",
+    ),
     Metric(name="peak_tokens_sent", higher_is_better=False, description="largest request of the run, tokens"),
     Metric(name="summarizer_calls", higher_is_better=False, description="summarizer calls per run"),
     Metric(name="summarizer_cost_usd", higher_is_better=False, description="summarizer cost per run, USD"),
-    Metric(name="cost_usd", higher_is_better=False,
-           description="dollars per task as the provider bills it: prompt caching, agent and summarizer calls (h9eval.core.billing)"),
-    Metric(name="cost_saved", higher_is_better=True, default_margin=DEFAULT_RETENTION_MARGIN,
-           description="share of the uncompacted transcript's dollars saved, under the same billing"),
+    Metric(
+        name="cost_usd",
+        higher_is_better=False,
+        description="dollars per task as the provider bills it: prompt caching, agent and summarizer calls "
+        "(h9eval.core.billing)",
+    ),
+    Metric(
+        name="cost_saved",
+        higher_is_better=True,
+        default_margin=DEFAULT_RETENTION_MARGIN,
+        description="share of the uncompacted transcript's dollars saved, under the same billing",
+    ),
     Metric(name="cache_read_share", higher_is_better=True, description="cache reads over the agent's billed input"),
     Metric(name="emergencies", higher_is_better=False, description="forced (emergency) truncations per run"),
     Metric(name="overflows", higher_is_better=False, description="calls whose request exceeded the window, per run"),
@@ -139,16 +164,49 @@ def run_table(results: Results) -> Any:
     ok["config"] = config_labels(ok)
     rm = M.run_metrics(results.calls, results.probes, ok)
     keep = [
-        c for c in ("run_id", "tokens_saved", "retention", "pinned_retention", "retention_with_pinned", "peak_tokens_sent",
-                    "summarizer_calls", "summarizer_cost_usd", "cost_usd", "cost_saved", "cache_read_share", "emergencies",
-                    "overflows", "fallbacks") if c in rm.columns
+        c
+        for c in (
+            "run_id",
+            "tokens_saved",
+            "retention",
+            "pinned_retention",
+            "retention_with_pinned",
+            "peak_tokens_sent",
+            "summarizer_calls",
+            "summarizer_cost_usd",
+            "cost_usd",
+            "cost_saved",
+            "cache_read_share",
+            "emergencies",
+            "overflows",
+            "fallbacks",
+        )
+        if c in rm.columns
     ]
-    info_cols = [c for c in ("run_id", "task_id", "config", "policy_name", "policy_kind", "params_hash", "params_json", "summarizer", "history_mode", "repeat", "n_compactions") if c in ok.columns]
+    info_cols = [
+        c
+        for c in (
+            "run_id",
+            "task_id",
+            "config",
+            "policy_name",
+            "policy_kind",
+            "params_hash",
+            "params_json",
+            "summarizer",
+            "history_mode",
+            "repeat",
+            "n_compactions",
+        )
+        if c in ok.columns
+    ]
     out = ok[info_cols].merge(rm[keep], on="run_id", how="left")
     probes = results.probes
     if probes is not None and len(probes):
         anchors = probes[probes["probe_kind"].isin(ANCHOR_KINDS)]
-        ar = M.retention(anchors, by=("run_id",))[["run_id", "retention"]].rename(columns={"retention": "anchor_retention"})
+        ar = M.retention(anchors, by=("run_id",))[["run_id", "retention"]].rename(
+            columns={"retention": "anchor_retention"}
+        )
         out = out.merge(ar, on="run_id", how="left")
     calls = results.calls
     if calls is not None and len(calls) and "na_overwrites" in calls.columns:
@@ -162,7 +220,14 @@ def run_table(results: Results) -> Any:
 
 
 RANKING_COLUMNS: tuple[str, ...] = (
-    "config", "n_tasks", "retention", "rank", "retention_with_pinned", "rank_with_pinned", "pinned_retention", "rank_moved",
+    "config",
+    "n_tasks",
+    "retention",
+    "rank",
+    "retention_with_pinned",
+    "rank_with_pinned",
+    "pinned_retention",
+    "rank_moved",
 )
 """Columns of :func:`retention_rankings`."""
 
@@ -237,10 +302,26 @@ def _metric_list(metric: str | Sequence[str]) -> list[Metric]:
     return [metric_spec(n) for n in names]
 
 
-def pairs_for(table: Any, a: str, b: str, metric: Metric, *, margin: float | Mapping[str, float] | None = None, within: Sequence[str] = ("history_mode",)) -> TaskPairs:
+def pairs_for(
+    table: Any,
+    a: str,
+    b: str,
+    metric: Metric,
+    *,
+    margin: float | Mapping[str, float] | None = None,
+    within: Sequence[str] = ("history_mode",),
+) -> TaskPairs:
     """The :class:`~h9eval.analysis.stats.TaskPairs` of configurations ``a`` and ``b`` of a
     :func:`run_table` on ``metric``, paired within ``within`` (default: the history mode)."""
-    return task_pairs(table, a, b, metric=metric.name, within=within, higher_is_better=metric.higher_is_better, margin=_margin_for(metric, margin))
+    return task_pairs(
+        table,
+        a,
+        b,
+        metric=metric.name,
+        within=within,
+        higher_is_better=metric.higher_is_better,
+        margin=_margin_for(metric, margin),
+    )
 
 
 # -- results ------------------------------------------------------------------------------------
@@ -273,8 +354,11 @@ class Comparison:
             out.append("  " + c.line())
         fams = {c.family_size for c in self.comparisons if c.in_family}
         if self.method != "none" and fams and max(fams) > 1:
-            out.append(f"intervals adjusted within each family of {'/'.join(map(str, sorted(fams)))} comparisons ({self.method}); "
-                       f"family level {self.level:g}")
+            out.append(
+                f"intervals adjusted within each family of {'/'.join(map(str, sorted(fams)))} comparisons "
+                f"({self.method}); "
+                f"family level {self.level:g}"
+            )
         out += [f"stand-in: {r}" for r in self.robustness]
         out += [f"caveat: {c}" for c in self.caveats]
         return out + [f"note: {n}" for n in self.notes]
@@ -314,7 +398,9 @@ def _select_mode(table: Any, history_mode: str | None) -> Any:
 
 def _task_mean(table: Any, config: str, column: str) -> float:
     rows = table[table["config"] == config]
-    return float(rows.groupby("task_id")[column].mean().mean()) if column in rows.columns and len(rows) else float("nan")
+    return (
+        float(rows.groupby("task_id")[column].mean().mean()) if column in rows.columns and len(rows) else float("nan")
+    )
 
 
 def _notes(table: Any, a: str, b: str) -> list[str]:
@@ -324,7 +410,8 @@ def _notes(table: Any, a: str, b: str) -> list[str]:
     pa, pb = _task_mean(table, a, "pinned_retention"), _task_mean(table, b, "pinned_retention")
     if pa == pa or pb == pb:
         notes.append(
-            f"pinned_retention (answer in the system or first task message; pinning, not memory, left out of retention): "
+            "pinned_retention (answer in the system or first task message; pinning, not memory, left out of "
+            "retention): "
             f"{a} {pa:.3f}, {b} {pb:.3f}"
         )
     for x, only in ((a, ta - tb), (b, tb - ta)):
@@ -336,7 +423,10 @@ def _notes(table: Any, a: str, b: str) -> list[str]:
             rows = table[(table["config"] == x) & (table["n_compactions"].fillna(0) == 0)]
             if len(rows):
                 tasks = sorted(set(rows["task_id"]))
-                notes.append(f"{x} never compacted on {len(tasks)} task(s) (its scores there are the uncompacted transcript's): {', '.join(tasks)}")
+                notes.append(
+                    f"{x} never compacted on {len(tasks)} task(s) (its scores there are the uncompacted transcript's): "
+                    f"{', '.join(tasks)}"
+                )
     return notes
 
 
@@ -388,25 +478,55 @@ def compare(
         comps.extend(compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed))
     x, y = pairs_ab[0]
     sides = table[table["config"].isin([x, y])]
-    modes = tuple(sorted(set(sides.loc[sides["config"] == x, "history_mode"]) & set(sides.loc[sides["config"] == y, "history_mode"])))
+    modes = tuple(
+        sorted(
+            set(sides.loc[sides["config"] == x, "history_mode"]) & set(sides.loc[sides["config"] == y, "history_mode"])
+        )
+    )
     robust: list[str] = []
     if len(pairs_ab) == 1:
         others = other_extractors(table, bases, x, y)
         if others:
-            rob = stand_in_robustness(table, [(x, y), *others], mets, margin=margin, level=level, method=method, n_resamples=n_resamples, seed=seed)
+            rob = stand_in_robustness(
+                table,
+                [(x, y), *others],
+                mets,
+                margin=margin,
+                level=level,
+                method=method,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
             robust = robust_lines(rob)
     else:
         rob = robustness_frame(comps, [sm for sm in summs for _ in mets])
         robust = robust_lines(rob)
     notes = [n for x2, y2 in pairs_ab for n in _notes(table, x2, y2)]
     return Comparison(
-        comparisons=tuple(comps), method=method, level=level, history_modes=modes, notes=tuple(dict.fromkeys(notes)),
-        caveats=tuple(stand_in_caveats(table, [c for xy in pairs_ab for c in xy])), robustness=tuple(robust),
+        comparisons=tuple(comps),
+        method=method,
+        level=level,
+        history_modes=modes,
+        notes=tuple(dict.fromkeys(notes)),
+        caveats=tuple(stand_in_caveats(table, [c for xy in pairs_ab for c in xy])),
+        robustness=tuple(robust),
     )
 
 
 # -- the stand-in summarizer ------------------------------------------------------------------------
-ROBUSTNESS_COLUMNS: tuple[str, ...] = ("a", "b", "summarizer", "metric", "n_differ", "mean_diff", "lo", "hi", "p_adjusted", "verdict", "robust")
+ROBUSTNESS_COLUMNS: tuple[str, ...] = (
+    "a",
+    "b",
+    "summarizer",
+    "metric",
+    "n_differ",
+    "mean_diff",
+    "lo",
+    "hi",
+    "p_adjusted",
+    "verdict",
+    "robust",
+)
 """Columns of :func:`stand_in_robustness`."""
 
 
@@ -417,7 +537,10 @@ def base_labels(table: Any) -> Any:
     if "summarizer" not in table.columns:
         return table["config"].copy()
     return pd.Series(
-        [c[: -len(sm) - 1] if isinstance(sm, str) and str(c).endswith(":" + sm) else c for c, sm in zip(table["config"], table["summarizer"])],
+        [
+            c[: -len(sm) - 1] if isinstance(sm, str) and str(c).endswith(":" + sm) else c
+            for c, sm in zip(table["config"], table["summarizer"])
+        ],
         index=table.index,
     )
 
@@ -425,6 +548,7 @@ def base_labels(table: Any) -> Any:
 def extractor_pairs(table: Any, bases: Any, labels: Sequence[str], a: str, b: str) -> list[tuple[str, str]]:
     """``(a:sm, b:sm)`` for every summarizer ``sm`` both strategies ran with; a side given as a
     full label (a policy that calls no summarizer runs once) is paired as it is."""
+
     def variants(x: str) -> dict[str, str]:
         if x in labels:
             return {}
@@ -449,7 +573,10 @@ def other_extractors(table: Any, bases: Any, a: str, b: str) -> list[tuple[str, 
     own = set(table.loc[table["config"].isin([a, b]), "summarizer"])
     sa = set(table.loc[bases == base_a, "summarizer"]) - own
     sb = set(table.loc[bases == base_b, "summarizer"]) - own
-    fixed_a, fixed_b = table.loc[bases == base_a, "config"].nunique() == 1, table.loc[bases == base_b, "config"].nunique() == 1
+    fixed_a, fixed_b = (
+        table.loc[bases == base_a, "config"].nunique() == 1,
+        table.loc[bases == base_b, "config"].nunique() == 1,
+    )
     if fixed_b and not fixed_a:  # b calls no summarizer: it ran once, and pairs with each of a's extractors
         return [(f"{base_a}:{sm}", b) for sm in sorted(sa)]
     if fixed_a and not fixed_b:
@@ -464,8 +591,18 @@ def robustness_frame(comps: Sequence[PairedComparison], summarizers: Sequence[st
     import pandas as pd
 
     rows = [
-        {"a": c.a, "b": c.b, "summarizer": sm, "metric": c.metric, "n_differ": c.n_differ, "mean_diff": c.mean_diff,
-         "lo": c.lo, "hi": c.hi, "p_adjusted": c.p_adjusted, "verdict": c.verdict}
+        {
+            "a": c.a,
+            "b": c.b,
+            "summarizer": sm,
+            "metric": c.metric,
+            "n_differ": c.n_differ,
+            "mean_diff": c.mean_diff,
+            "lo": c.lo,
+            "hi": c.hi,
+            "p_adjusted": c.p_adjusted,
+            "verdict": c.verdict,
+        }
         for c, sm in zip(comps, summarizers)
     ]
     df = pd.DataFrame(rows, columns=[c for c in ROBUSTNESS_COLUMNS if c != "robust"])
@@ -540,7 +677,11 @@ def robust_lines(rob: Any) -> list[str]:
     out = []
     for metric, g in rob.groupby("metric", sort=False):
         each = ", ".join(f"{r.verdict} under {r.summarizer}" for r in g.itertuples())
-        word = "robust to the stand-in (every extractor agrees)" if bool(g["robust"].iloc[0]) else "NOT robust to the stand-in"
+        word = (
+            "robust to the stand-in (every extractor agrees)"
+            if bool(g["robust"].iloc[0])
+            else "NOT robust to the stand-in"
+        )
         out.append(f"{metric}: {each} -> {word}")
     return out
 
@@ -633,11 +774,13 @@ def compare_factor(
         table["config"] = table["config"] + "@" + table["history_mode"].astype(str)
     # everything but the factor (and the entry's name) must agree for two runs to be paired
     table["_group"] = [
-        _key({
-            "kind": r.get("policy_kind"),
-            "params": {k: v for k, v in _params(r.get("params_json")).items() if k != factor},
-            **{c: r.get(c) for c in _FACTOR_COLUMNS if c != factor},
-        })
+        _key(
+            {
+                "kind": r.get("policy_kind"),
+                "params": {k: v for k, v in _params(r.get("params_json")).items() if k != factor},
+                **{c: r.get(c) for c in _FACTOR_COLUMNS if c != factor},
+            }
+        )
         for r in rows
     ]
     table = table[table["_value"].notna()]

@@ -74,9 +74,19 @@ def run_coverage(calls: Any, runs: Any | None = None, *, names: Mapping[str, str
     rm = M.run_metrics(calls, None, runs)
     info = rm[["run_id", "task_id", *[c for c in _CONFIG if c in rm.columns]]]
     d = calls.copy()
-    d["_tier"] = d["tier"].astype(int) if "tier" in d.columns else d["tier_name"].map({t: i for i, t in enumerate(M.TIER_NAMES)})
-    d["_raw_ratio"] = d["raw_tokens_sent"].astype(float) / d["context_window_tokens"].astype(float) if "raw_tokens_sent" in d.columns else np.nan
-    g = d.groupby("run_id").agg(_max=("_tier", "max"), n_compactions=("compacted", "sum"), uncompacted_peak_ratio=("_raw_ratio", "max")).reset_index()
+    d["_tier"] = (
+        d["tier"].astype(int) if "tier" in d.columns else d["tier_name"].map({t: i for i, t in enumerate(M.TIER_NAMES)})
+    )
+    d["_raw_ratio"] = (
+        d["raw_tokens_sent"].astype(float) / d["context_window_tokens"].astype(float)
+        if "raw_tokens_sent" in d.columns
+        else np.nan
+    )
+    g = (
+        d.groupby("run_id")
+        .agg(_max=("_tier", "max"), n_compactions=("compacted", "sum"), uncompacted_peak_ratio=("_raw_ratio", "max"))
+        .reset_index()
+    )
     g["max_tier"] = [M.TIER_NAMES[int(t)] for t in g["_max"]]
     g["n_compactions"] = g["n_compactions"].astype(int)
     g["never_compacted"] = g["n_compactions"] == 0
@@ -89,7 +99,13 @@ def run_coverage(calls: Any, runs: Any | None = None, *, names: Mapping[str, str
     return out[list(RUN_COVERAGE_COLUMNS)].sort_values("run_id", kind="stable").reset_index(drop=True)
 
 
-def coverage(calls: Any, runs: Any | None = None, *, warn_frac: float = M.DEFAULT_THRESHOLDS["warn"], names: Mapping[str, str] | None = None) -> Any:
+def coverage(
+    calls: Any,
+    runs: Any | None = None,
+    *,
+    warn_frac: float = M.DEFAULT_THRESHOLDS["warn"],
+    names: Mapping[str, str] | None = None,
+) -> Any:
     """One row per configuration (label, history mode, summarizer; :data:`COVERAGE_COLUMNS`):
     tasks that reached each tier, compacting calls in all, tasks never compacted on (and
     their ids), tasks whose uncompacted peak reaches ``warn_frac`` of the window (default
@@ -103,7 +119,9 @@ def coverage(calls: Any, runs: Any | None = None, *, warn_frac: float = M.DEFAUL
     rc["_tier"] = rc["max_tier"].map(order)
     rows = []
     for key, g in rc.groupby(list(_CONFIG), sort=True, dropna=False):
-        per_task = g.groupby("task_id").agg(t=("_tier", "max"), n=("n_compactions", "sum"), peak=("uncompacted_peak_ratio", "max"))
+        per_task = g.groupby("task_id").agg(
+            t=("_tier", "max"), n=("n_compactions", "sum"), peak=("uncompacted_peak_ratio", "max")
+        )
         never = sorted(per_task.index[per_task["n"] == 0])
         row: dict[str, Any] = dict(zip(_CONFIG, key))
         row["n_tasks"] = len(per_task)
@@ -117,7 +135,9 @@ def coverage(calls: Any, runs: Any | None = None, *, warn_frac: float = M.DEFAUL
     return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
 
 
-def never_compacted(calls: Any, runs: Any | None = None, *, names: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+def never_compacted(
+    calls: Any, runs: Any | None = None, *, names: Mapping[str, str] | None = None
+) -> dict[str, list[str]]:
     """Config label -> the tasks it never compacted on (only labels with at least one)."""
     out: dict[str, list[str]] = {}
     for r in coverage(calls, runs, names=names).itertuples(index=False):
@@ -140,7 +160,11 @@ def conditional_retention(run_metrics_df: Any) -> Any:
         return pd.DataFrame(columns=[*keys, "n_runs", "retention", "retention_after_compaction"])
     rows = []
     for key, g in df.groupby(keys, sort=True, dropna=False):
-        cond = g["retention_after_compaction"].dropna() if "retention_after_compaction" in g.columns else g.iloc[0:0]["retention"]
+        cond = (
+            g["retention_after_compaction"].dropna()
+            if "retention_after_compaction" in g.columns
+            else g.iloc[0:0]["retention"]
+        )
         rows.append(
             {
                 **dict(zip(keys, key if isinstance(key, tuple) else (key,))),
@@ -148,7 +172,9 @@ def conditional_retention(run_metrics_df: Any) -> Any:
                 "retention": float(g["retention"].mean()),
                 "retention_after_compaction": float(cond.mean()) if len(cond) else float("nan"),
                 "runs_with_compaction_before_a_checkpoint": len(cond),
-                "never_compacted_runs": int(g["never_compacted"].astype(bool).sum()) if "never_compacted" in g.columns else 0,
+                "never_compacted_runs": int(g["never_compacted"].astype(bool).sum())
+                if "never_compacted" in g.columns
+                else 0,
             }
         )
     return pd.DataFrame(rows)
@@ -179,11 +205,19 @@ def coverage_blocks(
         blocks.append(
             (
                 "note",
-                f"{len(flagged)} configuration(s) never compacted on some tasks; their scores there are the uncompacted "
-                "transcript's and say nothing about the policy: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(flagged.items())) + ".",
+                f"{len(flagged)} configuration(s) never compacted on some tasks; their scores there are the "
+                "uncompacted "
+                "transcript's and say nothing about the policy: "
+                + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(flagged.items()))
+                + ".",
             )
         )
-    if run_metrics_df is not None and len(run_metrics_df) and "retention" in run_metrics_df.columns and run_metrics_df["retention"].notna().any():
+    if (
+        run_metrics_df is not None
+        and len(run_metrics_df)
+        and "retention" in run_metrics_df.columns
+        and run_metrics_df["retention"].notna().any()
+    ):
         blocks.append(
             (
                 "table",
@@ -191,7 +225,8 @@ def coverage_blocks(
                     conditional_retention(run_metrics_df),
                     "Retention on the shared checkpoint grid (the main number) and, separately, the conditional view "
                     "'after the policy compacted at least once' (grid checkpoints after its first compaction); the "
-                    "conditional view compares configurations at different moments and is never mixed into the main number.",
+                    "conditional view compares configurations at different moments and is never mixed into the main "
+                    "number.",
                 ),
             )
         )
@@ -199,8 +234,18 @@ def coverage_blocks(
 
 
 OVERFLOW_COLUMNS: tuple[str, ...] = (
-    "config", "task_id", "history_mode", "call_index", "message_index", "tokens_sent", "context_window_tokens",
-    "overflow_tokens", "message_role", "message_tokens", "message_alone_over_window", "cause",
+    "config",
+    "task_id",
+    "history_mode",
+    "call_index",
+    "message_index",
+    "tokens_sent",
+    "context_window_tokens",
+    "overflow_tokens",
+    "message_role",
+    "message_tokens",
+    "message_alone_over_window",
+    "cause",
 )
 """Columns of :func:`overflow_causes`."""
 
@@ -232,12 +277,25 @@ def overflow_causes(calls: Any, tasks: Any, *, names: Mapping[str, str] | None =
         elif alone:
             cause = f"message {i} ({role}, {size:,} tokens) is larger than the {window:,}-token window by itself"
         else:
-            cause = (f"message {i} ({role}, {size:,} tokens) arrived with {int(r['tokens_sent']) - size:,} tokens already in the "
-                     f"request: what the policy kept plus it exceed the window by {int(r['overflow_tokens']):,}")
-        rows.append({
-            "config": (names or {}).get(str(r["run_id"]), str(r.get("policy_kind", ""))), "task_id": r["task_id"],
-            "history_mode": r.get("history_mode"), "call_index": int(r["call_index"]), "message_index": i,
-            "tokens_sent": int(r["tokens_sent"]), "context_window_tokens": window, "overflow_tokens": int(r["overflow_tokens"]),
-            "message_role": role, "message_tokens": size, "message_alone_over_window": alone, "cause": cause,
-        })
+            cause = (
+                f"message {i} ({role}, {size:,} tokens) arrived with {int(r['tokens_sent']) - size:,} tokens already "
+                "in the "
+                f"request: what the policy kept plus it exceed the window by {int(r['overflow_tokens']):,}"
+            )
+        rows.append(
+            {
+                "config": (names or {}).get(str(r["run_id"]), str(r.get("policy_kind", ""))),
+                "task_id": r["task_id"],
+                "history_mode": r.get("history_mode"),
+                "call_index": int(r["call_index"]),
+                "message_index": i,
+                "tokens_sent": int(r["tokens_sent"]),
+                "context_window_tokens": window,
+                "overflow_tokens": int(r["overflow_tokens"]),
+                "message_role": role,
+                "message_tokens": size,
+                "message_alone_over_window": alone,
+                "cause": cause,
+            }
+        )
     return pd.DataFrame(rows, columns=list(OVERFLOW_COLUMNS))

@@ -99,10 +99,18 @@ def without_episode_runs(res: Any) -> Any:
     ids = set(res.episodes["run_id"].astype(str))
 
     def keep(df: Any) -> Any:
-        return df[~df["run_id"].astype(str).isin(ids)].reset_index(drop=True) if len(df) and "run_id" in df.columns else df
+        return (
+            df[~df["run_id"].astype(str).isin(ids)].reset_index(drop=True) if len(df) and "run_id" in df.columns else df
+        )
 
-    return dataclasses.replace(res, runs=keep(res.runs), calls=keep(res.calls), compactions=keep(res.compactions),
-                               probes=keep(res.probes), ledger=keep(res.ledger))
+    return dataclasses.replace(
+        res,
+        runs=keep(res.runs),
+        calls=keep(res.calls),
+        compactions=keep(res.compactions),
+        probes=keep(res.probes),
+        ledger=keep(res.ledger),
+    )
 
 
 # -- success and cost ---------------------------------------------------------------------------
@@ -132,11 +140,16 @@ def success_cost(ep: Any, *, n_boot: int = 1000, seed: int = 0, baseline: str = 
     paired units)."""
     sc = CU.success_cost_by_world(ep, n_boot=n_boot, seed=seed, baseline=baseline)
     ep = ep.assign(**{c: math.nan for c in ("cost_usd", "cache_read_share") if c not in ep.columns})
-    extra = ep.groupby(["agent_id", "config"], sort=True).agg(
-        excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
-        summarizer_cost_usd=("summarizer_cost_usd", lambda v: dollars_mean(v.astype(float))),
-        cache_read_share=("cache_read_share", lambda v: dollars_mean(v.astype(float))),
-    ).reset_index().rename(columns={"agent_id": "agent"})
+    extra = (
+        ep.groupby(["agent_id", "config"], sort=True)
+        .agg(
+            excess_steps=("excess_steps", lambda v: float(v.astype(float).mean())),
+            summarizer_cost_usd=("summarizer_cost_usd", lambda v: dollars_mean(v.astype(float))),
+            cache_read_share=("cache_read_share", lambda v: dollars_mean(v.astype(float))),
+        )
+        .reset_index()
+        .rename(columns={"agent_id": "agent"})
+    )
     out = sc.merge(extra, on=["agent", "config"], how="left")
     billed = ep.assign(unit=CU.world_units(ep), cost_usd=ep["cost_usd"].astype(float))
     ci = {key: _world_dollars(g, n_boot, seed) for key, g in billed.groupby(["agent_id", "config"], sort=True)}
@@ -235,10 +248,18 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
     ret = ret[ret["run_id"].isin(set(replays["run_id"]))]
     if not len(ret):
         return Validation(pairs=empty, per_config=empty, pooled=empty, probes=empty)
-    info = replays[["run_id", "task_id", "history_mode"]].assign(config=[labels.get(str(r), "") for r in replays["run_id"]])
+    info = replays[["run_id", "task_id", "history_mode"]].assign(
+        config=[labels.get(str(r), "") for r in replays["run_id"]]
+    )
     ret = ret.merge(info, on="run_id")
-    closed = ep.assign(success=ep["success"].astype(float)).groupby(["agent_id", "config", "task_id", "history_mode"], as_index=False)["success"].mean()
-    pairs = closed.merge(ret[["config", "task_id", "history_mode", "retention"]], on=["config", "task_id", "history_mode"])
+    closed = (
+        ep.assign(success=ep["success"].astype(float))
+        .groupby(["agent_id", "config", "task_id", "history_mode"], as_index=False)["success"]
+        .mean()
+    )
+    pairs = closed.merge(
+        ret[["config", "task_id", "history_mode", "retention"]], on=["config", "task_id", "history_mode"]
+    )
     pairs = pairs.groupby(["agent_id", "config", "task_id"], as_index=False)[["retention", "success"]].mean()
     per, pooled = [], []
     for agent, g in pairs.groupby("agent_id", sort=True):
@@ -281,8 +302,20 @@ def validation_study(res: Any, *, n_boot: int = 1000, seed: int = 0) -> Validati
             if c["task_id"].nunique() < 3:
                 continue  # a probe of one seed's nonce (a ticket id): no interval across tasks
             rho, lo, hi, nv = S.spearman_interval(c.rename(columns={"retention": "x", "success": "y"}), n_boot, seed)
-            prows.append({"agent": agent, "world_kind": wk, "probe_id": pid, "n_pairs": len(c), "rho": rho, "rho_lo": lo, "rho_hi": hi})
+            prows.append(
+                {
+                    "agent": agent,
+                    "world_kind": wk,
+                    "probe_id": pid,
+                    "n_pairs": len(c),
+                    "rho": rho,
+                    "rho_lo": lo,
+                    "rho_hi": hi,
+                }
+            )
     probes = pd.DataFrame(prows)
     if len(probes):
-        probes = probes.sort_values(["agent", "rho"], ascending=[True, False], na_position="last", kind="stable").reset_index(drop=True)
+        probes = probes.sort_values(
+            ["agent", "rho"], ascending=[True, False], na_position="last", kind="stable"
+        ).reset_index(drop=True)
     return Validation(pairs=pairs, per_config=pd.DataFrame(per), pooled=pd.DataFrame(pooled), probes=probes)

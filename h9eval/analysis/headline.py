@@ -77,7 +77,9 @@ def legacy_variant(table: Any, default: str) -> str | None:
         return None
     want = {**_params(d["params_json"].iloc[0]), **LEGACY_RULE}
     summ = d["summarizer"].iloc[0]
-    for label, g in table[(table["policy_kind"] == "progressive") & (table["summarizer"] == summ)].groupby("config", sort=True):
+    for label, g in table[(table["policy_kind"] == "progressive") & (table["summarizer"] == summ)].groupby(
+        "config", sort=True
+    ):
         if _params(g["params_json"].iloc[0]) == want and label != default:
             return str(label)
     return None
@@ -161,4 +163,11 @@ def versus_default(
         return None
     comps = compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed)
     fam = comps[0].family_size if comps else 0
-    return Headline(baselines=tuple(bases), comparisons=comps, method=method, level=level, family_size=fam, coverage=compacted_tasks(table))
+    return Headline(
+        baselines=tuple(bases),
+        comparisons=comps,
+        method=method,
+        level=level,
+        family_size=fam,
+        coverage=compacted_tasks(table),
+    )

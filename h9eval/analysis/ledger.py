@@ -30,8 +30,15 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["CLIFF_SURVIVAL", "MAX_ROUNDS", "cliff_rounds", "ledger_sections", "ledger_summary", "survival_curves",
-           "survival_plot"]
+__all__ = [
+    "CLIFF_SURVIVAL",
+    "MAX_ROUNDS",
+    "cliff_rounds",
+    "ledger_sections",
+    "ledger_summary",
+    "survival_curves",
+    "survival_plot",
+]
 
 CLIFF_SURVIVAL = 0.5
 """The cliff round is the first round where mean survival is below this share of the live items."""
@@ -45,8 +52,15 @@ def _with_labels(ledger: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return ledger.merge(labels, on="run_id", how="inner")
 
 
-def survival_curves(ledger: pd.DataFrame, runs: pd.DataFrame, *, basis: str = "fill", max_rounds: int = MAX_ROUNDS,
-                    include_pinned: bool = False, seed: int = 0) -> pd.DataFrame:
+def survival_curves(
+    ledger: pd.DataFrame,
+    runs: pd.DataFrame,
+    *,
+    basis: str = "fill",
+    max_rounds: int = MAX_ROUNDS,
+    include_pinned: bool = False,
+    seed: int = 0,
+) -> pd.DataFrame:
     """``basis``: ``fill`` (default: round k is the k-th window of new content, the same calls for
     every configuration of a task) or ``compaction`` (each run's own k-th view rewrite; a policy
     that never compacts has no rounds there). Columns: ``label``, ``history_mode``, ``item_type``, ``round``,
@@ -55,8 +69,19 @@ def survival_curves(ledger: pd.DataFrame, runs: pd.DataFrame, *, basis: str = "f
     those states), ``n_tasks``, ``n_items`` (item-rounds pooled)."""
     import pandas as pd
 
-    cols = ["label", "history_mode", "item_type", "round", "survival", "ci_lo", "ci_hi", "degraded", "stale",
-            "n_tasks", "n_items"]
+    cols = [
+        "label",
+        "history_mode",
+        "item_type",
+        "round",
+        "survival",
+        "ci_lo",
+        "ci_hi",
+        "degraded",
+        "stale",
+        "n_tasks",
+        "n_items",
+    ]
     if ledger is None or not len(ledger):
         return pd.DataFrame(columns=cols)
     df = ledger[ledger["basis"] == basis]
@@ -65,19 +90,31 @@ def survival_curves(ledger: pd.DataFrame, runs: pd.DataFrame, *, basis: str = "f
     if not len(df):
         return pd.DataFrame(columns=cols)
     df = df.assign(kept=df["state"] == "PRESERVED", deg=df["state"] == "DEGRADED", stl=df["state"] == "STALE")
-    per_task = (df.groupby(["label", "history_mode", "item_type", "round", "task_id"], observed=True)
-                  .agg(kept=("kept", "mean"), deg=("deg", "mean"), stl=("stl", "mean"), n=("kept", "size"))
-                  .reset_index())
+    per_task = (
+        df.groupby(["label", "history_mode", "item_type", "round", "task_id"], observed=True)
+        .agg(kept=("kept", "mean"), deg=("deg", "mean"), stl=("stl", "mean"), n=("kept", "size"))
+        .reset_index()
+    )
     rows = []
     for key, g in per_task.groupby(["label", "history_mode", "item_type", "round"], observed=True):
         ci = bootstrap_ci(g["kept"].tolist(), seed=seed)
-        rows.append({**dict(zip(["label", "history_mode", "item_type", "round"], key)), "survival": ci.mean,
-                     "ci_lo": ci.lo, "ci_hi": ci.hi, "degraded": float(g["deg"].mean()), "stale": float(g["stl"].mean()),
-                     "n_tasks": int(len(g)), "n_items": int(g["n"].sum())})
+        rows.append(
+            {
+                **dict(zip(["label", "history_mode", "item_type", "round"], key)),
+                "survival": ci.mean,
+                "ci_lo": ci.lo,
+                "ci_hi": ci.hi,
+                "degraded": float(g["deg"].mean()),
+                "stale": float(g["stl"].mean()),
+                "n_tasks": int(len(g)),
+                "n_items": int(g["n"].sum()),
+            }
+        )
     out = pd.DataFrame(rows, columns=cols)
     order = {t: i for i, t in enumerate(ITEM_TYPES)}
-    return out.sort_values(["label", "history_mode", "item_type", "round"],
-                           key=lambda s: s.map(order) if s.name == "item_type" else s).reset_index(drop=True)
+    return out.sort_values(
+        ["label", "history_mode", "item_type", "round"], key=lambda s: s.map(order) if s.name == "item_type" else s
+    ).reset_index(drop=True)
 
 
 def cliff_rounds(curves: pd.DataFrame, *, threshold: float = CLIFF_SURVIVAL) -> pd.DataFrame:
@@ -89,12 +126,19 @@ def cliff_rounds(curves: pd.DataFrame, *, threshold: float = CLIFF_SURVIVAL) -> 
     for (label, mode, kind), g in curves.groupby(["label", "history_mode", "item_type"], observed=True):
         g = g.sort_values("round")
         below = g[g["survival"] < threshold]
-        rows.append({"label": label, "history_mode": mode, "item_type": kind,
-                     "cliff_round": int(below["round"].iloc[0]) if len(below) else pd.NA,
-                     "survival_round1": float(g["survival"].iloc[0]) if int(g["round"].iloc[0]) == 1 else math.nan,
-                     "rounds_observed": int(g["round"].max())})
-    return pd.DataFrame(rows, columns=["label", "history_mode", "item_type", "cliff_round", "survival_round1",
-                                       "rounds_observed"]).astype({"cliff_round": "Int64"})
+        rows.append(
+            {
+                "label": label,
+                "history_mode": mode,
+                "item_type": kind,
+                "cliff_round": int(below["round"].iloc[0]) if len(below) else pd.NA,
+                "survival_round1": float(g["survival"].iloc[0]) if int(g["round"].iloc[0]) == 1 else math.nan,
+                "rounds_observed": int(g["round"].max()),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["label", "history_mode", "item_type", "cliff_round", "survival_round1", "rounds_observed"]
+    ).astype({"cliff_round": "Int64"})
 
 
 def ledger_summary(ledger: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -105,8 +149,14 @@ def ledger_summary(ledger: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     if ledger is None or not len(ledger):
         return pd.DataFrame(columns=["label", "history_mode", "item_type"])
     df = _with_labels(ledger[~ledger["pinned"].astype(bool)], runs)
-    counts = df.pivot_table(index=["label", "history_mode", "item_type"], columns="state", values="item_id",
-                            aggfunc="size", fill_value=0, observed=True)
+    counts = df.pivot_table(
+        index=["label", "history_mode", "item_type"],
+        columns="state",
+        values="item_id",
+        aggfunc="size",
+        fill_value=0,
+        observed=True,
+    )
     shares = counts.div(counts.sum(axis=1), axis=0).round(3)
     lost = df[df["state"].isin(["LOST", "STALE"])]
     used = lost[lost["next_use_call"].notna()].groupby(["label", "history_mode", "item_type"], observed=True)["item_id"]
@@ -114,8 +164,9 @@ def ledger_summary(ledger: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return shares.reset_index()
 
 
-def survival_plot(curves: pd.DataFrame, *, history_mode: str | None = None,
-                  item_types: tuple[str, ...] | None = None) -> Figure:
+def survival_plot(
+    curves: pd.DataFrame, *, history_mode: str | None = None, item_types: tuple[str, ...] | None = None
+) -> Figure:
     """One panel per item type: survival (with its interval band) against the compaction round,
     one line per configuration (named by its label); the cliff level is drawn dashed."""
     from matplotlib import colormaps
@@ -143,14 +194,15 @@ def survival_plot(curves: pd.DataFrame, *, history_mode: str | None = None,
         ax.set_ylim(-0.02, 1.02)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round (window fill)")
-    for ax in list(axes.flat)[len(kinds):]:
+    for ax in list(axes.flat)[len(kinds) :]:
         ax.set_visible(False)
     axes[0][0].set_ylabel("items kept exactly")
     handles, names = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, names, loc="lower center", ncol=min(len(names), 4), fontsize=8, frameon=False)
-    fig.suptitle("Items kept exactly after the k-th window fill (pinned items left out; dashed: the cliff level)",
-                 fontsize=10)
+    fig.suptitle(
+        "Items kept exactly after the k-th window fill (pinned items left out; dashed: the cliff level)", fontsize=10
+    )
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     return fig
 
@@ -177,7 +229,9 @@ def _page_runs(res: Results, max_pages: int) -> list[str]:
     return list(order["run_id"].head(max_pages))
 
 
-def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages: int = MAX_LEDGER_PAGES) -> list[Section]:
+def ledger_sections(
+    res: Results, out: Path | None, *, seed: int = 0, max_pages: int = MAX_LEDGER_PAGES
+) -> list[Section]:
     """The report's section on what compaction loses: survival of each item type after each
     window fill with task-level intervals and the cliff round, the states per configuration, the
     calibration caveat, and links to the diff pages of one task's runs (written into ``out``)."""
@@ -187,34 +241,50 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
         s.text("No ledger in these results (a sweep written before the loss ledger, or closed-loop cells only).")
         return [s]
     curves = survival_curves(ledger, res.runs, seed=seed)
-    s.text("Every item the task's ground truth tracks (goal terms, safety rules, side constraints, preferences, "
-           "facts, updated values, artifacts, failed approaches, progress, next steps) is judged in the view sent "
-           "at each round: PRESERVED only with its exact value, DEGRADED, STALE (an old value shown as current) "
-           "or LOST. A round is the k-th time the uncompacted history outgrew a whole window: the same calls for "
-           "every configuration of a task. Items pinned in the system or first task message are left out. "
-           f"The cliff round is the first where survival falls below {CLIFF_SURVIVAL:.0%}.")
+    s.text(
+        "Every item the task's ground truth tracks (goal terms, safety rules, side constraints, preferences, "
+        "facts, updated values, artifacts, failed approaches, progress, next steps) is judged in the view sent "
+        "at each round: PRESERVED only with its exact value, DEGRADED, STALE (an old value shown as current) "
+        "or LOST. A round is the k-th time the uncompacted history outgrew a whole window: the same calls for "
+        "every configuration of a task. Items pinned in the system or first task message are left out. "
+        f"The cliff round is the first where survival falls below {CLIFF_SURVIVAL:.0%}."
+    )
     summarizers = set(res.runs["summarizer"].dropna().astype(str)) if "summarizer" in res.runs.columns else set()
     if not summarizers or all(name.startswith("offline") for name in summarizers):
-        s.note("The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
-               "ledger' gives its measured gap to Claude Code's own compaction summaries per item type.")
+        s.note(
+            "The summaries are written by the offline extractive stand-in, not a model; README section 'The loss "
+            "ledger' gives its measured gap to Claude Code's own compaction summaries per item type."
+        )
     else:
-        s.note(f"Summaries written by: {', '.join(sorted(summarizers))} (the offline ones are an extractive stand-in; "
-               "README section 'The loss ledger' gives its gap to a real model's summaries).")
+        s.note(
+            f"Summaries written by: {', '.join(sorted(summarizers))} (the offline ones are an extractive stand-in; "
+            "README section 'The loss ledger' gives its gap to a real model's summaries)."
+        )
     for mode in sorted(set(curves["history_mode"])):
-        s.figure(f"survival_{mode}", survival_plot(curves, history_mode=mode),
-                 f"Items kept exactly after each window fill ({mode} mode); band: 95% bootstrap interval over tasks")
+        s.figure(
+            f"survival_{mode}",
+            survival_plot(curves, history_mode=mode),
+            f"Items kept exactly after each window fill ({mode} mode); band: 95% bootstrap interval over tasks",
+        )
     cliffs = cliff_rounds(curves)
     if len(cliffs):
-        wide = cliffs.pivot_table(index=["label", "history_mode"], columns="item_type", values="cliff_round",
-                                  aggfunc="first", observed=True)
-        s.table(wide.astype(object).where(wide.notna(), "–").reset_index(),
-                f"Cliff round per item type (first round with survival below {CLIFF_SURVIVAL:.0%}; – : never)")
+        wide = cliffs.pivot_table(
+            index=["label", "history_mode"], columns="item_type", values="cliff_round", aggfunc="first", observed=True
+        )
+        s.table(
+            wide.astype(object).where(wide.notna(), "–").reset_index(),
+            f"Cliff round per item type (first round with survival below {CLIFF_SURVIVAL:.0%}; – : never)",
+        )
     summary = ledger_summary(ledger, res.runs)
     if "LOST" in summary.columns:
-        lost = summary.pivot_table(index=["label", "history_mode"], columns="item_type", values="LOST",
-                                   aggfunc="first", observed=True)
-        s.table(lost.round(2).reset_index(), "Share of item-rounds LOST per item type (all rounds, both bases; "
-                "ledger_summary() gives every state and the LOST/STALE items used again later)")
+        lost = summary.pivot_table(
+            index=["label", "history_mode"], columns="item_type", values="LOST", aggfunc="first", observed=True
+        )
+        s.table(
+            lost.round(2).reset_index(),
+            "Share of item-rounds LOST per item type (all rounds, both bases; "
+            "ledger_summary() gives every state and the LOST/STALE items used again later)",
+        )
     if out is not None:
         runs = res.runs.drop_duplicates("run_id")
         # the link says which configuration, mode and task, by the names the spec gave (the run id is a hash)
@@ -224,6 +294,9 @@ def ledger_sections(res: Results, out: Path | None, *, seed: int = 0, max_pages:
             target = out / "ledger" / f"{cell_dir_name(rid)}.html"
             prepare_out_dir(target.parent, what="ledger pages folder")  # refuses a planted link
             write_ledger_page(res.path, target, run_id=rid)
-            s.link(f"ledger/{target.name}", f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): "
-                   "what each compaction took out and what followed")
+            s.link(
+                f"ledger/{target.name}",
+                f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): "
+                "what each compaction took out and what followed",
+            )
     return [s]

@@ -89,8 +89,11 @@ def replay_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) -
             return replay_cell(cell, offload_root=work, keep_views=True)
     if manifest.get("kind") != "run":
         raise FormatError(f"manifest kind {manifest.get('kind')!r}; expected 'run' or 'sweep'", path=str(mpath))
-    tasks = [t for t in load_tasks_from_spec(_task_spec(manifest["task"]["source"]))
-             if t.task_id == manifest["task"]["task_id"]]
+    tasks = [
+        t
+        for t in load_tasks_from_spec(_task_spec(manifest["task"]["source"]))
+        if t.task_id == manifest["task"]["task_id"]
+    ]
     if not tasks:
         raise FormatError(f"task {manifest['task']['task_id']!r} not found at its source again", path=str(mpath))
     policy = make_policy(manifest["policy"]["kind"], **manifest["policy"]["params"])
@@ -100,8 +103,15 @@ def replay_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) -
     cfg = ReplayConfig(**{**replay_d, "keep_views": True})
     summarizer = _summarizer(manifest.get("summarizer"), mpath)
     with tempfile.TemporaryDirectory(prefix="h9eval-ledger-") as work:
-        return replay(tasks[0], policy, summarizer=summarizer, config=cfg, run_id=manifest["run_id"],
-                      offload_root=work, ledger=True)
+        return replay(
+            tasks[0],
+            policy,
+            summarizer=summarizer,
+            config=cfg,
+            run_id=manifest["run_id"],
+            offload_root=work,
+            ledger=True,
+        )
 
 
 def _summarizer(summarizer_id: str | None, where: Path) -> Any:
@@ -111,9 +121,11 @@ def _summarizer(summarizer_id: str | None, where: Path) -> Any:
         return None
     name, _, rest = summarizer_id.partition("/")
     if not name.startswith("offline"):
-        raise ConfigError(f"{where}: the ledger page replays the run, and only offline summarizers are replayed "
-                          f"(this run used {name!r})")
-    params = json.loads(rest[rest.index("{"):]) if "{" in rest else {}
+        raise ConfigError(
+            f"{where}: the ledger page replays the run, and only offline summarizers are replayed "
+            f"(this run used {name!r})"
+        )
+    params = json.loads(rest[rest.index("{") :]) if "{" in rest else {}
     return build_summarizer(name, **params)
 
 
@@ -164,8 +176,9 @@ def episode_diffs(episode: Episode, ledger: pd.DataFrame) -> pd.DataFrame:
     return _diffs(episode.views, ledger, described)
 
 
-def _diffs(views: Sequence[Sequence[Message]], ledger: pd.DataFrame,
-           described: dict[tuple[str, int], str]) -> pd.DataFrame:
+def _diffs(
+    views: Sequence[Sequence[Message]], ledger: pd.DataFrame, described: dict[tuple[str, int], str]
+) -> pd.DataFrame:
     import pandas as pd
 
     led = ledger[ledger["basis"] == "compaction"]
@@ -185,8 +198,11 @@ def _diffs(views: Sequence[Sequence[Message]], ledger: pd.DataFrame,
                 left.append(_preview(m))
         before, after = _summary_of(prev), _summary_of(view)
         a_before, a_after = _anchors(before), _anchors(after)
-        erased = [t for t, v in a_after.items() if is_no_information(v) and not is_no_information(a_before.get(t, ""))
-                  and t in a_before]
+        erased = [
+            t
+            for t, v in a_after.items()
+            if is_no_information(v) and not is_no_information(a_before.get(t, "")) and t in a_before
+        ]
         changed: dict[str, list[str]] = {"lost": [], "stale": [], "degraded": [], "recovered": []}
         used: dict[str, int] = {}
         touched: dict[str, str] = {}
@@ -201,10 +217,22 @@ def _diffs(views: Sequence[Sequence[Message]], ledger: pd.DataFrame,
                     if what is not None:
                         touched[f"{r.item_type}: {r.value}"] = what
             previous_state[r.item_id] = r.state
-        rows.append({"round": int(rnd), "call_index": call, "tier_name": str(g["tier_name"].iloc[0]),
-                     "n_left": len(left), "left": left, "summary": after if after != before else None,
-                     "anchors_before": a_before, "anchors_after": a_after, "na_erased": erased, **changed,
-                     "used_later": used, "touched": touched})
+        rows.append(
+            {
+                "round": int(rnd),
+                "call_index": call,
+                "tier_name": str(g["tier_name"].iloc[0]),
+                "n_left": len(left),
+                "left": left,
+                "summary": after if after != before else None,
+                "anchors_before": a_before,
+                "anchors_after": a_after,
+                "na_erased": erased,
+                **changed,
+                "used_later": used,
+                "touched": touched,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -255,8 +283,10 @@ def episode_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) 
         entry = {c.get("run_id"): c for c in manifest.get("cells", [])}[run_id]
         cell = Cell.from_dict(entry)
         if not cell.agent.startswith("scripted") and "cassette=" not in cell.agent:
-            raise ConfigError(f"{run_id}: the ledger page runs the episode again, which a live agent does only from "
-                              f"a cassette (agent {cell.agent!r})")
+            raise ConfigError(
+                f"{run_id}: the ledger page runs the episode again, which a live agent does only from "
+                f"a cassette (agent {cell.agent!r})"
+            )
         return run_episode_cell(cell), str(cell.run_id), str(cell.task_id)
     jpath = folder / "episode.json"
     try:
@@ -266,18 +296,26 @@ def episode_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) 
     except (OSError, ValueError, KeyError, IndexError) as e:
         raise FormatError(f"cannot read the episode ({type(e).__name__}: {e})", path=str(jpath)) from None
     if not str(summary["agent_id"]).startswith("scripted"):
-        raise ConfigError(f"{folder}: the ledger page runs the episode again, which only the scripted agent does "
-                          f"offline (this one used {summary['agent_id']!r})")
+        raise ConfigError(
+            f"{folder}: the ledger page runs the episode again, which only the scripted agent does "
+            f"offline (this one used {summary['agent_id']!r})"
+        )
     stress = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.pop("stress", {}).items()}
-    ep = run_episode(make_world(summary["world_kind"], **json.loads(summary["world_params"])),
-                     make_agent(summary["agent_id"]), make_policy(summary["policy_kind"], **d["policy_params"]),
-                     seed=int(summary["seed"]), summarizer=_summarizer(summary["summarizer_id"] or None, jpath),
-                     stress=StressSettings(**stress), **cfg)
+    ep = run_episode(
+        make_world(summary["world_kind"], **json.loads(summary["world_params"])),
+        make_agent(summary["agent_id"]),
+        make_policy(summary["policy_kind"], **d["policy_params"]),
+        seed=int(summary["seed"]),
+        summarizer=_summarizer(summary["summarizer_id"] or None, jpath),
+        stress=StressSettings(**stress),
+        **cfg,
+    )
     return ep, str(row["run_id"]), str(row["task_id"])
 
 
-def write_ledger_page(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
-                      run_id: str | None = None) -> Path:
+def write_ledger_page(
+    path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *, run_id: str | None = None
+) -> Path:
     """Replay the run (see :func:`replay_for_ledger`; a closed-loop episode runs again, see
     :func:`episode_for_ledger`) and write its diff view as one HTML page: ``out`` (default
     ``<run folder>/ledger.html``, or ``ledger-<cell>.html`` in a sweep folder)."""
@@ -286,43 +324,63 @@ def write_ledger_page(path: str | os.PathLike[str], out: str | os.PathLike[str] 
         ledger = ledger_table(episode_ledger(ep, run_id=rid, task_id=task_id))
         diffs = episode_diffs(ep, ledger)
         verdict = "succeeded" if ep.success else "failed: " + html.escape(ep.outcome.failure or ep.terminated_by)
-        about = (f"<b>Episode</b> {html.escape(rid)}<br><b>World</b> {html.escape(ep.world_kind)} seed {ep.seed}, "
-                 f"agent {html.escape(ep.agent_id)} ({verdict})<br>"
-                 f"<b>Policy</b> {html.escape(ep.policy_kind)}, {html.escape(ep.config.history_mode)} mode, window "
-                 f"{ep.context_window_tokens:,} tokens")
+        about = (
+            f"<b>Episode</b> {html.escape(rid)}<br><b>World</b> {html.escape(ep.world_kind)} seed {ep.seed}, "
+            f"agent {html.escape(ep.agent_id)} ({verdict})<br>"
+            f"<b>Policy</b> {html.escape(ep.policy_kind)}, {html.escape(ep.config.history_mode)} mode, window "
+            f"{ep.context_window_tokens:,} tokens"
+        )
         later = "touched at call"
     else:
         res = replay_for_ledger(path, run_id)
         diffs = compaction_diffs(res)
         assert res.ledger is not None
         ledger, rid = res.ledger, res.run_id
-        about = (f"<b>Run</b> {html.escape(res.run_id)}<br><b>Policy</b> {html.escape(res.policy_kind)}, "
-                 f"{html.escape(res.config.history_mode)} mode, window {res.context_window_tokens:,} tokens")
+        about = (
+            f"<b>Run</b> {html.escape(res.run_id)}<br><b>Policy</b> {html.escape(res.policy_kind)}, "
+            f"{html.escape(res.config.history_mode)} mode, window {res.context_window_tokens:,} tokens"
+        )
         later = "used again at call"
     fill = ledger[(ledger["basis"] == "fill") & ~ledger["pinned"].astype(bool)]
-    by_type = (fill.pivot_table(index="item_type", columns="round", values="state",
-                                aggfunc=lambda s: f"{(s == 'PRESERVED').mean():.0%}", observed=True)
-               if len(fill) else None)
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Ledger {html.escape(rid)}</title>"
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>What each compaction kept and lost</h1><p>{about}; {len(diffs)} compaction rounds shown (the "
-             f"first {len(diffs)} view rewrites).</p>",
-             "<p>An item is PRESERVED only when its exact value is in the view; DEGRADED when part of it is (a "
-             "file name without its path, digits without their prefix or unit); STALE when an older value "
-             "shows and the current one does not; LOST otherwise. Items pinned in the system or first task "
-             "message are left out. The summarizer is the offline extractive stand-in unless the run used a "
-             "model.</p>"]
+    by_type = (
+        fill.pivot_table(
+            index="item_type",
+            columns="round",
+            values="state",
+            aggfunc=lambda s: f"{(s == 'PRESERVED').mean():.0%}",
+            observed=True,
+        )
+        if len(fill)
+        else None
+    )
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Ledger {html.escape(rid)}</title>"
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>What each compaction kept and lost</h1><p>{about}; {len(diffs)} compaction rounds shown (the "
+        f"first {len(diffs)} view rewrites).</p>",
+        "<p>An item is PRESERVED only when its exact value is in the view; DEGRADED when part of it is (a "
+        "file name without its path, digits without their prefix or unit); STALE when an older value "
+        "shows and the current one does not; LOST otherwise. Items pinned in the system or first task "
+        "message are left out. The summarizer is the offline extractive stand-in unless the run used a "
+        "model.</p>",
+    ]
     if by_type is not None:
-        parts.append("<h2>Items kept exactly after each window fill</h2><p>Round k: the first call after the "
-                     "uncompacted history outgrew k windows; blank: no item of that type was live.</p>"
-                     + by_type.astype(object).where(by_type.notna(), "").to_html(escape=True))
+        parts.append(
+            "<h2>Items kept exactly after each window fill</h2><p>Round k: the first call after the "
+            "uncompacted history outgrew k windows; blank: no item of that type was live.</p>"
+            + by_type.astype(object).where(by_type.notna(), "").to_html(escape=True)
+        )
     parts.append("<h2>Compaction rounds</h2>")
     for r in diffs.itertuples(index=False):
-        head = (f"Round {r.round}: call {r.call_index}, tier {html.escape(r.tier_name)}; {r.n_left} messages left "
-                f"the view; lost {len(r.lost)}, stale {len(r.stale)}, degraded {len(r.degraded)}, recovered "
-                f"{len(r.recovered)}")
-        body = [f"<h4>Left the view ({r.n_left})</h4>", _ul(r.left[:40] + ([f"… {len(r.left) - 40} more"]
-                                                                             if len(r.left) > 40 else []))]
+        head = (
+            f"Round {r.round}: call {r.call_index}, tier {html.escape(r.tier_name)}; {r.n_left} messages left "
+            f"the view; lost {len(r.lost)}, stale {len(r.stale)}, degraded {len(r.degraded)}, recovered "
+            f"{len(r.recovered)}"
+        )
+        body = [
+            f"<h4>Left the view ({r.n_left})</h4>",
+            _ul(r.left[:40] + ([f"… {len(r.left) - 40} more"] if len(r.left) > 40 else [])),
+        ]
         body.append("<h4>Items that changed state</h4>")
         for state, items in (("lost", r.lost), ("stale", r.stale)):
             body.append(f"<p class='{state}'>{state.upper()}</p>" + _ul([_then(x, r, later) for x in items], state))
@@ -332,16 +390,22 @@ def write_ledger_page(path: str | os.PathLike[str], out: str | os.PathLike[str] 
                 f"<tr><td>{html.escape(t)}</td><td>{html.escape(r.anchors_before.get(t, ''))}</td>"
                 f"<td>{html.escape(r.anchors_after.get(t, ''))}</td><td class='lost'>"
                 f"{'N/A erased a known value' if t in r.na_erased else ''}</td></tr>"
-                for t in r.anchors_after)
-            body.append("<h4>Anchors before and after the merge</h4><table><tr><th>anchor</th><th>before</th>"
-                        f"<th>after</th><th></th></tr>{rows}</table>")
+                for t in r.anchors_after
+            )
+            body.append(
+                "<h4>Anchors before and after the merge</h4><table><tr><th>anchor</th><th>before</th>"
+                f"<th>after</th><th></th></tr>{rows}</table>"
+            )
         if isinstance(r.summary, str) and r.summary:
             body.append(f"<h4>Summary written</h4><pre>{html.escape(r.summary)}</pre>")
         parts.append(f"<details><summary>{head}</summary>{''.join(body)}</details>")
     parts.append("</body></html>")
     folder = Path(path)
-    target = Path(out) if out is not None else folder / ("ledger.html" if run_id is None else
-                                                          f"ledger-{cell_dir_name(run_id)}.html")
+    target = (
+        Path(out)
+        if out is not None
+        else folder / ("ledger.html" if run_id is None else f"ledger-{cell_dir_name(run_id)}.html")
+    )
     refuse_symlink(target, what="ledger page")
     write_text_atomic(target, "".join(parts))
     return target

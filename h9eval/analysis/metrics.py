@@ -104,6 +104,7 @@ _CONFIG_KEYS = ("policy_kind", "params_hash", "history_mode", "summarizer")
 @dataclass(frozen=True)
 class CI:
     """A mean with a bootstrap confidence interval; ``n`` values went in (NaNs dropped)."""
+
     mean: float
     lo: float
     hi: float
@@ -167,7 +168,9 @@ def tokens_saved(calls: Any) -> Any:
     d = calls.copy()
     d["_sent"] = d["tokens_sent"].astype(float)
     d["_raw"] = d["raw_tokens_sent"].astype(float) if "raw_tokens_sent" in d.columns else math.nan
-    d["_ratio"] = d["_sent"] / d["context_window_tokens"].astype(float) if "context_window_tokens" in d.columns else math.nan
+    d["_ratio"] = (
+        d["_sent"] / d["context_window_tokens"].astype(float) if "context_window_tokens" in d.columns else math.nan
+    )
     g = d.groupby("run_id", sort=True).agg(
         mean_tokens_sent=("_sent", "mean"),
         mean_raw_tokens_sent=("_raw", "mean"),
@@ -268,12 +271,21 @@ def compaction_invalidation(calls: Any) -> Any:
         starts = [i for i in range(len(g)) if comp[i]]
         for k, i in enumerate(starts):
             end = starts[k + 1] if k + 1 < len(starts) else len(g)
-            rows.append({"run_id": rid, "call_index": int(idx[i]), "tier_name": str(tiers[i]),
-                         "invalidation_usd": float(inval[i:end].sum()), "calls_until_next": end - i})
+            rows.append(
+                {
+                    "run_id": rid,
+                    "call_index": int(idx[i]),
+                    "tier_name": str(tiers[i]),
+                    "invalidation_usd": float(inval[i:end].sum()),
+                    "calls_until_next": end - i,
+                }
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
-def _probe_subset(probes: Any, method: str | None, scope: str | None, *, pinned: str = "exclude", placebo: bool = True) -> Any:
+def _probe_subset(
+    probes: Any, method: str | None, scope: str | None, *, pinned: str = "exclude", placebo: bool = True
+) -> Any:
     if pinned not in PINNED_CHOICES:
         raise ValueError(f"pinned must be one of {', '.join(PINNED_CHOICES)}, got {pinned!r}")
     p = probes
@@ -322,7 +334,9 @@ def retention(
     return g.rename(columns={"mean": "retention", "size": "n_probes"})
 
 
-def retention_over_calls(probes: Any, *, kinds: Sequence[str] | None = None, method: str | None = "recall", scope: str | None = "view") -> Any:
+def retention_over_calls(
+    probes: Any, *, kinds: Sequence[str] | None = None, method: str | None = "recall", scope: str | None = "view"
+) -> Any:
     """Retention per run, kind group and checkpoint: the drift curve's data.
 
     ``kinds``: probe kinds to keep (default all). Columns: ``run_id``, ``probe_kind``,
@@ -342,7 +356,20 @@ def _run_info(runs: Any | None, calls: Any) -> Any:
         r = runs
         if "status" in r.columns:
             r = r[r["status"] == "ok"]
-        cols = [c for c in ("run_id", "task_id", "policy_kind", "policy_name", "params_json", "params_hash", "history_mode", "summarizer") if c in r.columns]
+        cols = [
+            c
+            for c in (
+                "run_id",
+                "task_id",
+                "policy_kind",
+                "policy_name",
+                "params_json",
+                "params_hash",
+                "history_mode",
+                "summarizer",
+            )
+            if c in r.columns
+        ]
         return r[cols].drop_duplicates("run_id").reset_index(drop=True)
     if len(calls) == 0:
         return pd.DataFrame(columns=["run_id", "task_id", "policy_kind", "params_hash", "history_mode"])
@@ -380,7 +407,9 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
         if len(calls)
         else pd.DataFrame(columns=["run_id"])
     )
-    out = info.merge(ts[["run_id", "tokens_saved", "peak_tokens_sent", "peak_ratio_to_window"]], on="run_id", how="left").merge(agg, on="run_id", how="left")
+    out = info.merge(
+        ts[["run_id", "tokens_saved", "peak_tokens_sent", "peak_ratio_to_window"]], on="run_id", how="left"
+    ).merge(agg, on="run_id", how="left")
     out = out.merge(cost_metrics(calls), on="run_id", how="left")
     if probes is not None and len(probes):
         overall = retention(probes, by=("run_id",), method=method)[["run_id", "retention"]]
@@ -392,7 +421,11 @@ def run_metrics(calls: Any, probes: Any | None = None, runs: Any | None = None, 
         out = out.merge(cond.rename(columns={"retention": "retention_after_compaction"}), on="run_id", how="left")
         per = retention(probes, by=("run_id", "probe_kind"), method=method)
         if len(per):
-            wide = per.pivot(index="run_id", columns="probe_kind", values="retention").add_prefix("retention_").reset_index()
+            wide = (
+                per.pivot(index="run_id", columns="probe_kind", values="retention")
+                .add_prefix("retention_")
+                .reset_index()
+            )
             out = out.merge(wide, on="run_id", how="left")
     else:
         for col in ("retention", "retention_after_compaction", "pinned_retention", "retention_with_pinned"):
@@ -479,7 +512,14 @@ def config_labels(runs: pd.DataFrame) -> pd.Series:
     return label
 
 
-def config_metrics(run_metrics_df: Any, metrics: Sequence[str] = ("tokens_saved", "retention"), *, n: int = 1000, seed: int = 0, level: float = 0.95) -> Any:
+def config_metrics(
+    run_metrics_df: Any,
+    metrics: Sequence[str] = ("tokens_saved", "retention"),
+    *,
+    n: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Any:
     """Per config (``label`` + history mode + summarizer): mean and bootstrap CI across runs
     (i.e. tasks) of each metric, plus ``n_runs``, total ``overflows`` and ``emergencies`` and
     mean ``summarizer_calls``/``summarizer_cost_usd``, billed ``cost_usd`` with its CI (NaN when a run is
@@ -581,8 +621,11 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
     billed = "call_index" in table.columns and "summarizer_bill_usd" in table.columns
     if "call_index" in table.columns:
         per_run = (
-            table.groupby("run_id").agg(**{c: (c, dollars_total if c == "summarizer_cost_usd" else "sum") for c in cols})
-            .reset_index() if len(table) else pd.DataFrame(columns=["run_id", *cols])
+            table.groupby("run_id")
+            .agg(**{c: (c, dollars_total if c == "summarizer_cost_usd" else "sum") for c in cols})
+            .reset_index()
+            if len(table)
+            else pd.DataFrame(columns=["run_id", *cols])
         )
         if billed and len(table):
             bill = table.groupby("run_id")["summarizer_bill_usd"].agg(dollars_total)
@@ -597,7 +640,11 @@ def summarizer_usage(table: Any, runs: Any | None = None, *, by: str = "label") 
             d["_billed"] = d["billed_usd_per_run"].astype(float)
     for c in cols:
         # token counts unknown: 0; dollars unknown (an unpriced model): NaN, never $0
-        d[c] = (d[c].astype(float) if c == "summarizer_cost_usd" else d[c].astype(float).fillna(0)) if c in d.columns else 0.0
+        d[c] = (
+            (d[c].astype(float) if c == "summarizer_cost_usd" else d[c].astype(float).fillna(0))
+            if c in d.columns
+            else 0.0
+        )
     if by == "label" and "label" not in d.columns:
         d["label"] = config_labels(d)
     if len(d) == 0:
@@ -641,7 +688,9 @@ def token_estimate_error(messages_table: Any) -> Any:
         for col, name in (("est_tokens", "est"), ("calibrated_tokens", "calibrated")):
             if col in g.columns:
                 row[f"{name}_error"] = float(g[col].sum()) / bpe - 1 if bpe else math.nan
-                row[f"{name}_abs_error_median"] = float(np.median(np.abs(g[col] / g["bpe_tokens"] - 1))) if len(g) else math.nan
+                row[f"{name}_abs_error_median"] = (
+                    float(np.median(np.abs(g[col] / g["bpe_tokens"] - 1))) if len(g) else math.nan
+                )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -699,7 +748,6 @@ def anchor_presence(compactions: Any) -> Any:
     ``record_index``, ``anchor_type``, ``present``."""
     import pandas as pd
 
-
     rows = []
     for r in compactions.itertuples(index=False):
         aj = getattr(r, "anchors_json", None)
@@ -732,15 +780,22 @@ def anchor_retention(table: Any, *, method: str | None = "recall", scope: str | 
     """
     import pandas as pd
 
-
     if "anchors_json" in table.columns:
         long = anchor_presence(table).rename(columns={"record_index": "compaction_index", "present": "value"})
     else:
         p = _probe_subset(table, method, scope)
         p = p[p["probe_kind"].isin(ANCHOR_KINDS)]
-        col = "n_compactions" if "n_compactions" in p.columns and p["n_compactions"].notna().any() else "checkpoint_call_index"
+        col = (
+            "n_compactions"
+            if "n_compactions" in p.columns and p["n_compactions"].notna().any()
+            else "checkpoint_call_index"
+        )
         long = pd.DataFrame(
-            {"anchor_type": p["probe_kind"], "compaction_index": p[col].fillna(-1).astype(int), "value": p["score"].astype(float)}
+            {
+                "anchor_type": p["probe_kind"],
+                "compaction_index": p[col].fillna(-1).astype(int),
+                "value": p["score"].astype(float),
+            }
         )
     if len(long) == 0:
         return pd.DataFrame()
@@ -779,7 +834,9 @@ def option_comparison(
     """
     import pandas as pd
 
-    df = run_metrics_df[run_metrics_df["policy_kind"] == "progressive"].copy() if len(run_metrics_df) else run_metrics_df
+    df = (
+        run_metrics_df[run_metrics_df["policy_kind"] == "progressive"].copy() if len(run_metrics_df) else run_metrics_df
+    )
     if len(df) == 0 or "params_json" not in df.columns:
         return pd.DataFrame(columns=["option", "n_tasks"])
     opts, base_keys = [], []
@@ -787,7 +844,11 @@ def option_comparison(
         p = params_of(pj)
         o = _improvement_options_set(pj)
         opts.append(", ".join(f"{k}={v}" for k, v in sorted(o.items())))
-        base_keys.append(json.dumps({k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, sort_keys=True, default=str))
+        base_keys.append(
+            json.dumps(
+                {k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, sort_keys=True, default=str
+            )
+        )
     df["option"] = opts
     df["_base"] = base_keys
     ctx = [c for c in ("history_mode", "summarizer") if c in df.columns]
@@ -825,7 +886,9 @@ def option_comparison(
     return pd.DataFrame(rows)
 
 
-def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: str = "tokens_saved") -> dict[str, Any] | None:
+def recommend(
+    config_metrics_df: Any, *, metric: str = "retention", tiebreak: str = "tokens_saved"
+) -> dict[str, Any] | None:
     """The best config by ``metric`` among those with no overflow (and no emergency when that
     leaves any), ties broken by ``tiebreak``; ``None`` when no config qualifies. Returns the row
     as a dict plus ``reason`` (one sentence saying how it was chosen), ``excluded`` (labels
@@ -839,7 +902,11 @@ def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: st
     why: list[str] = []
 
     def name(r: Mapping[str, Any]) -> str:
-        extra = [str(r[c]) for c in ("history_mode", "summarizer") if c in r and isinstance(r[c], str) and r[c] and r[c] not in str(r["label"])]
+        extra = [
+            str(r[c])
+            for c in ("history_mode", "summarizer")
+            if c in r and isinstance(r[c], str) and r[c] and r[c] not in str(r["label"])
+        ]
         return str(r["label"]) + (f" ({', '.join(extra)})" if extra else "")
 
     if excluded and "overflows" in df.columns:
@@ -858,9 +925,8 @@ def recommend(config_metrics_df: Any, *, metric: str = "retention", tiebreak: st
         return None
     sort_cols = [metric] + ([tiebreak] if tiebreak in ok.columns else [])
     best = ok.sort_values(sort_cols, ascending=False, kind="stable").iloc[0].to_dict()
-    best["reason"] = (
-        f"highest mean {metric} ({best[metric]:.3f}) among {len(ok)} config(s) with {note}"
-        + (f"; ties broken by {tiebreak}" if tiebreak in ok.columns else "")
+    best["reason"] = f"highest mean {metric} ({best[metric]:.3f}) among {len(ok)} config(s) with {note}" + (
+        f"; ties broken by {tiebreak}" if tiebreak in ok.columns else ""
     )
     best["excluded"] = excluded
     best["excluded_why"] = why

@@ -22,11 +22,28 @@ from typing import Any
 
 from h9eval.analysis.compare import as_results, metric_spec, pairs_for, run_table
 from h9eval.analysis.metrics import IMPROVEMENT_OPTIONS, params_diff
-from h9eval.analysis.stats import BETTER, DEFAULT_LEVEL, DEFAULT_RESAMPLES, INCONCLUSIVE, WORSE, PairedComparison, compare_family
+from h9eval.analysis.stats import (
+    BETTER,
+    DEFAULT_LEVEL,
+    DEFAULT_RESAMPLES,
+    INCONCLUSIVE,
+    WORSE,
+    PairedComparison,
+    compare_family,
+)
 from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.results.store import Results
 
-__all__ = ["OptionTarget", "OPTION_TARGETS", "GUARD_METRICS", "OVERALL_RULE", "OptionVerdict", "judge_options", "option_target", "overall_verdict"]
+__all__ = [
+    "OptionTarget",
+    "OPTION_TARGETS",
+    "GUARD_METRICS",
+    "OVERALL_RULE",
+    "OptionVerdict",
+    "judge_options",
+    "option_target",
+    "overall_verdict",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,7 +164,11 @@ def _option_set(params_json: Any) -> dict[str, Any]:
 
 def _base_key(params_json: Any, summarizer: Any) -> str:
     p = json.loads(params_json) if isinstance(params_json, str) and params_json else {}
-    return json.dumps({"params": {k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, "summarizer": summarizer}, sort_keys=True, default=str)
+    return json.dumps(
+        {"params": {k: v for k, v in sorted(p.items()) if k not in IMPROVEMENT_OPTIONS}, "summarizer": summarizer},
+        sort_keys=True,
+        default=str,
+    )
 
 
 def judge_options(

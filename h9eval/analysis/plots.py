@@ -136,20 +136,38 @@ def token_curve(
             t = comp[comp["tier_name"] == tier]
             if len(t):
                 tiers_seen.add(tier)
-                ax.scatter(t["call_index"], t["tokens_sent"], marker=mk, s=30, color=TIER_COLORS[tier], edgecolor="black", lw=0.5, zorder=3, gid=f"compaction-{tier}")
+                ax.scatter(
+                    t["call_index"],
+                    t["tokens_sent"],
+                    marker=mk,
+                    s=30,
+                    color=TIER_COLORS[tier],
+                    edgecolor="black",
+                    lw=0.5,
+                    zorder=3,
+                    gid=f"compaction-{tier}",
+                )
         off = g[(g["offloads_tool_time_count"] + g["offloads_compaction_count"]) > 0]
         if len(off):
             flags["offload"] = True
-            ax.scatter(off["call_index"], off["tokens_sent"], marker="v", s=16, color="0.3", alpha=0.7, zorder=3, gid="offload")
+            ax.scatter(
+                off["call_index"], off["tokens_sent"], marker="v", s=16, color="0.3", alpha=0.7, zorder=3, gid="offload"
+            )
         for key, col, kw in (
             ("fallback", "fallback", dict(marker="x", s=40, color="black", zorder=4)),
-            ("forced", "forced_truncation", dict(marker="o", s=80, facecolor="none", edgecolor="red", lw=1.5, zorder=4)),
+            (
+                "forced",
+                "forced_truncation",
+                dict(marker="o", s=80, facecolor="none", edgecolor="red", lw=1.5, zorder=4),
+            ),
             ("overflow", "overflow", dict(marker="*", s=90, color="red", zorder=5)),
         ):
             sel = g[g[col].astype(bool)]
             if len(sel):
                 flags[key] = True
-                ax.scatter(sel["call_index"], sel["tokens_sent"], gid="forced_truncation" if key == "forced" else col, **kw)
+                ax.scatter(
+                    sel["call_index"], sel["tokens_sent"], gid="forced_truncation" if key == "forced" else col, **kw
+                )
         top = max(float(g["history_tokens"].max()), float(g["tokens_sent"].max()), w) * 1.05
         ax.set_ylim(0, top)
         ax.set_xlim(-0.5, xmax + 0.5)
@@ -159,17 +177,43 @@ def token_curve(
         r.set_yticks([v for v, _ in right_ticks], [s for _, s in right_ticks], fontsize=7)
         r.tick_params(length=0)
         ax.set_ylabel("tokens", fontsize=8)
-        ax.set_title(_short((labels or {}).get(rid, rid), 90) + f" · window {w:,} tokens (black line)" + ("" if th else " · no tiers"), fontsize=9, loc="left")
+        ax.set_title(
+            _short((labels or {}).get(rid, rid), 90)
+            + f" · window {w:,} tokens (black line)"
+            + ("" if th else " · no tiers"),
+            fontsize=9,
+            loc="left",
+        )
         ax.tick_params(labelsize=7)
     axes[-1].set_xlabel("call index (model call)")
-    proxies = [Line2D([], [], ls="--", color="C0", label="history tokens"), Line2D([], [], color="C0", label="tokens sent")]
+    proxies = [
+        Line2D([], [], ls="--", color="C0", label="history tokens"),
+        Line2D([], [], color="C0", label="tokens sent"),
+    ]
     for tier in sorted(tiers_seen, key=M.TIER_NAMES.index):
-        proxies.append(Line2D([], [], ls="", marker=_TIER_MARKERS[tier], color=TIER_COLORS[tier], markeredgecolor="black", label=f"compaction: {tier}"))
-    marks = {"offload": ("v", "0.3", "offload"), "fallback": ("x", "black", "summary fallback"), "forced": ("o", "red", "forced truncation"), "overflow": ("*", "red", "overflow")}
+        proxies.append(
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker=_TIER_MARKERS[tier],
+                color=TIER_COLORS[tier],
+                markeredgecolor="black",
+                label=f"compaction: {tier}",
+            )
+        )
+    marks = {
+        "offload": ("v", "0.3", "offload"),
+        "fallback": ("x", "black", "summary fallback"),
+        "forced": ("o", "red", "forced truncation"),
+        "overflow": ("*", "red", "overflow"),
+    }
     for k, on in flags.items():
         if on:
             mk, col, lab = marks[k]
-            proxies.append(Line2D([], [], ls="", marker=mk, color=col, markerfacecolor="none" if k == "forced" else col, label=lab))
+            proxies.append(
+                Line2D([], [], ls="", marker=mk, color=col, markerfacecolor="none" if k == "forced" else col, label=lab)
+            )
     _fig_legend_below(fig, proxies, ncol=5)
     if title:
         fig.suptitle(title, fontsize=10)
@@ -221,7 +265,13 @@ def tier_swimlane(
         for i, rid in enumerate(ids):
             g = calls[calls["run_id"] == rid]
             grid[i, g["call_index"].to_numpy(dtype=int)] = [order.get(str(t), 0) for t in g["tier_name"]]
-        im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap=cmap, norm=BoundaryNorm(np.arange(-0.5, 5.5), 5))
+        im = ax.imshow(
+            np.ma.masked_invalid(grid),
+            aspect="auto",
+            interpolation="nearest",
+            cmap=cmap,
+            norm=BoundaryNorm(np.arange(-0.5, 5.5), 5),
+        )
         ax.set_yticks(range(len(ids)), [_short((labels or {}).get(r, r), 40) for r in ids], fontsize=7)
         if name:
             ax.set_title(name, fontsize=8, loc="left")
@@ -233,7 +283,9 @@ def tier_swimlane(
     return fig
 
 
-def tier_transition_matrix(calls: Any, *, normalize: bool = False, groups: Mapping[str, Sequence[str]] | None = None) -> Any:
+def tier_transition_matrix(
+    calls: Any, *, normalize: bool = False, groups: Mapping[str, Sequence[str]] | None = None
+) -> Any:
     """Heatmap of :func:`h9eval.analysis.metrics.tier_transitions` (rows: tier at a call, columns: tier
     at the next call of the same run), with the counts (or shares) written in the cells and each
     row's number of transitions (n) on its label.
@@ -243,7 +295,11 @@ def tier_transition_matrix(calls: Any, *, normalize: bool = False, groups: Mappi
     """
     import numpy as np
 
-    panels = list(groups.items()) if groups else [("Tier transitions", list(dict.fromkeys(calls["run_id"])) if len(calls) else [])]
+    panels = (
+        list(groups.items())
+        if groups
+        else [("Tier transitions", list(dict.fromkeys(calls["run_id"])) if len(calls) else [])]
+    )
     ncols = 2 if len(panels) == 4 else min(len(panels), 3)
     nrows = -(-len(panels) // ncols)
     fig, axes = new_figure(nrows, ncols, size=(3.6 * ncols + 0.6, 3.3 * nrows + 0.3))
@@ -260,9 +316,17 @@ def tier_transition_matrix(calls: Any, *, normalize: bool = False, groups: Mappi
         for i in range(len(M.TIER_NAMES)):
             for j in range(len(M.TIER_NAMES)):
                 v = m.iat[i, j]
-                ax.text(j, i, f"{v:.2f}" if normalize else f"{int(v)}", ha="center", va="center", fontsize=7, color="white" if v > vmax / 2 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}" if normalize else f"{int(v)}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if v > vmax / 2 else "black",
+                )
         ax.set_title(f"{_short(name, 44)}\n{len(ids)} run(s)", fontsize=8)
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_axis_off()
     return fig
 
@@ -320,7 +384,10 @@ def config_heatmap(
     rows_s = list(dict.fromkeys(table[split])) if too_many and split and split in table.columns else [None]
     cols = list(dict.fromkeys(table[column]))
     heights = [max(sel(sel(table, split, f), panel, p)[row].nunique() for p in cols_p) for f in rows_s]
-    fig = Figure(figsize=(min(4.6 * len(cols_p), 10.0) + 0.8, 1.0 + 0.36 * sum(heights) + 0.5 * len(rows_s)), layout="constrained")
+    fig = Figure(
+        figsize=(min(4.6 * len(cols_p), 10.0) + 0.8, 1.0 + 0.36 * sum(heights) + 0.5 * len(rows_s)),
+        layout="constrained",
+    )
     gs = fig.add_gridspec(len(rows_s), len(cols_p), height_ratios=[max(h, 1) + 0.8 for h in heights])
     im, axes = None, []
     for a, f in enumerate(rows_s):
@@ -332,17 +399,31 @@ def config_heatmap(
                 ax.set_axis_off()
                 continue
             v = sub.pivot_table(index=row, columns=column, values=value, aggfunc="first").reindex(columns=cols)
-            n = sub.pivot_table(index=row, columns=column, values=n_col, aggfunc="first").reindex(index=v.index, columns=cols)
+            n = sub.pivot_table(index=row, columns=column, values=n_col, aggfunc="first").reindex(
+                index=v.index, columns=cols
+            )
             order = v.mean(axis=1).sort_values(ascending=False, kind="stable").index
             v, n = v.loc[order], n.loc[order]
-            im = ax.imshow(v.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+            im = ax.imshow(
+                v.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest"
+            )
             for i in range(v.shape[0]):
                 for j in range(v.shape[1]):
                     x, k = v.iat[i, j], n.iat[i, j]
                     if isinstance(x, float) and np.isnan(x):
                         continue
-                    ax.text(j, i, f"{x:.2f}\nn={int(k)}", ha="center", va="center", fontsize=6, color="black" if x > 0.6 else "white")
-            ax.set_xticks(range(len(cols)), [str(c).replace("_", " ") for c in cols], rotation=25, ha="right", fontsize=7)
+                    ax.text(
+                        j,
+                        i,
+                        f"{x:.2f}\nn={int(k)}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="black" if x > 0.6 else "white",
+                    )
+            ax.set_xticks(
+                range(len(cols)), [str(c).replace("_", " ") for c in cols], rotation=25, ha="right", fontsize=7
+            )
             ax.set_yticks(range(len(order)), [_short(str(r), 34) for r in order], fontsize=7)
             head = " · ".join(str(t) for t in (p, f) if t is not None)
             if head:
@@ -353,7 +434,13 @@ def config_heatmap(
     return fig
 
 
-def drift_curves(probes: Any, run_ids: Sequence[str] | None = None, *, method: str | None = "recall", labels: Mapping[str, str] | None = None) -> Any:
+def drift_curves(
+    probes: Any,
+    run_ids: Sequence[str] | None = None,
+    *,
+    method: str | None = "recall",
+    labels: Mapping[str, str] | None = None,
+) -> Any:
     """Intent and fact retention over calls (one axis each, one line per run), from
     :func:`h9eval.analysis.metrics.retention_over_calls`. ``fact`` includes ``derived_fact``.
     ``labels``: legend text per run id (the configuration; default the run id). The legend
@@ -363,7 +450,9 @@ def drift_curves(probes: Any, run_ids: Sequence[str] | None = None, *, method: s
     fig, axes = new_figure(1, 2, size=(10.0, 4.2))
     groups = {"intent": ("intent", "key_terms"), "facts": ("fact", "derived_fact")}
     d = M.retention_over_calls(probes, method=method) if len(probes) else None
-    ids_all = list(run_ids) if run_ids is not None else (list(dict.fromkeys(d["run_id"])) if d is not None and len(d) else [])
+    ids_all = (
+        list(run_ids) if run_ids is not None else (list(dict.fromkeys(d["run_id"])) if d is not None and len(d) else [])
+    )
     # a line style per run as well as a colour: runs that agree overlap, and must stay visible
     styles = {rid: (f"C{i % 10}", ("-", "--", "-.", ":")[i % 4]) for i, rid in enumerate(ids_all)}
     drawn: dict[str, Any] = {}
@@ -381,7 +470,9 @@ def drift_curves(probes: Any, run_ids: Sequence[str] | None = None, *, method: s
             g = g.assign(w=g["retention"] * g["n_probes"]).groupby("checkpoint_call_index")[["w", "n_probes"]].sum()
             c, ls = styles[rid]
             ax.plot(g.index, g["w"] / g["n_probes"], marker=".", ms=3, lw=1.6, color=c, ls=ls, alpha=0.85)
-            drawn.setdefault(rid, Line2D([], [], color=c, ls=ls, lw=1.6, label=_short((labels or {}).get(rid, rid), 50)))
+            drawn.setdefault(
+                rid, Line2D([], [], color=c, ls=ls, lw=1.6, label=_short((labels or {}).get(rid, rid), 50))
+            )
         ax.set_ylim(-0.02, 1.05)
         ax.set_xlabel("call index")
         ax.set_ylabel("retention (mean score)")
@@ -424,9 +515,29 @@ def _draw_controls(ax: Any, controls: list[dict[str, Any]], m: str, x_range: tup
             ax.axvline(cv, ls=ls, color=col, lw=1.1, gid=f"control-{kind}")
             ax.text(cv, 1.0, f" {kind}", transform=tr, fontsize=6, color=col, va="bottom", ha="center", clip_on=False)
         elif cv < lo_x:
-            ax.text(0.0, 1.0, f"← {kind} {cv:.2f}", transform=ax.transAxes, fontsize=6, color=col, va="bottom", ha="left", gid=f"control-{kind}-offscale")
+            ax.text(
+                0.0,
+                1.0,
+                f"← {kind} {cv:.2f}",
+                transform=ax.transAxes,
+                fontsize=6,
+                color=col,
+                va="bottom",
+                ha="left",
+                gid=f"control-{kind}-offscale",
+            )
         else:
-            ax.text(1.0, 1.0, f"{kind} {cv:.2f} →", transform=ax.transAxes, fontsize=6, color=col, va="bottom", ha="right", gid=f"control-{kind}-offscale")
+            ax.text(
+                1.0,
+                1.0,
+                f"{kind} {cv:.2f} →",
+                transform=ax.transAxes,
+                fontsize=6,
+                color=col,
+                va="bottom",
+                ha="right",
+                gid=f"control-{kind}-offscale",
+            )
 
 
 def strategy_comparison(
@@ -478,6 +589,7 @@ def strategy_comparison(
     heights = [max(len(ch), 1) + 1.6 for _, _, ch, _, _ in layout]
     fig = Figure(figsize=(10.0, 0.9 + 0.27 * sum(heights)), layout="constrained")
     gs = fig.add_gridspec(len(layout), 2, height_ratios=heights, width_ratios=[1, 1])
+
     # one x range per mode and metric, from the configurations' CIs (not the controls'), so the
     # panels of a mode compare directly and no control squeezes the data into a corner
     def _range(mode: Any, m: str) -> tuple[float, float]:
@@ -509,13 +621,31 @@ def strategy_comparison(
                 lo, hi = r.get(f"{m}_ci_lo", v), r.get(f"{m}_ci_hi", v)
                 bad = (r.get("overflows", 0) or 0) > 0
                 mk = "D" if r.get("label") in on_front else "o"
-                ax.errorbar([v], [yy], xerr=[[v - lo], [hi - v]], fmt=mk, ms=5, color="C0", mfc="white" if bad else "C0", capsize=2, lw=1.2, gid="config")
+                ax.errorbar(
+                    [v],
+                    [yy],
+                    xerr=[[v - lo], [hi - v]],
+                    fmt=mk,
+                    ms=5,
+                    color="C0",
+                    mfc="white" if bad else "C0",
+                    capsize=2,
+                    lw=1.2,
+                    gid="config",
+                )
             ax.set_ylim(-0.7, max(len(chunk), 1) - 0.3)
             ax.set_xlim(*ranges[(mode, m)])
             ax.grid(axis="x", color="0.9", lw=0.6)
             ax.set_axisbelow(True)
             if j == 0:
-                ax.set_yticks(ys, [_short(str(r.get("label")), 40) + (" (overflow)" if (r.get("overflows", 0) or 0) > 0 else "") for r in chunk], fontsize=7)
+                ax.set_yticks(
+                    ys,
+                    [
+                        _short(str(r.get("label")), 40) + (" (overflow)" if (r.get("overflows", 0) or 0) > 0 else "")
+                        for r in chunk
+                    ],
+                    fontsize=7,
+                )
             else:
                 ax.set_yticks(ys, [""] * len(ys))
             ax.tick_params(axis="x", labelsize=7)
@@ -527,7 +657,10 @@ def strategy_comparison(
         Line2D([], [], ls="-", marker="o", color="C0", label="mean, 95% bootstrap CI across tasks"),
         Line2D([], [], ls="", marker="D", color="C0", label="on the tokens-saved/retention Pareto front"),
         Line2D([], [], ls="", marker="o", color="C0", mfc="white", label="overflowed the window"),
-    ] + [Line2D([], [], ls=_CONTROL_STYLE[k][0], color=_CONTROL_STYLE[k][1], label=f"{k} (control)") for k in CONTROL_KINDS]
+    ] + [
+        Line2D([], [], ls=_CONTROL_STYLE[k][0], color=_CONTROL_STYLE[k][1], label=f"{k} (control)")
+        for k in CONTROL_KINDS
+    ]
     _fig_legend_below(fig, handles, ncol=3)
     return fig
 
@@ -553,7 +686,9 @@ def summarizer_cost(runs: Any, *, by: str = "label") -> Any:
     return fig
 
 
-def token_estimate_error(df: Any, calls_with_both_counts: Any | None = None, *, thresholds: Mapping[str, float] = M.DEFAULT_THRESHOLDS) -> Any:
+def token_estimate_error(
+    df: Any, calls_with_both_counts: Any | None = None, *, thresholds: Mapping[str, float] = M.DEFAULT_THRESHOLDS
+) -> Any:
     """Left: relative error of bytes/4 (and the calibrated estimate) against BPE per content
     kind (:func:`h9eval.analysis.metrics.token_estimate_error` of ``df``, a message token table).
     Right (when ``calls_with_both_counts`` is given): estimate vs BPE history tokens per call,
@@ -572,7 +707,12 @@ def token_estimate_error(df: Any, calls_with_both_counts: Any | None = None, *, 
         cols = [c for c in ("est_error", "calibrated_error") if c in e.columns]
         wbar = 0.8 / len(cols)
         for k, c in enumerate(cols):
-            ax.bar(xs + (k - (len(cols) - 1) / 2) * wbar, e[c] * 100, wbar, label={"est_error": "bytes/4", "calibrated_error": "calibrated"}[c])
+            ax.bar(
+                xs + (k - (len(cols) - 1) / 2) * wbar,
+                e[c] * 100,
+                wbar,
+                label={"est_error": "bytes/4", "calibrated_error": "calibrated"}[c],
+            )
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xticks(xs, list(e["kind"]))
         ax.set_ylabel("error vs BPE (%)")
@@ -587,7 +727,14 @@ def token_estimate_error(df: Any, calls_with_both_counts: Any | None = None, *, 
             bad = M.tier_misclassification(c, thresholds)
             ax.scatter(c["history_tokens_bpe"], c["history_tokens"], s=6, color="0.5", label="calls")
             if len(bad):
-                ax.scatter(bad["history_tokens_bpe"], bad["history_tokens"], s=14, color="red", label=f"tier differs ({len(bad)})", gid="misclassified")
+                ax.scatter(
+                    bad["history_tokens_bpe"],
+                    bad["history_tokens"],
+                    s=14,
+                    color="red",
+                    label=f"tier differs ({len(bad)})",
+                    gid="misclassified",
+                )
             hi = float(max(c["history_tokens_bpe"].max(), c["history_tokens"].max()))
             ax.plot([0, hi], [0, hi], color="black", lw=0.8, ls="--")
             ax.set_xlabel("BPE tokens (history)")
@@ -619,12 +766,27 @@ def records_token_curve(compactions: Any, session_ids: Sequence[str] | None = No
             t = g[g["tier_name"] == tier]
             if len(t):
                 seen.add(tier)
-                ax.scatter(t["record_index"], t["tokens_after"], marker=mk, s=28, color=TIER_COLORS[tier], edgecolor=c, zorder=3, gid=f"compaction-{tier}")
+                ax.scatter(
+                    t["record_index"],
+                    t["tokens_after"],
+                    marker=mk,
+                    s=28,
+                    color=TIER_COLORS[tier],
+                    edgecolor=c,
+                    zorder=3,
+                    gid=f"compaction-{tier}",
+                )
         err = g[g["error"].astype(str) != ""]
         if len(err):
             ax.scatter(err["record_index"], err["tokens_after"], marker="x", s=40, color="black", zorder=4, gid="error")
-    proxies = [Line2D([], [], ls="--", color="0.3", label="tokens before"), Line2D([], [], color="0.3", label="tokens after")]
-    proxies += [Line2D([], [], ls="", marker=_TIER_MARKERS[t], color=TIER_COLORS[t], label=t) for t in sorted(seen, key=M.TIER_NAMES.index)]
+    proxies = [
+        Line2D([], [], ls="--", color="0.3", label="tokens before"),
+        Line2D([], [], color="0.3", label="tokens after"),
+    ]
+    proxies += [
+        Line2D([], [], ls="", marker=_TIER_MARKERS[t], color=TIER_COLORS[t], label=t)
+        for t in sorted(seen, key=M.TIER_NAMES.index)
+    ]
     h, _ = ax.get_legend_handles_labels()
     ax.legend(handles=h + proxies, fontsize=7, loc="upper left", ncol=2)
     ax.set_xlabel("compaction record index")
@@ -647,12 +809,36 @@ def tune_evidence(evidence: Any) -> Any:
         ok = e[e["feasible"].astype(bool)]
         bad = e[~e["feasible"].astype(bool)]
         if len(ok):
-            ax.scatter(ok["tokens_saved"], ok["retention"], color=f"C{i}", s=30, label=f"{st}: feasible ({len(ok)})", gid=f"feasible-{st}")
+            ax.scatter(
+                ok["tokens_saved"],
+                ok["retention"],
+                color=f"C{i}",
+                s=30,
+                label=f"{st}: feasible ({len(ok)})",
+                gid=f"feasible-{st}",
+            )
         if len(bad):
-            ax.scatter(bad["tokens_saved"], bad["retention"], facecolor="none", edgecolor=f"C{i}", s=30, label=f"{st}: infeasible ({len(bad)})", gid=f"infeasible-{st}")
+            ax.scatter(
+                bad["tokens_saved"],
+                bad["retention"],
+                facecolor="none",
+                edgecolor=f"C{i}",
+                s=30,
+                label=f"{st}: infeasible ({len(bad)})",
+                gid=f"infeasible-{st}",
+            )
     b = evidence[evidence["best"].astype(bool)] if "best" in evidence.columns else evidence.iloc[:0]
     if len(b):
-        ax.scatter(b["tokens_saved"], b["retention"], facecolor="none", edgecolor="black", s=160, lw=2, label="recommended", gid="best")
+        ax.scatter(
+            b["tokens_saved"],
+            b["retention"],
+            facecolor="none",
+            edgecolor="black",
+            s=160,
+            lw=2,
+            label="recommended",
+            gid="best",
+        )
     ax.set_xlabel("tokens saved (mean over tasks)")
     ax.set_ylabel("retention (mean recall score)")
     ax.legend(fontsize=7)
@@ -678,8 +864,13 @@ def retention_cost_frontier(df: Any, *, x: str = "cost_usd", y: str = "retention
         # configurations at the same point (identical behaviour) share one label
         for (px, py), grp in sub.groupby([sub[x].round(6), sub[y].round(6)], sort=False):
             text = " = ".join(str(v) for v in grp[label])
-            note = ax.annotate(text if len(text) <= 60 else text[:57] + "...", (px, py), fontsize=7, xytext=(4, 2),
-                               textcoords="offset points")
+            note = ax.annotate(
+                text if len(text) <= 60 else text[:57] + "...",
+                (px, py),
+                fontsize=7,
+                xytext=(4, 2),
+                textcoords="offset points",
+            )
             note.set_in_layout(False)  # long labels must not squeeze the axes
         front = M.pareto_front(sub, x, y, maximize=(False, True))
         ax.plot(front[x], front[y], color=f"C{i}", alpha=0.5, linestyle="--")

@@ -20,8 +20,9 @@ def _colors(n: int) -> list[Any]:
     return [base[i % len(base)] for i in range(n)]
 
 
-def cost_success_frontier(table: Any, *, x: str = "tokens_sent",
-                          xlabel: str = "tokens sent per episode (sum over model calls)") -> Any:
+def cost_success_frontier(
+    table: Any, *, x: str = "tokens_sent", xlabel: str = "tokens sent per episode (sum over model calls)"
+) -> Any:
     """Tokens sent per episode (x, lower is better) against success rate (y) per (agent,
     configuration), with the 95 % intervals of :func:`~h9eval.analysis.episodes.success_cost`
     as error bars: one panel per agent, one colour per configuration (the same colour in every

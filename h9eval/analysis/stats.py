@@ -200,7 +200,8 @@ class TaskPairs:
     def __post_init__(self) -> None:
         if not (len(self.task_ids) == len(self.values_a) == len(self.values_b)):
             raise ConfigError(
-                f"TaskPairs: task_ids, values_a and values_b must have one entry per task, got {len(self.task_ids)}, {len(self.values_a)}, {len(self.values_b)}"
+                f"TaskPairs: task_ids, values_a and values_b must have one entry per task, got {len(self.task_ids)}, "
+                f"{len(self.values_a)}, {len(self.values_b)}"
             )
         if self.margin is not None and not self.margin >= 0:
             raise ConfigError(f"TaskPairs.margin must be >= 0 or None, got {self.margin!r}")
@@ -236,7 +237,9 @@ def task_pairs(
     value = value or metric
     missing = [c for c in (task, config, value) if c not in table.columns]
     if missing:
-        raise ConfigError(f"task_pairs: the table has no column(s) {', '.join(missing)}; it has {', '.join(map(str, table.columns))}")
+        raise ConfigError(
+            f"task_pairs: the table has no column(s) {', '.join(missing)}; it has {', '.join(map(str, table.columns))}"
+        )
     within = [c for c in within if c in table.columns]
     d = table[table[config].isin([a, b])]
     d = d[d[value].notna()]
@@ -287,7 +290,12 @@ def bootstrap_means(values: Sequence[float], *, n_resamples: int = DEFAULT_RESAM
         # identical values make scipy warn that the interval is degenerate: the distribution is still right
         warnings.simplefilter("ignore", category=sps.DegenerateDataWarning)
         res = sps.bootstrap(
-            (x,), np.mean, n_resamples=n_resamples, method="percentile", vectorized=True, axis=-1,
+            (x,),
+            np.mean,
+            n_resamples=n_resamples,
+            method="percentile",
+            vectorized=True,
+            axis=-1,
             rng=np.random.default_rng(seed),
         )
     return np.asarray(res.bootstrap_distribution, dtype=float)
@@ -341,6 +349,7 @@ def bootstrap_p_value(means: Any) -> float:
 EXACT_MAX_DIFFER = 16
 """Up to this many differing tasks the exact sign-flip test gives the p-value (``2**16`` sign
 patterns at most, a few milliseconds); beyond it the bootstrap's resolution is fine."""
+
 
 def sign_flip_p_value(diffs: Sequence[float]) -> float:
     """Exact two-sided sign-flip (permutation) p-value of "the paired differences are symmetric
@@ -576,8 +585,15 @@ def compare_family(
                 method=adj.method,
                 family_size=adj.family_size,
                 verdict=verdict(
-                    lo, hi, higher_is_better=p.higher_is_better, margin=p.margin, n_tasks=n, n_differ=t.n_differ,
-                    p_adjusted=p_adj, level=lev, family_level=level,
+                    lo,
+                    hi,
+                    higher_is_better=p.higher_is_better,
+                    margin=p.margin,
+                    n_tasks=n,
+                    n_differ=t.n_differ,
+                    p_adjusted=p_adj,
+                    level=lev,
+                    family_level=level,
                 ),
                 equivalence_margin=p.margin,
                 higher_is_better=p.higher_is_better,

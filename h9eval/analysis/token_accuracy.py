@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 from h9eval.core.messages import Message
 from h9eval.core.paths import shared_dir
-from h9eval.core.token_counters import CJK_SAMPLE, MILLI_TOKENS, CalibratedEstimate, bpe_counter, calibrate, content_kind, message_fields
+from h9eval.core.token_counters import (
+    CJK_SAMPLE,
+    MILLI_TOKENS,
+    CalibratedEstimate,
+    bpe_counter,
+    calibrate,
+    content_kind,
+    message_fields,
+)
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, TokenCounter
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded import load_tasks
@@ -46,7 +54,9 @@ def calibration_corpus(recorded_dir: str | os.PathLike[str] | None = None) -> li
     return msgs
 
 
-def message_token_table(messages: Sequence[Message], *, counter: TokenCounter | None = None, task_id: str = "") -> pd.DataFrame:
+def message_token_table(
+    messages: Sequence[Message], *, counter: TokenCounter | None = None, task_id: str = ""
+) -> pd.DataFrame:
     """One row per message: ``task_id``, ``message_index``, ``role``, ``kind`` (content kind of
     the content, or of the arguments for a call without content), ``bytes``, ``est_tokens``
     (bytes/4, unfloored float), ``calibrated_tokens`` (float) and ``bpe_tokens`` (``counter``,
@@ -72,11 +82,14 @@ def message_token_table(messages: Sequence[Message], *, counter: TokenCounter | 
             }
         )
     return pd.DataFrame(
-        rows, columns=["task_id", "message_index", "role", "kind", "bytes", "est_tokens", "calibrated_tokens", "bpe_tokens"]
+        rows,
+        columns=["task_id", "message_index", "role", "kind", "bytes", "est_tokens", "calibrated_tokens", "bpe_tokens"],
     )
 
 
-def call_token_table(task: Task, *, counter: TokenCounter | None = None, context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS) -> pd.DataFrame:
+def call_token_table(
+    task: Task, *, counter: TokenCounter | None = None, context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
+) -> pd.DataFrame:
     """Per model call of an uncompacted replay of ``task``: the history (transcript prefix
     before each assistant message) counted by bytes/4 (``history_tokens``, floored once, as
     harness9), by the calibrated estimate (``history_tokens_calibrated``) and by BPE
@@ -108,7 +121,15 @@ def call_token_table(task: Task, *, counter: TokenCounter | None = None, context
         cu += cal.message_units(m)
     return pd.DataFrame(
         rows,
-        columns=["task_id", "call_index", "message_index", "context_window_tokens", "history_tokens", "history_tokens_calibrated", "history_tokens_bpe"],
+        columns=[
+            "task_id",
+            "call_index",
+            "message_index",
+            "context_window_tokens",
+            "history_tokens",
+            "history_tokens_calibrated",
+            "history_tokens_bpe",
+        ],
     )
 
 

@@ -62,6 +62,7 @@ VALIDITY_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :func:`probe_validity`."""
 
+
 def sweep_tasks(results: Results, *, max_tasks: int | None = None) -> list[Task]:
     """The sweep's tasks, reloaded from the runs' ``task_spec`` entries (only the task ids the
     runs name; at most ``max_tasks``). Raises what the loaders raise for a moved recording."""
@@ -127,20 +128,40 @@ def probe_validity(results: Results, placebo: Any = None, *, method: str = "reca
     pk = placebo_by_kind(placebo).set_index("probe_kind") if len(placebo) else pd.DataFrame()
     excluded: set[tuple[str, str]] = set()
     if len(placebo):
-        excluded = {k for k, e in zip(zip(placebo["task_id"].astype(str), placebo["probe_id"].astype(str)), placebo["excluded"].astype(bool)) if e}
+        excluded = {
+            k
+            for k, e in zip(
+                zip(placebo["task_id"].astype(str), placebo["probe_id"].astype(str)), placebo["excluded"].astype(bool)
+            )
+            if e
+        }
     rows = []
     p = probes if probes is not None else pd.DataFrame(columns=["probe_kind", "score"])
     kinds = sorted(set(p["probe_kind"].dropna()) | set(pk.index)) if len(p) or len(pk) else []
-    ans = M.retention(p, by=("probe_kind",), method=method, scope=scope, pinned="include", placebo=False) if len(p) else pd.DataFrame(columns=["probe_kind", "retention", "n_probes"])
+    ans = (
+        M.retention(p, by=("probe_kind",), method=method, scope=scope, pinned="include", placebo=False)
+        if len(p)
+        else pd.DataFrame(columns=["probe_kind", "retention", "n_probes"])
+    )
     ans = ans.set_index("probe_kind")
     if len(p):
         sub = p[(p["method"] == method) & (p["scope"] == scope)]
         key = list(zip(sub["task_id"].astype(str), sub["probe_id"].astype(str)))
         kept = sub[[k not in excluded for k in key]]
-        pinned = kept["answer_pinned"].fillna(False).astype(bool) if "answer_pinned" in kept.columns else pd.Series(False, index=kept.index)
-        r_kept = M.retention(kept, by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
-        r_pin = M.retention(kept[pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
-        r_unpin = M.retention(kept[~pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False).set_index("probe_kind")
+        pinned = (
+            kept["answer_pinned"].fillna(False).astype(bool)
+            if "answer_pinned" in kept.columns
+            else pd.Series(False, index=kept.index)
+        )
+        r_kept = M.retention(
+            kept, by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False
+        ).set_index("probe_kind")
+        r_pin = M.retention(
+            kept[pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False
+        ).set_index("probe_kind")
+        r_unpin = M.retention(
+            kept[~pinned], by=("probe_kind",), method=None, scope=None, pinned="include", placebo=False
+        ).set_index("probe_kind")
     else:
         r_kept = r_pin = r_unpin = pd.DataFrame(columns=["retention", "n_probes"])
     nan = math.nan
@@ -190,7 +211,12 @@ def summarizer_runs(results: Results) -> Any:
         return pd.DataFrame(columns=["summarizer", "offline", "n_runs", "configurations"])
     labels = config_labels(ok)
     rows = [
-        {"summarizer": s, "offline": is_offline(s), "n_runs": int(len(g)), "configurations": int(labels[g.index].nunique())}
+        {
+            "summarizer": s,
+            "offline": is_offline(s),
+            "n_runs": int(len(g)),
+            "configurations": int(labels[g.index].nunique()),
+        }
         for s, g in ok.groupby(ok["summarizer"].fillna("").astype(str), sort=True)
     ]
     return pd.DataFrame(rows, columns=["summarizer", "offline", "n_runs", "configurations"])
@@ -213,11 +239,15 @@ def scope_retention(results: Results, *, method: str = "recall") -> Any:
     probes = results.probes
     if len(table) == 0 or probes is None or len(probes) == 0:
         return pd.DataFrame(columns=cols)
-    a = M.retention(probes, by=("run_id",), method=method, scope="anchors")[["run_id", "retention"]].rename(columns={"retention": "anchors_retention"})
+    a = M.retention(probes, by=("run_id",), method=method, scope="anchors")[["run_id", "retention"]].rename(
+        columns={"retention": "anchors_retention"}
+    )
     t = table.merge(a, on="run_id", how="left")
     # a run that never called the summarizer has no summary to score: its 0 would read as "lost"
     t.loc[t["summarizer_calls"].fillna(0) == 0, "anchors_retention"] = math.nan
-    comp = t.assign(_c=t["n_compactions"].fillna(0) > 0).groupby(["config", "task_id"])["_c"].any().groupby(level="config")
+    comp = (
+        t.assign(_c=t["n_compactions"].fillna(0) > 0).groupby(["config", "task_id"])["_c"].any().groupby(level="config")
+    )
     out = pd.DataFrame(
         {
             "view_retention": _task_mean(t, "retention"),
@@ -236,7 +266,14 @@ def emergency_share(results: Results, *, method: str = "recall", scope: str = "v
     truncation)."""
     import pandas as pd
 
-    cols = ["config", "n_checkpoints", "emergency_checkpoints", "emergency_frac", "emergency_row_frac", "runs_with_emergency"]
+    cols = [
+        "config",
+        "n_checkpoints",
+        "emergency_checkpoints",
+        "emergency_frac",
+        "emergency_row_frac",
+        "runs_with_emergency",
+    ]
     table = run_table(results)
     probes = results.probes
     if len(table) == 0 or probes is None or len(probes) == 0:
@@ -273,7 +310,18 @@ def llm_agreement(results: Results) -> tuple[Any, Any]:
     cols = ["config", "n", "agreement", "judge_yes_exact_no", "judge_no_exact_yes"]
     if probes is None or len(probes) == 0:
         return judge_agreement(
-            pd.DataFrame(columns=["method", "answerable", "passed", "run_id", "task_id", "checkpoint_call_index", "probe_id", "scope"])
+            pd.DataFrame(
+                columns=[
+                    "method",
+                    "answerable",
+                    "passed",
+                    "run_id",
+                    "task_id",
+                    "checkpoint_call_index",
+                    "probe_id",
+                    "scope",
+                ]
+            )
         ), pd.DataFrame(columns=cols)
     overall = judge_agreement(probes)
     if overall.n == 0:

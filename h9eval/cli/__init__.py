@@ -35,17 +35,30 @@ class _Parser(argparse.ArgumentParser):
 class _Version(argparse.Action):
     """``--version``: the installed metadata is read only when asked for (not for every command)."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         print(f"h9eval {h9eval_version()}")
         parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps).")
+    p = _Parser(
+        prog="h9eval", description="Evaluate LLM-agent context compaction (harness9 port, peers, probes, sweeps)."
+    )
     p.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="FILE.py|MODULE",
-                   help="import your own policies (registered with register_policy) before the command runs; repeatable")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="FILE.py|MODULE",
+        help="import your own policies (registered with register_policy) before the command runs; repeatable",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in _COMMANDS:

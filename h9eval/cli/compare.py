@@ -22,22 +22,39 @@ def register(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{k}: {v}" for k, v in VERDICT_DEFINITIONS.items()),
     )
     p.add_argument("results_dir", help="a sweep's results folder")
-    p.add_argument("a", nargs="?", default=None, help="configuration A (a label, or its unquoted form; --list shows both)")
+    p.add_argument(
+        "a", nargs="?", default=None, help="configuration A (a label, or its unquoted form; --list shows both)"
+    )
     p.add_argument("b", nargs="?", default=None, help="configuration B")
     p.add_argument(
-        "--metric", action="append", default=None, metavar="M",
+        "--metric",
+        action="append",
+        default=None,
+        metavar="M",
         help="metric to compare (repeatable; default retention): " + ", ".join(m.name for m in METRICS) + ", or 'all'",
     )
     p.add_argument(
-        "--margin", action="append", default=None, metavar="d|METRIC=d",
+        "--margin",
+        action="append",
+        default=None,
+        metavar="d|METRIC=d",
         help="equivalence margin, for every metric or one (repeatable; 0 turns equivalence off; default 0.005 for "
         "retention, anchor_retention and tokens_saved, none for counts)",
     )
-    p.add_argument("--level", type=float, default=DEFAULT_LEVEL, help=f"family interval level (default {DEFAULT_LEVEL})")
+    p.add_argument(
+        "--level", type=float, default=DEFAULT_LEVEL, help=f"family interval level (default {DEFAULT_LEVEL})"
+    )
     p.add_argument("--adjust", choices=ADJUSTMENTS, default="holm", help="adjustment across the metrics (default holm)")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    p.add_argument(
+        "--resamples", type=int, default=DEFAULT_RESAMPLES, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})"
+    )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--mode", default=None, metavar="HISTORY_MODE", help="compare only this history mode (default: pair within every mode)")
+    p.add_argument(
+        "--mode",
+        default=None,
+        metavar="HISTORY_MODE",
+        help="compare only this history mode (default: pair within every mode)",
+    )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--list", action="store_true", help="list the configuration labels and exit")
     p.set_defaults(func=_run)
@@ -81,8 +98,16 @@ def _run(args: argparse.Namespace) -> int:
     if "all" in metrics:
         metrics = [m.name for m in METRICS]
     c = compare(
-        res, args.a, args.b, metric=metrics, margin=_margins(args.margin), level=args.level,
-        method=args.adjust, n_resamples=args.resamples, seed=args.seed, history_mode=args.mode,
+        res,
+        args.a,
+        args.b,
+        metric=metrics,
+        margin=_margins(args.margin),
+        level=args.level,
+        method=args.adjust,
+        n_resamples=args.resamples,
+        seed=args.seed,
+        history_mode=args.mode,
     )
     if args.json:
         print(json.dumps(c.as_dict(), indent=2, sort_keys=True, default=str))

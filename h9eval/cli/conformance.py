@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timing",
         action="store_true",
-        help="print one JSON line per case before the summary: steps, nanoseconds inside the compaction calls (wall and CPU), median per tier",
+        help="print one JSON line per case before the summary: steps, nanoseconds inside the compaction calls (wall "
+        "and CPU), median per tier",
     )
     p.set_defaults(func=_run)
 

@@ -16,13 +16,24 @@ FORMATS = (*EXPORT_FORMATS, "inspect")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a sweep as a Hugging Face DatasetDict folder or as Inspect eval logs")
     p.add_argument("results_dir", help="a sweep's results folder")
-    p.add_argument("out_dir", help="the folder to write (datasets.load_from_disk reads a dataset; "
-                                   "inspect view --log-dir reads the eval logs)")
-    p.add_argument("--format", default="dataset", choices=FORMATS,
-                   help="dataset: the tables as a DatasetDict (default); inspect: one Inspect eval log per "
-                        "configuration, one sample per task, each cell replayed for its views")
-    p.add_argument("--log-format", default=None, choices=INSPECT_LOG_FORMATS,
-                   help="with --format inspect: Inspect's file format (default eval)")
+    p.add_argument(
+        "out_dir",
+        help="the folder to write (datasets.load_from_disk reads a dataset; "
+        "inspect view --log-dir reads the eval logs)",
+    )
+    p.add_argument(
+        "--format",
+        default="dataset",
+        choices=FORMATS,
+        help="dataset: the tables as a DatasetDict (default); inspect: one Inspect eval log per "
+        "configuration, one sample per task, each cell replayed for its views",
+    )
+    p.add_argument(
+        "--log-format",
+        default=None,
+        choices=INSPECT_LOG_FORMATS,
+        help="with --format inspect: Inspect's file format (default eval)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace OUT_DIR if it exists")
     p.set_defaults(func=_run)
 
@@ -31,10 +42,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.log_format is not None and args.format != "inspect":
         raise ConfigError(f"--log-format is for --format inspect (the format is {args.format!r})")
     if args.format == "inspect":
-        res = sweep_to_eval_logs(args.results_dir, args.out_dir, log_format=args.log_format or "eval",
-                                 overwrite=args.overwrite)
-        print(f"wrote {len(res.logs)} eval logs, {res.n_samples} samples, to {res.out_dir} "
-              f"(inspect view --log-dir {str(res.out_dir)!r})")
+        res = sweep_to_eval_logs(
+            args.results_dir, args.out_dir, log_format=args.log_format or "eval", overwrite=args.overwrite
+        )
+        print(
+            f"wrote {len(res.logs)} eval logs, {res.n_samples} samples, to {res.out_dir} "
+            f"(inspect view --log-dir {str(res.out_dir)!r})"
+        )
         for line in res.skipped:
             print(f"  skipped {line}")
         return 0

@@ -50,7 +50,9 @@ def parse_indices(raw: str, option: str) -> tuple[int, ...]:
         try:
             v = int(x)
         except ValueError:
-            raise ConfigError(f"{option}: expected comma-separated call indices (integers >= 0), got {x.strip()!r}") from None
+            raise ConfigError(
+                f"{option}: expected comma-separated call indices (integers >= 0), got {x.strip()!r}"
+            ) from None
         if v < 0:
             raise ConfigError(f"{option}: call indices must be >= 0, got {v}")
         out.append(v)
@@ -59,19 +61,38 @@ def parse_indices(raw: str, option: str) -> tuple[int, ...]:
 
 def add_call_limit_options(p: argparse.ArgumentParser) -> None:
     """``--request-timeout-s`` and ``--max-retries``: every command that can call a model has them."""
-    p.add_argument("--request-timeout-s", type=float, default=None, metavar="S",
-                   help="seconds per model request attempt (Anthropic summarizer, llm probes, live agent; default 60)")
-    p.add_argument("--max-retries", type=int, default=None, metavar="N",
-                   help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)")
-    p.add_argument("--base-url", default=None, metavar="URL",
-                   help="an Anthropic-compatible endpoint for every model request (vLLM, Ollama, llama.cpp's server: "
-                   "see the README); default $ANTHROPIC_BASE_URL, else the Anthropic API")
+    p.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds per model request attempt (Anthropic summarizer, llm probes, live agent; default 60)",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)",
+    )
+    p.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="an Anthropic-compatible endpoint for every model request (vLLM, Ollama, llama.cpp's server: "
+        "see the README); default $ANTHROPIC_BASE_URL, else the Anthropic API",
+    )
     p.add_argument("--summarizer-model", default=None, metavar="MODEL", help="the anthropic summarizers' model")
     p.add_argument("--scorer-model", default=None, metavar="MODEL", help="the llm scorer's model")
     p.add_argument("--agent-model", default=None, metavar="MODEL", help="the live agent's model (--agent anthropic)")
-    p.add_argument("--breaker-failures", type=int, default=None, metavar="N",
-                   help=f"stop calling a model after N consecutive failed calls (timeouts, 5xx, connection errors) "
-                   f"for the rest of the run; policies fall back (default {DEFAULT_BREAKER_FAILURES}; 0 = never)")
+    p.add_argument(
+        "--breaker-failures",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"stop calling a model after N consecutive failed calls (timeouts, 5xx, connection errors) "
+        f"for the rest of the run; policies fall back (default {DEFAULT_BREAKER_FAILURES}; 0 = never)",
+    )
 
 
 def call_limits(args: argparse.Namespace) -> CallLimits | None:
@@ -83,42 +104,103 @@ def call_limits(args: argparse.Namespace) -> CallLimits | None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)")
-    p.add_argument("--task", default=None, help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]")
-    p.add_argument("--world", default=None, help=f"closed loop instead of a task: KIND:SEED ({', '.join(world_registry())})")
-    p.add_argument("--scale", default="", choices=["", "default"], help="with --world: default = the family's default scale (parameters, window, step budget)")
-    p.add_argument("--agent", default="scripted", help="with --world: scripted (default), scripted:raw_only, scripted:last_k or anthropic")
-    p.add_argument("--agent-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic")
-    p.add_argument("--world-set", action="append", default=[], metavar="KEY=VALUE", help="with --world: a world parameter (repeatable), e.g. hops=4")
-    p.add_argument("--max-steps", type=int, default=None, help="with --world: agent steps before the episode is cut off (default 60, or the scale's)")
-    p.add_argument("--policy", default=None, help="policy name (see `h9eval policies`; default progressive, harness9's)")
-    p.add_argument("--policy-file", default=None, metavar="FILE",
-                   help="the policy and its parameters from a TOML [policy] table (what `h9eval tune` writes: recommended.toml) or JSON; --set overrides")
+    p = sub.add_parser(
+        "run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)"
+    )
+    p.add_argument(
+        "--task",
+        default=None,
+        help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]",
+    )
+    p.add_argument(
+        "--world", default=None, help=f"closed loop instead of a task: KIND:SEED ({', '.join(world_registry())})"
+    )
+    p.add_argument(
+        "--scale",
+        default="",
+        choices=["", "default"],
+        help="with --world: default = the family's default scale (parameters, window, step budget)",
+    )
+    p.add_argument(
+        "--agent",
+        default="scripted",
+        help="with --world: scripted (default), scripted:raw_only, scripted:last_k or anthropic",
+    )
+    p.add_argument(
+        "--agent-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --world: an agent parameter (repeatable), e.g. cassette=episode.jsonl for anthropic",
+    )
+    p.add_argument(
+        "--world-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --world: a world parameter (repeatable), e.g. hops=4",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="with --world: agent steps before the episode is cut off (default 60, or the scale's)",
+    )
+    p.add_argument(
+        "--policy", default=None, help="policy name (see `h9eval policies`; default progressive, harness9's)"
+    )
+    p.add_argument(
+        "--policy-file",
+        default=None,
+        metavar="FILE",
+        help="the policy and its parameters from a TOML [policy] table (what `h9eval tune` writes: recommended.toml) "
+        "or JSON; --set overrides",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter (repeatable)")
-    p.add_argument("--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text")
+    p.add_argument(
+        "--summarizer", default="offline", help="offline (default), offline_free_text, anthropic, anthropic_free_text"
+    )
     p.add_argument("--summarizer-cache", default=None, help="SQLite response cache path (shared by runs)")
     p.add_argument("--history-mode", default="view", choices=HISTORY_MODES)
     p.add_argument("--writeback-rules", default="v3", choices=WRITEBACK_RULES)
     p.add_argument(
-        "--window", type=int, default=None,
+        "--window",
+        type=int,
+        default=None,
         help="the run's context window (tokens), with --task and --world alike: every policy runs at it "
         "(it replaces the policy's default context_window_tokens; --set context_window_tokens=<another> is an error)",
     )
     p.add_argument(
-        "--window-peak-frac", type=float, default=None, metavar="FRAC",
+        "--window-peak-frac",
+        type=float,
+        default=None,
+        metavar="FRAC",
         help="with --task, instead of --window: size each task's window to FRAC (0-1] of its own peak (uncompacted; "
         "in write-back mode the written-back one), so every task compacts",
     )
     p.add_argument("--compact-at", default="", help="comma-separated call indices for a manual /compact")
     p.add_argument("--probes", default="", help="scorers to probe with, e.g. recall or recall,semantic,llm")
-    p.add_argument("--probe-every", type=int, default=None, help="probe every K-th call (and always the last): the same calls for every policy")
     p.add_argument(
-        "--max-probes", type=int, default=DEFAULT_MAX_PROBES, metavar="N",
-        help=f"refuse a probe grid scoring more than N probes (probe x checkpoint) per task (default {DEFAULT_MAX_PROBES:,})",
+        "--probe-every",
+        type=int,
+        default=None,
+        help="probe every K-th call (and always the last): the same calls for every policy",
+    )
+    p.add_argument(
+        "--max-probes",
+        type=int,
+        default=DEFAULT_MAX_PROBES,
+        metavar="N",
+        help="refuse a probe grid scoring more than N probes (probe x checkpoint) per task (default "
+        f"{DEFAULT_MAX_PROBES:,})",
     )
     p.add_argument("--out", default=None, help="output folder (required with --task; optional with --world)")
     add_call_limit_options(p)
-    p.add_argument("--strict", action="store_true", help="exit 1 when a run fell back on every summary it asked for (a bad key, no network)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a run fell back on every summary it asked for (a bad key, no network)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -131,7 +213,9 @@ def _policy(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     table = read_policy_file(args.policy_file)
     kind = str(table.pop("kind"))
     if args.policy is not None and args.policy != kind:
-        raise ConfigError(f"--policy {args.policy} conflicts with --policy-file {args.policy_file} (kind {kind!r}); give one")
+        raise ConfigError(
+            f"--policy {args.policy} conflicts with --policy-file {args.policy_file} (kind {kind!r}); give one"
+        )
     return kind, {**table, **params}
 
 

@@ -25,37 +25,75 @@ from h9eval.sweeps.sweep import SweepResult, sweep
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of replays from a TOML spec (resumable)")
     p.add_argument("spec", nargs="?", default=None, help="sweep spec (TOML); see examples/sweep-small.toml")
-    p.add_argument("--task", action="append", default=None, metavar="PATH|SPEC",
-                   help="instead of a spec: every registered policy at its defaults on this task (repeatable; a file, a folder of sessions, "
-                   "synthetic:PRESET:SEED), at --window, then a table of them")
+    p.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="PATH|SPEC",
+        help="instead of a spec: every registered policy at its defaults on this task (repeatable; a file, a folder of "
+        "sessions, "
+        "synthetic:PRESET:SEED), at --window, then a table of them",
+    )
     p.add_argument("--window", type=int, default=None, help="with --task: the context window (tokens)")
-    p.add_argument("--history-mode", action="append", default=None, choices=["view", "write_back"], help="with --task: history mode(s) (default view)")
+    p.add_argument(
+        "--history-mode",
+        action="append",
+        default=None,
+        choices=["view", "write_back"],
+        help="with --task: history mode(s) (default view)",
+    )
     p.add_argument("--out", default=None, help="results folder (default results/<name>/)")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, CPUs); 0 = in this process)")
-    p.add_argument("--scheduler", default=None, metavar="ADDR|local", help="run on Dask: 'local' (LocalCluster) or tcp://host:port")
+    p.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default min(2, CPUs); 0 = in this process)"
+    )
+    p.add_argument(
+        "--scheduler", default=None, metavar="ADDR|local", help="run on Dask: 'local' (LocalCluster) or tcp://host:port"
+    )
     p.add_argument("--skip-invalid", action="store_true", help="skip grid cells the policy rejects instead of failing")
     p.add_argument("--no-resume", action="store_true", help="rerun every cell, even those already finished")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--max-cells", type=int, default=None, help="refuse a spec of more cells (default 100,000)")
     add_call_limit_options(p)  # over the spec's request_timeout_s / max_retries
-    p.add_argument("--estimate", action="store_true",
-                   help="print the expected model calls, tokens and dollars per configuration from an offline dry run "
-                   "of the grid, and call nothing")
-    p.add_argument("--max-cost-usd", type=float, default=None, metavar="USD",
-                   help="stop before the model call that would take this invocation's spending past USD (over the spec's "
-                   "max_cost_usd); rerun to continue")
-    p.add_argument("--batch", action="store_true", default=None,
-                   help="send the summaries through Anthropic's Message Batches API "
-                   "(half price; batched across cells; resumable)")
-    p.add_argument("--batch-poll-interval-s", type=float, default=None, metavar="S",
-                   help="with --batch: seconds between status checks of a batch in flight (default 60)")
-    p.add_argument("--strict", action="store_true", help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the expected model calls, tokens and dollars per configuration from an offline dry run "
+        "of the grid, and call nothing",
+    )
+    p.add_argument(
+        "--max-cost-usd",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="stop before the model call that would take this invocation's spending past USD (over the spec's "
+        "max_cost_usd); rerun to continue",
+    )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        default=None,
+        help="send the summaries through Anthropic's Message Batches API (half price; batched across cells; resumable)",
+    )
+    p.add_argument(
+        "--batch-poll-interval-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --batch: seconds between status checks of a batch in flight (default 60)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)",
+    )
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     if (args.spec is None) == (args.task is None):
-        raise ConfigError("give a sweep spec (SPEC.toml) or --task PATH --window TOKENS (every policy on that task), not both")
+        raise ConfigError(
+            "give a sweep spec (SPEC.toml) or --task PATH --window TOKENS (every policy on that task), not both"
+        )
     if args.task is not None:
         return _all_policies(args)
     if args.window is not None or args.history_mode is not None:
@@ -66,7 +104,10 @@ def _run(args: argparse.Namespace) -> int:
         cap = args.max_cost_usd if args.max_cost_usd is not None else load_spec(args.spec).max_cost_usd
         if cap is not None and not math.isnan(est.usd):
             fits = "covers" if est.usd <= cap else "does NOT cover"
-            print(f"max_cost_usd ${cap:g} {fits} the expected ${est.usd:.4f} (the run stops before the call that would pass it)")
+            print(
+                f"max_cost_usd ${cap:g} {fits} the expected ${est.usd:.4f} (the run stops before the call that would "
+                "pass it)"
+            )
         return 0
     r = sweep(
         args.spec,
@@ -85,21 +126,34 @@ def _run(args: argparse.Namespace) -> int:
     )
     _print_result(r)
     if r.stopped:
-        print(f"STOPPED by the spending cap: {r.stopped}; {r.n_cells - r.ok - r.failed} cells left unfinished; "
-              "run the same command again to continue")
+        print(
+            f"STOPPED by the spending cap: {r.stopped}; {r.n_cells - r.ok - r.failed} cells left unfinished; "
+            "run the same command again to continue"
+        )
         return 3
     if r.fell_back:
-        print(f"WARNING: {len(r.fell_back)} of {r.ok} ok cells fell back on every summary they asked for (first: {r.fell_back[0]}); "
-              "their numbers measure harness9's truncation fallback, not the summarizer (the runs table's fallbacks, the calls "
-              "table's fallback_cause say why)", file=sys.stderr)
+        print(
+            f"WARNING: {len(r.fell_back)} of {r.ok} ok cells fell back on every summary they asked for (first: "
+            f"{r.fell_back[0]}); "
+            "their numbers measure harness9's truncation fallback, not the summarizer (the runs table's fallbacks, the "
+            "calls "
+            "table's fallback_cause say why)",
+            file=sys.stderr,
+        )
     return 1 if r.failed or (r.fell_back and args.strict) else 0
 
 
 def _all_policies(args: argparse.Namespace) -> int:
     if args.window is None:
         raise ConfigError("--task needs --window TOKENS (the context window every policy runs at)")
-    a = compare_all_policies(args.task, window=args.window, out_dir=args.out, workers=args.workers,
-                             history_modes=args.history_mode or ("view",), progress=not args.no_progress)
+    a = compare_all_policies(
+        args.task,
+        window=args.window,
+        out_dir=args.out,
+        workers=args.workers,
+        history_modes=args.history_mode or ("view",),
+        progress=not args.no_progress,
+    )
     print(a)
     return 0
 

@@ -80,7 +80,10 @@ def steps_frame(episodes: Iterable[Episode]) -> Any:
 
     rows = []
     for e in episodes:
-        ident = {k: e.summary()[k] for k in ("world_kind", "world_params", "seed", "agent_id", "policy_kind", "params_hash", "history_mode")}
+        ident = {
+            k: e.summary()[k]
+            for k in ("world_kind", "world_params", "seed", "agent_id", "policy_kind", "params_hash", "history_mode")
+        }
         for s in e.steps:
             rows.append({**ident, **dataclasses.asdict(s)})
     return pd.DataFrame(rows)
@@ -96,7 +99,20 @@ def pass_hat_k(n_success: int, n_trials: int, k: int) -> float:
     return math.comb(n_success, k) / math.comb(n_trials, k)
 
 
-def pass_k_frame(frame: Any, k: int, *, by: Sequence[str] = ("world_kind", "world_params", "seed", "agent_id", "policy_kind", "params_hash", "history_mode")) -> Any:
+def pass_k_frame(
+    frame: Any,
+    k: int,
+    *,
+    by: Sequence[str] = (
+        "world_kind",
+        "world_params",
+        "seed",
+        "agent_id",
+        "policy_kind",
+        "params_hash",
+        "history_mode",
+    ),
+) -> Any:
     """pass^k per group of repeated trials (rows of :func:`episodes_frame` that differ only by
     trial): columns ``n_trials``, ``n_success``, ``pass_hat_k``."""
     import pandas as pd
@@ -104,7 +120,15 @@ def pass_k_frame(frame: Any, k: int, *, by: Sequence[str] = ("world_kind", "worl
     out = []
     for key, g in frame.groupby(list(by), sort=True):
         n, c = len(g), int(g["success"].sum())
-        out.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "k": k, "n_trials": n, "n_success": c, "pass_hat_k": pass_hat_k(c, n, k) if k <= n else math.nan})
+        out.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                "k": k,
+                "n_trials": n,
+                "n_success": c,
+                "pass_hat_k": pass_hat_k(c, n, k) if k <= n else math.nan,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -113,7 +137,9 @@ def export_task(episode: Episode) -> Task:
     as planted facts (``message_index``: the first message holding the value), so open- and
     closed-loop numbers are measured on the same episodes."""
     if episode.policy_kind != "keep_all":
-        raise ConfigError(f"export_task needs a keep_all episode (its transcript is complete), got policy {episode.policy_kind!r}")
+        raise ConfigError(
+            f"export_task needs a keep_all episode (its transcript is complete), got policy {episode.policy_kind!r}"
+        )
     msgs = episode.history
     facts = []
     for f in episode.ground_truth:
@@ -154,8 +180,12 @@ def tier_mix_frame(episodes: Any, calls: Any, *, by: Sequence[str] = CONFIG_KEYS
     keys = [*by, "world_kind"]
     ep = episodes[["run_id", *keys]]
     c = calls[["run_id", "tier_name"]].merge(ep, on="run_id", how="inner")
-    per_ep = c.groupby("run_id")["tier_name"].agg(lambda t: (bool(t.isin(["soft", "full"]).any()), bool((t == "emergency").any())))
-    flags = pd.DataFrame(per_ep.tolist(), index=per_ep.index, columns=["reached_soft_or_full", "reached_emergency"]).reset_index()
+    per_ep = c.groupby("run_id")["tier_name"].agg(
+        lambda t: (bool(t.isin(["soft", "full"]).any()), bool((t == "emergency").any()))
+    )
+    flags = pd.DataFrame(
+        per_ep.tolist(), index=per_ep.index, columns=["reached_soft_or_full", "reached_emergency"]
+    ).reset_index()
     ep = ep.merge(flags, on="run_id", how="left").fillna({"reached_soft_or_full": False, "reached_emergency": False})
 
     def one(group_ep: Any, group_calls: Any) -> dict[str, Any]:
@@ -177,7 +207,17 @@ def tier_mix_frame(episodes: Any, calls: Any, *, by: Sequence[str] = CONFIG_KEYS
     for key, g in ep.groupby(list(by), sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         rows.append({**dict(zip(by, key)), "world_kind": "all", **one(g, c[c["run_id"].isin(g["run_id"])])})
-    return pd.DataFrame(rows, columns=[*keys, "episodes", "calls", "episodes_soft_or_full_frac", "episodes_emergency_frac", *(f"calls_{t}_frac" for t in _TIERS)])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *keys,
+            "episodes",
+            "calls",
+            "episodes_soft_or_full_frac",
+            "episodes_emergency_frac",
+            *(f"calls_{t}_frac" for t in _TIERS),
+        ],
+    )
 
 
 def family_frame(episodes: Any, *, by: Sequence[str] = CONFIG_KEYS) -> Any:

@@ -5,7 +5,8 @@ task in the history, and then, at every step: delivers a pending user message fr
 (a mid-episode correction), compacts the history with the step the open-loop replay runs too
 (:class:`~h9eval.compaction.step.CallStep`: the tool-time offload hook for policies that declare
 one, ``history_mode`` ``view`` or ``write_back`` with harness9's write-back rules, forced
-retries while the view exceeds the window), serialises the view (each message once per episode), asks the agent for one action, checks it, executes it
+retries while the view exceeds the window), serialises the view (each message once per episode),
+asks the agent for one action, checks it, executes it
 in the world and appends the call and its (possibly offloaded) result.
 
 Enforced by the harness, not trusted to the agent:
@@ -104,9 +105,14 @@ class StressSettings:
     def __post_init__(self) -> None:
         object.__setattr__(self, "compact_between_call_and_result_at", tuple(self.compact_between_call_and_result_at))
         if any(not isinstance(s, int) or s < 1 for s in self.compact_between_call_and_result_at):
-            raise ConfigError(f"StressSettings.compact_between_call_and_result_at must hold steps >= 1, got {self.compact_between_call_and_result_at!r}")
+            raise ConfigError(
+                "StressSettings.compact_between_call_and_result_at must hold steps >= 1, got "
+                f"{self.compact_between_call_and_result_at!r}"
+            )
         if self.irreducible_prefix_bytes < 0:
-            raise ConfigError(f"StressSettings.irreducible_prefix_bytes must be >= 0, got {self.irreducible_prefix_bytes!r}")
+            raise ConfigError(
+                f"StressSettings.irreducible_prefix_bytes must be >= 0, got {self.irreducible_prefix_bytes!r}"
+            )
 
 
 def stress_settings(given: Mapping[str, Any]) -> StressSettings:
@@ -149,7 +155,9 @@ class EpisodeConfig:
 
     def __post_init__(self) -> None:
         if self.history_mode not in HISTORY_MODES:
-            raise ConfigError(f"EpisodeConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}")
+            raise ConfigError(
+                f"EpisodeConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}"
+            )
         if self.writeback_rules not in WRITEBACK_RULES:
             raise ConfigError(f"EpisodeConfig.writeback_rules must be v2 or v3, got {self.writeback_rules!r}")
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -384,7 +392,9 @@ def run_episode(
     return _run(world, agent, policy, summarizer, seed, cfg, Path(offload_root))
 
 
-def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | None, seed: int, cfg: EpisodeConfig, root: Path) -> Episode:
+def _run(
+    world: World, agent: Agent, policy: Policy, summarizer: Summarizer | None, seed: int, cfg: EpisodeConfig, root: Path
+) -> Episode:
     world.reset(seed)
     tools = world.tool_specs
     system_prompt = world.system_prompt + _prefix(cfg.stress.irreducible_prefix_bytes)
@@ -392,7 +402,9 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
     session_id = f"{world.kind}-{seed}"
     at_window = run_window(policy, cfg.context_window_tokens)
     policy, window = at_window.policy, at_window.window_tokens
-    env = CompactionEnv(summarizer=summarizer, offload_root=root, session_id=session_id, clock=LogicalClock(), seed=seed)
+    env = CompactionEnv(
+        summarizer=summarizer, offload_root=root, session_id=session_id, clock=LogicalClock(), seed=seed
+    )
     rules = StepRules(
         history_mode=cfg.history_mode,
         writeback_rules=cfg.writeback_rules,
@@ -415,6 +427,7 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
         nonlocal arrived_bytes
         arrived_bytes += m.nbytes
         return session.arrive(m)
+
     read_kinds = {name for name, kind in world.tool_kinds.items() if kind == READ} | {"read_file"}
     serialize = ViewSerializer(tools)  # serialize_view's text, each message serialised once
 
@@ -442,7 +455,10 @@ def _run(world: World, agent: Agent, policy: Policy, summarizer: Summarizer | No
             # the API would refuse this call and no compaction can shrink the view any further
             records.append(StepRecord(**base, tool="", arguments=""))
             views.append(view)
-            terminated, loop_reason = "loop", f"view of {sent} tokens still exceeds the {window}-token window after {forced} forced compactions"
+            terminated, loop_reason = (
+                "loop",
+                f"view of {sent} tokens still exceeds the {window}-token window after {forced} forced compactions",
+            )
             break
         action = agent.act(serialize(view))
         usage = action.usage
@@ -668,20 +684,28 @@ def _haystack(view: Sequence[Message], tools: Sequence[Mapping[str, Any]], syste
     return "\n".join(parts)
 
 
-def invented_values(action: Action, view: Sequence[Message], tools: Sequence[Mapping[str, Any]], system_prompt: str) -> tuple[str, ...]:
+def invented_values(
+    action: Action, view: Sequence[Message], tools: Sequence[Mapping[str, Any]], system_prompt: str
+) -> tuple[str, ...]:
     """Argument values of ``action`` found nowhere in the view, the tool specs or the system prompt."""
     hay = _haystack(view, tools, system_prompt)
     return tuple(v for v in _leaves(action.args) if v and v not in hay)
 
 
-def _facts_at_need(truth: Sequence[GroundFact], actions: Sequence[Action], views: Sequence[tuple[Message, ...]], tools: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, bool], ...]:
+def _facts_at_need(
+    truth: Sequence[GroundFact],
+    actions: Sequence[Action],
+    views: Sequence[tuple[Message, ...]],
+    tools: Sequence[Mapping[str, Any]],
+) -> tuple[tuple[str, bool], ...]:
     out = []
     for f in truth:
         i = next(
             (
                 k
                 for k, a in enumerate(actions)
-                if a.tool in f.consumed_by and (not f.cue or f.cue in a.arguments or (views[k] and f.cue in views[k][-1].content))
+                if a.tool in f.consumed_by
+                and (not f.cue or f.cue in a.arguments or (views[k] and f.cue in views[k][-1].content))
             ),
             None,
         )
@@ -721,8 +745,9 @@ def excess_steps(episode: Episode, oracle: Episode) -> int:
     key = (episode.world_kind, dict(episode.world_params), episode.seed, episode.agent_id)
     okey = (oracle.world_kind, dict(oracle.world_params), oracle.seed, oracle.agent_id)
     if key != okey:
-        raise ConfigError(f"oracle {okey!r} does not pair with episode {key!r} (world, params, seed and agent must match)")
+        raise ConfigError(
+            f"oracle {okey!r} does not pair with episode {key!r} (world, params, seed and agent must match)"
+        )
     if oracle.policy_kind != "keep_all":
         raise ConfigError(f"the oracle must be a keep_all episode, got policy {oracle.policy_kind!r}")
     return episode.n_steps - oracle.n_steps
-

@@ -67,9 +67,17 @@ def episode_items(episode: Episode) -> list[Item]:
             continue
         old = facts.get(f.supersedes)
         newer = replaced_by.get(f.fact_id)
-        items.append(Item(item_id=f.fact_id, item_type=f.item_type, value=wanted[f.fact_id],
-                          introduced_at=introduced[f.fact_id], until=introduced.get(newer) if newer else None,
-                          stale_values=(wanted[old.fact_id],) if old is not None else (), text=f.question))
+        items.append(
+            Item(
+                item_id=f.fact_id,
+                item_type=f.item_type,
+                value=wanted[f.fact_id],
+                introduced_at=introduced[f.fact_id],
+                until=introduced.get(newer) if newer else None,
+                stale_values=(wanted[old.fact_id],) if old is not None else (),
+                text=f.question,
+            )
+        )
     return sorted(items, key=lambda i: (i.introduced_at, i.item_id))
 
 
@@ -77,14 +85,16 @@ def _steps_frame(episode: Episode) -> pd.DataFrame:
     import pandas as pd
 
     # positions count calls: the event's message_index (one before the frame's) is its call
-    return pd.DataFrame({
-        "call_index": [s.step - 1 for s in episode.steps],
-        "message_index": [s.step for s in episode.steps],
-        "compacted": [s.compacted for s in episode.steps],
-        "tier_name": [s.tier_name for s in episode.steps],
-        "raw_tokens_sent": [s.raw_tokens_sent for s in episode.steps],
-        "context_window_tokens": [episode.context_window_tokens] * len(episode.steps),
-    })
+    return pd.DataFrame(
+        {
+            "call_index": [s.step - 1 for s in episode.steps],
+            "message_index": [s.step for s in episode.steps],
+            "compacted": [s.compacted for s in episode.steps],
+            "tier_name": [s.tier_name for s in episode.steps],
+            "raw_tokens_sent": [s.raw_tokens_sent for s in episode.steps],
+            "context_window_tokens": [episode.context_window_tokens] * len(episode.steps),
+        }
+    )
 
 
 def episode_events(episode: Episode) -> list[LedgerEvent]:
@@ -123,16 +133,25 @@ def _touches(episode: Episode, fact: GroundFact, item: Item) -> list[Touch]:
             continue
         call = f"{s.tool} {s.arguments}"
         key = (s.tool, s.arguments)
-        if (not needed and s.step - 1 >= item.introduced_at and s.tool in fact.consumed_by
-                and (not fact.cue or fact.cue in s.arguments)):
+        if (
+            not needed
+            and s.step - 1 >= item.introduced_at
+            and s.tool in fact.consumed_by
+            and (not fact.cue or fact.cue in s.arguments)
+        ):
             # the point of need: the first call of a tool that consumes the item once it is known
             needed = True
             out.append(Touch(call_index=s.step - 1, kind="needed", detail=call))
         elif item.value in s.arguments or item.value in result:
             # a call that names the item, or whose result brings it back into view
             kind = kinds.get(s.step, "")
-            what = "redone" if key in earlier and kind == "side_effect" else "re-read" if key in earlier or kind in (
-                "read", "refetch") else "used"
+            what = (
+                "redone"
+                if key in earlier and kind == "side_effect"
+                else "re-read"
+                if key in earlier or kind in ("read", "refetch")
+                else "used"
+            )
             out.append(Touch(call_index=s.step - 1, kind=what, detail=call))
         earlier.add(key)
     # one call may touch an item several ways: the most telling first
@@ -142,8 +161,10 @@ def _touches(episode: Episode, fact: GroundFact, item: Item) -> list[Touch]:
 def first_touches(episode: Episode, items: Sequence[Item] | None = None) -> dict[str, list[Touch]]:
     """Every touch of each item (item id -> touches in call order; see the module docstring)."""
     facts = {f.fact_id: f for f in episode.ground_truth}
-    return {i.item_id: _touches(episode, facts[i.item_id], i)
-            for i in (items if items is not None else episode_items(episode))}
+    return {
+        i.item_id: _touches(episode, facts[i.item_id], i)
+        for i in (items if items is not None else episode_items(episode))
+    }
 
 
 def episode_ledger(episode: Episode, *, run_id: str, task_id: str) -> list[dict[str, Any]]:
@@ -154,5 +175,11 @@ def episode_ledger(episode: Episode, *, run_id: str, task_id: str) -> list[dict[
     def next_use(item: Item, ev: LedgerEvent) -> int | None:
         return next((t.call_index for t in touches[item.item_id] if t.call_index >= ev.call_index), None)
 
-    return classify_events(episode_events(episode), items, task_id=task_id, run_id=run_id,
-                           pinned_text=episode.system_prompt + "\n" + episode.task_prompt, next_use=next_use)
+    return classify_events(
+        episode_events(episode),
+        items,
+        task_id=task_id,
+        run_id=run_id,
+        pinned_text=episode.system_prompt + "\n" + episode.task_prompt,
+        next_use=next_use,
+    )

@@ -100,16 +100,29 @@ class WorldRun:
     def row(self, *, calls: pd.DataFrame | None = None, **identity: Any) -> dict[str, Any]:
         """The episode's ``episodes`` row; ``identity`` adds the sweep's columns; ``calls``: its
         calls rows when already built (:func:`episode_row`)."""
-        return episode_row(self.episode, oracle_steps=self.oracle_steps, run_id=self.run_id, task_id=self.task_id,
-                           calls=calls, **identity)
+        return episode_row(
+            self.episode,
+            oracle_steps=self.oracle_steps,
+            run_id=self.run_id,
+            task_id=self.task_id,
+            calls=calls,
+            **identity,
+        )
 
 
 EPISODE_BILL_KEYS: tuple[str, ...] = ("cost_usd", "summarizer_bill_usd", "cache_read_share", "invalidation_usd")
 """The billed columns of an ``episodes`` row (:func:`~h9eval.core.billing.bill_totals` of its calls)."""
 
 
-def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task_id: str,
-                calls: pd.DataFrame | None = None, **identity: Any) -> dict[str, Any]:
+def episode_row(
+    episode: Episode,
+    *,
+    oracle_steps: int | None,
+    run_id: str,
+    task_id: str,
+    calls: pd.DataFrame | None = None,
+    **identity: Any,
+) -> dict[str, Any]:
     """One row of the ``episodes`` table: ``identity`` (policy_name, params_json, summarizer,
     repeat), the episode's measures, the pairing with its oracle and its billed dollars
     (:data:`EPISODE_BILL_KEYS`: the totals of its calls rows, ``calls`` when the caller built them
@@ -123,7 +136,9 @@ def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task
         "run_id": run_id,
         "task_id": task_id,
         "policy_name": identity.pop("policy_name", episode.policy_kind),
-        "params_json": identity.pop("params_json", json.dumps(dict(episode.policy_params), sort_keys=True, default=str)),
+        "params_json": identity.pop(
+            "params_json", json.dumps(dict(episode.policy_params), sort_keys=True, default=str)
+        ),
         "summarizer": identity.pop("summarizer", s["summarizer_id"]),
         "repeat": identity.pop("repeat", 0),
         **identity,
@@ -134,7 +149,9 @@ def episode_row(episode: Episode, *, oracle_steps: int | None, run_id: str, task
     }
 
 
-def episode_calls_frame(episode: Episode, *, run_id: str, task_id: str, billing: BillingConfig | None = None) -> pd.DataFrame:
+def episode_calls_frame(
+    episode: Episode, *, run_id: str, task_id: str, billing: BillingConfig | None = None
+) -> pd.DataFrame:
     """The episode's model calls as ``calls`` rows (:func:`~h9eval.results.schema.call_row`, the
     replay's builder and dtypes).
 
@@ -203,13 +220,24 @@ def episode_bills(episode: Episode, billing: BillingConfig | None = None) -> lis
         batched = s.summarizer_batched_calls == s.summarizer_calls
         usage = SummaryUsage(s.summarizer_input_tokens, s.summarizer_output_tokens, batched)
         summ = [usage] if s.summarizer_calls else []
-        out.append(biller.call(i, view=view, raw_view=None, output=reply, previous_output=previous,
-                               appended_tokens=new, summarizer_calls=summ))
+        out.append(
+            biller.call(
+                i,
+                view=view,
+                raw_view=None,
+                output=reply,
+                previous_output=previous,
+                appended_tokens=new,
+                summarizer_calls=summ,
+            )
+        )
         previous, seen = reply, set(view)
     return out
 
 
-def world_task(kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60) -> Task:
+def world_task(
+    kind: str, params: Mapping[str, Any], seed: int, *, agent: str = DEFAULT_EXPORT_AGENT, max_steps: int = 60
+) -> Task:
     """The world's ``keep_all`` episode exported as a task, under :func:`world_task_id`."""
     oracle = run_oracle(make_world(kind, **dict(params)), make_agent(agent), seed=seed, max_steps=max_steps)
     task = export_task(oracle)
@@ -259,7 +287,11 @@ def run_world(
         max_steps = family.max_steps if family else 60
     if isinstance(policy, str):
         pparams = dict(params or {})
-        if family is not None and "context_window_tokens" not in pparams and "context_window_tokens" in policy_param_names(policy):
+        if (
+            family is not None
+            and "context_window_tokens" not in pparams
+            and "context_window_tokens" in policy_param_names(policy)
+        ):
             pparams["context_window_tokens"] = family.window_tokens
         pol = make_policy(policy, **pparams)
     else:
@@ -269,7 +301,11 @@ def run_world(
     # the run's window, as run_task resolves it (a window given in params is an explicit choice)
     explicit = "context_window_tokens" in (params or {}) if isinstance(policy, str) else None
     pol = run_window(pol, window, explicit=explicit).policy
-    summ = build_summarizer(summarizer, summarizer_cache, call_limits=call_limits) if isinstance(summarizer, str) else summarizer
+    summ = (
+        build_summarizer(summarizer, summarizer_cache, call_limits=call_limits)
+        if isinstance(summarizer, str)
+        else summarizer
+    )
     common: dict[str, Any] = {
         "seed": seed,
         "history_mode": history_mode,
@@ -293,7 +329,9 @@ def run_world(
             write_table(episodes_table([run.row(calls=calls)]), out / "episodes.parquet", "episodes")
             write_table(calls, out / "calls.parquet", "calls")
             write_json_atomic(out / "episode.json", episode_to_dict(ep))
-            write_table(ledger_table(episode_ledger(ep, run_id=run_id, task_id=task_id)), out / "ledger.parquet", "ledger")
+            write_table(
+                ledger_table(episode_ledger(ep, run_id=run_id, task_id=task_id)), out / "ledger.parquet", "ledger"
+            )
     return run
 
 

@@ -145,7 +145,16 @@ class Continuation:
         if view is not base:
             self.remember(history, view)
         rec = peer_record(
-            env, history, view, tier, tokens_before=tokens_before, tokens_after=tokens_after, start_ns=start_ns, error=error, extra=extra, **fields
+            env,
+            history,
+            view,
+            tier,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            start_ns=start_ns,
+            error=error,
+            extra=extra,
+            **fields,
         )
         return Compaction(tuple(view), rec)
 
@@ -192,8 +201,18 @@ class ContinuedRun(PolicyRun):
         base, carried = self.cont.base(history) if self.carries_view else (list(history), False)
         d = self._decide(base, base_tokens=None if carried else tb, force=force)
         return self.cont.finish(
-            self.env, history, d.work, d.view, d.tier, carried,
-            tokens_before=tb, tokens_after=d.tokens_after, start_ns=start_ns, error=d.error, extra=d.extra, **d.fields,
+            self.env,
+            history,
+            d.work,
+            d.view,
+            d.tier,
+            carried,
+            tokens_before=tb,
+            tokens_after=d.tokens_after,
+            start_ns=start_ns,
+            error=d.error,
+            extra=d.extra,
+            **d.fields,
         )
 
     def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
@@ -294,7 +313,15 @@ def request_peer_summary(
         extra["summary_error"] = "no summarizer"
         return None
     req = summary_request(
-        DEFAULT_PROMPTS, head, serialize_conversation(head), previous or "", None, (), timeout_s,
-        template=template, previous=previous, user_prompt=prompt,
+        DEFAULT_PROMPTS,
+        head,
+        serialize_conversation(head),
+        previous or "",
+        None,
+        (),
+        timeout_s,
+        template=template,
+        previous=previous,
+        user_prompt=prompt,
     )
     return request_summary(env.summarizer, calls, extra, req)

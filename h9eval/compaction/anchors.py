@@ -49,7 +49,10 @@ ANCHOR_HEADERS: dict[str, str] = {
 _HEADER_TO_TYPE = {v: k for k, v in ANCHOR_HEADERS.items()}
 
 # Go's strings.TrimSpace set (spec §4.2): Python's str.strip() would also remove U+001C-U+001F.
-GO_WS = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+GO_WS = (
+    "\t\n\v\f\r "
+    "\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def go_trim(s: str) -> str:

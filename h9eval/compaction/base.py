@@ -359,4 +359,3 @@ def params_hash(kind: str, params: Mapping[str, Any]) -> str:
     """A stable 12-hex-digit hash of a policy kind and its resolved parameters."""
     blob = json.dumps({"kind": kind, **params}, sort_keys=True, separators=(",", ":"), default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
-

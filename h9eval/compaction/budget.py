@@ -45,7 +45,9 @@ def _eff_tail(min_tail: int) -> int:
     return min_tail if min_tail > 0 else 6
 
 
-def budget_compact(msgs: Sequence[Message], max_tokens: int, min_tail: int, *, cum: Sequence[int] | None = None) -> list[Message]:
+def budget_compact(
+    msgs: Sequence[Message], max_tokens: int, min_tail: int, *, cum: Sequence[int] | None = None
+) -> list[Message]:
     """harness9 ``TokenBudgetCompactor.Compact`` (spec §5.2), with its getters' defaults
     (``max_tokens <= 0`` → 160,000; ``min_tail <= 0`` → 6).
 
@@ -85,7 +87,9 @@ def force_legacy_last1(msgs: Sequence[Message]) -> list[Message]:
     return repair_tool_pairs([msgs[0], rest[-1]])
 
 
-def force_anchor_greedy_v3(msgs: Sequence[Message], max_tokens: int, *, index: GreedyIndex | None = None) -> list[Message]:
+def force_anchor_greedy_v3(
+    msgs: Sequence[Message], max_tokens: int, *, index: GreedyIndex | None = None
+) -> list[Message]:
     """V3 ``CompactForce`` as reconstructed in spec §5.4 (unverified; marked in results):
     keep the system message and the first non-system message (the task anchor), then the
     newest messages that still fit in the budget, skipping any that do not; then repair.

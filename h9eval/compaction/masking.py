@@ -50,7 +50,11 @@ def is_placeholder(placeholder: str, content: str) -> bool:
 
 
 def masked_positions(
-    msgs: Sequence[Message], keep_recent: int, placeholder: str = MASK_PLACEHOLDER, *, window_unit: str = "assistant_turns"
+    msgs: Sequence[Message],
+    keep_recent: int,
+    placeholder: str = MASK_PLACEHOLDER,
+    *,
+    window_unit: str = "assistant_turns",
 ) -> list[int]:
     """Indices of the tool results to mask (already-masked ones excluded).
 
@@ -76,7 +80,11 @@ def masked_positions(
 
 
 def mask_observations(
-    msgs: Sequence[Message], keep_recent_turns: int, placeholder: str = MASK_PLACEHOLDER, *, window_unit: str = "assistant_turns"
+    msgs: Sequence[Message],
+    keep_recent_turns: int,
+    placeholder: str = MASK_PLACEHOLDER,
+    *,
+    window_unit: str = "assistant_turns",
 ) -> tuple[list[Message], int]:
     """Return the masked list and the number of tool results masked (see
     :func:`masked_positions` for which ones)."""
@@ -125,7 +133,9 @@ class IncrementalMasking(IncrementalView):
     result's pairing (the nearest earlier call of its id) and the cutoff only move forward.
     """
 
-    def __init__(self, keep_recent: int, placeholder: str = MASK_PLACEHOLDER, *, window_unit: str = "assistant_turns") -> None:
+    def __init__(
+        self, keep_recent: int, placeholder: str = MASK_PLACEHOLDER, *, window_unit: str = "assistant_turns"
+    ) -> None:
         self.keep_recent = keep_recent
         self.placeholder = placeholder
         self.window_unit = window_unit

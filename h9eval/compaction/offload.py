@@ -64,6 +64,7 @@ def write_failure_count(root: str | os.PathLike[str]) -> int:
 def reset_write_failures(root: str | os.PathLike[str]) -> None:
     _WRITE_FAILURES.pop(os.fspath(root), None)
 
+
 HOOK_PREFIX = "[输出已保存至"
 HOOK_EXEMPT_TOOLS = ("read_file", "write_file", "edit_file")
 """Tools whose output the offload hook never touches (reference §7.1)."""
@@ -224,7 +225,9 @@ class _Writer:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         try:
             try:
-                if stat.S_ISREG(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode):  # a symlink stays refused (ELOOP)
+                if stat.S_ISREG(
+                    os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
+                ):  # a symlink stays refused (ELOOP)
                     os.unlink(path, dir_fd=dir_fd)
             except FileNotFoundError:
                 pass

@@ -53,11 +53,9 @@ def _first_template(types: tuple[str, ...]) -> str:
     sections = "".join(f"### {ANCHOR_HEADERS[t]}\n{_HINTS[t]}\n\n" for t in types)
     return (
         "Compact the conversation below into a structured context compaction, using exactly this format:\n"
-        "\n## Anchors\n\n"
-        + sections
-        + "## Summary\n<a concise summary of the remaining context worth keeping>\n\n"
+        "\n## Anchors\n\n" + sections + "## Summary\n<a concise summary of the remaining context worth keeping>\n\n"
         "Rules:\n"
-        "- Every anchor section must be present; write \"- N/A\" when nothing applies.\n"
+        '- Every anchor section must be present; write "- N/A" when nothing applies.\n'
         "- One line per item.\n"
         "- An entry such as [offloaded: ...] is a large output saved to a file; keep its path.\n"
         "\nConversation:\n{conversation}"
@@ -99,7 +97,11 @@ def render_template(template: str, conversation: str, previous: str | None = Non
     ``{previous_compaction}`` slot) filled; any other brace text stays literal."""
     # The template is cut at its slots once; the inserted texts are joined in, never scanned,
     # and the conversation is copied once (no regex pass over a prompt that holds it).
-    subs = {"conversation": conversation} if previous is None else {"conversation": conversation, "previous_compaction": previous}
+    subs = (
+        {"conversation": conversation}
+        if previous is None
+        else {"conversation": conversation, "previous_compaction": previous}
+    )
     return "".join(p if i % 2 == 0 else subs.get(p, "{" + p + "}") for i, p in enumerate(_pieces(template)))
 
 
@@ -143,7 +145,11 @@ def load_prompt_file(path: str | Path) -> PromptSet:
     except OSError as e:
         raise ConfigError(f"prompt file {p}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
-        raise FormatError(f"not JSON ({e.msg}); expected an object with system/first/incremental", path=str(p), where=f"line {e.lineno}") from None
+        raise FormatError(
+            f"not JSON ({e.msg}); expected an object with system/first/incremental",
+            path=str(p),
+            where=f"line {e.lineno}",
+        ) from None
     if not isinstance(d, dict) or not set(d) <= {"system", "first", "incremental"}:
         raise FormatError("expected an object with only the keys system, first, incremental", path=str(p))
     for k in ("first", "incremental"):
@@ -205,7 +211,9 @@ def conversation_nbytes(head: Sequence[Message]) -> int:
         if m.content != "":
             n += 5 + utf8_len(m.role) + m.content_nbytes  # "\n[" role "]: " content
         for tc in m.tool_calls:
-            n += 17 + utf8_len(tc.name) + utf8_len(tc.id) + utf8_len(tc.arguments)  # "\n[tool_call " name "(" id ")]: " args
+            n += (
+                17 + utf8_len(tc.name) + utf8_len(tc.id) + utf8_len(tc.arguments)
+            )  # "\n[tool_call " name "(" id ")]: " args
     return n - 1 if n else 0  # no newline before the first line
 
 

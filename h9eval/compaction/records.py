@@ -50,6 +50,7 @@ EXTRA_MIN_GAIN_DEFERRED = "min_gain_deferred"
 
 class Tier(IntEnum):
     """harness9's tiers; the integer is what the JSONL records store."""
+
     NONE = 0
     WARN = 1
     SOFT = 2
@@ -73,6 +74,7 @@ class Tier(IntEnum):
 @dataclass(frozen=True, slots=True)
 class OffloadEntry:
     """One offloaded tool result. ``file_path`` is relative to the offload root, ``/``-separated."""
+
     tool_call_id: str
     tool_name: str
     file_path: str
@@ -96,6 +98,7 @@ class CompactionRecord:
     ``anchors``/``offloaded`` are ``None`` where harness9 writes ``null``; ``duration_ns`` is
     nanoseconds (harness9's ``duration``); ``timestamp`` RFC 3339 with nanoseconds.
     """
+
     id: str = ""
     session_id: str = ""
     timestamp: str = ""
@@ -203,6 +206,7 @@ class FileRecordStore:
     Unlike harness9, a session id that is not a plain file name is mapped to a safe one
     (see :func:`h9eval.core.paths.safe_name`) so a record can never land outside ``dir``.
     """
+
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
@@ -229,7 +233,11 @@ class FileRecordStore:
         try:
             fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         except OSError as e:
-            what = "is a symlink; refusing to follow it" if p.is_symlink() else f"cannot open record file ({e.strerror or e})"
+            what = (
+                "is a symlink; refusing to follow it"
+                if p.is_symlink()
+                else f"cannot open record file ({e.strerror or e})"
+            )
             raise FormatError(what, path=str(p)) from None
         refuse_hard_link(p, what="record file", fd=fd)
         try:

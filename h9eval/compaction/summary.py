@@ -27,7 +27,15 @@ from h9eval.compaction.records import EXTRA_SUMMARY_CALLS
 from h9eval.core.errors import BreakerOpenError, BudgetExceeded, SummarizerError
 from h9eval.core.messages import Message, utf8_len
 
-__all__ = ["SummaryRequest", "SummaryReply", "Summarizer", "SummarizerError", "SummaryCall", "summary_request", "request_summary"]
+__all__ = [
+    "SummaryRequest",
+    "SummaryReply",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryCall",
+    "summary_request",
+    "request_summary",
+]
 
 
 _DEFAULT_TYPES = ("user_intent", "execution_progress", "key_decision", "tried_solution", "next_step")
@@ -52,8 +60,18 @@ class SummaryRequest:
     """
 
     __slots__ = (
-        "system_prompt", "template", "previous_compaction", "head", "previous_summary", "previous_anchors",
-        "anchor_types", "max_output_tokens", "timeout_s", "_user_prompt", "_conversation", "_prompt_template",
+        "system_prompt",
+        "template",
+        "previous_compaction",
+        "head",
+        "previous_summary",
+        "previous_anchors",
+        "anchor_types",
+        "max_output_tokens",
+        "timeout_s",
+        "_user_prompt",
+        "_conversation",
+        "_prompt_template",
         "_serialize",
     )
     system_prompt: str
@@ -150,8 +168,16 @@ class SummaryRequest:
 
     def _key(self) -> tuple[object, ...]:
         return (
-            self.system_prompt, self.user_prompt, self.template, self.previous_compaction, self.conversation,
-            self.head, self.previous_summary, self.previous_anchors, self.anchor_types, self.max_output_tokens,
+            self.system_prompt,
+            self.user_prompt,
+            self.template,
+            self.previous_compaction,
+            self.conversation,
+            self.head,
+            self.previous_summary,
+            self.previous_anchors,
+            self.anchor_types,
+            self.max_output_tokens,
             self.timeout_s,
         )
 

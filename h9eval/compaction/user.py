@@ -26,7 +26,15 @@ from h9eval.compaction.records import CompactionRecord, Tier
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 
-__all__ = ["register_policy", "compaction_record", "import_policies", "is_user_policy", "policy_code_hash", "ship", "install"]
+__all__ = [
+    "register_policy",
+    "compaction_record",
+    "import_policies",
+    "is_user_policy",
+    "policy_code_hash",
+    "ship",
+    "install",
+]
 
 P = TypeVar("P", bound=Policy)
 
@@ -47,16 +55,22 @@ def register_policy(cls: type[P]) -> type[P]:
     if not (isinstance(cls, type) and issubclass(cls, Policy)):
         raise ConfigError(f"register_policy: {cls!r} must be a class subclassing h9eval.Policy")
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
-        raise ConfigError(f"register_policy: {cls.__name__} must be a frozen dataclass: put @dataclass(frozen=True, kw_only=True) below @register_policy")
+        raise ConfigError(
+            f"register_policy: {cls.__name__} must be a frozen dataclass: put @dataclass(frozen=True, kw_only=True) "
+            "below @register_policy"
+        )
     if not cls.kind:
-        raise ConfigError(f"register_policy: {cls.__name__} needs a kind, e.g. kind: ClassVar[str] = \"my_policy\"")
+        raise ConfigError(f'register_policy: {cls.__name__} needs a kind, e.g. kind: ClassVar[str] = "my_policy"')
     if cls.kind in POLICIES:
         old = POLICIES.get(cls.kind)
         if _same_class(old, cls):
             # a notebook cell run twice redefines the class: the new definition replaces the old
             POLICIES.remove(cls.kind)
         else:
-            raise ConfigError(f"register_policy: policy {cls.kind!r} is already registered ({old.__module__}.{old.__qualname__}); pick another kind")
+            raise ConfigError(
+                f"register_policy: policy {cls.kind!r} is already registered ({old.__module__}.{old.__qualname__}); "
+                "pick another kind"
+            )
     POLICIES.add(cls.kind, cls)
     return cls
 
@@ -75,7 +89,9 @@ def import_policies(source: str) -> list[str]:
         if source.endswith(".py") or os.sep in source:
             if not os.path.isfile(source):
                 raise ConfigError(f"--import {source}: no such Python file")
-            name = "h9eval_user_" + "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(source))[0])
+            name = "h9eval_user_" + "".join(
+                c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(source))[0]
+            )
             spec = importlib.util.spec_from_file_location(name, source)
             if spec is None or spec.loader is None:
                 raise ConfigError(f"--import {source}: not an importable Python file")

@@ -27,9 +27,23 @@ from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.messages import Message
 
 __all__ = [
-    "API_KEY_ENV", "AnthropicAPI", "BASE_URL_ENV", "COMPACTED_PLACEHOLDER", "CallLimits", "CircuitBreaker",
-    "DEFAULT_BREAKER_FAILURES", "MAX_RETRIES_LIMIT", "REQUEST_TIMEOUT_LIMIT_S", "Reply", "Usage",
-    "anthropic_messages", "count_of", "redact", "resolve_api_key", "resolve_base_url", "usage_of",
+    "API_KEY_ENV",
+    "AnthropicAPI",
+    "BASE_URL_ENV",
+    "COMPACTED_PLACEHOLDER",
+    "CallLimits",
+    "CircuitBreaker",
+    "DEFAULT_BREAKER_FAILURES",
+    "MAX_RETRIES_LIMIT",
+    "REQUEST_TIMEOUT_LIMIT_S",
+    "Reply",
+    "Usage",
+    "anthropic_messages",
+    "count_of",
+    "redact",
+    "resolve_api_key",
+    "resolve_base_url",
+    "usage_of",
 ]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -94,15 +108,23 @@ class CallLimits:
 
     def __post_init__(self) -> None:
         t = self.request_timeout_s
-        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t)
-                              or not 0 < t <= REQUEST_TIMEOUT_LIMIT_S):
-            raise ConfigError(f"request_timeout_s must be a number of seconds in (0, {REQUEST_TIMEOUT_LIMIT_S:g}], got {t!r}")
+        if t is not None and (
+            isinstance(t, bool)
+            or not isinstance(t, int | float)
+            or not math.isfinite(t)
+            or not 0 < t <= REQUEST_TIMEOUT_LIMIT_S
+        ):
+            raise ConfigError(
+                f"request_timeout_s must be a number of seconds in (0, {REQUEST_TIMEOUT_LIMIT_S:g}], got {t!r}"
+            )
         r = self.max_retries
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_RETRIES_LIMIT):
             raise ConfigError(f"max_retries must be an integer in [0, {MAX_RETRIES_LIMIT}], got {r!r}")
         b = self.breaker_failures
         if b is not None and (isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= BREAKER_FAILURES_LIMIT):
-            raise ConfigError(f"breaker_failures must be an integer in [0, {BREAKER_FAILURES_LIMIT}] (0 = never), got {b!r}")
+            raise ConfigError(
+                f"breaker_failures must be an integer in [0, {BREAKER_FAILURES_LIMIT}] (0 = never), got {b!r}"
+            )
         if self.base_url is not None and not (isinstance(self.base_url, str) and _URL.fullmatch(self.base_url)):
             raise ConfigError(f"base_url must be an http(s) URL such as http://localhost:8000, got {self.base_url!r}")
         for name in ("summarizer_model", "scorer_model", "agent_model"):
@@ -141,7 +163,9 @@ class CallLimits:
         for k, v in self.client_params(part).items():
             if k in out and out[k] != v:
                 field = {"model": f"{part}_model", "timeout_s": "request_timeout_s"}.get(k, k)
-                raise ConfigError(f"{who}: {k}={out[k]!r} conflicts with the command's or spec's {field} {v!r}; give one")
+                raise ConfigError(
+                    f"{who}: {k}={out[k]!r} conflicts with the command's or spec's {field} {v!r}; give one"
+                )
             out[k] = v
         return out
 
@@ -174,7 +198,9 @@ def _variants(secret: str) -> list[str]:
     return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
 
 
-_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|secret|passw(or)?d|(^|[_-])token$|^auth(orization)?$|credential|private[_-]?key|access[_-]?key|bearer)")
+_SECRET_NAME = re.compile(
+    r"(?i)(api[_-]?key|secret|passw(or)?d|(^|[_-])token$|^auth(orization)?$|credential|private[_-]?key|access[_-]?key|bearer)"
+)
 """Parameter names whose values are secrets (``api_key``, ``auth_token``; not ``max_tokens``)."""
 
 
@@ -187,8 +213,14 @@ def redact_secret_params(obj: Any) -> Any:
     """``obj`` (JSON-like: dicts, lists, scalars) with the value of every key that
     :func:`is_secret_name` flags replaced by ``[redacted]``, at any depth (a copy)."""
     if isinstance(obj, dict):
-        return {k: (_REDACTED if isinstance(k, str) and is_secret_name(k) and v not in (None, "") else redact_secret_params(v))
-                for k, v in obj.items()}
+        return {
+            k: (
+                _REDACTED
+                if isinstance(k, str) and is_secret_name(k) and v not in (None, "")
+                else redact_secret_params(v)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         return [redact_secret_params(v) for v in obj]
     return obj
@@ -326,8 +358,10 @@ class AnthropicAPI:
         price: tuple[float, float] | None = None,
     ) -> None:
         if budget is not None and price is None:
-            raise ConfigError(f"the {who}: max_cost_usd caps dollars, and this model has no price; price it "
-                              "(summarizer.params.prices, or the part's prices) or drop the cap")
+            raise ConfigError(
+                f"the {who}: max_cost_usd caps dollars, and this model has no price; price it "
+                "(summarizer.params.prices, or the part's prices) or drop the cap"
+            )
         self.budget, self.price = budget, price
         self._api_key = resolve_api_key(api_key, who=f"the {who}")
         import anthropic  # lazy: importing h9eval must not import the SDK
@@ -439,8 +473,11 @@ class AnthropicAPI:
         breaker = self.breaker
         if breaker.open:
             breaker.skipped += 1
-            raise self._breaker_error(self.redact(
-                f"{self.who}: circuit breaker open after {breaker.failures} consecutive failed calls; not called"))
+            raise self._breaker_error(
+                self.redact(
+                    f"{self.who}: circuit breaker open after {breaker.failures} consecutive failed calls; not called"
+                )
+            )
         try:
             resp = method(timeout=timeout, **kwargs)
         except sdk.APITimeoutError:
@@ -475,7 +512,11 @@ class AnthropicAPI:
 # -- h9eval messages as a Messages API request ------------------------------------------------------
 def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
     if m.is_tool_result:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content or "(empty)"}
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": m.tool_call_id,
+            "content": m.content or "(empty)",
+        }
         if m.is_error:
             block["is_error"] = True
         return "user", [block]
@@ -486,7 +527,9 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
                 args = json.loads(tc.arguments) if tc.arguments else {}
             except json.JSONDecodeError:
                 args = {}
-            out.append({"type": "tool_use", "id": tc.id, "name": tc.name, "input": args if isinstance(args, dict) else {}})
+            out.append(
+                {"type": "tool_use", "id": tc.id, "name": tc.name, "input": args if isinstance(args, dict) else {}}
+            )
         return "assistant", out or [{"type": "text", "text": "(empty)"}]
     return "user", [{"type": "text", "text": m.content or "(empty)"}]
 

@@ -138,7 +138,9 @@ class Segment:
     """Part of the leading system prefix (tools and system prompt)."""
 
 
-def message_segments(messages: Iterable[Message], *, prefix_tokens: int = 0, prefix_key: Hashable = "harness-prefix") -> list[Segment]:
+def message_segments(
+    messages: Iterable[Message], *, prefix_tokens: int = 0, prefix_key: Hashable = "harness-prefix"
+) -> list[Segment]:
     """One segment per message (tokens: harness9's bytes/4, as a float-free floor per message;
     blocks: a text block and one per tool call), after an optional harness prefix of
     ``prefix_tokens`` (tool schemas and a system prompt the transcript lacks)."""
@@ -268,7 +270,11 @@ class CallTiming:
         """Seconds between the call that wrote ``previous_output`` and the next call."""
         if previous_output is None:
             return 0.0
-        return self.base_s + self.s_per_output_token * (previous_output.nbytes // 4) + self.tool_s * len(previous_output.tool_calls)
+        return (
+            self.base_s
+            + self.s_per_output_token * (previous_output.nbytes // 4)
+            + self.tool_s * len(previous_output.tool_calls)
+        )
 
 
 @dataclass
@@ -349,8 +355,15 @@ class PromptCache:
         else:
             read, w5, w1 = 0, 0, 0
         uncached = total - read - w5 - w1
-        cost = call_cost_usd(info, uncached=uncached, write_5m=w5, write_1h=w1, read=read, output=request.output_tokens,
-                             batched=request.batched)
+        cost = call_cost_usd(
+            info,
+            uncached=uncached,
+            write_5m=w5,
+            write_1h=w1,
+            read=read,
+            output=request.output_tokens,
+            batched=request.batched,
+        )
         return CallBill(
             model=request.model,
             input_tokens=total,
@@ -412,7 +425,10 @@ class PromptCache:
         self._recent = [*alive, pre][-8:]  # the newest request carries the refreshed prefix
         if best < info.min_cacheable_tokens:
             return 0
-        return info.min_cacheable_tokens + (best - info.min_cacheable_tokens) // AUTOMATIC_STEP_TOKENS * AUTOMATIC_STEP_TOKENS
+        return (
+            info.min_cacheable_tokens
+            + (best - info.min_cacheable_tokens) // AUTOMATIC_STEP_TOKENS * AUTOMATIC_STEP_TOKENS
+        )
 
 
 def bill_requests(requests: Iterable[Request], *, models: Mapping[str, ModelInfo] | None = None) -> list[CallBill]:
@@ -564,23 +580,47 @@ class SessionBiller:
         at = self._at(call_index, previous_output)
         model = self.model_of(call_index)
         out_tokens = output.nbytes // 4
-        agent = self._agent.bill(Request(
-            model=model, messages=view, prefix_tokens=self.prefix_tokens, at_s=at,
-            output_tokens=out_tokens, placement=self._where,
-        ))
-        raw = None if raw_view is None else self._raw.bill(Request(
-            model=model, messages=raw_view, prefix_tokens=self.prefix_tokens, at_s=at,
-            output_tokens=out_tokens, placement=self._where,
-        ))
+        agent = self._agent.bill(
+            Request(
+                model=model,
+                messages=view,
+                prefix_tokens=self.prefix_tokens,
+                at_s=at,
+                output_tokens=out_tokens,
+                placement=self._where,
+            )
+        )
+        raw = (
+            None
+            if raw_view is None
+            else self._raw.bill(
+                Request(
+                    model=model,
+                    messages=raw_view,
+                    prefix_tokens=self.prefix_tokens,
+                    at_s=at,
+                    output_tokens=out_tokens,
+                    placement=self._where,
+                )
+            )
+        )
         summ_model = self.config.summarizer_model or model
         summ: list[CallBill] = []
         for c in summarizer_calls:
             u = SummaryUsage(*c)
             self._summary_calls += 1
-            summ.append(self._summ.bill(Request(
-                model=summ_model, segments=[Segment(("summary-request", self._summary_calls), u.input_tokens)], at_s=at,
-                output_tokens=u.output_tokens, placement=PLACEMENTS["none"], batched=u.batched,
-            )))
+            summ.append(
+                self._summ.bill(
+                    Request(
+                        model=summ_model,
+                        segments=[Segment(("summary-request", self._summary_calls), u.input_tokens)],
+                        at_s=at,
+                        output_tokens=u.output_tokens,
+                        placement=PLACEMENTS["none"],
+                        batched=u.batched,
+                    )
+                )
+            )
         info = model_entry(model, self.models)
         # what the call put into the cache again: Anthropic's writes; with automatic caching the
         # uncached part of a cacheable prompt. A prompt under the minimum never had a cache to lose.
@@ -593,11 +633,17 @@ class SessionBiller:
         # ... and only what the previous request could have left in the cache (a prompt that first
         # grows past the minimum writes its old part for the first time, not again)
         rewritten = min(max(0, again - appended_tokens), self._cacheable_before)
-        self._cacheable_before = agent.input_tokens if info is not None and agent.input_tokens >= info.min_cacheable_tokens else 0
+        self._cacheable_before = (
+            agent.input_tokens if info is not None and agent.input_tokens >= info.min_cacheable_tokens else 0
+        )
         lost = None
         if info is not None and info.priced:
             write_frac = info.cache_write_1h_frac if self._where.ttl == "1h" else info.cache_write_5m_frac
-            frac = max(write_frac, 1.0) - info.cache_read_frac if info.provider == "anthropic" else 1.0 - info.cache_read_frac
+            frac = (
+                max(write_frac, 1.0) - info.cache_read_frac
+                if info.provider == "anthropic"
+                else 1.0 - info.cache_read_frac
+            )
             lost = rewritten * float(info.input_usd_per_mtok or 0.0) * frac / 1e6
         return SessionBills(agent=agent, summarizer=tuple(summ), raw=raw, at_s=at, invalidation_usd=lost)
 
@@ -619,8 +665,14 @@ def billing_config_from_dict(d: Mapping[str, object] | None, *, where: str = "bi
     if timing is not None:
         if not isinstance(timing, Mapping) or set(timing) - set(TIMING_KEYS):
             bad = sorted(set(timing) - set(TIMING_KEYS)) if isinstance(timing, Mapping) else []
-            raise ConfigError(f"{where}.timing: " + (did_you_mean(bad[0], TIMING_KEYS, what="timing key") if bad
-                                                     else f"expected a table of {', '.join(TIMING_KEYS)}, got {timing!r}"))
+            raise ConfigError(
+                f"{where}.timing: "
+                + (
+                    did_you_mean(bad[0], TIMING_KEYS, what="timing key")
+                    if bad
+                    else f"expected a table of {', '.join(TIMING_KEYS)}, got {timing!r}"
+                )
+            )
         try:
             kwargs["timing"] = CallTiming(**timing)  # type: ignore[arg-type]
         except (TypeError, ConfigError) as e:
@@ -628,7 +680,9 @@ def billing_config_from_dict(d: Mapping[str, object] | None, *, where: str = "bi
     for key in ("model", "summarizer_model", "placement"):
         if key in kwargs and not isinstance(kwargs[key], str):
             raise ConfigError(f"{where}.{key}: expected a string, got {kwargs[key]!r}")
-    if "prefix_tokens" in kwargs and not (isinstance(kwargs["prefix_tokens"], int) and not isinstance(kwargs["prefix_tokens"], bool)):
+    if "prefix_tokens" in kwargs and not (
+        isinstance(kwargs["prefix_tokens"], int) and not isinstance(kwargs["prefix_tokens"], bool)
+    ):
         raise ConfigError(f"{where}.prefix_tokens: expected an integer >= 0, got {kwargs['prefix_tokens']!r}")
     if "models" in kwargs and not isinstance(kwargs["models"], Mapping):
         raise ConfigError(f"{where}.models: expected a table of models, got {kwargs['models']!r}")
@@ -677,6 +731,7 @@ def bill_totals(calls: Any) -> dict[str, float | None]:
     ``None`` (never 0) when a call's value is unknown (an unpriced model, no uncompacted
     transcript, no bills) or there is no call; ``cache_read_share``: cache reads over the agent's
     billed input (to 4 decimals; ``None`` without billed input)."""
+
     def dollars(col: str) -> float | None:
         vals = [float(v) for v in calls[col]] if col in calls else []
         return round(math.fsum(vals), 6) if vals and not any(math.isnan(v) for v in vals) else None

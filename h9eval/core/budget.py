@@ -99,8 +99,10 @@ class Budget:
         with self._lock():
             d = self._read()
             if not d["stopped"] and d["spent_usd"] + d["reserved_usd"] + usd > self.max_cost_usd:
-                d["stopped"] = (f"the next model call ({who}, up to ${usd:.4f}) would take the spending past "
-                                f"max_cost_usd ${self.max_cost_usd:g} (${d['spent_usd']:.4f} spent)")
+                d["stopped"] = (
+                    f"the next model call ({who}, up to ${usd:.4f}) would take the spending past "
+                    f"max_cost_usd ${self.max_cost_usd:g} (${d['spent_usd']:.4f} spent)"
+                )
                 self._write(d)
             if d["stopped"]:
                 raise BudgetExceeded(str(d["stopped"]))

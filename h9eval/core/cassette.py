@@ -21,7 +21,9 @@ __all__ = ["Cassette", "request_hash"]
 
 
 def request_hash(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
 
 
 class Cassette:
@@ -39,9 +41,21 @@ class Cassette:
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise FormatError(f"line is not JSON ({e.msg}); expected one {{request_hash, response}} object per line", path=str(self.path), where=f"line {i}") from None
-                if not isinstance(rec, dict) or not isinstance(rec.get("request_hash"), str) or not isinstance(rec.get("response"), dict):
-                    raise FormatError("expected an object with a string 'request_hash' and an object 'response'", path=str(self.path), where=f"line {i}")
+                    raise FormatError(
+                        f"line is not JSON ({e.msg}); expected one {{request_hash, response}} object per line",
+                        path=str(self.path),
+                        where=f"line {i}",
+                    ) from None
+                if (
+                    not isinstance(rec, dict)
+                    or not isinstance(rec.get("request_hash"), str)
+                    or not isinstance(rec.get("response"), dict)
+                ):
+                    raise FormatError(
+                        "expected an object with a string 'request_hash' and an object 'response'",
+                        path=str(self.path),
+                        where=f"line {i}",
+                    )
                 self._responses[rec["request_hash"]] = rec["response"]
 
     def __len__(self) -> int:
@@ -58,4 +72,6 @@ class Cassette:
         self._responses[key] = dict(response)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"request_hash": key, "response": dict(response)}, sort_keys=True, ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps({"request_hash": key, "response": dict(response)}, sort_keys=True, ensure_ascii=False) + "\n"
+            )

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 
 from h9eval.core.messages import Message
 
-__all__ = ["as_list", "extends", "continued_from", "common_prefix_len", "kept_prefix_len", "PrefixBytes", "IncrementalView"]
+__all__ = [
+    "as_list",
+    "extends",
+    "continued_from",
+    "common_prefix_len",
+    "kept_prefix_len",
+    "PrefixBytes",
+    "IncrementalView",
+]
 
 # Below this many messages a Python loop is cheaper than another pair of slices.
 _LINEAR = 32
@@ -38,7 +46,9 @@ def extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
     return as_list(history[:lo]) == as_list(prefix[:lo])
 
 
-def continued_from(history: Sequence[Message], source: Sequence[Message], view: Sequence[Message], *, view_first: bool) -> bool | None:
+def continued_from(
+    history: Sequence[Message], source: Sequence[Message], view: Sequence[Message], *, view_first: bool
+) -> bool | None:
     """How ``history`` continues an incremental view's last call: ``True`` when it extends the
     ``source`` the view was made from (view mode), ``False`` when it extends the ``view`` itself
     (it was written back), ``None`` when neither. ``view_first``: try the view first (the way

@@ -118,9 +118,7 @@ def _req(obj: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: 
         raise FormatError(f"missing field {key!r} (expected {_tname(typ)})", path=path, where=where)
     val = obj[key]
     if not isinstance(val, typ) or isinstance(val, bool) and typ is not bool:
-        raise FormatError(
-            f"field {key!r} must be {_tname(typ)}, got {type(val).__name__}", path=path, where=where
-        )
+        raise FormatError(f"field {key!r} must be {_tname(typ)}, got {type(val).__name__}", path=path, where=where)
     return val
 
 

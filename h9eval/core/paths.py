@@ -64,13 +64,16 @@ def check_input_path(path: str | os.PathLike[str], *, what: str = "input") -> No
         raise FormatError(f"{what} is not a regular file or a folder (a device, FIFO or socket)", path=str(p))
     size, limit = p.stat().st_size, max_input_bytes()
     if size > limit:
-        raise FormatError(f"{what} is {size:,} bytes, above the limit of {limit:,} (set H9EVAL_MAX_INPUT_BYTES to raise it)", path=str(p))
+        raise FormatError(
+            f"{what} is {size:,} bytes, above the limit of {limit:,} (set H9EVAL_MAX_INPUT_BYTES to raise it)",
+            path=str(p),
+        )
+
 
 _SAFE = re.compile(r"[A-Za-z0-9._-]+")
 # Longer plain ids are mapped too: a file name must stay under NAME_MAX (255 bytes) with its
 # ".txt"/".jsonl" suffix, else the write fails (ENAMETOOLONG) and the offload silently does not happen.
 _MAX_PLAIN = 128
-
 
 
 def repo_root() -> Path:

@@ -223,7 +223,9 @@ def models_with(
     return out
 
 
-def load_models(path: str | os.PathLike[str] | None = None, *, base: Mapping[str, ModelInfo] | None = None) -> dict[str, ModelInfo]:
+def load_models(
+    path: str | os.PathLike[str] | None = None, *, base: Mapping[str, ModelInfo] | None = None
+) -> dict[str, ModelInfo]:
     """:data:`MODELS` (or ``base``) updated from a TOML or JSON file (``.json`` -> JSON, else TOML)
     mapping model names to tables of :class:`ModelInfo` fields (``[models."my-model"]`` or
     top-level ``["my-model"]``); a bare integer is a window."""

@@ -13,7 +13,17 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-__all__ = ["QUIET_DELAY_S", "LINE_EVERY_FRAC", "LINE_EVERY_S", "NullProgress", "PlainProgress", "Progress", "in_notebook", "make_progress", "silence"]
+__all__ = [
+    "QUIET_DELAY_S",
+    "LINE_EVERY_FRAC",
+    "LINE_EVERY_S",
+    "NullProgress",
+    "PlainProgress",
+    "Progress",
+    "in_notebook",
+    "make_progress",
+    "silence",
+]
 
 QUIET_DELAY_S = 2.0
 """A step that is often quick (loading a folder or a database of sessions, a report) shows its
@@ -98,7 +108,12 @@ class PlainProgress:
         now = self._clock()
         if not self._shown and now - self._t0 < self._delay_s:
             return
-        if not self._shown or self.n - self._last_n >= self._step or now - self._last_t >= LINE_EVERY_S or self.n >= self.total:
+        if (
+            not self._shown
+            or self.n - self._last_n >= self._step
+            or now - self._last_t >= LINE_EVERY_S
+            or self.n >= self.total
+        ):
             self._line()
 
     def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
@@ -135,7 +150,14 @@ def in_notebook() -> bool:
 
 
 def make_progress(
-    *, total: int, initial: int = 0, desc: str, stream: TextIO | None = None, unit: str = "cell", delay_s: float = 0.0, enabled: bool = True
+    *,
+    total: int,
+    initial: int = 0,
+    desc: str,
+    stream: TextIO | None = None,
+    unit: str = "cell",
+    delay_s: float = 0.0,
+    enabled: bool = True,
 ) -> Progress:
     """tqdm's widget in a notebook, its bar when ``stream`` (default stderr) is a terminal,
     else :class:`PlainProgress`; :class:`NullProgress` when not ``enabled`` or after

@@ -12,7 +12,19 @@ from h9eval.core.paths import repo_root
 
 __all__ = ["git_state", "h9eval_version", "package_versions", "provenance", "source_hash", "tree_hash"]
 
-_PACKAGES = ("h9eval", "pandas", "pyarrow", "matplotlib", "anthropic", "datasets", "rapidfuzz", "tqdm", "dask", "distributed", "quicktok-v1")
+_PACKAGES = (
+    "h9eval",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "anthropic",
+    "datasets",
+    "rapidfuzz",
+    "tqdm",
+    "dask",
+    "distributed",
+    "quicktok-v1",
+)
 
 
 @lru_cache(maxsize=1)
@@ -27,7 +39,10 @@ def git_state() -> dict[str, Any]:
             return {"git_commit": None, "git_dirty": None}
         # Untracked files count: a new module that is not committed yet changes what ran.
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=normal"],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         return {"git_commit": sha.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):

@@ -30,7 +30,9 @@ class Registry(Generic[T]):
         if not name:
             raise ConfigError(f"a {self.what} needs a non-empty name")
         if name in self._entries:
-            raise ConfigError(f"{self.what} {name!r} is already registered ({self._entries[name]!r}); pick another name")
+            raise ConfigError(
+                f"{self.what} {name!r} is already registered ({self._entries[name]!r}); pick another name"
+            )
         self._entries[name] = entry
         return entry
 
@@ -99,7 +101,11 @@ def check_param_types(cls: type, label: str, params: Mapping[str, Any]) -> None:
         hint = hints.get(name)
         if hint is None:
             continue
-        args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+        args = (
+            typing.get_args(hint)
+            if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+            else (hint,)
+        )
         optional = type(None) in args
         kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
         if value is None:

@@ -77,7 +77,9 @@ class _NamedConnection(sqlite3.Connection):
             raise
 
 
-def connect(database: str | os.PathLike[str], *, shown: str | os.PathLike[str] | None = None, **kwargs: Any) -> sqlite3.Connection:
+def connect(
+    database: str | os.PathLike[str], *, shown: str | os.PathLike[str] | None = None, **kwargs: Any
+) -> sqlite3.Connection:
     """``sqlite3.connect(database, **kwargs)`` whose errors name ``shown`` (default
     ``database``; give the file when ``database`` is a ``file:`` URI)."""
     name = str(shown if shown is not None else database)

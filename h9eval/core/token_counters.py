@@ -204,6 +204,7 @@ def vocab_sha256(encoding: str = DEFAULT_ENCODING) -> str:
 
 class _BoundedCache(dict):  # type: ignore[type-arg]
     """A dict that empties itself past ``limit`` entries (cheap, and enough for a replay)."""
+
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
@@ -222,6 +223,7 @@ class BpeCounter:
     :class:`ConfigError`). Per-message counts are cached (messages are frozen and hashable), so
     counting a growing history at every call costs only the new messages.
     """
+
     def __init__(self, encoding: str = DEFAULT_ENCODING, *, verify: bool = True, cache_size: int = 200_000) -> None:
         if encoding not in VOCAB_SHA256:
             raise ConfigError(did_you_mean(encoding, list(VOCAB_SHA256), what="BPE encoding"))
@@ -299,6 +301,7 @@ class CalibratedEstimate:
     out keep the default). Units are milli-tokens so that per-message rounding does not add up;
     ``finish`` floors to whole tokens, like harness9's one division over the list.
     """
+
     name = "calibrated"
 
     def __init__(self, bytes_per_token: Mapping[str, float] | None = None, *, cache_size: int = 200_000) -> None:
@@ -336,7 +339,9 @@ class CalibratedEstimate:
         return self.finish(sum(self.message_units(m) for m in msgs))
 
 
-def calibrate(messages: Iterable[Message], *, counter: BpeCounter | None = None, min_bytes: int = 1) -> dict[str, float]:
+def calibrate(
+    messages: Iterable[Message], *, counter: BpeCounter | None = None, min_bytes: int = 1
+) -> dict[str, float]:
     """Measure bytes per BPE token for each content kind over ``messages``' counted fields.
 
     The factor of a kind is ``sum(bytes) / sum(tokens)`` over every field of that kind (a
@@ -385,6 +390,7 @@ class AnthropicCountTokens:
     cache is always on. ``http_client``/``base_url``: handed to the SDK (tests inject a fake
     transport). Network calls happen only for texts not in the cache.
     """
+
     def __init__(
         self,
         model: str = "claude-sonnet-4-6",

@@ -20,7 +20,12 @@ from typing import Any
 
 from h9eval.compaction.anchors import Anchor, format_anchors, merge_anchors, parse_anchors_and_summary
 from h9eval.compaction.base import CompactionEnv
-from h9eval.compaction.offload import OFFLOAD_COMPACTION_THRESHOLD_BYTES, OFFLOAD_HOOK_THRESHOLD_BYTES, OffloadHook, ToolOutput
+from h9eval.compaction.offload import (
+    OFFLOAD_COMPACTION_THRESHOLD_BYTES,
+    OFFLOAD_HOOK_THRESHOLD_BYTES,
+    OffloadHook,
+    ToolOutput,
+)
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.compaction.records import CompactionRecord
 from h9eval.compaction.repair import repair_tool_pairs
@@ -30,7 +35,19 @@ from h9eval.core.messages import Message, ToolCall, messages_from_json
 from h9eval.compaction.summary import ScriptedSummarizer
 from h9eval.core.tokens import estimate_tokens
 
-__all__ = ["KINDS", "LEGACY_TAG", "CaseResult", "CaseTiming", "CaseTimer", "ConformanceReport", "discover_cases", "load_case", "run_case", "run_conformance", "compare"]
+__all__ = [
+    "KINDS",
+    "LEGACY_TAG",
+    "CaseResult",
+    "CaseTiming",
+    "CaseTimer",
+    "ConformanceReport",
+    "discover_cases",
+    "load_case",
+    "run_case",
+    "run_conformance",
+    "compare",
+]
 
 KINDS = (
     "estimate_tokens",
@@ -82,7 +99,11 @@ def discover_cases(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.is_file() and (q.name.endswith(".json") or q.name.endswith(".json.xz"))))
+            out.extend(
+                sorted(
+                    q for q in p.rglob("*") if q.is_file() and (q.name.endswith(".json") or q.name.endswith(".json.xz"))
+                )
+            )
         elif p.exists():
             out.append(p)
         else:
@@ -102,14 +123,18 @@ def load_case(path: str | os.PathLike[str]) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise FormatError("case file is not UTF-8", path=str(p)) from None
     except json.JSONDecodeError as e:
-        raise FormatError(f"not JSON ({e.msg}); expected one case object", path=str(p), where=f"line {e.lineno}") from None
+        raise FormatError(
+            f"not JSON ({e.msg}); expected one case object", path=str(p), where=f"line {e.lineno}"
+        ) from None
     if not isinstance(case, dict):
         raise FormatError("expected a case object with kind, input and expected", path=str(p))
     for k in ("kind", "input", "expected"):
         if k not in case:
             raise FormatError(f"case lacks field {k!r}", path=str(p))
     if case["kind"] not in KINDS:
-        raise FormatError(f"unknown case kind {case['kind']!r}; expected one of {', '.join(KINDS)}", path=str(p), where="kind")
+        raise FormatError(
+            f"unknown case kind {case['kind']!r}; expected one of {', '.join(KINDS)}", path=str(p), where="kind"
+        )
     if not isinstance(case["input"], dict) or not isinstance(case["expected"], dict):
         raise FormatError("fields 'input' and 'expected' must be objects", path=str(p))
     return case
@@ -200,10 +225,15 @@ class CaseTiming:
     the wall time ``compaction_ns`` also counts the time the process waited for a core."""
 
     def json_line(self) -> str:
-        return json.dumps({
-            "case": self.case, "steps": self.steps, "compaction_ns": self.compaction_ns,
-            "compaction_cpu_ns": self.compaction_cpu_ns, "tier_median_ns": self.tier_median_ns,
-        })
+        return json.dumps(
+            {
+                "case": self.case,
+                "steps": self.steps,
+                "compaction_ns": self.compaction_ns,
+                "compaction_cpu_ns": self.compaction_cpu_ns,
+                "tier_median_ns": self.tier_median_ns,
+            }
+        )
 
 
 def run_case(case: dict[str, Any], path: str = "<case>", timer: CaseTimer | None = None) -> dict[str, Any]:
@@ -216,7 +246,9 @@ def run_case(case: dict[str, Any], path: str = "<case>", timer: CaseTimer | None
     except FormatError:
         raise
     except (KeyError, TypeError, AttributeError, ValueError) as e:
-        raise FormatError(f"malformed input for kind {kind!r}: {type(e).__name__}: {e}", path=path, where="input") from None
+        raise FormatError(
+            f"malformed input for kind {kind!r}: {type(e).__name__}: {e}", path=path, where="input"
+        ) from None
 
 
 def _estimate(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
@@ -277,7 +309,13 @@ def _record_out(rec: CompactionRecord | None) -> dict[str, Any] | None:
         "compression_ratio": round(rec.compression_ratio, 6),
         "anchors": _anchors_out(rec.anchors),
         "offloaded": [
-            {"tool_call_id": o.tool_call_id, "tool_name": o.tool_name, "file": o.file_path, "bytes": o.bytes, "lines": o.lines}
+            {
+                "tool_call_id": o.tool_call_id,
+                "tool_name": o.tool_name,
+                "file": o.file_path,
+                "bytes": o.bytes,
+                "lines": o.lines,
+            }
             for o in rec.offloaded or ()
         ],
         "summary_text": rec.summary_text,
@@ -379,7 +417,9 @@ def _parse(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> di
 
 
 def _merge(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dict[str, Any]:
-    merged = merge_anchors(_anchors_in(inp.get("old"), "input.old", path), _anchors_in(inp.get("new"), "input.new", path))
+    merged = merge_anchors(
+        _anchors_in(inp.get("old"), "input.old", path), _anchors_in(inp.get("new"), "input.new", path)
+    )
     return {"anchors": _anchors_out(merged), "formatted": format_anchors(merged)}
 
 
@@ -396,7 +436,9 @@ def _hook(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer) -> dic
             harness9_paths=True,
         )
         call = ToolCall(str(tc.get("id", "")), str(tc.get("name", "")), str(tc.get("arguments", "") or ""))
-        out = hook.after_execute(call, ToolOutput(str(r.get("tool_call_id", "")), str(r.get("output", "")), bool(r.get("is_error", False))))
+        out = hook.after_execute(
+            call, ToolOutput(str(r.get("tool_call_id", "")), str(r.get("output", "")), bool(r.get("is_error", False)))
+        )
         return {
             "result": {"tool_call_id": out.tool_call_id, "output": out.output, "is_error": out.is_error},
             "files": _files_under(root),
@@ -436,7 +478,12 @@ def compare(expected: Any, actual: Any, where: str = "") -> Iterator[str]:
             yield from compare(e, a, f"{where}[{i}]")
         return
     num = (int, float)
-    if isinstance(expected, num) and isinstance(actual, num) and not isinstance(expected, bool) and not isinstance(actual, bool):
+    if (
+        isinstance(expected, num)
+        and isinstance(actual, num)
+        and not isinstance(expected, bool)
+        and not isinstance(actual, bool)
+    ):
         tol = 1e-6 if where.endswith("compression_ratio") else 0.0
         if not (math.isclose(expected, actual, rel_tol=0, abs_tol=tol) or expected == actual):
             yield f"{where}: expected {expected!r}, got {actual!r}"
@@ -450,7 +497,9 @@ def _short(v: Any, n: int = 120) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def run_conformance(paths: Sequence[str | os.PathLike[str]], *, on_case: Callable[[CaseResult], None] | None = None) -> ConformanceReport:
+def run_conformance(
+    paths: Sequence[str | os.PathLike[str]], *, on_case: Callable[[CaseResult], None] | None = None
+) -> ConformanceReport:
     """Run every case under ``paths``. Raises :class:`FormatError` for an unreadable case.
     ``on_case`` sees each result as soon as its case has run (the CLI streams timing lines)."""
     results = []

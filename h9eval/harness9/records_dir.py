@@ -50,7 +50,9 @@ def read_records_dir(path: str | os.PathLike[str], *, run_id: str | None = None)
         except UnicodeDecodeError as e:
             raise FormatError(f"record file is not UTF-8 ({e.reason} at byte {e.start})", path=str(f)) from None
         sid = _session_of(f)
-        frames.append(records_to_frame(recs, run_id=run_id if run_id is not None else f"harness9:{sid}", session_id=sid))
+        frames.append(
+            records_to_frame(recs, run_id=run_id if run_id is not None else f"harness9:{sid}", session_id=sid)
+        )
     frames = [f for f in frames if len(f)]  # pandas warns when concatenating empty frames
     if not frames:
         return compactions_frame([])

@@ -254,7 +254,9 @@ def decode_tool_calls(text: str | None) -> tuple[ToolCall, ...]:
             args = json.loads(raw_args)
         else:
             args = raw_args
-        out.append(ToolCall(_go_string(_go_field(pairs, "id"), "id"), _go_string(_go_field(pairs, "name"), "name"), args))
+        out.append(
+            ToolCall(_go_string(_go_field(pairs, "id"), "id"), _go_string(_go_field(pairs, "name"), "name"), args)
+        )
     return tuple(out)
 
 
@@ -457,8 +459,7 @@ class SessionStore:
             rows.reverse()
         else:
             rows = self._db.execute(
-                "SELECT id, role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ?"
-                " ORDER BY id ASC",
+                "SELECT id, role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? ORDER BY id ASC",
                 (session_id,),
             ).fetchall()
         out = []
@@ -466,14 +467,18 @@ class SessionStore:
             try:
                 out.append(row_to_message(*r[1:]))
             except ValueError as e:
-                raise FormatError(f"bad message in session {session_id!r}: {e}", path=self.path, where=f"messages.id {r[0]}") from None
+                raise FormatError(
+                    f"bad message in session {session_id!r}: {e}", path=self.path, where=f"messages.id {r[0]}"
+                ) from None
         return out
 
     def clear(self, session_id: str) -> None:
         """Delete the session's messages; the session row stays (harness9's ``Clear``)."""
         self._db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
 
-    def replace_history(self, session_id: str, msgs: Sequence[Message], *, prefix: Sequence[Message] | None = None) -> None:
+    def replace_history(
+        self, session_id: str, msgs: Sequence[Message], *, prefix: Sequence[Message] | None = None
+    ) -> None:
         """harness9's write-back ``persist(compacted, prefix)`` (spec §2.3).
 
         A leading system message is stripped from ``msgs`` and ``prefix`` (harness9 never
@@ -517,11 +522,17 @@ class SessionStore:
         try:
             items = json.loads(json_text(r[0], "items") or "")
         except json.JSONDecodeError as e:
-            raise FormatError(f"plan of session {session_id!r} is not JSON ({e.msg})", path=self.path, where="session_plans") from None
+            raise FormatError(
+                f"plan of session {session_id!r} is not JSON ({e.msg})", path=self.path, where="session_plans"
+            ) from None
         except RecursionError:
-            raise FormatError(f"plan of session {session_id!r}: JSON nested too deeply", path=self.path, where="session_plans") from None
+            raise FormatError(
+                f"plan of session {session_id!r}: JSON nested too deeply", path=self.path, where="session_plans"
+            ) from None
         except ValueError as e:  # an INTEGER or REAL items, named by json_text
             raise FormatError(f"plan of session {session_id!r}: {e}", path=self.path, where="session_plans") from None
         if not isinstance(items, list):
-            raise FormatError(f"plan of session {session_id!r} is not a JSON list", path=self.path, where="session_plans")
+            raise FormatError(
+                f"plan of session {session_id!r} is not a JSON list", path=self.path, where="session_plans"
+            )
         return items

@@ -129,16 +129,22 @@ class InspectModelSummarizer:
         return f"inspect/{self.model}"
 
     def summarize(self, request: SummaryRequest) -> SummaryReply:
-        messages: list[ChatMessage] = [ChatMessageSystem(content=request.system_prompt),
-                                       ChatMessageUser(content=request.user_prompt)]
+        messages: list[ChatMessage] = [
+            ChatMessageSystem(content=request.system_prompt),
+            ChatMessageUser(content=request.user_prompt),
+        ]
         try:
-            out = anyio.from_thread.run(self.model.generate, messages, [], None, GenerateConfig(max_tokens=self.max_tokens))
+            out = anyio.from_thread.run(
+                self.model.generate, messages, [], None, GenerateConfig(max_tokens=self.max_tokens)
+            )
         except Exception as e:  # noqa: BLE001 - any provider error is harness9's fallback path
             raise SummarizerError(f"inspect model {self.model}: {type(e).__name__}: {e}") from None
         usage = out.usage
-        return SummaryReply(text=out.completion or None,
-                            input_tokens=usage.input_tokens if usage else 0,
-                            output_tokens=usage.output_tokens if usage else 0)
+        return SummaryReply(
+            text=out.completion or None,
+            input_tokens=usage.input_tokens if usage else 0,
+            output_tokens=usage.output_tokens if usage else 0,
+        )
 
 
 class H9Compaction(CompactionStrategy):
@@ -152,10 +158,17 @@ class H9Compaction(CompactionStrategy):
     model Inspect compacts for).
     """
 
-    def __init__(self, policy: str | Policy = "progressive", *, params: Mapping[str, Any] | None = None,
-                 window_tokens: int | None = None, threshold: int | float | None = None,
-                 summarizer: str | None = None, summarizer_model: str | Model | None = None,
-                 offload_root: str | None = None) -> None:
+    def __init__(
+        self,
+        policy: str | Policy = "progressive",
+        *,
+        params: Mapping[str, Any] | None = None,
+        window_tokens: int | None = None,
+        threshold: int | float | None = None,
+        summarizer: str | None = None,
+        summarizer_model: str | Model | None = None,
+        offload_root: str | None = None,
+    ) -> None:
         pol = make_policy(policy, **dict(params or {})) if isinstance(policy, str) else policy
         if window_tokens is not None:  # the policy at that window (compaction.step.run_window's rule)
             pol = run_window(pol, window_tokens, explicit=False).policy
@@ -166,8 +179,11 @@ class H9Compaction(CompactionStrategy):
         first = getattr(pol, "soft_frac", None)
         if threshold is None:
             threshold = int(window * first) if window and first else 0.9
-        self._threshold_tokens = int(threshold) if isinstance(threshold, int) or threshold > 1 else (
-            int(threshold * window) if window else None)
+        self._threshold_tokens = (
+            int(threshold)
+            if isinstance(threshold, int) or threshold > 1
+            else (int(threshold * window) if window else None)
+        )
         super().__init__(type="summary" if pol.uses_summarizer else "edit", threshold=threshold, memory=False)
         self.summarizer = summarizer
         self.summarizer_model = summarizer_model
@@ -190,8 +206,9 @@ class H9Compaction(CompactionStrategy):
                 self._runs[key] = self.policy.start(env)
             return self._runs[key]
 
-    async def compact(self, model: Model, messages: list[ChatMessage],
-                      tools: list[ToolInfo]) -> tuple[list[ChatMessage], ChatMessageUser | None]:
+    async def compact(
+        self, model: Model, messages: list[ChatMessage], tools: list[ToolInfo]
+    ) -> tuple[list[ChatMessage], ChatMessageUser | None]:
         history = from_inspect(messages)
         # one policy state (anchors, last summary, offloads) per sample: its first message's id
         key = next((m.id for m in messages if m.id), "session") or "session"
@@ -207,8 +224,10 @@ class H9Compaction(CompactionStrategy):
 
     def _log(self, comp: Compaction, *, forced: bool) -> None:
         if comp.record is not None:
-            transcript().info({"h9eval_compaction": comp.record.to_json(), "policy": self.policy.kind,
-                               "forced": forced}, source="h9eval")
+            transcript().info(
+                {"h9eval_compaction": comp.record.to_json(), "policy": self.policy.kind, "forced": forced},
+                source="h9eval",
+            )
 
 
 # -- an offline scripted model for Inspect (tests, examples) -----------------------------------
@@ -224,8 +243,15 @@ class ScriptedModel(ModelAPI):
     usage. ``outputs``: the replies in order (an iterable of ``ModelOutput``), or a callable
     ``(messages, tools) -> ModelOutput``."""
 
-    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
-                 config: GenerateConfig | None = None, outputs: Any = None, **model_args: Any) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: GenerateConfig | None = None,
+        outputs: Any = None,
+        **model_args: Any,
+    ) -> None:
         super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
         self._call = outputs if callable(outputs) else None
         self._iter = iter(outputs) if outputs is not None and not callable(outputs) else None
@@ -233,8 +259,9 @@ class ScriptedModel(ModelAPI):
     async def count_text_tokens(self, text: str) -> int:
         return len(text.encode("utf-8")) // 4
 
-    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any,
-                       config: GenerateConfig) -> ModelOutput:
+    async def generate(
+        self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any, config: GenerateConfig
+    ) -> ModelOutput:
         if self._call is not None:
             out = self._call(input, tools)
         elif self._iter is not None:
@@ -260,8 +287,15 @@ class SummarizerModel(ModelAPI):
     summary prompt); ``None`` (the summary failed) raises :class:`SummarizerError`. Token counts
     are h9eval's estimate (UTF-8 bytes / 4)."""
 
-    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
-                 config: GenerateConfig | None = None, summarize: Any = None, **model_args: Any) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: GenerateConfig | None = None,
+        summarize: Any = None,
+        **model_args: Any,
+    ) -> None:
         super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
         if not callable(summarize):
             raise ConfigError(f"{SUMMARIZER_MODEL}/{model_name}: needs summarize=, a callable (head, prompt) -> text")
@@ -273,8 +307,9 @@ class SummarizerModel(ModelAPI):
     async def count_text_tokens(self, text: str) -> int:
         return len(text.encode("utf-8")) // 4
 
-    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any,
-                       config: GenerateConfig) -> ModelOutput:
+    async def generate(
+        self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: Any, config: GenerateConfig
+    ) -> ModelOutput:
         if not input:
             raise SummarizerError(f"{SUMMARIZER_MODEL}/{self.model_name}: nothing to summarise")
         text = self._summarize(from_inspect(input[:-1]), input[-1].text)
@@ -282,8 +317,11 @@ class SummarizerModel(ModelAPI):
             raise SummarizerError(f"{SUMMARIZER_MODEL}/{self.model_name}: the h9eval summarizer gave no summary")
         out = ModelOutput.from_content(self.model_name, text)
         tokens = await self.count_tokens(input)
-        out.usage = ModelUsage(input_tokens=tokens, output_tokens=len(text.encode("utf-8")) // 4,
-                               total_tokens=tokens + len(text.encode("utf-8")) // 4)
+        out.usage = ModelUsage(
+            input_tokens=tokens,
+            output_tokens=len(text.encode("utf-8")) // 4,
+            total_tokens=tokens + len(text.encode("utf-8")) // 4,
+        )
         return out
 
 
@@ -327,8 +365,13 @@ class _InspectStrategyRun(ContinuedRun):
         view = []
         for m, h in zip(out, from_inspect(out)):
             orig = by_id.get(m.id or "")
-            view.append(orig if orig is not None and (orig.role, orig.content, orig.tool_call_id, orig.tool_calls)
-                        == (h.role, h.content, h.tool_call_id, h.tool_calls) else h)
+            view.append(
+                orig
+                if orig is not None
+                and (orig.role, orig.content, orig.tool_call_id, orig.tool_calls)
+                == (h.role, h.content, h.tool_call_id, h.tool_calls)
+                else h
+            )
         fields: dict[str, Any] = {}
         if view == list(history):
             tier = Tier.NONE
@@ -404,8 +447,12 @@ class InspectEdit(WindowedPolicy):
             raise ConfigError(f"InspectEdit.keep_tool_uses must be >= 0, got {self.keep_tool_uses!r}")
 
     def start(self, env: CompactionEnv | None = None) -> PolicyRun:
-        strategy = CompactionEdit(threshold=self.threshold_frac, memory=False, keep_tool_uses=self.keep_tool_uses,
-                                  keep_tool_inputs=self.keep_tool_inputs)
+        strategy = CompactionEdit(
+            threshold=self.threshold_frac,
+            memory=False,
+            keep_tool_uses=self.keep_tool_uses,
+            keep_tool_inputs=self.keep_tool_inputs,
+        )
         return _InspectStrategyRun(self, env or CompactionEnv(), strategy)
 
 
@@ -420,16 +467,18 @@ class _InspectSummaryRun(_InspectStrategyRun):
         self.calls = []
         name = getattr(env.summarizer, "summarizer_id", "none")
         model = get_model(f"{SUMMARIZER_MODEL}/{name}", memoize=False, summarize=self._summarize)
-        strategy = CompactionSummary(threshold=policy.threshold_frac, memory=False, model=model,
-                                     instructions=policy.instructions)
+        strategy = CompactionSummary(
+            threshold=policy.threshold_frac, memory=False, model=model, instructions=policy.instructions
+        )
         super().__init__(policy, env, strategy)
 
     def _summarize(self, head: list[Message], prompt: str) -> str | None:
         # Inspect sends the conversation as chat turns followed by its prompt; an h9eval summarizer
         # takes one system and one user prompt: the prompt, then the conversation as text
         user_prompt = f"{prompt.strip()}\n\nConversation:\n{serialize_conversation(head)}"
-        text = request_peer_summary(self.env, self.calls, self.extra, head, user_prompt, previous=None,
-                                    timeout_s=self.policy.summary_timeout_s)
+        text = request_peer_summary(
+            self.env, self.calls, self.extra, head, user_prompt, previous=None, timeout_s=self.policy.summary_timeout_s
+        )
         self.summary_text = text or ""
         return text
 

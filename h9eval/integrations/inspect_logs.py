@@ -127,15 +127,17 @@ def _to_one(m: Message, functions: Mapping[str, str]) -> ChatMessage:
         return ChatMessageAssistant(content=m.content, tool_calls=calls or None, source="generate")
     if m.role == "tool":
         error = ToolCallError("unknown", m.content[:200]) if m.is_error else None
-        return ChatMessageTool(content=m.content, tool_call_id=m.tool_call_id,
-                               function=functions.get(m.tool_call_id), error=error)
+        return ChatMessageTool(
+            content=m.content, tool_call_id=m.tool_call_id, function=functions.get(m.tool_call_id), error=error
+        )
     if m.role == "system":
         return ChatMessageSystem(content=m.content)
     return ChatMessageUser(content=m.content)
 
 
-def to_inspect(view: Sequence[Message], originals: Sequence[ChatMessage] = (),
-               converted: Sequence[Message] = ()) -> list[ChatMessage]:
+def to_inspect(
+    view: Sequence[Message], originals: Sequence[ChatMessage] = (), converted: Sequence[Message] = ()
+) -> list[ChatMessage]:
     """h9eval messages as Inspect chat messages. A message the policy kept unchanged (the same
     object as in ``converted``, which :func:`from_inspect` made from ``originals``) is the original
     Inspect message, with its id and metadata; a new one (a summary, an offload placeholder) is a
@@ -164,8 +166,15 @@ class _Converter:
             for m in new:
                 im = _to_one(m, functions)
                 if self.stable_ids:
-                    key = json.dumps([m.role, m.content, m.tool_call_id,
-                                      [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls], m.is_error])
+                    key = json.dumps(
+                        [
+                            m.role,
+                            m.content,
+                            m.tool_call_id,
+                            [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls],
+                            m.is_error,
+                        ]
+                    )
                     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
                     self._seen[digest] = self._seen.get(digest, 0) + 1
                     im.id = f"{digest}-{self._seen[digest]}"
@@ -179,8 +188,10 @@ def _openai_dicts(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     for h in from_inspect(messages):
         d: dict[str, Any] = {"role": h.role, "content": h.content}
         if h.tool_calls:
-            d["tool_calls"] = [{"id": tc.id, "type": "function",
-                                "function": {"name": tc.name, "arguments": tc.arguments}} for tc in h.tool_calls]
+            d["tool_calls"] = [
+                {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+                for tc in h.tool_calls
+            ]
         if h.role == "tool":
             d["tool_call_id"] = h.tool_call_id
             d["is_error"] = h.is_error
@@ -202,17 +213,36 @@ def tasks_from_eval_log(path: str | os.PathLike[str]) -> list[Task]:
     out = []
     for s in log.samples or []:
         dicts = _openai_dicts(s.messages)
-        meta = {"agent": "inspect", "model": log.eval.model, "inspect_task": log.eval.task,
-                "sample_id": s.id, "epoch": s.epoch}
-        out.append(openai_task_from_messages(
-            dicts, tools=[], shown=f"{shown}#{s.id}", session=f"{log.eval.task}-{s.id}-e{s.epoch}",
-            fmt=INSPECT_LOG_FORMAT, n_bytes=len(json.dumps(dicts)), metadata=meta, where="messages",
-            source_kind="recorded"))
+        meta = {
+            "agent": "inspect",
+            "model": log.eval.model,
+            "inspect_task": log.eval.task,
+            "sample_id": s.id,
+            "epoch": s.epoch,
+        }
+        out.append(
+            openai_task_from_messages(
+                dicts,
+                tools=[],
+                shown=f"{shown}#{s.id}",
+                session=f"{log.eval.task}-{s.id}-e{s.epoch}",
+                fmt=INSPECT_LOG_FORMAT,
+                n_bytes=len(json.dumps(dicts)),
+                metadata=meta,
+                where="messages",
+                source_kind="recorded",
+            )
+        )
     return out
 
 
-def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[Any, Any]], *,
-            start: dt.datetime | None = None, key: str = "") -> list[Any]:
+def _events(
+    views: Sequence[Sequence[Message]],
+    calls: Sequence[Mapping[Any, Any]],
+    *,
+    start: dt.datetime | None = None,
+    key: str = "",
+) -> list[Any]:
     """The model event of each call (its view as the input), each compaction as a compaction event
     before it, in one span (Inspect's viewer shows the events of spans). With ``start``, event ids
     and times are made from ``key``, the call index and the call's time (``call_at_s``), not from
@@ -236,17 +266,37 @@ def _events(views: Sequence[Sequence[Message]], calls: Sequence[Mapping[Any, Any
         at = float(i) if math.isnan(when) else when
         inputs = convert(view)
         if bool(call["compacted"]):
-            meta = {"tier": call["tier_name"], "call_index": i, "messages_before": int(call["msgs_before"]),
-                    "messages_after": int(call["msgs_after"])}
-            events.append(CompactionEvent(type="summary" if call["summarizer_calls"] else "edit", source="h9eval",
-                                          tokens_before=int(call["history_tokens"]),
-                                          tokens_after=int(call["view_tokens"]), metadata=meta, **fixed(f"{key}-c{i}")))
+            meta = {
+                "tier": call["tier_name"],
+                "call_index": i,
+                "messages_before": int(call["msgs_before"]),
+                "messages_after": int(call["msgs_after"]),
+            }
+            events.append(
+                CompactionEvent(
+                    type="summary" if call["summarizer_calls"] else "edit",
+                    source="h9eval",
+                    tokens_before=int(call["history_tokens"]),
+                    tokens_after=int(call["view_tokens"]),
+                    metadata=meta,
+                    **fixed(f"{key}-c{i}"),
+                )
+            )
         text = f"(call {i}: {int(call['tokens_sent'])} tokens sent, tier {call['tier_name']})"
         output = ModelOutput.from_content("replay", text)
         if start is not None:
             output.choices[0].message.id = f"{key}-o{i}"
-        events.append(ModelEvent(model="replay", input=inputs, tools=[], tool_choice="auto", config=GenerateConfig(),
-                                 output=output, **fixed(f"{key}-m{i}")))
+        events.append(
+            ModelEvent(
+                model="replay",
+                input=inputs,
+                tools=[],
+                tool_choice="auto",
+                config=GenerateConfig(),
+                output=output,
+                **fixed(f"{key}-m{i}"),
+            )
+        )
     events.append(SpanEndEvent(id=span, **fixed(f"{key}-e")))
     return events
 
@@ -276,17 +326,32 @@ def run_to_eval_log(result: ReplayResult, task: Task, path: str | os.PathLike[st
     events = _events(result.views, result.calls.to_dict("records"))
     scores = {k: Score(value=v) for k, v in _score_values(result.summary()).items()}
     first_user = next((m.content for m in task.messages if m.role == "user"), "")
-    sample = EvalSample(id=result.run_id, epoch=1, input=first_user[:2000], target="",
-                        messages=to_inspect(list(task.messages)), events=events, scores=scores,
-                        metadata={"task_id": task.task_id, "policy": result.policy_kind, "params": result.params,
-                                  "history_mode": result.config.history_mode,
-                                  "context_window_tokens": result.context_window_tokens})
+    sample = EvalSample(
+        id=result.run_id,
+        epoch=1,
+        input=first_user[:2000],
+        target="",
+        messages=to_inspect(list(task.messages)),
+        events=events,
+        scores=scores,
+        metadata={
+            "task_id": task.task_id,
+            "policy": result.policy_kind,
+            "params": result.params,
+            "history_mode": result.config.history_mode,
+            "context_window_tokens": result.context_window_tokens,
+        },
+    )
     log = EvalLog(
         status="success",
-        eval=EvalSpec(created=dt.datetime.now(dt.timezone.utc).isoformat(), task=f"h9eval/{task.task_id}",
-                      dataset=EvalDataset(name=task.task_id), model=f"h9eval/{result.policy_kind}",
-                      config=EvalConfig(), metadata={"h9eval_run_id": result.run_id,
-                                                     "params_hash": result.params_hash}),
+        eval=EvalSpec(
+            created=dt.datetime.now(dt.timezone.utc).isoformat(),
+            task=f"h9eval/{task.task_id}",
+            dataset=EvalDataset(name=task.task_id),
+            model=f"h9eval/{result.policy_kind}",
+            config=EvalConfig(),
+            metadata={"h9eval_run_id": result.run_id, "params_hash": result.params_hash},
+        ),
         samples=[sample],
     )
     write_eval_log(log, str(path))
@@ -311,8 +376,13 @@ class SweepExport:
     """``run_id: reason`` for each cell not exported (a failed cell, a closed-loop episode)."""
 
 
-def sweep_to_eval_logs(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                       log_format: str = "eval", overwrite: bool = False) -> SweepExport:
+def sweep_to_eval_logs(
+    sweep_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    log_format: str = "eval",
+    overwrite: bool = False,
+) -> SweepExport:
     """Write a sweep's results folder as Inspect eval logs in ``out_dir`` (see the module docstring).
 
     One log per configuration (the label of :func:`h9eval.analysis.metrics.config_labels`, and the
@@ -341,18 +411,24 @@ def sweep_to_eval_logs(sweep_dir: str | os.PathLike[str], out_dir: str | os.Path
         raise ConfigError(f"export folder {str(out)!r} already exists (pass --overwrite to replace it)")
     res = load_results(sweep_dir)
     if res.manifest.get("kind") != "sweep":
-        raise FormatError(f"manifest kind {res.manifest.get('kind')!r}; expected 'sweep'",
-                          path=str(Path(sweep_dir) / "manifest.json"))
+        raise FormatError(
+            f"manifest kind {res.manifest.get('kind')!r}; expected 'sweep'", path=str(Path(sweep_dir) / "manifest.json")
+        )
     entries = {c["run_id"]: c for c in res.manifest["cells"]}
     missing = sorted({str(c.get("policy_kind")) for c in entries.values()} - set(registry()))
     if missing:  # checked before any replay, with the way to register them
-        raise ConfigError(f"{sweep_dir}: the sweep ran policies not registered here ({', '.join(missing)}): register "
-                          "them first (Inspect's: h9eval.integrations.inspect.register_inspect_policies(); "
-                          "your own: h9eval --import FILE)")
+        raise ConfigError(
+            f"{sweep_dir}: the sweep ran policies not registered here ({', '.join(missing)}): register "
+            "them first (Inspect's: h9eval.integrations.inspect.register_inspect_policies(); "
+            "your own: h9eval --import FILE)"
+        )
     metrics = run_metrics(res.calls, res.probes, res.runs)
     skipped = [f"{r.run_id}: {r.status}" for r in res.runs.itertuples() if r.status != "ok"]
-    skipped += [f"{rid}: a closed-loop episode (no replay)" for rid in metrics["run_id"]
-                if entries[rid].get("cell_kind", "replay") != "replay"]
+    skipped += [
+        f"{rid}: a closed-loop episode (no replay)"
+        for rid in metrics["run_id"]
+        if entries[rid].get("cell_kind", "replay") != "replay"
+    ]
     metrics = metrics[[entries[rid].get("cell_kind", "replay") == "replay" for rid in metrics["run_id"]]]
     start = dt.datetime.fromisoformat(str(res.manifest.get("created") or "1970-01-01T00:00:00+00:00"))
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
@@ -362,8 +438,10 @@ def sweep_to_eval_logs(sweep_dir: str | os.PathLike[str], out_dir: str | os.Path
     try:
         groups = metrics.groupby(["label", "history_mode"], sort=True)
         for n, ((label, mode), rows) in enumerate(groups):
-            samples = [_sweep_sample(res, entries[rid], row, start)
-                       for rid, row in zip(rows["run_id"], rows.to_dict("records"))]
+            samples = [
+                _sweep_sample(res, entries[rid], row, start)
+                for rid, row in zip(rows["run_id"], rows.to_dict("records"))
+            ]
             samples.sort(key=lambda s: (str(s.id), s.epoch))
             name = f"{n:02d}_{safe_name(f'{label}_{mode}'.replace(' ', ''), allow_empty=False)}.{log_format}"
             log = _config_log(res, entries[rows["run_id"].iloc[0]], str(label), str(mode), samples, start)
@@ -389,52 +467,85 @@ def _sweep_sample(res: Any, entry: Mapping[str, Any], row: Mapping[str, Any], st
     stored = res.calls[res.calls["run_id"] == cell.run_id].sort_values("call_index")
     again = [int(v) for v in result.calls["tokens_sent"]]
     if again != [int(v) for v in stored["tokens_sent"]]:
-        first = next((i for i, (a, b) in enumerate(zip(again, stored["tokens_sent"])) if a != int(b)),
-                     min(len(again), len(stored)))
-        raise FormatError(f"cell {cell.run_id}: replayed again, its calls differ from the sweep's calls table from "
-                          f"call {first} on ({len(again)} calls now, {len(stored)} stored): the task or the code "
-                          "changed since the sweep ran; run the sweep again", path=str(res.path))
+        first = next(
+            (i for i, (a, b) in enumerate(zip(again, stored["tokens_sent"])) if a != int(b)),
+            min(len(again), len(stored)),
+        )
+        raise FormatError(
+            f"cell {cell.run_id}: replayed again, its calls differ from the sweep's calls table from "
+            f"call {first} on ({len(again)} calls now, {len(stored)} stored): the task or the code "
+            "changed since the sweep ran; run the sweep again",
+            path=str(res.path),
+        )
     assert result.views is not None  # keep_views=True
     calls = stored.to_dict("records")
     task = load_cell_task(cell)
     transcript = _Converter(stable_ids=True)(list(task.messages))
     first_user = next((m.content for m in task.messages if m.role == "user"), "")
     return EvalSample(
-        id=cell.task_id, epoch=cell.repeat + 1, input=first_user[:2000], target="", messages=transcript,
+        id=cell.task_id,
+        epoch=cell.repeat + 1,
+        input=first_user[:2000],
+        target="",
+        messages=transcript,
         events=_events(result.views, calls, start=start, key=cell.run_id),
         scores={k: Score(value=v) for k, v in _score_values(row).items()},
-        metadata={"run_id": cell.run_id, "task_id": cell.task_id, "never_compacted": bool(row["never_compacted"]),
-                  "context_window_tokens": result.context_window_tokens},
+        metadata={
+            "run_id": cell.run_id,
+            "task_id": cell.task_id,
+            "never_compacted": bool(row["never_compacted"]),
+            "context_window_tokens": result.context_window_tokens,
+        },
     )
 
 
-def _config_log(res: Any, entry: Mapping[str, Any], label: str, mode: str, samples: Sequence[EvalSample],
-                start: dt.datetime) -> Any:
+def _config_log(
+    res: Any, entry: Mapping[str, Any], label: str, mode: str, samples: Sequence[EvalSample], start: dt.datetime
+) -> Any:
     """The eval log of one configuration: its samples, and each score's mean over them as the result."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalMetric, EvalResults, EvalScore, EvalSpec
 
     sweep_name = str(res.manifest.get("name", ""))
     # the first score is the one ``inspect view`` lists beside each log: h9eval's two headline numbers first
-    names = sorted({k for s in samples for k in (s.scores or {})},
-                   key=lambda k: (_HEADLINE_SCORES.index(k) if k in _HEADLINE_SCORES else len(_HEADLINE_SCORES), k))
+    names = sorted(
+        {k for s in samples for k in (s.scores or {})},
+        key=lambda k: (_HEADLINE_SCORES.index(k) if k in _HEADLINE_SCORES else len(_HEADLINE_SCORES), k),
+    )
     scores = []
     for k in names:
         values = [float(s.scores[k].value) for s in samples if s.scores and k in s.scores]  # type: ignore[arg-type]
-        scores.append(EvalScore(name=k, scorer="h9eval", scored_samples=len(values),
-                                unscored_samples=len(samples) - len(values),
-                                metrics={"mean": EvalMetric(name="mean", value=sum(values) / len(values))}))
+        scores.append(
+            EvalScore(
+                name=k,
+                scorer="h9eval",
+                scored_samples=len(values),
+                unscored_samples=len(samples) - len(values),
+                metrics={"mean": EvalMetric(name="mean", value=sum(values) / len(values))},
+            )
+        )
     ident = hashlib.sha256(json.dumps([sweep_name, label, mode]).encode()).hexdigest()[:22]
-    config = {"policy_name": entry.get("policy_name"), "policy_kind": entry.get("policy_kind"),
-              "params": entry.get("params"), "params_hash": entry.get("params_hash"), "history_mode": mode,
-              "summarizer": entry.get("summarizer"), "window": entry.get("window")}
+    config = {
+        "policy_name": entry.get("policy_name"),
+        "policy_kind": entry.get("policy_kind"),
+        "params": entry.get("params"),
+        "params_hash": entry.get("params_hash"),
+        "history_mode": mode,
+        "summarizer": entry.get("summarizer"),
+        "window": entry.get("window"),
+    }
     return EvalLog(
         status="success",
-        eval=EvalSpec(created=start.isoformat(), eval_id=ident, run_id=safe_name(sweep_name), task_id=ident,
-                      task=f"h9eval/{sweep_name}", model=f"h9eval/{label}",
-                      dataset=EvalDataset(name=sweep_name, samples=len(samples),
-                                          sample_ids=sorted({str(s.id) for s in samples})),
-                      config=EvalConfig(epochs=max(s.epoch for s in samples)),
-                      metadata={"h9eval_sweep": sweep_name, "configuration": label, **config}),
+        eval=EvalSpec(
+            created=start.isoformat(),
+            eval_id=ident,
+            run_id=safe_name(sweep_name),
+            task_id=ident,
+            task=f"h9eval/{sweep_name}",
+            model=f"h9eval/{label}",
+            dataset=EvalDataset(name=sweep_name, samples=len(samples), sample_ids=sorted({str(s.id) for s in samples})),
+            config=EvalConfig(epochs=max(s.epoch for s in samples)),
+            metadata={"h9eval_sweep": sweep_name, "configuration": label, **config},
+        ),
         results=EvalResults(total_samples=len(samples), completed_samples=len(samples), scores=scores),
         samples=list(samples),
     )

@@ -45,8 +45,9 @@ def _stand_in_summary(head: Sequence[Message], name: str) -> str:
     compaction also summarises the whole conversation, which harness9's tiers would not do when
     a session has one user turn and so no cut point)."""
     summarizer = build_summarizer(name)
-    request = summary_request(DEFAULT_PROMPTS, head, serialize_conversation(head), "", None, ANCHOR_TYPES,
-                              SUMMARY_TIMEOUT_S)
+    request = summary_request(
+        DEFAULT_PROMPTS, head, serialize_conversation(head), "", None, ANCHOR_TYPES, SUMMARY_TIMEOUT_S
+    )
     text = request_summary(summarizer, [], {}, request)
     return text or ""
 
@@ -70,14 +71,23 @@ def calibrate_session(task: Task, *, stand_ins: Sequence[str] = OFFLINE_STAND_IN
             view = rendered_view([Message("assistant", text)])
             for item in live:
                 state, _ = item_state(item, view)
-                rows.append({"task_id": task.task_id, "compaction": k, "summarizer": name,
-                             "item_id": item.item_id, "item_type": item.item_type, "state": state,
-                             "summary_chars": len(text)})
+                rows.append(
+                    {
+                        "task_id": task.task_id,
+                        "compaction": k,
+                        "summarizer": name,
+                        "item_id": item.item_id,
+                        "item_type": item.item_type,
+                        "state": state,
+                        "summary_chars": len(text),
+                    }
+                )
     return rows
 
 
-def calibration_table(paths: Sequence[str | os.PathLike[str]], *,
-                      stand_ins: Sequence[str] = OFFLINE_STAND_INS) -> pd.DataFrame:
+def calibration_table(
+    paths: Sequence[str | os.PathLike[str]], *, stand_ins: Sequence[str] = OFFLINE_STAND_INS
+) -> pd.DataFrame:
     """Per item type: items scored, the share each summary keeps exactly (``real`` and each
     stand-in) and each stand-in's ``gap`` to the real one, over every compacted Claude Code
     session in ``paths`` (files or folders; sessions without a compaction are skipped)."""
@@ -96,9 +106,10 @@ def calibration_table(paths: Sequence[str | os.PathLike[str]], *,
     out = pd.concat([n, share[["real", *stand_ins]]], axis=1)
     for name in stand_ins:
         out[f"gap_{name}"] = out[name] - out["real"]
-    out.loc["all"] = [len(df[df["summarizer"] == "real"]), *[df[df["summarizer"] == s]["kept"].mean()
-                                                               for s in ("real", *stand_ins)],
-                      *[df[df["summarizer"] == s]["kept"].mean() - df[df["summarizer"] == "real"]["kept"].mean()
-                        for s in stand_ins]]
+    out.loc["all"] = [
+        len(df[df["summarizer"] == "real"]),
+        *[df[df["summarizer"] == s]["kept"].mean() for s in ("real", *stand_ins)],
+        *[df[df["summarizer"] == s]["kept"].mean() - df[df["summarizer"] == "real"]["kept"].mean() for s in stand_ins],
+    ]
     out["n_sessions"] = df["task_id"].nunique()
     return out.reset_index(names="item_type").round(3)

@@ -129,13 +129,18 @@ def _row(r: Any, i: int) -> dict[str, Any]:
     if isinstance(r, Mapping):
         missing = [k for k in _ROW_FIELDS if k not in r]
         if missing:
-            raise ConfigError(f"call row {i} lacks {', '.join(repr(k) for k in missing)} (expected keys {', '.join(_ROW_FIELDS)})")
+            raise ConfigError(
+                f"call row {i} lacks {', '.join(repr(k) for k in missing)} (expected keys {', '.join(_ROW_FIELDS)})"
+            )
         d = {k: r[k] for k in _ROW_FIELDS}
         d["compacted"] = r.get("compacted")
         return d
     if isinstance(r, Sequence) and not isinstance(r, str) and len(r) == 5:
         return {**dict(zip(_ROW_FIELDS, r)), "compacted": None}
-    raise ConfigError(f"call row {i} must be a mapping with keys {', '.join(_ROW_FIELDS)} or a 5-tuple in that order, got {type(r).__name__}")
+    raise ConfigError(
+        f"call row {i} must be a mapping with keys {', '.join(_ROW_FIELDS)} or a 5-tuple in that order, got "
+        f"{type(r).__name__}"
+    )
 
 
 def _tier(v: Any) -> Tier:
@@ -204,7 +209,8 @@ def check_probe_budget(task: Task, every_k: int | None, max_probes: int = DEFAUL
     while k < n_calls and count.at(checkpoint_grid(n_calls, k)) > max_probes:
         k *= 2
     raise ConfigError(
-        f"probing task {task.task_id!r} ({n_calls:,} calls) at {len(grid):,} checkpoints scores about {n:,} probes, above "
+        f"probing task {task.task_id!r} ({n_calls:,} calls) at {len(grid):,} checkpoints scores about {n:,} probes, "
+        "above "
         f"max_probes={max_probes:,} (the count grows with the square of the session's length): probe every {k} calls "
         "(probe_every_k, --probe-every) or raise the limit (max_probes, --max-probes)"
     )
@@ -303,7 +309,9 @@ def probe_view(
     Returns rows with the keys of :data:`PROBE_COLUMNS`.
     """
     if not 0 <= message_index < len(task.messages):
-        raise ConfigError(f"message_index must be in [0, {len(task.messages) - 1}] for task {task.task_id!r}, got {message_index!r}")
+        raise ConfigError(
+            f"message_index must be in [0, {len(task.messages) - 1}] for task {task.task_id!r}, got {message_index!r}"
+        )
     objs = resolve_scorers(scorers)
     plist = list(probes) if probes is not None else probes_for(task, message_index)
     if next_action is None:
@@ -314,7 +322,12 @@ def probe_view(
             plist.append(na)
     live = [p for p in plist if p.answerable]
     tool_names = _tool_names(task)
-    tags = {"task_id": task.task_id, "run_id": run_id, "checkpoint_call_index": int(checkpoint), "message_index": int(message_index)}
+    tags = {
+        "task_id": task.task_id,
+        "run_id": run_id,
+        "checkpoint_call_index": int(checkpoint),
+        "message_index": int(message_index),
+    }
     inp = ProbeInput(tuple(view), tool_names=tool_names, tags={**tags, "context": "view"}, views=views)
     hist: ProbeInput | None = None
     tier_label = None if tier is None else _tier(tier).label
@@ -347,7 +360,11 @@ def probe_view(
             base = {m: [1.0] * len(live) for m in s.methods}
         elif baseline and live:
             if hist is None:
-                hist = ProbeInput(tuple(task.messages[: message_index + 1]), tool_names=tool_names, tags={**tags, "context": "history"})
+                hist = ProbeInput(
+                    tuple(task.messages[: message_index + 1]),
+                    tool_names=tool_names,
+                    tags={**tags, "context": "history"},
+                )
             # The uncompacted history has no compaction message: its "anchors" are the whole
             # history, so every scope's baseline is the history's view score.
             base = s.score(live, hist, "view")
@@ -441,7 +458,9 @@ def drift_table(rows: Iterable[Mapping[str, Any]] | Any) -> Any:
     if "schema_version" in df.columns:
         versions = set(df["schema_version"].dropna().unique().tolist())
         if versions - _READABLE_VERSIONS:
-            raise ConfigError(f"probe rows have schema_version {sorted(versions)}; this h9eval reads {sorted(_READABLE_VERSIONS)}")
+            raise ConfigError(
+                f"probe rows have schema_version {sorted(versions)}; this h9eval reads {sorted(_READABLE_VERSIONS)}"
+            )
         if 1 in versions:
             for c, v in _V2_DEFAULTS.items():
                 if c not in df.columns:
@@ -532,7 +551,9 @@ def summarize_drift(df: Any, records: Mapping[str, Sequence[Any]] | None = None)
         df = drift_table(df)
     out: list[dict[str, Any]] = []
     nan = float("nan")
-    for (run_id, task_id, method, scope), g in df.groupby(["run_id", "task_id", "method", "scope"], sort=True, dropna=False):
+    for (run_id, task_id, method, scope), g in df.groupby(
+        ["run_id", "task_id", "method", "scope"], sort=True, dropna=False
+    ):
         ans = g[g["answerable"].astype(bool)]
         excl = ans["placebo_excluded"].fillna(False).astype(bool)
         a = ans[~excl]
@@ -556,7 +577,9 @@ def summarize_drift(df: Any, records: Mapping[str, Sequence[Any]] | None = None)
             first = lost.iloc[0]
             row["intent_lost_at_call"] = int(first["checkpoint_call_index"])
             nc = first["n_compactions"]
-            row["intent_lost_after_compaction"] = nan if nc is None or (isinstance(nc, float) and math.isnan(nc)) else int(nc)
+            row["intent_lost_after_compaction"] = (
+                nan if nc is None or (isinstance(nc, float) and math.isnan(nc)) else int(nc)
+            )
         else:
             row["intent_lost_at_call"] = nan
             row["intent_lost_after_compaction"] = nan

@@ -96,8 +96,9 @@ def _fact_items(task: Task) -> tuple[list[Item], set[tuple[int, str]]]:
     for f in sorted(task.facts, key=lambda f: f.message_index):
         earlier = tuple(by_question.get(f.question, ()))
         by_question.setdefault(f.question, []).append(f.answer)
-        anchor_text = next((a.text for a in task.anchors if a.message_index == f.message_index
-                            and f.answer in a.key_terms), "")
+        anchor_text = next(
+            (a.text for a in task.anchors if a.message_index == f.message_index and f.answer in a.key_terms), ""
+        )
         if earlier:
             kind = "superseded_value"
         elif f.kind == "constraint":
@@ -106,9 +107,18 @@ def _fact_items(task: Task) -> tuple[list[Item], set[tuple[int, str]]]:
             kind = "artifact" if f.fact_id.startswith("edited_file") else "failed_approach"
         else:
             kind = _FACT_TYPE.get(f.kind, "fact")
-        items.append(Item(item_id=f.fact_id, item_type=kind, value=f.answer, variants=tuple(f.variants),
-                          introduced_at=f.message_index, until=f.superseded_at, stale_values=earlier,
-                          text=anchor_text or f.question))
+        items.append(
+            Item(
+                item_id=f.fact_id,
+                item_type=kind,
+                value=f.answer,
+                variants=tuple(f.variants),
+                introduced_at=f.message_index,
+                until=f.superseded_at,
+                stale_values=earlier,
+                text=anchor_text or f.question,
+            )
+        )
         taken.add((f.message_index, f.answer))
     return items, taken
 
@@ -125,8 +135,17 @@ def task_items(task: Task) -> list[Item]:
             kind = _ANCHOR_TYPE.get(a.kind)
         if kind is None:
             continue
-        items.append(Item(item_id=f"{a.kind}_{k:03d}", item_type=kind, value=a.key_terms[0], variants=a.key_terms[1:2],
-                          introduced_at=a.message_index, until=a.until_index, text=a.text))
+        items.append(
+            Item(
+                item_id=f"{a.kind}_{k:03d}",
+                item_type=kind,
+                value=a.key_terms[0],
+                variants=a.key_terms[1:2],
+                introduced_at=a.message_index,
+                until=a.until_index,
+                text=a.text,
+            )
+        )
     goal_terms = list(task.intent.key_terms[:MAX_GOAL_TERMS])
     for j, term in enumerate(goal_terms):
         items.append(Item(item_id=f"goal_{j:02d}", item_type="goal", value=term, introduced_at=0, text=term))
@@ -135,8 +154,15 @@ def task_items(task: Task) -> list[Item]:
         for term in c.key_terms:
             if term not in seen and len(seen) < 2 * MAX_GOAL_TERMS:
                 seen.add(term)
-                items.append(Item(item_id=f"goal_{len(seen) - 1:02d}", item_type="goal", value=term,
-                                  introduced_at=c.message_index, text=c.statement[:200]))
+                items.append(
+                    Item(
+                        item_id=f"goal_{len(seen) - 1:02d}",
+                        item_type="goal",
+                        value=term,
+                        introduced_at=c.message_index,
+                        text=c.statement[:200],
+                    )
+                )
     return sorted(items, key=lambda i: (i.introduced_at, i.item_id))
 
 

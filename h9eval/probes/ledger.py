@@ -43,8 +43,19 @@ from h9eval.tasks.text import normalize, render_message
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BASES", "STATES", "RenderedView", "rendered_view", "LedgerEvent", "classify_events", "events_from_replay",
-           "fill_events", "item_state", "ledger_rows", "run_ledger"]
+__all__ = [
+    "BASES",
+    "STATES",
+    "RenderedView",
+    "rendered_view",
+    "LedgerEvent",
+    "classify_events",
+    "events_from_replay",
+    "fill_events",
+    "item_state",
+    "ledger_rows",
+    "run_ledger",
+]
 
 STATES: tuple[str, ...] = ("PRESERVED", "DEGRADED", "STALE", "LOST")
 _OFFLOAD_PREFIX = "[offloaded:"
@@ -191,8 +202,9 @@ def _uses(task: Task) -> tuple[list[int], list[str]]:
     return at, texts
 
 
-def ledger_rows(task: Task, events: Sequence[LedgerEvent], *, run_id: str,
-                items: Sequence[Item] | None = None) -> list[dict[str, Any]]:
+def ledger_rows(
+    task: Task, events: Sequence[LedgerEvent], *, run_id: str, items: Sequence[Item] | None = None
+) -> list[dict[str, Any]]:
     """One row per (compaction round, live item): the ledger table's columns (see
     :data:`h9eval.results.schema.LEDGER_COLUMNS`)."""
     items = list(items) if items is not None else task_items(task)
@@ -200,15 +212,29 @@ def ledger_rows(task: Task, events: Sequence[LedgerEvent], *, run_id: str,
 
     def next_use(item: Item, ev: LedgerEvent) -> int | None:
         later = bisect_right(call_at, ev.message_index)
-        return next((later + k for k, t in enumerate(call_text[later:])
-                     if any(_bounded(t, v) >= 0 for v in (item.value, *item.variants))), None)
+        return next(
+            (
+                later + k
+                for k, t in enumerate(call_text[later:])
+                if any(_bounded(t, v) >= 0 for v in (item.value, *item.variants))
+            ),
+            None,
+        )
 
-    return classify_events(events, items, task_id=task.task_id, run_id=run_id, pinned_text=_pinned(task),
-                           next_use=next_use)
+    return classify_events(
+        events, items, task_id=task.task_id, run_id=run_id, pinned_text=_pinned(task), next_use=next_use
+    )
 
 
-def classify_events(events: Sequence[LedgerEvent], items: Sequence[Item], *, task_id: str, run_id: str,
-                    pinned_text: str, next_use: Callable[[Item, LedgerEvent], int | None]) -> list[dict[str, Any]]:
+def classify_events(
+    events: Sequence[LedgerEvent],
+    items: Sequence[Item],
+    *,
+    task_id: str,
+    run_id: str,
+    pinned_text: str,
+    next_use: Callable[[Item, LedgerEvent], int | None],
+) -> list[dict[str, Any]]:
     """The ledger rows of ``events`` for ``items`` (every loop's ledger: the replay's and the closed
     loop's): each item live at an event judged by :func:`item_state` in the view it sent;
     ``pinned_text`` is what the run pins (its system and first task message); ``next_use(item,
@@ -222,23 +248,25 @@ def classify_events(events: Sequence[LedgerEvent], items: Sequence[Item], *, tas
                 continue
             state, where = item_state(item, view)
             used = next_use(item, ev) if state in ("LOST", "STALE", "DEGRADED") else None
-            rows.append({
-                "task_id": task_id,
-                "run_id": run_id,
-                "basis": ev.basis,
-                "round": ev.round,
-                "call_index": ev.call_index,
-                "message_index": ev.message_index,
-                "tier_name": ev.tier_name,
-                "item_id": item.item_id,
-                "item_type": item.item_type,
-                "state": state,
-                "location": where,
-                "pinned": pinned[item.item_id],
-                "value": item.value,
-                "introduced_at": item.introduced_at,
-                "next_use_call": used,
-            })
+            rows.append(
+                {
+                    "task_id": task_id,
+                    "run_id": run_id,
+                    "basis": ev.basis,
+                    "round": ev.round,
+                    "call_index": ev.call_index,
+                    "message_index": ev.message_index,
+                    "tier_name": ev.tier_name,
+                    "item_id": item.item_id,
+                    "item_type": item.item_type,
+                    "state": state,
+                    "location": where,
+                    "pinned": pinned[item.item_id],
+                    "value": item.value,
+                    "introduced_at": item.introduced_at,
+                    "next_use_call": used,
+                }
+            )
     return rows
 
 
@@ -247,8 +275,9 @@ MAX_COMPACTION_ROUNDS = 20
 rewrites its view at every call, and thousands of near-identical rounds would swamp the table."""
 
 
-def events_from_replay(calls: pd.DataFrame, views: Sequence[Sequence[Message]], *,
-                       max_rounds: int = MAX_COMPACTION_ROUNDS) -> list[LedgerEvent]:
+def events_from_replay(
+    calls: pd.DataFrame, views: Sequence[Sequence[Message]], *, max_rounds: int = MAX_COMPACTION_ROUNDS
+) -> list[LedgerEvent]:
     """The compaction rounds of a replay, each with the view it sent.
 
     A round is a call that compacted and whose view no longer starts with everything the
@@ -263,8 +292,16 @@ def events_from_replay(calls: pd.DataFrame, views: Sequence[Sequence[Message]], 
         if len(out) >= max_rounds:
             break
         if bool(row.compacted) and prev and common_prefix_len(prev, view) < len(prev):
-            out.append(LedgerEvent(basis="compaction", round=len(out) + 1, call_index=int(row.call_index),
-                                   message_index=int(row.message_index) - 1, tier_name=str(row.tier_name), view=view))
+            out.append(
+                LedgerEvent(
+                    basis="compaction",
+                    round=len(out) + 1,
+                    call_index=int(row.call_index),
+                    message_index=int(row.message_index) - 1,
+                    tier_name=str(row.tier_name),
+                    view=view,
+                )
+            )
         prev = view
     return out
 
@@ -279,13 +316,24 @@ def fill_events(calls: pd.DataFrame, views: Sequence[Sequence[Message]]) -> list
         if window <= 0:
             continue
         while int(row.raw_tokens_sent) >= (len(out) + 1) * window:
-            out.append(LedgerEvent(basis="fill", round=len(out) + 1, call_index=int(row.call_index),
-                                   message_index=int(row.message_index) - 1, tier_name=str(row.tier_name), view=view))
+            out.append(
+                LedgerEvent(
+                    basis="fill",
+                    round=len(out) + 1,
+                    call_index=int(row.call_index),
+                    message_index=int(row.message_index) - 1,
+                    tier_name=str(row.tier_name),
+                    view=view,
+                )
+            )
     return out
 
 
-def run_ledger(task: Task, calls: pd.DataFrame, views: Sequence[Sequence[Message]], *, run_id: str) -> list[dict[str, Any]]:
+def run_ledger(
+    task: Task, calls: pd.DataFrame, views: Sequence[Sequence[Message]], *, run_id: str
+) -> list[dict[str, Any]]:
     """The ledger rows of a replay on both bases (:data:`BASES`), fill rounds first."""
     items = task_items(task)
-    return (ledger_rows(task, fill_events(calls, views), run_id=run_id, items=items)
-            + ledger_rows(task, events_from_replay(calls, views), run_id=run_id, items=items))
+    return ledger_rows(task, fill_events(calls, views), run_id=run_id, items=items) + ledger_rows(
+        task, events_from_replay(calls, views), run_id=run_id, items=items
+    )

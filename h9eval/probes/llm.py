@@ -143,7 +143,9 @@ def complete_reply(client: Any, system: str, user: str, *, max_tokens: int) -> T
         r = fn(system, user, max_tokens=max_tokens)
         if isinstance(r, TextReply):
             return r
-    return TextReply(text=str(client.complete(system, user, max_tokens=max_tokens)), model=str(getattr(client, "model", "")))
+    return TextReply(
+        text=str(client.complete(system, user, max_tokens=max_tokens)), model=str(getattr(client, "model", ""))
+    )
 
 
 PROBE_CACHE_ID = "llm_probe"
@@ -355,12 +357,15 @@ class AnthropicTextClient:
 
         price = price_for(self.model, self.prices if self.prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
         cost = float("nan") if price is None else (tin * price[0] + tout * price[1]) / 1e6
-        reply = TextReply(text=text, model=self.model, input_tokens=tin, output_tokens=tout, cost_usd=cost, latency_s=latency)
+        reply = TextReply(
+            text=text, model=self.model, input_tokens=tin, output_tokens=tout, cost_usd=cost, latency_s=latency
+        )
         if not math.isnan(cost):
             self.cost_usd += cost
         if self.cache is not None:
             self.cache.put_reply(key, reply)
         return reply
+
 
 # -- next action -------------------------------------------------------------------------------
 _JSON_OBJ = re.compile(r"\{.*\}", re.DOTALL)
@@ -491,11 +496,15 @@ class LLMScorer:
         if self.max_view_chars < 1000:
             raise ConfigError(f"LLMScorer.max_view_chars must be >= 1000 characters, got {self.max_view_chars!r}")
         if self.cache is not None and self.answerer is not None:
-            raise ConfigError("LLMScorer.cache applies to the default Anthropic client only; give the cache to your answerer instead")
+            raise ConfigError(
+                "LLMScorer.cache applies to the default Anthropic client only; give the cache to your answerer instead"
+            )
         ans = self.answerer if self.answerer is not None else AnthropicTextClient(cache=self.cache)
         for role, c in (("answerer", ans), ("judge", self.judge)):
             if c is not None and not callable(getattr(c, "complete", None)):
-                raise ConfigError(f"LLMScorer.{role} must have a complete(system, user, *, max_tokens) method, got {type(c).__name__}")
+                raise ConfigError(
+                    f"LLMScorer.{role} must have a complete(system, user, *, max_tokens) method, got {type(c).__name__}"
+                )
         object.__setattr__(self, "answerer", ans)
         if self.judge is None:
             object.__setattr__(self, "judge", ans)
@@ -509,7 +518,9 @@ class LLMScorer:
 
     def ask(self, context: str, question: str) -> str:
         """The answerer's reply to ``question`` given ``context`` (raw text)."""
-        return complete_reply(self.answerer, ANSWER_SYSTEM, self._answer_prompt(context, question), max_tokens=self.answer_max_tokens).text
+        return complete_reply(
+            self.answerer, ANSWER_SYSTEM, self._answer_prompt(context, question), max_tokens=self.answer_max_tokens
+        ).text
 
     @staticmethod
     def reference(p: Probe) -> str:
@@ -522,7 +533,10 @@ class LLMScorer:
         return f"Reference item: {p.reference or ', '.join(p.expected)}\nKey specifics: " + ", ".join(p.expected)
 
     def _judge(self, p: Probe, answer: str) -> TextReply:
-        user = f"Question: {p.question}\n\n{self.reference(p)}\n\nAnswer to grade:\n{answer}\n\nDoes the answer state the reference's information? yes or no"
+        user = (
+            f"Question: {p.question}\n\n{self.reference(p)}\n\nAnswer to grade:\n{answer}\n\nDoes the answer state the "
+            "reference's information? yes or no"
+        )
         return complete_reply(self.judge, JUDGE_SYSTEM, user, max_tokens=self.judge_max_tokens)
 
     def grade(self, p: Probe, answer: str) -> float:
@@ -531,11 +545,15 @@ class LLMScorer:
 
     def _act_prompt(self, context: str, tool_names: Sequence[str]) -> str:
         tools = f"\n\nAvailable tools: {', '.join(tool_names)}" if tool_names else ""
-        return f"<context>\n{_cut_middle(context, self.max_view_chars)}\n</context>{tools}\n\nWhat is your next tool call?"
+        return (
+            f"<context>\n{_cut_middle(context, self.max_view_chars)}\n</context>{tools}\n\nWhat is your next tool call?"
+        )
 
     def act(self, context: str, tool_names: Sequence[str]) -> str:
         """The answerer's choice of the next tool call (raw reply)."""
-        return complete_reply(self.answerer, ACTION_SYSTEM, self._act_prompt(context, tool_names), max_tokens=self.action_max_tokens).text
+        return complete_reply(
+            self.answerer, ACTION_SYSTEM, self._act_prompt(context, tool_names), max_tokens=self.action_max_tokens
+        ).text
 
     def _record(self, inp: ProbeInput, scope: str, sha: str, role: str, p: Probe, reply: TextReply, **kw: Any) -> None:
         tags = inp.tags
@@ -580,7 +598,12 @@ class LLMScorer:
                 elif text is None:
                     llm.append(0.0)
                 else:
-                    r = complete_reply(self.answerer, ACTION_SYSTEM, self._act_prompt(text, inp.tool_names), max_tokens=self.action_max_tokens)
+                    r = complete_reply(
+                        self.answerer,
+                        ACTION_SYSTEM,
+                        self._act_prompt(text, inp.tool_names),
+                        max_tokens=self.action_max_tokens,
+                    )
                     sc = action_score(p, r.text)
                     self._record(inp, scope, sha, "action", p, r, verdict=sc)
                     llm.append(sc)
@@ -590,14 +613,34 @@ class LLMScorer:
                 exact.append(0.0 if is_fact and self.exact_for_facts else None)
                 continue
             if p.question not in answers:
-                r = complete_reply(self.answerer, ANSWER_SYSTEM, self._answer_prompt(text, p.question), max_tokens=self.answer_max_tokens)
+                r = complete_reply(
+                    self.answerer,
+                    ANSWER_SYSTEM,
+                    self._answer_prompt(text, p.question),
+                    max_tokens=self.answer_max_tokens,
+                )
                 answers[p.question] = r.text
                 self._record(inp, scope, sha, "answer", p, r)
             a = answers[p.question]
             jr = self._judge(p, a)
             verdict = 1.0 if _yes(jr.text) else 0.0
-            ex = (1.0 if TextIndex.of(a).any_present(p.candidates) else 0.0) if is_fact and self.exact_for_facts else None
-            self._record(inp, scope, sha, "judge", p, jr, reference=self.reference(p), answer=a, verdict=verdict, exact=math.nan if ex is None else ex)
+            ex = (
+                (1.0 if TextIndex.of(a).any_present(p.candidates) else 0.0)
+                if is_fact and self.exact_for_facts
+                else None
+            )
+            self._record(
+                inp,
+                scope,
+                sha,
+                "judge",
+                p,
+                jr,
+                reference=self.reference(p),
+                answer=a,
+                verdict=verdict,
+                exact=math.nan if ex is None else ex,
+            )
             llm.append(verdict)
             exact.append(ex)
         return {"llm": llm, "llm_exact": exact}
@@ -632,7 +675,9 @@ _AGREE_KEYS = ["run_id", "task_id", "checkpoint_call_index", "probe_id", "scope"
 def _paired(df: Any) -> Any:
     judge = df[(df["method"] == "llm") & df["answerable"].astype(bool)]
     exact = df[(df["method"] == "llm_exact") & df["answerable"].astype(bool)]
-    return judge[_AGREE_KEYS + ["passed"]].merge(exact[_AGREE_KEYS + ["passed"]], on=_AGREE_KEYS, suffixes=("_judge", "_exact"))
+    return judge[_AGREE_KEYS + ["passed"]].merge(
+        exact[_AGREE_KEYS + ["passed"]], on=_AGREE_KEYS, suffixes=("_judge", "_exact")
+    )
 
 
 def _agreement(m: Any) -> JudgeAgreement:
@@ -670,5 +715,8 @@ def judge_agreement_table(df: Any, by: Sequence[str] = ("run_id",)) -> Any:
     m = _paired(df)
     if not by:
         return pd.DataFrame([vars(_agreement(m))], columns=cols)
-    rows = [{**dict(zip(by, k if isinstance(k, tuple) else (k,))), **vars(_agreement(g))} for k, g in m.groupby(by, sort=True)]
+    rows = [
+        {**dict(zip(by, k if isinstance(k, tuple) else (k,))), **vars(_agreement(g))}
+        for k, g in m.groupby(by, sort=True)
+    ]
     return pd.DataFrame(rows, columns=cols)

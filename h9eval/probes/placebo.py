@@ -96,7 +96,14 @@ PLACEBO_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :func:`placebo_table` (one row per task and probe)."""
 
-PLACEBO_KIND_COLUMNS: tuple[str, ...] = ("probe_kind", "n_probes", "n_observations", "placebo_rate", "n_excluded", "excluded_frac")
+PLACEBO_KIND_COLUMNS: tuple[str, ...] = (
+    "probe_kind",
+    "n_probes",
+    "n_observations",
+    "placebo_rate",
+    "n_excluded",
+    "excluded_frac",
+)
 """Columns of :func:`placebo_by_kind`."""
 
 
@@ -133,7 +140,9 @@ def task_family(task: Task) -> str:
     return task.task_id.split("/", 1)[0]
 
 
-def placebo_partners(tasks: Sequence[Task], *, seed: int = 0, n_partners: int = DEFAULT_PLACEBO_PARTNERS) -> dict[str, tuple[str, ...]]:
+def placebo_partners(
+    tasks: Sequence[Task], *, seed: int = 0, n_partners: int = DEFAULT_PLACEBO_PARTNERS
+) -> dict[str, tuple[str, ...]]:
     """Task id -> its partners' ids (see the module docstring); deterministic in ``seed``."""
     if n_partners < 1:
         raise ConfigError(f"n_partners must be >= 1 tasks, got {n_partners!r}")
@@ -288,7 +297,9 @@ def placebo_table(results: Iterable[PlaceboResult] | Sequence[Task], **kw: Any) 
 
     given = list(results)
     items: list[PlaceboResult] = (
-        placebo_results([t for t in given if isinstance(t, Task)], **kw) if given and isinstance(given[0], Task) else [r for r in given if isinstance(r, PlaceboResult)]
+        placebo_results([t for t in given if isinstance(t, Task)], **kw)
+        if given and isinstance(given[0], Task)
+        else [r for r in given if isinstance(r, PlaceboResult)]
     )
     if len(items) != len(given) and not (given and isinstance(given[0], Task)):
         raise ConfigError("placebo_table takes PlaceboResult items or Task items, not a mix")
@@ -319,7 +330,9 @@ def placebo_by_kind(table: Any) -> Any:
     return pd.DataFrame(rows, columns=list(PLACEBO_KIND_COLUMNS))
 
 
-def placebo_lookup(placebo: Iterable[PlaceboResult] | Mapping[tuple[str, str], PlaceboResult] | Any) -> dict[tuple[str, str], tuple[float, bool]]:
+def placebo_lookup(
+    placebo: Iterable[PlaceboResult] | Mapping[tuple[str, str], PlaceboResult] | Any,
+) -> dict[tuple[str, str], tuple[float, bool]]:
     """``(task_id, probe_id) -> (placebo_rate, excluded)`` from results, a mapping of results
     or a :func:`placebo_table` DataFrame."""
     if isinstance(placebo, Mapping):
@@ -328,7 +341,10 @@ def placebo_lookup(placebo: Iterable[PlaceboResult] | Mapping[tuple[str, str], P
         missing = [c for c in ("task_id", "probe_id", "placebo_rate", "excluded") if c not in placebo.columns]
         if missing:
             raise ConfigError(f"placebo table lacks columns {', '.join(missing)} (expected PLACEBO_COLUMNS)")
-        return {(str(r["task_id"]), str(r["probe_id"])): (float(r["placebo_rate"]), bool(r["excluded"])) for r in placebo.to_dict("records")}
+        return {
+            (str(r["task_id"]), str(r["probe_id"])): (float(r["placebo_rate"]), bool(r["excluded"]))
+            for r in placebo.to_dict("records")
+        }
     return {(r.task_id, r.probe_id): (float(r.placebo_rate), bool(r.excluded)) for r in placebo}
 
 

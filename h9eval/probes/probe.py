@@ -87,8 +87,7 @@ QUESTIONS: dict[str, str] = {
     "execution_progress": "What has been completed so far? List the progress milestones.",
     "key_decision": "What key decisions have been made so far, and why?",
     "tried_solution": (
-        "Which approaches have been tried so far, and what happened with each (errors, reasons they were "
-        "dropped)?"
+        "Which approaches have been tried so far, and what happened with each (errors, reasons they were dropped)?"
     ),
     "next_step": "What are the planned next steps?",
     "constraint": "Which constraints or rules must the work respect?",
@@ -205,11 +204,19 @@ def _terms_or_extract(terms: Sequence[str], text: str, *, final: bool = False) -
 
 def _term_probe(probe_id: str, kind: str, question: str, terms: tuple[str, ...], reference: str, at: int) -> Probe:
     if terms:
-        return Probe(probe_id=probe_id, kind=kind, question=question, expected=terms, message_index=at, reference=reference)
+        return Probe(
+            probe_id=probe_id, kind=kind, question=question, expected=terms, message_index=at, reference=reference
+        )
     # No key terms at all (e.g. a prose-only anchor item): the whole text is the answer,
     # found verbatim or fuzzily.
     return Probe(
-        probe_id=probe_id, kind=kind, question=question, expected=(reference,), message_index=at, scoring="answer", reference=reference
+        probe_id=probe_id,
+        kind=kind,
+        question=question,
+        expected=(reference,),
+        message_index=at,
+        scoring="answer",
+        reference=reference,
     )
 
 
@@ -244,8 +251,14 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
     intent_terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
     for ch in task.intent.changes:
         if ch.message_index <= idx:
-            intent_terms = tuple(dict.fromkeys(intent_terms + _terms_or_extract(ch.key_terms, ch.statement, final=final)))
-    out.append(_term_probe(f"intent@{cur.message_index}", "intent", QUESTIONS["intent"], intent_terms, cur.statement, cur.message_index))
+            intent_terms = tuple(
+                dict.fromkeys(intent_terms + _terms_or_extract(ch.key_terms, ch.statement, final=final))
+            )
+    out.append(
+        _term_probe(
+            f"intent@{cur.message_index}", "intent", QUESTIONS["intent"], intent_terms, cur.statement, cur.message_index
+        )
+    )
     live_facts = [f for f in task.facts if f.live_at(idx)]
     fact_answers = {(f.message_index, c) for f in live_facts for c in (f.answer, *f.variants)}
     for i, a in enumerate(task.anchors):
@@ -255,7 +268,14 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
             if a.key_terms and all((a.message_index, t) in fact_answers for t in a.key_terms):
                 continue  # the same item as a fact (synthetic constraints): probed once, as the fact
             out.append(
-                _term_probe(f"anchor:{a.kind}:{i}", a.kind, QUESTIONS[a.kind], _terms_or_extract(a.key_terms, a.text), a.text, a.message_index)
+                _term_probe(
+                    f"anchor:{a.kind}:{i}",
+                    a.kind,
+                    QUESTIONS[a.kind],
+                    _terms_or_extract(a.key_terms, a.text),
+                    a.text,
+                    a.message_index,
+                )
             )
     by_id = {f.fact_id: f for f in task.facts}
     seen_answers: set[tuple[str, ...]] = set()

@@ -71,7 +71,9 @@ class RecallScorer:
             raise ConfigError(f"RecallScorer.fuzzy_min_chars must be >= 1, got {self.fuzzy_min_chars!r}")
 
     def index(self, inp: ProbeInput, scope: str) -> TextIndex | None:
-        return inp.index(scope, fuzzy_threshold=self.fuzzy_threshold, fuzzy_min_chars=self.fuzzy_min_chars, fuzzy=self.fuzzy)
+        return inp.index(
+            scope, fuzzy_threshold=self.fuzzy_threshold, fuzzy_min_chars=self.fuzzy_min_chars, fuzzy=self.fuzzy
+        )
 
     def score(self, probes: Sequence[Probe], inp: ProbeInput, scope: str) -> dict[str, list[float | None]]:
         idx = self.index(inp, scope)

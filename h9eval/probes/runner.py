@@ -51,8 +51,9 @@ ProbeFn = Callable[[Task, Sequence[Message], int, CallCheckpoint], list[dict[str
 ``message_index`` is the last transcript message the view covers."""
 
 
-def make_probe_fn(scorers: Sequence[str], cache: str | os.PathLike[str] | None = None, *,
-                  call_limits: CallLimits | None = None) -> ProbeFn | None:
+def make_probe_fn(
+    scorers: Sequence[str], cache: str | os.PathLike[str] | None = None, *, call_limits: CallLimits | None = None
+) -> ProbeFn | None:
     """A :data:`ProbeFn` scoring each checkpoint view with the named scorers (``None`` for none).
 
     The scorers are built once, here, before any replay starts (so an unknown scorer is a

@@ -22,7 +22,14 @@ from h9eval.core.errors import ConfigError, did_you_mean
 from h9eval.core.registry import Registry
 from h9eval.core.messages import Message
 from h9eval.probes.probe import Probe
-from h9eval.tasks.text import TextIndex, ViewTexts, latest_compaction_text, normalize, normalize_messages, render_messages
+from h9eval.tasks.text import (
+    TextIndex,
+    ViewTexts,
+    latest_compaction_text,
+    normalize,
+    normalize_messages,
+    render_messages,
+)
 
 __all__ = [
     "SCOPES",
@@ -91,7 +98,9 @@ class ProbeInput:
                 norm = None if raw is None else normalize(raw)
             if norm is None:
                 return None
-            self._indexes[key] = TextIndex(norm, **params) if self.views is None else self.views.text_index(norm, **params)
+            self._indexes[key] = (
+                TextIndex(norm, **params) if self.views is None else self.views.text_index(norm, **params)
+            )
         return self._indexes[key]
 
 

@@ -56,7 +56,10 @@ _EMB_MAX = 50_000  # cached embeddings (384 floats each, ~1.5 kB): ~75 MB at mos
 
 def semantic_available() -> bool:
     """True when the model package and sentence-transformers are importable (nothing imported)."""
-    return importlib.util.find_spec(MODEL_PACKAGE) is not None and importlib.util.find_spec("sentence_transformers") is not None
+    return (
+        importlib.util.find_spec(MODEL_PACKAGE) is not None
+        and importlib.util.find_spec("sentence_transformers") is not None
+    )
 
 
 def load_model(device: str = "cpu") -> Any:

@@ -53,8 +53,9 @@ def results_dataset(results: Results | str | os.PathLike[str]) -> datasets.Datas
     return datasets.DatasetDict(splits)
 
 
-def export_dataset(results: Results | str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                   overwrite: bool = False) -> Path:
+def export_dataset(
+    results: Results | str | os.PathLike[str], out_dir: str | os.PathLike[str], *, overwrite: bool = False
+) -> Path:
     """Write ``results`` as a ``DatasetDict`` folder at ``out_dir`` (see the module docstring).
 
     A folder that already exists is refused unless ``overwrite`` (then it is replaced whole, so
@@ -76,8 +77,9 @@ def export_dataset(results: Results | str | os.PathLike[str], out_dir: str | os.
     datasets.disable_progress_bars()  # one line per split would bury the command's own line
     try:
         ds.save_to_disk(str(tmp))
-        (tmp / "manifest.json").write_text(json.dumps(res_manifest, indent=2, sort_keys=True, default=str),
-                                           encoding="utf-8")
+        (tmp / "manifest.json").write_text(
+            json.dumps(res_manifest, indent=2, sort_keys=True, default=str), encoding="utf-8"
+        )
         # datasets keeps Arrow types, not pandas' nullable dtypes (Int64 comes back int64): the
         # dtypes are written beside the splits so dataset_tables gives back the very same frames.
         dtypes = {name: {c: str(t) for c, t in getattr(res, name).dtypes.items()} for name in TABLES}

@@ -61,7 +61,9 @@ def read_arrow(path: Path, table: str) -> pa.Table:
     meta = t.schema.metadata or {}
     raw = meta.get(b"h9eval_schema_version")
     if raw is None:
-        raise FormatError("parquet file lacks h9eval_schema_version metadata; not an h9eval results table", path=str(path))
+        raise FormatError(
+            "parquet file lacks h9eval_schema_version metadata; not an h9eval results table", path=str(path)
+        )
     stamped = meta.get(b"h9eval_table", b"").decode(errors="replace")
     if stamped and stamped != table:
         raise FormatError(f"holds the {stamped!r} table; expected the {table!r} table", path=str(path))

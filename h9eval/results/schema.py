@@ -88,19 +88,50 @@ CALL_COLUMNS = (
 
 _CALL_KIND_COLUMNS = {
     "bool": (
-        "compacted", "fallback", "forced_truncation", "overflow", "written_back", "manual_compact", "thrash_avoided",
-        "priced", "min_gain_deferred",
+        "compacted",
+        "fallback",
+        "forced_truncation",
+        "overflow",
+        "written_back",
+        "manual_compact",
+        "thrash_avoided",
+        "priced",
+        "min_gain_deferred",
     ),
     "str": (
-        "run_id", "task_id", "policy_kind", "params_hash", "history_mode", "tier_name", "fallback_error", "fallback_cause",
+        "run_id",
+        "task_id",
+        "policy_kind",
+        "params_hash",
+        "history_mode",
+        "tier_name",
+        "fallback_error",
+        "fallback_cause",
         "billed_model",
     ),
-    "float64": ("ratio_to_window", "summarizer_latency_s", "summarizer_cost_usd", *(
-        "call_at_s", "agent_cost_usd", "summarizer_bill_usd", "cost_usd", "raw_cost_usd", "invalidation_usd",
-    )),
+    "float64": (
+        "ratio_to_window",
+        "summarizer_latency_s",
+        "summarizer_cost_usd",
+        *(
+            "call_at_s",
+            "agent_cost_usd",
+            "summarizer_bill_usd",
+            "cost_usd",
+            "raw_cost_usd",
+            "invalidation_usd",
+        ),
+    ),
 }
 
-_UNKNOWN_UNLESS_MEASURED = ("call_at_s", "agent_cost_usd", "summarizer_bill_usd", "cost_usd", "raw_cost_usd", "invalidation_usd")
+_UNKNOWN_UNLESS_MEASURED = (
+    "call_at_s",
+    "agent_cost_usd",
+    "summarizer_bill_usd",
+    "cost_usd",
+    "raw_cost_usd",
+    "invalidation_usd",
+)
 """Billed columns a loop that does not bill leaves unknown (NaN), never $0."""
 
 CALL_DTYPES: dict[str, str] = {
@@ -458,6 +489,11 @@ SCHEMA_VERSIONS: dict[str, int] = {
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
 READABLE_VERSIONS: dict[str, tuple[int, ...]] = {
-    "runs": (1,), "calls": (1,), "compactions": (1,), "probes": (1, 2), "episodes": (1, 2), "ledger": (1,),
+    "runs": (1,),
+    "calls": (1,),
+    "compactions": (1,),
+    "probes": (1, 2),
+    "episodes": (1, 2),
+    "ledger": (1,),
 }
 """The versions of each table the readers accept; a file of any other version is refused by name."""

@@ -218,7 +218,9 @@ class Consolidation:
             if written is None:
                 self._cells[run_id] = _read_cell(self.out, run_id, self.hashes)
             else:
-                self._cells[run_id] = _checked_cell(run_id, written["runs"], lambda n, _p: written.get(n), d, self.hashes)
+                self._cells[run_id] = _checked_cell(
+                    run_id, written["runs"], lambda n, _p: written.get(n), d, self.hashes
+                )
         except FormatError:
             pass  # not taken in: finish() reads it again and raises then, where consolidate() would
 
@@ -228,7 +230,10 @@ class Consolidation:
         (:func:`fill_placebo`: the control needs every task of the sweep, so no cell can)."""
         out = self.out
         fp = _fingerprint(out, self.run_ids)
-        cells = (self._cells[rid] if rid in self._cells else _read_cell(out, rid, self.hashes) for rid in sorted(self.run_ids))
+        cells = (
+            self._cells[rid] if rid in self._cells else _read_cell(out, rid, self.hashes)
+            for rid in sorted(self.run_ids)
+        )
         tables = _assemble(cells)
         tables["probes"] = fill_placebo(tables["probes"], out / PLACEBO_FILE)
         try:
@@ -237,7 +242,10 @@ class Consolidation:
             pass
         for name in TABLES:
             write_table(tables[name], out / f"{name}.parquet", name)
-        write_json_atomic(out / CONSOLIDATED, {"schema_version": MANIFEST_SCHEMA_VERSION, "fingerprint": fp, "cells": len(self.run_ids)})
+        write_json_atomic(
+            out / CONSOLIDATED,
+            {"schema_version": MANIFEST_SCHEMA_VERSION, "fingerprint": fp, "cells": len(self.run_ids)},
+        )
         return tables
 
 
@@ -292,7 +300,9 @@ def _check_part(t: Any, rid: str, path: Path) -> None:
         raise FormatError("cell part has no run_id column", path=str(path))
     found = {v for v in t.column("run_id").unique().to_pylist()}
     if found - {rid}:
-        raise FormatError(f"cell part holds rows of run {sorted(map(str, found - {rid}))[0]!r}; expected only {rid!r}", path=str(path))
+        raise FormatError(
+            f"cell part holds rows of run {sorted(map(str, found - {rid}))[0]!r}; expected only {rid!r}", path=str(path)
+        )
 
 
 CellTables = tuple[Any, dict[str, Any]]
@@ -300,7 +310,9 @@ CellTables = tuple[Any, dict[str, Any]]
 no parts for a failed cell)."""
 
 
-def _checked_cell(rid: str, run: Any, part: Callable[[str, Path], Any], d: Path, hashes: Mapping[str, str] | None) -> CellTables | None:
+def _checked_cell(
+    rid: str, run: Any, part: Callable[[str, Path], Any], d: Path, hashes: Mapping[str, str] | None
+) -> CellTables | None:
     """``(run, parts)`` after the checks every cell's tables pass, whether read from ``d`` or
     handed over by the process that wrote them (``part(name, path)``: the part, ``None`` when
     absent; called in order, so the first problem found is the same either way); ``None`` for a
@@ -360,7 +372,9 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
     # Concatenating in Arrow, then converting once, is ~10x faster than per-part pandas frames;
     # "permissive" promotes a column that is all-null in one part to the type it has elsewhere.
     tables: dict[str, Any] = {}
-    tables["runs"] = runs_frame(pa.concat_tables(runs, promote_options="permissive").to_pylist()) if runs else runs_frame([])
+    tables["runs"] = (
+        runs_frame(pa.concat_tables(runs, promote_options="permissive").to_pylist()) if runs else runs_frame([])
+    )
     for n in (*CELL_PARTS, *OPTIONAL_TABLES):
         frames = [t for t in parts[n] if t.num_rows]
         if not frames:
@@ -397,7 +411,9 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise FormatError("not an h9eval manifest (no schema_version)", path=str(p))
     check_manifest_version(m["schema_version"], p)
     if m.get("kind") != "sweep" or not isinstance(m.get("cells"), list):
-        raise FormatError(f"not an h9eval sweep manifest (kind {m.get('kind')!r}; expected 'sweep' with a cell list)", path=str(p))
+        raise FormatError(
+            f"not an h9eval sweep manifest (kind {m.get('kind')!r}; expected 'sweep' with a cell list)", path=str(p)
+        )
     for i, c in enumerate(m["cells"]):
         if not isinstance(c, dict) or not isinstance(c.get("run_id"), str):
             raise FormatError("cell entry lacks a run_id", path=str(p), where=f"cells[{i}]")
@@ -456,7 +472,9 @@ class Results:
         import pandas as pd
 
         col = "grid_json" if which == "grid" else "params_json"
-        wide = pd.DataFrame([json.loads(s) if isinstance(s, str) and s else {} for s in self.runs[col]], index=self.runs.index)
+        wide = pd.DataFrame(
+            [json.loads(s) if isinstance(s, str) and s else {} for s in self.runs[col]], index=self.runs.index
+        )
         return pd.concat([self.runs, wide.add_prefix("param.")], axis=1)
 
     def __repr__(self) -> str:
@@ -505,4 +523,3 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         episodes=tables["episodes"],
         ledger=tables["ledger"],
     )
-

@@ -54,7 +54,13 @@ from h9eval.compaction.step import (
 from h9eval.compaction.summary import Summarizer
 from h9eval.core.anthropic import redact_secret_params
 from h9eval.core.billing import (
-    BillingConfig, SessionBiller, SessionBills, SummaryUsage, bill_columns, bill_totals, recorded_call_times,
+    BillingConfig,
+    SessionBiller,
+    SessionBills,
+    SummaryUsage,
+    bill_columns,
+    bill_totals,
+    recorded_call_times,
 )
 from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
@@ -124,7 +130,9 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "manual_compact_at", tuple(self.manual_compact_at))
         if self.history_mode not in HISTORY_MODES:
-            raise ConfigError(f"ReplayConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}")
+            raise ConfigError(
+                f"ReplayConfig.history_mode must be one of {', '.join(HISTORY_MODES)}, got {self.history_mode!r}"
+            )
         if self.writeback_rules not in WRITEBACK_RULES:
             raise ConfigError(f"ReplayConfig.writeback_rules must be v2 or v3, got {self.writeback_rules!r}")
         if self.v1_alias_offload and self.history_mode != "view":
@@ -205,7 +213,9 @@ def _headline_numbers(c: pd.DataFrame) -> dict[str, Any]:
         "fallbacks": int(c["fallback"].sum()),
         "fallback_causes": _cause_counts(c),
         # absent from calls tables written before the breaker: unknown, not 0
-        "summarizer_breaker_skips": int(c["summarizer_breaker_skips"].sum()) if "summarizer_breaker_skips" in c else None,
+        "summarizer_breaker_skips": int(c["summarizer_breaker_skips"].sum())
+        if "summarizer_breaker_skips" in c
+        else None,
         "forced_truncations": int(c["forced_truncation"].sum()),
         "overflows": int(c["overflow"].sum()),
         **_bill_numbers(c),
@@ -320,7 +330,9 @@ class _RunOutputs:
                 self._sessions.delete_session(self.session_id)  # a rerun into the same folder replaces it
             self._sessions.create_session(self.session_id, title=self._title)
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # After a run that completed, the session copy and the kept-aside records wait for
         # :meth:`write`, which swaps them in with the tables; after a failure they are undone.
         self._done = exc_type is None
@@ -361,13 +373,17 @@ class _RunOutputs:
 
     def replace_history(self, history: list[Message]) -> None:
         """The history was rewritten (a write-back or a ``/compact``)."""
-        self._stored = history[1:] if history and history[0].role == "system" else list(history)  # as SessionStore stores it
+        self._stored = (
+            history[1:] if history and history[0].role == "system" else list(history)
+        )  # as SessionStore stores it
         self._pending = []
 
     def flush(self) -> None:
         """Store the history the run ended with (the end of a run that completed)."""
         if self._sessions is not None:
-            self._sessions.add_messages(self.session_id, [*self._stored, *(x for x in self._pending if x.role != "system")])
+            self._sessions.add_messages(
+                self.session_id, [*self._stored, *(x for x in self._pending if x.role != "system")]
+            )
 
     def write(self, result: ReplayResult, task: Task, summarizer: Summarizer | None) -> None:
         """The tables and ``manifest.json`` (nothing without an ``out`` folder)."""
@@ -488,8 +504,12 @@ class _ReplayLoop:
         self._arrive(m)
 
     def _bill(self, req: CallRequest, output: Message) -> SessionBills:
-        summ = [SummaryUsage(sc.input_tokens, sc.output_tokens, sc.batched) for c in req.compactions
-                if c.record is not None for sc in c.record.extra.get(EXTRA_SUMMARY_CALLS, [])]
+        summ = [
+            SummaryUsage(sc.input_tokens, sc.output_tokens, sc.batched)
+            for c in req.compactions
+            if c.record is not None
+            for sc in c.record.extra.get(EXTRA_SUMMARY_CALLS, [])
+        ]
         bills = self.biller.call(
             self.call_index,
             view=req.view,
@@ -519,8 +539,9 @@ class _ReplayLoop:
                 "raw_tokens_sent": self.raw_bytes // 4 + run.tool_schema_tokens,
                 "offload_write_failures": self._new_write_failures(),
                 **bill_columns(bills),
-                "min_gain_deferred": any(c.record is not None and bool(c.record.extra.get(EXTRA_MIN_GAIN_DEFERRED))
-                                         for c in req.compactions),
+                "min_gain_deferred": any(
+                    c.record is not None and bool(c.record.extra.get(EXTRA_MIN_GAIN_DEFERRED)) for c in req.compactions
+                ),
             }
         )
         self.rows.append(row)
@@ -626,7 +647,9 @@ def replay(
         # its compactor leaves a list without a system message untouched.
         first.append(Message("system", cfg.system_prompt))
     out = Path(out_dir) if out_dir is not None else None
-    with _RunOutputs(out, session_id=session_id, title=task.task_id, session_store=session_store, offload_root=offload_root) as outputs:
+    with _RunOutputs(
+        out, session_id=session_id, title=task.task_id, session_store=session_store, offload_root=offload_root
+    ) as outputs:
         reset_write_failures(outputs.offload_root)
         env = CompactionEnv(
             summarizer=summarizer,

@@ -30,14 +30,17 @@ from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
 
-
 MIN_WINDOW_TOKENS = 1_000
 """The smallest run window (``run --window``, a sweep spec's ``window``) accepted, in tokens.
 Below it one ordinary tool result or file read is over the window, so every call ends in
 forced truncation and the run measures nothing else; ``window = 1`` is a typo, not a study.
 A policy's own ``context_window_tokens`` is not bounded here (unit tests use tiny ones)."""
 __all__ = [
-    "MIN_WINDOW_TOKENS", "fallback_warning", "peak_frac_window", "run_task", "uncompacted_peak_tokens",
+    "MIN_WINDOW_TOKENS",
+    "fallback_warning",
+    "peak_frac_window",
+    "run_task",
+    "uncompacted_peak_tokens",
     "written_back_peak_tokens",
 ]
 
@@ -53,8 +56,10 @@ def fallback_warning(summary: Mapping[str, Any]) -> str | None:
         return None
     causes = summary.get("fallback_causes") or {}
     why = "; ".join(f"{cause} (x{n})" for cause, n in causes.items()) or "no cause recorded"
-    return (f"every summary fell back to truncation ({fell} of {max(fell, asked)}): {why}; "
-            "these results measure harness9's fallback, not the summarizer")
+    return (
+        f"every summary fell back to truncation ({fell} of {max(fell, asked)}): {why}; "
+        "these results measure harness9's fallback, not the summarizer"
+    )
 
 
 def uncompacted_peak_tokens(task: Task, *, system_prompt: str | None = None) -> int:
@@ -90,8 +95,9 @@ def written_back_peak_tokens(task: Task, *, writeback_rules: str = "v3") -> int:
     # a window ten times the peak keeps every ratio under 0.1: above the tiny warn threshold, far
     # below soft, so every call runs the warn tier and nothing else
     window = 10 * raw
-    offload_only = make_policy("progressive", warn_frac=1e-9, soft_frac=0.97, full_frac=0.98, emergency_frac=0.99,
-                               context_window_tokens=window)
+    offload_only = make_policy(
+        "progressive", warn_frac=1e-9, soft_frac=0.97, full_frac=0.98, emergency_frac=0.99, context_window_tokens=window
+    )
     cfg = ReplayConfig(history_mode="write_back", writeback_rules=writeback_rules, context_window_tokens=window)
     r = replay(task, offload_only, summarizer=None, config=cfg, session_store=False)
     return int(r.calls["tokens_sent"].max()) if len(r.calls) else 0
@@ -162,7 +168,8 @@ def run_task(
     if not tasks:
         # A folder without sessions used to exit 0 having run nothing: say so instead.
         raise FormatError(
-            "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task JSONL)",
+            "no sessions found (expected recorded session files *.jsonl/*.json/*.traj, an OpenHands folder or a task "
+            "JSONL)",
             path=str(task),
         )
     pol = make_policy(policy, **(params or {})) if isinstance(policy, str) else policy
@@ -186,9 +193,21 @@ def run_task(
     # mixing its tables and session store with the first's (both are staged under the same names).
     out = prepare_out_dir(out_dir, what="results folder") if out_dir is not None else None
     with folder_lock(out) if out is not None else contextlib.nullcontext():
-        return _run_tasks(tasks, pol, window=window, window_peak_frac=window_peak_frac, summ=summ, probe_fn=probe_fn,
-                          history_mode=history_mode, writeback_rules=writeback_rules, manual_compact_at=manual_compact_at,
-                          probe_every_k=probe_every_k, max_probes=max_probes, out_dir=out, ledger=ledger)
+        return _run_tasks(
+            tasks,
+            pol,
+            window=window,
+            window_peak_frac=window_peak_frac,
+            summ=summ,
+            probe_fn=probe_fn,
+            history_mode=history_mode,
+            writeback_rules=writeback_rules,
+            manual_compact_at=manual_compact_at,
+            probe_every_k=probe_every_k,
+            max_probes=max_probes,
+            out_dir=out,
+            ledger=ledger,
+        )
 
 
 def _run_tasks(
@@ -227,8 +246,20 @@ def _run_tasks(
         out = None
         if out_dir is not None:
             out = out_dir if len(tasks) == 1 else out_dir / safe_name(key)
-        results.append(replay(t, run_pol, summarizer=summ, config=cfg, out_dir=out, run_id=run_id, probe_fn=probe_fn, probe_every_k=probe_every_k, max_probes=max_probes,
-                              ledger=ledger))
+        results.append(
+            replay(
+                t,
+                run_pol,
+                summarizer=summ,
+                config=cfg,
+                out_dir=out,
+                run_id=run_id,
+                probe_fn=probe_fn,
+                probe_every_k=probe_every_k,
+                max_probes=max_probes,
+                ledger=ledger,
+            )
+        )
     if probe_fn is not None:
         apply_placebo(tasks, results)
     return results
@@ -247,5 +278,11 @@ def apply_placebo(tasks: Sequence[Task], results: Sequence[ReplayResult]) -> Non
         if r.out_dir is not None and Path(r.out_dir, "probes.parquet").exists():
             write_table(r.probes, Path(r.out_dir) / "probes.parquet", "probes")
             mine = table[table["task_id"] == r.task_id]
-            rows = [[t, p, float(x), bool(e)] for t, p, x, e in zip(mine["task_id"], mine["probe_id"], mine["placebo_rate"], mine["excluded"])]
-            write_json_atomic(Path(r.out_dir) / PLACEBO_FILE, {"n_partners": sorted({int(n) for n in mine["n_partners"]}), "rows": rows})
+            rows = [
+                [t, p, float(x), bool(e)]
+                for t, p, x, e in zip(mine["task_id"], mine["probe_id"], mine["placebo_rate"], mine["excluded"])
+            ]
+            write_json_atomic(
+                Path(r.out_dir) / PLACEBO_FILE,
+                {"n_partners": sorted({int(n) for n in mine["n_partners"]}), "rows": rows},
+            )

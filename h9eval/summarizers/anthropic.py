@@ -129,7 +129,9 @@ class AnthropicSummarizer:
             raise ConfigError(f"max_retries ({max_retries}) must be >= 0")
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"timeout_s ({timeout_s}) must be > 0 seconds")
-        self.prices: dict[str, tuple[float, float]] = dict(prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK)
+        self.prices: dict[str, tuple[float, float]] = dict(
+            prices if prices is not None else DEFAULT_PRICES_USD_PER_MTOK
+        )
         self._api = AnthropicAPI(
             api_key=api_key,
             who=f"anthropic summarizer ({model})",
@@ -150,7 +152,9 @@ class AnthropicSummarizer:
         self.timeout_s = timeout_s
 
     def __repr__(self) -> str:  # never shows the key
-        return f"{type(self).__name__}(model={self.model!r}, max_tokens={self.max_tokens}, temperature={self.temperature})"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, max_tokens={self.max_tokens}, temperature={self.temperature})"
+        )
 
     @property
     def breaker_skips(self) -> int:

@@ -350,7 +350,9 @@ class BatchClient:
         """The most a batch of ``bodies`` can cost (each request's bound, at the batch price)."""
         price = self.api.price
         assert price is not None
-        return sum(call_bound_usd(sizes[c], int(b.get("max_tokens", 0)), price) * self._frac(b) for c, b in bodies.items())
+        return sum(
+            call_bound_usd(sizes[c], int(b.get("max_tokens", 0)), price) * self._frac(b) for c, b in bodies.items()
+        )
 
     def _actual_usd(self, result: Mapping[str, Any], body: Mapping[str, Any]) -> float:
         """What one stored result cost (a request that did not succeed costs nothing)."""
@@ -359,8 +361,10 @@ class BatchClient:
         if price is None or not usage:
             return 0.0
         try:
-            tin = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
-                                                       "cache_read_input_tokens"))
+            tin = sum(
+                int(usage.get(k) or 0)
+                for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            )
             out = int(usage.get("output_tokens") or 0)
         except (TypeError, ValueError):
             return 0.0
@@ -457,8 +461,10 @@ class BatchClient:
             self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=missing)
         if self.budget is not None:
             # a batch sent by an earlier invocation is not held in this one's ledger: only its cost counts
-            spent = sum(self._actual_usd((self.store.result(c) or {}).get("result", {}), self.store.request(c))
-                        for c in sorted(seen))
+            spent = sum(
+                self._actual_usd((self.store.result(c) or {}).get("result", {}), self.store.request(c))
+                for c in sorted(seen)
+            )
             self.budget.settle(self._reserved.pop(batch_id, 0.0), spent)
         self.store.record(batch_id, {**record, "state": "collected", "collected_at": _now(), "n_results": len(seen)})
         self._say(f"batch {batch_id}: {len(seen)} of {len(owners)} result(s) stored")

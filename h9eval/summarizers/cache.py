@@ -87,7 +87,9 @@ def cache_key(summarizer: Summarizer, request: SummaryRequest) -> str:
         material["structured"] = {
             "head": messages_to_json(request.head),
             "is_error": [m.is_error for m in request.head],
-            "previous_anchors": None if request.previous_anchors is None else [list(a) for a in request.previous_anchors],
+            "previous_anchors": None
+            if request.previous_anchors is None
+            else [list(a) for a in request.previous_anchors],
             "previous_summary": request.previous_summary,
         }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -97,7 +99,9 @@ def cache_key(summarizer: Summarizer, request: SummaryRequest) -> str:
 class ResponseCache:
     """The SQLite reply store at ``path`` (created with its parent directories, mode 0600)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0, start_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0, start_timeout_s: float = 5.0
+    ) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
         self.start_timeout_s = start_timeout_s
@@ -126,15 +130,22 @@ class ResponseCache:
             return self._conn
         if self.read_only:
             # immutable: no journal, no lock, no -shm beside a file nobody here may change.
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                f"file:{self.path}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False
+            )
             try:
                 row = conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
             except sqlite3.DatabaseError as e:
                 conn.close()
-                raise ConfigError(f"cache {str(self.path)!r} is not a usable SQLite response cache ({e}); expected a database file") from None
+                raise ConfigError(
+                    f"cache {str(self.path)!r} is not a usable SQLite response cache ({e}); expected a database file"
+                ) from None
             if row is None or row[0] != str(CACHE_SCHEMA_VERSION):
                 conn.close()
-                raise ConfigError(f"cache {str(self.path)!r} has schema version {row[0] if row else None}; this h9eval reads version {CACHE_SCHEMA_VERSION}")
+                raise ConfigError(
+                    f"cache {str(self.path)!r} has schema version {row[0] if row else None}; this h9eval reads version "
+                    f"{CACHE_SCHEMA_VERSION}"
+                )
             self._conn, self._pid = conn, os.getpid()
             return conn
         # isolation_level=None: autocommit, so every statement is its own short transaction.
@@ -158,7 +169,8 @@ class ResponseCache:
             conn.close()
             if "locked" in str(e) or "busy" in str(e):
                 raise ConfigError(
-                    f"summary cache {str(self.path)!r} is locked by another process (still after {self.start_timeout_s:g} s); "
+                    f"summary cache {str(self.path)!r} is locked by another process (still after "
+                    f"{self.start_timeout_s:g} s); "
                     "wait for it to finish or give another cache file"
                 ) from None
             raise  # disk full...: not the file's fault
@@ -181,10 +193,15 @@ class ResponseCache:
     def get(self, key: str) -> SummaryReply | None:
         """The stored reply for ``key`` (``cache_hit=True``), or ``None``."""
         with self._lock:
-            row = self._connect().execute(
-                "SELECT text, input_tokens, output_tokens, cost_usd, latency_s, extra, model FROM replies WHERE key = ?",
-                (key,),
-            ).fetchone()
+            row = (
+                self._connect()
+                .execute(
+                    "SELECT text, input_tokens, output_tokens, cost_usd, latency_s, extra, model FROM replies WHERE "
+                    "key = ?",
+                    (key,),
+                )
+                .fetchone()
+            )
         if row is None:
             return None
         text, tin, tout, cost, latency, extra_json, model = row
@@ -216,7 +233,11 @@ class ResponseCache:
     def _write_failed(self, why: str) -> None:
         self.write_failures += 1
         if self.write_failures == 1:
-            warnings.warn(f"summary cache {str(self.path)!r}: cannot store replies ({why}); going on uncached", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"summary cache {str(self.path)!r}: cannot store replies ({why}); going on uncached",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _insert(self, key: str, reply: SummaryReply, summarizer_id: str, extra: str) -> None:
         with self._lock:
@@ -246,7 +267,11 @@ class ResponseCache:
         file, such as the llm probe scorer, store theirs under their own ids)."""
         pattern = summarizer_id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._lock:
-            row = self._connect().execute("SELECT COUNT(*) FROM replies WHERE summarizer_id LIKE ? ESCAPE '\\'", (pattern,)).fetchone()
+            row = (
+                self._connect()
+                .execute("SELECT COUNT(*) FROM replies WHERE summarizer_id LIKE ? ESCAPE '\\'", (pattern,))
+                .fetchone()
+            )
         return int(row[0])
 
     def close(self) -> None:

@@ -281,7 +281,9 @@ def _short_arg(tc: ToolCall, n: int = 80) -> str:
     return clip_text(_CD_PREFIX.sub("", first), n)
 
 
-_RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit (?:status|code):?\s*(-?\d+)|\bexited with code\s*(-?\d+)", re.I)
+_RC = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit (?:status|code):?\s*(-?\d+)|\bexited with code\s*(-?\d+)", re.I
+)
 _FAIL_TEXT = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:Error|error|ERROR|fatal):|\bFAILED\b|command not found", re.M
 )
@@ -334,7 +336,9 @@ _WRITE_TOOL = re.compile(r"write|edit|create|str_replace|insert|apply_patch|patc
 _EDITOR_WRITE_CMDS = {"create", "str_replace", "insert", "write", "undo_edit", "edit", "overwrite", "append"}
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update) File:\s*(\S+)|^\+\+\+ b/(\S+)", re.M)
 _REDIRECT = re.compile(r"(?<![\d&>])(>>?)\s*([^\s;&|<>()]+)")
-_PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}|[\w-]+\.(?:py|js|ts|go|rs|java|c|h|cpp|md|txt|json|toml|yaml|yml|cfg|ini|sh|rst))\b")
+_PATH = re.compile(
+    r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}|[\w-]+\.(?:py|js|ts|go|rs|java|c|h|cpp|md|txt|json|toml|yaml|yml|cfg|ini|sh|rst))\b"
+)
 
 
 @functools.lru_cache(maxsize=_SEEN)
@@ -347,7 +351,11 @@ def _written_paths(tc: ToolCall) -> tuple[tuple[str, str], ...]:
     if isinstance(args, dict):
         cmd = args.get("command")
         path = args.get("path") or args.get("file_path") or args.get("filename") or args.get("file")
-        is_shell = isinstance(cmd, str) and " " in cmd.strip() or name in ("bash", "shell", "execute_bash", "run", "terminal", "exec")
+        is_shell = (
+            isinstance(cmd, str)
+            and " " in cmd.strip()
+            or name in ("bash", "shell", "execute_bash", "run", "terminal", "exec")
+        )
         if isinstance(path, str) and not is_shell and _WRITE_TOOL.search(name):
             sub = cmd if isinstance(cmd, str) else ""
             if not sub or sub in _EDITOR_WRITE_CMDS:
@@ -389,7 +397,6 @@ def _shell_writes(cmd: str) -> list[tuple[str, str]]:
         elif prog in ("touch", "tee"):
             out += [(t, "created" if prog == "touch" else "modified") for t in toks[1:] if not t.startswith("-")]
     return out
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,8 +484,21 @@ class _Scan:
     never changed: resuming copies it.
     """
 
-    __slots__ = ("n", "used", "n_messages", "n_user", "n_assistant", "events", "steps", "assistant_texts",
-                 "written", "paths", "user_msgs", "last_note", "last_compaction")
+    __slots__ = (
+        "n",
+        "used",
+        "n_messages",
+        "n_user",
+        "n_assistant",
+        "events",
+        "steps",
+        "assistant_texts",
+        "written",
+        "paths",
+        "user_msgs",
+        "last_note",
+        "last_compaction",
+    )
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -628,9 +648,7 @@ def parse_head(
 def _step(tc: ToolCall, res: Message | None, n: int) -> ToolStep:
     label = f"{tc.name}: {_short_arg(tc)}".rstrip(": ")
     # Only the first line of a command: heredoc bodies mention paths they never touch.
-    paths = tuple(
-        x[2:] if x.startswith("./") else x for x in dedupe(_PATH.findall(tc.arguments.split("\\n", 1)[0]))
-    )
+    paths = tuple(x[2:] if x.startswith("./") else x for x in dedupe(_PATH.findall(tc.arguments.split("\\n", 1)[0])))
     if res is None:
         return ToolStep(tc.name, label, "no result", paths=paths)
     failed = _failed(res)
@@ -704,7 +722,9 @@ def modal_sentences(texts: Iterable[str], n: int) -> list[str]:
 @functools.lru_cache(maxsize=_SEEN)
 def _modal_of(t: str, n: int) -> tuple[str, ...]:
     return tuple(
-        clip_text(_LIST_MARK.sub("", s), n) for s in sentence_list(_TASK_TAG.sub(lambda mt: mt.group(2), t)) if _MODAL_CUE.search(s) and len(s) >= 12
+        clip_text(_LIST_MARK.sub("", s), n)
+        for s in sentence_list(_TASK_TAG.sub(lambda mt: mt.group(2), t))
+        if _MODAL_CUE.search(s) and len(s) >= 12
     )
 
 
@@ -732,7 +752,6 @@ def _bullets(content: str) -> list[str]:
             continue
         out.append(t[2:] if t.startswith("- ") else t)
     return out
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -795,7 +814,6 @@ def omitted_line(what: str) -> Callable[[int], str | None]:
 _TOTALS = re.compile(r"Totals so far: (\d+) messages, (\d+) tool calls, (\d+) failed")
 
 
-
 def fit_sections(
     render: Callable[[int], str],
     sections: list[SummarySection],
@@ -823,8 +841,6 @@ def fit_sections(
             return _cut_bytes(text, budget)
         text = render(cap)
     return text
-
-
 
 
 SummaryItems = tuple[list[str], int, Callable[[int], str | None] | None]
@@ -865,7 +881,9 @@ class OfflineSummarizer:
             if getattr(self, f) < 40:
                 raise ConfigError(f"{f} ({getattr(self, f)}) must be >= 40 characters")
         if not is_no_information(self.na_text) or "\n" in self.na_text:
-            raise ConfigError(f"na_text must be a one-line 'no information' text such as N/A or - N/A, got {self.na_text!r}")
+            raise ConfigError(
+                f"na_text must be a one-line 'no information' text such as N/A or - N/A, got {self.na_text!r}"
+            )
 
     @property
     def summarizer_id(self) -> str:
@@ -978,7 +996,9 @@ class OfflineSummarizer:
         merge = request.previous_anchors is not None
         sections = self._sections(p, request.anchor_types, merge)
         summary = self._summary_lines(p)
-        return fit_sections(lambda cap: self._format(sections, summary, cap), sections, summary, request, self.max_item_chars)
+        return fit_sections(
+            lambda cap: self._format(sections, summary, cap), sections, summary, request, self.max_item_chars
+        )
 
     def _format(self, sections: Sequence[SummarySection], summary: Sequence[str], cap: int) -> str:
         parts = ["## Anchors\n"]
@@ -1016,7 +1036,9 @@ def count_lines(p: ParsedHead) -> list[str]:
     # Running totals only when they can be right: from scratch, or continuing our own line.
     if m or not p.prior_summary:
         tm, tc, tf = (int(g) for g in m.groups()) if m else (0, 0, 0)
-        lines.append(f"Totals so far: {tm + p.n_messages} messages, {tc + p.n_calls} tool calls, {tf + p.n_failed} failed.")
+        lines.append(
+            f"Totals so far: {tm + p.n_messages} messages, {tc + p.n_calls} tool calls, {tf + p.n_failed} failed."
+        )
     return lines
 
 

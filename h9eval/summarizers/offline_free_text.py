@@ -137,4 +137,6 @@ def _read_digest(summary: str) -> tuple[str, list[str], int]:
 
 def _prose(head: list[str], digest: SummarySection, cap: int) -> str:
     lines = head + digest.visible(cap)
-    return "## Summary\n" + "\n".join(clip_text(x, 2 * max(cap, 60)) if i < len(head) else x for i, x in enumerate(lines))
+    return "## Summary\n" + "\n".join(
+        clip_text(x, 2 * max(cap, 60)) if i < len(head) else x for i, x in enumerate(lines)
+    )

@@ -64,7 +64,9 @@ class OfflineRecentSummarizer(OfflineSummarizer):
 
     def _new_items(self, p: ParsedHead) -> dict[str, SummaryItems]:
         n, c = self.max_items, self.max_item_chars
-        outputs = [f"{s.label} -> {s.outcome}: {clip_text(s.excerpt, self.max_output_chars)}".rstrip(": ") for s in p.steps]
+        outputs = [
+            f"{s.label} -> {s.outcome}: {clip_text(s.excerpt, self.max_output_chars)}".rstrip(": ") for s in p.steps
+        ]
         firsts = [first_sentence(t, c) for t in p.assistant_texts]
         last = sentence_list(p.assistant_texts[-1]) if p.assistant_texts else []
         failed = [f"{s.label} -> failed: {s.output_last_line}".rstrip(": ") for s in p.steps if s.outcome == "failed"]

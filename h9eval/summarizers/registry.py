@@ -23,7 +23,15 @@ from h9eval.summarizers.offline import OfflineSummarizer
 from h9eval.summarizers.offline_free_text import OfflineFreeTextSummarizer
 from h9eval.summarizers.offline_recent import OfflineRecentSummarizer
 
-__all__ = ["SUMMARIZERS", "DEFAULT_SUMMARIZER", "NO_SUMMARIZER", "build_summarizer", "make_summarizer", "summarizer_names", "summarizer_params"]
+__all__ = [
+    "SUMMARIZERS",
+    "DEFAULT_SUMMARIZER",
+    "NO_SUMMARIZER",
+    "build_summarizer",
+    "make_summarizer",
+    "summarizer_names",
+    "summarizer_params",
+]
 
 DEFAULT_SUMMARIZER = "offline"
 NO_SUMMARIZER = "none"

@@ -34,9 +34,32 @@ DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 
 # What determines a cell's results, besides the code that runs it. The cache location is left
 # out: where replies are stored does not change them.
-_HASHED = ("task_id", "task_spec", "task_source", "policy_kind", "params", "history_mode", "writeback_rules",
-           "window", "window_peak_frac", "summarizer", "summarizer_params", "scorers", "probe_every_k", "repeat",
-           "cell_kind", "world_kind", "world_params", "world_seed", "agent", "max_steps", "billing", "policy_window", "stress", "endpoint")
+_HASHED = (
+    "task_id",
+    "task_spec",
+    "task_source",
+    "policy_kind",
+    "params",
+    "history_mode",
+    "writeback_rules",
+    "window",
+    "window_peak_frac",
+    "summarizer",
+    "summarizer_params",
+    "scorers",
+    "probe_every_k",
+    "repeat",
+    "cell_kind",
+    "world_kind",
+    "world_params",
+    "world_seed",
+    "agent",
+    "max_steps",
+    "billing",
+    "policy_window",
+    "stress",
+    "endpoint",
+)
 CELL_KINDS = ("replay", "episode")
 
 
@@ -136,7 +159,8 @@ class Cell:
                 "source_hash": self.source_hash,
                 **{k: getattr(self, k) for k in _HASHED},
             },
-            sort_keys=True, separators=(",", ":"),
+            sort_keys=True,
+            separators=(",", ":"),
         )
         object.__setattr__(self, "cell_hash", hashlib.sha256(blob.encode()).hexdigest()[:16])
 
@@ -221,8 +245,17 @@ class _WorldRef:
 
 def _world_refs(spec: SweepSpec) -> list[_WorldRef]:
     return [
-        _WorldRef(path=f"tasks.worlds[{i}]", kind=w.kind, params=dict(w.params), seed=s, max_steps=w.max_steps,
-                  open_loop=w.open_loop, task_id=world_task_id(w.kind, w.params, s), window=w.window, stress=dict(w.stress))
+        _WorldRef(
+            path=f"tasks.worlds[{i}]",
+            kind=w.kind,
+            params=dict(w.params),
+            seed=s,
+            max_steps=w.max_steps,
+            open_loop=w.open_loop,
+            task_id=world_task_id(w.kind, w.params, s),
+            window=w.window,
+            stress=dict(w.stress),
+        )
         for i, w in enumerate(spec.worlds)
         for s in w.seeds
     ]
@@ -256,7 +289,9 @@ def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
                 narrow = str(Path(src.path).resolve())
             elif src.kind == "harness9_db" and src.path and src.session:
                 narrow = f"{Path(src.path).resolve()}#{src.session}"
-            out.append(_TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_windows=_peak_windows(spec, t)))
+            out.append(
+                _TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_windows=_peak_windows(spec, t))
+            )
         del tasks  # transcripts are not kept in the parent
     return out + _dataset_refs(spec)
 
@@ -274,8 +309,15 @@ def _dataset_refs(spec: SweepSpec) -> list[_TaskRef]:
             base = f"{DATASET_SPEC_PREFIX}{Path(local.path).resolve()}:{local.split}"
             n = 0
             for index, t in iter_dataset_tasks(local):
-                out.append(_TaskRef(path=path, spec=shown, source=f"{base}#{index}", task_id=t.task_id,
-                                    peak_windows=_peak_windows(spec, t)))
+                out.append(
+                    _TaskRef(
+                        path=path,
+                        spec=shown,
+                        source=f"{base}#{index}",
+                        task_id=t.task_id,
+                        peak_windows=_peak_windows(spec, t),
+                    )
+                )
                 n += 1
         except H9InputError as e:
             raise ConfigError(f"{path}: {e}") from None
@@ -309,14 +351,25 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
                 where = f"policies[{i}] cell {_fmt_point(point)}"
                 if not skip:
                     raise ConfigError(f"{where}: {e} (set skip_invalid = true to skip invalid cells)") from None
-                skipped.append(SkippedCell(where=where, policy_kind=pg.kind, policy_name=pg.name, grid=point, error=str(e)))
+                skipped.append(
+                    SkippedCell(where=where, policy_kind=pg.kind, policy_name=pg.name, grid=point, error=str(e))
+                )
                 continue
             resolved = policy_params(pol)
             if spec.window_peak_frac is not None:
                 # the window is sized per task: not part of the policy's identity across tasks
                 resolved.pop("context_window_tokens", None)
-            points.append(_Point(entry=f"policies[{i}]", grid=pg, point=point, given=given, resolved=resolved,
-                                 params_hash=params_hash(pg.kind, resolved), uses_summarizer=type(pol).uses_summarizer))
+            points.append(
+                _Point(
+                    entry=f"policies[{i}]",
+                    grid=pg,
+                    point=point,
+                    given=given,
+                    resolved=resolved,
+                    params_hash=params_hash(pg.kind, resolved),
+                    uses_summarizer=type(pol).uses_summarizer,
+                )
+            )
     return points, skipped
 
 
@@ -370,7 +423,9 @@ def _user_code(kind: str) -> str:
     return f"+{kind}:{h}" if h else ""
 
 
-def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None) -> tuple[list[Cell], list[SkippedCell]]:
+def expand_cells(
+    spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None
+) -> tuple[list[Cell], list[SkippedCell]]:
     """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
     × repeats, then world seeds × agents × the same) and the skipped invalid grid cells. A policy that uses no
     summarizer gets one variant only (the first; ``Cell.summarizer_variants`` lists those it
@@ -388,8 +443,11 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
     make = _CellMaker(spec, cache, version, code)
     worlds = _world_refs(spec)
     # exported worlds are replayed like the other tasks (their task is built by the worker)
-    refs = _task_refs(spec) + [_TaskRef(path=w.path, spec=f"world:{w.kind}:{w.seed}", source=f"world:{w.kind}:{w.seed}", task_id=w.task_id)
-                               for w in worlds if w.open_loop]
+    refs = _task_refs(spec) + [
+        _TaskRef(path=w.path, spec=f"world:{w.kind}:{w.seed}", source=f"world:{w.kind}:{w.seed}", task_id=w.task_id)
+        for w in worlds
+        if w.open_loop
+    ]
     by_task = {w.task_id: w for w in worlds}
     for t in refs:
         w = by_task.get(t.task_id) if t.spec.startswith("world:") else None
@@ -399,46 +457,68 @@ def expand_cells(spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_inval
             for variant in variants:
                 for mode in spec.history_modes:
                     for r in range(spec.repeats):
-                        cells.append(make(
-                            p, mode, variant, r,
-                            run_id=f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}",
-                            here=f"{p.entry} cell {_fmt_point(p.point)} on task {t.task_id!r} ({t.path})",
-                            task_id=t.task_id,
-                            task_spec=t.spec,
-                            task_source=t.source,
-                            window=t.peak_windows[mode] if spec.window_peak_frac is not None else spec.window,
-                            window_peak_frac=spec.window_peak_frac,
-                            summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
-                            scorers=tuple(spec.scorers),
-                            probe_every_k=spec.probe_every_k,
-                            **({"world_kind": w.kind, "world_params": dict(w.params), "world_seed": w.seed, "max_steps": w.max_steps} if w else {}),
-                        ))
+                        cells.append(
+                            make(
+                                p,
+                                mode,
+                                variant,
+                                r,
+                                run_id=f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}",
+                                here=f"{p.entry} cell {_fmt_point(p.point)} on task {t.task_id!r} ({t.path})",
+                                task_id=t.task_id,
+                                task_spec=t.spec,
+                                task_source=t.source,
+                                window=t.peak_windows[mode] if spec.window_peak_frac is not None else spec.window,
+                                window_peak_frac=spec.window_peak_frac,
+                                summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
+                                scorers=tuple(spec.scorers),
+                                probe_every_k=spec.probe_every_k,
+                                **(
+                                    {
+                                        "world_kind": w.kind,
+                                        "world_params": dict(w.params),
+                                        "world_seed": w.seed,
+                                        "max_steps": w.max_steps,
+                                    }
+                                    if w
+                                    else {}
+                                ),
+                            )
+                        )
     for w in worlds:
         for agent in spec.agents:
             for p in points:
                 for variant in spec.summarizers:
                     for mode in spec.history_modes:
                         for r in range(spec.repeats):
-                            cells.append(make(
-                                p, mode, variant, r,
-                                run_id=f"{w.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--{agent}--r{r}",
-                                here=f"{p.entry} cell {_fmt_point(p.point)} on world {w.task_id!r} ({w.path}) with agent {agent!r}",
-                                task_id=w.task_id,
-                                task_spec=f"world:{w.kind}:{w.seed}",
-                                task_source=f"world:{w.kind}:{w.seed}",
-                                window=spec.window,
-                                window_peak_frac=None,  # a world is not a transcript: its window is the spec's
-                                scorers=(),
-                                probe_every_k=None,
-                                cell_kind="episode",
-                                world_kind=w.kind,
-                                world_params=dict(w.params),
-                                world_seed=w.seed,
-                                agent=agent,
-                                max_steps=w.max_steps,
-                                policy_window=w.window,
-                                stress=dict(w.stress),
-                            ))
+                            cells.append(
+                                make(
+                                    p,
+                                    mode,
+                                    variant,
+                                    r,
+                                    run_id=f"{w.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--{agent}--r{r}",
+                                    here=f"{p.entry} cell {_fmt_point(p.point)} on world {w.task_id!r} ({w.path}) with "
+                                    f"agent {agent!r}",
+                                    task_id=w.task_id,
+                                    task_spec=f"world:{w.kind}:{w.seed}",
+                                    task_source=f"world:{w.kind}:{w.seed}",
+                                    window=spec.window,
+                                    window_peak_frac=None,  # a world is not a transcript: its window is the spec's
+                                    scorers=(),
+                                    probe_every_k=None,
+                                    cell_kind="episode",
+                                    world_kind=w.kind,
+                                    world_params=dict(w.params),
+                                    world_seed=w.seed,
+                                    agent=agent,
+                                    max_steps=w.max_steps,
+                                    policy_window=w.window,
+                                    stress=dict(w.stress),
+                                )
+                            )
     if not cells:
-        raise ConfigError("the spec gives no valid cells" + (f" ({len(skipped)} skipped as invalid)" if skipped else ""))
+        raise ConfigError(
+            "the spec gives no valid cells" + (f" ({len(skipped)} skipped as invalid)" if skipped else "")
+        )
     return cells, skipped

@@ -52,8 +52,20 @@ OFFLINE_STAND_INS: dict[str, str] = {"anthropic": "offline", "anthropic_free_tex
 _NO_KEY = "h9eval-estimate-sends-nothing"
 """The key a model summarizer is built with for its prompts only: it is never sent."""
 
-ESTIMATE_COLUMNS = ("policy_name", "grid_json", "history_mode", "summarizer", "model", "cells", "model_calls",
-                    "cache_hits", "input_tokens", "output_tokens", "usd", "usd_bound")
+ESTIMATE_COLUMNS = (
+    "policy_name",
+    "grid_json",
+    "history_mode",
+    "summarizer",
+    "model",
+    "cells",
+    "model_calls",
+    "cache_hits",
+    "input_tokens",
+    "output_tokens",
+    "usd",
+    "usd_bound",
+)
 
 
 @dataclass
@@ -178,8 +190,12 @@ def estimate_sweep(
                 continue
             conf = configs.setdefault(key, _Config(model=model.model, price=price_for(model.model, model.prices)))
             conf.cells += 1
-            stand_in = CountingSummarizer(model, make_summarizer(OFFLINE_STAND_INS[cell.summarizer]),
-                                          seen.setdefault(cell.summarizer_cache or "", set()), conf.tally)
+            stand_in = CountingSummarizer(
+                model,
+                make_summarizer(OFFLINE_STAND_INS[cell.summarizer]),
+                seen.setdefault(cell.summarizer_cache or "", set()),
+                conf.tally,
+            )
             _dry_run(cell, tmp, stand_in)
     rows = []
     for (policy, grid, mode, summ), conf in configs.items():
@@ -190,19 +206,45 @@ def estimate_sweep(
             price = (price[0] * frac, price[1] * frac)
         usd = math.nan if price is None else (t.input_tokens * price[0] + t.output_tokens * price[1]) / 1e6
         bound = math.nan if price is None else (t.input_tokens * price[0] + t.output_bound_tokens * price[1]) / 1e6
-        rows.append(dict(zip(ESTIMATE_COLUMNS, (policy, grid, mode, summ, conf.model, conf.cells, t.calls, t.cache_hits,
-                                                t.input_tokens, t.output_tokens, usd, bound))))
+        rows.append(
+            dict(
+                zip(
+                    ESTIMATE_COLUMNS,
+                    (
+                        policy,
+                        grid,
+                        mode,
+                        summ,
+                        conf.model,
+                        conf.cells,
+                        t.calls,
+                        t.cache_hits,
+                        t.input_tokens,
+                        t.output_tokens,
+                        usd,
+                        bound,
+                    ),
+                )
+            )
+        )
     table = pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))
-    notes = [f"live agent calls of {a!r} (its episodes are not replayed: that would call the model)" for a in sorted(skipped_agents)]
+    notes = [
+        f"live agent calls of {a!r} (its episodes are not replayed: that would call the model)"
+        for a in sorted(skipped_agents)
+    ]
     if scorer_cells:
-        notes.append(f"the llm scorer's calls ({scorer_cells} cells probe with it; about two calls per probe and checkpoint)")
+        notes.append(
+            f"the llm scorer's calls ({scorer_cells} cells probe with it; about two calls per probe and checkpoint)"
+        )
     return SweepEstimate(name=sp.name, table=table, n_cells=len(cells), not_estimated=notes)
 
 
 def _model_summarizer(cell: Cell) -> AnthropicSummarizer | None:
     """The cell's model summarizer, built for its prompts and prices only (never called), or
     ``None`` for an offline one (or none)."""
-    if cell.summarizer not in OFFLINE_STAND_INS or not issubclass(SUMMARIZERS.get(cell.summarizer), AnthropicSummarizer):
+    if cell.summarizer not in OFFLINE_STAND_INS or not issubclass(
+        SUMMARIZERS.get(cell.summarizer), AnthropicSummarizer
+    ):
         return None
     limits = CallLimits(base_url=cell.endpoint.get("base_url"), summarizer_model=cell.endpoint.get("summarizer_model"))
     summ = build_summarizer(cell.summarizer, None, call_limits=limits, api_key=_NO_KEY, **cell.summarizer_params)

@@ -25,11 +25,13 @@ from h9eval.sweeps.worker import failed_row, run_batch, run_cell_written
 
 __all__ = ["Record", "execute", "batches", "MAX_BATCH"]
 
+
 class Record(Protocol):
     """Called with each finished cell's run row, and the Arrow tables it wrote when this
     process wrote them (:func:`~h9eval.sweeps.worker.run_cell_written`)."""
 
     def __call__(self, row: dict[str, Any], written: Mapping[str, Any] | None = None, /) -> None: ...
+
 
 DASK_ADDRESS_SCHEMES = ("tcp://", "tls://", "ucx://", "inproc://")
 
@@ -116,7 +118,9 @@ def batches(pending: Sequence[Cell], n_workers: int) -> list[list[Cell]]:
     return out
 
 
-def _record_batch(batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[dict[str, Any]]], record: Record) -> None:
+def _record_batch(
+    batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[dict[str, Any]]], record: Record
+) -> None:
     from concurrent.futures.process import BrokenProcessPool
 
     try:
@@ -127,6 +131,8 @@ def _record_batch(batch: Sequence[Cell], out: Path, get_rows: Callable[[], list[
         rows = [failed_row(c, out, f"{type(e).__name__}: {e}") for c in batch]
     for row in rows:
         record(row)
+
+
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _WATCH_EVERY_S = 0.5
 
@@ -161,17 +167,23 @@ def die_with_parent(sweep_pid: int) -> None:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass  # the watchdog below still applies
-    threading.Thread(target=_watch_parent, args=(sweep_pid, os.getppid()), name="h9eval-parent-watch", daemon=True).start()
+    threading.Thread(
+        target=_watch_parent, args=(sweep_pid, os.getppid()), name="h9eval-parent-watch", daemon=True
+    ).start()
 
 
-def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record, policies: Mapping[str, bytes] | None = None) -> None:
+def run_pool(
+    pending: Sequence[Cell], out: Path, n: int, record: Record, policies: Mapping[str, bytes] | None = None
+) -> None:
     """A ``ProcessPoolExecutor`` of ``n`` processes (``forkserver`` where available, else
     ``spawn``), fed :func:`batches` of cells, each worker exiting when this process dies
     (:func:`die_with_parent`). When a worker dies, every cell of its batch gets a failed row (so
     it is rerun on resume), even one that had finished."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=_mp_context(), initializer=die_with_parent, initargs=(os.getpid(),))
+    ex = ProcessPoolExecutor(
+        max_workers=n, mp_context=_mp_context(), initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     try:
         futs = {ex.submit(run_batch, b, str(out), policies): b for b in batches(pending, n)}
         left = set(futs)
@@ -185,7 +197,14 @@ def run_pool(pending: Sequence[Cell], out: Path, n: int, record: Record, policie
     ex.shutdown(wait=True)
 
 
-def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record: Record, policies: Mapping[str, bytes] | None = None) -> None:
+def run_dask(
+    pending: Sequence[Cell],
+    out: Path,
+    scheduler: str,
+    n: int,
+    record: Record,
+    policies: Mapping[str, bytes] | None = None,
+) -> None:
     """On Dask: ``"local"`` starts a ``LocalCluster`` of ``n`` single-threaded processes; an
     address (``tcp://host:8786``) uses that scheduler, whose workers must see ``out``."""
     try:
@@ -216,12 +235,27 @@ def run_dask(pending: Sequence[Cell], out: Path, scheduler: str, n: int, record:
         _run_on_client(client, cluster, pending, out, n, record, as_completed, policies or {})
 
 
-def _run_on_client(client: Any, cluster: Any, pending: Sequence[Cell], out: Path, n: int, record: Record, as_completed: Any,
-                   policies: Mapping[str, bytes]) -> None:
+def _run_on_client(
+    client: Any,
+    cluster: Any,
+    pending: Sequence[Cell],
+    out: Path,
+    n: int,
+    record: Record,
+    as_completed: Any,
+    policies: Mapping[str, bytes],
+) -> None:
     try:
         futs = {}
         for b in batches(pending, n):
-            f = client.submit(run_batch, b, str(out), policies, pure=False, key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}")
+            f = client.submit(
+                run_batch,
+                b,
+                str(out),
+                policies,
+                pure=False,
+                key=f"h9eval-cells-{b[0].cell_dir}-{b[0].cell_hash}-{len(b)}",
+            )
             futs[f.key] = (f, b)
         for f in as_completed([v[0] for v in futs.values()]):
             # a worker lost: the batch's cells fail, and are rerun on resume

@@ -114,8 +114,20 @@ TOP_LEVEL_KEYS = (
     "max_cost_usd",
 )
 TASK_KEYS = ("recorded", "synthetic", "specs", "worlds", "datasets")
-DATASET_KEYS = ("path", "split", "n", "seed", "where", "resolved", "model", "min_turns", "min_tokens", "adapter",
-                "revision", "streaming")
+DATASET_KEYS = (
+    "path",
+    "split",
+    "n",
+    "seed",
+    "where",
+    "resolved",
+    "model",
+    "min_turns",
+    "min_tokens",
+    "adapter",
+    "revision",
+    "streaming",
+)
 _HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "window", "stress")
 AGENT_KEYS = ("kind", "profile", "params")
@@ -179,22 +191,22 @@ class PolicyGrid:
 class SweepSpec:
     """A validated sweep description (build with :func:`load_spec`; see the module docstring).
 
-    ``recorded``/``specs``: task specs (paths resolved, absolute). ``synthetic``: preset and
-    seeds. ``history_modes``: default ``("view",)``. ``summarizers``: variant names (default
-    ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
-    (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
-    default). ``repeats``: ≥ 1 (default 1). ``window``: the run's window in tokens, for every
-    policy (it replaces a policy's default ``context_window_tokens``; a policy entry that sets
-    another is refused); default ``None``: each policy's own, else 200,000. ``window_peak_frac``
-(``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
-own peak in each history mode (:func:`h9eval.runs.run.peak_frac_window`: uncompacted in ``view``,
-written back in ``write_back``), so every task exercises
-the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
-    ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
-    ``max_retries`` of every model request a cell makes, and ``breaker_failures``, the consecutive
-    failed calls after which a worker's client stops calling (:class:`~h9eval.core.anthropic.CallLimits`;
-    not part of a cell's identity: they change when a reply arrives, not what it says).
-    ``source``: the spec as passed (for the manifest).
+        ``recorded``/``specs``: task specs (paths resolved, absolute). ``synthetic``: preset and
+        seeds. ``history_modes``: default ``("view",)``. ``summarizers``: variant names (default
+        ``("offline",)``); ``summarizer_params`` apply to each; ``summarizer_cache``: SQLite path
+        (``None`` → ``<out>/summary_cache.sqlite``). ``scorers``/``probe_every_k``: probes (none by
+        default). ``repeats``: ≥ 1 (default 1). ``window``: the run's window in tokens, for every
+        policy (it replaces a policy's default ``context_window_tokens``; a policy entry that sets
+        another is refused); default ``None``: each policy's own, else 200,000. ``window_peak_frac``
+    (``window = { peak_frac = f }``): instead, every policy's window is ``f`` times each task's
+    own peak in each history mode (:func:`h9eval.runs.run.peak_frac_window`: uncompacted in ``view``,
+    written back in ``write_back``), so every task exercises
+    the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
+        ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
+        ``max_retries`` of every model request a cell makes, and ``breaker_failures``, the consecutive
+        failed calls after which a worker's client stops calling (:class:`~h9eval.core.anthropic.CallLimits`;
+        not part of a cell's identity: they change when a reply arrives, not what it says).
+        ``source``: the spec as passed (for the manifest).
     """
 
     name: str
@@ -248,15 +260,28 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
                 "recorded": list(self.recorded),
                 "synthetic": [{"preset": s.preset, "seeds": list(s.seeds)} for s in self.synthetic],
                 "specs": list(self.specs),
-                "worlds": [{"kind": w.kind, "seeds": list(w.seeds), "params": w.params, "max_steps": w.max_steps, "open_loop": w.open_loop,
-                            "window": w.window, "scale": w.scale, "stress": w.stress} for w in self.worlds],
+                "worlds": [
+                    {
+                        "kind": w.kind,
+                        "seeds": list(w.seeds),
+                        "params": w.params,
+                        "max_steps": w.max_steps,
+                        "open_loop": w.open_loop,
+                        "window": w.window,
+                        "scale": w.scale,
+                        "stress": w.stress,
+                    }
+                    for w in self.worlds
+                ],
                 "datasets": [s.to_dict() for s in self.datasets],
             },
             "agents": list(self.agents),
             "policies": [{"kind": p.kind, "name": p.name, "params": p.params, "grid": p.grid} for p in self.policies],
             "history_modes": list(self.history_modes),
             "summarizer": {
-                "variants": list(self.summarizers), "params": self.summarizer_params, "cache": self.summarizer_cache,
+                "variants": list(self.summarizers),
+                "params": self.summarizer_params,
+                "cache": self.summarizer_cache,
                 **({"batch": True, "batch_poll_interval_s": self.batch.poll_interval_s} if self.batch else {}),
             },
             "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
@@ -269,7 +294,9 @@ the policies; a policy entry may then not set ``context_window_tokens``. ``write
             "max_retries": self.call_limits.max_retries,
             "breaker_failures": self.call_limits.breaker_failures,
             "max_cost_usd": self.max_cost_usd,
-            **{k: getattr(self.call_limits, k) for k in ("base_url", "summarizer_model", "scorer_model", "agent_model")},
+            **{
+                k: getattr(self.call_limits, k) for k in ("base_url", "summarizer_model", "scorer_model", "agent_model")
+            },
         }
 
 
@@ -301,8 +328,12 @@ def _is_int(v: Any) -> bool:
 
 
 def _str_list(v: Any, path: str, *, allow_empty: bool = False) -> list[str]:
-    _expect(isinstance(v, list | tuple) and (allow_empty or len(v) > 0) and all(isinstance(x, str) for x in v),
-            path, "expected a non-empty list of strings" if not allow_empty else "expected a list of strings", v)
+    _expect(
+        isinstance(v, list | tuple) and (allow_empty or len(v) > 0) and all(isinstance(x, str) for x in v),
+        path,
+        "expected a non-empty list of strings" if not allow_empty else "expected a list of strings",
+        v,
+    )
     return list(v)
 
 
@@ -351,8 +382,11 @@ def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike[str]) -> S
         except (OSError, UnicodeDecodeError) as e:
             raise FormatError(f"cannot read sweep spec ({e})", path=str(p)) from None
         except RecursionError:  # tomllib parses nested arrays and inline tables recursively
-            raise FormatError(f"TOML nested too deeply (a sweep spec nests at most {MAX_SPEC_DEPTH} levels)", path=str(p),
-                              where=f"line {_deep_line(text)}") from None
+            raise FormatError(
+                f"TOML nested too deeply (a sweep spec nests at most {MAX_SPEC_DEPTH} levels)",
+                path=str(p),
+                where=f"line {_deep_line(text)}",
+            ) from None
         base, source_path = p.resolve().parent, str(p.resolve())
         try:
             _check_depth(d)
@@ -466,34 +500,50 @@ def check_call_limits(limits: CallLimits, summarizer_params: Mapping[str, Any]) 
 def _parse_name(d: Mapping[str, Any]) -> str:
     _expect("name" in d, "name", "required (names the results folder)", None)
     name = d["name"]
-    _expect(isinstance(name, str) and bool(_NAME_RE.fullmatch(name)), "name",
-            "must start with a letter or digit and contain only letters, digits, '.', '_' or '-'", name)
+    _expect(
+        isinstance(name, str) and bool(_NAME_RE.fullmatch(name)),
+        "name",
+        "must start with a letter or digit and contain only letters, digits, '.', '_' or '-'",
+        name,
+    )
     return str(name)
 
 
 def _parse_tasks(
     d: Mapping[str, Any], base: Path | None
-) -> tuple[tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...], tuple[WorldTasks, ...], tuple[DatasetSource, ...]]:
+) -> tuple[
+    tuple[str, ...], tuple[SyntheticTasks, ...], tuple[str, ...], tuple[WorldTasks, ...], tuple[DatasetSource, ...]
+]:
     """``[tasks]`` (or a plain list of task specs) → (recorded, synthetic, specs, worlds, datasets)."""
     _expect("tasks" in d, "tasks", "required: a [tasks] table or a list of task specs", None)
     tasks = d["tasks"]
     if isinstance(tasks, list):
         tasks = {"specs": tasks}
-    _expect(isinstance(tasks, dict), "tasks", "expected a table (recorded/synthetic/specs) or a list of task specs", tasks)
+    _expect(
+        isinstance(tasks, dict), "tasks", "expected a table (recorded/synthetic/specs) or a list of task specs", tasks
+    )
     _check_keys(tasks, TASK_KEYS, "tasks")
-    recorded = tuple(_resolve_path(s, base) for s in _str_list(tasks.get("recorded", []), "tasks.recorded", allow_empty=True))
+    recorded = tuple(
+        _resolve_path(s, base) for s in _str_list(tasks.get("recorded", []), "tasks.recorded", allow_empty=True)
+    )
     for i, s in enumerate(recorded):
         _expect(Path(s.partition("#")[0]).exists(), f"tasks.recorded[{i}]", "no such file or folder", s)
     specs = []
     for i, s in enumerate(_str_list(tasks.get("specs", []), "tasks.specs", allow_empty=True)):
         specs.append(s if s.startswith("synthetic:") else _resolve_path(s, base))
         if not s.startswith("synthetic:"):
-            _expect(Path(specs[-1].partition("#")[0]).exists(), f"tasks.specs[{i}]", "no such file or folder", specs[-1])
+            _expect(
+                Path(specs[-1].partition("#")[0]).exists(), f"tasks.specs[{i}]", "no such file or folder", specs[-1]
+            )
     synthetic = _parse_synthetic(tasks.get("synthetic", []))
     worlds = _parse_worlds(tasks.get("worlds", []))
     datasets = _parse_datasets(tasks.get("datasets", []), base)
-    _expect(bool(recorded or specs or synthetic or worlds or datasets), "tasks",
-            "no tasks given (recorded, synthetic, specs, worlds or datasets)", tasks)
+    _expect(
+        bool(recorded or specs or synthetic or worlds or datasets),
+        "tasks",
+        "no tasks given (recorded, synthetic, specs, worlds or datasets)",
+        tasks,
+    )
     return recorded, synthetic, tuple(specs), worlds, datasets
 
 
@@ -508,20 +558,29 @@ def _parse_datasets(raw: Any, base: Path | None) -> tuple[DatasetSource, ...]:
         path = f"tasks.datasets[{i}]"
         _expect(isinstance(e, dict), path, "expected a table {path = ..., split = ..., n = ..., seed = ...}", e)
         _check_keys(e, DATASET_KEYS, path)
-        _expect(isinstance(e.get("path"), str) and bool(e.get("path")), f"{path}.path",
-                "required: a Hub id (owner/name) or a local file or folder", e.get("path"))
+        _expect(
+            isinstance(e.get("path"), str) and bool(e.get("path")),
+            f"{path}.path",
+            "required: a Hub id (owner/name) or a local file or folder",
+            e.get("path"),
+        )
         local = _resolve_path(e["path"], base)
         if Path(local).exists():
             where_from = local
         else:
-            _expect(bool(_HUB_ID_RE.fullmatch(e["path"])), f"{path}.path",
-                    "no such file or folder, and not a Hub id (owner/name)", e["path"])
+            _expect(
+                bool(_HUB_ID_RE.fullmatch(e["path"])),
+                f"{path}.path",
+                "no such file or folder, and not a Hub id (owner/name)",
+                e["path"],
+            )
             where_from = e["path"]
         for key in ("where",):
             _expect(isinstance(e.get(key, {}), dict), f"{path}.{key}", "expected a table of column = value", e.get(key))
         for key in ("resolved", "streaming"):
-            _expect(e.get(key) is None or isinstance(e.get(key), bool), f"{path}.{key}", "must be true or false",
-                    e.get(key))
+            _expect(
+                e.get(key) is None or isinstance(e.get(key), bool), f"{path}.{key}", "must be true or false", e.get(key)
+            )
         with _at(path):
             out.append(DatasetSource(path=where_from, **{k: v for k, v in e.items() if k != "path"}))
     return tuple(out)
@@ -555,21 +614,45 @@ def _parse_worlds(raw: Any) -> tuple[WorldTasks, ...]:
         seeds = e.get("seeds", [0])
         if _is_int(seeds):
             seeds = [seeds]
-        _expect(isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
-                f"{path}.seeds", "expected a non-empty list of non-negative integers", seeds)
+        _expect(
+            isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
+            f"{path}.seeds",
+            "expected a non-empty list of non-negative integers",
+            seeds,
+        )
         _expect(len(set(seeds)) == len(seeds), f"{path}.seeds", "must not repeat a seed", seeds)
         max_steps = e.get("max_steps", base.max_steps if base is not None else 60)
-        _expect(_is_int(max_steps) and max_steps >= 1, f"{path}.max_steps", "must be an integer >= 1 (agent steps)", max_steps)
+        _expect(
+            _is_int(max_steps) and max_steps >= 1,
+            f"{path}.max_steps",
+            "must be an integer >= 1 (agent steps)",
+            max_steps,
+        )
         window = e.get("window", base.window_tokens if base is not None else None)
-        _expect(window is None or (_is_int(window) and window > 0), f"{path}.window", "must be a positive integer (tokens)", window)
+        _expect(
+            window is None or (_is_int(window) and window > 0),
+            f"{path}.window",
+            "must be a positive integer (tokens)",
+            window,
+        )
         open_loop = e.get("open_loop", True)
         _expect(isinstance(open_loop, bool), f"{path}.open_loop", "must be true or false", open_loop)
         stress = e.get("stress", {})
         _expect(isinstance(stress, dict), f"{path}.stress", "expected a table of stress settings", stress)
         with _at(f"{path}.stress"):
             stress_settings(stress)
-        out.append(WorldTasks(kind=kind, seeds=tuple(seeds), params=dict(params), max_steps=max_steps, open_loop=open_loop,
-                              window=window, scale=scale, stress=dict(stress)))
+        out.append(
+            WorldTasks(
+                kind=kind,
+                seeds=tuple(seeds),
+                params=dict(params),
+                max_steps=max_steps,
+                open_loop=open_loop,
+                window=window,
+                scale=scale,
+                stress=dict(stress),
+            )
+        )
     return tuple(out)
 
 
@@ -581,13 +664,23 @@ def _parse_agents(d: Mapping[str, Any], base: Path | None = None) -> tuple[str, 
     agents = d.get("agents", ["scripted"])
     if isinstance(agents, (str, dict)):
         agents = [agents]
-    _expect(isinstance(agents, list) and len(agents) > 0, "agents", "expected a list of agents (strings or {kind, profile, params} tables)", agents)
+    _expect(
+        isinstance(agents, list) and len(agents) > 0,
+        "agents",
+        "expected a list of agents (strings or {kind, profile, params} tables)",
+        agents,
+    )
     out = []
     for i, a in enumerate(agents):
         path = f"agents[{i}]"
         if isinstance(a, dict):
             _check_keys(a, AGENT_KEYS, path)
-            _expect(isinstance(a.get("kind"), str), f"{path}.kind", "required: an agent kind (" + ", ".join(AGENT_KINDS) + ")", a.get("kind"))
+            _expect(
+                isinstance(a.get("kind"), str),
+                f"{path}.kind",
+                "required: an agent kind (" + ", ".join(AGENT_KINDS) + ")",
+                a.get("kind"),
+            )
             params = a.get("params", {})
             _expect(isinstance(params, dict), f"{path}.params", "expected a table of agent parameters", params)
             profile = a.get("profile", "")
@@ -626,8 +719,12 @@ def _parse_synthetic(raw: Any) -> tuple[SyntheticTasks, ...]:
         seeds = e.get("seeds", [0])
         if _is_int(seeds):
             seeds = [seeds]
-        _expect(isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
-                f"{path}.seeds", "expected a non-empty list of non-negative integers", seeds)
+        _expect(
+            isinstance(seeds, list) and len(seeds) > 0 and all(_is_int(s) and s >= 0 for s in seeds),
+            f"{path}.seeds",
+            "expected a non-empty list of non-negative integers",
+            seeds,
+        )
         _expect(len(set(seeds)) == len(seeds), f"{path}.seeds", "must not repeat a seed", seeds)
         out.append(SyntheticTasks(preset=preset, seeds=tuple(seeds)))
     return tuple(out)
@@ -637,12 +734,16 @@ def _parse_policies(d: Mapping[str, Any]) -> tuple[PolicyGrid, ...]:
     """``[[policies]]``: kind and parameter names checked against the policy registry (the
     values are checked per grid cell, by building the policy, in ``expand_cells``)."""
     raw: Any = d.get("policies")
-    _expect(isinstance(raw, list) and len(raw) > 0, "policies", "required: a non-empty list of [[policies]] tables", raw)
+    _expect(
+        isinstance(raw, list) and len(raw) > 0, "policies", "required: a non-empty list of [[policies]] tables", raw
+    )
     policies = [_parse_policy(e, f"policies[{i}]") for i, e in enumerate(raw)]
     labels = [p.name for p in policies]
     for i, lab in enumerate(labels):
         if labels.index(lab) != i and any(p.name == lab and p.kind != policies[i].kind for p in policies):
-            raise ConfigError(f"policies[{i}].name: {lab!r} already names an entry of another kind; give each entry its own name")
+            raise ConfigError(
+                f"policies[{i}].name: {lab!r} already names an entry of another kind; give each entry its own name"
+            )
     return tuple(policies)
 
 
@@ -676,22 +777,36 @@ def _parse_window(d: Mapping[str, Any], policies: Sequence[PolicyGrid]) -> tuple
     if isinstance(window, dict):
         _check_keys(window, WINDOW_KEYS, "window")
         frac = window.get("peak_frac")
-        _expect(isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1,
-                "window.peak_frac", "must be a number in (0, 1] (a fraction of each task's uncompacted peak)", frac)
+        _expect(
+            isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1,
+            "window.peak_frac",
+            "must be a number in (0, 1] (a fraction of each task's uncompacted peak)",
+            frac,
+        )
         for i, p in enumerate(policies):
             for section, table in (("params", p.params), ("grid", p.grid)):
-                _expect("context_window_tokens" not in table, f"policies[{i}].{section}.context_window_tokens",
-                        "conflicts with window.peak_frac, which sizes every policy's window per task; drop one", table.get("context_window_tokens"))
+                _expect(
+                    "context_window_tokens" not in table,
+                    f"policies[{i}].{section}.context_window_tokens",
+                    "conflicts with window.peak_frac, which sizes every policy's window per task; drop one",
+                    table.get("context_window_tokens"),
+                )
         return None, float(frac)
-    _expect(window is None or (_is_int(window) and window >= MIN_WINDOW_TOKENS), "window",
-            f"must be an integer >= {MIN_WINDOW_TOKENS:,} (tokens) or {{ peak_frac = f }}", window)
+    _expect(
+        window is None or (_is_int(window) and window >= MIN_WINDOW_TOKENS),
+        "window",
+        f"must be an integer >= {MIN_WINDOW_TOKENS:,} (tokens) or {{ peak_frac = f }}",
+        window,
+    )
     return window, None
 
 
 def _parse_history_modes(d: Mapping[str, Any]) -> tuple[str, ...]:
     modes = d.get("history_modes", ["view"])
     # A bare string is refused, not wrapped: "view" is the list ["view"] only by a guess.
-    _expect(isinstance(modes, list), "history_modes", 'expected a list of history modes, e.g. ["view", "write_back"]', modes)
+    _expect(
+        isinstance(modes, list), "history_modes", 'expected a list of history modes, e.g. ["view", "write_back"]', modes
+    )
     modes = _str_list(modes, "history_modes")
     for i, m in enumerate(modes):
         if m not in HISTORY_MODES:
@@ -727,9 +842,13 @@ def _parse_summarizer(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[st
     for v in variants:
         for k in sparams:
             if k not in known[v]:
-                raise ConfigError(f"summarizer.params.{k}: " + did_you_mean(k, known[v], what=f"parameter of summarizer {v!r}"))
+                raise ConfigError(
+                    f"summarizer.params.{k}: " + did_you_mean(k, known[v], what=f"parameter of summarizer {v!r}")
+                )
     cache = summ.get("cache")
-    _expect(cache is None or (isinstance(cache, str) and bool(cache)), "summarizer.cache", "expected a file path", cache)
+    _expect(
+        cache is None or (isinstance(cache, str) and bool(cache)), "summarizer.cache", "expected a file path", cache
+    )
     return tuple(variants), dict(sparams), _resolve_path(cache, base) if cache else None
 
 
@@ -744,8 +863,12 @@ def _parse_batch(d: Mapping[str, Any], variants: Sequence[str]) -> BatchSettings
         raise ConfigError("summarizer.batch_poll_interval_s: goes with batch = true")
     if not on:
         return None
-    _expect(any(is_batchable(v) for v in variants), "summarizer.batch",
-            "needs an Anthropic summarizer variant (the Message Batches API)", list(variants))
+    _expect(
+        any(is_batchable(v) for v in variants),
+        "summarizer.batch",
+        "needs an Anthropic summarizer variant (the Message Batches API)",
+        list(variants),
+    )
     try:
         return BatchSettings(poll_interval_s=summ.get("batch_poll_interval_s", DEFAULT_POLL_INTERVAL_S))
     except ConfigError as e:
@@ -762,5 +885,10 @@ def _parse_probes(d: Mapping[str, Any]) -> tuple[tuple[str, ...], int | None]:
         with _at(f"probes.scorers[{i}]"):
             make_scorer(s)
     every_k = probes.get("every_k")
-    _expect(every_k is None or (_is_int(every_k) and every_k > 0), "probes.every_k", "must be a positive integer (calls)", every_k)
+    _expect(
+        every_k is None or (_is_int(every_k) and every_k > 0),
+        "probes.every_k",
+        "must be a positive integer (calls)",
+        every_k,
+    )
     return tuple(scorers), every_k

@@ -123,7 +123,8 @@ class SweepFailed(H9Error):
         first = result.failures[0] if result.failures else ("?", "?")
         more = f" (and {result.failed - 1} more)" if result.failed > 1 else ""
         super().__init__(
-            f"sweep {result.name}: {result.failed} of {result.n_cells} cells failed; first: {first[0]}: {first[1]}{more}. "
+            f"sweep {result.name}: {result.failed} of {result.n_cells} cells failed; first: {first[0]}: "
+            f"{first[1]}{more}. "
             f"The {result.ok} ok cells are kept in {result.out_dir}; run the sweep again to retry the failed ones, "
             "or pass on_failure='return' to get the result without raising"
         )
@@ -141,7 +142,9 @@ def _prepare_out(out: Path) -> dict[str, Any] | None:
         if (out / MANIFEST).exists():
             return read_manifest(out)
         if any(x.name != LOCK_NAME for x in out.iterdir()):
-            raise FormatError("folder exists, is not empty and has no manifest.json; refusing to write a sweep into it", path=str(out))
+            raise FormatError(
+                "folder exists, is not empty and has no manifest.json; refusing to write a sweep into it", path=str(out)
+            )
     return None
 
 
@@ -159,12 +162,19 @@ def _summarizer_independent(sp: SweepSpec, cells: Sequence[Cell]) -> dict[str, A
         "note": (
             "these policies never call the summarizer: each cell ran once, with the first variant, and stands "
             "for every variant"
-        ) if names else "",
+        )
+        if names
+        else "",
     }
 
 
-def _manifest(sp: SweepSpec, cells: Sequence[Cell], skipped: Sequence[SkippedCell], old: Mapping[str, Any] | None,
-              invocation: dict[str, Any]) -> dict[str, Any]:
+def _manifest(
+    sp: SweepSpec,
+    cells: Sequence[Cell],
+    skipped: Sequence[SkippedCell],
+    old: Mapping[str, Any] | None,
+    invocation: dict[str, Any],
+) -> dict[str, Any]:
     """The manifest at the start of a sweep (status ``running``); earlier invocations kept."""
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
@@ -260,13 +270,17 @@ def sweep(
     _prepare_out(out)  # before planning: a foreign folder is refused at once
     n_min = min_cell_count(sp)
     if n_min > max_cells:
-        raise ConfigError(f"the spec gives at least {n_min:,} cells, above max_cells={max_cells:,}; "
-                          "shrink the grid, seeds or repeats, or raise the limit (--max-cells)")
+        raise ConfigError(
+            f"the spec gives at least {n_min:,} cells, above max_cells={max_cells:,}; "
+            "shrink the grid, seeds or repeats, or raise the limit (--max-cells)"
+        )
     if progress and n_min > 1000:  # planning a large grid takes a while: say what is coming
         print(f"sweep {sp.name}: planning at least {n_min:,} cells", file=sys.stderr)
     cells, skipped = expand_cells(sp, out_dir=out, skip_invalid=skip_invalid or sp.skip_invalid)
     if len(cells) > max_cells:
-        raise ConfigError(f"the spec gives {len(cells):,} cells, above max_cells={max_cells:,}; raise the limit (--max-cells)")
+        raise ConfigError(
+            f"the spec gives {len(cells):,} cells, above max_cells={max_cells:,}; raise the limit (--max-cells)"
+        )
     n_workers = _default_workers() if workers is None else workers
     if not isinstance(n_workers, int) or isinstance(n_workers, bool) or n_workers < 0:
         raise ConfigError(f"workers must be an integer >= 0, got {n_workers!r}")
@@ -274,7 +288,9 @@ def sweep(
         raise ConfigError("workers=0 (in-process) cannot be combined with a Dask scheduler")
     prepare_out_dir(out, what="results folder")
     with folder_lock(out):
-        result = _sweep_locked(sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress)
+        result = _sweep_locked(
+            sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress
+        )
     if result.failed and on_failure == "raise":
         raise SweepFailed(result)
     return result
@@ -285,8 +301,10 @@ def with_batch(sp: SweepSpec, batch: bool | None, poll_interval_s: float | None)
     on = sp.batch is not None if batch is None else batch
     if not on:
         if poll_interval_s is not None:
-            raise ConfigError("batch_poll_interval_s (--batch-poll-interval-s) goes with batching "
-                              "(--batch, or [summarizer] batch = true)")
+            raise ConfigError(
+                "batch_poll_interval_s (--batch-poll-interval-s) goes with batching "
+                "(--batch, or [summarizer] batch = true)"
+            )
         return dataclasses.replace(sp, batch=None)
     if not any(is_batchable(v) for v in sp.summarizers):
         names = ", ".join(sp.summarizers)
@@ -324,15 +342,35 @@ def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progre
     manifest["placebo"] = settings
 
 
-def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skipped: list[SkippedCell], n_workers: int, *,
-                  scheduler: str | None, resume: bool, progress: bool) -> SweepResult:
+def _sweep_locked(
+    sp: SweepSpec,
+    out: Path,
+    t0: float,
+    cells: list[Cell],
+    skipped: list[SkippedCell],
+    n_workers: int,
+    *,
+    scheduler: str | None,
+    resume: bool,
+    progress: bool,
+) -> SweepResult:
     old = _prepare_out(out)  # read again under the lock: another sweep may have just finished
     work = out / "work"  # offload copies of tool outputs left by killed cells: no cell is running now
     if work.is_dir() and not work.is_symlink():
         shutil.rmtree(work, ignore_errors=True)
-    manifest = _manifest(sp, cells, skipped, old, {
-        "started": _now(), "workers": n_workers, "scheduler": scheduler, "resume": resume, "argv": list(sys.argv),
-    })
+    manifest = _manifest(
+        sp,
+        cells,
+        skipped,
+        old,
+        {
+            "started": _now(),
+            "workers": n_workers,
+            "scheduler": scheduler,
+            "resume": resume,
+            "argv": list(sys.argv),
+        },
+    )
     write_manifest(out, manifest)
 
     done, pending = _reusable(out, cells, resume)
@@ -370,8 +408,15 @@ def _sweep_locked(sp: SweepSpec, out: Path, t0: float, cells: list[Cell], skippe
 
     try:
         if sp.batch is not None:
-            run_batched(pending, out, sp.batch, record=record, log=stderr_log if progress else None, budget=budget,
-                        run=lambda cs, rec: execute(cs, out, workers=n_workers, scheduler=scheduler, record=rec))
+            run_batched(
+                pending,
+                out,
+                sp.batch,
+                record=record,
+                log=stderr_log if progress else None,
+                budget=budget,
+                run=lambda cs, rec: execute(cs, out, workers=n_workers, scheduler=scheduler, record=rec),
+            )
         else:
             execute(pending, out, workers=n_workers, scheduler=scheduler, record=record)
     except KeyboardInterrupt:

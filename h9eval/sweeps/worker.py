@@ -44,8 +44,18 @@ from h9eval.summarizers.registry import build_summarizer
 from h9eval.sweeps.cells import Cell
 from h9eval.tasks import Task, load_tasks_from_spec
 
-__all__ = ["STOPPED", "WAITING", "cell_budget", "failed_row", "load_cell_task", "replay_cell", "run_cell",
-           "run_cell_written", "run_batch", "run_episode_cell"]
+__all__ = [
+    "STOPPED",
+    "WAITING",
+    "cell_budget",
+    "failed_row",
+    "load_cell_task",
+    "replay_cell",
+    "run_cell",
+    "run_cell_written",
+    "run_batch",
+    "run_episode_cell",
+]
 
 STOPPED = "stopped"
 """The status of a cell the spending cap kept from finishing: never written, so it runs on resume."""
@@ -82,8 +92,12 @@ def load_cell_task(cell: Cell) -> Task:
 
 
 def _limits(cell: Cell) -> CallLimits:
-    return CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries,
-                      breaker_failures=cell.breaker_failures, **cell.endpoint)
+    return CallLimits(
+        request_timeout_s=cell.request_timeout_s,
+        max_retries=cell.max_retries,
+        breaker_failures=cell.breaker_failures,
+        **cell.endpoint,
+    )
 
 
 def cell_budget(cell: Cell, out_dir: str | os.PathLike[str]) -> Budget | None:
@@ -93,12 +107,23 @@ def cell_budget(cell: Cell, out_dir: str | os.PathLike[str]) -> Budget | None:
 
 
 def _summarizer(cell: Cell, budget: Budget | None = None) -> Any:
-    key = json.dumps([cell.summarizer, cell.summarizer_params, cell.summarizer_cache, cell.request_timeout_s, cell.max_retries,
-                      cell.breaker_failures, cell.endpoint, None if budget is None else [budget.path, budget.max_cost_usd]],
-                     sort_keys=True)
+    key = json.dumps(
+        [
+            cell.summarizer,
+            cell.summarizer_params,
+            cell.summarizer_cache,
+            cell.request_timeout_s,
+            cell.max_retries,
+            cell.breaker_failures,
+            cell.endpoint,
+            None if budget is None else [budget.path, budget.max_cost_usd],
+        ],
+        sort_keys=True,
+    )
     if key not in _SUMMARIZERS:  # one per process: keeps its SQLite connection open
-        _SUMMARIZERS[key] = build_summarizer(cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), budget=budget,
-                                             **cell.summarizer_params)
+        _SUMMARIZERS[key] = build_summarizer(
+            cell.summarizer, cell.summarizer_cache, call_limits=_limits(cell), budget=budget, **cell.summarizer_params
+        )
     if cell.batch_dir:  # a batched sweep: this cell's replies come from batches (h9eval.summarizers.batches)
         # a repeat > 0 has its own response cache, so its own requests (not repeat 0's replies)
         scope = f"r{cell.repeat}" if cell.repeat else ""
@@ -110,11 +135,13 @@ def _headline(summary: Mapping[str, Any], calls: Any) -> dict[str, Any]:
     tiers = summary.get("compactions_by_tier", {})
     hits = int(calls["summarizer_cache_hits"].sum()) if len(calls) else 0
     row = {k: summary.get(k, 0) for k in RUN_SUMMARY_KEYS if k in RUN_COLUMNS}
-    row.update({
-        "n_compactions": int(sum(tiers.values())),
-        **{f"compactions_{t}": int(tiers.get(t, 0)) for t in ("warn", "soft", "full", "emergency")},
-        "summarizer_cache_hits": hits,
-    })
+    row.update(
+        {
+            "n_compactions": int(sum(tiers.values())),
+            **{f"compactions_{t}": int(tiers.get(t, 0)) for t in ("warn", "soft", "full", "emergency")},
+            "summarizer_cache_hits": hits,
+        }
+    )
     return row
 
 
@@ -155,18 +182,27 @@ def _cached(cache: OrderedDict[str, Any], key: str, make: Any) -> Any:
 
 def _world_task(cell: Cell) -> Task:
     key = json.dumps([cell.world_kind, cell.world_params, cell.world_seed, cell.max_steps], sort_keys=True)
-    return _cached(_WORLD_TASKS, key, lambda: world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps))
+    return _cached(
+        _WORLD_TASKS,
+        key,
+        lambda: world_task(cell.world_kind, cell.world_params, int(cell.world_seed or 0), max_steps=cell.max_steps),
+    )
 
 
 def _episode_common(cell: Cell) -> dict[str, Any]:
     return {
-        "seed": int(cell.world_seed or 0), "history_mode": cell.history_mode, "writeback_rules": cell.writeback_rules,
-        "context_window_tokens": cell.window, "max_steps": cell.max_steps, "stress": stress_settings(cell.stress),
+        "seed": int(cell.world_seed or 0),
+        "history_mode": cell.history_mode,
+        "writeback_rules": cell.writeback_rules,
+        "context_window_tokens": cell.window,
+        "max_steps": cell.max_steps,
+        "stress": stress_settings(cell.stress),
     }
 
 
-def run_episode_cell(cell: Cell, agent: Agent | None = None, *, summarizer: Any = None,
-                     budget: Budget | None = None) -> Episode:
+def run_episode_cell(
+    cell: Cell, agent: Agent | None = None, *, summarizer: Any = None, budget: Budget | None = None
+) -> Episode:
     """An episode cell's episode, as the sweep runs it (the ledger page runs one again: the
     episode is deterministic with a scripted agent or a cassette). ``summarizer``: another in the
     cell's (a sweep's estimate counts the requests its model summarizer would send); ``budget``:
@@ -175,11 +211,19 @@ def run_episode_cell(cell: Cell, agent: Agent | None = None, *, summarizer: Any 
     # the cell's window for every policy, or the world's own (``policy_window``) for the policies
     # whose entry leaves theirs unset (the spec refused a conflicting explicit one)
     window = cell.policy_window if cell.policy_window is not None else cell.window
-    policy = run_window(make_policy(cell.policy_kind, **cell.spec_params), window,
-                        explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False).policy
+    policy = run_window(
+        make_policy(cell.policy_kind, **cell.spec_params),
+        window,
+        explicit="context_window_tokens" in cell.spec_params if cell.policy_window is not None else False,
+    ).policy
     world = make_world(cell.world_kind, **cell.world_params)
-    return run_episode(world, agent, policy, summarizer=summarizer if summarizer is not None else _summarizer(cell, budget),
-                       **_episode_common(cell))
+    return run_episode(
+        world,
+        agent,
+        policy,
+        summarizer=summarizer if summarizer is not None else _summarizer(cell, budget),
+        **_episode_common(cell),
+    )
 
 
 def _episode_parts(cell: Cell, budget: Budget | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -189,14 +233,35 @@ def _episode_parts(cell: Cell, budget: Budget | None = None) -> tuple[dict[str, 
     common = _episode_common(cell)
     agent = make_agent(cell.agent, call_limits=_limits(cell))
     ep = run_episode_cell(cell, agent, budget=budget)
-    key = json.dumps([cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True)
+    key = json.dumps(
+        [cell.world_kind, cell.world_params, cell.agent, {**common, "stress": cell.stress}], sort_keys=True
+    )
     # a live agent's oracle would be a second paid episode (and is not in its cassette)
-    oracle_steps = ep.n_steps if cell.policy_kind == "keep_all" else None if not cell.agent.startswith("scripted") else _cached(
-        _ORACLE_STEPS, key, lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps)
-    calls = episode_calls_frame(ep, run_id=cell.run_id, task_id=cell.task_id, billing=billing_config_from_dict(cell.billing))
-    row = episode_row(ep, oracle_steps=oracle_steps, run_id=cell.run_id, task_id=cell.task_id, policy_name=cell.policy_name,
-                      params_json=json.dumps(cell.params, sort_keys=True), summarizer=cell.summarizer, repeat=cell.repeat,
-                      calls=calls)
+    oracle_steps = (
+        ep.n_steps
+        if cell.policy_kind == "keep_all"
+        else None
+        if not cell.agent.startswith("scripted")
+        else _cached(
+            _ORACLE_STEPS,
+            key,
+            lambda: run_oracle(make_world(cell.world_kind, **cell.world_params), agent, **common).n_steps,
+        )
+    )
+    calls = episode_calls_frame(
+        ep, run_id=cell.run_id, task_id=cell.task_id, billing=billing_config_from_dict(cell.billing)
+    )
+    row = episode_row(
+        ep,
+        oracle_steps=oracle_steps,
+        run_id=cell.run_id,
+        task_id=cell.task_id,
+        policy_name=cell.policy_name,
+        params_json=json.dumps(cell.params, sort_keys=True),
+        summarizer=cell.summarizer,
+        repeat=cell.repeat,
+        calls=calls,
+    )
     sent = [s.tokens_sent for s in ep.steps]
     tiers = [s.tier_name for s in ep.steps if s.compacted]
     head = {
@@ -238,9 +303,16 @@ def run_cell(cell: Cell, out_dir: str) -> dict[str, Any]:
     return run_cell_written(cell, out_dir)[0]
 
 
-def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views: bool = False,
-                budget: Budget | None = None, summarizer: Any = None, probes: bool = True,
-                ledger: bool = True) -> ReplayResult:
+def replay_cell(
+    cell: Cell,
+    *,
+    offload_root: str | os.PathLike[str],
+    keep_views: bool = False,
+    budget: Budget | None = None,
+    summarizer: Any = None,
+    probes: bool = True,
+    ledger: bool = True,
+) -> ReplayResult:
     """Replay a replay cell's task as the sweep does (its policy, window, mode, summarizer, probes
     and ledger), without writing the cell: the worker writes it; the ledger page replays one again
     with ``keep_views`` to show what each compaction took out of the view. ``budget``: the
@@ -264,7 +336,9 @@ def replay_cell(cell: Cell, *, offload_root: str | os.PathLike[str], keep_views:
         summarizer=summarizer if summarizer is not None else _summarizer(cell, budget),
         config=cfg,
         run_id=cell.run_id,
-        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache, call_limits=_limits(cell)) if probes else None,
+        probe_fn=make_probe_fn(cell.scorers, cache=cell.summarizer_cache, call_limits=_limits(cell))
+        if probes
+        else None,
         probe_every_k=cell.probe_every_k,
         session_store=False,
         offload_root=offload_root,
@@ -298,8 +372,11 @@ def run_cell_written(cell: Cell, out_dir: str) -> tuple[dict[str, Any], dict[str
         res = replay_cell(cell, offload_root=work, budget=budget)
         row.update(_headline(res.summary(), res.calls))
         # An offload the disk refused is harness9's fail-open path: the cell is ok, but says so.
-        flag = (f"offload writes failed: {len(res.offload_write_failures)} ({res.offload_write_failures[0]})"
-                if res.offload_write_failures else "")
+        flag = (
+            f"offload writes failed: {len(res.offload_write_failures)} ({res.offload_write_failures[0]})"
+            if res.offload_write_failures
+            else ""
+        )
         row.update(status="ok", error=flag, probe_rows=len(res.probes), wall_time_s=time.perf_counter() - t0)
         parts = {"calls": res.calls, "compactions": res.compactions, "probes": res.probes, "ledger": res.ledger}
     except BudgetExceeded as e:  # not a failure: the cell is left unfinished, to run on resume

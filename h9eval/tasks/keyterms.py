@@ -49,12 +49,59 @@ a 2-message transcript every term has a frequency of 0 or 1."""
 GENERIC_TERMS = frozenset(
     {
         # builtins and everyday calls of the languages in the shipped sessions
-        "print", "len", "str", "int", "float", "dict", "list", "set", "tuple", "bool", "type",
-        "range", "open", "getattr", "setattr", "hasattr", "isinstance", "repr", "format", "super",
-        "self", "none", "true", "false", "null", "main", "__init__", "__main__", "console.log",
+        "print",
+        "len",
+        "str",
+        "int",
+        "float",
+        "dict",
+        "list",
+        "set",
+        "tuple",
+        "bool",
+        "type",
+        "range",
+        "open",
+        "getattr",
+        "setattr",
+        "hasattr",
+        "isinstance",
+        "repr",
+        "format",
+        "super",
+        "self",
+        "none",
+        "true",
+        "false",
+        "null",
+        "main",
+        "__init__",
+        "__main__",
+        "console.log",
         # shell commands every agent runs
-        "curl", "wget", "ls", "cat", "grep", "sed", "awk", "echo", "cd", "git", "pip", "python",
-        "python3", "pytest", "bash", "sh", "make", "npm", "node", "mix", "go", "cargo", "sudo",
+        "curl",
+        "wget",
+        "ls",
+        "cat",
+        "grep",
+        "sed",
+        "awk",
+        "echo",
+        "cd",
+        "git",
+        "pip",
+        "python",
+        "python3",
+        "pytest",
+        "bash",
+        "sh",
+        "make",
+        "npm",
+        "node",
+        "mix",
+        "go",
+        "cargo",
+        "sudo",
     }
 )
 """Tokens (casefolded) too common in agent sessions to identify a task."""
@@ -81,8 +128,10 @@ _IDENT_IN_TICKS = re.compile(r"^[A-Za-z_][\w.:]*(?:\(\))?$")
 _DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?(?![\w(])")
 _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\(")
 _SNAKE = re.compile(r"(?<![\w.-])_*[a-z][a-z0-9]*(?:_[a-z0-9]+)+_*(?![\w-])")
-_CAMEL = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*(?![\w])|(?<![\w.])[A-Z]{2,}[a-z]+[A-Za-z0-9]*(?![\w])"
-                    r"|(?<![\w.])[a-z]+[A-Z][A-Za-z0-9]*(?![\w])")
+_CAMEL = re.compile(
+    r"(?<![\w.])(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*(?![\w])|(?<![\w.])[A-Z]{2,}[a-z]+[A-Za-z0-9]*(?![\w])"
+    r"|(?<![\w.])[a-z]+[A-Z][A-Za-z0-9]*(?![\w])"
+)
 _CLI_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
 # Slugs/ids with a digit: bead ids (spotter-4te), SWE-bench ids (django__django-15695), tickets.
 _SLUG = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:[-_]{1,2}[A-Za-z0-9]+)*-[A-Za-z0-9]*\d[A-Za-z0-9]*(?![\w-])")
@@ -95,8 +144,20 @@ _INT = re.compile(r"(?<![\w.,#/-])\d{2,}(?![\w.,]*\d)")
 # Common English/markdown words that the CamelCase/slug patterns would otherwise pick up.
 _STOP = frozenset(
     {
-        "e.g", "i.e", "etc", "vs", "GitHub", "JavaScript", "TypeScript", "README", "iOS", "macOS",
-        "OpenAI", "YouTube", "PowerShell", "--git",
+        "e.g",
+        "i.e",
+        "etc",
+        "vs",
+        "GitHub",
+        "JavaScript",
+        "TypeScript",
+        "README",
+        "iOS",
+        "macOS",
+        "OpenAI",
+        "YouTube",
+        "PowerShell",
+        "--git",
     }
 )
 

@@ -300,14 +300,29 @@ def tasks_from_jsonl(path: str | Path) -> list[Task]:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as e:
-                raise FormatError(f"line is not JSON ({e.msg}); expected one task object per line", path=str(path), where=f"line {i}") from None
+                raise FormatError(
+                    f"line is not JSON ({e.msg}); expected one task object per line", path=str(path), where=f"line {i}"
+                ) from None
             except RecursionError:
-                raise FormatError("JSON nested too deeply; expected one task object per line", path=str(path), where=f"line {i}") from None
+                raise FormatError(
+                    "JSON nested too deeply; expected one task object per line", path=str(path), where=f"line {i}"
+                ) from None
             out.append(Task.from_dict(d, path=str(path), where=f"line {i}"))
     return out
 
 
-_COLUMNS = ("task_id", "version", "source", "messages", "message_meta", "tools", "intent", "anchors", "facts", "metadata")
+_COLUMNS = (
+    "task_id",
+    "version",
+    "source",
+    "messages",
+    "message_meta",
+    "tools",
+    "intent",
+    "anchors",
+    "facts",
+    "metadata",
+)
 
 
 def _rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
@@ -336,7 +351,9 @@ def _from_rows(rows: Iterable[Mapping[str, Any]], *, origin: str) -> list[Task]:
             raise FormatError(f"missing column {e.args[0]!r}", path=origin, where=f"row {i}") from None
         except (TypeError, json.JSONDecodeError) as e:
             raise FormatError(f"column is not JSON text: {e}", path=origin, where=f"row {i}") from None
-        d.update(task_id=r["task_id"], version=r["version"], schema_version=r.get("schema_version", TASK_SCHEMA_VERSION))
+        d.update(
+            task_id=r["task_id"], version=r["version"], schema_version=r.get("schema_version", TASK_SCHEMA_VERSION)
+        )
         out.append(Task.from_dict(d, path=origin, where=f"row {i}"))
     return out
 

@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, EXTRA_ANCHOR_TYPES, is_no_information, parse_anchors_and_summary
+from h9eval.compaction.anchors import (
+    ANCHOR_TYPES,
+    COMPACTION_MARKER,
+    EXTRA_ANCHOR_TYPES,
+    is_no_information,
+    parse_anchors_and_summary,
+)
 from h9eval.core.messages import Message
 
 __all__ = [

@@ -56,8 +56,20 @@ from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 
 __all__ = [
-    "MODELS", "DEFAULT_GRID", "TIER_FRACS", "MIN_HELDOUT_TASKS", "HeldOutCheck", "TuneResult", "tune", "split_tasks",
-    "unexercised_tasks", "load_models", "model_info", "to_toml", "change_from_default", "keep_unexercised_defaults",
+    "MODELS",
+    "DEFAULT_GRID",
+    "TIER_FRACS",
+    "MIN_HELDOUT_TASKS",
+    "HeldOutCheck",
+    "TuneResult",
+    "tune",
+    "split_tasks",
+    "unexercised_tasks",
+    "load_models",
+    "model_info",
+    "to_toml",
+    "change_from_default",
+    "keep_unexercised_defaults",
     "cross_validate",
 ]
 
@@ -247,7 +259,9 @@ def _load(tasks: Sequence[Any]) -> list[_TaskEntry]:
     return out
 
 
-def split_tasks(task_ids: Sequence[str], *, holdout_frac: float, seed: int = 0) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def split_tasks(
+    task_ids: Sequence[str], *, holdout_frac: float, seed: int = 0
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``(tuning, held_out)`` task ids: ``round(n * holdout_frac)`` tasks (at least 1 when
     ``n >= 2`` and ``holdout_frac > 0``, never all) held out, chosen by a seeded shuffle of the
     sorted ids; both parts sorted. ``holdout_frac`` 0, or a single task: nothing held out."""
@@ -282,8 +296,16 @@ def unexercised_tasks(tasks: Sequence[Task], *, window: int, warn_frac: float) -
 
 
 # -- evaluation --------------------------------------------------------------------------------
-def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Path, workers: int, history_mode: str,
-                    billing: Mapping[str, Any] | None = None, *, progress: bool = False) -> Any:
+def _evaluate_sweep(
+    specs: Sequence[str],
+    configs: list[dict[str, Any]],
+    out: Path,
+    workers: int,
+    history_mode: str,
+    billing: Mapping[str, Any] | None = None,
+    *,
+    progress: bool = False,
+) -> Any:
     spec = {
         "name": out.name,
         "tasks": {"specs": list(specs)},
@@ -294,7 +316,9 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
         "billing": dict(billing or {}),
     }
     # the sweep's progress is the tuner's: "sweep sweep_grid: 40/132 cells"
-    r = sweep(spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=progress, on_failure="return")  # failures: below
+    r = sweep(
+        spec, out_dir=out, workers=0 if workers <= 1 else workers, progress=progress, on_failure="return"
+    )  # failures: below
     res = r.load()
 
     rm = M.run_metrics(res.calls, res.probes, res.runs)
@@ -307,8 +331,14 @@ def _evaluate_sweep(specs: Sequence[str], configs: list[dict[str, Any]], out: Pa
     return rm, res.calls
 
 
-def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], history_mode: str,
-                     billing: Mapping[str, Any] | None = None, *, progress: bool = False) -> Any:
+def _evaluate_direct(
+    tasks: Sequence[Any],
+    configs: list[dict[str, Any]],
+    history_mode: str,
+    billing: Mapping[str, Any] | None = None,
+    *,
+    progress: bool = False,
+) -> Any:
     import pandas as pd
 
     probe_fn = make_probe_fn(["recall"])
@@ -318,8 +348,14 @@ def _evaluate_direct(tasks: Sequence[Any], configs: list[dict[str, Any]], histor
         pol = make_policy("progressive", **c)
         for t in tasks:
             bar.update(1)
-            r = replay(t, pol, summarizer=make_summarizer("offline"), config=ReplayConfig(history_mode=history_mode,
-                       billing=billing_config_from_dict(billing)), probe_fn=probe_fn, session_store=False)
+            r = replay(
+                t,
+                pol,
+                summarizer=make_summarizer("offline"),
+                config=ReplayConfig(history_mode=history_mode, billing=billing_config_from_dict(billing)),
+                probe_fn=probe_fn,
+                session_store=False,
+            )
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
             rms.append(rm)
@@ -335,7 +371,16 @@ def _ci(values: Sequence[float], *, level: float, n_resamples: int, seed: int) -
     return S.percentile_interval(S.bootstrap_means(vals, n_resamples=n_resamples, seed=seed), level)
 
 
-def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mapping[str, Any] | None, *, level: float, n_resamples: int, seed: int) -> Any:
+def _aggregate(
+    rm: Any,
+    calls: Any,
+    configs: list[dict[str, Any]],
+    model: Mapping[str, Any] | None,
+    *,
+    level: float,
+    n_resamples: int,
+    seed: int,
+) -> Any:
     """Per config: retention (mean, bootstrap CI over tasks, worst task), tokens saved, the
     worst task's peak ratio to the window (tool schemas counted), overflows, emergencies,
     summarizer calls and cost, tasks compacted on."""
@@ -354,7 +399,9 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
         cost = g["summarizer_cost_usd"].astype(float)  # NaN: an unpriced summarizer, never $0
         if pin is not None and pout is not None:
             # the offline summarizer costs nothing: price its token counts as the model would
-            est = (g["summarizer_input_tokens"].astype(float) * pin + g["summarizer_output_tokens"].astype(float) * pout) / 1e6
+            est = (
+                g["summarizer_input_tokens"].astype(float) * pin + g["summarizer_output_tokens"].astype(float) * pout
+            ) / 1e6
             cost = cost.where(cost > 0, est)
         lo, hi = _ci(list(g["retention"]), level=level, n_resamples=n_resamples, seed=seed)
         rows.append(
@@ -377,8 +424,12 @@ def _aggregate(rm: Any, calls: Any, configs: list[dict[str, Any]], model: Mappin
                 "summarizer_calls_per_run": float(g["summarizer_calls"].mean()) if len(g) else 0.0,
                 "cost_usd_per_run": float(cost.mean(skipna=False)) if len(g) else 0.0,
                 # dollars per task as the provider bills them (prompt caching; NaN when unpriced)
-                "billed_cost_usd_per_run": float(g["cost_usd"].mean()) if len(g) and "cost_usd" in g.columns else math.nan,
-                "_per_task": json.dumps({str(t): float(v) for t, v in zip(g["task_id"], g["retention"])}, sort_keys=True),
+                "billed_cost_usd_per_run": float(g["cost_usd"].mean())
+                if len(g) and "cost_usd" in g.columns
+                else math.nan,
+                "_per_task": json.dumps(
+                    {str(t): float(v) for t, v in zip(g["task_id"], g["retention"])}, sort_keys=True
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -398,8 +449,16 @@ def _indistinguishable(ev: Any, best: int, *, level: float, n_resamples: int, se
     for i in others:
         a = json.loads(ev["_per_task"].iloc[i])
         tids = [t for t in sorted(set(a) & set(b)) if not (math.isnan(a[t]) or math.isnan(b[t]))]
-        pairs.append(S.TaskPairs(a=str(i), b=str(best), metric="retention", task_ids=tuple(tids),
-                                 values_a=tuple(a[t] for t in tids), values_b=tuple(b[t] for t in tids)))
+        pairs.append(
+            S.TaskPairs(
+                a=str(i),
+                b=str(best),
+                metric="retention",
+                task_ids=tuple(tids),
+                values_a=tuple(a[t] for t in tids),
+                values_b=tuple(b[t] for t in tids),
+            )
+        )
     comps = S.compare_family(pairs, level=level, method="holm", n_resamples=n_resamples, seed=seed)
     return {i: c.verdict for i, c in zip(others, comps)}
 
@@ -428,16 +487,31 @@ def _choose(ev: Any, *, level: float, n_resamples: int, seed: int, objective: st
     ev = ev.reset_index(drop=True)
     f = ev[ev["feasible"]]
     if not len(f):
-        v = ev.assign(violations=ev["overflows"] + ev["emergencies"]).sort_values(["violations", "retention"], ascending=[True, False], kind="stable")
+        v = ev.assign(violations=ev["overflows"] + ev["emergencies"]).sort_values(
+            ["violations", "retention"], ascending=[True, False], kind="stable"
+        )
         i = int(v.index[0])
         return _Choice(best=i, pick=i, tied=(i,))
     best = int(f.sort_values(["retention", "tokens_saved"], ascending=[False, False], kind="stable").index[0])
     verdicts = _indistinguishable(ev, best, level=level, n_resamples=n_resamples, seed=seed)
     tied = [best, *(i for i, v in verdicts.items() if v != S.WORSE)]
-    order = ("change_from_default", "retention_min", "worst_peak_ratio", "tokens_saved", "summarizer_calls_per_run", "retention")
+    order = (
+        "change_from_default",
+        "retention_min",
+        "worst_peak_ratio",
+        "tokens_saved",
+        "summarizer_calls_per_run",
+        "retention",
+    )
     keys = [k for k in order if k in ev.columns]
-    up = {"change_from_default": True, "retention_min": False, "worst_peak_ratio": True, "tokens_saved": False,
-          "summarizer_calls_per_run": True, "retention": False}
+    up = {
+        "change_from_default": True,
+        "retention_min": False,
+        "worst_peak_ratio": True,
+        "tokens_saved": False,
+        "summarizer_calls_per_run": True,
+        "retention": False,
+    }
     ascending = [up[k] for k in keys]
     if objective == "cost_usd":
         # the guard: retention within COST_RETENTION_GUARD of the best, whatever the test can tell
@@ -478,8 +552,16 @@ def cross_validate(ev: Any, *, folds: int, seed: int = 0) -> Any:
         train = [t for t in tids if t not in test]
         pick = min(feas, key=lambda i: (-mean(i, train), change[i], i))
         best = max(mean(i, test) for i in feas)
-        rows.append({"fold": k, "n_tasks": len(test), "pick": pick, "pick_retention": mean(pick, test),
-                     "fold_best_retention": best, "regret": best - mean(pick, test)})
+        rows.append(
+            {
+                "fold": k,
+                "n_tasks": len(test),
+                "pick": pick,
+                "pick_retention": mean(pick, test),
+                "fold_best_retention": best,
+                "regret": best - mean(pick, test),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -510,9 +592,11 @@ class HeldOutCheck:
     def line(self) -> str:
         """One line for the CLI and the TOML comment."""
         return (
-            f"held-out check on {len(self.task_ids)} task(s) ({', '.join(self.task_ids)}): retention {self.retention:.3f} "
+            f"held-out check on {len(self.task_ids)} task(s) ({', '.join(self.task_ids)}): retention "
+            f"{self.retention:.3f} "
             f"[{self.retention_ci_lo:.3f}, {self.retention_ci_hi:.3f}] vs {self.tuning_retention:.3f} when tuning; "
-            f"{self.overflows} overflows, {self.emergencies} emergency truncations, worst peak {self.worst_peak_ratio:.2f} of the window "
+            f"{self.overflows} overflows, {self.emergencies} emergency truncations, worst peak "
+            f"{self.worst_peak_ratio:.2f} of the window "
             f"(margin {self.safety_margin_frac:g}); compacted on {self.tasks_compacted}: "
             + ("promise kept" if self.promise_kept else "PROMISE BROKEN")
         )
@@ -539,6 +623,7 @@ class TuneResult:
     ``cv``: :func:`cross_validate` (with ``cv_folds``). ``holdout_note``: why there is no
     held-out check. ``caveat``: the stand-in summarizer caveat.
     """
+
     params: dict[str, Any]
     toml: str
     evidence: Any
@@ -565,8 +650,10 @@ class TuneResult:
         out += [f"kept harness9's value: {k}" for k in self.kept_defaults]
         if self.indistinguishable is not None and len(self.indistinguishable):
             ind = self.indistinguishable
-            out.append(f"{len(ind)} configuration(s) not distinguishable from the best by retention "
-                       "(the recommendation is the one that changes harness9's defaults least):")
+            out.append(
+                f"{len(ind)} configuration(s) not distinguishable from the best by retention "
+                "(the recommendation is the one that changes harness9's defaults least):"
+            )
             show = [c for c in ind.columns if c not in ("config_index",)]
             text = ind[show].to_string(index=False, float_format=lambda v: f"{v:.4g}")
             out += ["  " + ln for ln in text.splitlines()]
@@ -575,7 +662,8 @@ class TuneResult:
             if "best" in self.evidence.columns:
                 same = int((self.cv["pick"] == self.evidence.index[self.evidence["best"]][0]).sum())
             out.append(
-                f"{len(self.cv)}-fold cross-validation over the tuning tasks: mean regret {self.cv['regret'].mean():.4f} "
+                f"{len(self.cv)}-fold cross-validation over the tuning tasks: mean regret "
+                f"{self.cv['regret'].mean():.4f} "
                 f"(fold best minus the other folds' pick, retention); the pick matched the recommendation's config in "
                 f"{same} of {len(self.cv)} folds"
             )
@@ -610,8 +698,15 @@ def to_toml(params: Mapping[str, Any], *, comment: str = "") -> str:
 
 
 def _held_out(
-    tasks: Sequence[Task], params: Mapping[str, Any], history_mode: str, *,
-    tuning_retention: float, margin: float, level: float, n_resamples: int, seed: int,
+    tasks: Sequence[Task],
+    params: Mapping[str, Any],
+    history_mode: str,
+    *,
+    tuning_retention: float,
+    margin: float,
+    level: float,
+    n_resamples: int,
+    seed: int,
 ) -> HeldOutCheck:
     import pandas as pd
 
@@ -632,8 +727,15 @@ def _held_out(
 
 
 def _check_args(
-    tasks: Sequence[Any], *, window: int | None, model: str | None, models: Mapping[str, Mapping[str, Any]] | None,
-    refine_rounds: int, workers: int, history_mode: str, safety_margin_frac: float,
+    tasks: Sequence[Any],
+    *,
+    window: int | None,
+    model: str | None,
+    models: Mapping[str, Mapping[str, Any]] | None,
+    refine_rounds: int,
+    workers: int,
+    history_mode: str,
+    safety_margin_frac: float,
 ) -> tuple[dict[str, Any] | None, int]:
     """The arguments of :func:`tune` checked; returns the model's entry and the window."""
     if not tasks:
@@ -656,16 +758,30 @@ def _check_args(
     return minfo, window
 
 
-def _comment(b: Any, *, window: int, model: str | None, history_mode: str, margin: float, n_configs: int, n_tied: int,
-             check: HeldOutCheck | None, feasible: bool, warns: Sequence[str], kept: Sequence[str] = (), holdout_note: str = "",
-             caveat: str = "") -> str:
+def _comment(
+    b: Any,
+    *,
+    window: int,
+    model: str | None,
+    history_mode: str,
+    margin: float,
+    n_configs: int,
+    n_tied: int,
+    check: HeldOutCheck | None,
+    feasible: bool,
+    warns: Sequence[str],
+    kept: Sequence[str] = (),
+    holdout_note: str = "",
+    caveat: str = "",
+) -> str:
     """The recommended TOML's comment: what it achieved, how it was chosen, the held-out check, warnings."""
     return (
         f"h9eval tune: recommended ProgressiveCompactor for a {window:,}-token window"
         + (f" ({model})" if model else "")
         + f", {history_mode} history mode"
         + f"\nmean retention {b['retention']:.3f} [{b['retention_ci_lo']:.3f}, {b['retention_ci_hi']:.3f}] "
-        f"(worst task {b['retention_min']:.3f}) over {int(b['n_tasks'])} tuning task(s), tokens saved {b['tokens_saved']:.3f}, "
+        f"(worst task {b['retention_min']:.3f}) over {int(b['n_tasks'])} tuning task(s), tokens saved "
+        f"{b['tokens_saved']:.3f}, "
         f"{b['summarizer_calls_per_run']:.1f} summarizer calls per run, {int(b['overflows'])} overflows, "
         f"{int(b['emergencies'])} emergency truncations, worst peak {b['worst_peak_ratio']:.2f} of the window "
         f"(tool schemas counted; margin {margin:g}); {n_configs} configs evaluated"
@@ -757,14 +873,24 @@ def tune(
     import pandas as pd
 
     minfo, window = _check_args(
-        tasks, window=window, model=model, models=models, refine_rounds=refine_rounds, workers=workers,
-        history_mode=history_mode, safety_margin_frac=safety_margin_frac,
+        tasks,
+        window=window,
+        model=model,
+        models=models,
+        refine_rounds=refine_rounds,
+        workers=workers,
+        history_mode=history_mode,
+        safety_margin_frac=safety_margin_frac,
     )
     g = _checked_grid(grid)
     given = dict(base_params or {})
     # the one window rule of every run: a base_params window of another value is an error, not replaced
-    base = {**given, "context_window_tokens": run_window(make_policy("progressive", **given), window,
-                                                         explicit="context_window_tokens" in given).window_tokens}
+    base = {
+        **given,
+        "context_window_tokens": run_window(
+            make_policy("progressive", **given), window, explicit="context_window_tokens" in given
+        ).window_tokens,
+    }
     grid_pts = _grid_points(g, base)
     if not grid_pts:
         raise ConfigError("no valid config in the grid (check that warn < soft < full < emergency is possible)")
@@ -775,12 +901,16 @@ def tune(
     idle = unexercised_tasks([e.task for e in entries], window=window, warn_frac=warn_frac)
     if idle:
         msg = (
-            f"{len(idle)} of {len(entries)} task(s) never reach the warn tier (warn_frac {warn_frac:g} of a {window:,}-token window) "
+            f"{len(idle)} of {len(entries)} task(s) never reach the warn tier (warn_frac {warn_frac:g} of a "
+            f"{window:,}-token window) "
             "uncompacted, so no threshold changes anything on them: "
             + ", ".join(f"{tid} (peak {peak:,} tokens)" for tid, peak in idle)
         )
         if not allow_unexercised:
-            raise ConfigError(f"tune: {msg}; use a smaller window or longer tasks, or allow_unexercised=True (--allow-unexercised) to tune anyway")
+            raise ConfigError(
+                f"tune: {msg}; use a smaller window or longer tasks, or allow_unexercised=True (--allow-unexercised) "
+                "to tune anyway"
+            )
         warns.append(msg)
         warnings.warn(f"h9eval tune: {msg}", stacklevel=2)
     if cv_folds < 0 or cv_folds == 1:
@@ -788,8 +918,10 @@ def tune(
     tuning_ids, held_ids = split_tasks([e.task.task_id for e in entries], holdout_frac=holdout_frac, seed=split_seed)
     holdout_note = ""
     if 0 < len(held_ids) < MIN_HELDOUT_TASKS:
-        holdout_note = (f"held-out check not made: {len(held_ids)} task(s) would be held out ({', '.join(held_ids)}), and a check "
-                        f"needs at least {MIN_HELDOUT_TASKS}; they were used for tuning")
+        holdout_note = (
+            f"held-out check not made: {len(held_ids)} task(s) would be held out ({', '.join(held_ids)}), and a check "
+            f"needs at least {MIN_HELDOUT_TASKS}; they were used for tuning"
+        )
         tuning_ids, held_ids = tuple(sorted((*tuning_ids, *held_ids))), ()
     elif not held_ids:
         holdout_note = f"held-out check not made: {len(entries)} task(s), holdout_frac {holdout_frac:g} holds none out"
@@ -815,8 +947,15 @@ def tune(
         if not new:
             return
         if use_sweep:
-            rm, calls = _evaluate_sweep([s for s in specs if s is not None], new, root / f"sweep_{stage}", workers, history_mode, billing,
-                                        progress=progress)
+            rm, calls = _evaluate_sweep(
+                [s for s in specs if s is not None],
+                new,
+                root / f"sweep_{stage}",
+                workers,
+                history_mode,
+                billing,
+                progress=progress,
+            )
         else:
             rm, calls = _evaluate_direct([e.task for e in tuning], new, history_mode, billing, progress=progress)
         ev = _aggregate(rm, calls, new, minfo, **stat)
@@ -859,20 +998,50 @@ def tune(
         cv = cross_validate(ev, folds=cv_folds, seed=split_seed) if cv_folds else None
         caveat = stand_in_caveat(["offline"])
         if int(b["tasks_compacted"]) < int(b["n_tasks"]):
-            warns.append(f"the recommendation never compacted on {int(b['n_tasks']) - int(b['tasks_compacted'])} of {int(b['n_tasks'])} tuning task(s)")
+            warns.append(
+                f"the recommendation never compacted on {int(b['n_tasks']) - int(b['tasks_compacted'])} of "
+                f"{int(b['n_tasks'])} tuning task(s)"
+            )
         check = (
-            _held_out(held, params, history_mode, tuning_retention=float(b["retention"]), margin=safety_margin_frac, **stat)
+            _held_out(
+                held, params, history_mode, tuning_retention=float(b["retention"]), margin=safety_margin_frac, **stat
+            )
             if held
             else None
         )
-        comment = _comment(b, window=window, model=model, history_mode=history_mode, margin=safety_margin_frac, n_configs=len(ev),
-                           n_tied=len(choice.tied), check=check, feasible=is_feasible, warns=[w for w in warns if w != holdout_note],
-                           kept=kept, holdout_note=holdout_note, caveat=caveat)
+        comment = _comment(
+            b,
+            window=window,
+            model=model,
+            history_mode=history_mode,
+            margin=safety_margin_frac,
+            n_configs=len(ev),
+            n_tied=len(choice.tied),
+            check=check,
+            feasible=is_feasible,
+            warns=[w for w in warns if w != holdout_note],
+            kept=kept,
+            holdout_note=holdout_note,
+            caveat=caveat,
+        )
         toml = to_toml(params, comment=comment)
         result = TuneResult(
-            params=params, toml=toml, evidence=ev.drop(columns=["_per_task"]), feasible=is_feasible, window=window, model=model,
-            history_mode=history_mode, tuning_tasks=tuning_ids, holdout=check, n_tied=len(choice.tied), warnings=warns,
-            kept_defaults=kept, indistinguishable=ind, cv=cv, holdout_note=holdout_note, caveat=caveat,
+            params=params,
+            toml=toml,
+            evidence=ev.drop(columns=["_per_task"]),
+            feasible=is_feasible,
+            window=window,
+            model=model,
+            history_mode=history_mode,
+            tuning_tasks=tuning_ids,
+            holdout=check,
+            n_tied=len(choice.tied),
+            warnings=warns,
+            kept_defaults=kept,
+            indistinguishable=ind,
+            cv=cv,
+            holdout_note=holdout_note,
+            caveat=caveat,
         )
         if out_dir is not None:
             result.paths["toml"] = root / "recommended.toml"

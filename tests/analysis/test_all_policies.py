@@ -33,22 +33,33 @@ def test_one_task_gives_a_table_and_says_why_there_is_no_verdict(tmp_path: Path)
     kinds = [p["kind"] for p in all_policies_spec(["synthetic:small:0"], window=12_000)["policies"]]
     skipped = [s.where for s in a.sweep.skipped]
     at = kinds.index("claude_code_compact")
-    assert skipped == [f"policies[{at}] cell {{}}"] and "claude_code_compact" not in set(a.table["config"])  # its 33,000-token reserve
+    assert skipped == [f"policies[{at}] cell {{}}"] and "claude_code_compact" not in set(
+        a.table["config"]
+    )  # its 33,000-token reserve
     assert a.sweep.ok == len(RUNNABLE) - 1 and a.headline is None and a.n_tasks == 1
     t = a.table
     assert len(t) == len(RUNNABLE) - 1 and set(t["config"]) >= {DEFAULT_NAME, "keep_all", "drop_all"}
     assert t["retention"].is_monotonic_decreasing or t["retention"].isna().any()
     row = t.set_index("config")
-    assert row.loc[DEFAULT_NAME, "n_compactions"] > 0 and row.loc["keep_all", "n_compactions"] == 0  # the window reached harness9's tiers
+    assert (
+        row.loc[DEFAULT_NAME, "n_compactions"] > 0 and row.loc["keep_all", "n_compactions"] == 0
+    )  # the window reached harness9's tiers
     assert row.loc["drop_all", "retention"] < row.loc["keep_all", "retention"] == 1.0
     text = str(a)
-    assert "no verdicts against harness9-default (a paired verdict needs at least 6 tasks" in text and f"skipped policies[{at}]" in text and f"results: {tmp_path / 'all'}" in text
+    assert (
+        "no verdicts against harness9-default (a paired verdict needs at least 6 tasks" in text
+        and f"skipped policies[{at}]" in text
+        and f"results: {tmp_path / 'all'}" in text
+    )
 
 
 @pytest.mark.parametrize(
     ("label", "name"),
     [
-        ("progressive [min_tail_messages=4, warn_frac=0.5]:offline", "progressive:min_tail_messages=4,warn_frac=0.5:offline"),
+        (
+            "progressive [min_tail_messages=4, warn_frac=0.5]:offline",
+            "progressive:min_tail_messages=4,warn_frac=0.5:offline",
+        ),
         ("base:offline", "base:offline"),
         ("my policy (v2)", "my-policy-v2"),
         ("harness9-default", "harness9-default"),
@@ -68,7 +79,9 @@ def test_shell_names(label: str, name: str) -> None:
         (["--task", "synthetic:small:0", "--window", "-5"], "window must be a positive number of tokens, got -5"),
     ],
 )
-def test_the_one_liner_refuses_bad_input_in_one_line(args: list[str], expect: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_the_one_liner_refuses_bad_input_in_one_line(
+    args: list[str], expect: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     from h9eval.cli import main
 
     assert main(["sweep", *args, "--out", str(tmp_path / "o")]) == 2

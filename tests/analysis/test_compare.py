@@ -34,7 +34,11 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "tasks": {"synthetic": [{"preset": "small", "seeds": list(range(N_TASKS))}]},
         "policies": [
             {"kind": "progressive", "name": "base", "params": {"context_window_tokens": WINDOW}},
-            {"kind": "progressive", "name": "thrash", "params": {"context_window_tokens": WINDOW, "anti_thrash_frac": 0.1}},
+            {
+                "kind": "progressive",
+                "name": "thrash",
+                "params": {"context_window_tokens": WINDOW, "anti_thrash_frac": 0.1},
+            },
         ],
         "summarizer": {"variants": ["offline", "offline_free_text"]},
         "history_modes": ["view"],
@@ -65,7 +69,10 @@ def test_labels_carry_the_spec_name_and_the_summarizer(res: Any) -> None:
 def test_unnamed_entries_of_one_kind_get_their_parameters_in_the_label(res: Any) -> None:
     r = res.runs[res.runs["summarizer"] == "offline"].copy()
     r["policy_name"] = "progressive"
-    assert set(C.config_labels(r)) == {"progressive [context_window_tokens=6000]", "progressive [anti_thrash_frac=0.1, context_window_tokens=6000]"}
+    assert set(C.config_labels(r)) == {
+        "progressive [context_window_tokens=6000]",
+        "progressive [anti_thrash_frac=0.1, context_window_tokens=6000]",
+    }
 
 
 def _per_task(res: Any, policy: str, summ: str, col: str) -> dict[str, float]:
@@ -76,7 +83,10 @@ def _per_task(res: Any, policy: str, summ: str, col: str) -> dict[str, float]:
 def test_compare_matches_the_runs_table_and_an_independent_bootstrap(res: Any) -> None:
     c = C.compare(res, "thrash:offline", "base:offline", metric="summarizer_calls", seed=4)
     (pc,) = c.comparisons
-    a, b = _per_task(res, "thrash", "offline", "summarizer_calls"), _per_task(res, "base", "offline", "summarizer_calls")
+    a, b = (
+        _per_task(res, "thrash", "offline", "summarizer_calls"),
+        _per_task(res, "base", "offline", "summarizer_calls"),
+    )
     tasks = sorted(a)
     d = np.array([a[t] - b[t] for t in tasks])
     assert pc.task_ids == tuple(tasks) and pc.n_tasks == N_TASKS
@@ -113,7 +123,10 @@ def test_anchors_and_free_text_are_two_configurations(res: Any) -> None:
 
 def test_compare_factor_on_a_parameter_finds_the_default_as_baseline(res: Any) -> None:
     f = C.compare_factor(res, "anti_thrash_frac", metric="summarizer_calls")
-    assert {(x.a, x.b) for x in f.comparisons} == {("thrash:offline", "base:offline"), ("thrash:offline_free_text", "base:offline_free_text")}
+    assert {(x.a, x.b) for x in f.comparisons} == {
+        ("thrash:offline", "base:offline"),
+        ("thrash:offline_free_text", "base:offline_free_text"),
+    }
     with pytest.raises(ConfigError, match="unknown factor 'warn_fracc'; did you mean 'warn_frac'"):
         C.compare_factor(res, "warn_fracc")
     with pytest.raises(ConfigError, match="differ in 'warn_frac' only"):
@@ -139,7 +152,10 @@ def test_option_verdicts_judge_anti_thrash_on_its_targets(res: Any) -> None:
         for m in t.targets:
             C.metric_spec(m)
     vs = O.judge_options(res)
-    assert {(v.variant, v.baseline) for v in vs} == {("thrash:offline", "base:offline"), ("thrash:offline_free_text", "base:offline_free_text")}
+    assert {(v.variant, v.baseline) for v in vs} == {
+        ("thrash:offline", "base:offline"),
+        ("thrash:offline_free_text", "base:offline_free_text"),
+    }
     v = next(v for v in vs if v.variant == "thrash:offline")
     assert v.options == ("anti_thrash_frac",) and [c.metric for c in v.targets] == ["summarizer_calls", "emergencies"]
     assert [c.metric for c in v.guard] == ["retention"]
@@ -150,9 +166,27 @@ def test_option_verdicts_judge_anti_thrash_on_its_targets(res: Any) -> None:
 
 def _pc(metric: str, verdict: str) -> S.PairedComparison:
     return S.PairedComparison(
-        a="A", b="B", metric=metric, n_tasks=10, n_differ=10, mean_a=0.0, mean_b=0.0, mean_diff=0.0, lo=0.0, hi=0.0,
-        level=0.95, adjusted_level=0.95, p_value=0.5, p_adjusted=0.5, method="holm", family_size=1, verdict=verdict,
-        equivalence_margin=None, higher_is_better=True, n_resamples=10, seed=0,
+        a="A",
+        b="B",
+        metric=metric,
+        n_tasks=10,
+        n_differ=10,
+        mean_a=0.0,
+        mean_b=0.0,
+        mean_diff=0.0,
+        lo=0.0,
+        hi=0.0,
+        level=0.95,
+        adjusted_level=0.95,
+        p_value=0.5,
+        p_adjusted=0.5,
+        method="holm",
+        family_size=1,
+        verdict=verdict,
+        equivalence_margin=None,
+        higher_is_better=True,
+        n_resamples=10,
+        seed=0,
     )
 
 
@@ -166,15 +200,43 @@ def test_overall_option_verdict_rule() -> None:
 
 # -- the command ----------------------------------------------------------------------------------
 def test_cli_prints_one_line_per_metric(results_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["compare", str(results_dir), "thrash:offline", "base:offline", "--metric", "summarizer_calls", "--metric", "retention"])
+    rc = main(
+        [
+            "compare",
+            str(results_dir),
+            "thrash:offline",
+            "base:offline",
+            "--metric",
+            "summarizer_calls",
+            "--metric",
+            "retention",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     lines = [ln for ln in out.splitlines() if ln.strip().startswith(("summarizer_calls:", "retention:"))]
-    assert len(lines) == 2 and all("n_tasks=6" in ln and "n_differ=" in ln and "CI=[" in ln and "->" in ln for ln in lines)
+    assert len(lines) == 2 and all(
+        "n_tasks=6" in ln and "n_differ=" in ln and "CI=[" in ln and "->" in ln for ln in lines
+    )
 
 
 def test_cli_json_and_list(results_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", str(results_dir), "thrash:offline", "base:offline", "--metric", "all", "--margin", "retention=0.02", "--json"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(results_dir),
+                "thrash:offline",
+                "base:offline",
+                "--metric",
+                "all",
+                "--margin",
+                "retention=0.02",
+                "--json",
+            ]
+        )
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     by = {c["metric"]: c for c in d["comparisons"]}
     assert set(by) == {m.name for m in C.METRICS} and d["method"] == "holm"
@@ -184,7 +246,12 @@ def test_cli_json_and_list(results_dir: Path, capsys: pytest.CaptureFixture[str]
     assert all(c["family_size"] == len(fam) for c in d["comparisons"]) and 0 < len(fam) < len(C.METRICS)
     assert all(c["n_differ"] == 0 for c in d["comparisons"] if not c["in_family"])
     assert main(["compare", str(results_dir), "--list"]) == 0
-    assert capsys.readouterr().out.split() == ["base:offline", "base:offline_free_text", "thrash:offline", "thrash:offline_free_text"]
+    assert capsys.readouterr().out.split() == [
+        "base:offline",
+        "base:offline_free_text",
+        "thrash:offline",
+        "thrash:offline_free_text",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -197,7 +264,9 @@ def test_cli_json_and_list(results_dir: Path, capsys: pytest.CaptureFixture[str]
         (["thrash:offline"], "give two configurations"),
     ],
 )
-def test_cli_bad_input_is_one_line_and_exit_2(results_dir: Path, capsys: pytest.CaptureFixture[str], args: list[str], expect: str) -> None:
+def test_cli_bad_input_is_one_line_and_exit_2(
+    results_dir: Path, capsys: pytest.CaptureFixture[str], args: list[str], expect: str
+) -> None:
     assert main(["compare", str(results_dir), *args]) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and expect in cap.err
@@ -224,7 +293,11 @@ def _with_a_second_mode(res: Any) -> Any:
         return d
 
     calls = twin(res.calls)
-    extra = calls["run_id"].str.startswith("synthetic") & calls["run_id"].str.contains("--thrash-") & (calls["call_index"] == 0)
+    extra = (
+        calls["run_id"].str.startswith("synthetic")
+        & calls["run_id"].str.contains("--thrash-")
+        & (calls["call_index"] == 0)
+    )
     calls.loc[extra, "summarizer_calls"] += 1
     return dataclasses.replace(
         res,
@@ -242,11 +315,16 @@ def test_history_modes_nest_inside_the_task(res: Any) -> None:
     assert both.history_modes == ("view", "write_back")
     assert pc.n_tasks == N_TASKS  # not 2 x 6 independent pairs
     assert pc.mean_diff == pytest.approx(view.mean_diff + 0.5)  # the mean of the two modes' differences
-    only_wb = C.compare(two, "thrash:offline", "base:offline", metric="summarizer_calls", history_mode="write_back").comparisons[0]
+    only_wb = C.compare(
+        two, "thrash:offline", "base:offline", metric="summarizer_calls", history_mode="write_back"
+    ).comparisons[0]
     assert only_wb.mean_diff == pytest.approx(view.mean_diff + 1)
     f = C.compare_factor(two, "history_mode", metric="summarizer_calls")
     by = {(x.a, x.b): x for x in f.comparisons}
-    assert set(by) >= {("thrash:offline@write_back", "thrash:offline@view"), ("base:offline@write_back", "base:offline@view")}
+    assert set(by) >= {
+        ("thrash:offline@write_back", "thrash:offline@view"),
+        ("base:offline@write_back", "base:offline@view"),
+    }
     assert by[("thrash:offline@write_back", "thrash:offline@view")].mean_diff == pytest.approx(1.0)
     assert by[("base:offline@write_back", "base:offline@view")].n_differ == 0
 
@@ -256,6 +334,10 @@ def test_a_configuration_that_never_compacted_on_a_task_is_flagged() -> None:
 
     from h9eval.analysis.compare import _notes
 
-    t = pd.DataFrame({"config": ["a", "a", "b", "b"], "task_id": ["t1", "t2", "t1", "t2"], "n_compactions": [0, 3, 2, 1]})
-    assert _notes(t, "a", "b") == ["a never compacted on 1 task(s) (its scores there are the uncompacted transcript's): t1"]
+    t = pd.DataFrame(
+        {"config": ["a", "a", "b", "b"], "task_id": ["t1", "t2", "t1", "t2"], "n_compactions": [0, 3, 2, 1]}
+    )
+    assert _notes(t, "a", "b") == [
+        "a never compacted on 1 task(s) (its scores there are the uncompacted transcript's): t1"
+    ]
     assert _notes(t.assign(n_compactions=[1, 3, 2, 1]), "a", "b") == []

@@ -12,7 +12,15 @@ from h9eval.analysis import metrics as M
 _TIER = {t: i for i, t in enumerate(M.TIER_NAMES)}
 
 
-def _calls(run_id: str, task: str, tiers: list[str], *, kind: str = "progressive", raw: list[int] | None = None, mode: str = "view") -> pd.DataFrame:
+def _calls(
+    run_id: str,
+    task: str,
+    tiers: list[str],
+    *,
+    kind: str = "progressive",
+    raw: list[int] | None = None,
+    mode: str = "view",
+) -> pd.DataFrame:
     n = len(tiers)
     return pd.DataFrame(
         {
@@ -52,11 +60,23 @@ def test_coverage_counts_tasks_per_tier_and_flags_never_compacted() -> None:
     cov = C.coverage(calls).set_index("label")
     assert tuple(C.coverage(calls).columns) == C.COVERAGE_COLUMNS
     p = cov.loc["progressive"]
-    assert (p["n_tasks"], p["reached_warn"], p["reached_soft"], p["reached_full"], p["reached_emergency"]) == (3, 2, 2, 1, 0)
+    assert (p["n_tasks"], p["reached_warn"], p["reached_soft"], p["reached_full"], p["reached_emergency"]) == (
+        3,
+        2,
+        2,
+        1,
+        0,
+    )
     assert p["n_compactions"] == 3 and p["never_compacted_tasks"] == 1 and p["never_compacted_task_ids"] == "c"
     assert p["uncompacted_over_warn"] == 1  # only b's raw transcript reaches 0.6 of the window
     k = cov.loc["keep_all"]
-    assert (k["n_tasks"], k["reached_warn"], k["n_compactions"], k["never_compacted_tasks"], k["never_compacted_task_ids"]) == (2, 0, 0, 2, "a, b")
+    assert (
+        k["n_tasks"],
+        k["reached_warn"],
+        k["n_compactions"],
+        k["never_compacted_tasks"],
+        k["never_compacted_task_ids"],
+    ) == (2, 0, 0, 2, "a, b")
     assert C.never_compacted(calls) == {"keep_all (view)": ["a", "b"], "progressive (view)": ["c"]}
     rc = C.run_coverage(calls).set_index("run_id")
     assert rc.loc["b--p", "max_tier"] == "full" and math.isclose(rc.loc["b--p", "uncompacted_peak_ratio"], 0.7)

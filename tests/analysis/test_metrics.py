@@ -12,7 +12,9 @@ import pytest
 from h9eval.analysis import metrics as M
 
 
-def calls_frame(run_id: str, tiers: list[str], *, sent: list[int] | None = None, hist: list[int] | None = None, **cols: list) -> pd.DataFrame:
+def calls_frame(
+    run_id: str, tiers: list[str], *, sent: list[int] | None = None, hist: list[int] | None = None, **cols: list
+) -> pd.DataFrame:
     n = len(tiers)
     d = {
         "run_id": [run_id] * n,
@@ -57,7 +59,9 @@ def test_bootstrap_ci_is_seeded_and_sane() -> None:
 
 
 def test_tokens_saved_and_transitions() -> None:
-    c = pd.concat([calls_frame("t1--a", ["none", "warn", "soft", "soft", "full"]), calls_frame("t1--b", ["none", "none"])])
+    c = pd.concat(
+        [calls_frame("t1--a", ["none", "warn", "soft", "soft", "full"]), calls_frame("t1--b", ["none", "none"])]
+    )
     ts = M.tokens_saved(c).set_index("run_id")
     assert math.isclose(ts.loc["t1--a", "tokens_saved"], 0.5)
     m = M.tier_transitions(c)
@@ -71,7 +75,9 @@ def test_tokens_saved_is_against_the_uncompacted_transcript_not_the_history() ->
     """A write-back run: its history shrinks after the compaction, so 1 - sent/history says
     it saves nothing (here: -0.1), while against the raw transcript it saves sent/raw. Checked
     against a hand computation, with the peak ratio to the window."""
-    c = calls_frame("t--wb", ["none", "soft", "none"], sent=[110, 60, 80], hist=[100, 50, 70], raw_tokens_sent=[110, 210, 310])
+    c = calls_frame(
+        "t--wb", ["none", "soft", "none"], sent=[110, 60, 80], hist=[100, 50, 70], raw_tokens_sent=[110, 210, 310]
+    )
     ts = M.tokens_saved(c).set_index("run_id")
     assert math.isclose(ts.loc["t--wb", "tokens_saved"], 1 - (110 + 60 + 80) / (110 + 210 + 310))
     assert ts.loc["t--wb", "peak_tokens_sent"] == 110 and math.isclose(ts.loc["t--wb", "peak_ratio_to_window"], 0.11)
@@ -82,7 +88,10 @@ def test_tokens_saved_is_against_the_uncompacted_transcript_not_the_history() ->
     assert rm.loc["t--wb", "tokens_saved"] == ts.loc["t--wb", "tokens_saved"]
     assert rm.loc["t--wb", "n_compactions"] == 1 and not rm.loc["t--wb", "never_compacted"]
     idle = M.run_metrics(calls_frame("u--a", ["none", "none"])).set_index("run_id")
-    assert bool(idle.loc["u--a", "never_compacted"]) and M.config_metrics(M.run_metrics(calls_frame("u--a", ["none"])))["never_compacted_runs"].iloc[0] == 1
+    assert (
+        bool(idle.loc["u--a", "never_compacted"])
+        and M.config_metrics(M.run_metrics(calls_frame("u--a", ["none"])))["never_compacted_runs"].iloc[0] == 1
+    )
 
 
 def test_retention_uses_answerable_probes_only() -> None:
@@ -129,7 +138,14 @@ def test_tier_misclassification() -> None:
 
 
 def test_token_estimate_error() -> None:
-    t = pd.DataFrame({"kind": ["code", "code", "prose"], "bytes": [400, 400, 400], "est_tokens": [100.0, 100.0, 100.0], "bpe_tokens": [125, 125, 100]})
+    t = pd.DataFrame(
+        {
+            "kind": ["code", "code", "prose"],
+            "bytes": [400, 400, 400],
+            "est_tokens": [100.0, 100.0, 100.0],
+            "bpe_tokens": [125, 125, 100],
+        }
+    )
     e = M.token_estimate_error(t).set_index("kind")
     assert e.loc["code", "est_error"] == pytest.approx(-0.2)
     assert e.loc["prose", "est_error"] == pytest.approx(0.0)
@@ -194,7 +210,15 @@ def test_summarizer_usage_from_calls_and_runs() -> None:
     c = pd.concat([calls_frame("t1--a", ["none", "soft", "full"]), calls_frame("t2--a", ["soft"])])
     u = M.summarizer_usage(c, by="policy_kind")
     assert u["summarizer_calls"].iloc[0] == 3 and u["calls_per_run"].iloc[0] == 1.5
-    runs = pd.DataFrame({"run_id": ["a", "b"], "policy_kind": ["progressive"] * 2, "status": ["ok", "ok"], "summarizer_calls": [2, 4], "summarizer_cost_usd": [0.1, 0.3]})
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a", "b"],
+            "policy_kind": ["progressive"] * 2,
+            "status": ["ok", "ok"],
+            "summarizer_calls": [2, 4],
+            "summarizer_cost_usd": [0.1, 0.3],
+        }
+    )
     u2 = M.summarizer_usage(runs)
     assert u2["calls_per_run"].iloc[0] == 3 and u2["cost_per_run_usd"].iloc[0] == pytest.approx(0.2)
 

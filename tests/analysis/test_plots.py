@@ -34,9 +34,24 @@ def probes() -> pd.DataFrame:
     rows = []
     for run in ("t1--a", "t1--b"):
         for ci in range(4):
-            for kind, score in (("intent", 1 - ci * 0.1), ("fact", 1 - ci * 0.2), ("key_decision", 0.5), ("tried_solution", 1.0)):
+            for kind, score in (
+                ("intent", 1 - ci * 0.1),
+                ("fact", 1 - ci * 0.2),
+                ("key_decision", 0.5),
+                ("tried_solution", 1.0),
+            ):
                 rows.append(
-                    {"run_id": run, "task_id": "t1", "checkpoint_call_index": ci, "n_compactions": ci // 2, "probe_kind": kind, "method": "recall", "scope": "view", "score": score, "answerable": True}
+                    {
+                        "run_id": run,
+                        "task_id": "t1",
+                        "checkpoint_call_index": ci,
+                        "n_compactions": ci // 2,
+                        "probe_kind": kind,
+                        "method": "recall",
+                        "scope": "view",
+                        "score": score,
+                        "answerable": True,
+                    }
                 )
     return pd.DataFrame(rows)
 
@@ -71,14 +86,43 @@ def _assert_legends_clear(fig: Figure) -> None:
 
 
 def test_token_curve_draws_each_runs_own_thresholds(calls: pd.DataFrame) -> None:
-    fig = P.token_curve(calls, thresholds_by_run={"t1--a": {"warn": 0.5, "soft": 0.6, "full": 0.7, "emergency": 0.9}}, labels={"t1--a": "tight (view)"})
+    fig = P.token_curve(
+        calls,
+        thresholds_by_run={"t1--a": {"warn": 0.5, "soft": 0.6, "full": 0.7, "emergency": 0.9}},
+        labels={"t1--a": "tight (view)"},
+    )
     a, b = _main_axes(fig)  # one panel per run
     assert a.get_title(loc="left").startswith("tight (view)")
-    assert _hlines(a) == pytest.approx({"threshold-warn": 500, "threshold-soft": 600, "threshold-full": 700, "threshold-emergency": 900, "window": 1000})
+    assert _hlines(a) == pytest.approx(
+        {
+            "threshold-warn": 500,
+            "threshold-soft": 600,
+            "threshold-full": 700,
+            "threshold-emergency": 900,
+            "window": 1000,
+        }
+    )
     # a run not in the mapping falls back to harness9's defaults
-    assert _hlines(b) == pytest.approx({"threshold-warn": 600, "threshold-soft": 700, "threshold-full": 800, "threshold-emergency": 950, "window": 1000})
+    assert _hlines(b) == pytest.approx(
+        {
+            "threshold-warn": 600,
+            "threshold-soft": 700,
+            "threshold-full": 800,
+            "threshold-emergency": 950,
+            "window": 1000,
+        }
+    )
     assert len(a.patches) == 5 and len(a.lines) == 2 + 5
-    assert {"compaction-warn", "compaction-soft", "compaction-full", "compaction-emergency", "offload", "fallback", "forced_truncation", "overflow"} <= _gids(fig)
+    assert {
+        "compaction-warn",
+        "compaction-soft",
+        "compaction-full",
+        "compaction-emergency",
+        "offload",
+        "fallback",
+        "forced_truncation",
+        "overflow",
+    } <= _gids(fig)
     assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
     _assert_legends_clear(fig)
     # a policy without tiers: no bands, only the window
@@ -93,7 +137,9 @@ def test_tier_swimlane_and_transition_matrix(calls: pd.DataFrame) -> None:
     ax = fig.axes[0]
     assert len(ax.images) == 1 and ax.images[0].get_array().shape == (2, 6)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A (view)", "B (view)"]
-    fig = P.tier_swimlane(calls, labels={"t1--a": "A", "t1--b": "B"}, groups={"progressive": ["t1--a"], "other strategies": ["t1--b"]})
+    fig = P.tier_swimlane(
+        calls, labels={"t1--a": "A", "t1--b": "B"}, groups={"progressive": ["t1--a"], "other strategies": ["t1--b"]}
+    )
     lanes = [ax for ax in fig.axes if ax.images]
     assert [ax.get_title(loc="left") for ax in lanes] == ["progressive", "other strategies"]
     assert [[t.get_text() for t in ax.get_yticklabels()] for ax in lanes] == [["A"], ["B"]]
@@ -113,13 +159,18 @@ def test_anchor_heatmap_from_probes_and_compactions(probes: pd.DataFrame) -> Non
     fig = P.anchor_retention_heatmap(probes)
     img = fig.axes[0].images[0]
     assert img.get_array().shape == (2, 2)  # key_decision, tried_solution x 2 compaction counts
-    comps = pd.DataFrame({"run_id": ["r"], "record_index": [0], "anchors_json": [json.dumps([{"type": "user_intent", "content": "x"}])]})
+    comps = pd.DataFrame(
+        {"run_id": ["r"], "record_index": [0], "anchors_json": [json.dumps([{"type": "user_intent", "content": "x"}])]}
+    )
     assert P.anchor_retention_heatmap(comps).axes[0].images[0].get_array().shape == (1, 1)
     assert len(P.anchor_retention_heatmap(probes.iloc[:0]).axes[0].images) == 0
 
 
 def test_config_heatmap_writes_n_in_every_cell(probes: pd.DataFrame) -> None:
-    p = probes.assign(label=probes["run_id"].map({"t1--a": "A", "t1--b": "B"}), history_mode=probes["run_id"].map({"t1--a": "view", "t1--b": "write_back"}))
+    p = probes.assign(
+        label=probes["run_id"].map({"t1--a": "A", "t1--b": "B"}),
+        history_mode=probes["run_id"].map({"t1--a": "view", "t1--b": "write_back"}),
+    )
     t = M.retention(p, by=("label", "history_mode", "probe_kind"))
     fig = P.config_heatmap(t)
     panels = [ax for ax in fig.axes if ax.images]
@@ -131,7 +182,14 @@ def test_config_heatmap_writes_n_in_every_cell(probes: pd.DataFrame) -> None:
 
 def test_config_heatmap_splits_long_panels_by_family() -> None:
     rows = [
-        {"label": f"c{i:02d}", "family": P.family("progressive" if i < 8 else "window"), "history_mode": "view", "probe_kind": k, "retention": 0.5, "n_probes": 3}
+        {
+            "label": f"c{i:02d}",
+            "family": P.family("progressive" if i < 8 else "window"),
+            "history_mode": "view",
+            "probe_kind": k,
+            "retention": 0.5,
+            "n_probes": 3,
+        }
         for i in range(16)
         for k in ("fact", "intent")
     ]
@@ -173,7 +231,18 @@ def _config_rows(n_configs: int, modes: tuple[str, ...] = ("view", "write_back")
                 )
         for kind, ts, ret in (("keep_all", 0.0, 1.0), ("drop_all", 0.95, 0.05)):
             for t in range(3):
-                rows.append({"run_id": f"t{t}--{kind}--{mode}", "task_id": f"t{t}", "label": kind, "policy_kind": kind, "history_mode": mode, "tokens_saved": ts, "retention": ret, "overflows": 0})
+                rows.append(
+                    {
+                        "run_id": f"t{t}--{kind}--{mode}",
+                        "task_id": f"t{t}",
+                        "label": kind,
+                        "policy_kind": kind,
+                        "history_mode": mode,
+                        "tokens_saved": ts,
+                        "retention": ret,
+                        "overflows": 0,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -185,7 +254,12 @@ def test_strategy_comparison_ranks_configs_and_draws_controls_as_lines() -> None
     fig = P.strategy_comparison(_config_rows(5), n=200)
     axes = fig.axes
     assert len(axes) == 4  # (retention, tokens saved) x (view, write_back)
-    assert [ax.get_title(loc="left") for ax in axes] == ["view mode: retention", "view mode: tokens saved", "write_back mode: retention", "write_back mode: tokens saved"]
+    assert [ax.get_title(loc="left") for ax in axes] == [
+        "view mode: retention",
+        "view mode: tokens saved",
+        "write_back mode: retention",
+        "write_back mode: tokens saved",
+    ]
     ret = axes[0]
     # ranked by retention, best on top; the controls are not rows
     ticks = sorted(((t.get_position()[1], t.get_text()) for t in ret.get_yticklabels()), reverse=True)
@@ -210,7 +284,14 @@ def test_strategy_comparison_caps_labelled_rows_per_panel() -> None:
 
 
 def test_summarizer_cost() -> None:
-    rm = pd.DataFrame({"run_id": [f"t{i}--{c}" for c in "ab" for i in range(3)], "label": ["A"] * 3 + ["B"] * 3, "summarizer_calls": [1, 2, 3, 4, 5, 6], "summarizer_cost_usd": [0.0] * 6})
+    rm = pd.DataFrame(
+        {
+            "run_id": [f"t{i}--{c}" for c in "ab" for i in range(3)],
+            "label": ["A"] * 3 + ["B"] * 3,
+            "summarizer_calls": [1, 2, 3, 4, 5, 6],
+            "summarizer_cost_usd": [0.0] * 6,
+        }
+    )
     fig = P.summarizer_cost(rm.assign(status="ok"), by="label")
     assert len(fig.axes) == 2 and len(fig.axes[0].patches) == 2
     assert [p.get_width() for p in fig.axes[0].patches] == [2.0, 5.0]
@@ -244,7 +325,15 @@ def test_records_curve_and_tune_evidence() -> None:
     )
     fig = P.records_token_curve(comps)
     assert {"compaction-soft", "compaction-full", "compaction-emergency", "error"} <= _gids(fig)
-    ev = pd.DataFrame({"stage": ["grid", "grid", "refine1"], "tokens_saved": [0.1, 0.2, 0.15], "retention": [0.8, 0.7, 0.85], "feasible": [True, False, True], "best": [False, False, True]})
+    ev = pd.DataFrame(
+        {
+            "stage": ["grid", "grid", "refine1"],
+            "tokens_saved": [0.1, 0.2, 0.15],
+            "retention": [0.8, 0.7, 0.85],
+            "feasible": [True, False, True],
+            "best": [False, False, True],
+        }
+    )
     assert {"feasible-grid", "infeasible-grid", "feasible-refine1", "best"} <= _gids(P.tune_evidence(ev))
 
 

@@ -128,7 +128,9 @@ def test_answer_box_holds_the_best_per_target_with_verdict_and_caveats(report) -
         "| mode | target | best configuration | its mean | default's mean | Δ vs default [adj. CI] | verdict | tasks |"
         in answer
     )
-    assert re.search(r"\| write_back \| retention \| (tight|progressive \[na_safe_merge=True\]|none above the default) \|", answer)
+    assert re.search(
+        r"\| write_back \| retention \| (tight|progressive \[na_safe_merge=True\]|none above the default) \|", answer
+    )
     assert re.search(r"\| write_back \| tokens saved \| (tight|progressive \[na_safe_merge=True\]) \|", answer), answer
     # two tasks: too few for any verdict, starred, and the recommendation follows the verdicts
     assert "inconclusive*" in answer and "too few for a verdict" in answer
@@ -624,8 +626,14 @@ def test_the_recommendation_names_what_it_left_out_and_why() -> None:
     why = excluded_reasons(["keep_all", "drop_all"], {"window": 3, "keep_all": 40}, {"keep_all", "window", "h9"})
     # drop_all did not run in this mode; keep_all is a control before it is an overflow
     assert why == {"keep_all": "a control", "window": "3 call(s) over the window"}
-    v = TargetVerdicts(scope="open loop", history_mode="view", default="h9", primary="retention",
-                       by_config={"a": {"retention": ("inconclusive", 0.7)}}, default_means={"retention": 0.8},
-                       excluded=why)
+    v = TargetVerdicts(
+        scope="open loop",
+        history_mode="view",
+        default="h9",
+        primary="retention",
+        by_config={"a": {"retention": ("inconclusive", 0.7)}},
+        default_means={"retention": 0.8},
+        excluded=why,
+    )
     (line,) = recommendations([v])
     assert line.endswith("Left out of the choice: keep_all (a control); window (3 call(s) over the window).")

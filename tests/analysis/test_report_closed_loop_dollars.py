@@ -12,33 +12,69 @@ from h9eval.analysis.episodes import success_cost
 from h9eval.analysis.report.closed_loop import success_sections, tier_sections
 from h9eval.analysis.report.context import ReportContext
 
-_ZERO = ("excess_steps", "duplicate_side_effects", "wrong_side_effects", "violations_after_compaction",
-         "protocol_errors", "refetches_wasted")
+_ZERO = (
+    "excess_steps",
+    "duplicate_side_effects",
+    "wrong_side_effects",
+    "violations_after_compaction",
+    "protocol_errors",
+    "refetches_wasted",
+)
 
 
 def _row(run: str, config: str, family: str, seed: int, tokens: int, usd: float) -> dict[str, object]:
-    return {"run_id": run, "agent_id": "scripted:full", "policy_name": config, "params_json": "{}",
-            "summarizer": "offline", "history_mode": "write_back", "task_id": f"world-{family}-{seed}",
-            "world_kind": family, "world_params": "", "seed": seed, "success": True, "tokens_sent_sum": tokens,
-            "steps": 3, "hard_failure": False, "hallucinated_completion": False, "loop_detected": False,
-            "terminated_by": "done", "failure": "", "summarizer_cost_usd": 0.0, "cost_usd": usd,
-            "cache_read_share": 0.9, **dict.fromkeys(_ZERO, 0)}
+    return {
+        "run_id": run,
+        "agent_id": "scripted:full",
+        "policy_name": config,
+        "params_json": "{}",
+        "summarizer": "offline",
+        "history_mode": "write_back",
+        "task_id": f"world-{family}-{seed}",
+        "world_kind": family,
+        "world_params": "",
+        "seed": seed,
+        "success": True,
+        "tokens_sent_sum": tokens,
+        "steps": 3,
+        "hard_failure": False,
+        "hallucinated_completion": False,
+        "loop_detected": False,
+        "terminated_by": "done",
+        "failure": "",
+        "summarizer_cost_usd": 0.0,
+        "cost_usd": usd,
+        "cache_read_share": 0.9,
+        **dict.fromkeys(_ZERO, 0),
+    }
 
 
 # h9: family w1 (two seeds, $0.1 and $0.3: family mean 0.2) and w2 ($0.5): over families 0.35, over
 # episodes 0.3; keep_all: one unpriced episode
-EPISODES = pd.DataFrame([
-    _row("a", "h9", "w1", 0, 100, 0.1), _row("b", "h9", "w1", 1, 300, 0.3), _row("c", "h9", "w2", 0, 200, 0.5),
-    _row("d", "keep_all", "w1", 0, 400, 0.4), _row("e", "keep_all", "w1", 1, 400, math.nan),
-    _row("f", "keep_all", "w2", 0, 400, 0.6),
-])
+EPISODES = pd.DataFrame(
+    [
+        _row("a", "h9", "w1", 0, 100, 0.1),
+        _row("b", "h9", "w1", 1, 300, 0.3),
+        _row("c", "h9", "w2", 0, 200, 0.5),
+        _row("d", "keep_all", "w1", 0, 400, 0.4),
+        _row("e", "keep_all", "w1", 1, 400, math.nan),
+        _row("f", "keep_all", "w2", 0, 400, 0.6),
+    ]
+)
 
 
 def _ctx() -> ReportContext:
     calls = pd.DataFrame({"run_id": list("abcdef"), "tier_name": ["soft", "none", "full", "none", "none", "none"]})
     results = types.SimpleNamespace(episodes=EPISODES, runs=pd.DataFrame(), calls=calls, ledger=pd.DataFrame())
-    return ReportContext(results=results, res=results, rm=pd.DataFrame(),  # type: ignore[arg-type]
-                         cm=pd.DataFrame(), names={}, n_boot=400, seed=0)
+    return ReportContext(
+        results=results,
+        res=results,
+        rm=pd.DataFrame(),  # type: ignore[arg-type]
+        cm=pd.DataFrame(),
+        names={},
+        n_boot=400,
+        seed=0,
+    )
 
 
 def test_success_cost_dollars_take_the_world_as_the_unit_with_an_interval() -> None:
@@ -82,13 +118,39 @@ def _answer(section: object) -> dict[str, str]:
 def test_one_run_and_one_episode_answers_show_billed_dollars(usd: float, shown: str) -> None:
     from h9eval.analysis.report.run import episode_answer_section, run_answer_section
 
-    rm = pd.DataFrame([{"label": "h9", "task_id": "t", "history_mode": "view", "tokens_saved": 0.5, "retention": 0.9,
-                        "cost_usd": usd}])
-    res = types.SimpleNamespace(manifest={}, episodes=EPISODES.iloc[:1].assign(
-        cost_usd=usd, context_window_tokens=8000, subgoals_reached=1, subgoals_total=1, tokens_sent_peak=60,
-        n_compactions=1, policy_kind="progressive"))
-    ctx = ReportContext(results=res, res=res, rm=rm, cm=pd.DataFrame(),  # type: ignore[arg-type]
-                        names={}, n_boot=10, seed=0)
+    rm = pd.DataFrame(
+        [
+            {
+                "label": "h9",
+                "task_id": "t",
+                "history_mode": "view",
+                "tokens_saved": 0.5,
+                "retention": 0.9,
+                "cost_usd": usd,
+            }
+        ]
+    )
+    res = types.SimpleNamespace(
+        manifest={},
+        episodes=EPISODES.iloc[:1].assign(
+            cost_usd=usd,
+            context_window_tokens=8000,
+            subgoals_reached=1,
+            subgoals_total=1,
+            tokens_sent_peak=60,
+            n_compactions=1,
+            policy_kind="progressive",
+        ),
+    )
+    ctx = ReportContext(
+        results=res,
+        res=res,
+        rm=rm,
+        cm=pd.DataFrame(),  # type: ignore[arg-type]
+        names={},
+        n_boot=10,
+        seed=0,
+    )
     (run,) = run_answer_section(ctx)
     (episode,) = episode_answer_section(ctx)
     for section in (run, episode):
@@ -113,13 +175,31 @@ def test_the_closed_loop_answer_has_a_dollars_target_when_every_episode_is_price
     ep = EPISODES.assign(policy_name=EPISODES["policy_name"].map(names), policy_kind="progressive")
     if priced:
         ep = ep.assign(cost_usd=ep["cost_usd"].fillna(0.4))
-    runs = runs_frame([{"run_id": r, "task_id": t, "policy_name": n, "policy_kind": "progressive",
-                        "params_json": "{}" if n == "harness9-default" else '{"soft_frac": 0.4}',
-                        "history_mode": "write_back", "summarizer": "offline", "status": "ok"}
-                       for r, t, n in zip(ep["run_id"], ep["task_id"], ep["policy_name"])])
+    runs = runs_frame(
+        [
+            {
+                "run_id": r,
+                "task_id": t,
+                "policy_name": n,
+                "policy_kind": "progressive",
+                "params_json": "{}" if n == "harness9-default" else '{"soft_frac": 0.4}',
+                "history_mode": "write_back",
+                "summarizer": "offline",
+                "status": "ok",
+            }
+            for r, t, n in zip(ep["run_id"], ep["task_id"], ep["policy_name"])
+        ]
+    )
     res = types.SimpleNamespace(episodes=ep, runs=runs, calls=pd.DataFrame(), ledger=pd.DataFrame())
-    ctx = ReportContext(results=res, res=res, rm=pd.DataFrame(), cm=pd.DataFrame(),  # type: ignore[arg-type]
-                        names=dict(zip(ep["run_id"], ep["policy_name"])), n_boot=200, seed=0)
+    ctx = ReportContext(
+        results=res,
+        res=res,
+        rm=pd.DataFrame(),
+        cm=pd.DataFrame(),  # type: ignore[arg-type]
+        names=dict(zip(ep["run_id"], ep["policy_name"])),
+        n_boot=200,
+        seed=0,
+    )
     rows, verdicts = ANSWER_TARGETS[1](ctx)
     dollars = [r for r in rows if r.target == "dollars per task"]
     if not priced:

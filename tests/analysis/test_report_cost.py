@@ -11,19 +11,21 @@ from h9eval.analysis.metrics import pareto_front
 from h9eval.analysis.plots import retention_cost_frontier
 from h9eval.analysis.report.cost import cost_by_configuration, cost_sections
 
-RM = pd.DataFrame({
-    "run_id": ["a1", "a2", "b1", "b2", "c1"],
-    "label": ["A", "A", "B", "B", "C"],
-    "history_mode": ["view"] * 5,
-    "tokens_saved": [0.5, 0.7, 0.0, 0.0, 0.9],
-    "cost_usd": [1.0, 3.0, 2.0, 2.0, math.nan],
-    "raw_cost_usd": [2.0, 2.0, 2.0, 2.0, 2.0],
-    "cost_saved": [0.5, -0.5, 0.0, 0.0, math.nan],
-    "cache_read_share": [0.9, 0.5, 0.95, 0.95, 0.1],
-    "invalidation_usd": [0.1, 0.3, 0.0, 0.0, math.nan],
-    "unpriced_calls": [0, 0, 0, 0, 4],
-    "retention": [0.8, 0.6, 1.0, 1.0, 0.5],
-})
+RM = pd.DataFrame(
+    {
+        "run_id": ["a1", "a2", "b1", "b2", "c1"],
+        "label": ["A", "A", "B", "B", "C"],
+        "history_mode": ["view"] * 5,
+        "tokens_saved": [0.5, 0.7, 0.0, 0.0, 0.9],
+        "cost_usd": [1.0, 3.0, 2.0, 2.0, math.nan],
+        "raw_cost_usd": [2.0, 2.0, 2.0, 2.0, 2.0],
+        "cost_saved": [0.5, -0.5, 0.0, 0.0, math.nan],
+        "cache_read_share": [0.9, 0.5, 0.95, 0.95, 0.1],
+        "invalidation_usd": [0.1, 0.3, 0.0, 0.0, math.nan],
+        "unpriced_calls": [0, 0, 0, 0, 4],
+        "retention": [0.8, 0.6, 1.0, 1.0, 0.5],
+    }
+)
 
 
 def test_cost_by_configuration_means() -> None:

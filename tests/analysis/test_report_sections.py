@@ -37,8 +37,16 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "tasks": {"synthetic": [{"preset": "small", "seeds": list(range(N_TASKS))}]},
         "policies": [
             {"kind": "progressive", "name": "harness9-default", "params": {"context_window_tokens": WINDOW}},
-            {"kind": "progressive", "name": "thrash", "params": {"context_window_tokens": WINDOW, "anti_thrash_frac": 0.1}},
-            {"kind": "progressive", "name": "legacy", "params": {"context_window_tokens": WINDOW, "forced_truncation": "legacy_last1"}},
+            {
+                "kind": "progressive",
+                "name": "thrash",
+                "params": {"context_window_tokens": WINDOW, "anti_thrash_frac": 0.1},
+            },
+            {
+                "kind": "progressive",
+                "name": "legacy",
+                "params": {"context_window_tokens": WINDOW, "forced_truncation": "legacy_last1"},
+            },
             {"kind": "drop_all"},
         ],
         "history_modes": ["view"],
@@ -144,7 +152,9 @@ def test_option_section_judges_targets_with_a_guard_and_never_says_does_not_help
     calls = tab[(tab["metric"] == "summarizer_calls")].iloc[0]
     t = run_table(res)
     per = t.groupby(["config", "task_id"])["summarizer_calls"].mean().groupby(level="config").mean()
-    assert calls["baseline"] == pytest.approx(per["harness9-default"]) and calls["with option"] == pytest.approx(per["thrash"])
+    assert calls["baseline"] == pytest.approx(per["harness9-default"]) and calls["with option"] == pytest.approx(
+        per["thrash"]
+    )
     assert f"/{N_TASKS}" in calls["tasks differ"]
 
 
@@ -173,9 +183,13 @@ def test_pinned_rows_are_reported_apart(res: Any, placebo: Any) -> None:
     kt = p[p["probe_kind"] == "key_terms"]
     assert kt["answer_pinned"].any()
     assert pv.loc["key_terms", "n_pinned_rows"] == int(kt["answer_pinned"].sum())
-    assert pv.loc["key_terms", "retention_pinned"] == pytest.approx(kt.loc[kt["answer_pinned"].astype(bool), "score"].mean())
+    assert pv.loc["key_terms", "retention_pinned"] == pytest.approx(
+        kt.loc[kt["answer_pinned"].astype(bool), "score"].mean()
+    )
     art = p[p["probe_kind"] == "artifact"]
-    assert pv.loc["artifact", "retention_unpinned"] == pytest.approx(art.loc[~art["answer_pinned"].astype(bool), "score"].mean())
+    assert pv.loc["artifact", "retention_unpinned"] == pytest.approx(
+        art.loc[~art["answer_pinned"].astype(bool), "score"].mean()
+    )
 
 
 def test_placebo_columns_in_the_rows_are_used_when_present(res: Any, placebo: Any) -> None:
@@ -206,8 +220,13 @@ def test_provenance_names_the_summarizer_and_shows_summary_only_retention(res: A
     assert math.isnan(sc.loc["drop_all", "anchors_retention"])  # never called the summarizer
     t = run_table(res)
     p = res.probes
-    a = p[(p["scope"] == "anchors") & (p["method"] == "recall") & p["answerable"].astype(bool) & ~p["answer_pinned"].astype(bool)
-          & ~p["placebo_excluded"].astype(bool)]
+    a = p[
+        (p["scope"] == "anchors")
+        & (p["method"] == "recall")
+        & p["answerable"].astype(bool)
+        & ~p["answer_pinned"].astype(bool)
+        & ~p["placebo_excluded"].astype(bool)
+    ]
     a = a.merge(t[["run_id", "config"]], on="run_id")
     d = a[a["config"] == "harness9-default"].groupby("task_id")["score"].mean().mean()
     assert sc.loc["harness9-default", "anchors_retention"] == pytest.approx(d)
@@ -222,7 +241,9 @@ def test_emergency_share_and_the_comparison_under_legacy(res: Any) -> None:
     runs = set(run_table(res).query("config == 'harness9-default'")["run_id"])
     cp = p[p["run_id"].isin(runs)].drop_duplicates(["run_id", "checkpoint_call_index"])
     assert es.loc["harness9-default", "n_checkpoints"] == len(cp)
-    assert es.loc["harness9-default", "emergency_frac"] == pytest.approx((cp["tier_at_checkpoint"] == "emergency").mean())
+    assert es.loc["harness9-default", "emergency_frac"] == pytest.approx(
+        (cp["tier_at_checkpoint"] == "emergency").mean()
+    )
     (s,) = OL.emergency_sections(res, n_resamples=300)
     md = _md([s])
     assert "reconstructed" in md and "of its checkpoints" in md
@@ -250,28 +271,67 @@ def test_llm_section_reports_agreement_with_n_and_the_audit(res: Any) -> None:
     assert per["n"].sum() == 40
     audit = pd.DataFrame(
         [
-            {"role": "answer", "verdict": math.nan, "cache_hit": False, "input_tokens": 100, "output_tokens": 5, "cost_usd": 0.001},
-            {"role": "judge", "verdict": 1.0, "cache_hit": True, "input_tokens": 50, "output_tokens": 1, "cost_usd": 0.0005},
-            {"role": "judge", "verdict": 0.0, "cache_hit": False, "input_tokens": 50, "output_tokens": 1, "cost_usd": 0.0005},
+            {
+                "role": "answer",
+                "verdict": math.nan,
+                "cache_hit": False,
+                "input_tokens": 100,
+                "output_tokens": 5,
+                "cost_usd": 0.001,
+            },
+            {
+                "role": "judge",
+                "verdict": 1.0,
+                "cache_hit": True,
+                "input_tokens": 50,
+                "output_tokens": 1,
+                "cost_usd": 0.0005,
+            },
+            {
+                "role": "judge",
+                "verdict": 0.0,
+                "cache_hit": False,
+                "input_tokens": 50,
+                "output_tokens": 1,
+                "cost_usd": 0.0005,
+            },
         ]
     )
     (s,) = TR.llm_sections(r, audit)
     md = _md([s])
     assert "87.5% of n=40" in md
     summ = V.audit_summary(audit).set_index("role")
-    assert summ.loc["all", "n"] == 3 and summ.loc["judge", "judge_yes"] == 1 and summ.loc["all", "cost_usd"] == pytest.approx(0.002)
+    assert (
+        summ.loc["all", "n"] == 3
+        and summ.loc["judge", "judge_yes"] == 1
+        and summ.loc["all", "cost_usd"] == pytest.approx(0.002)
+    )
     assert summ.loc["all", "cache_hits"] == 1
     (s,) = TR.llm_sections(r, audit.assign(cost_usd=[0.001, math.nan, 0.0005]))
     assert " unpriced " in _md([s])
 
 
 def test_llm_audit_cost_of_an_unpriced_reply_is_unknown_never_zero() -> None:
-    audit = pd.DataFrame([
-        {"role": "answer", "verdict": math.nan, "cache_hit": False, "input_tokens": 100, "output_tokens": 5,
-         "cost_usd": 0.001},
-        {"role": "judge", "verdict": 1.0, "cache_hit": False, "input_tokens": 50, "output_tokens": 1,
-         "cost_usd": math.nan},
-    ])
+    audit = pd.DataFrame(
+        [
+            {
+                "role": "answer",
+                "verdict": math.nan,
+                "cache_hit": False,
+                "input_tokens": 100,
+                "output_tokens": 5,
+                "cost_usd": 0.001,
+            },
+            {
+                "role": "judge",
+                "verdict": 1.0,
+                "cache_hit": False,
+                "input_tokens": 50,
+                "output_tokens": 1,
+                "cost_usd": math.nan,
+            },
+        ]
+    )
     summ = V.audit_summary(audit).set_index("role")
     assert summ.loc["answer", "cost_usd"] == pytest.approx(0.001)
     assert math.isnan(summ.loc["judge", "cost_usd"]) and math.isnan(summ.loc["all", "cost_usd"])

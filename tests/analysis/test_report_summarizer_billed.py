@@ -13,15 +13,17 @@ from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.open_loop import summarizer_sections
 
 # config "p": run r1 billed $0.1 + $0.2, run r2 $0.5 -> $0.4 per run; config "q": run r3 has an unpriced call
-CALLS = pd.DataFrame({
-    "run_id": ["r1", "r1", "r2", "r3", "r3"],
-    "call_index": [0, 1, 0, 0, 1],
-    "summarizer_calls": [1, 1, 1, 1, 1],
-    "summarizer_input_tokens": [100, 100, 200, 50, 50],
-    "summarizer_output_tokens": [10, 10, 20, 5, 5],
-    "summarizer_cost_usd": [0.0] * 5,
-    "summarizer_bill_usd": [0.1, 0.2, 0.5, 0.05, math.nan],
-})
+CALLS = pd.DataFrame(
+    {
+        "run_id": ["r1", "r1", "r2", "r3", "r3"],
+        "call_index": [0, 1, 0, 0, 1],
+        "summarizer_calls": [1, 1, 1, 1, 1],
+        "summarizer_input_tokens": [100, 100, 200, 50, 50],
+        "summarizer_output_tokens": [10, 10, 20, 5, 5],
+        "summarizer_cost_usd": [0.0] * 5,
+        "summarizer_bill_usd": [0.1, 0.2, 0.5, 0.05, math.nan],
+    }
+)
 RM = pd.DataFrame({"run_id": ["r1", "r2", "r3"], "label": ["p", "p", "q"], "history_mode": ["view"] * 3})
 
 
@@ -34,8 +36,15 @@ def test_billed_dollars_per_run_survive_the_regrouping() -> None:
 
 def test_summarizer_section_shows_billed_usd_per_run_beside_tokens() -> None:
     res = types.SimpleNamespace(calls=CALLS, runs=pd.DataFrame())
-    ctx = ReportContext(results=res, res=res, rm=RM, cm=pd.DataFrame(),  # type: ignore[arg-type]
-                        names={}, n_boot=10, seed=0)
+    ctx = ReportContext(
+        results=res,
+        res=res,
+        rm=RM,
+        cm=pd.DataFrame(),  # type: ignore[arg-type]
+        names={},
+        n_boot=10,
+        seed=0,
+    )
     s = summarizer_sections(ctx)
     (t,) = [b[1][0] for b in s.blocks if b[0] == "table"]
     t = t.set_index("configuration")
@@ -47,9 +56,18 @@ def test_summarizer_section_shows_billed_usd_per_run_beside_tokens() -> None:
 def _policies_ctx(usd: list[float], unpriced: list[int]) -> ReportContext:
     from h9eval.analysis.metrics import config_metrics
 
-    rm = pd.DataFrame({"run_id": ["r1", "r2", "r3"], "label": ["p", "q", "q"], "policy_kind": "progressive",
-                       "history_mode": "view", "tokens_saved": [0.5, 0.7, 0.1], "retention": 0.9, "cost_usd": usd,
-                       "unpriced_calls": unpriced})
+    rm = pd.DataFrame(
+        {
+            "run_id": ["r1", "r2", "r3"],
+            "label": ["p", "q", "q"],
+            "policy_kind": "progressive",
+            "history_mode": "view",
+            "tokens_saved": [0.5, 0.7, 0.1],
+            "retention": 0.9,
+            "cost_usd": usd,
+            "unpriced_calls": unpriced,
+        }
+    )
     cm = config_metrics(rm, n=200)
     res = types.SimpleNamespace(calls=CALLS, runs=pd.DataFrame())
     return ReportContext(results=res, res=res, rm=rm, cm=cm, names={}, n_boot=200, seed=0)  # type: ignore[arg-type]

@@ -18,11 +18,19 @@ from h9eval.core.errors import ConfigError
 DIFFS = (0.12, -0.03, 0.05, 0.20, 0.07, -0.01, 0.09, 0.04, 0.15, 0.02)
 
 
-def _pairs(diffs: tuple[float, ...], *, higher_is_better: bool = True, margin: float | None = None, name: str = "m") -> S.TaskPairs:
+def _pairs(
+    diffs: tuple[float, ...], *, higher_is_better: bool = True, margin: float | None = None, name: str = "m"
+) -> S.TaskPairs:
     n = len(diffs)
     return S.TaskPairs(
-        a="A", b="B", metric=name, task_ids=tuple(f"t{i:02d}" for i in range(n)),
-        values_a=tuple(0.5 + d for d in diffs), values_b=(0.5,) * n, higher_is_better=higher_is_better, margin=margin,
+        a="A",
+        b="B",
+        metric=name,
+        task_ids=tuple(f"t{i:02d}" for i in range(n)),
+        values_a=tuple(0.5 + d for d in diffs),
+        values_b=(0.5,) * n,
+        higher_is_better=higher_is_better,
+        margin=margin,
     )
 
 
@@ -164,7 +172,9 @@ def test_holm_levels_step_down_and_freeze_at_the_first_acceptance() -> None:
 
 
 def _diffs_with_p_between(lo: float, hi: float) -> tuple[tuple[float, ...], float]:
-    base = np.array([-0.6, -0.2, 0.1, 0.3, 0.5, 0.8, -0.4, 0.2, 0.6, -0.1, 0.4, 0.0, 0.7, -0.3, 0.3, 0.1, 0.5, -0.2, 0.2, 0.4])
+    base = np.array(
+        [-0.6, -0.2, 0.1, 0.3, 0.5, 0.8, -0.4, 0.2, 0.6, -0.1, 0.4, 0.0, 0.7, -0.3, 0.3, 0.1, 0.5, -0.2, 0.2, 0.4]
+    )
     for shift in np.arange(0.0, 0.5, 0.005):
         d = tuple(float(v) for v in base + shift)
         p = S.bootstrap_p_value(S.bootstrap_means(d, seed=0))
@@ -207,8 +217,18 @@ def _tidy(repeats: int) -> pd.DataFrame:
     for t in range(8):
         for mode, off in (("view", 0.0), ("write_back", 0.1)):
             for r in range(repeats):
-                rows.append({"task_id": f"t{t}", "config": "A", "history_mode": mode, "repeat": r, "v": 0.5 + off + 0.02 * t})
-                rows.append({"task_id": f"t{t}", "config": "B", "history_mode": mode, "repeat": r, "v": 0.5 + off + (0.01 if t % 3 else 0.0)})
+                rows.append(
+                    {"task_id": f"t{t}", "config": "A", "history_mode": mode, "repeat": r, "v": 0.5 + off + 0.02 * t}
+                )
+                rows.append(
+                    {
+                        "task_id": f"t{t}",
+                        "config": "B",
+                        "history_mode": mode,
+                        "repeat": r,
+                        "v": 0.5 + off + (0.01 if t % 3 else 0.0),
+                    }
+                )
     return pd.DataFrame(rows)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-POLICY_FILE = '''
+POLICY_FILE = """
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -45,29 +45,56 @@ class Run(PolicyRun):
 
     def _force(self, history: Sequence[Message]) -> Compaction:
         return self._auto(history)
-'''
+"""
 
 
 def _h9(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "h9eval", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "h9eval", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
+    )
 
 
 def test_a_policy_file_runs_by_name_and_sweeps_on_two_workers(tmp_path: Path) -> None:
     sub = tmp_path / "mine"
     sub.mkdir()
     (sub / "policies.py").write_text(POLICY_FILE)
-    r = _h9(["--import", str(sub / "policies.py"), "run", "--task", "synthetic:small", "--policy", "test_keep_ends_file", "--window", "16000",
-             "--out", str(tmp_path / "one")], tmp_path)
+    r = _h9(
+        [
+            "--import",
+            str(sub / "policies.py"),
+            "run",
+            "--task",
+            "synthetic:small",
+            "--policy",
+            "test_keep_ends_file",
+            "--window",
+            "16000",
+            "--out",
+            str(tmp_path / "one"),
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0 and "policy: test_keep_ends_file" in r.stdout, r.stderr
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "f"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0, 1] }]\n'
-                    '[[policies]]\nkind = "test_keep_ends_file"\n[[policies]]\nkind = "keep_all"\n')
-    r = _h9(["--import", str(sub / "policies.py"), "sweep", str(spec), "--workers", "2", "--out", str(tmp_path / "o")], tmp_path)
+    spec.write_text(
+        'name = "f"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0, '
+        "1] }]\n"
+        '[[policies]]\nkind = "test_keep_ends_file"\n[[policies]]\nkind = "keep_all"\n'
+    )
+    r = _h9(
+        ["--import", str(sub / "policies.py"), "sweep", str(spec), "--workers", "2", "--out", str(tmp_path / "o")],
+        tmp_path,
+    )
     assert r.returncode == 0 and "4 cells: 4 ok, 0 failed" in r.stdout, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize(("source", "expect"), [("nope.py", "--import nope.py: no such Python file"), ("no_such_module_xyz", "ModuleNotFoundError")])
+@pytest.mark.parametrize(
+    ("source", "expect"),
+    [("nope.py", "--import nope.py: no such Python file"), ("no_such_module_xyz", "ModuleNotFoundError")],
+)
 def test_a_bad_import_is_one_line(tmp_path: Path, source: str, expect: str) -> None:
     r = _h9(["--import", source, "policies"], tmp_path)
-    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and expect in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and expect in r.stderr, (
+        r.stderr
+    )

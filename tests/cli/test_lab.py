@@ -18,7 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 VENV_JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
 
-pytestmark = pytest.mark.skipif(not VENV_JUPYTER.exists() or shutil.which("make") is None, reason="needs the project venv (make venv) and make")
+pytestmark = pytest.mark.skipif(
+    not VENV_JUPYTER.exists() or shutil.which("make") is None, reason="needs the project venv (make venv) and make"
+)
 
 
 def _free_port() -> int:
@@ -95,7 +97,11 @@ def test_make_lab_serves_on_loopback_with_the_project_kernel() -> None:
 
 def test_allow_root_only_for_root() -> None:
     """Jupyter refuses root without --allow-root; a normal user must not get the flag."""
-    as_root = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "lab", "LAB_UID=0"], capture_output=True, text=True, check=True).stdout
-    as_user = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "lab", "LAB_UID=1000"], capture_output=True, text=True, check=True).stdout
+    as_root = subprocess.run(
+        ["make", "-s", "-n", "-C", str(ROOT), "lab", "LAB_UID=0"], capture_output=True, text=True, check=True
+    ).stdout
+    as_user = subprocess.run(
+        ["make", "-s", "-n", "-C", str(ROOT), "lab", "LAB_UID=1000"], capture_output=True, text=True, check=True
+    ).stdout
     assert "--allow-root" in as_root and "--ip=127.0.0.1" in as_root
     assert "--allow-root" not in as_user and "--ip=127.0.0.1" in as_user

@@ -34,7 +34,11 @@ def view_from_request(body: dict[str, Any]) -> str:
         if m["role"] == "assistant":
             text = "".join(b["text"] for b in m["content"] if b["type"] == "text")
             calls = tuple(
-                ToolCall(b["id"], b["name"], json.dumps(b["input"], sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+                ToolCall(
+                    b["id"],
+                    b["name"],
+                    json.dumps(b["input"], sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+                )
                 for b in m["content"]
                 if b["type"] == "tool_use"
             )

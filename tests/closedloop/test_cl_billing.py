@@ -12,19 +12,34 @@ from h9eval.core.billing import BillingConfig
 
 def test_episode_calls_carry_bills() -> None:
     keep = run_world("fact_chain:3", policy="keep_all", oracle=False).episode
-    masked = run_world("fact_chain:3", policy="observation_masking", params={"keep_recent_turns": 1}, oracle=False).episode
+    masked = run_world(
+        "fact_chain:3", policy="observation_masking", params={"keep_recent_turns": 1}, oracle=False
+    ).episode
     for ep in (keep, masked):
         c = episode_calls_frame(ep, run_id="r", task_id="t")
         assert len(c) == len(ep.steps) > 3
         assert c["cost_usd"].notna().all() and c["priced"].all() and c["raw_cost_usd"].isna().all()
-        billed = c[["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]].sum(axis=1)
+        billed = c[
+            ["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]
+        ].sum(axis=1)
         # every token sent is billed in exactly one class (the view plus the tool schemas; the bill
         # floors bytes/4 per message, the estimate once over the view: at most one token per message apart)
         gap = c["tokens_sent"] - billed
         assert all(0 <= g <= len(v) for g, v in zip(gap, ep.views))
     # a model that caches any prefix (these short episodes stay under Sonnet's 1,024-token minimum)
-    tiny = BillingConfig(model="m", models={"m": {"provider": "anthropic", "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0,
-                                                   "cache_read_frac": 0.1, "cache_write_5m_frac": 1.25, "min_cacheable_tokens": 0}})
+    tiny = BillingConfig(
+        model="m",
+        models={
+            "m": {
+                "provider": "anthropic",
+                "input_usd_per_mtok": 3.0,
+                "output_usd_per_mtok": 15.0,
+                "cache_read_frac": 0.1,
+                "cache_write_5m_frac": 1.25,
+                "min_cacheable_tokens": 0,
+            }
+        },
+    )
     kb, mb = episode_bills(keep, tiny), episode_bills(masked, tiny)
 
     def read_share(bills: list) -> float:
@@ -53,26 +68,49 @@ def test_the_episodes_row_carries_its_calls_billed_dollars(tmp_path) -> None:
     from h9eval.closedloop.run import EPISODE_BILL_KEYS, episode_row
     from h9eval.results.io import read_table
 
-    run = run_world("fact_chain:3", policy="observation_masking", params={"keep_recent_turns": 1}, oracle=False,
-                    out_dir=tmp_path / "ep")
+    run = run_world(
+        "fact_chain:3",
+        policy="observation_masking",
+        params={"keep_recent_turns": 1},
+        oracle=False,
+        out_dir=tmp_path / "ep",
+    )
     calls = read_table(tmp_path / "ep" / "calls.parquet", "calls")
     row = read_table(tmp_path / "ep" / "episodes.parquet", "episodes").iloc[0]
     inputs = ["uncached_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cache_read_tokens"]
     assert row["cost_usd"] == pytest.approx(sum(calls["cost_usd"]), abs=1e-6) and row["cost_usd"] > 0
     assert row["summarizer_bill_usd"] == pytest.approx(sum(calls["summarizer_bill_usd"]), abs=1e-6)
     assert row["invalidation_usd"] == pytest.approx(sum(calls["invalidation_usd"]), abs=1e-6)
-    assert row["cache_read_share"] == pytest.approx(sum(calls["cache_read_tokens"]) / sum(calls[inputs].sum()), abs=1e-4)
+    assert row["cache_read_share"] == pytest.approx(
+        sum(calls["cache_read_tokens"]) / sum(calls[inputs].sum()), abs=1e-4
+    )
     # a billing that caches from the first token: the share moves with the billing the calls were built with
-    tiny = BillingConfig(model="m", models={"m": {"provider": "anthropic", "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0,
-                                                   "cache_read_frac": 0.1, "cache_write_5m_frac": 1.25, "min_cacheable_tokens": 0}})
+    tiny = BillingConfig(
+        model="m",
+        models={
+            "m": {
+                "provider": "anthropic",
+                "input_usd_per_mtok": 3.0,
+                "output_usd_per_mtok": 15.0,
+                "cache_read_frac": 0.1,
+                "cache_write_5m_frac": 1.25,
+                "min_cacheable_tokens": 0,
+            }
+        },
+    )
     ep = run.episode
     billed = episode_calls_frame(ep, run_id="r", task_id="t", billing=tiny)
     r2 = episode_row(ep, oracle_steps=None, run_id="r", task_id="t", calls=billed)
     assert r2["cache_read_share"] > 0 == row["cache_read_share"]
     # an unpriced model: unknown, never $0
     unpriced = BillingConfig(model="kimi-k3")
-    r3 = episode_row(ep, oracle_steps=None, run_id="r", task_id="t",
-                     calls=episode_calls_frame(ep, run_id="r", task_id="t", billing=unpriced))
+    r3 = episode_row(
+        ep,
+        oracle_steps=None,
+        run_id="r",
+        task_id="t",
+        calls=episode_calls_frame(ep, run_id="r", task_id="t", billing=unpriced),
+    )
     assert all(math.isnan(r3[k]) for k in ("cost_usd", "invalidation_usd"))
     assert set(EPISODE_BILL_KEYS) <= set(r3)
 
@@ -85,7 +123,11 @@ def test_a_version_1_episodes_part_reads_with_unknown_dollars(tmp_path) -> None:
     from h9eval.results import load_results
     from h9eval import sweep
 
-    spec = {"name": "v1", "tasks": {"worlds": [{"kind": "fact_chain", "seeds": [3]}]}, "policies": [{"kind": "keep_all"}]}
+    spec = {
+        "name": "v1",
+        "tasks": {"worlds": [{"kind": "fact_chain", "seeds": [3]}]},
+        "policies": [{"kind": "keep_all"}],
+    }
     sweep(spec, out_dir=tmp_path / "s", workers=0, progress=False)
     first = load_results(tmp_path / "s")
     assert first.episodes["cost_usd"].notna().all()

@@ -42,7 +42,9 @@ AGENTS_DIR = Path(__file__).resolve().parents[2] / "h9eval" / "closedloop" / "ag
 
 
 def episode(kind: str, policy: object, seed: int, agent: object = None, **kw: object) -> Episode:
-    return run_episode(make_world(kind, **WORLDS[kind]), agent or ScriptedAgent(), policy, seed=seed, max_steps=60, **kw)  # type: ignore[arg-type]
+    return run_episode(
+        make_world(kind, **WORLDS[kind]), agent or ScriptedAgent(), policy, seed=seed, max_steps=60, **kw
+    )  # type: ignore[arg-type]
 
 
 class Recorder:
@@ -66,7 +68,9 @@ class Recorder:
 def test_keep_all_always_succeeds_with_zero_excess_steps(kind: str) -> None:
     eps = [episode(kind, "keep_all", s) for s in SEEDS]
     assert all(e.success and e.terminated_by == "done" for e in eps), [e.outcome.failure for e in eps]
-    assert all(e.n_compactions == 0 and e.outcome.violations == () and e.outcome.duplicate_side_effects == 0 for e in eps)
+    assert all(
+        e.n_compactions == 0 and e.outcome.violations == () and e.outcome.duplicate_side_effects == 0 for e in eps
+    )
     df = episodes_frame(eps + [episode(kind, "keep_all", s) for s in SEEDS[:1]])
     assert (df["excess_steps"] == 0).all() and (df["success"]).all()
     assert all(excess_steps(e, e) == 0 for e in eps)
@@ -84,7 +88,12 @@ def test_drop_all_almost_never_succeeds(kind: str) -> None:
 # -- anti-cheat -------------------------------------------------------------------------------
 def test_same_view_same_action_and_hidden_seed_is_irrelevant() -> None:
     rec = Recorder(ScriptedAgent())
-    ep = run_episode(make_world("ticket_queue", **WORLDS["ticket_queue"]), rec, make_policy("progressive", context_window_tokens=1500), seed=5)
+    ep = run_episode(
+        make_world("ticket_queue", **WORLDS["ticket_queue"]),
+        rec,
+        make_policy("progressive", context_window_tokens=1500),
+        seed=5,
+    )
     assert ep.n_compactions > 0 and len(rec.views) == ep.n_steps
     fresh = ScriptedAgent()
     other_world = make_world("ticket_queue", **WORLDS["ticket_queue"])
@@ -104,11 +113,15 @@ def test_agents_cannot_import_the_world() -> None:
         names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module] + [
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
         ]
-        assert not [n for n in names if n.startswith(("h9eval.closedloop.worlds", "h9eval.closedloop.episode"))], path.name
+        assert not [n for n in names if n.startswith(("h9eval.closedloop.worlds", "h9eval.closedloop.episode"))], (
+            path.name
+        )
     # Transitively: nothing an agent module imports (and nothing that imports) reaches them. Read
     # from the code, since ``import h9eval`` (run first by any import of a submodule) loads the
     # whole public API, worlds included, into the process.
-    reached = _import_closure([f"h9eval.closedloop.agents.{p.stem}" for p in AGENTS_DIR.glob("*.py") if p.stem != "__init__"])
+    reached = _import_closure(
+        [f"h9eval.closedloop.agents.{p.stem}" for p in AGENTS_DIR.glob("*.py") if p.stem != "__init__"]
+    )
     assert "h9eval.closedloop.agents.scripted" in reached and "h9eval.core.messages" in reached
     assert not [m for m in reached if m.startswith(("h9eval.closedloop.worlds", "h9eval.closedloop.episode"))]
 
@@ -214,7 +227,13 @@ def test_refetch_through_the_offload_placeholder_is_justified() -> None:
 def test_refetch_of_a_compaction_time_offload() -> None:
     # write-back history: harness9's warn tier replaces big head results by "[offloaded: path | ...]"
     world = make_world("fact_chain", hops=4, gap_steps=2, padding_bytes=5000, fact_position="tail")
-    ep = run_episode(world, ScriptedAgent("raw_only"), make_policy("progressive", context_window_tokens=10_000, min_tail_messages=2), seed=0, history_mode="write_back")
+    ep = run_episode(
+        world,
+        ScriptedAgent("raw_only"),
+        make_policy("progressive", context_window_tokens=10_000, min_tail_messages=2),
+        seed=0,
+        history_mode="write_back",
+    )
     assert any(m.content.startswith("[offloaded: .harness9/tool_results/") for m in ep.history)
     assert ep.summary()["refetches_justified"] > 0 and ep.summary()["refetches_wasted"] == 0
 
@@ -229,7 +248,8 @@ class DoubleReader:
         paths = re.findall(r"\.harness9/tool_results/\S+?\.txt", " ".join(m.content for m in view.messages))
         reads = sum(1 for m in view.messages for tc in m.tool_calls if tc.name == "read_file")
         if not paths:
-            return Action.call("lookup", key=re.search(r"K-[0-9a-f]{8}", view.messages[1].content).group(0))  # type: ignore[union-attr]
+            # type: ignore[union-attr]
+            return Action.call("lookup", key=re.search(r"K-[0-9a-f]{8}", view.messages[1].content).group(0))
         if reads < 2:
             return Action.call("read_file", path=paths[0])
         return Action.finish("stop")
@@ -254,13 +274,24 @@ class Stubborn:
 
 
 def test_compactions_without_progress_are_a_loop() -> None:
-    ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), make_policy("progressive", context_window_tokens=1500), seed=1, max_steps=60, loop_patience=4)
+    ep = run_episode(
+        make_world("fact_chain", **WORLDS["fact_chain"]),
+        Stubborn(),
+        make_policy("progressive", context_window_tokens=1500),
+        seed=1,
+        max_steps=60,
+        loop_patience=4,
+    )
     assert ep.terminated_by == "loop" and "without a new subgoal" in ep.loop_reason and ep.n_steps < 60
     assert ep.summary()["redundant_read_calls"] >= 4
     # without compaction, re-reading an unchanged result is no progress either
-    ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=60, loop_patience=4)
+    ep = run_episode(
+        make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=60, loop_patience=4
+    )
     assert ep.terminated_by == "loop" and ep.n_steps == 5 and ep.n_compactions == 0
-    ep = run_episode(make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=8, loop_patience=50)
+    ep = run_episode(
+        make_world("fact_chain", **WORLDS["fact_chain"]), Stubborn(), "keep_all", seed=1, max_steps=8, loop_patience=50
+    )
     assert ep.terminated_by == "max_steps" and ep.n_steps == 8
 
 
@@ -268,7 +299,9 @@ def test_rule_violations_are_split_at_the_first_compaction() -> None:
     # mini_repo under the single-threshold summary: the rules file is summarised away, and the
     # agent falls back to the rule-breaking defaults after the compaction
     world = make_world("mini_repo", n_bugs=3, padding_bytes=1000)
-    ep = run_episode(world, ScriptedAgent(), make_policy("summary_single_threshold", context_window_tokens=1500), seed=1)
+    ep = run_episode(
+        world, ScriptedAgent(), make_policy("summary_single_threshold", context_window_tokens=1500), seed=1
+    )
     s = ep.summary()
     assert not ep.success and {v.rule for v in ep.outcome.violations} >= {"grep_not_search"}
     assert ep.first_compaction_step is not None
@@ -353,8 +386,18 @@ def test_frames_pass_k_and_export_task() -> None:
     eps = [episode("fact_chain", p, s) for p in ("keep_all", "drop_all") for s in (0, 1)]
     df = episodes_frame(eps)
     assert len(df) == 4 and df["schema_version"].eq(1).all()
-    assert list(df.loc[df["policy_kind"] == "drop_all", "excess_steps"]) == [e.n_steps - k.n_steps for e, k in zip(eps[2:], eps[:2])]
-    for col in ("success", "tokens_sent_sum", "tokens_sent_peak", "refetches_justified", "violations_after_compaction", "facts_present_at_need", "protocol_errors"):
+    assert list(df.loc[df["policy_kind"] == "drop_all", "excess_steps"]) == [
+        e.n_steps - k.n_steps for e, k in zip(eps[2:], eps[:2])
+    ]
+    for col in (
+        "success",
+        "tokens_sent_sum",
+        "tokens_sent_peak",
+        "refetches_justified",
+        "violations_after_compaction",
+        "facts_present_at_need",
+        "protocol_errors",
+    ):
         assert col in df.columns
     assert pass_hat_k(3, 4, 2) == pytest.approx(0.5) and pass_hat_k(4, 4, 3) == 1.0 and pass_hat_k(1, 4, 2) == 0.0
     with pytest.raises(ConfigError, match="1 <= k <= n_trials"):
@@ -380,13 +423,21 @@ def test_byte_identical_across_processes_and_hash_seeds() -> None:
     code = (
         "import hashlib, json\n"
         "from h9eval.closedloop import run_episode, make_world, ScriptedAgent, episodes_frame\n"
-        "eps = [run_episode(make_world(k, padding_bytes=600), ScriptedAgent(), {'kind': 'progressive', 'context_window_tokens': 1500}, seed=3) for k in ('fact_chain', 'mini_repo', 'ticket_queue')]\n"
+        "eps = [run_episode(make_world(k, padding_bytes=600), ScriptedAgent(), {'kind': 'progressive', "
+        "'context_window_tokens': 1500}, seed=3) for k in ('fact_chain', 'mini_repo', 'ticket_queue')]\n"
         "blob = episodes_frame(eps).to_csv() + json.dumps([[m.to_json() for m in e.history] for e in eps])\n"
         "print(hashlib.sha256(blob.encode()).hexdigest())\n"
     )
     root = AGENTS_DIR.parents[2]
     outs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root, env={"PYTHONHASHSEED": h, "PATH": "/usr/bin:/bin"}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={"PYTHONHASHSEED": h, "PATH": "/usr/bin:/bin"},
+        ).stdout
         for h in ("1", "2")
     }
     assert len(outs) == 1 and len(next(iter(outs)).strip()) == 64
@@ -395,7 +446,11 @@ def test_byte_identical_across_processes_and_hash_seeds() -> None:
 def test_grid_helper_agent_specs_and_episode_json() -> None:
     from h9eval.closedloop import episode_to_dict, make_agent, run_episodes
 
-    eps = run_episodes([("fact_chain", {"padding_bytes": 300}, (0, 1))], [make_agent("scripted"), make_agent("scripted:raw_only")], ["keep_all", "drop_all"])
+    eps = run_episodes(
+        [("fact_chain", {"padding_bytes": 300}, (0, 1))],
+        [make_agent("scripted"), make_agent("scripted:raw_only")],
+        ["keep_all", "drop_all"],
+    )
     assert len(eps) == 8 and [e.policy_kind for e in eps[:2]] == ["keep_all", "drop_all"]
     assert eps[2].agent_id == "scripted:raw_only"
     d = json.loads(json.dumps(episode_to_dict(eps[0])))

@@ -32,7 +32,9 @@ SMALL = {"padding_bytes": 600}
 
 
 # -- h9eval run --world ---------------------------------------------------------------------------
-def test_cli_run_world_prints_the_episode_and_writes_its_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_world_prints_the_episode_and_writes_its_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "ep"
     rc = main(
         [
@@ -74,8 +76,14 @@ def test_cli_run_world_drop_all_fails_and_counts_excess_steps(capsys: pytest.Cap
     [
         (["run", "--world", "fact_chan:1"], "unknown world 'fact_chan'; did you mean 'fact_chain'?"),
         (["run", "--world", "fact_chain"], "--world must be KIND:SEED"),
-        (["run", "--world", "fact_chain:1", "--world-set", "hopz=2"], "unknown parameter of world 'fact_chain' 'hopz'; did you mean 'hops'?"),
-        (["run", "--world", "fact_chain:1", "--agent", "scripted:raw_onl"], "unknown reader profile 'raw_onl'; did you mean 'raw_only'?"),
+        (
+            ["run", "--world", "fact_chain:1", "--world-set", "hopz=2"],
+            "unknown parameter of world 'fact_chain' 'hopz'; did you mean 'hops'?",
+        ),
+        (
+            ["run", "--world", "fact_chain:1", "--agent", "scripted:raw_onl"],
+            "unknown reader profile 'raw_onl'; did you mean 'raw_only'?",
+        ),
         (["run", "--world", "fact_chain:1", "--probes", "recall"], "--probes applies to --task replays only"),
         (["run", "--world", "fact_chain:1", "--task", "synthetic:small:0"], "give exactly one of --task"),
         (["run"], "give exactly one of --task"),
@@ -92,12 +100,18 @@ def test_run_world_is_deterministic() -> None:
     a = run_world("ticket_queue:2", policy="progressive", params={"context_window_tokens": 1500}, world_params=SMALL)
     b = run_world("ticket_queue:2", policy="progressive", params={"context_window_tokens": 1500}, world_params=SMALL)
     assert a.row() == b.row()
-    pd.testing.assert_frame_equal(episode_calls_frame(a.episode, run_id="x", task_id="t"), episode_calls_frame(b.episode, run_id="x", task_id="t"))
+    pd.testing.assert_frame_equal(
+        episode_calls_frame(a.episode, run_id="x", task_id="t"), episode_calls_frame(b.episode, run_id="x", task_id="t")
+    )
 
 
 def test_world_task_is_the_keep_all_transcript_with_its_facts() -> None:
     t = world_task("fact_chain", SMALL, 3)
-    assert t.task_id == world_task_id("fact_chain", SMALL, 3) and t.task_id.startswith("world-fact_chain-") and t.task_id.endswith("-3")
+    assert (
+        t.task_id == world_task_id("fact_chain", SMALL, 3)
+        and t.task_id.startswith("world-fact_chain-")
+        and t.task_id.endswith("-3")
+    )
     assert world_task_id("fact_chain", {}, 3) == "world-fact_chain-3"
     assert t.facts and all(f.answer in t.messages[f.message_index].content for f in t.facts)
 
@@ -110,14 +124,21 @@ def _spec(tasks: dict, **extra: object) -> dict:
 def test_spec_parses_worlds_and_agents() -> None:
     sp = load_spec(
         _spec(
-            {"worlds": [{"kind": "mini_repo", "seeds": [0, 2], "params": {"n_bugs": 2}, "max_steps": 30, "open_loop": False}]},
+            {
+                "worlds": [
+                    {"kind": "mini_repo", "seeds": [0, 2], "params": {"n_bugs": 2}, "max_steps": 30, "open_loop": False}
+                ]
+            },
             agents=["scripted", "scripted:raw_only"],
         )
     )
     (w,) = sp.worlds
     assert (w.kind, w.seeds, w.params, w.max_steps, w.open_loop) == ("mini_repo", (0, 2), {"n_bugs": 2}, 30, False)
     assert sp.agents == ("scripted", "scripted:raw_only")
-    assert sp.to_dict()["tasks"]["worlds"][0]["seeds"] == [0, 2] and sp.to_dict()["agents"] == ["scripted", "scripted:raw_only"]
+    assert sp.to_dict()["tasks"]["worlds"][0]["seeds"] == [0, 2] and sp.to_dict()["agents"] == [
+        "scripted",
+        "scripted:raw_only",
+    ]
     # one table instead of a list, a bare seed, the defaults
     sp = load_spec(_spec({"worlds": {"kind": "fact_chain", "seeds": 4}}))
     assert sp.worlds[0].seeds == (4,) and sp.worlds[0].open_loop and sp.agents == ("scripted",)
@@ -126,24 +147,56 @@ def test_spec_parses_worlds_and_agents() -> None:
 @pytest.mark.parametrize(
     ("tasks", "extra", "message"),
     [
-        ({"worlds": [{"kind": "mini_rep"}]}, {}, "tasks.worlds[0].kind: unknown world 'mini_rep'; did you mean 'mini_repo'?"),
+        (
+            {"worlds": [{"kind": "mini_rep"}]},
+            {},
+            "tasks.worlds[0].kind: unknown world 'mini_rep'; did you mean 'mini_repo'?",
+        ),
         ({"worlds": [{"seeds": [0]}]}, {}, "tasks.worlds[0].kind: required"),
         (
             {"worlds": [{"kind": "mini_repo", "params": {"n_bug": 2}}]},
             {},
             "tasks.worlds[0].params: unknown parameter of world 'mini_repo' 'n_bug'; did you mean 'n_bugs'?",
         ),
-        ({"worlds": [{"kind": "mini_repo", "params": {"n_bugs": "2"}}]}, {}, "tasks.worlds[0].params: world 'mini_repo': n_bugs must be an integer, got '2'"),
+        (
+            {"worlds": [{"kind": "mini_repo", "params": {"n_bugs": "2"}}]},
+            {},
+            "tasks.worlds[0].params: world 'mini_repo': n_bugs must be an integer, got '2'",
+        ),
         ({"worlds": [{"kind": "mini_repo", "seeds": [1, 1]}]}, {}, "tasks.worlds[0].seeds: must not repeat a seed"),
-        ({"worlds": [{"kind": "mini_repo", "seeds": [-1]}]}, {}, "tasks.worlds[0].seeds: expected a non-empty list of non-negative integers"),
-        ({"worlds": [{"kind": "mini_repo", "seed": [1]}]}, {}, "tasks.worlds[0].seed: unknown key 'seed'; did you mean 'seeds'?"),
+        (
+            {"worlds": [{"kind": "mini_repo", "seeds": [-1]}]},
+            {},
+            "tasks.worlds[0].seeds: expected a non-empty list of non-negative integers",
+        ),
+        (
+            {"worlds": [{"kind": "mini_repo", "seed": [1]}]},
+            {},
+            "tasks.worlds[0].seed: unknown key 'seed'; did you mean 'seeds'?",
+        ),
         ({"worlds": [{"kind": "mini_repo", "max_steps": 0}]}, {}, "tasks.worlds[0].max_steps: must be an integer >= 1"),
-        ({"worlds": [{"kind": "mini_repo", "open_loop": "yes"}]}, {}, "tasks.worlds[0].open_loop: must be true or false"),
+        (
+            {"worlds": [{"kind": "mini_repo", "open_loop": "yes"}]},
+            {},
+            "tasks.worlds[0].open_loop: must be true or false",
+        ),
         ({"worlds": "mini_repo"}, {}, "tasks.worlds: expected a list of {kind, seeds, params} tables"),
-        ({"worlds": [{"kind": "mini_repo"}]}, {"agents": ["antropic"]}, "agents[0]: unknown agent 'antropic'; did you mean 'anthropic'?"),
-        ({"worlds": [{"kind": "mini_repo"}]}, {"agents": ["scripted:raw_onl"]}, "agents[0]: unknown reader profile 'raw_onl'"),
+        (
+            {"worlds": [{"kind": "mini_repo"}]},
+            {"agents": ["antropic"]},
+            "agents[0]: unknown agent 'antropic'; did you mean 'anthropic'?",
+        ),
+        (
+            {"worlds": [{"kind": "mini_repo"}]},
+            {"agents": ["scripted:raw_onl"]},
+            "agents[0]: unknown reader profile 'raw_onl'",
+        ),
         ({"worlds": [{"kind": "mini_repo"}]}, {"agents": ["scripted", "scripted"]}, "agents: must not repeat an agent"),
-        ({"worlds": [{"kind": "mini_repo"}]}, {"agents": []}, "agents: expected a list of agents (strings or {kind, profile, params} tables), got []"),
+        (
+            {"worlds": [{"kind": "mini_repo"}]},
+            {"agents": []},
+            "agents: expected a list of agents (strings or {kind, profile, params} tables), got []",
+        ),
     ],
 )
 def test_spec_bad_worlds_and_agents_are_refused_by_key_path(tasks: dict, extra: dict, message: str) -> None:
@@ -152,9 +205,14 @@ def test_spec_bad_worlds_and_agents_are_refused_by_key_path(tasks: dict, extra: 
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-def test_spec_bad_world_in_a_toml_file_is_one_line_on_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_spec_bad_world_in_a_toml_file_is_one_line_on_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / "s.toml"
-    p.write_text('name = "x"\n[tasks]\nworlds = [{ kind = "fact_chain", params = { hopz = 2 } }]\n[[policies]]\nkind = "keep_all"\n')
+    p.write_text(
+        'name = "x"\n[tasks]\nworlds = [{ kind = "fact_chain", params = { hopz = 2 } }]\n[[policies]]\nkind = '
+        '"keep_all"\n'
+    )
     assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "tasks.worlds[0].params: unknown parameter of world 'fact_chain' 'hopz'" in err and err.count("\n") == 1
@@ -166,7 +224,12 @@ def test_cells_of_worlds(tmp_path: Path) -> None:
             "name": "cl",
             "agents": ["scripted", "scripted:raw_only"],
             "history_modes": ["view", "write_back"],
-            "tasks": {"worlds": [{"kind": "fact_chain", "seeds": [0, 1], "params": SMALL}, {"kind": "mini_repo", "seeds": [0], "open_loop": False}]},
+            "tasks": {
+                "worlds": [
+                    {"kind": "fact_chain", "seeds": [0, 1], "params": SMALL},
+                    {"kind": "mini_repo", "seeds": [0], "open_loop": False},
+                ]
+            },
             "policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_frac": [0.5, 0.6]}}],
         }
     )
@@ -183,7 +246,11 @@ def test_cells_of_worlds(tmp_path: Path) -> None:
 # -- a sweep with worlds --------------------------------------------------------------------------
 CL_SPEC = {
     "name": "cl",
-    "tasks": {"worlds": [{"kind": k, "seeds": [0, 1, 2], "params": SMALL} for k in ("fact_chain", "mini_repo", "ticket_queue")]},
+    "tasks": {
+        "worlds": [
+            {"kind": k, "seeds": [0, 1, 2], "params": SMALL} for k in ("fact_chain", "mini_repo", "ticket_queue")
+        ]
+    },
     "policies": [
         {"kind": "progressive", "name": "harness9-default", "params": {"context_window_tokens": 1500}},
         {"kind": "keep_all"},
@@ -261,7 +328,9 @@ def test_episodes_table_round_trip_and_version_check(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     t = pq.read_table(tmp_path / "e.parquet")
-    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, b"h9eval_schema_version": b"7"}), tmp_path / "v7.parquet")
+    pq.write_table(
+        t.replace_schema_metadata({**t.schema.metadata, b"h9eval_schema_version": b"7"}), tmp_path / "v7.parquet"
+    )
     with pytest.raises(FormatError, match="episodes table schema_version 7 is not supported"):
         read_table(tmp_path / "v7.parquet", "episodes")
 
@@ -287,8 +356,12 @@ def test_spearman_and_its_batched_form() -> None:
 
     for a, b in zip(x[:10], y[:10]):
         if len(set(a)) > 1 and len(set(b)) > 1:
-            assert stats.spearman(a, b) == pytest.approx(float(np.corrcoef(pd.Series(a).rank(), pd.Series(b).rank())[0, 1]))
-    assert np.array_equal(np.isnan(batched), np.isnan(single)) and np.allclose(batched[~np.isnan(single)], single[~np.isnan(single)])
+            assert stats.spearman(a, b) == pytest.approx(
+                float(np.corrcoef(pd.Series(a).rank(), pd.Series(b).rank())[0, 1])
+            )
+    assert np.array_equal(np.isnan(batched), np.isnan(single)) and np.allclose(
+        batched[~np.isnan(single)], single[~np.isnan(single)]
+    )
     with pytest.raises(ConfigError, match="same length"):
         stats.spearman([1, 2, 3], [1, 2])
 
@@ -326,21 +399,35 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
     paths = write_report(cl_sweep, out_dir=tmp_path / "rep", n_boot=100)
     html = Path(paths.html).read_text(encoding="utf-8")
     assert "h9eval closed-loop report: cl" in html
-    for title in ("Closed loop: success and cost", "Closed loop: failure modes",
-                  "Validation: does open-loop retention predict closed-loop success?",
-                  "Closed loop: tier mix and failure modes",
-                  "Closed loop: what compaction lost, and what the agent did next"):
+    for title in (
+        "Closed loop: success and cost",
+        "Closed loop: failure modes",
+        "Validation: does open-loop retention predict closed-loop success?",
+        "Closed loop: tier mix and failure modes",
+        "Closed loop: what compaction lost, and what the agent did next",
+    ):
         assert title in html
     names = {Path(f).name for f in paths.figures}
-    assert {"closedloop_frontier.png", "closedloop_failures.png", "closedloop_validation.png",
-            "closedloop_survival_view.png"} <= names
+    assert {
+        "closedloop_frontier.png",
+        "closedloop_failures.png",
+        "closedloop_validation.png",
+        "closedloop_survival_view.png",
+    } <= names
     # the tier mix per configuration and per family, and the episodes' diff pages, harness9's default first
     assert "calls none · warn · soft · full · emergency (%)" in html and "episodes reaching soft/full" in html
     pages = sorted((tmp_path / "rep" / "ledger").glob("world-*.html"))
-    assert pages and "harness9-default" in html[html.index("Diff view of"):][:200]
+    assert pages and "harness9-default" in html[html.index("Diff view of") :][:200]
     assert any("touched at call" in p.read_text(encoding="utf-8") for p in pages)
     # a closed-loop report of its own: no open-loop section that does not apply, no internal error
-    for title in ("Token-estimate error", "Probe validity", "Policies compared", "Token curves", "Drift", "Strategy comparison"):
+    for title in (
+        "Token-estimate error",
+        "Probe validity",
+        "Policies compared",
+        "Token curves",
+        "Drift",
+        "Strategy comparison",
+    ):
         assert title not in html, title
     assert "Error:" not in html and "no such file" not in html
     # the answer box first: success and tokens sent per agent against harness9's default
@@ -352,7 +439,9 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
     # the open-loop sections see the replays only
     res = load_results(cl_sweep)
     ol = R.without_episode_runs(res)
-    assert not set(ol.runs["run_id"]) & set(res.episodes["run_id"]) and not set(ol.calls["run_id"]) & set(res.episodes["run_id"])
+    assert not set(ol.runs["run_id"]) & set(res.episodes["run_id"]) and not set(ol.calls["run_id"]) & set(
+        res.episodes["run_id"]
+    )
     assert len(ol.ledger) and not set(ol.ledger["run_id"]) & set(res.episodes["run_id"])
 
 
@@ -367,13 +456,25 @@ def test_demo_closed_loop_spec_covers_the_policies_and_worlds(tmp_path: Path) ->
     sp = load_spec(CLOSEDLOOP_SPEC)
     assert {w.kind for w in sp.worlds} == set(world_registry())  # every family, at its default scale
     assert all(w.scale == "default" and w.window is not None and w.window >= 32_000 for w in sp.worlds)
-    assert {p.kind for p in sp.policies} == {"progressive", "observation_masking", "hybrid", "summary_single_threshold", "keep_all", "drop_all"}
+    assert {p.kind for p in sp.policies} == {
+        "progressive",
+        "observation_masking",
+        "hybrid",
+        "summary_single_threshold",
+        "keep_all",
+        "drop_all",
+    }
     cells, _ = expand_cells(sp, out_dir=tmp_path)
     n_seeds = sum(len(w.seeds) for w in sp.worlds)
-    assert sum(c.cell_kind == "episode" for c in cells) == n_seeds * 2 * 6 and sum(c.cell_kind == "replay" for c in cells) == n_seeds * 6
+    assert (
+        sum(c.cell_kind == "episode" for c in cells) == n_seeds * 2 * 6
+        and sum(c.cell_kind == "replay" for c in cells) == n_seeds * 6
+    )
 
 
-def test_cli_run_world_replays_a_live_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_run_world_replays_a_live_cassette(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The live agent from the CLI, offline: an episode recorded through the fake model replays
     from its cassette; no oracle is run (a second paid episode, and not in the cassette)."""
     from cl_fake_model import CASSETTE_WORLD, KEY, MODEL, FakeModel
@@ -381,14 +482,48 @@ def test_cli_run_world_replays_a_live_cassette(tmp_path: Path, capsys: pytest.Ca
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     wparams = {k: v for k, v in CASSETTE_WORLD.items() if k != "kind"}
     cassette = tmp_path / "c.jsonl"
-    common = {"policy": "progressive", "params": {"context_window_tokens": 1300}, "world_params": wparams, "max_steps": 30}
-    rec = run_world("fact_chain:3", agent="anthropic", **common,  # type: ignore[arg-type]
-                    agent_params={"model": MODEL, "max_tokens": 512, "cassette": str(cassette), "mode": "record", "api_key": KEY,
-                                  "base_url": "http://fake.invalid", "http_client": FakeModel().client()})
+    common = {
+        "policy": "progressive",
+        "params": {"context_window_tokens": 1300},
+        "world_params": wparams,
+        "max_steps": 30,
+    }
+    rec = run_world(
+        "fact_chain:3",
+        agent="anthropic",
+        **common,  # type: ignore[arg-type]
+        agent_params={
+            "model": MODEL,
+            "max_tokens": 512,
+            "cassette": str(cassette),
+            "mode": "record",
+            "api_key": KEY,
+            "base_url": "http://fake.invalid",
+            "http_client": FakeModel().client(),
+        },
+    )
     assert rec.episode.success and rec.oracle is None and rec.excess_steps is None
     wset = [x for k, v in wparams.items() for x in ("--world-set", f"{k}={v}")]
-    argv = ["run", "--world", "fact_chain:3", "--agent", "anthropic", "--agent-set", f"cassette={cassette}", "--agent-set", f"model={MODEL}",
-            "--agent-set", "max_tokens=512", "--policy", "progressive", "--set", "context_window_tokens=1300", "--max-steps", "30", *wset]
+    argv = [
+        "run",
+        "--world",
+        "fact_chain:3",
+        "--agent",
+        "anthropic",
+        "--agent-set",
+        f"cassette={cassette}",
+        "--agent-set",
+        f"model={MODEL}",
+        "--agent-set",
+        "max_tokens=512",
+        "--policy",
+        "progressive",
+        "--set",
+        "context_window_tokens=1300",
+        "--max-steps",
+        "30",
+        *wset,
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "success: True" in text and "excess_steps: None" in text and f"steps: {rec.episode.n_steps}" in text

@@ -39,8 +39,15 @@ def test_drop_all_loses_items_and_names_the_action_that_touched_one() -> None:
 
 def test_keep_all_keeps_every_item_at_its_window_fills() -> None:
     world = make_world("fact_chain", hops=8, padding_bytes=1500)
-    ep = run_episode(world, make_agent("scripted"), "keep_all", seed=1, max_steps=60, history_mode="write_back",
-                     context_window_tokens=1500)
+    ep = run_episode(
+        world,
+        make_agent("scripted"),
+        "keep_all",
+        seed=1,
+        max_steps=60,
+        history_mode="write_back",
+        context_window_tokens=1500,
+    )
     led = _ledger(ep)
     assert set(led["basis"]) == {"fill"} and len(led) >= 2  # it never compacts: window fills only
     assert (led["state"] == "PRESERVED").all() and led["next_use_call"].isna().all()
@@ -80,8 +87,14 @@ def test_a_broken_rule_is_the_touch_of_the_lost_rule() -> None:
     banned = probe.ground_truth()[0].value
     world = make_world("constraints", n_meetings=4, update_after=None, slots_per_meeting=20, padding_bytes=0)
     # a window of the newest two messages: the task (and its rule) leaves the view at the first call after it
-    ep = run_episode(world, _RuleBreaker(banned), {"kind": "sliding_window", "max_messages": 2}, seed=3,
-                     max_steps=3, history_mode="write_back")
+    ep = run_episode(
+        world,
+        _RuleBreaker(banned),
+        {"kind": "sliding_window", "max_messages": 2},
+        seed=3,
+        max_steps=3,
+        history_mode="write_back",
+    )
     assert [v.rule for v in ep.outcome.violations] == ["constraint"]
     led = _ledger(ep)
     rule = led[(led["item_id"] == "banned_day") & (led["basis"] == "compaction")].iloc[0]
@@ -90,11 +103,30 @@ def test_a_broken_rule_is_the_touch_of_the_lost_rule() -> None:
     assert touch.kind == "rule broken" and touch.call_index == ep.outcome.violations[0].step - 1
 
 
-def test_run_world_writes_the_ledger_and_its_page_runs_the_episode_again(tmp_path: Path,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_world_writes_the_ledger_and_its_page_runs_the_episode_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "ep"
-    assert main(["run", "--world", "fact_chain:1", "--policy", "drop_all", "--world-set", "padding_bytes=1500",
-                 "--world-set", "hops=8", "--world-set", "task_file=true", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--world",
+                "fact_chain:1",
+                "--policy",
+                "drop_all",
+                "--world-set",
+                "padding_bytes=1500",
+                "--world-set",
+                "hops=8",
+                "--world-set",
+                "task_file=true",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     led = read_table(out / "ledger.parquet", "ledger")
     assert len(led) and (led["state"] == "LOST").all() and led["next_use_call"].notna().any()
     assert main(["ledger", str(out)]) == 0

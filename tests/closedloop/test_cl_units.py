@@ -143,10 +143,15 @@ def test_success_cost_carries_the_billed_dollars_and_never_reads_an_unknown_as_z
     from h9eval.analysis.episodes import success_cost
 
     ep = _episodes({"keep_all": [[1, 1]], "a": [[0, 1]]}).assign(
-        excess_steps=0, summarizer_cost_usd=0.0, cost_usd=[0.2, 0.4, 0.1, np.nan], cache_read_share=[0.9, 0.7, 0.5, 0.5],
+        excess_steps=0,
+        summarizer_cost_usd=0.0,
+        cost_usd=[0.2, 0.4, 0.1, np.nan],
+        cache_read_share=[0.9, 0.7, 0.5, 0.5],
     )
     sc = success_cost(ep, n_boot=50).set_index("config")
-    assert sc.loc["keep_all", "cost_usd"] == pytest.approx(0.3) and sc.loc["keep_all", "cache_read_share"] == pytest.approx(0.8)
+    assert sc.loc["keep_all", "cost_usd"] == pytest.approx(0.3) and sc.loc[
+        "keep_all", "cache_read_share"
+    ] == pytest.approx(0.8)
     assert np.isnan(sc.loc["a", "cost_usd"]) and sc.loc["a", "cache_read_share"] == pytest.approx(0.5)
     old = success_cost(ep.drop(columns=["cost_usd", "cache_read_share"]), n_boot=50)
     assert old["cost_usd"].isna().all()

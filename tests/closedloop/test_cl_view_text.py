@@ -24,8 +24,12 @@ def _messages(n: int) -> list[Message]:
 
 def _reference(view: list[Message]) -> str:
     # the form before the serialiser: the whole object dumped at once
-    return json.dumps({"messages": [m.to_json() for m in view], "tools": TOOLS}, sort_keys=True,
-                      ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"messages": [m.to_json() for m in view], "tools": TOOLS},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 def test_serializer_and_incremental_parse_match_whole_view_forms() -> None:

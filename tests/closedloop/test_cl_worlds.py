@@ -87,14 +87,19 @@ def test_mini_repo_check_rules_fix_and_artifact_trail() -> None:
     assert "Never edit files under vendor/" in w.step("read_file", {"path": "RULES.md"})
     out = w.step("run_tests", {})
     for b in bugs:
-        assert f"FAILED tests/test_{b['module']}.py::test_compute_{b['module']} - AssertionError: compute_{b['module']}() returned '{b['bad']}', expected '{b['good']}'" in out
+        assert (
+            f"FAILED tests/test_{b['module']}.py::test_compute_{b['module']} - AssertionError: compute_{b['module']}() "
+            f"returned '{b['bad']}', expected '{b['good']}'" in out
+        )
     assert out.endswith("2 failed, 0 passed")
     hits = w.step("search", {"query": f"compute_{bugs[0]['module']}"}).split("\n")
     assert hits[1].startswith("vendor/") and hits[2].startswith("src/")  # the decoy first
     w.step("edit", {"path": f"vendor/{bugs[0]['module']}.py", "old": bugs[0]["bad"], "new": bugs[0]["good"]})
     for b in bugs:
         assert w.step("edit", {"path": f"src/{b['module']}.py", "old": b["bad"], "new": b["good"]}).startswith("Edited")
-    assert w.step("edit", {"path": f"src/{bugs[0]['module']}.py", "old": bugs[0]["bad"], "new": "x"}).startswith("Error: old text not found")
+    assert w.step("edit", {"path": f"src/{bugs[0]['module']}.py", "old": bugs[0]["bad"], "new": "x"}).startswith(
+        "Error: old text not found"
+    )
     w.step("commit", {"files": [f"src/{b['module']}.py" for b in bugs]})  # no test run, vendor file missing
     o = w.check()
     assert not o.success
@@ -117,7 +122,9 @@ def test_ticket_queue_exactly_once_refer_back_and_correction() -> None:
     w.reset(3)
     t = w._state["tickets"]
     assert w.interjection() is None
-    assert w.step("next_ticket", {}).startswith(f"Ticket {t[0]['id']}: please refund order {t[0]['order']}, amount {t[0]['amount']}.")
+    assert w.step("next_ticket", {}).startswith(
+        f"Ticket {t[0]['id']}: please refund order {t[0]['order']}, amount {t[0]['amount']}."
+    )
     rid = w.step("refund", {"order_id": t[0]["order"], "amount": t[0]["amount"]}).split()[1]
     w.step("close_ticket", {"ticket_id": t[0]["id"]})
     w.step("refund", {"order_id": t[1]["order"], "amount": t[1]["amount"]})
@@ -130,7 +137,11 @@ def test_ticket_queue_exactly_once_refer_back_and_correction() -> None:
     w.step("refund", {"order_id": t[2]["order"], "amount": t[2]["amount"]})
     w.step("refund", {"order_id": t[0]["order"], "amount": t[0]["amount"]})
     o = w.check()
-    assert [v.rule for v in o.violations] == ["escalate_after_correction"] and o.duplicate_side_effects == 1 and not o.success
+    assert (
+        [v.rule for v in o.violations] == ["escalate_after_correction"]
+        and o.duplicate_side_effects == 1
+        and not o.success
+    )
     w.restore(snap)
     w.step("escalate", {"ticket_id": t[2]["id"]})
     w.step("close_ticket", {"ticket_id": t[2]["id"]})

@@ -24,7 +24,15 @@ from h9eval.core.messages import Message, ToolCall
 from h9eval.core.tokens import estimate_tokens
 from h9eval.summarizers.offline import OfflineSummarizer
 
-_TEXTS = ("", "plain ascii", "naïve café", "中文内容", "emoji 🙂 here", "lone \udc80 surrogate", "{conversation} literal")
+_TEXTS = (
+    "",
+    "plain ascii",
+    "naïve café",
+    "中文内容",
+    "emoji 🙂 here",
+    "lone \udc80 surrogate",
+    "{conversation} literal",
+)
 
 
 def _head(seed: int) -> list[Message]:
@@ -34,8 +42,10 @@ def _head(seed: int) -> list[Message]:
         kind = rng.random()
         text = rng.choice(_TEXTS) * rng.randint(1, 3)
         if kind < 0.3:
-            calls = tuple(ToolCall(f"id{i}{j}{rng.choice(_TEXTS)}", rng.choice(("bash", "读")), rng.choice(_TEXTS))
-                          for j in range(rng.randint(0, 2)))
+            calls = tuple(
+                ToolCall(f"id{i}{j}{rng.choice(_TEXTS)}", rng.choice(("bash", "读")), rng.choice(_TEXTS))
+                for j in range(rng.randint(0, 2))
+            )
             out.append(Message("assistant", text, tool_calls=calls))
         elif kind < 0.6:
             out.append(Message("tool", text, tool_call_id=f"call-{i}{rng.choice(_TEXTS)}"))
@@ -50,12 +60,19 @@ def test_sizes_match_the_built_texts(seed: int) -> None:
     conv = serialize_conversation(head)
     assert conversation_nbytes(head) == len(conv.encode("utf-8", "surrogatepass"))
     anchors = [Anchor("user_intent", "fix 🙂"), Anchor("next_step", "- test")]
-    prompts = (DEFAULT_PROMPTS, PromptSet(first="A {previous_compaction} {conversation} é", incremental="{conversation}|{previous_compaction}"))
+    prompts = (
+        DEFAULT_PROMPTS,
+        PromptSet(first="A {previous_compaction} {conversation} é", incremental="{conversation}|{previous_compaction}"),
+    )
     for prompt_set in prompts:
         for last_summary, last_anchors in (("", None), ("before ✓", anchors), ("plain", None)):
-            req = summary_request(prompt_set, head, None, last_summary, last_anchors, ("user_intent", "next_step"), 60.0)
+            req = summary_request(
+                prompt_set, head, None, last_summary, last_anchors, ("user_intent", "next_step"), 60.0
+            )
             nbytes = req.user_prompt_nbytes
-            eager = summary_request(prompt_set, head, conv, last_summary, last_anchors, ("user_intent", "next_step"), 60.0)
+            eager = summary_request(
+                prompt_set, head, conv, last_summary, last_anchors, ("user_intent", "next_step"), 60.0
+            )
             assert req.user_prompt == eager.user_prompt and req == eager
             assert nbytes == len(req.user_prompt.encode("utf-8", "surrogatepass"))
             assert req.conversation == conv
@@ -81,7 +98,9 @@ def test_a_request_pickles_and_copies_with_its_lazy_texts() -> None:
 
 
 def test_a_request_is_immutable_and_needs_a_prompt() -> None:
-    req = SummaryRequest(system_prompt="s", user_prompt="u", template="first", previous_compaction=None, conversation="c")
+    req = SummaryRequest(
+        system_prompt="s", user_prompt="u", template="first", previous_compaction=None, conversation="c"
+    )
     with pytest.raises(AttributeError):
         req.template = "incremental"  # type: ignore[misc]
     with pytest.raises(TypeError):

@@ -36,7 +36,10 @@ def tool_rounds(n: int, size: int = 400, names: tuple[str, ...] = ("bash",)) -> 
     """n assistant messages with one call each, followed by its result."""
     out: list[Message] = []
     for i in range(n):
-        out += [A(f"step {i}", [TC(f"c{i}", names[i % len(names)], '{"cmd": "cat file_%d.py"}' % i)]), R(f"c{i}", L(size))]
+        out += [
+            A(f"step {i}", [TC(f"c{i}", names[i % len(names)], '{"cmd": "cat file_%d.py"}' % i)]),
+            R(f"c{i}", L(size)),
+        ]
     return out
 
 
@@ -166,10 +169,14 @@ def test_summary_message_format_with_and_without_anchors() -> None:
     c = p.start(env(ScriptedSummarizer([ANCHOR_REPLY]))).compact(h)
     view = list(c.view)
     assert view[0] == h[0] and view[2:] == h[-2:] and len(view) == 4
-    assert view[1].role == "user" and view[1].content.startswith(COMPACTION_MARKER + "\n## Anchors\n\n### User Intent\nfix it")
+    assert view[1].role == "user" and view[1].content.startswith(
+        COMPACTION_MARKER + "\n## Anchors\n\n### User Intent\nfix it"
+    )
     assert view[1].content.endswith("## Summary\nall good")
     rec = c.record
-    assert rec is not None and rec.summarized == len(h) - 3 and rec.preserved_tail == 2 and rec.summary_text == "all good"
+    assert (
+        rec is not None and rec.summarized == len(h) - 3 and rec.preserved_tail == 2 and rec.summary_text == "all good"
+    )
     assert rec.anchors is not None and rec.anchors[0].content == "fix it"
     calls = rec.extra["summary_calls"]
     assert [(x.call, x.template, x.outcome) for x in calls] == [(1, "first", "response")]
@@ -197,7 +204,9 @@ def test_summary_failure_falls_back_to_the_newest_messages_that_fit() -> None:
     assert c.record.extra["summary_calls"][0].error == "scripted failure on call 1"
     # no summarizer at all: the same fallback
     c = p.start(env(None)).compact(h)
-    assert c.tier == Tier.SOFT and c.record is not None and c.record.extra["summary_calls"][0].error == "provider is nil"
+    assert (
+        c.tier == Tier.SOFT and c.record is not None and c.record.extra["summary_calls"][0].error == "provider is nil"
+    )
 
 
 def test_summary_carries_forward_and_goes_incremental() -> None:
@@ -270,13 +279,25 @@ def test_keep_all_and_drop_all() -> None:
         ("clear_tool_uses", {"trigger_tokens": -1}, r"ClearToolUses\.trigger_tokens must be >= 0, got -1"),
         ("clear_tool_uses", {"keep_tool_uses": -2}, r"keep_tool_uses must be >= 0, got -2"),
         ("clear_tool_uses", {"clear_at_least_tokens": -5}, r"clear_at_least_tokens must be >= 0, got -5"),
-        ("clear_tool_uses", {"exclude_tools": "memory"}, r"exclude_tools must be a list of tool names, not a string, got 'memory'"),
+        (
+            "clear_tool_uses",
+            {"exclude_tools": "memory"},
+            r"exclude_tools must be a list of tool names, not a string, got 'memory'",
+        ),
         ("clear_tool_uses", {"placeholder": ""}, r"placeholder must not be empty"),
         ("window", {"keep_last": 0}, r"Window\.keep_last must be >= 1 .*got 0"),
         ("window", {"keep_first": -1}, r"Window\.keep_first must be >= 0, got -1"),
-        ("window", {"amortized": True, "max_messages": 10, "keep_first": 5}, r"keep_first must be < max_messages // 2 \(5\) when amortized, got 5"),
+        (
+            "window",
+            {"amortized": True, "max_messages": 10, "keep_first": 5},
+            r"keep_first must be < max_messages // 2 \(5\) when amortized, got 5",
+        ),
         ("window", {"max_messages": 1}, r"max_messages must be >= 2, got 1"),
-        ("summary_single_threshold", {"threshold_frac": 1.5}, r"threshold_frac must be a fraction of the window in \(0, 1\], got 1.5"),
+        (
+            "summary_single_threshold",
+            {"threshold_frac": 1.5},
+            r"threshold_frac must be a fraction of the window in \(0, 1\], got 1.5",
+        ),
         ("summary_single_threshold", {"threshold_frac": 0}, r"threshold_frac .* got 0"),
         ("summary_single_threshold", {"context_window_tokens": 0}, r"context_window_tokens must be > 0, got 0"),
         ("summary_single_threshold", {"keep_last_messages": -1}, r"keep_last_messages must be >= 0, got -1"),
@@ -286,16 +307,48 @@ def test_keep_all_and_drop_all() -> None:
         ("hybrid", {"style": "paper"}, r"Hybrid\.style must be one of h9eval, jetbrains, got 'paper'"),
         ("hybrid", {"summarize_every_turns": 0}, r"summarize_every_turns must be >= 1, got 0"),
         ("hybrid", {"keep_last_turns": -1}, r"keep_last_turns must be >= 0, got -1"),
-        ("hybrid", {"window_unit": "events"}, r"window_unit must be one of assistant_turns, tool_results, got 'events'"),
-        ("observation_masking", {"window_unit": "turns"}, r"ObservationMasking\.window_unit must be one of assistant_turns, tool_results, got 'turns'"),
-        ("clear_tool_uses", {"clear_tool_inputs": "edit"}, r"clear_tool_inputs must be a boolean or a list of tool names, not a string, got 'edit'"),
-        ("clear_tool_uses", {"clear_tool_inputs": [""]}, r"clear_tool_inputs entries must be non-empty tool names, got ''"),
+        (
+            "hybrid",
+            {"window_unit": "events"},
+            r"window_unit must be one of assistant_turns, tool_results, got 'events'",
+        ),
+        (
+            "observation_masking",
+            {"window_unit": "turns"},
+            r"ObservationMasking\.window_unit must be one of assistant_turns, tool_results, got 'turns'",
+        ),
+        (
+            "clear_tool_uses",
+            {"clear_tool_inputs": "edit"},
+            r"clear_tool_inputs must be a boolean or a list of tool names, not a string, got 'edit'",
+        ),
+        (
+            "clear_tool_uses",
+            {"clear_tool_inputs": [""]},
+            r"clear_tool_inputs entries must be non-empty tool names, got ''",
+        ),
         ("clear_tool_uses", {"trigger_tool_uses": -1}, r"trigger_tool_uses must be >= 0, got -1"),
-        ("codex_compact", {"auto_compact_token_limit": 0}, r"CodexCompact\.auto_compact_token_limit must be > 0, got 0"),
+        (
+            "codex_compact",
+            {"auto_compact_token_limit": 0},
+            r"CodexCompact\.auto_compact_token_limit must be > 0, got 0",
+        ),
         ("codex_compact", {"user_message_max_tokens": -1}, r"user_message_max_tokens must be >= 0, got -1"),
-        ("claude_code_compact", {"context_window_tokens": 30000}, r"buffer_tokens must leave a positive threshold .*= -3000\), got 13000"),
-        ("claude_code_compact", {"read_tools": "Read"}, r"read_tools must be a list of tool names, not a string, got 'Read'"),
-        ("openhands_condenser", {"max_size": 10, "keep_first": 4}, r"OpenHandsCondenser\.keep_first must be < max_size // 2 - 1 \(4\) .*got 4"),
+        (
+            "claude_code_compact",
+            {"context_window_tokens": 30000},
+            r"buffer_tokens must leave a positive threshold .*= -3000\), got 13000",
+        ),
+        (
+            "claude_code_compact",
+            {"read_tools": "Read"},
+            r"read_tools must be a list of tool names, not a string, got 'Read'",
+        ),
+        (
+            "openhands_condenser",
+            {"max_size": 10, "keep_first": 4},
+            r"OpenHandsCondenser\.keep_first must be < max_size // 2 - 1 \(4\) .*got 4",
+        ),
     ],
 )
 def test_validation_errors_name_field_rule_and_value(kind: str, params: dict[str, object], match: str) -> None:

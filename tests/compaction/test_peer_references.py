@@ -38,7 +38,8 @@ from tests.helpers import A, L, R, S, TC, U
 
 
 def env(summarizer: object | None = None) -> CompactionEnv:
-    return CompactionEnv(summarizer=summarizer, session_id="ref", clock=LogicalClock(), seed=1)  # type: ignore[arg-type]
+    # type: ignore[arg-type]
+    return CompactionEnv(summarizer=summarizer, session_id="ref", clock=LogicalClock(), seed=1)
 
 
 def rounds(n: int, *, same_id: str | None = None, size: int = 400, name: str = "bash") -> list[Message]:
@@ -85,7 +86,16 @@ def test_hybrid_masking_stage_with_reused_ids() -> None:
 def test_a_result_pairs_with_the_nearest_preceding_call_of_its_id() -> None:
     # two parallel calls with distinct ids, then the same ids again: the second pair's results
     # belong to the second message, which is inside the window
-    h = [S(), U("t"), A("a", [TC("x"), TC("y")]), R("x", L(50)), R("y", L(50)), A("b", [TC("x"), TC("y")]), R("x", L(60)), R("y", L(60))]
+    h = [
+        S(),
+        U("t"),
+        A("a", [TC("x"), TC("y")]),
+        R("x", L(50)),
+        R("y", L(50)),
+        A("b", [TC("x"), TC("y")]),
+        R("x", L(60)),
+        R("y", L(60)),
+    ]
     out, n = mask_observations(h, 1)
     assert n == 2 and [m.content for m in out[3:5]] == [MASK_PLACEHOLDER] * 2 and out[6:] == h[6:]
 
@@ -99,7 +109,11 @@ def test_swe_agent_last_n_observations_count() -> None:
     task message here, never a tool result)."""
     h = [S(), U("instance template: fix the bug"), *rounds(9)]
     total_observations = 1 + sum(1 for m in h if m.tool_call_id)  # the template is an observation there
-    c = ObservationMasking(keep_recent_turns=3, window_unit="tool_results", placeholder=JETBRAINS_PLACEHOLDER).start(env()).compact(h)
+    c = (
+        ObservationMasking(keep_recent_turns=3, window_unit="tool_results", placeholder=JETBRAINS_PLACEHOLDER)
+        .start(env())
+        .compact(h)
+    )
     assert sum("Old environment output" in m.content for m in c.view) == total_observations - 3 - 1
     assert c.view[1] == h[1]
 
@@ -108,10 +122,18 @@ def test_swe_agent_placeholder_carries_the_line_count() -> None:
     """``LastNObservations``: ``Old environment output: (N lines omitted)`` with N the output's
     ``len(text.splitlines())``."""
     h = [S(), U("task"), A("a", [TC("c1")]), R("c1", "one\ntwo\nthree\n"), A("b", [TC("c2")]), R("c2", "x")]
-    c = ObservationMasking(keep_recent_turns=1, window_unit="tool_results", placeholder=JETBRAINS_PLACEHOLDER).start(env()).compact(h)
+    c = (
+        ObservationMasking(keep_recent_turns=1, window_unit="tool_results", placeholder=JETBRAINS_PLACEHOLDER)
+        .start(env())
+        .compact(h)
+    )
     assert c.view[3].content == "Old environment output: (3 lines omitted)" and c.view[5] == h[5]
     # masking the masked view again changes nothing (idempotent, as the processor is)
-    again = ObservationMasking(keep_recent_turns=1, window_unit="tool_results", placeholder=JETBRAINS_PLACEHOLDER).start(env()).compact(list(c.view))
+    again = (
+        ObservationMasking(keep_recent_turns=1, window_unit="tool_results", placeholder=JETBRAINS_PLACEHOLDER)
+        .start(env())
+        .compact(list(c.view))
+    )
     assert again.view == c.view
 
 
@@ -140,7 +162,11 @@ def test_openhands_holds_back_the_call_of_a_masked_observation() -> None:
 
 def test_openhands_holds_back_all_results_of_a_partly_masked_parallel_call() -> None:
     h = [S(), U("t"), A("a", [TC("p"), TC("q")]), R("p", L(40)), R("q", L(40)), A("b", [TC("z")]), R("z", L(40))]
-    c = ObservationMasking(keep_recent_turns=2, window_unit="tool_results", send_masked_calls=False).start(env()).compact(h)
+    c = (
+        ObservationMasking(keep_recent_turns=2, window_unit="tool_results", send_masked_calls=False)
+        .start(env())
+        .compact(h)
+    )
     # p is masked; q is kept but its assistant message is held back, so q goes too
     assert list(c.view) == [h[0], h[1], U(MASK_PLACEHOLDER), *h[5:]] and pairing_problems(c.view) == []
 
@@ -212,7 +238,10 @@ def test_openhands_defaults_and_invalid_config() -> None:
     for kw, match in (
         ({"max_size": 0}, r"max_size must be >= 1, got 0"),
         ({"keep_first": -1}, r"keep_first must be >= 0, got -1"),
-        ({"max_size": 10, "keep_first": 8}, r"keep_first must be < max_size // 2 - 1 \(4\) to leave room for condensation, got 8"),
+        (
+            {"max_size": 10, "keep_first": 8},
+            r"keep_first must be < max_size // 2 - 1 \(4\) to leave room for condensation, got 8",
+        ),
         ({"max_size": 4, "keep_first": 2}, r"keep_first must be < max_size // 2 - 1"),
         ({"max_tokens": 0}, r"max_tokens must be > 0, got 0"),
         ({"minimum_progress_frac": 1.0}, r"minimum_progress_frac must be in \(0, 1\), got 1.0"),
@@ -263,7 +292,8 @@ def test_openhands_request_and_events_most_aggressive_wins() -> None:
     events + a request: min(9, 7) -> 16 forgotten) and ``test_most_aggressive_condensation_
     chosen`` (max_size 30, 40 events + request: min(17, 12) -> 26 forgotten)."""
     for max_size, n, forgotten in ((20, 25, 16), (30, 40, 26)):
-        c = condenser(max_size=max_size, keep_first=2).start(env(_Counting())).compact(events(n), force=True)  # type: ignore[attr-defined]
+        # type: ignore[attr-defined]
+        c = condenser(max_size=max_size, keep_first=2).start(env(_Counting())).compact(events(n), force=True)
         assert c.record is not None and c.record.summarized == forgotten, (max_size, n)
         assert set(c.record.extra["reasons"]) == {"request", "events"}
 
@@ -277,7 +307,8 @@ def test_openhands_minimum_progress() -> None:
     c = condenser(max_size=20, keep_first=2).start(env(_Counting())).compact(events(30))  # type: ignore[attr-defined]
     assert c.tier == Tier.FULL and c.record is not None and c.record.summarized == 21
     s = _Counting()
-    c = condenser(max_size=20, keep_first=2, minimum_progress_frac=0.8).start(env(s)).compact(events(30))  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    c = condenser(max_size=20, keep_first=2, minimum_progress_frac=0.8).start(env(s)).compact(events(30))
     assert c.tier == Tier.NONE and s.requests == [] and c.record is not None and "minimum progress" in c.record.error
 
 
@@ -287,7 +318,8 @@ def test_openhands_token_limit() -> None:
     until half of max_tokens would remain (the shortest prefix over 150 - 50 = 100 tokens: 11)."""
     h = events(15, "A" * 40)
     assert all(m.nbytes == 40 for m in h)
-    c = condenser(max_size=1000, max_tokens=100, keep_first=2).start(env(_Counting())).compact(h)  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    c = condenser(max_size=1000, max_tokens=100, keep_first=2).start(env(_Counting())).compact(h)
     assert c.record is not None and c.record.extra["reasons"] == ["tokens"] and c.record.summarized == 11
     assert list(c.view[3:]) == h[-2:]
 
@@ -333,7 +365,8 @@ def test_openhands_cut_points_never_split_a_tool_call() -> None:
 
 def test_openhands_summary_failure_leaves_the_view() -> None:
     h = events(12)
-    c = condenser(max_size=10, keep_first=2).start(env(ScriptedSummarizer([], fail_on_calls=[1]))).compact(h)  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    c = condenser(max_size=10, keep_first=2).start(env(ScriptedSummarizer([], fail_on_calls=[1]))).compact(h)
     assert c.tier == Tier.NONE and list(c.view) == h and c.record is not None and "summary failed" in c.record.error
     c = condenser(max_size=10, keep_first=2).start(env(None)).compact(h)  # type: ignore[attr-defined]
     assert c.tier == Tier.NONE and c.record is not None and "summary_calls" not in c.record.extra
@@ -389,7 +422,10 @@ def test_jetbrains_hybrid_static_checkpoint_replaces_the_previous_one() -> None:
     last = list(views[-1].view)
     assert sum(m.content.startswith("Checkpoint for the last") for m in last) == 1
     assert last[2].content == "Checkpoint for the last 3 turns:\nsecond"
-    assert "<PREVIOUS_CHECKPOINT>\nCheckpoint for the last 3 turns:\nfirst\n</PREVIOUS_CHECKPOINT>" in s.calls[1].user_prompt
+    assert (
+        "<PREVIOUS_CHECKPOINT>\nCheckpoint for the last 3 turns:\nfirst\n</PREVIOUS_CHECKPOINT>"
+        in s.calls[1].user_prompt
+    )
     assert last[3:] == raw[-4:]
 
 
@@ -406,7 +442,8 @@ def test_jetbrains_hybrid_masks_after_summarising() -> None:
 
 def test_jetbrains_hybrid_view_and_write_back_agree() -> None:
     def loop(write_back: bool) -> list[tuple[object, ...]]:
-        runner = jetbrains(keep_recent_turns=2).start(env(ScriptedSummarizer(["a", "b", "c"])))  # type: ignore[attr-defined]
+        # type: ignore[attr-defined]
+        runner = jetbrains(keep_recent_turns=2).start(env(ScriptedSummarizer(["a", "b", "c"])))
         history = [S(), U("task")]
         out = []
         for i in range(9):
@@ -421,9 +458,15 @@ def test_jetbrains_hybrid_view_and_write_back_agree() -> None:
 def test_jetbrains_hybrid_token_trigger_and_failure() -> None:
     h = [S(), U("task"), *rounds(4, size=800)]
     # turns alone would not trigger (N + M = 45); the token trigger folds all but M turns
-    p = jetbrains(summarize_every_turns=43, keep_last_turns=1, token_trigger=True, context_window_tokens=500, keep_recent_turns=10)
+    p = jetbrains(
+        summarize_every_turns=43, keep_last_turns=1, token_trigger=True, context_window_tokens=500, keep_recent_turns=10
+    )
     c = p.start(env(ScriptedSummarizer(["cp"]))).compact(h)  # type: ignore[attr-defined]
-    assert c.tier == Tier.FULL and c.view[2].content.startswith("Checkpoint for the last 3 turns:") and list(c.view[3:]) == h[-2:]
+    assert (
+        c.tier == Tier.FULL
+        and c.view[2].content.startswith("Checkpoint for the last 3 turns:")
+        and list(c.view[3:]) == h[-2:]
+    )
     # a failed summary keeps the turns, records the error and retries at the next call
     s = ScriptedSummarizer(["unused", "late"], fail_on_calls=[1])
     runner = p.start(env(s))  # type: ignore[attr-defined]
@@ -452,7 +495,8 @@ def test_codex_compacted_history_shape() -> None:
 
     env_ctx = U("<environment_context>cwd=/repo</environment_context>")
     h = [S(), env_ctx, U("first request"), A("reply 1"), U("second request"), *rounds(2), U("third request")]
-    c = make_policy("codex_compact").start(env(ScriptedSummarizer(["SUMMARY"]))).compact(h, manual=True)  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    c = make_policy("codex_compact").start(env(ScriptedSummarizer(["SUMMARY"]))).compact(h, manual=True)
     assert [m.content for m in c.view] == [
         "sys",
         env_ctx.content,
@@ -510,7 +554,8 @@ def test_codex_retries_after_trimming_the_oldest_item() -> None:
     assert s.calls[1].head == (U("u"),)
     # every attempt failing: the history is left as it is
     s = ScriptedSummarizer([], fail_on_calls=[1, 2, 3])
-    c = make_policy("codex_compact").start(env(s)).compact([S(), U("u1"), A("a1"), U("u2")], manual=True)  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    c = make_policy("codex_compact").start(env(s)).compact([S(), U("u1"), A("a1"), U("u2")], manual=True)
     assert c.tier == Tier.NONE and len(s.calls) == 3 and c.record is not None and "summary failed" in c.record.error
 
 
@@ -536,7 +581,8 @@ def test_claude_code_threshold_is_effective_window_minus_13k() -> None:
     small = make_policy("claude_code_compact", context_window_tokens=2000, output_reserve_tokens=500, buffer_tokens=500)
     at = [Message("system", "abcd"), U(L(3996))]
     assert small.start(env(ScriptedSummarizer(["s"]))).compact(at).tier == Tier.FULL  # type: ignore[attr-defined]
-    assert small.start(env(ScriptedSummarizer(["s"]))).compact(at[:1] + [U(L(3995))]).tier == Tier.NONE  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    assert small.start(env(ScriptedSummarizer(["s"]))).compact(at[:1] + [U(L(3995))]).tier == Tier.NONE
 
 
 def test_claude_code_reattaches_recent_files_and_the_todo_list() -> None:
@@ -544,13 +590,29 @@ def test_claude_code_reattaches_recent_files_and_the_todo_list() -> None:
     h = [S(), U("task")]
     for i, path in enumerate(["a.py", "b.py", "a.py", "c.py", "d.py", "e.py", "f.py", "big.py"]):
         h += [read(i, path), R(f"r{i}", ("x" * 30000) if path == "big.py" else f"{path} v{i}")]
-    h += [A("plan", [TC("t1", "TodoWrite", '{"todos": [{"content": "fix bug", "status": "in_progress"}, {"content": "run tests", "status": "pending"}]}')]), R("t1", "ok")]
-    c = make_policy("claude_code_compact").start(env(ScriptedSummarizer(["the summary"]))).compact(h, manual=True)  # type: ignore[attr-defined]
+    h += [
+        A(
+            "plan",
+            [
+                TC(
+                    "t1",
+                    "TodoWrite",
+                    '{"todos": [{"content": "fix bug", "status": "in_progress"}, {"content": "run tests", "status": '
+                    '"pending"}]}',
+                )
+            ],
+        ),
+        R("t1", "ok"),
+    ]
+    # type: ignore[attr-defined]
+    c = make_policy("claude_code_compact").start(env(ScriptedSummarizer(["the summary"]))).compact(h, manual=True)
     view = list(c.view)
     assert view[0] == h[0] and view[1].content.endswith("the summary")
     files = [m.content.split("\n", 1) for m in view[2:-1]]
     # newest first, each file once (its last read), the oversized one skipped, at most 5
-    assert [f[0] for f in files] == [f"[re-attached file {p}, as last read]" for p in ("f.py", "e.py", "d.py", "c.py", "a.py")]
+    assert [f[0] for f in files] == [
+        f"[re-attached file {p}, as last read]" for p in ("f.py", "e.py", "d.py", "c.py", "a.py")
+    ]
     assert files[-1][1] == "a.py v2"
     assert view[-1].content == "[todo list]\n- [in_progress] fix bug\n- [pending] run tests"
     assert c.record is not None and c.record.extra["reattached_files"] == ["f.py", "e.py", "d.py", "c.py", "a.py"]

@@ -34,12 +34,24 @@ TOOLS = ("bash", "read_file", "memory", "edit")
 #: configurations per kind: sizes only (small windows so that compaction triggers), plus the
 #: options that existed before the peer-fidelity work
 CONFIGS: dict[str, list[dict[str, Any]]] = {
-    "progressive": [{"context_window_tokens": 3000}, {"context_window_tokens": 8000, "forced_truncation": "legacy_last1"}],
-    "token_budget": [{"context_window_tokens": 3000}, {"context_window_tokens": 3000, "forced_truncation": "legacy_last1"}],
+    "progressive": [
+        {"context_window_tokens": 3000},
+        {"context_window_tokens": 8000, "forced_truncation": "legacy_last1"},
+    ],
+    "token_budget": [
+        {"context_window_tokens": 3000},
+        {"context_window_tokens": 3000, "forced_truncation": "legacy_last1"},
+    ],
     "observation_masking": [{}, {"keep_recent_turns": 2}, {"keep_recent_turns": 0, "placeholder": "[gone]"}],
     "clear_tool_uses": [
         {"trigger_tokens": 1500, "keep_tool_uses": 2},
-        {"trigger_tokens": 1000, "keep_tool_uses": 1, "clear_tool_inputs": True, "exclude_tools": ("memory",), "clear_at_least_tokens": 300},
+        {
+            "trigger_tokens": 1000,
+            "keep_tool_uses": 1,
+            "clear_tool_inputs": True,
+            "exclude_tools": ("memory",),
+            "clear_at_least_tokens": 300,
+        },
     ],
     "window": [{"keep_first": 1, "keep_last": 6}, {"amortized": True, "max_messages": 12, "keep_first": 2}],
     "summary_single_threshold": [
@@ -77,14 +89,19 @@ def transcript(seed: int, n_turns: int = 36) -> tuple[list[Message], list[list[M
     """``(start, turns)``: a system message and a task, then turns of an assistant message with
     0-3 calls (unique ids), their results (role ``tool`` or ``user``), sometimes a user message."""
     rng = random.Random(seed)
-    start = [Message("system", _text("system prompt", rng.randint(20, 300))), Message("user", "Fix the failing test; never touch setup.py.")]
+    start = [
+        Message("system", _text("system prompt", rng.randint(20, 300))),
+        Message("user", "Fix the failing test; never touch setup.py."),
+    ]
     turns: list[list[Message]] = []
     cid = 0
     for t in range(n_turns):
         calls = []
         for _ in range(rng.choice((0, 1, 1, 1, 2, 3))):
             cid += 1
-            calls.append(ToolCall(f"call_{cid}", rng.choice(TOOLS), json.dumps({"cmd": _text("x", rng.randint(0, 200))})))
+            calls.append(
+                ToolCall(f"call_{cid}", rng.choice(TOOLS), json.dumps({"cmd": _text("x", rng.randint(0, 200))}))
+            )
         turn = [Message("assistant", _text(f"turn {t}", rng.randint(0, 400)), tuple(calls))]
         role = rng.choice(("tool", "user"))
         for tc in calls:
@@ -97,7 +114,9 @@ def transcript(seed: int, n_turns: int = 36) -> tuple[list[Message], list[list[M
 
 
 def _env(summarizer: bool) -> CompactionEnv:
-    return CompactionEnv(summarizer=_Summarizer() if summarizer else None, session_id="golden", clock=LogicalClock(), seed=3)  # type: ignore[arg-type]
+    return CompactionEnv(
+        summarizer=_Summarizer() if summarizer else None, session_id="golden", clock=LogicalClock(), seed=3
+    )  # type: ignore[arg-type]
 
 
 def _state(c: Compaction) -> Any:
@@ -129,7 +148,12 @@ def digest(kind: str, params: dict[str, Any], seed: int) -> str:
 
 
 def _cases() -> list[tuple[str, int, dict[str, Any], int]]:
-    return [(kind, i, params, seed) for kind, variants in CONFIGS.items() for i, params in enumerate(variants) for seed in SEEDS]
+    return [
+        (kind, i, params, seed)
+        for kind, variants in CONFIGS.items()
+        for i, params in enumerate(variants)
+        for seed in SEEDS
+    ]
 
 
 def _key(kind: str, i: int, seed: int) -> str:
@@ -165,6 +189,10 @@ def test_transcripts_reach_the_interesting_states() -> None:
     start, turns = transcript(1)
     full = start + [m for t in turns for m in t]
     assert len({m.tool_call_id for m in full if m.tool_call_id}) == sum(1 for m in full if m.tool_call_id)
-    for kind, params in (("hybrid", CONFIGS["hybrid"][0]), ("summary_single_threshold", CONFIGS["summary_single_threshold"][0]), ("observation_masking", {})):
+    for kind, params in (
+        ("hybrid", CONFIGS["hybrid"][0]),
+        ("summary_single_threshold", CONFIGS["summary_single_threshold"][0]),
+        ("observation_masking", {}),
+    ):
         c = make_policy(kind, **params).start(_env(True)).compact(full)
         assert c.record is not None and int(c.record.tier) > 0, kind

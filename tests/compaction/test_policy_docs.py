@@ -45,6 +45,9 @@ def test_policies_help_is_the_first_sentence_in_plain_text() -> None:
     # the first sentence only: the detail after it stays in the field docstring
     assert by_kind["codex_compact"]["context_window_tokens"] == "Model window in tokens."
     assert "GPT-5" in field_docs(registry()["codex_compact"])["context_window_tokens"]
-    assert by_kind["hybrid"]["prompt_file"] == "(h9eval style) JSON file of prompt templates (see `h9eval.compaction.prompts`)."
+    assert (
+        by_kind["hybrid"]["prompt_file"]
+        == "(h9eval style) JSON file of prompt templates (see `h9eval.compaction.prompts`)."
+    )
     line = next(ln for ln in format_policies_table().splitlines() if ln.strip().startswith("keep_tool_uses "))
     assert line.endswith("# The most recent tool uses kept intact (the API's `keep`).")

@@ -86,7 +86,16 @@ def test_tool_tokens_and_format() -> None:
 # -- §10.2 tiers ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "tokens,tier",
-    [(599, Tier.NONE), (600, Tier.WARN), (699, Tier.WARN), (700, Tier.SOFT), (799, Tier.SOFT), (800, Tier.FULL), (949, Tier.FULL), (950, Tier.EMERGENCY)],
+    [
+        (599, Tier.NONE),
+        (600, Tier.WARN),
+        (699, Tier.WARN),
+        (700, Tier.SOFT),
+        (799, Tier.SOFT),
+        (800, Tier.FULL),
+        (949, Tier.FULL),
+        (950, Tier.EMERGENCY),
+    ],
 )
 def test_tier_boundaries(tokens: int, tier: Tier) -> None:
     assert ProgressiveCompactor(context_window_tokens=1000).tier_for_tokens(tokens) == tier
@@ -103,7 +112,9 @@ def test_tier_none_no_record(tmp_path) -> None:
 
     s = ScriptedSummarizer([])
     store = FileRecordStore(tmp_path)
-    run = ProgressiveCompactor(context_window_tokens=100000).start(CompactionEnv(summarizer=s, record_store=store, session_id="s"))
+    run = ProgressiveCompactor(context_window_tokens=100000).start(
+        CompactionEnv(summarizer=s, record_store=store, session_id="s")
+    )
     msgs = [S(), U("hello")]
     res = run.compact(msgs)
     assert list(res.view) == msgs and res.tier == Tier.NONE and not s.calls
@@ -116,7 +127,9 @@ def test_full_with_anchors_byte_exact(tmp_path) -> None:
 
     msgs = [S(), U(L(2000)), A(L(2000)), U(L(2000)), A(L(2000)), U("tail1"), A("tail2")]
     store = FileRecordStore(tmp_path)
-    run = ProgressiveCompactor(context_window_tokens=2500, min_tail_messages=2).start(CompactionEnv(summarizer=ScriptedSummarizer([FULL_REPLY]), record_store=store, session_id="sess1"))
+    run = ProgressiveCompactor(context_window_tokens=2500, min_tail_messages=2).start(
+        CompactionEnv(summarizer=ScriptedSummarizer([FULL_REPLY]), record_store=store, session_id="sess1")
+    )
     res = run.compact(msgs)
     rec = res.record
     assert rec is not None and rec.tier == Tier.FULL
@@ -124,8 +137,10 @@ def test_full_with_anchors_byte_exact(tmp_path) -> None:
     assert len(rec.anchors or []) == 5 and rec.summarized == 4 and rec.preserved_tail == 2
     assert rec.tokens_after < rec.tokens_before
     assert res.view[1].content == (
-        "[Context Compaction]\n## Anchors\n\n### User Intent\nBuild a web server\n\n### Execution Progress\n- Set up project\n\n"
-        "### Key Decisions\n- Using net/http\n\n### Tried Solutions\n- Tried gin: too heavy\n\n### Next Steps\n- Add tests\n\n"
+        "[Context Compaction]\n## Anchors\n\n### User Intent\nBuild a web server\n\n### Execution Progress\n- Set up "
+        "project\n\n"
+        "### Key Decisions\n- Using net/http\n\n### Tried Solutions\n- Tried gin: too heavy\n\n### Next Steps\n- Add "
+        "tests\n\n"
         "## Summary\nProject uses Go 1.25 stdlib."
     )
     # the record store got one harness9 JSONL line, mode 0600
@@ -143,10 +158,22 @@ def test_warn_without_offloader_is_identity() -> None:
 
 def test_warn_offload_does_not_mutate_input(tmp_path) -> None:
     big = "".join("x" * 19 + "\n" for _ in range(500))
-    msgs = [S(), A("running", [TC("call-1", "bash", "{}")]), R("call-1", big), A("t1"), U("t2"), A("t3"), U("t4"), A("t5"), U("t6")]
+    msgs = [
+        S(),
+        A("running", [TC("call-1", "bash", "{}")]),
+        R("call-1", big),
+        A("t1"),
+        U("t2"),
+        A("t3"),
+        U("t4"),
+        A("t5"),
+        U("t6"),
+    ]
     assert estimate_tokens(msgs) == 2510
     snapshot = copy.deepcopy(msgs)
-    run = compat(context_window_tokens=2510 * 8 // 5, offload_threshold_bytes=100).start(CompactionEnv(offload_root=tmp_path, session_id="sess-117", harness9_paths=True))
+    run = compat(context_window_tokens=2510 * 8 // 5, offload_threshold_bytes=100).start(
+        CompactionEnv(offload_root=tmp_path, session_id="sess-117", harness9_paths=True)
+    )
     res = run.compact(msgs)
     assert msgs == snapshot
     assert res.tier == Tier.WARN
@@ -209,7 +236,10 @@ def test_incremental_prompt_and_na_overwrite() -> None:
     res = run.compact(msgs)
     (req,) = s.calls
     assert req.template == "incremental" and "<previous-compaction>" in req.user_prompt
-    assert "### User Intent\nold intent\n\n### Key Decisions\nold decision\n\n## Summary\nprevious summary text" in req.user_prompt
+    assert (
+        "### User Intent\nold intent\n\n### Key Decisions\nold decision\n\n## Summary\nprevious summary text"
+        in req.user_prompt
+    )
     anchors = {a.type: a.content for a in res.record.anchors}  # type: ignore[union-attr]
     assert anchors["key_decision"] == "- N/A" and anchors["user_intent"] == "new intent"
     assert res.record.extra["na_overwrites"] == ["key_decision"]  # type: ignore[union-attr]
@@ -241,7 +271,10 @@ def test_parse_cases() -> None:
 
 
 def test_merge_rule() -> None:
-    m = merge_anchors([Anchor("user_intent", "old intent"), Anchor("key_decision", "old decision")], [Anchor("user_intent", "updated intent"), Anchor("next_step", "new step")])
+    m = merge_anchors(
+        [Anchor("user_intent", "old intent"), Anchor("key_decision", "old decision")],
+        [Anchor("user_intent", "updated intent"), Anchor("next_step", "new step")],
+    )
     assert [x.content for x in m] == ["updated intent", "N/A", "old decision", "N/A", "new step"]
     assert merge_anchors([Anchor("key_decision", "x")], [Anchor("key_decision", "")])[2].content == "N/A"
 
@@ -303,7 +336,9 @@ def test_offload_hook(tmp_path) -> None:
     hook = OffloadHook(tmp_path, "sess1", threshold_bytes=10, preview_lines=2)
     out = hook.after_execute(TC("tc2"), ToolOutput("tc2", "line\n" * 50))
     f = tmp_path / ".harness9/tool_results/sess1/tc2.txt"
-    assert f.read_text() == "line\n" * 50 and ".harness9/tool_results/sess1/tc2.txt" in out.output and "预览" in out.output
+    assert (
+        f.read_text() == "line\n" * 50 and ".harness9/tool_results/sess1/tc2.txt" in out.output and "预览" in out.output
+    )
     for call in (TC(""), TC("x", "read_file"), TC("x", "write_file"), TC("x", "edit_file")):
         assert hook.after_execute(call, ToolOutput("x", "y" * 50)).output == "y" * 50
 
@@ -314,7 +349,18 @@ def test_offload_hook_fails_open_when_mkdir_fails(tmp_path) -> None:
     assert hook.after_execute(TC("c"), ToolOutput("c", "zz")).output == "zz"
 
 
-@pytest.mark.parametrize("sid,cid", [("../x", "c"), ("a/b", "c"), ("/abs", "c"), ("s", "../../etc/passwd"), ("s", "a/b"), ("s\x00", "c\n"), ("..", "..")])
+@pytest.mark.parametrize(
+    "sid,cid",
+    [
+        ("../x", "c"),
+        ("a/b", "c"),
+        ("/abs", "c"),
+        ("s", "../../etc/passwd"),
+        ("s", "a/b"),
+        ("s\x00", "c\n"),
+        ("..", ".."),
+    ],
+)
 def test_hostile_ids_stay_inside_session_folder(tmp_path, sid: str, cid: str) -> None:
     root = tmp_path / "root"
     hook = OffloadHook(root, sid, threshold_bytes=1)
@@ -393,7 +439,14 @@ def test_repair_yields_valid_pairs(msgs: list[Message]) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["user_intent", "execution_progress", "key_decision", "tried_solution", "next_step"]), _text), max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user_intent", "execution_progress", "key_decision", "tried_solution", "next_step"]), _text
+        ),
+        max_size=6,
+    )
+)
 def test_parse_format_is_stable(pairs: list[tuple[str, str]]) -> None:
     anchors = merge_anchors(None, [Anchor(t, c) for t, c in pairs])
     once, _ = parse_anchors_and_summary(format_anchors(anchors))
@@ -416,7 +469,9 @@ def test_estimate_monotone(contents: list[str], extra: str) -> None:
 def test_progressive_never_mutates_input(tmp_path, msgs: list[Message], window: int) -> None:
     snapshot = copy.deepcopy(msgs)
     reply = FULL_REPLY
-    run = ProgressiveCompactor(context_window_tokens=window, min_tail_messages=2).start(CompactionEnv(summarizer=ScriptedSummarizer([reply] * 50), offload_root=tmp_path, session_id="p"))
+    run = ProgressiveCompactor(context_window_tokens=window, min_tail_messages=2).start(
+        CompactionEnv(summarizer=ScriptedSummarizer([reply] * 50), offload_root=tmp_path, session_id="p")
+    )
     res = run.compact(msgs)
     assert msgs == snapshot
     if res.tier != Tier.NONE and pairing_problems(msgs) == []:
@@ -444,7 +499,11 @@ def test_no_system_message_at_full_is_a_noop_record(tmp_path) -> None:
     msgs = [U(L(4000)), A(L(4000))]
     s = ScriptedSummarizer([FULL_REPLY])
     store = FileRecordStore(tmp_path)
-    res = ProgressiveCompactor(context_window_tokens=2400).start(CompactionEnv(summarizer=s, record_store=store, session_id="x")).compact(msgs)
+    res = (
+        ProgressiveCompactor(context_window_tokens=2400)
+        .start(CompactionEnv(summarizer=s, record_store=store, session_id="x"))
+        .compact(msgs)
+    )
     assert res.tier == Tier.FULL and list(res.view) == msgs and not s.calls
     (rec,) = store.list("x")
     assert rec.tier == Tier.FULL and rec.anchors is None and rec.summarized == 0

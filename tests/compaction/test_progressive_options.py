@@ -34,7 +34,12 @@ def task_with_constraints(n_turns: int = 24) -> Task:
         msgs.append(Message("assistant", f"I'll check step {i}.", (call,)))
         msgs.append(Message("tool", f"ok {i}\n" + "log line\n" * 150, (), cid))
     msgs.append(Message("assistant", "Done."))
-    return Task(task_id="constraints", source=TaskSource(kind="synthetic", preset="crafted"), messages=tuple(msgs), intent=Intent(statement=msgs[1].content))
+    return Task(
+        task_id="constraints",
+        source=TaskSource(kind="synthetic", preset="crafted"),
+        messages=tuple(msgs),
+        intent=Intent(statement=msgs[1].content),
+    )
 
 
 def _compaction_texts(res) -> list[str]:
@@ -42,13 +47,19 @@ def _compaction_texts(res) -> list[str]:
 
 
 def test_default_has_no_extra_sections() -> None:
-    res = replay(task_with_constraints(), ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4), config=ReplayConfig(keep_views=True))
+    res = replay(
+        task_with_constraints(),
+        ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4),
+        config=ReplayConfig(keep_views=True),
+    )
     texts = _compaction_texts(res)
     assert texts and not any("### Constraints" in t or "### Artifacts" in t for t in texts)
 
 
 def test_constraints_and_artifacts_anchors_survive_merges() -> None:
-    pol = ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4, extra_anchors=("constraint", "artifact"))
+    pol = ProgressiveCompactor(
+        context_window_tokens=5000, min_tail_messages=4, extra_anchors=("constraint", "artifact")
+    )
     res = replay(task_with_constraints(40), pol, config=ReplayConfig(keep_views=True, history_mode="write_back"))
     texts = _compaction_texts(res)
     assert res.calls["summarizer_calls"].sum() >= 2, "needs at least one incremental merge"
@@ -60,16 +71,25 @@ def test_constraints_and_artifacts_anchors_survive_merges() -> None:
 
 
 def test_na_safe_merge_prevents_overwrites() -> None:
-    msgs = [Message("system", "s")] + [Message("user", "u" * 2000), Message("assistant", "a" * 2000)] * 2 + [Message("user", "t1"), Message("assistant", "t2")]
+    msgs = (
+        [Message("system", "s")]
+        + [Message("user", "u" * 2000), Message("assistant", "a" * 2000)] * 2
+        + [Message("user", "t1"), Message("assistant", "t2")]
+    )
     first = "### User Intent\nship it\n\n### Key Decisions\n- use chi router\n\n## Summary\nS1"
     second = "### User Intent\n- N/A\n\n### Key Decisions\n- N/A\n\n## Summary\nS2"
     outcomes = {}
     for safe in (False, True):
-        run = ProgressiveCompactor(context_window_tokens=2500, min_tail_messages=2, na_safe_merge=safe).start(CompactionEnv(summarizer=ScriptedSummarizer([first, second])))
+        run = ProgressiveCompactor(context_window_tokens=2500, min_tail_messages=2, na_safe_merge=safe).start(
+            CompactionEnv(summarizer=ScriptedSummarizer([first, second]))
+        )
         run.compact(msgs)
         r2 = run.compact(msgs)
         outcomes[safe] = ({a.type: a.content for a in r2.record.anchors}, r2.record.extra)
-    assert outcomes[False][0]["key_decision"] == "- N/A" and outcomes[False][1]["na_overwrites"] == ["user_intent", "key_decision"]
+    assert outcomes[False][0]["key_decision"] == "- N/A" and outcomes[False][1]["na_overwrites"] == [
+        "user_intent",
+        "key_decision",
+    ]
     assert outcomes[True][0]["key_decision"] == "- use chi router" and outcomes[True][0]["user_intent"] == "ship it"
     assert outcomes[True][1]["na_overwrites_prevented"] == ["user_intent", "key_decision"]
 
@@ -115,7 +135,14 @@ def test_mask_then_progressive_masks_before_summarising() -> None:
 
 def test_options_default_off_is_harness9() -> None:
     p = ProgressiveCompactor()
-    assert (p.extra_anchors, p.na_safe_merge, p.tail_budget_tokens, p.tier_token_counter, p.anti_thrash_frac, p.mask_observations_keep_turns) == ((), False, None, "harness9", None, None)
+    assert (
+        p.extra_anchors,
+        p.na_safe_merge,
+        p.tail_budget_tokens,
+        p.tier_token_counter,
+        p.anti_thrash_frac,
+        p.mask_observations_keep_turns,
+    ) == ((), False, None, "harness9", None, None)
 
 
 @pytest.mark.parametrize("counter", ["calibrated", "bpe"])
@@ -137,7 +164,14 @@ def test_each_option_has_a_line_in_policies_output() -> None:
     from h9eval.cli.policies import format_policies_table
 
     text = format_policies_table()
-    for opt in ("extra_anchors", "na_safe_merge", "tail_budget_tokens", "tier_token_counter", "anti_thrash_frac", "mask_observations_keep_turns"):
+    for opt in (
+        "extra_anchors",
+        "na_safe_merge",
+        "tail_budget_tokens",
+        "tier_token_counter",
+        "anti_thrash_frac",
+        "mask_observations_keep_turns",
+    ):
         (line,) = [ln for ln in text.splitlines() if ln.strip().startswith(opt + " ")]
         assert "# OPTION:" in line
 
@@ -155,7 +189,17 @@ def test_na_safe_merge_helps_with_a_compliant_dash_na_summarizer() -> None:
     known anchors; the N/A-safe merge keeps them."""
     t = task_with_constraints(40)
     summ = make_summarizer("offline", na_text="- N/A")
-    base = replay(t, ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4), summarizer=summ, config=ReplayConfig(history_mode="write_back"))
-    safe = replay(t, ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4, na_safe_merge=True), summarizer=summ, config=ReplayConfig(history_mode="write_back"))
+    base = replay(
+        t,
+        ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4),
+        summarizer=summ,
+        config=ReplayConfig(history_mode="write_back"),
+    )
+    safe = replay(
+        t,
+        ProgressiveCompactor(context_window_tokens=5000, min_tail_messages=4, na_safe_merge=True),
+        summarizer=summ,
+        config=ReplayConfig(history_mode="write_back"),
+    )
     assert base.calls["na_overwrites"].sum() > 0
     assert safe.calls["na_overwrites"].sum() == 0 and safe.calls["na_overwrites_prevented"].sum() > 0

@@ -56,13 +56,17 @@ def test_replay_from_the_shipped_cassette_offline_with_the_step_billed(kind: str
         usage = found[0]["usage"]
         if kind.startswith("anthropic"):
             it = next(i for i in usage["iterations"] if i["type"] == "compaction")
-            expected += (it["input_tokens"] * info.input_usd_per_mtok
-                         + it["output_tokens"] * info.output_usd_per_mtok) / 1e6
+            expected += (
+                it["input_tokens"] * info.input_usd_per_mtok + it["output_tokens"] * info.output_usd_per_mtok
+            ) / 1e6
         else:
             cached = usage["input_tokens_details"]["cached_tokens"]
             pin = info.input_usd_per_mtok
-            expected += ((usage["input_tokens"] - cached) * pin + cached * pin * info.cache_read_frac
-                         + usage["output_tokens"] * info.output_usd_per_mtok) / 1e6
+            expected += (
+                (usage["input_tokens"] - cached) * pin
+                + cached * pin * info.cache_read_frac
+                + usage["output_tokens"] * info.output_usd_per_mtok
+            ) / 1e6
     assert calls["summarizer_cost_usd"].sum() == pytest.approx(expected, rel=1e-9) and expected > 0
 
 
@@ -82,8 +86,9 @@ def test_the_openai_item_stays_opaque_in_the_transcript() -> None:
 
 def test_a_cassette_miss_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for kind in KINDS:
-        code = main(["run", "--task", "synthetic:small:1", "--policy", kind, "--window", "20000",
-                     "--out", str(tmp_path / kind)])
+        code = main(
+            ["run", "--task", "synthetic:small:1", "--policy", kind, "--window", "20000", "--out", str(tmp_path / kind)]
+        )
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2
         line = err[-1]
@@ -99,8 +104,14 @@ def test_record_through_the_sdks_then_replay_offline(tmp_path: Path, monkeypatch
     with fake_provider(echo_key=True) as srv:
         for kind in KINDS:
             params = {"cassette": str(tmp_path / f"{kind}.jsonl"), "record": True, "base_url": srv.base_url(kind)}
-            [rec] = run_task("synthetic:small:2", kind, params=params, window=20_000, summarizer=None,
-                             out_dir=tmp_path / "runs" / kind)
+            [rec] = run_task(
+                "synthetic:small:2",
+                kind,
+                params=params,
+                window=20_000,
+                summarizer=None,
+                out_dir=tmp_path / "runs" / kind,
+            )
             assert int(rec.calls["compacted"].sum()) > 0
             route = "/messages" if kind.startswith("anthropic") else "/compact"
             mine = [s for s in srv.seen if s["path"].endswith(route)]
@@ -110,15 +121,23 @@ def test_record_through_the_sdks_then_replay_offline(tmp_path: Path, monkeypatch
                 mp.delenv("ANTHROPIC_API_KEY")
                 mp.delenv("OPENAI_API_KEY")
                 n_seen = len(srv.seen)
-                [again] = run_task("synthetic:small:2", kind, params={"cassette": params["cassette"]}, window=20_000,
-                                   summarizer=None, out_dir=tmp_path / "replay" / kind)
+                [again] = run_task(
+                    "synthetic:small:2",
+                    kind,
+                    params={"cassette": params["cassette"]},
+                    window=20_000,
+                    summarizer=None,
+                    out_dir=tmp_path / "replay" / kind,
+                )
                 assert len(srv.seen) == n_seen
                 assert list(again.calls["tokens_sent"]) == list(rec.calls["tokens_sent"])
                 assert again.calls["summarizer_cost_usd"].sum() == rec.calls["summarizer_cost_usd"].sum() > 0
     anthropic = [s for s in srv.seen if s["path"].endswith("/v1/messages")]
     assert anthropic[0]["beta"] == "compact-2026-01-12"
     assert anthropic[0]["body"]["context_management"]["edits"][0] == {
-        "type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 15_000}}
+        "type": "compact_20260112",
+        "trigger": {"type": "input_tokens", "value": 15_000},
+    }
     assert "[redacted]" in (tmp_path / "openai_server_compaction.jsonl").read_text()
     assert assert_no_secret_in_files(tmp_path) >= 10
 
@@ -130,13 +149,17 @@ def test_the_item_goes_back_verbatim_in_the_next_request() -> None:
     call = Message("assistant", "next", (ToolCall("c1", "bash", '{"cmd": "ls"}'),))
     result = Message("tool", "a.py", (), "c1")
     marker = "[Context Compaction] x"
-    a = compaction_request([sys_msg, Message("user", marker, meta={PROVIDER_ITEM: anthropic_block}), call, result],
-                           model="claude-sonnet-4-6", trigger_tokens=1000)
+    a = compaction_request(
+        [sys_msg, Message("user", marker, meta={PROVIDER_ITEM: anthropic_block}), call, result],
+        model="claude-sonnet-4-6",
+        trigger_tokens=1000,
+    )
     assert a["system"] == "be brief"
     assert [m["role"] for m in a["messages"]] == ["user", "assistant", "user"]
     assert a["messages"][1]["content"][0] == anthropic_block and a["messages"][1]["content"][2]["type"] == "tool_use"
-    o = compact_request([sys_msg, task, Message("user", marker, meta={PROVIDER_ITEM: openai_item}), call, result],
-                        model="gpt-5")
+    o = compact_request(
+        [sys_msg, task, Message("user", marker, meta={PROVIDER_ITEM: openai_item}), call, result], model="gpt-5"
+    )
     assert o["instructions"] == "be brief"
     types = [i["type"] for i in o["input"]]
     assert types == ["message", "compaction", "message", "function_call", "function_call_output"]
@@ -154,12 +177,25 @@ def test_billing_follows_each_providers_cache_rule(tmp_path: Path) -> None:
     and 0.1 of the input price; OpenAI: cached input at the model's cache_read_frac (0.1 for gpt-5)."""
     view = [Message("system", "s"), Message("user", "x" * 8000), Message("assistant", "y" * 8000)]
     body = compaction_request(view, model="claude-sonnet-4-6", trigger_tokens=1000)
-    usage = {"iterations": [{"type": "compaction", "input_tokens": 1000, "cache_creation_input_tokens": 2000,
-                             "cache_read_input_tokens": 8000, "output_tokens": 300},
-                            {"type": "message", "input_tokens": 50, "output_tokens": 1}]}
+    usage = {
+        "iterations": [
+            {
+                "type": "compaction",
+                "input_tokens": 1000,
+                "cache_creation_input_tokens": 2000,
+                "cache_read_input_tokens": 8000,
+                "output_tokens": 300,
+            },
+            {"type": "message", "input_tokens": 50, "output_tokens": 1},
+        ]
+    }
     reply = {"content": [{"type": "compaction", "content": "summary"}], "usage": usage}
-    p = make_policy("anthropic_server_compaction", context_window_tokens=3000, trigger_tokens=1000,
-                    cassette=_one_reply_cassette(tmp_path / "a", body, reply))
+    p = make_policy(
+        "anthropic_server_compaction",
+        context_window_tokens=3000,
+        trigger_tokens=1000,
+        cassette=_one_reply_cassette(tmp_path / "a", body, reply),
+    )
     c = p.start(CompactionEnv()).compact(view)
     [call] = c.record.extra["summary_calls"]
     assert call.input_tokens == 11_000 and call.output_tokens == 300
@@ -168,10 +204,19 @@ def test_billing_follows_each_providers_cache_rule(tmp_path: Path) -> None:
 
     body = compact_request(view, model="gpt-5")
     usage = {"input_tokens": 10_000, "input_tokens_details": {"cached_tokens": 4096}, "output_tokens": 500}
-    reply = {"output": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 8000}]},
-                        {"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAAB-z"}], "usage": usage}
-    p = make_policy("openai_server_compaction", context_window_tokens=3000, trigger_tokens=1000,
-                    cassette=_one_reply_cassette(tmp_path / "o", body, reply))
+    reply = {
+        "output": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x" * 8000}]},
+            {"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAAB-z"},
+        ],
+        "usage": usage,
+    }
+    p = make_policy(
+        "openai_server_compaction",
+        context_window_tokens=3000,
+        trigger_tokens=1000,
+        cassette=_one_reply_cassette(tmp_path / "o", body, reply),
+    )
     c = p.start(CompactionEnv()).compact(view)
     [call] = c.record.extra["summary_calls"]
     assert call.input_tokens == 10_000
@@ -207,8 +252,14 @@ def test_a_recording_without_a_key_says_which_variable(tmp_path: Path, monkeypat
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     srv = FakeProviderServer()
     try:
-        p = make_policy("openai_server_compaction", context_window_tokens=3000, trigger_tokens=1000, record=True,
-                        cassette=str(tmp_path / "c.jsonl"), base_url=srv.base_url("openai_server_compaction"))
+        p = make_policy(
+            "openai_server_compaction",
+            context_window_tokens=3000,
+            trigger_tokens=1000,
+            record=True,
+            cassette=str(tmp_path / "c.jsonl"),
+            base_url=srv.base_url("openai_server_compaction"),
+        )
         with pytest.raises(ConfigError, match="set OPENAI_API_KEY"):
             p.start(CompactionEnv()).compact([Message("user", "x" * 8000)])
     finally:

@@ -41,7 +41,10 @@ def test_progressive_reuses_placeholder_messages_and_keeps_views(tmp_path: Path)
     pol = ProgressiveCompactor(context_window_tokens=1_000, min_tail_messages=2, offload_threshold_bytes=200)
     hist = [Message("system", "sys"), Message("user", "go")]
     for i in range(4):
-        hist += [Message("assistant", "", (ToolCall(f"c{i}", "run", "{}"),)), Message("tool", _big(f"r{i}", 60), (), f"c{i}")]
+        hist += [
+            Message("assistant", "", (ToolCall(f"c{i}", "run", "{}"),)),
+            Message("tool", _big(f"r{i}", 60), (), f"c{i}"),
+        ]
     hist += [Message("assistant", "ok"), Message("user", "more")]
     run = pol.start(CompactionEnv(offload_root=tmp_path, session_id="s", seed=0))
     v1, v2 = run.compact(hist).view, run.compact(list(hist)).view
@@ -80,10 +83,17 @@ def test_clocks_print_rfc3339_as_before() -> None:
 
 
 def test_serialization_and_templates_as_before() -> None:
-    head = [Message("user", "hi"), Message("assistant", "", (ToolCall("1", "ls", "{}"),)), Message("tool", "out", (), "1"), Message("assistant", "")]
+    head = [
+        Message("user", "hi"),
+        Message("assistant", "", (ToolCall("1", "ls", "{}"),)),
+        Message("tool", "out", (), "1"),
+        Message("assistant", ""),
+    ]
     assert serialize_conversation(head) == "[user]: hi\n[tool_call ls(1)]: {}\n[tool_result 1]: out"
     assert serialize_conversation([]) == ""
-    ps = PromptSet(first="A {conversation} {previous_compaction} {other}", incremental="P={previous_compaction} C={conversation}")
+    ps = PromptSet(
+        first="A {conversation} {previous_compaction} {other}", incremental="P={previous_compaction} C={conversation}"
+    )
     assert ps.render_first("x {conversation}") == "A x {conversation} {previous_compaction} {other}"
     assert ps.render_incremental("p", "c") == "P=p C=c"
     assert DEFAULT_PROMPTS.render_first("CONV").endswith("Conversation:\nCONV")
@@ -110,7 +120,10 @@ def test_incremental_masking_equals_masking_the_whole_history(unit: str, placeho
         rng = random.Random(seed)
         full = _random_history(rng, 40, placeholder)
         cuts = sorted(rng.sample(range(3, len(full) + 1), 15))
-        view, wb = IncrementalMasking(keep, placeholder, window_unit=unit), IncrementalMasking(keep, placeholder, window_unit=unit)
+        view, wb = (
+            IncrementalMasking(keep, placeholder, window_unit=unit),
+            IncrementalMasking(keep, placeholder, window_unit=unit),
+        )
         wb_hist: list[Message] = []
         prev = 0
         for c in cuts:
@@ -135,7 +148,9 @@ def _tool_history(rng: random.Random, n: int, placeholder: str) -> list[Message]
     msgs = [Message("system", "s"), Message("user", "task")]
     for t in range(n):
         ids = [rng.choice(["call_0", f"c{t}", f"c{t}b", "x"]) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
-        calls = tuple(ToolCall(i, rng.choice(["run", "read"]), rng.choice(["{}", '{"p": 1}', '{"cmd": "ls -la"}'])) for i in ids)
+        calls = tuple(
+            ToolCall(i, rng.choice(["run", "read"]), rng.choice(["{}", '{"p": 1}', '{"cmd": "ls -la"}'])) for i in ids
+        )
         msgs.append(Message("assistant", f"a{t}", calls))
         for i in ids + ([rng.choice(["orphan", "call_0"])] if rng.random() < 0.1 else []):
             body = rng.choice([placeholder, "ok", "\n".join(f"out {t} {k}" for k in range(rng.randint(1, 9)))])
@@ -146,7 +161,9 @@ def _tool_history(rng: random.Random, n: int, placeholder: str) -> list[Message]
 @pytest.mark.parametrize("inputs", [False, True, ("read",)])
 @pytest.mark.parametrize("exclude", [(), ("run",)])
 @pytest.mark.parametrize("keep", [0, 2, 5])
-def test_incremental_clearing_equals_clearing_the_whole_history(inputs: bool | tuple[str, ...], exclude: tuple[str, ...], keep: int) -> None:
+def test_incremental_clearing_equals_clearing_the_whole_history(
+    inputs: bool | tuple[str, ...], exclude: tuple[str, ...], keep: int
+) -> None:
     from h9eval.compaction.policies.clear_tool_uses import CLEAR_PLACEHOLDER, IncrementalClearing, clear_tool_uses
 
     kw = dict(keep_tool_uses=keep, exclude_tools=exclude, clear_tool_inputs=inputs, placeholder=CLEAR_PLACEHOLDER)
@@ -160,7 +177,12 @@ def test_incremental_clearing_equals_clearing_the_whole_history(inputs: bool | t
         for c in cuts:
             out, n = view.update(full[:c])
             want, want_n = clear_tool_uses(full[:c], **kw)  # type: ignore[arg-type]
-            assert (out, n, view.out_bytes, view.src_bytes) == (want, want_n, sum(m.nbytes for m in want), sum(m.nbytes for m in full[:c]))
+            assert (out, n, view.out_bytes, view.src_bytes) == (
+                want,
+                want_n,
+                sum(m.nbytes for m in want),
+                sum(m.nbytes for m in full[:c]),
+            )
             wb_hist = wb_hist + full[prev:c]
             out, n = wb.update(wb_hist)
             want, want_n = clear_tool_uses(wb_hist, **kw)  # type: ignore[arg-type]
@@ -227,7 +249,11 @@ def test_greedy_index_keeps_what_the_v3_walk_keeps() -> None:
         for c in range(3, len(msgs), 7):
             hist = hist + msgs[len(hist) : c] if rng.random() < 0.8 else msgs[:c]
             for budget in (0, 1, 50, 2_000, 20_000, 10**9):
-                assert force_anchor_greedy_v3(hist, budget, index=index) == force_anchor_greedy_v3(hist, budget), (seed, c, budget)
+                assert force_anchor_greedy_v3(hist, budget, index=index) == force_anchor_greedy_v3(hist, budget), (
+                    seed,
+                    c,
+                    budget,
+                )
             if rng.random() < 0.2:  # a write-back: the emergency view becomes the history
                 hist = force_anchor_greedy_v3(hist, 2_000)
                 msgs = [*hist, *msgs[c:]]
@@ -240,7 +266,11 @@ def test_kept_prefix_hint_is_the_common_prefix(kind: str) -> None:
     from h9eval.compaction.policies import make_policy
     from h9eval.core.history import common_prefix_len
 
-    params = {"keep_recent_turns": 2} if kind == "observation_masking" else {"trigger_tokens": 40, "keep_tool_uses": 2, "clear_tool_inputs": True}
+    params = (
+        {"keep_recent_turns": 2}
+        if kind == "observation_masking"
+        else {"trigger_tokens": 40, "keep_tool_uses": 2, "clear_tool_inputs": True}
+    )
     for seed in range(4):
         rng = random.Random(seed)
         full = _tool_history(rng, 60, "<MASKED>")

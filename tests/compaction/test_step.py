@@ -29,8 +29,13 @@ def _rec(
 ) -> CompactionRecord:
     entry = OffloadEntry(tool_call_id="c", tool_name="bash", file_path="p", bytes=5, lines=1)
     return CompactionRecord(
-        tier=tier, tokens_before=tokens[0], tokens_after=tokens[1], msgs_before=msgs[0], msgs_after=msgs[1],
-        error=error, offloaded=[entry] if offloaded else None,
+        tier=tier,
+        tokens_before=tokens[0],
+        tokens_after=tokens[1],
+        msgs_before=msgs[0],
+        msgs_after=msgs[1],
+        error=error,
+        offloaded=[entry] if offloaded else None,
     )
 
 
@@ -53,8 +58,11 @@ def test_write_back_predicate_of_spec_2_3(rec: CompactionRecord | None, v3: bool
 
 
 def test_rules_are_validated_with_the_field_named() -> None:
-    for bad, field in (({"history_mode": "both"}, "history_mode"), ({"writeback_rules": "v4"}, "writeback_rules"),
-                       ({"overflow_retries": -1}, "overflow_retries")):
+    for bad, field in (
+        ({"history_mode": "both"}, "history_mode"),
+        ({"writeback_rules": "v4"}, "writeback_rules"),
+        ({"overflow_retries": -1}, "overflow_retries"),
+    ):
         with pytest.raises(ConfigError, match=f"StepRules.{field}"):
             StepRules(**bad)  # type: ignore[arg-type]
 
@@ -62,15 +70,27 @@ def test_rules_are_validated_with_the_field_named() -> None:
 def test_forced_retries_stop_at_the_rule_and_are_counted() -> None:
     history = [Message("system", "s"), Message("user", "u" * 4000)]
     for retries in (0, 2):
-        step = CallStep(make_policy("keep_all").start(CompactionEnv()), StepRules(overflow_retries=retries),
-                        window_tokens=100, tool_schema_tokens=7, hook=None, history=history)
+        step = CallStep(
+            make_policy("keep_all").start(CompactionEnv()),
+            StepRules(overflow_retries=retries),
+            window_tokens=100,
+            tool_schema_tokens=7,
+            hook=None,
+            history=history,
+        )
         req = step.before_call()
         assert req.forced_compactions == retries and len(req.compactions) == 1 + retries
         assert req.stats.tokens_sent == req.stats.view_tokens + 7 > 100 and not req.stats.compacted
     many = [Message("system", "s"), *(Message("user", "u" * 400) for _ in range(10)), Message("user", "q")]
     rules = StepRules(overflow_retries=2, history_mode="write_back")
-    step = CallStep(make_policy("drop_all").start(CompactionEnv()), rules,
-                    window_tokens=100, tool_schema_tokens=0, hook=None, history=many)
+    step = CallStep(
+        make_policy("drop_all").start(CompactionEnv()),
+        rules,
+        window_tokens=100,
+        tool_schema_tokens=0,
+        hook=None,
+        history=many,
+    )
     req = step.before_call()
     assert req.forced_compactions == 0 and req.stats.compacted and req.stats.written_back
     assert step.history == list(req.view) and step.history_bytes == sum(m.nbytes for m in req.view)

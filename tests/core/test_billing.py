@@ -92,7 +92,9 @@ def test_lookback_is_limited_to_twenty_blocks() -> None:
 
 def test_summarizer_call_without_breakpoints_is_uncached() -> None:
     none = placement("none")
-    bills = bill_requests([req(0, Segment("prompt", 5000), out=400, where=none)] * 1 + [req(1, Segment("prompt", 5000), where=none)])
+    bills = bill_requests(
+        [req(0, Segment("prompt", 5000), out=400, where=none)] * 1 + [req(1, Segment("prompt", 5000), where=none)]
+    )
     assert classes(bills[0]) == (0, 0, 0, 5000)
     assert bills[0].cost_usd == pytest.approx((5000 * 3 + 400 * 15) / 1e6)
     assert classes(bills[1]) == (0, 0, 0, 5000)
@@ -141,7 +143,10 @@ def test_time_order_is_enforced_and_timing_model_is_stated() -> None:
 
 
 def test_message_segments_count_blocks_and_the_system_prefix() -> None:
-    msgs = [Message("system", "s" * 40), Message("assistant", "hi", (ToolCall("1", "a", "{}"), ToolCall("2", "b", "{}")))]
+    msgs = [
+        Message("system", "s" * 40),
+        Message("assistant", "hi", (ToolCall("1", "a", "{}"), ToolCall("2", "b", "{}"))),
+    ]
     segs = message_segments(msgs, prefix_tokens=100)
     assert [s.system for s in segs] == [True, True, False]
     assert [s.blocks for s in segs] == [1, 1, 3]

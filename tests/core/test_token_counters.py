@@ -211,7 +211,10 @@ def test_anthropic_count_tokens_with_fake_transport(tmp_path: Path) -> None:
     # a second counter reads the SQLite cache: no HTTP request at all
     fake2 = FakeCounter()
     c2 = tc.AnthropicCountTokens(
-        api_key=KEY, base_url="http://fake.invalid", http_client=httpx2.Client(transport=httpx2.MockTransport(fake2)), cache_path=db
+        api_key=KEY,
+        base_url="http://fake.invalid",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(fake2)),
+        cache_path=db,
     )
     assert c2.count([m]) == 10 and fake2.requests == []
     c2.close()

@@ -66,14 +66,21 @@ def test_5xx_counts_once_per_call_after_its_retries(tmp_path: Path, server: Fake
     assert int(calls["summarizer_breaker_skips"].sum()) == int(calls["summarizer_calls"].sum()) - 3
 
 
-def test_a_sweep_spec_sets_the_breaker_and_the_runs_table_counts_the_skips(tmp_path: Path, server: FakeMessages) -> None:
+def test_a_sweep_spec_sets_the_breaker_and_the_runs_table_counts_the_skips(
+    tmp_path: Path, server: FakeMessages
+) -> None:
     from h9eval.results.store import load_results
     from h9eval.sweeps.sweep import sweep
 
     server.mode = "529"
     spec = {
-        "name": "breaker", "window": 16000, "tasks": ["synthetic:small:0"], "max_retries": 0, "breaker_failures": 1,
-        "policies": [{"kind": "progressive"}], "summarizer": {"name": "anthropic"},
+        "name": "breaker",
+        "window": 16000,
+        "tasks": ["synthetic:small:0"],
+        "max_retries": 0,
+        "breaker_failures": 1,
+        "policies": [{"kind": "progressive"}],
+        "summarizer": {"name": "anthropic"},
     }
     sweep(spec, out_dir=tmp_path / "s", workers=0, progress=False)
     res = load_results(tmp_path / "s")

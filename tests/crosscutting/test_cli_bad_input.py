@@ -252,7 +252,11 @@ def _(t: Path) -> Case:
 @case("inspect/claude-code-truncated")
 def _(t: Path) -> Case:
     p = head_bytes(CC_SESSION, 5000, t / "session.jsonl")
-    return Case(["tasks", "inspect", str(p)], [r"session\.jsonl:line \d+: not valid JSON", r"expected one Claude Code session record"], [p])
+    return Case(
+        ["tasks", "inspect", str(p)],
+        [r"session\.jsonl:line \d+: not valid JSON", r"expected one Claude Code session record"],
+        [p],
+    )
 
 
 @case("inspect/claude-code-non-json-line")
@@ -271,7 +275,9 @@ def _(t: Path) -> Case:
 def _(t: Path) -> Case:
     p = t / "empty.jsonl"
     p.write_text("")
-    return Case(["tasks", "inspect", str(p)], [r"empty\.jsonl: file is empty; expected a Claude Code JSONL session"], [p])
+    return Case(
+        ["tasks", "inspect", str(p)], [r"empty\.jsonl: file is empty; expected a Claude Code JSONL session"], [p]
+    )
 
 
 @case("inspect/blank-lines-only")
@@ -291,7 +297,10 @@ def _(t: Path) -> Case:
 def _(t: Path) -> Case:
     d = t / "session.jsonl"
     d.mkdir()
-    return Case(["tasks", "inspect", str(d)], [r"session\.jsonl: folder is not an OpenHands conversation \(expected event_service/events/"])
+    return Case(
+        ["tasks", "inspect", str(d)],
+        [r"session\.jsonl: folder is not an OpenHands conversation \(expected event_service/events/"],
+    )
 
 
 @case("inspect/missing-file")
@@ -302,7 +311,11 @@ def _(t: Path) -> Case:
 @case("inspect/mini-swe-agent-truncated")
 def _(t: Path) -> Case:
     p = head_bytes(MINI, 20000, t / "x.traj.json")
-    return Case(["tasks", "inspect", str(p)], [r"x\.traj\.json:line \d+ column \d+: not valid JSON", r"expected a Claude Code"], [p])
+    return Case(
+        ["tasks", "inspect", str(p)],
+        [r"x\.traj\.json:line \d+ column \d+: not valid JSON", r"expected a Claude Code"],
+        [p],
+    )
 
 
 @case("inspect/swe-agent-truncated")
@@ -326,7 +339,11 @@ def _(t: Path) -> Case:
     d["messages"] = [{"role": 7, "content": None}]
     p = t / "x.traj.json"
     p.write_text(json.dumps(d))
-    return Case(["tasks", "inspect", str(p), "--format", "mini_swe_agent"], [r"x\.traj\.json:messages\[0\]: message needs a string 'role'"], [p])
+    return Case(
+        ["tasks", "inspect", str(p), "--format", "mini_swe_agent"],
+        [r"x\.traj\.json:messages\[0\]: message needs a string 'role'"],
+        [p],
+    )
 
 
 @case("inspect/openhands-truncated-event")
@@ -335,7 +352,11 @@ def _(t: Path) -> Case:
     shutil.copytree(OPENHANDS, d)
     ev = sorted((d / "event_service" / "events").iterdir())[3]
     head_bytes(ev, ev.stat().st_size // 2, ev)
-    return Case(["tasks", "inspect", str(d)], [r"conv:" + re_escape(ev.name) + r": not valid JSON", r"expected an OpenHands V1 event object"], [d])
+    return Case(
+        ["tasks", "inspect", str(d)],
+        [r"conv:" + re_escape(ev.name) + r": not valid JSON", r"expected an OpenHands V1 event object"],
+        [d],
+    )
 
 
 @case("inspect/openhands-event-not-object")
@@ -344,7 +365,9 @@ def _(t: Path) -> Case:
     shutil.copytree(OPENHANDS, d)
     ev = sorted((d / "event_service" / "events").iterdir())[1]
     ev.write_text('"just a string"')
-    return Case(["tasks", "inspect", str(d)], [r"conv:" + re_escape(ev.name) + r": expected an event object, got str"], [d])
+    return Case(
+        ["tasks", "inspect", str(d)], [r"conv:" + re_escape(ev.name) + r": expected an event object, got str"], [d]
+    )
 
 
 @case("inspect/openhands-folder-wrong-shape")
@@ -372,12 +395,18 @@ def _(t: Path) -> Case:
 
 @case("inspect/unknown-format-name")
 def _(t: Path) -> Case:
-    return Case(["tasks", "inspect", str(SWE), "--format", "swe-agent"], [r"unknown recorded format 'swe-agent'; did you mean 'swe_agent'"])
+    return Case(
+        ["tasks", "inspect", str(SWE), "--format", "swe-agent"],
+        [r"unknown recorded format 'swe-agent'; did you mean 'swe_agent'"],
+    )
 
 
 @case("inspect/forced-wrong-format")
 def _(t: Path) -> Case:
-    return Case(["tasks", "inspect", str(CC_SESSION), "--format", "swe_agent"], [re_escape(CC_SESSION.name), r"expected a SWE-agent trajectory object"])
+    return Case(
+        ["tasks", "inspect", str(CC_SESSION), "--format", "swe_agent"],
+        [re_escape(CC_SESSION.name), r"expected a SWE-agent trajectory object"],
+    )
 
 
 @case("inspect/deeply-nested-json")
@@ -411,19 +440,31 @@ def _(t: Path) -> Case:
 @case("generate/unknown-preset")
 def _(t: Path) -> Case:
     out = existing_file(t)
-    return Case(["tasks", "generate", "--preset", "smal", "--out", str(out)], [r"unknown preset 'smal'; did you mean 'small'\?"], [out])
+    return Case(
+        ["tasks", "generate", "--preset", "smal", "--out", str(out)],
+        [r"unknown preset 'smal'; did you mean 'small'\?"],
+        [out],
+    )
 
 
 @case("generate/negative-seed")
 def _(t: Path) -> Case:
     out = existing_file(t)
-    return Case(["tasks", "generate", "--seed", "-1", "--out", str(out)], [r"seed must be a non-negative integer; got -1"], [out])
+    return Case(
+        ["tasks", "generate", "--seed", "-1", "--out", str(out)],
+        [r"seed must be a non-negative integer; got -1"],
+        [out],
+    )
 
 
 @case("generate/out-under-a-regular-file")
 def _(t: Path) -> Case:
     f = existing_file(t, "notes.txt")
-    return Case(["tasks", "generate", "--out", str(f / "task.jsonl")], [r"notes\.txt", r"(not a folder|Not a directory|exists)"], [t])
+    return Case(
+        ["tasks", "generate", "--out", str(f / "task.jsonl")],
+        [r"notes\.txt", r"(not a folder|Not a directory|exists)"],
+        [t],
+    )
 
 
 @case("generate/out-is-a-folder")
@@ -431,12 +472,19 @@ def _(t: Path) -> Case:
     d = t / "tasks.jsonl"
     d.mkdir()
     (d / "inside.txt").write_text("keep me")
-    return Case(["tasks", "generate", "--out", str(d)], [r"tasks\.jsonl", r"(is a folder|Is a directory|is a directory)"], [t])
+    return Case(
+        ["tasks", "generate", "--out", str(d)], [r"tasks\.jsonl", r"(is a folder|Is a directory|is a directory)"], [t]
+    )
 
 
 @case("generate/seed-not-int")
 def _(t: Path) -> Case:
-    return Case(["tasks", "generate", "--seed", "x", "--out", str(t / "x.jsonl")], [r"--seed: invalid int value: 'x'"], [t], usage_error=True)
+    return Case(
+        ["tasks", "generate", "--seed", "x", "--out", str(t / "x.jsonl")],
+        [r"--seed: invalid int value: 'x'"],
+        [t],
+        usage_error=True,
+    )
 
 
 # -- run -----------------------------------------------------------------------------------------
@@ -459,7 +507,9 @@ def _(t: Path) -> Case:
     p = good_task_jsonl(t)
     with open(p, "a", encoding="utf-8") as f:
         f.write("this is not json\n")
-    return Case(run_argv(p, out), [r"task\.jsonl:line 2: line is not JSON", r"expected one task object per line"], [out, p])
+    return Case(
+        run_argv(p, out), [r"task\.jsonl:line 2: line is not JSON", r"expected one task object per line"], [out, p]
+    )
 
 
 @case("run/task-jsonl-missing-field")
@@ -479,7 +529,9 @@ def _(t: Path) -> Case:
     d = json.loads(p.read_text(encoding="utf-8"))
     d["messages"][3]["content"] = 12
     p.write_text(json.dumps(d) + "\n")
-    return Case(run_argv(p, out), [r"task\.jsonl:line 1\.messages\[3\]: field 'content' must be a string, got int"], [out, p])
+    return Case(
+        run_argv(p, out), [r"task\.jsonl:line 1\.messages\[3\]: field 'content' must be a string, got int"], [out, p]
+    )
 
 
 @case("run/empty-task-folder")
@@ -510,7 +562,9 @@ def _(t: Path) -> Case:
 @case("run/bad-synthetic-spec")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small:x", out), [r"task spec 'synthetic:small:x': seed must be an integer, got 'x'"], [out])
+    return Case(
+        run_argv("synthetic:small:x", out), [r"task spec 'synthetic:small:x': seed must be an integer, got 'x'"], [out]
+    )
 
 
 @case("run/unknown-synthetic-preset")
@@ -522,7 +576,11 @@ def _(t: Path) -> Case:
 @case("run/unknown-policy")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--policy", "progresive"), [r"unknown policy 'progresive'; did you mean 'progressive'\? available: "], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--policy", "progresive"),
+        [r"unknown policy 'progresive'; did you mean 'progressive'\? available: "],
+        [out],
+    )
 
 
 @case("run/set-violates-validation")
@@ -535,55 +593,81 @@ def _(t: Path) -> Case:
 @case("run/set-wrong-type")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--set", "warn_frac=abc"), [r"warn_frac", r"abc", r"(number|float)"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--set", "warn_frac=abc"), [r"warn_frac", r"abc", r"(number|float)"], [out]
+    )
 
 
 @case("run/set-negative-window")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--set", "context_window_tokens=-5"), [r"context_window_tokens", r"-5"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--set", "context_window_tokens=-5"), [r"context_window_tokens", r"-5"], [out]
+    )
 
 
 @case("run/set-unknown-parameter")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--set", "warn_fracc=0.5"), [r"unknown parameter of policy 'progressive' 'warn_fracc'; did you mean 'warn_frac'\?"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--set", "warn_fracc=0.5"),
+        [r"unknown parameter of policy 'progressive' 'warn_fracc'; did you mean 'warn_frac'\?"],
+        [out],
+    )
 
 
 @case("run/set-not-key-value")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--set", "warn_frac"), [r"--set 'warn_frac': expected key=value"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--set", "warn_frac"), [r"--set 'warn_frac': expected key=value"], [out]
+    )
 
 
 @case("run/unknown-summarizer")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--summarizer", "antropic"), [r"unknown summarizer 'antropic'; did you mean 'anthropic'\?"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--summarizer", "antropic"),
+        [r"unknown summarizer 'antropic'; did you mean 'anthropic'\?"],
+        [out],
+    )
 
 
 @case("run/anthropic-without-key")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--summarizer", "anthropic"), [r"needs an API key: set ANTHROPIC_API_KEY"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--summarizer", "anthropic"),
+        [r"needs an API key: set ANTHROPIC_API_KEY"],
+        [out],
+    )
 
 
 @case("run/unknown-scorer")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--probes", "recal"), [r"unknown scorer 'recal'; did you mean 'recall'\?"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--probes", "recal"),
+        [r"unknown scorer 'recal'; did you mean 'recall'\?"],
+        [out],
+    )
 
 
 @case("run/window-zero")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--window", "0"), [r"window must be an integer >= 1,000 tokens, got 0"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--window", "0"), [r"window must be an integer >= 1,000 tokens, got 0"], [out]
+    )
 
 
 @case("run/window-one")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--window", "1"), [r"window must be an integer >= 1,000 tokens, got 1"], [out])
+    return Case(
+        run_argv("synthetic:small", out, "--window", "1"), [r"window must be an integer >= 1,000 tokens, got 1"], [out]
+    )
 
 
 @case("run/compact-at-not-int")
@@ -597,20 +681,30 @@ def _(t: Path) -> Case:
     out = existing_run(t)
     d = t / "cache.sqlite"
     d.mkdir()
-    return Case(run_argv("synthetic:small", out, "--summarizer-cache", str(d)), [r"cache path '.*cache\.sqlite' is a directory; expected a database file"], [out, d])
+    return Case(
+        run_argv("synthetic:small", out, "--summarizer-cache", str(d)),
+        [r"cache path '.*cache\.sqlite' is a directory; expected a database file"],
+        [out, d],
+    )
 
 
 @case("run/cache-is-garbage")
 def _(t: Path) -> Case:
     out = existing_run(t)
     c = garbage(t / "cache.sqlite", 8192)
-    return Case(run_argv("synthetic:small", out, "--summarizer-cache", str(c)), [r"cache\.sqlite", r"not an? (SQLite )?database"], [out, c])
+    return Case(
+        run_argv("synthetic:small", out, "--summarizer-cache", str(c)),
+        [r"cache\.sqlite", r"not an? (SQLite )?database"],
+        [out, c],
+    )
 
 
 @case("run/out-under-a-regular-file")
 def _(t: Path) -> Case:
     f = existing_file(t, "notes.txt")
-    return Case(run_argv("synthetic:small", f / "results"), [r"notes\.txt", r"(not a folder|Not a directory|exists)"], [t])
+    return Case(
+        run_argv("synthetic:small", f / "results"), [r"notes\.txt", r"(not a folder|Not a directory|exists)"], [t]
+    )
 
 
 @case("run/out-is-a-regular-file")
@@ -623,13 +717,22 @@ def _(t: Path) -> Case:
 def _(t: Path) -> Case:
     out = existing_run(t)
     garbage(out / "sessions.db", 512)
-    return Case(run_argv("synthetic:small:0", out, "--set", "context_window_tokens=16000"), [r"sessions\.db: cannot open as a harness9 session database"], [out])
+    return Case(
+        run_argv("synthetic:small:0", out, "--set", "context_window_tokens=16000"),
+        [r"sessions\.db: cannot open as a harness9 session database"],
+        [out],
+    )
 
 
 @case("run/bad-history-mode")
 def _(t: Path) -> Case:
     out = existing_run(t)
-    return Case(run_argv("synthetic:small", out, "--history-mode", "writeback"), [r"--history-mode: invalid choice: 'writeback'"], [out], usage_error=True)
+    return Case(
+        run_argv("synthetic:small", out, "--history-mode", "writeback"),
+        [r"--history-mode: invalid choice: 'writeback'"],
+        [out],
+        usage_error=True,
+    )
 
 
 @case("run/missing-out")
@@ -674,27 +777,45 @@ def _(t: Path) -> Case:
 @case("sweep/unknown-policy-key")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC + "parms = {}\n")
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"policies\[0\]", r"'parms'", r"did you mean 'params'\?"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")], [r"policies\[0\]", r"'parms'", r"did you mean 'params'\?"], [t]
+    )
 
 
 @case("sweep/unknown-policy-kind")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC.replace("keep_all", "progresive"))
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"policies\[0\]\.kind: unknown policy 'progresive'; did you mean 'progressive'\?"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")],
+        [r"policies\[0\]\.kind: unknown policy 'progresive'; did you mean 'progressive'\?"],
+        [t],
+    )
 
 
 @case("sweep/unknown-grid-parameter")
 def _(t: Path) -> Case:
     text = 'name = "t"\n' + MINIMAL_SPEC.replace("keep_all", "progressive") + "grid = { warn_fracc = [0.5] }\n"
     p = spec_file(t, text)
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"policies\[0\]\.grid\.warn_fracc", r"did you mean 'warn_frac'\?"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")],
+        [r"policies\[0\]\.grid\.warn_fracc", r"did you mean 'warn_frac'\?"],
+        [t],
+    )
 
 
 @case("sweep/invalid-grid-cell")
 def _(t: Path) -> Case:
-    text = 'name = "t"\n' + MINIMAL_SPEC.replace("keep_all", "progressive") + "grid = { warn_frac = [0.6, 0.8], soft_frac = [0.7] }\n"
+    text = (
+        'name = "t"\n'
+        + MINIMAL_SPEC.replace("keep_all", "progressive")
+        + "grid = { warn_frac = [0.6, 0.8], soft_frac = [0.7] }\n"
+    )
     p = spec_file(t, text)
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"policies\[0\] cell \{warn_frac=0\.8, soft_frac=0\.7\}", r"must be < soft_frac"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")],
+        [r"policies\[0\] cell \{warn_frac=0\.8, soft_frac=0\.7\}", r"must be < soft_frac"],
+        [t],
+    )
 
 
 @case("sweep/grid-not-a-list")
@@ -713,20 +834,30 @@ def _(t: Path) -> Case:
 @case("sweep/unknown-history-mode")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\nhistory_modes = ["vue"]\n' + MINIMAL_SPEC)
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"history_modes\[0\]: unknown history mode 'vue'; did you mean 'view'\?"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")],
+        [r"history_modes\[0\]: unknown history mode 'vue'; did you mean 'view'\?"],
+        [t],
+    )
 
 
 @case("sweep/unknown-summarizer")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC + '\n[summarizer]\nname = "ofline"\n')
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"summarizer\.name: unknown summarizer 'ofline'; did you mean 'offline' or 'offline_recent'\?"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")],
+        [r"summarizer\.name: unknown summarizer 'ofline'; did you mean 'offline' or 'offline_recent'\?"],
+        [t],
+    )
 
 
 @case("sweep/broken-recorded-task")
 def _(t: Path) -> Case:
     head_bytes(CC_SESSION, 5000, t / "s.jsonl")
     p = spec_file(t, 'name = "t"\n[tasks]\nrecorded = ["s.jsonl"]\n\n[[policies]]\nkind = "keep_all"\n')
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"tasks\.recorded\[0\]", r"s\.jsonl:line \d+: not valid JSON"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")], [r"tasks\.recorded\[0\]", r"s\.jsonl:line \d+: not valid JSON"], [t]
+    )
 
 
 @case("sweep/out-is-a-regular-file")
@@ -740,14 +871,20 @@ def _(t: Path) -> Case:
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC)
     d = foreign_folder(t)
-    return Case(["sweep", str(p), "--out", str(d)], [r"my-thesis: folder exists, is not empty and has no manifest\.json; refusing"], [d, p])
+    return Case(
+        ["sweep", str(p), "--out", str(d)],
+        [r"my-thesis: folder exists, is not empty and has no manifest\.json; refusing"],
+        [d, p],
+    )
 
 
 @case("sweep/out-is-a-run-folder")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC)
     out = existing_run(t)
-    return Case(["sweep", str(p), "--out", str(out)], [r"manifest\.json: not an h9eval sweep manifest \(kind 'run'"], [out, p])
+    return Case(
+        ["sweep", str(p), "--out", str(out)], [r"manifest\.json: not an h9eval sweep manifest \(kind 'run'"], [out, p]
+    )
 
 
 @case("sweep/out-has-corrupt-manifest")
@@ -762,7 +899,9 @@ def _(t: Path) -> Case:
 @case("sweep/negative-workers")
 def _(t: Path) -> Case:
     p = spec_file(t, 'name = "t"\n' + MINIMAL_SPEC)
-    return Case(["sweep", str(p), "--workers", "-1", "--out", str(t / "o")], [r"workers must be an integer >= 0, got -1"], [t])
+    return Case(
+        ["sweep", str(p), "--workers", "-1", "--out", str(t / "o")], [r"workers must be an integer >= 0, got -1"], [t]
+    )
 
 
 # -- policies and the top level --------------------------------------------------------------
@@ -797,7 +936,11 @@ def _(t: Path) -> Case:
     m = json.loads((sw / "manifest.json").read_text(encoding="utf-8"))
     m["schema_version"] = 99
     (sw / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
-    return Case(["report", str(sw)], [r"manifest\.json: manifest schema_version 99 is not supported; this h9eval reads schema_version 1"], [sw])
+    return Case(
+        ["report", str(sw)],
+        [r"manifest\.json: manifest schema_version 99 is not supported; this h9eval reads schema_version 1"],
+        [sw],
+    )
 
 
 @case("report/corrupt-manifest")
@@ -820,7 +963,9 @@ def _(t: Path) -> Case:
     (sw / "consolidated.json").unlink()  # make the reader rebuild from the cell parts
     marker = sorted((sw / "cells").glob("*/run.parquet"))[0]
     head_bytes(marker, 100, marker)
-    return Case(["report", str(sw)], [re_escape(marker.parent.name) + r"/run\.parquet: not a readable parquet table"], [sw])
+    return Case(
+        ["report", str(sw)], [re_escape(marker.parent.name) + r"/run\.parquet: not a readable parquet table"], [sw]
+    )
 
 
 @case("report/cell-table-foreign-parquet")
@@ -849,7 +994,11 @@ def _(t: Path) -> Case:
     assert len(lines) >= 2
     lines[1] = "not json at all\n"
     f.write_text("".join(lines), encoding="utf-8")
-    return Case(["report", "--records", str(recs), "--out", str(t / "rep")], [re_escape(f.name) + r":line 2: line is not JSON", r"expected one compaction record per line"], [run])
+    return Case(
+        ["report", "--records", str(recs), "--out", str(t / "rep")],
+        [re_escape(f.name) + r":line 2: line is not JSON", r"expected one compaction record per line"],
+        [run],
+    )
 
 
 @case("report/records-missing-field")
@@ -862,7 +1011,11 @@ def _(t: Path) -> Case:
     del d["tokens_before"]
     lines[0] = json.dumps(d) + "\n"
     f.write_text("".join(lines), encoding="utf-8")
-    return Case(["report", "--records", str(recs), "--out", str(t / "rep")], [re_escape(f.name) + r":line 1: record lacks field 'tokens_before'"], [run])
+    return Case(
+        ["report", "--records", str(recs), "--out", str(t / "rep")],
+        [re_escape(f.name) + r":line 1: record lacks field 'tokens_before'"],
+        [run],
+    )
 
 
 @case("report/records-without-out")
@@ -881,8 +1034,6 @@ def _(t: Path) -> Case:
 @case("report/no-arguments")
 def _(t: Path) -> Case:
     return Case(["report"], [r"give a sweep.s or a run.s RESULTS_DIR, or --records DIR --out DIR"])
-
-
 
 
 @case("report/out-is-a-regular-file")
@@ -916,7 +1067,11 @@ def _(t: Path) -> Case:
 
 @case("tune/unknown-model")
 def _(t: Path) -> Case:
-    return Case(tune_argv("--model", "claude-sonet-4-5"), [r"unknown model 'claude-sonet-4-5'; did you mean 'claude-sonnet-4-5'"], [t])
+    return Case(
+        tune_argv("--model", "claude-sonet-4-5"),
+        [r"unknown model 'claude-sonet-4-5'; did you mean 'claude-sonnet-4-5'"],
+        [t],
+    )
 
 
 @case("tune/grid-not-json")
@@ -926,12 +1081,20 @@ def _(t: Path) -> Case:
 
 @case("tune/grid-unknown-parameter")
 def _(t: Path) -> Case:
-    return Case(tune_argv("--window", "16000", "--grid", '{"warn_fracc": [0.5]}'), [r"'warn_fracc'; did you mean 'warn_frac'\?"], [t])
+    return Case(
+        tune_argv("--window", "16000", "--grid", '{"warn_fracc": [0.5]}'),
+        [r"'warn_fracc'; did you mean 'warn_frac'\?"],
+        [t],
+    )
 
 
 @case("tune/grid-value-not-list")
 def _(t: Path) -> Case:
-    return Case(tune_argv("--window", "16000", "--grid", '{"warn_frac": 0.5}'), [r"grid\.warn_frac must be a non-empty list, got 0\.5"], [t])
+    return Case(
+        tune_argv("--window", "16000", "--grid", '{"warn_frac": 0.5}'),
+        [r"grid\.warn_frac must be a non-empty list, got 0\.5"],
+        [t],
+    )
 
 
 @case("tune/broken-task")
@@ -944,9 +1107,11 @@ def _(t: Path) -> Case:
 def _(t: Path) -> Case:
     m = t / "models.toml"
     m.write_text('[models.my-model]\ncontext_window_tokens = "big"\n', encoding="utf-8")
-    return Case(tune_argv("--model", "my-model", "--models-file", str(m)), [r"models\.toml", r"context_window_tokens must be a positive integer, got .*'big'"], [t])
-
-
+    return Case(
+        tune_argv("--model", "my-model", "--models-file", str(m)),
+        [r"models\.toml", r"context_window_tokens must be a positive integer, got .*'big'"],
+        [t],
+    )
 
 
 @case("tune/models-file-binary")
@@ -955,12 +1120,14 @@ def _(t: Path) -> Case:
     return Case(tune_argv("--model", "x", "--models-file", str(m)), [r"models\.toml"], [t])
 
 
-
-
 @case("tune/out-is-a-regular-file")
 def _(t: Path) -> Case:
     f = existing_file(t, "tune-out")
-    return Case(tune_argv("--window", "16000", "--grid", '{"warn_frac": [0.5]}', "--out", str(f)), [r"tune-out", r"(not a folder|exists)"], [t])
+    return Case(
+        tune_argv("--window", "16000", "--grid", '{"warn_frac": [0.5]}', "--out", str(f)),
+        [r"tune-out", r"(not a folder|exists)"],
+        [t],
+    )
 
 
 def re_escape(s: str) -> str:
@@ -974,14 +1141,20 @@ def _(t: Path) -> Case:
     empty = t / "sessions"
     empty.mkdir()
     p = spec_file(t, f'name = "e"\n[tasks]\nrecorded = ["{empty}"]\n\n[[policies]]\nkind = "keep_all"\n')
-    return Case(["sweep", str(p), "--out", str(t / "o")], [r"tasks\.recorded\[0\]: no sessions found in .*sessions"], [t])
+    return Case(
+        ["sweep", str(p), "--out", str(t / "o")], [r"tasks\.recorded\[0\]: no sessions found in .*sessions"], [t]
+    )
 
 
 @case("report/records-empty-folder")
 def _(t: Path) -> Case:
     d = t / "compaction_records"
     d.mkdir()
-    return Case(["report", "--records", str(d), "--out", str(t / "rep")], [r"compaction_records: no compaction record files"], [t])
+    return Case(
+        ["report", "--records", str(d), "--out", str(t / "rep")],
+        [r"compaction_records: no compaction record files"],
+        [t],
+    )
 
 
 @case("tune/negative-workers")
@@ -1029,7 +1202,10 @@ def run_cli(argv: list[str], cwd: Path, env_extra: dict[str, str] | None = None)
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_BUGS[n], strict=False)) if n in KNOWN_BUGS else n for n in sorted(CASES)],
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_BUGS[n], strict=False)) if n in KNOWN_BUGS else n
+        for n in sorted(CASES)
+    ],
 )
 def test_bad_input_fails_cleanly(name: str, tmp_path: Path) -> None:
     import re

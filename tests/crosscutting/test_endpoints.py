@@ -29,16 +29,18 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessages]:
         yield s
 
 
-def test_base_url_and_model_from_the_command_line(tmp_path: Path, server: FakeMessages,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_base_url_and_model_from_the_command_line(
+    tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*RUN, "--out", str(tmp_path / "o"), "--base-url", server.url, "--summarizer-model", "qwen3-8b"]) == 0
     assert server.requests >= 2 and {b["model"] for b in server.bodies} == {"qwen3-8b"}
     # a model without a price is said to be unpriced, never $0
     assert "summarizer_cost_usd: unpriced" in capsys.readouterr().out
 
 
-def test_the_environment_gives_the_endpoint_and_the_command_line_wins(tmp_path: Path, server: FakeMessages,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_gives_the_endpoint_and_the_command_line_wins(
+    tmp_path: Path, server: FakeMessages, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     assert main([*RUN, "--out", str(tmp_path / "env")]) == 0
     n = server.requests
@@ -50,17 +52,43 @@ def test_the_environment_gives_the_endpoint_and_the_command_line_wins(tmp_path: 
 
 
 def test_the_scorer_model_reaches_the_llm_scorer(tmp_path: Path, server: FakeMessages) -> None:
-    argv = ["run", "--task", "synthetic:small:0", "--window", "16000", "--summarizer", "offline", "--probes", "llm",
-            "--probe-every", "1000", "--out", str(tmp_path / "p"), "--base-url", server.url, "--scorer-model", "judge-1"]
+    argv = [
+        "run",
+        "--task",
+        "synthetic:small:0",
+        "--window",
+        "16000",
+        "--summarizer",
+        "offline",
+        "--probes",
+        "llm",
+        "--probe-every",
+        "1000",
+        "--out",
+        str(tmp_path / "p"),
+        "--base-url",
+        server.url,
+        "--scorer-model",
+        "judge-1",
+    ]
     assert main(argv) == 0
     assert server.requests > 0 and {b["model"] for b in server.bodies} == {"judge-1"}
 
 
-def test_a_spec_sets_the_endpoint_and_models_and_the_command_line_replaces_them(tmp_path: Path, server: FakeMessages) -> None:
+def test_a_spec_sets_the_endpoint_and_models_and_the_command_line_replaces_them(
+    tmp_path: Path, server: FakeMessages
+) -> None:
     from h9eval.sweeps.sweep import sweep
 
-    spec = {"name": "ep", "window": 16000, "tasks": ["synthetic:small:0"], "policies": [{"kind": "progressive"}],
-            "summarizer": "anthropic", "base_url": server.url, "summarizer_model": "llama-3.1-8b"}
+    spec = {
+        "name": "ep",
+        "window": 16000,
+        "tasks": ["synthetic:small:0"],
+        "policies": [{"kind": "progressive"}],
+        "summarizer": "anthropic",
+        "base_url": server.url,
+        "summarizer_model": "llama-3.1-8b",
+    }
     sweep(spec, out_dir=tmp_path / "a", workers=0, progress=False)
     assert server.requests >= 2 and {b["model"] for b in server.bodies} == {"llama-3.1-8b"}
     server.bodies.clear()
@@ -68,18 +96,29 @@ def test_a_spec_sets_the_endpoint_and_models_and_the_command_line_replaces_them(
     assert server.bodies and {b["model"] for b in server.bodies} == {"gemma-3"}
 
 
-def test_a_model_given_twice_with_two_values_is_refused_before_anything_runs(tmp_path: Path, server: FakeMessages) -> None:
+def test_a_model_given_twice_with_two_values_is_refused_before_anything_runs(
+    tmp_path: Path, server: FakeMessages
+) -> None:
     from h9eval.sweeps.spec import load_spec
 
-    spec = {"name": "ep", "tasks": ["synthetic:small:0"], "policies": [{"kind": "keep_all"}],
-            "summarizer": {"name": "anthropic", "params": {"model": "a"}}, "summarizer_model": "b"}
-    with pytest.raises(ConfigError, match=r"summarizer.params: model='a' conflicts with the command's or spec's summarizer_model 'b'"):
+    spec = {
+        "name": "ep",
+        "tasks": ["synthetic:small:0"],
+        "policies": [{"kind": "keep_all"}],
+        "summarizer": {"name": "anthropic", "params": {"model": "a"}},
+        "summarizer_model": "b",
+    }
+    with pytest.raises(
+        ConfigError, match=r"summarizer.params: model='a' conflicts with the command's or spec's summarizer_model 'b'"
+    ):
         load_spec(spec)
     assert server.requests == 0
 
 
-@pytest.mark.parametrize(("field", "value"), [("base_url", "localhost:8000"), ("base_url", ""), ("summarizer_model", " "),
-                                              ("agent_model", 3)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("base_url", "localhost:8000"), ("base_url", ""), ("summarizer_model", " "), ("agent_model", 3)],
+)
 def test_bad_endpoints_are_refused_naming_the_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=rf"^{field} must be"):
         CallLimits(**{field: value})

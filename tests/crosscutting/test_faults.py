@@ -62,7 +62,9 @@ def ok_body(content: list[dict[str, Any]] | None = None) -> dict[str, Any]:
 
 
 def status(code: int, kind: str) -> Callable[[Any], Any]:
-    return lambda r: httpx2.Response(code, json={"type": "error", "error": {"type": kind, "message": f"fake {kind}"}}, headers=FAST)
+    return lambda r: httpx2.Response(
+        code, json={"type": "error", "error": {"type": kind, "message": f"fake {kind}"}}, headers=FAST
+    )
 
 
 def timeout(r: Any) -> Any:

@@ -148,7 +148,9 @@ def test_distinct_hostile_ids_get_distinct_names() -> None:
     names = [safe_name(i) for i in HOSTILE_IDS] + [safe_name(x) for x in ("x/y", "x?y", "x_y", "x y", "x\x01y")]
     assert len(set(names)) == len(names)
     for n in names:
-        assert "/" not in n and "\x00" not in n and n not in (".", "..") and len(n.encode("utf-8", "surrogatepass")) <= 200
+        assert (
+            "/" not in n and "\x00" not in n and n not in (".", "..") and len(n.encode("utf-8", "surrogatepass")) <= 200
+        )
 
 
 # -- a full replay ----------------------------------------------------------------------------
@@ -168,7 +170,9 @@ def hostile_task(seed: int = 0) -> Any:
     msgs = []
     for m in task.messages:
         if m.tool_calls:
-            m = dataclasses.replace(m, tool_calls=tuple(dataclasses.replace(tc, id=new_id(tc.id)) for tc in m.tool_calls))
+            m = dataclasses.replace(
+                m, tool_calls=tuple(dataclasses.replace(tc, id=new_id(tc.id)) for tc in m.tool_calls)
+            )
         if m.tool_call_id:
             m = dataclasses.replace(m, tool_call_id=new_id(m.tool_call_id))
         msgs.append(m)
@@ -178,7 +182,9 @@ def hostile_task(seed: int = 0) -> Any:
 
 def offload_policy() -> Any:
     # Low thresholds so that both stages offload on the small task.
-    return make_policy("progressive", context_window_tokens=16_000, offload_hook_threshold_bytes=300, offload_threshold_bytes=300)
+    return make_policy(
+        "progressive", context_window_tokens=16_000, offload_hook_threshold_bytes=300, offload_threshold_bytes=300
+    )
 
 
 @pytest.mark.parametrize("run_id", ["../../escape", "/abs/run", "a/b\x00c", "é" * 300, ".."], ids=ids)
@@ -258,7 +264,11 @@ def outside_untouched(outside: Path) -> None:
 @pytest.mark.parametrize("level", [".harness9", "tool_results", "session"])
 def test_symlinked_folder_in_the_offload_tree_is_not_followed(tmp_path: Path, outside: Path, level: str) -> None:
     root = tmp_path / "root"
-    tree = {".harness9": root / ".harness9", "tool_results": root / ".harness9" / "tool_results", "session": root / ".harness9" / "tool_results" / "sess"}
+    tree = {
+        ".harness9": root / ".harness9",
+        "tool_results": root / ".harness9" / "tool_results",
+        "session": root / ".harness9" / "tool_results" / "sess",
+    }
     link = tree[level]
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(outside, target_is_directory=True)
@@ -271,7 +281,9 @@ def test_symlinked_folder_in_the_offload_tree_is_not_followed(tmp_path: Path, ou
 
 
 @pytest.mark.parametrize("level", [".harness9", "tool_results", "session"])
-def test_a_folder_replaced_by_a_symlink_after_a_write_is_not_followed(tmp_path: Path, outside: Path, level: str) -> None:
+def test_a_folder_replaced_by_a_symlink_after_a_write_is_not_followed(
+    tmp_path: Path, outside: Path, level: str
+) -> None:
     """After a first write the offloader writes into the session folder it verified; a folder of
     the tree replaced by a symlink later is noticed (the next write is refused, nothing lands
     outside), and a removed folder is created again."""
@@ -285,7 +297,9 @@ def test_a_folder_replaced_by_a_symlink_after_a_write_is_not_followed(tmp_path: 
     shutil.rmtree(root / ".harness9")
     off.offload_tool_result(Message("tool", BIG, (), "c2"))  # removed: made again, written again
     assert (session / "c2.txt").read_text() == BIG
-    link = {".harness9": root / ".harness9", "tool_results": root / ".harness9" / "tool_results", "session": session}[level]
+    link = {".harness9": root / ".harness9", "tool_results": root / ".harness9" / "tool_results", "session": session}[
+        level
+    ]
     shutil.rmtree(link)
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(outside, target_is_directory=True)
@@ -295,7 +309,9 @@ def test_a_folder_replaced_by_a_symlink_after_a_write_is_not_followed(tmp_path: 
     assert link.is_symlink()
 
 
-def test_the_session_folder_is_verified_once_then_reached_by_its_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_session_folder_is_verified_once_then_reached_by_its_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Offload file opens cost a quarter of a long write-back run when every write checked every
     folder of the tree again: later writes into the verified session folder make no such check."""
     root = tmp_path / "root"
@@ -308,7 +324,12 @@ def test_the_session_folder_is_verified_once_then_reached_by_its_descriptor(tmp_
         off.offload_tool_result(Message("tool", BIG + str(i), (), f"d{i}"))
     assert checks == []
     assert sorted(q.name for q in (root / ".harness9" / "tool_results" / "sess").iterdir()) == [
-        "c1.txt", "d0.txt", "d1.txt", "d2.txt", "d3.txt", "d4.txt"
+        "c1.txt",
+        "d0.txt",
+        "d1.txt",
+        "d2.txt",
+        "d3.txt",
+        "d4.txt",
     ]
 
 
@@ -322,7 +343,9 @@ def test_symlinked_file_is_not_followed(tmp_path: Path, outside: Path, harness9_
     assert hook.after_execute(ToolCall("c1", "bash", "{}"), ToolOutput("c1", BIG)).output == BIG
     (session / "c2.txt").symlink_to(outside / "new.txt")  # a dangling link: O_CREAT must not create the target
     with pytest.raises(OffloadError):
-        CompactionOffloader(root, "sess", threshold_bytes=100, harness9_paths=harness9_paths).offload_tool_result(Message("tool", BIG, (), "c2"))
+        CompactionOffloader(root, "sess", threshold_bytes=100, harness9_paths=harness9_paths).offload_tool_result(
+            Message("tool", BIG, (), "c2")
+        )
     outside_untouched(outside)
 
 

@@ -26,7 +26,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from h9eval.compaction.anchors import ANCHOR_HEADERS, ANCHOR_TYPES, NA, Anchor, anchor_types_for, format_anchors, merge_anchors, parse_anchors_and_summary
+from h9eval.compaction.anchors import (
+    ANCHOR_HEADERS,
+    ANCHOR_TYPES,
+    NA,
+    Anchor,
+    anchor_types_for,
+    format_anchors,
+    merge_anchors,
+    parse_anchors_and_summary,
+)
 from h9eval.compaction.repair import REPAIR_PLACEHOLDER, repair_tool_pairs
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message, ToolCall
@@ -47,11 +56,20 @@ REC = recorded_dir()
 # One real session per format (the smaller ones, so each example stays fast).
 SESSIONS: dict[str, Path] = {
     "claude_code": REC / "claude-code" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-aac57f5.jsonl",
-    "claude_code_compact": REC / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20" / "subagents" / "agent-acompact-f46190.jsonl",
+    "claude_code_compact": REC
+    / "claude-code"
+    / "8463c716-a2ea-4c14-9efa-87158ebd9f20"
+    / "subagents"
+    / "agent-acompact-f46190.jsonl",
     "mini_swe_agent": REC / "mini-swe-agent" / "deepseek_chat_dev" / "pylint-dev__astroid-1978.traj.json",
     "swe_agent": REC / "swe-agent" / "pydicom__pydicom-1458.traj",
 }
-FORMAT_OF = {"claude_code": "claude_code", "claude_code_compact": "claude_code", "mini_swe_agent": "mini_swe_agent", "swe_agent": "swe_agent"}
+FORMAT_OF = {
+    "claude_code": "claude_code",
+    "claude_code_compact": "claude_code",
+    "mini_swe_agent": "mini_swe_agent",
+    "swe_agent": "swe_agent",
+}
 OPENHANDS = REC / "openhands" / "3f3d5850aca74c6db03728ce9d896373"
 
 N_EXAMPLES_TOTAL = (
@@ -69,7 +87,17 @@ FAST = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.
 
 # -- anchors ------------------------------------------------------------------------------------
 
-HEADER_LINES = [f"### {h}" for h in ANCHOR_HEADERS.values()] + ["## Summary", "## Anchors", "###", "### ", "##Summary", " ### User Intent ", "N/A", "- N/A", ""]
+HEADER_LINES = [f"### {h}" for h in ANCHOR_HEADERS.values()] + [
+    "## Summary",
+    "## Anchors",
+    "###",
+    "### ",
+    "##Summary",
+    " ### User Intent ",
+    "N/A",
+    "- N/A",
+    "",
+]
 anchor_text = st.one_of(
     st.text(),
     st.lists(st.one_of(st.sampled_from(HEADER_LINES), st.text(max_size=40)), max_size=30).map("\n".join),
@@ -88,7 +116,10 @@ def test_anchor_parser_never_raises(text: str, extra: tuple[str, ...]) -> None:
         assert len(anchors) == 5
 
 
-anchors_st = st.lists(st.builds(Anchor, st.sampled_from(ANCHOR_TYPES + ("bogus",)), st.one_of(st.just(NA), st.text(max_size=30))), max_size=8)
+anchors_st = st.lists(
+    st.builds(Anchor, st.sampled_from(ANCHOR_TYPES + ("bogus",)), st.one_of(st.just(NA), st.text(max_size=30))),
+    max_size=8,
+)
 
 
 @settings(max_examples=EXAMPLES["anchors_merge_format"], **FAST)
@@ -114,7 +145,15 @@ def originals() -> dict[str, bytes]:
 corruption = st.tuples(
     st.floats(min_value=0.0, max_value=1.0),  # keep this fraction of the file
     st.lists(st.tuples(st.floats(min_value=0.0, max_value=0.9999), st.integers(0, 255)), max_size=6),  # byte writes
-    st.lists(st.tuples(st.floats(min_value=0.0, max_value=0.9999), st.sampled_from([b"\n", b"{", b"}", b'"', b"]", b"\\", b"\x00", b"\xff", b"null", b"[]", b"{}", b"\"\\udcff\""])), max_size=4),
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=0.9999),
+            st.sampled_from(
+                [b"\n", b"{", b"}", b'"', b"]", b"\\", b"\x00", b"\xff", b"null", b"[]", b"{}", b'"\\udcff"']
+            ),
+        ),
+        max_size=4,
+    ),
 )
 
 
@@ -163,7 +202,9 @@ def restructure(data: bytes, jsonl: bool, draw: st.DataObject) -> bytes:
 @pytest.mark.parametrize("name", sorted(SESSIONS))
 @pytest.mark.parametrize("forced", [False, True], ids=["detected", "forced"])
 @pytest.mark.parametrize("mode", ["bytes", "structure"])
-def test_recorded_loaders_on_corrupted_files(name: str, forced: bool, mode: str, originals: dict[str, bytes], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_recorded_loaders_on_corrupted_files(
+    name: str, forced: bool, mode: str, originals: dict[str, bytes], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     d = tmp_path_factory.mktemp("fuzz-" + name)
     target = d / SESSIONS[name].name
     jsonl = target.suffix == ".jsonl"
@@ -243,7 +284,9 @@ def test_repair_tool_pairs_on_arbitrary_lists(msgs: list[Message], role: str) ->
 CASES = sorted(conformance_dir().glob("*.json"))
 
 json_value = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(10**12), 10**12), st.floats(allow_nan=False), st.text(max_size=10)),
+    st.one_of(
+        st.none(), st.booleans(), st.integers(-(10**12), 10**12), st.floats(allow_nan=False), st.text(max_size=10)
+    ),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=12,
 )
@@ -322,8 +365,14 @@ BASE_SPEC: dict[str, Any] = {
     "summarizer": {"variants": ["offline", "offline_free_text"]},
     "probes": {"scorers": ["recall"], "every_k": 10},
 }
-toml_scalar = st.one_of(st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
-toml_value = st.recursive(toml_scalar, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=10)
+toml_scalar = st.one_of(
+    st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12)
+)
+toml_value = st.recursive(
+    toml_scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=10,
+)
 
 
 @pytest.mark.skipif(not HAVE_SWEEP, reason="h9eval.sweeps.sweep not available")

@@ -153,7 +153,10 @@ def _violations() -> list[str]:
                 if not top and line not in type_checking:
                     bad.append(f"{where}: imports {target} inside a function")
                 if theirs != own and RANKS.get(theirs, 99) >= RANKS[own]:
-                    bad.append(f"{where}: {own or 'h9eval'} (rank {RANKS[own]}) imports {target} ({theirs}, rank {RANKS.get(theirs)})")
+                    bad.append(
+                        f"{where}: {own or 'h9eval'} (rank {RANKS[own]}) imports {target} ({theirs}, rank "
+                        f"{RANKS.get(theirs)})"
+                    )
             elif not top and root not in HEAVY and root not in sys.stdlib_module_names:
                 bad.append(f"{where}: imports {target} inside a function, but it is not one of the heavy third parties")
     return bad
@@ -169,7 +172,9 @@ def test_import_h9eval_imports_no_heavy_third_party() -> None:
     Anthropic SDK, datasets and the rest of :data:`HEAVY` unimported: a module that imports one
     at module level, anywhere under the root's imports, fails this."""
     code = "import sys, h9eval; print(sorted(set(sys.argv[1:]) & {m.split('.')[0] for m in sys.modules}))"
-    r = subprocess.run([sys.executable, "-c", code, *sorted(HEAVY)], capture_output=True, text=True, timeout=120, cwd=PKG.parent)
+    r = subprocess.run(
+        [sys.executable, "-c", code, *sorted(HEAVY)], capture_output=True, text=True, timeout=120, cwd=PKG.parent
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", f"import h9eval imported {r.stdout.strip()}"
 
@@ -187,9 +192,12 @@ def test_the_check_catches_an_upward_and_a_hidden_import(tmp_path: Path, monkeyp
     (fake / "runs").mkdir()
     for d in (fake, fake / "core", fake / "runs"):
         (d / "__init__.py").write_text("")
-    (fake / "core" / "bad.py").write_text("from h9eval.runs.replay import replay\n\ndef f():\n    import h9eval.compaction.base\n    import json\n")
+    (fake / "core" / "bad.py").write_text(
+        "from h9eval.runs.replay import replay\n\ndef f():\n    import h9eval.compaction.base\n    import json\n"
+    )
     (fake / "__init__.py").write_text(
-        "import importlib\n\ndef __getattr__(name):\n    import h9eval.runs\n    return importlib.import_module('h9eval.core')\n"
+        "import importlib\n\ndef __getattr__(name):\n    import h9eval.runs\n    return "
+        "importlib.import_module('h9eval.core')\n"
     )
     monkeypatch.setattr(sys.modules[__name__], "PKG", fake)
     bad = _violations()

@@ -42,8 +42,12 @@ atexit.register(shutil.rmtree, _CASSETTES, ignore_errors=True)
 
 
 def _provider_side(kind: str) -> dict[str, Any]:
-    return {"context_window_tokens": 2000, "record": True, "cassette": str(_CASSETTES / f"{kind}.jsonl"),
-            "base_url": _PROVIDER.base_url(kind)}
+    return {
+        "context_window_tokens": 2000,
+        "record": True,
+        "cassette": str(_CASSETTES / f"{kind}.jsonl"),
+        "base_url": _PROVIDER.base_url(kind),
+    }
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -58,16 +62,32 @@ def provider_keys() -> Iterator[None]:
 #: small-window parameters per kind (a list = several variants); a kind missing here is run
 #: with ``context_window_tokens=2000`` when it has that field, else with its defaults.
 SMALL: dict[str, list[dict[str, Any]]] = {
-    "progressive": [{"context_window_tokens": 2000}, {"context_window_tokens": 8000, "forced_truncation": "legacy_last1"}],
-    "token_budget": [{"context_window_tokens": 2000}, {"context_window_tokens": 2000, "forced_truncation": "legacy_last1"}],
+    "progressive": [
+        {"context_window_tokens": 2000},
+        {"context_window_tokens": 8000, "forced_truncation": "legacy_last1"},
+    ],
+    "token_budget": [
+        {"context_window_tokens": 2000},
+        {"context_window_tokens": 2000, "forced_truncation": "legacy_last1"},
+    ],
     "observation_masking": [
         {"keep_recent_turns": 2},
-        {"keep_recent_turns": 2, "window_unit": "tool_results", "placeholder": "Old environment output: ({lines} lines omitted)"},
+        {
+            "keep_recent_turns": 2,
+            "window_unit": "tool_results",
+            "placeholder": "Old environment output: ({lines} lines omitted)",
+        },
         {"keep_recent_turns": 1, "send_masked_calls": False},
     ],
     "clear_tool_uses": [
         {"trigger_tokens": 1500, "keep_tool_uses": 2},
-        {"trigger_tokens": 1000, "keep_tool_uses": 1, "clear_tool_inputs": True, "exclude_tools": ("memory",), "clear_at_least_tokens": 300},
+        {
+            "trigger_tokens": 1000,
+            "keep_tool_uses": 1,
+            "clear_tool_inputs": True,
+            "exclude_tools": ("memory",),
+            "clear_at_least_tokens": 300,
+        },
         {"trigger_tool_uses": 3, "keep_tool_uses": 2, "clear_tool_inputs": ("bash", "edit")},
     ],
     "window": [{"keep_first": 1, "keep_last": 6}, {"amortized": True, "max_messages": 12, "keep_first": 2}],
@@ -77,13 +97,32 @@ SMALL: dict[str, list[dict[str, Any]]] = {
     ],
     "hybrid": [
         {"context_window_tokens": 2000, "keep_recent_turns": 2},
-        {"style": "jetbrains", "summarize_every_turns": 4, "keep_last_turns": 2, "keep_recent_turns": 2, "window_unit": "tool_results"},
-        {"style": "jetbrains", "summarize_every_turns": 40, "keep_last_turns": 3, "token_trigger": True, "context_window_tokens": 2000},
+        {
+            "style": "jetbrains",
+            "summarize_every_turns": 4,
+            "keep_last_turns": 2,
+            "keep_recent_turns": 2,
+            "window_unit": "tool_results",
+        },
+        {
+            "style": "jetbrains",
+            "summarize_every_turns": 40,
+            "keep_last_turns": 3,
+            "token_trigger": True,
+            "context_window_tokens": 2000,
+        },
     ],
     "codex_compact": [{"context_window_tokens": 2000}, {"context_window_tokens": 4000, "user_message_max_tokens": 60}],
     "claude_code_compact": [
         {"context_window_tokens": 2000, "output_reserve_tokens": 200, "buffer_tokens": 300},
-        {"context_window_tokens": 4000, "output_reserve_tokens": 500, "buffer_tokens": 500, "read_tools": ("read_file",), "todo_tools": ("memory",), "max_file_tokens": 600},
+        {
+            "context_window_tokens": 4000,
+            "output_reserve_tokens": 500,
+            "buffer_tokens": 500,
+            "read_tools": ("read_file",),
+            "todo_tools": ("memory",),
+            "max_file_tokens": 600,
+        },
     ],
     "openhands_condenser": [{"max_size": 12, "keep_first": 2}, {"max_size": 60, "keep_first": 3, "max_tokens": 1500}],
     "sliding_window": [{"max_messages": 8}, {"max_messages": 2}],
@@ -204,7 +243,9 @@ def transcripts(draw: st.DrawFn) -> list[Message]:
 # -- the checks ----------------------------------------------------------------------------
 
 
-def check_compaction(kind: str, policy: Policy, history: list[Message], c: Compaction, method: str, *, fresh: bool) -> None:
+def check_compaction(
+    kind: str, policy: Policy, history: list[Message], c: Compaction, method: str, *, fresh: bool
+) -> None:
     """Every property a single compaction result must have."""
     assert isinstance(c, Compaction) and isinstance(c.view, tuple)
     view = list(c.view)
@@ -297,8 +338,17 @@ def test_progressive_dispatch_follows_harness9() -> None:
 def test_every_registered_policy_is_covered_and_described() -> None:
     kinds = {k for k, _ in CONFIGS}
     assert kinds == set(registry())
-    for k in ("progressive", "token_budget", "observation_masking", "clear_tool_uses", "window",
-              "summary_single_threshold", "hybrid", "keep_all", "drop_all"):
+    for k in (
+        "progressive",
+        "token_budget",
+        "observation_masking",
+        "clear_tool_uses",
+        "window",
+        "summary_single_threshold",
+        "hybrid",
+        "keep_all",
+        "drop_all",
+    ):
         assert k in registry()
     for k, cls in registry().items():
         assert cls.kind == k and cls.source, f"{k} lacks a source line"
@@ -312,7 +362,10 @@ def agent_turns(seed: int, n_turns: int = 40) -> tuple[list[Message], list[list[
     """A deterministic agent transcript: the start ([system, task]) and the messages each turn
     appends (an assistant message, its tool results, sometimes a user follow-up)."""
     rng = random.Random(seed)
-    start = [Message("system", "You are a coding agent."), Message("user", "Fix the failing test in tests/test_io.py; never touch setup.py.")]
+    start = [
+        Message("system", "You are a coding agent."),
+        Message("user", "Fix the failing test in tests/test_io.py; never touch setup.py."),
+    ]
     turns: list[list[Message]] = []
     cid = 0
     for t in range(n_turns):
@@ -362,7 +415,9 @@ def test_agent_loop_really_compacts(kind: str, write_back: bool, summarizer: str
         check_compaction(kind, policy, history, c, "auto", fresh=False)
         assert c.record is not None
         view = list(c.view)
-        if c.record.tier != Tier.NONE and (len(view) < len(history) or estimate_tokens(view) < estimate_tokens(history)):
+        if c.record.tier != Tier.NONE and (
+            len(view) < len(history) or estimate_tokens(view) < estimate_tokens(history)
+        ):
             effective += 1
         if kind in NEVER_COMPACT_HERE:
             assert view == history and c.record.tier == Tier.NONE

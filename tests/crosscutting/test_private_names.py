@@ -28,8 +28,13 @@ def _private_uses(path: Path) -> list[str]:
         elif isinstance(node, ast.Import):
             aliases.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("h9eval"))
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                and isinstance(node.value, ast.Name) and node.value.id in aliases):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+        ):
             found.append(f"{node.value.id}.{node.attr}")
     return found
 

@@ -70,7 +70,9 @@ def blocks(readme: str) -> list[Block]:
             j += 1
         prev = next((lines[k] for k in range(start - 1, -1, -1) if lines[k].strip()), "")
         sk = SKIP.search(prev)
-        out.append(Block(readme, start + 1, lang, "\n".join(lines[start + 1:j]) + "\n", sk.group("why") if sk else None))
+        out.append(
+            Block(readme, start + 1, lang, "\n".join(lines[start + 1 : j]) + "\n", sk.group("why") if sk else None)
+        )
         i = j + 1
     return out
 
@@ -86,11 +88,17 @@ class _Fake(BaseHTTPRequestHandler):
         n = int(self.headers.get("content-length") or 0)
         self.rfile.read(n)
         type(self).hits.append(self.path)
-        body = json.dumps({
-            "id": "msg_readme", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
-            "content": [{"type": "text", "text": REPLY}], "stop_reason": "end_turn",
-            "usage": {"input_tokens": 1000, "output_tokens": 200},
-        }).encode()
+        body = json.dumps(
+            {
+                "id": "msg_readme",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-haiku-4-5",
+                "content": [{"type": "text", "text": REPLY}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1000, "output_tokens": 200},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -131,16 +139,18 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _env(api: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("H9EVAL_DEBUG",)}
     shared = os.environ.get("H9EVAL_SHARED") or str(shared_dir())
-    env.update({
-        "H9EVAL_SHARED": shared,
-        "ANTHROPIC_API_KEY": "sk-ant-FAKE-readme-0123456789",
-        "ANTHROPIC_BASE_URL": api,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
-        "MPLBACKEND": "Agg",
-    })
+    env.update(
+        {
+            "H9EVAL_SHARED": shared,
+            "ANTHROPIC_API_KEY": "sk-ant-FAKE-readme-0123456789",
+            "ANTHROPIC_BASE_URL": api,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            "MPLBACKEND": "Agg",
+        }
+    )
     return env
 
 
@@ -153,7 +163,9 @@ def test_the_readmes_have_runnable_blocks_and_few_skips() -> None:
 
 def test_the_extraction_finds_blocks_and_markers(tmp_path: Path) -> None:
     """The extraction itself can fail: a crafted README with a skipped and a runnable block."""
-    text = "x\n<!-- readme-test: skip (slow) -->\n```sh\nmake demo\n```\n\n```python\nprint(1)\n```\n```toml\na = 1\n```\n"
+    text = (
+        "x\n<!-- readme-test: skip (slow) -->\n```sh\nmake demo\n```\n\n```python\nprint(1)\n```\n```toml\na = 1\n```\n"
+    )
     (tmp_path / "R.md").write_text(text)
     global ROOT
     old, ROOT = ROOT, tmp_path
@@ -161,7 +173,11 @@ def test_the_extraction_finds_blocks_and_markers(tmp_path: Path) -> None:
         got = blocks("R.md")
     finally:
         ROOT = old
-    assert [(b.lang, b.skip, b.code) for b in got] == [("sh", "slow", "make demo\n"), ("python", None, "print(1)\n"), ("toml", None, "a = 1\n")]
+    assert [(b.lang, b.skip, b.code) for b in got] == [
+        ("sh", "slow", "make demo\n"),
+        ("python", None, "print(1)\n"),
+        ("toml", None, "a = 1\n"),
+    ]
 
 
 @pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
@@ -176,7 +192,10 @@ def test_readme_block_runs(block: Block, scratch: dict[str, Path], fake_api: str
     else:
         cmd = [sys.executable, "-c", block.code]
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"{block.id} failed ({r.returncode}):\n{block.code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, (
+        f"{block.id} failed ({r.returncode}):\n{block.code}\n--- stdout\n{r.stdout[-3000:]}\n--- "
+        f"stderr\n{r.stderr[-3000:]}"
+    )
     if re.search(r"^h9eval compare \S+ \S+ \S+", block.code, flags=re.M):
         # an example comparison must reach a verdict, not only run: the example has enough tasks
         verdicts = re.findall(r"-> (better|worse|equivalent within \S+|inconclusive)", r.stdout)
@@ -206,7 +225,9 @@ def test_the_notebooks_readme_counts_and_names_every_notebook() -> None:
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
     words = {5: "Five", 6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten", 11: "Eleven", 12: "Twelve"}
     text = (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8")
-    assert text.split("\n\n", 2)[1].startswith(f"{words[len(names)]} short notebooks"), "the count in notebooks/README.md is stale"
+    assert text.split("\n\n", 2)[1].startswith(f"{words[len(names)]} short notebooks"), (
+        "the count in notebooks/README.md is stale"
+    )
     assert all(f"**`{n}.ipynb`" in text for n in names)
     top = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"holds {words[len(names)].lower()} thin notebooks" in top and all(f"| `{n}` |" in top for n in names)

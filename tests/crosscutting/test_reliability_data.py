@@ -49,10 +49,15 @@ def test_a_second_sweep_into_a_locked_folder_gets_one_line(tmp_path: Path, capsy
     out = tmp_path / "two"
     out.mkdir()
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "two"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0] }]\n'
-                    '[[policies]]\nkind = "keep_all"\n')
+    spec.write_text(
+        'name = "two"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0] '
+        "}]\n"
+        '[[policies]]\nkind = "keep_all"\n'
+    )
     with folder_lock(out):  # another sweep holds the folder (flock: per open file, so in-process works)
-        with pytest.raises(FormatError, match=rf"another h9eval process \(pid {os.getpid()}\) is writing this results folder"):
+        with pytest.raises(
+            FormatError, match=rf"another h9eval process \(pid {os.getpid()}\) is writing this results folder"
+        ):
             sweep(TWO_CELLS, out_dir=out, workers=0, progress=False)
         assert main(["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"]) == 2
         err = capsys.readouterr().err
@@ -75,11 +80,16 @@ def test_a_stale_lock_of_a_dead_process_is_recovered(tmp_path: Path) -> None:
 def test_two_concurrent_sweeps_one_refused_the_folder_intact(tmp_path: Path) -> None:
     out = tmp_path / "two"
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "two"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0, 1, 2] }]\n'
-                    '[[policies]]\nkind = "progressive"\nparams = { context_window_tokens = 16000 }\n')
+    spec.write_text(
+        'name = "two"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0, '
+        "1, 2] }]\n"
+        '[[policies]]\nkind = "progressive"\nparams = { context_window_tokens = 16000 }\n'
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     cmd = [sys.executable, "-m", "h9eval", "sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"]
-    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes[0] == 0, outs
@@ -109,8 +119,9 @@ def _run(out: Path, seed: int = 1) -> list[str]:
     return ["run", "--task", f"synthetic:small:{seed}", "--window", "16000", "--out", str(out)]
 
 
-def test_disk_full_in_the_session_store_keeps_the_earlier_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_disk_full_in_the_session_store_keeps_the_earlier_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     assert main(_run(out)) == 0
     before = _files(out)
@@ -131,8 +142,9 @@ def test_disk_full_in_the_session_store_keeps_the_earlier_run(tmp_path: Path, mo
     assert {p.name: _digest(p) for p in (out / "compaction_records").iterdir()} == records
 
 
-def test_disk_full_writing_the_tables_keeps_the_earlier_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_disk_full_writing_the_tables_keeps_the_earlier_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import h9eval.runs.replay as rp
 
     out = tmp_path / "run"
@@ -174,13 +186,18 @@ def test_duplicate_tool_call_ids_offload_to_distinct_files(tmp_path: Path) -> No
     oa = off.offload_tool_result(Message("user", a, (), "dup"))
     ob = off.offload_tool_result(Message("user", b, (), "dup"))
     assert oa.entry.file_path != ob.entry.file_path
-    assert (tmp_path / "c" / oa.entry.file_path).read_text() == a and (tmp_path / "c" / ob.entry.file_path).read_text() == b
+    assert (tmp_path / "c" / oa.entry.file_path).read_text() == a and (
+        tmp_path / "c" / ob.entry.file_path
+    ).read_text() == b
 
 
 def test_tasks_inspect_reports_duplicate_tool_call_ids(tmp_path: Path) -> None:
     msgs = [Message("system", "s"), Message("user", "go")]
     for i in range(3):
-        msgs += [Message("assistant", "", (ToolCall("call_1" if i < 2 else "call_2", "bash", "{}"),)), Message("user", f"out {i}", (), "call_1" if i < 2 else "call_2")]
+        msgs += [
+            Message("assistant", "", (ToolCall("call_1" if i < 2 else "call_2", "bash", "{}"),)),
+            Message("user", f"out {i}", (), "call_1" if i < 2 else "call_2"),
+        ]
     t = Task(task_id="t", messages=tuple(msgs), intent=Intent(statement="go"), source=TaskSource(kind="synthetic"))
     info = summarize_task(t)
     assert info["n_duplicate_tool_call_ids"] == 1 and info["duplicate_tool_call_ids"] == ["call_1"]
@@ -285,7 +302,9 @@ def _enospc_on_offload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(off, "os", FullOs())
 
 
-def test_a_full_offload_folder_is_recorded_and_the_cell_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_offload_folder_is_recorded_and_the_cell_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from h9eval.compaction.policies import make_policy
     from h9eval.runs.replay import replay
     from h9eval.tasks.synthetic import generate
@@ -303,7 +322,9 @@ def test_a_full_offload_folder_is_recorded_and_the_cell_flagged(tmp_path: Path, 
     assert int(ok.calls["offload_write_failures"].sum()) == 0
     r = sweep(TWO_CELLS, out_dir=tmp_path / "two", workers=0, progress=False)
     res = load_results(tmp_path / "two")
-    assert r.ok == 2 and all(e.startswith("offload writes failed: ") and "No space left" in e for e in res.runs["error"])
+    assert r.ok == 2 and all(
+        e.startswith("offload writes failed: ") and "No space left" in e for e in res.runs["error"]
+    )
     assert (res.calls.groupby("run_id")["offload_write_failures"].sum() > 0).all()
     assert not list((tmp_path / "two").rglob("*.txt"))  # no half-written offload file left behind
 
@@ -345,9 +366,14 @@ def test_a_cache_locked_at_start_is_one_line_at_once(tmp_path: Path, capsys: pyt
     try:
         with pytest.raises(ConfigError, match="is locked by another process"):
             ResponseCache(p, start_timeout_s=0.2)
-        assert main(["run", "--task", "synthetic:small:0", "--summarizer-cache", str(p), "--out", str(tmp_path / "o")]) == 2
+        assert (
+            main(["run", "--task", "synthetic:small:0", "--summarizer-cache", str(p), "--out", str(tmp_path / "o")])
+            == 2
+        )
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "is locked by another process (still after 5 s)" in err and "Traceback" not in err
+        assert (
+            err.count("\n") == 1 and "is locked by another process (still after 5 s)" in err and "Traceback" not in err
+        )
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -365,7 +391,9 @@ def test_a_read_only_cache_serves_its_hits(tmp_path: Path, monkeypatch: pytest.M
     for q in tmp_path.iterdir():
         if q.name != "c.sqlite":
             q.unlink()
-    monkeypatch.setattr(ResponseCache, "read_only", property(lambda self: True))  # tests run as root: chmod would not bite
+    monkeypatch.setattr(
+        ResponseCache, "read_only", property(lambda self: True)
+    )  # tests run as root: chmod would not bite
     before = _digest(p)
     r = ResponseCache(p)
     assert r.get("k").text == "stored"  # type: ignore[union-attr]

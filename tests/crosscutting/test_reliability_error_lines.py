@@ -29,9 +29,12 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 # -- nesting past the recursion limit -----------------------------------------------------------
-@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, '{"role": "user", "content": ' + "[" * 100_000 + "]" * 100_000 + "}"])
-def test_a_jsonl_line_nested_100000_deep_through_run_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                         line: str) -> None:
+@pytest.mark.parametrize(
+    "line", ["[" * 100_000 + "]" * 100_000, '{"role": "user", "content": ' + "[" * 100_000 + "]" * 100_000 + "}"]
+)
+def test_a_jsonl_line_nested_100000_deep_through_run_names_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
     p = tmp_path / "deep.jsonl"
     p.write_text(line + "\n")
     assert main(["run", "--task", str(p), "--out", str(tmp_path / "out")]) == 2
@@ -39,7 +42,9 @@ def test_a_jsonl_line_nested_100000_deep_through_run_names_file_and_line(tmp_pat
     assert f"{p}:line 1: JSON nested too deeply" in err and "RecursionError" not in err
 
 
-def test_a_task_jsonl_nested_deep_on_a_later_line_names_that_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_task_jsonl_nested_deep_on_a_later_line_names_that_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from h9eval.tasks import tasks_to_jsonl
     from h9eval.tasks.synthetic import generate
 
@@ -62,13 +67,18 @@ def _sweep(p: Path, tmp_path: Path) -> int:
 
 
 def test_a_spec_nested_3000_deep_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = _spec(tmp_path, 'name = "x"\n' + SPEC_TAIL + "[summarizer]\nname = \"offline\"\n" + "v = " + "[" * 3000 + "]" * 3000 + "\n")
+    p = _spec(
+        tmp_path,
+        'name = "x"\n' + SPEC_TAIL + '[summarizer]\nname = "offline"\n' + "v = " + "[" * 3000 + "]" * 3000 + "\n",
+    )
     assert _sweep(p, tmp_path) == 2
     err = _one_line(capsys)
     assert f"{p}:line 8: TOML nested too deeply" in err and "RecursionError" not in err, err
 
 
-def test_a_spec_key_of_5000_dotted_parts_names_file_and_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_spec_key_of_5000_dotted_parts_names_file_and_key_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = _spec(tmp_path, 'name = "x"\n' + ".".join(f"k{i}" for i in range(5000)) + " = 1\n" + SPEC_TAIL)
     assert _sweep(p, tmp_path) == 2
     err = _one_line(capsys)
@@ -85,8 +95,14 @@ def test_a_dict_spec_nested_deep_names_the_key_path() -> None:
         cur["a"] = {}
         cur = cur["a"]  # type: ignore[assignment]
     with pytest.raises(ConfigError, match=r"^summarizer\.params\.a\.a\.a\.a\.a\.a\.\.\.: nested more than 32"):
-        load_spec({"name": "x", "tasks": ["synthetic:small:0"], "policies": [{"kind": "keep_all"}],
-                   "summarizer": {"name": "offline", "params": deep}})
+        load_spec(
+            {
+                "name": "x",
+                "tasks": ["synthetic:small:0"],
+                "policies": [{"kind": "keep_all"}],
+                "summarizer": {"name": "offline", "params": deep},
+            }
+        )
 
 
 # -- spec values --------------------------------------------------------------------------------
@@ -99,8 +115,9 @@ def test_a_string_history_modes_is_refused(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.parametrize("window", [1, MIN_WINDOW_TOKENS - 1])
-def test_a_window_below_the_minimum_is_refused_in_a_spec_and_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                                                 window: int) -> None:
+def test_a_window_below_the_minimum_is_refused_in_a_spec_and_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], window: int
+) -> None:
     p = _spec(tmp_path, f'name = "x"\nwindow = {window}\n' + SPEC_TAIL)
     assert _sweep(p, tmp_path) == 2
     err = _one_line(capsys)
@@ -113,8 +130,9 @@ def test_a_window_below_the_minimum_is_refused_in_a_spec_and_on_the_command_line
 
 # -- a full disk --------------------------------------------------------------------------------
 @pytest.mark.parametrize("message", ["disk I/O error", "cannot rollback - no transaction is active"])
-def test_an_ambiguous_sqlite_error_on_a_full_file_system_is_said_as_disk_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                              message: str) -> None:
+def test_an_ambiguous_sqlite_error_on_a_full_file_system_is_said_as_disk_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, message: str
+) -> None:
     e = sqlite3.OperationalError(message)
     storage.tag_path(e, tmp_path / "sessions.db")
     monkeypatch.setattr(storage, "free_bytes", lambda p: 4096)
@@ -146,7 +164,10 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 300 KiB tmpfs (root only: skipped where mounting is not allowed)."""
     d = tmp_path / "small"
     d.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(d)], capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(d)], capture_output=True).returncode
+    ):
         pytest.skip("needs root and mount to make a small file system")
     try:
         yield d
@@ -155,8 +176,9 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("pad_bytes", [0, 150_000, 230_000, 280_000])
-def test_a_run_on_a_full_disk_says_disk_full_and_names_the_file(small_fs: Path, capsys: pytest.CaptureFixture[str],
-                                                                pad_bytes: int) -> None:
+def test_a_run_on_a_full_disk_says_disk_full_and_names_the_file(
+    small_fs: Path, capsys: pytest.CaptureFixture[str], pad_bytes: int
+) -> None:
     (small_fs / "pad").write_bytes(b"\0" * pad_bytes)  # how full the disk is decides what fails first
     assert main(["run", "--task", "synthetic:small:1", "--window", "16000", "--out", str(small_fs / "run")]) == 2
     err = _one_line(capsys)

@@ -61,7 +61,9 @@ def _digest(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, argv: Callable[[Path, Path], list[str]]) -> int:
+def _check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, argv: Callable[[Path, Path], list[str]]
+) -> int:
     ref, ref_cache = tmp_path / f"{name}-ref", tmp_path / f"{name}-ref-cache"
     ref_cache.mkdir()
     assert main(argv(ref, ref_cache)) == 0
@@ -86,8 +88,22 @@ def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, argv: 
 
 
 def test_run_never_writes_through_a_planted_hard_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    n = _check(tmp_path, capsys, "run", lambda out, cache: [
-        "run", "--task", "synthetic:small:1", "--window", "16000", "--summarizer-cache", str(cache / "c.sqlite"), "--out", str(out)])
+    n = _check(
+        tmp_path,
+        capsys,
+        "run",
+        lambda out, cache: [
+            "run",
+            "--task",
+            "synthetic:small:1",
+            "--window",
+            "16000",
+            "--summarizer-cache",
+            str(cache / "c.sqlite"),
+            "--out",
+            str(out),
+        ],
+    )
     assert n >= 12
 
 
@@ -106,5 +122,10 @@ params = { context_window_tokens = 16000 }
 def test_sweep_never_writes_through_a_planted_hard_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text(SPEC)
-    n = _check(tmp_path, capsys, "sweep", lambda out, cache: ["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"])
+    n = _check(
+        tmp_path,
+        capsys,
+        "sweep",
+        lambda out, cache: ["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"],
+    )
     assert n >= 6

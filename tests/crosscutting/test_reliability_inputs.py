@@ -50,13 +50,17 @@ def test_devices_and_fifos_are_refused_not_read(tmp_path: Path) -> None:
     for task in ("/dev/zero", "/dev/urandom", str(fifo)):
         for argv in (["run", "--task", task, "--out", str(tmp_path / "o")], ["tasks", "inspect", task]):
             # A subprocess with a timeout: before the fix /dev/zero ate the memory and a FIFO hung.
-            p = subprocess.run([sys.executable, "-m", "h9eval", *argv], env=env, capture_output=True, text=True, timeout=120)
+            p = subprocess.run(
+                [sys.executable, "-m", "h9eval", *argv], env=env, capture_output=True, text=True, timeout=120
+            )
             assert p.returncode == 2 and p.stderr.count("\n") == 1, (argv, p.stderr[:500])
             assert "not a regular file or a folder" in p.stderr
     assert not (tmp_path / "o").exists()
 
 
-def test_the_input_size_limit_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_input_size_limit_is_configurable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / "t.jsonl"
     assert main(["tasks", "generate", "--out", str(p)]) == 0
     capsys.readouterr()
@@ -81,8 +85,12 @@ def test_tasks_inspect_of_a_folder_speaks_to_a_cli_user(tmp_path: Path, capsys: 
 
 
 def test_a_session_without_an_assistant_turn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    t = Task(task_id="quiet", messages=(Message("system", "s"), Message("user", "hello")), intent=Intent(statement="hello"),
-             source=TaskSource(kind="synthetic"))
+    t = Task(
+        task_id="quiet",
+        messages=(Message("system", "s"), Message("user", "hello")),
+        intent=Intent(statement="hello"),
+        source=TaskSource(kind="synthetic"),
+    )
     p = tasks_to_jsonl([t], tmp_path / "quiet.jsonl")
     rc = main(["run", "--task", str(p), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
@@ -95,10 +103,16 @@ def test_deeply_nested_toml_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     _one_line(capsys, ["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress"], match="h9eval sweep: error:")
 
 
-def test_a_huge_variable_expansion_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_huge_variable_expansion_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("H9EVAL_HUGE", "x" * 100_000)
     p = tmp_path / "s.toml"
-    p.write_text(SPEC.format(extra="", seeds="[0]").replace('synthetic = [{ preset = "small", seeds = [0] }]', 'recorded = ["${H9EVAL_HUGE}"]'))
+    p.write_text(
+        SPEC.format(extra="", seeds="[0]").replace(
+            'synthetic = [{ preset = "small", seeds = [0] }]', 'recorded = ["${H9EVAL_HUGE}"]'
+        )
+    )
     _one_line(capsys, ["sweep", str(p), "--out", str(tmp_path / "o"), "--no-progress"], match="h9eval sweep: error:")
 
 
@@ -107,17 +121,27 @@ def test_a_huge_variable_expansion_is_one_line(tmp_path: Path, monkeypatch: pyte
     [("repeats = 1000000", "[0]"), ("", "[" + ", ".join(map(str, range(200_000))) + "]")],
     ids=["a-million-repeats", "200k-seeds"],
 )
-def test_huge_grids_are_refused_before_planning(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, seeds: str) -> None:
+def test_huge_grids_are_refused_before_planning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, seeds: str
+) -> None:
     spec = _spec(tmp_path, extra=extra, seeds=seeds)
-    _one_line(capsys, ["sweep", str(spec), "--out", str(tmp_path / "o"), "--no-progress"], match="above max_cells=100,000")
+    _one_line(
+        capsys, ["sweep", str(spec), "--out", str(tmp_path / "o"), "--no-progress"], match="above max_cells=100,000"
+    )
     assert not (tmp_path / "o").exists()
 
 
 def test_max_cells_lowers_and_raises_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = _spec(tmp_path, seeds="[0, 1]")
-    _one_line(capsys, ["sweep", str(spec), "--out", str(tmp_path / "o"), "--no-progress", "--max-cells", "1"],
-              match="at least 2 cells, above max_cells=1")
-    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "0", "--no-progress", "--max-cells", "2"]) == 0
+    _one_line(
+        capsys,
+        ["sweep", str(spec), "--out", str(tmp_path / "o"), "--no-progress", "--max-cells", "1"],
+        match="at least 2 cells, above max_cells=1",
+    )
+    assert (
+        main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "0", "--no-progress", "--max-cells", "2"])
+        == 0
+    )
 
 
 def test_a_cell_folder_replaced_by_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,10 +154,14 @@ def test_a_cell_folder_replaced_by_a_file_is_one_line(tmp_path: Path, capsys: py
         f.unlink()
     cell.rmdir()
     cell.write_text("not a folder\n")
-    _one_line(capsys, ["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"], match="is not a folder")
+    _one_line(
+        capsys, ["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"], match="is not a folder"
+    )
 
 
-def test_a_full_disk_in_a_sweep_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_full_disk_in_a_sweep_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import h9eval.results.store as store
 
     def enospc(df: object, path: Path, table: str) -> None:
@@ -141,8 +169,11 @@ def test_a_full_disk_in_a_sweep_is_one_line(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(store, "write_table", enospc)
     spec = _spec(tmp_path)
-    err = _one_line(capsys, ["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "0", "--no-progress"],
-                    match="No space left on device")
+    err = _one_line(
+        capsys,
+        ["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "0", "--no-progress"],
+        match="No space left on device",
+    )
     assert "[OSError]" in err
 
 
@@ -159,7 +190,9 @@ def test_nan_in_a_recorded_session_is_refused(tmp_path: Path, capsys: pytest.Cap
     _one_line(capsys, ["tasks", "inspect", str(p)], match="NaN is not a JSON value")
 
 
-def test_a_harness9_database_with_deeply_nested_tool_calls_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_harness9_database_with_deeply_nested_tool_calls_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import sqlite3
 
     from h9eval.core.messages import ToolCall
@@ -168,7 +201,14 @@ def test_a_harness9_database_with_deeply_nested_tool_calls_is_one_line(tmp_path:
     db = tmp_path / "h9.db"
     s = SessionStore(db)
     s.create_session("s1", title="t")
-    s.add_messages("s1", [Message("user", "hi"), Message("assistant", "", (ToolCall("c1", "bash", "{}"),)), Message("user", "out", (), "c1")])
+    s.add_messages(
+        "s1",
+        [
+            Message("user", "hi"),
+            Message("assistant", "", (ToolCall("c1", "bash", "{}"),)),
+            Message("user", "out", (), "c1"),
+        ],
+    )
     s.close()
     con = sqlite3.connect(db)
     con.execute("UPDATE messages SET tool_calls = ? WHERE role = 'assistant'", ("[" * 100_000 + "]" * 100_000,))
@@ -182,10 +222,42 @@ def test_a_quadratic_probe_grid_is_refused_before_any_work(tmp_path: Path, capsy
     run for hours. The grid is counted first, refused in one line naming a probe_every_k that
     fits, and the limit can be raised."""
     out = tmp_path / "o"
-    err = _one_line(capsys, ["run", "--task", "synthetic:long:0", "--probes", "recall", "--probe-every", "1", "--max-probes", "500", "--out", str(out)],
-                    match="above max_probes=500")
+    err = _one_line(
+        capsys,
+        [
+            "run",
+            "--task",
+            "synthetic:long:0",
+            "--probes",
+            "recall",
+            "--probe-every",
+            "1",
+            "--max-probes",
+            "500",
+            "--out",
+            str(out),
+        ],
+        match="above max_probes=500",
+    )
     assert "probe every" in err and not out.exists()
-    assert main(["run", "--task", "synthetic:small:0", "--probes", "recall", "--probe-every", "1", "--max-probes", "100000", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--task",
+                "synthetic:small:0",
+                "--probes",
+                "recall",
+                "--probe-every",
+                "1",
+                "--max-probes",
+                "100000",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
 
 
 def test_the_uncompacted_history_is_searched_once_per_term() -> None:
@@ -236,7 +308,9 @@ def test_key_term_extraction_is_linear_in_the_prompt(monkeypatch: pytest.MonkeyP
     from h9eval.tasks.keyterms import extract_key_terms
 
     def prompt(n: int) -> str:
-        return " ".join(f"see src/pkg{i}/mod_{i}.py in lib/make-target-{i % 50}/x.py and ValueError{i}" for i in range(n))
+        return " ".join(
+            f"see src/pkg{i}/mod_{i}.py in lib/make-target-{i % 50}/x.py and ValueError{i}" for i in range(n)
+        )
 
     small, large = _line_events(extract_key_terms, prompt(200)), _line_events(extract_key_terms, prompt(800))
     assert large < 6 * small, (small, large)  # 4x the text: ~4x the lines when linear, ~16x when quadratic

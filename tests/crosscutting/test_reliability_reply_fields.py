@@ -27,9 +27,15 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", 
 def _body(mode: str) -> dict[str, Any]:
     usage: dict[str, Any] = {"input_tokens": 900, "output_tokens": 100}
     body: dict[str, Any] = {
-        "id": f"msg_{KEY}", "type": "message", "role": "assistant", "model": f"{MODEL}-{KEY}",
+        "id": f"msg_{KEY}",
+        "type": "message",
+        "role": "assistant",
+        "model": f"{MODEL}-{KEY}",
         "content": [{"type": "text", "text": REPLY + f"\nkey: {KEY}", "citations": None}],
-        "stop_reason": f"end_turn {KEY}", "stop_sequence": KEY, "usage": usage, "echo": KEY,
+        "stop_reason": f"end_turn {KEY}",
+        "stop_sequence": KEY,
+        "usage": usage,
+        "echo": KEY,
     }
     if mode in USAGE_FIELDS:
         usage[mode] = KEY  # a usage count that is the key itself
@@ -65,14 +71,29 @@ def server() -> Iterator[tuple[str, dict[str, str]]]:
         srv.server_close()
 
 
-def _run(tmp_path: Path, base_url: str, name: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> tuple[int, bytes]:
+def _run(
+    tmp_path: Path, base_url: str, name: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> tuple[int, bytes]:
     """``h9eval run`` in this process (the CLI's own entry point); its exit code and everything it printed."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.delenv("H9EVAL_DEBUG", raising=False)
-    rc = main(["run", "--task", "synthetic:small:0", "--window", "16000", "--summarizer", "anthropic",
-               "--summarizer-cache", str(tmp_path / "cache.sqlite"), "--out", str(tmp_path / name)])
+    rc = main(
+        [
+            "run",
+            "--task",
+            "synthetic:small:0",
+            "--window",
+            "16000",
+            "--summarizer",
+            "anthropic",
+            "--summarizer-cache",
+            str(tmp_path / "cache.sqlite"),
+            "--out",
+            str(tmp_path / name),
+        ]
+    )
     out, err = capfd.readouterr()
     return rc, (out + err).encode()
 
@@ -83,8 +104,12 @@ def _no_key(data: bytes, where: str) -> None:
             assert f not in data, f"{needle!r} found in {where}"
 
 
-def test_the_key_in_every_string_field_of_a_reply_is_stored_redacted(tmp_path: Path, server: tuple[str, dict[str, str]],
-                                                                 monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_the_key_in_every_string_field_of_a_reply_is_stored_redacted(
+    tmp_path: Path,
+    server: tuple[str, dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     url, state = server
     state["mode"] = "strings"
     rc, printed = _run(tmp_path, url, "run", monkeypatch, capfd)
@@ -98,9 +123,13 @@ def test_the_key_in_every_string_field_of_a_reply_is_stored_redacted(tmp_path: P
 
 
 @pytest.mark.parametrize("field", [*USAGE_FIELDS, "usage_float"])
-def test_a_bad_usage_count_is_a_typed_fallback_naming_the_field_not_the_value(tmp_path: Path, server: tuple[str, dict[str, str]],
-                                                                            field: str, monkeypatch: pytest.MonkeyPatch,
-                                                                            capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_usage_count_is_a_typed_fallback_naming_the_field_not_the_value(
+    tmp_path: Path,
+    server: tuple[str, dict[str, str]],
+    field: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     url, state = server
     state["mode"] = field
     rc, printed = _run(tmp_path, url, "run", monkeypatch, capfd)

@@ -23,8 +23,20 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _run_cmd(out: Path, policy: str) -> list[str]:
-    return [sys.executable, "-m", "h9eval", "run", "--task", "synthetic:small:1", "--window", "16000",
-            "--policy", policy, "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "h9eval",
+        "run",
+        "--task",
+        "synthetic:small:1",
+        "--window",
+        "16000",
+        "--policy",
+        policy,
+        "--out",
+        str(out),
+    ]
 
 
 def _assert_whole(out: Path) -> str:
@@ -50,9 +62,16 @@ def test_a_run_into_a_folder_another_process_holds_is_refused_with_one_line(tmp_
     out = tmp_path / "run"
     out.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from h9eval.core.lock import folder_lock\n"
-         f"with folder_lock({str(out)!r}):\n print('held', flush=True); sys.stdin.readline()"],
-        env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from h9eval.core.lock import folder_lock\n"
+            f"with folder_lock({str(out)!r}):\n print('held', flush=True); sys.stdin.readline()",
+        ],
+        env=ENV,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -70,8 +89,10 @@ def test_a_run_into_a_folder_another_process_holds_is_refused_with_one_line(tmp_
 
 def test_two_concurrent_runs_into_one_folder_both_whole_or_one_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    procs = [subprocess.Popen(_run_cmd(out, pol), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for pol in ("progressive", "observation_masking")]
+    procs = [
+        subprocess.Popen(_run_cmd(out, pol), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for pol in ("progressive", "observation_masking")
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes[0] == 0, outs

@@ -31,8 +31,15 @@ def echoing(r: Any) -> Any:
     import base64
 
     text = REPLY + f"\nconfig: ANTHROPIC_API_KEY={KEY} / {KEY.upper()} / {base64.b64encode(KEY.encode()).decode()}"
-    body = {"id": "m", "type": "message", "role": "assistant", "model": MODEL, "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn", "usage": {"input_tokens": 900, "output_tokens": 100}}
+    body = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 900, "output_tokens": 100},
+    }
     return httpx2.Response(200, json=body)
 
 
@@ -53,7 +60,10 @@ def test_secret_parameters_never_reach_a_manifest(tmp_path: Path) -> None:
         "name": "secrets",
         "tasks": {"specs": ["synthetic:small:0"]},
         "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16000}}],
-        "summarizer": {"name": "anthropic", "params": {"api_key": KEY, "base_url": "http://127.0.0.1:9", "max_retries": 0, "model": MODEL}},
+        "summarizer": {
+            "name": "anthropic",
+            "params": {"api_key": KEY, "base_url": "http://127.0.0.1:9", "max_retries": 0, "model": MODEL},
+        },
     }
     r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
     assert r.ok == 1
@@ -63,9 +73,21 @@ def test_secret_parameters_never_reach_a_manifest(tmp_path: Path) -> None:
 
 
 def test_secret_names() -> None:
-    for n in ("api_key", "apiKey", "ANTHROPIC_API_KEY", "auth_token", "token", "password", "client_secret", "private_key"):
+    for n in (
+        "api_key",
+        "apiKey",
+        "ANTHROPIC_API_KEY",
+        "auth_token",
+        "token",
+        "password",
+        "client_secret",
+        "private_key",
+    ):
         assert is_secret_name(n), n
     for n in ("max_tokens", "context_window_tokens", "max_output_tokens", "model", "base_url", "tokenizer"):
         assert not is_secret_name(n), n
-    assert redact_secret_params({"a": [{"api_key": "x", "n": 1}], "token": ""}) == {"a": [{"api_key": "[redacted]", "n": 1}], "token": ""}
+    assert redact_secret_params({"a": [{"api_key": "x", "n": 1}], "token": ""}) == {
+        "a": [{"api_key": "[redacted]", "n": 1}],
+        "token": "",
+    }
     json.dumps(redact_secret_params({"t": (1, 2)}))

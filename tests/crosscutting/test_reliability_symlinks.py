@@ -67,9 +67,11 @@ def _plant_points(root: Path) -> list[str]:
 
 def _fingerprint(p: Path) -> dict[str, str]:
     if p.is_dir():
-        return {str(q.relative_to(p)): hashlib.sha256(q.read_bytes()).hexdigest() for q in sorted(p.rglob("*")) if q.is_file()} | {
-            "<entries>": ",".join(_walk(p))
-        }
+        return {
+            str(q.relative_to(p)): hashlib.sha256(q.read_bytes()).hexdigest()
+            for q in sorted(p.rglob("*"))
+            if q.is_file()
+        } | {"<entries>": ",".join(_walk(p))}
     return {"": hashlib.sha256(p.read_bytes()).hexdigest()}
 
 
@@ -91,7 +93,9 @@ def _target(outside: Path, like: Path) -> Path:
     return t
 
 
-def _check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, argv: Callable[[Path], list[str]]) -> int:
+def _check_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, argv: Callable[[Path], list[str]]
+) -> int:
     """Plant a link at every path ``argv`` writes; returns how many links were planted."""
     ref = tmp_path / f"{name}-ref"
     assert main(argv(ref)) == 0
@@ -103,7 +107,11 @@ def _check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
         out = case / "out"
         outside = case / "outside"
         outside.mkdir(parents=True)
-        like = ref / rel if (ref / rel).exists() else ref / rel.removesuffix(".tmp").removesuffix("-wal").removesuffix("-journal")
+        like = (
+            ref / rel
+            if (ref / rel).exists()
+            else ref / rel.removesuffix(".tmp").removesuffix("-wal").removesuffix("-journal")
+        )
         target = _target(outside, like if not rel.endswith((".tmp", "-wal", "-journal")) else ref / "nonexistent")
         link = out / rel
         link.parent.mkdir(parents=True, exist_ok=True)
@@ -118,12 +126,19 @@ def _check_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
             assert len(errors) == 1 and "Traceback" not in err, (rel, err)
         assert _fingerprint(outside) == before, f"{name}: the link at {rel} was followed"
         # A link may be removed (a rerun clears a session's record file) but never written through.
-        assert link.is_symlink() or out.resolve() in Path(os.path.realpath(link)).parents, f"{name}: {rel} now leads outside"
+        assert link.is_symlink() or out.resolve() in Path(os.path.realpath(link)).parents, (
+            f"{name}: {rel} now leads outside"
+        )
     return len(points)
 
 
 def test_run_never_follows_a_planted_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    n = _check_command(tmp_path, capsys, "run", lambda out: ["run", "--task", "synthetic:small:1", "--window", "16000", "--out", str(out)])
+    n = _check_command(
+        tmp_path,
+        capsys,
+        "run",
+        lambda out: ["run", "--task", "synthetic:small:1", "--window", "16000", "--out", str(out)],
+    )
     assert n >= 15
 
 
@@ -135,7 +150,12 @@ def test_tasks_generate_never_follows_a_planted_link(tmp_path: Path, capsys: pyt
 def test_sweep_and_report_never_follow_a_planted_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text(SPEC)
-    n = _check_command(tmp_path, capsys, "sweep", lambda out: ["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"])
+    n = _check_command(
+        tmp_path,
+        capsys,
+        "sweep",
+        lambda out: ["sweep", str(spec), "--out", str(out), "--workers", "0", "--no-progress"],
+    )
     assert n >= 15
     res = tmp_path / "sweep-ref"
 

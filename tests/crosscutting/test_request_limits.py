@@ -39,7 +39,9 @@ def server() -> Iterator[dict[str, Any]]:
             if state["mode"] == "hang":
                 stop.wait(3.0)  # longer than any timeout the tests give; bounded, so the server stops
                 return
-            data = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}}).encode()
+            data = json.dumps(
+                {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}}
+            ).encode()
             self.send_response(529)
             self.send_header("content-type", "application/json")
             self.send_header("retry-after-ms", "5")  # the SDK honours it: retries without its backoff
@@ -71,12 +73,31 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
 def _run(tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch, *flags: str) -> Any:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server["url"])
     out = tmp_path / "run"
-    assert main(["run", "--task", "synthetic:small:0", "--window", "16000", "--summarizer", "anthropic", "--out", str(out),
-                 "--breaker-failures", "0", *flags]) == 0  # every summary is sent: the breaker has its own tests
+    assert (
+        main(
+            [
+                "run",
+                "--task",
+                "synthetic:small:0",
+                "--window",
+                "16000",
+                "--summarizer",
+                "anthropic",
+                "--out",
+                str(out),
+                "--breaker-failures",
+                "0",
+                *flags,
+            ]
+        )
+        == 0
+    )  # every summary is sent: the breaker has its own tests
     return pq.read_table(out / "calls.parquet").to_pandas()
 
 
-def test_the_request_timeout_cuts_a_hung_endpoint(tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_request_timeout_cuts_a_hung_endpoint(
+    tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     t0 = time.monotonic()
     calls = _run(tmp_path, server, monkeypatch, "--request-timeout-s", "0.2", "--max-retries", "0")
     causes = calls.loc[calls["fallback"], "fallback_cause"]
@@ -87,8 +108,9 @@ def test_the_request_timeout_cuts_a_hung_endpoint(tmp_path: Path, server: dict[s
 
 
 @pytest.mark.parametrize("retries", [0, 2])
-def test_max_retries_is_the_number_of_extra_attempts(tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
-                                                     retries: int) -> None:
+def test_max_retries_is_the_number_of_extra_attempts(
+    tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch, retries: int
+) -> None:
     server["mode"] = "529"
     calls = _run(tmp_path, server, monkeypatch, "--max-retries", str(retries))
     n = int(calls["summarizer_calls"].sum())
@@ -102,7 +124,11 @@ def test_a_sweep_spec_and_the_command_line_set_the_limits(tmp_path: Path, server
 
     server["mode"] = "529"
     spec = {
-        "name": "limits", "window": 16000, "tasks": ["synthetic:small:0"], "max_retries": 1, "breaker_failures": 0,
+        "name": "limits",
+        "window": 16000,
+        "tasks": ["synthetic:small:0"],
+        "max_retries": 1,
+        "breaker_failures": 0,
         "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16000}}],
         "summarizer": {"name": "anthropic", "params": {"base_url": server["url"]}},
     }
@@ -119,9 +145,21 @@ def test_a_sweep_spec_and_the_command_line_set_the_limits(tmp_path: Path, server
     assert server["requests"] == int(load_results(tmp_path / "b").calls["summarizer_calls"].sum())
 
 
-@pytest.mark.parametrize(("field", "value"), [("request_timeout_s", 0), ("request_timeout_s", -1.0), ("request_timeout_s", float("inf")),
-                                              ("request_timeout_s", True), ("max_retries", -1), ("max_retries", 11), ("max_retries", 1.5)])
-def test_bad_limits_are_refused_naming_the_field(tmp_path: Path, field: str, value: Any, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("request_timeout_s", 0),
+        ("request_timeout_s", -1.0),
+        ("request_timeout_s", float("inf")),
+        ("request_timeout_s", True),
+        ("max_retries", -1),
+        ("max_retries", 11),
+        ("max_retries", 1.5),
+    ],
+)
+def test_bad_limits_are_refused_naming_the_field(
+    tmp_path: Path, field: str, value: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(ConfigError, match=rf"^{field} must be"):
         CallLimits(**{field: value})
     from h9eval.sweeps.spec import load_spec
@@ -130,7 +168,22 @@ def test_bad_limits_are_refused_naming_the_field(tmp_path: Path, field: str, val
         load_spec({"name": "x", "tasks": ["synthetic:small:0"], "policies": [{"kind": "keep_all"}], field: value})
     if not isinstance(value, bool) and (field == "request_timeout_s" or float(value).is_integer()):
         flag = "--request-timeout-s" if field == "request_timeout_s" else "--max-retries"
-        assert main(["run", "--task", "synthetic:small:0", "--summarizer", "anthropic", flag, str(value), "--out", str(tmp_path / "o")]) == 2
+        assert (
+            main(
+                [
+                    "run",
+                    "--task",
+                    "synthetic:small:0",
+                    "--summarizer",
+                    "anthropic",
+                    flag,
+                    str(value),
+                    "--out",
+                    str(tmp_path / "o"),
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{field} must be" in err, err
 

@@ -41,7 +41,12 @@ REPLY = (
 
 def forms(s: str) -> list[bytes]:
     b = s.encode()
-    return [b, s.encode("utf-16-le"), s.encode("utf-16-be"), base64.b64encode(b)[:-4] if len(b) % 3 else base64.b64encode(b)]
+    return [
+        b,
+        s.encode("utf-16-le"),
+        s.encode("utf-16-be"),
+        base64.b64encode(b)[:-4] if len(b) % 3 else base64.b64encode(b),
+    ]
 
 
 def assert_no_secret_in_files(root: Path) -> int:
@@ -113,20 +118,34 @@ def secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
 
 
-def test_key_never_written_by_replay_sweep_or_report(tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+def test_key_never_written_by_replay_sweep_or_report(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     caplog.set_level(logging.DEBUG)  # the SDK logs requests at debug level: they must not carry the key either
     task = generate("small", seed=0)
     policy = make_policy("progressive", context_window_tokens=16_000)
 
     # 1. A replay with out_dir and a response cache, summaries answered.
     fake = Fake(ok)
-    res = replay(task, policy, summarizer=summarizer(fake, tmp_path / "cache" / "summaries.sqlite"), out_dir=tmp_path / "run")
+    res = replay(
+        task, policy, summarizer=summarizer(fake, tmp_path / "cache" / "summaries.sqlite"), out_dir=tmp_path / "run"
+    )
     assert res.calls["summarizer_calls"].sum() >= 3 and not res.calls["fallback"].any()
     # The key was really in use (else this test proves nothing).
     assert fake.requests and all(sent_key(r) == KEY for r in fake.requests)
     # 2. The same with the cache warm (hits) and with every call failing with a key-echoing 401.
-    replay(task, policy, summarizer=summarizer(Fake(ok), tmp_path / "cache" / "summaries.sqlite"), out_dir=tmp_path / "run-cached")
-    bad = replay(task, policy, summarizer=summarizer(Fake(echo_401), tmp_path / "cache" / "401.sqlite"), out_dir=tmp_path / "run-401")
+    replay(
+        task,
+        policy,
+        summarizer=summarizer(Fake(ok), tmp_path / "cache" / "summaries.sqlite"),
+        out_dir=tmp_path / "run-cached",
+    )
+    bad = replay(
+        task,
+        policy,
+        summarizer=summarizer(Fake(echo_401), tmp_path / "cache" / "401.sqlite"),
+        out_dir=tmp_path / "run-401",
+    )
     assert bad.calls["fallback"].sum() == bad.calls["summarizer_calls"].sum() > 0  # every summary failed
 
     # 3. A tiny sweep with the Anthropic summarizer (a closed loopback port: connection refused,
@@ -143,7 +162,9 @@ def test_key_never_written_by_replay_sweep_or_report(tmp_path: Path, caplog: pyt
             "summarizer": {"name": "anthropic", "params": {"max_retries": 0, "model": MODEL}},
             # the stored fields of the real-model path: the endpoint (spec_resolved, the cells), the
             # breaker's skips and messages (calls, runs), the spending ledger (spend.json)
-            "base_url": "http://127.0.0.1:9", "breaker_failures": 1, "max_cost_usd": 5.0,
+            "base_url": "http://127.0.0.1:9",
+            "breaker_failures": 1,
+            "max_cost_usd": 5.0,
         }
         r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
         assert r.ok == 1, r.failures
@@ -167,7 +188,11 @@ def test_key_never_written_by_replay_sweep_or_report(tmp_path: Path, caplog: pyt
     out, err = capsys.readouterr()
     for needle in NEEDLES:
         assert needle not in out + err
-        leaks = [f"{rec.name}:{rec.levelname}: {rec.getMessage()[:300]}" for rec in caplog.records if needle in rec.getMessage()]
+        leaks = [
+            f"{rec.name}:{rec.levelname}: {rec.getMessage()[:300]}"
+            for rec in caplog.records
+            if needle in rec.getMessage()
+        ]
         assert not leaks, leaks[:3]
 
 
@@ -177,7 +202,12 @@ def test_sqlite_wal_files_hold_no_key(tmp_path: Path) -> None:
 
     s = summarizer(Fake(ok), tmp_path / "c.sqlite")
     assert isinstance(s, CachedSummarizer)
-    replay(generate("small", seed=0), make_policy("progressive", context_window_tokens=16_000), summarizer=s, out_dir=tmp_path / "o")
+    replay(
+        generate("small", seed=0),
+        make_policy("progressive", context_window_tokens=16_000),
+        summarizer=s,
+        out_dir=tmp_path / "o",
+    )
     names = {p.name for p in tmp_path.rglob("*")}
     assert "c.sqlite-wal" in names
     assert_no_secret_in_files(tmp_path)
@@ -230,8 +260,12 @@ def test_key_never_written_by_a_batched_sweep(tmp_path: Path, monkeypatch: pytes
             "name": "secrets-batched",
             "tasks": {"specs": ["synthetic:small:2"]},
             "policies": [{"kind": "progressive", "params": {"context_window_tokens": 24000}}],
-            "summarizer": {"name": "anthropic", "params": {"base_url": fake.url, "max_retries": 0, "model": MODEL},
-                           "batch": True, "batch_poll_interval_s": 0.01},
+            "summarizer": {
+                "name": "anthropic",
+                "params": {"base_url": fake.url, "max_retries": 0, "model": MODEL},
+                "batch": True,
+                "batch_poll_interval_s": 0.01,
+            },
         }
         with monkeypatch.context() as m:
             m.setattr(BatchClient, "wait", lambda self, batch_id: (_ for _ in ()).throw(KeyboardInterrupt()))

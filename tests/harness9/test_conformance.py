@@ -42,10 +42,12 @@ def test_a_wrong_expectation_is_reported(shared: Path, tmp_path: Path) -> None:
     assert p.returncode == 1
     lines = p.stdout.strip().splitlines()
     assert lines[-1] == "1 passed, 1 failed"
-    assert "progressive-tampered.json" in lines[0] and "expected \"full\", got \"soft\"" in lines[0]
+    assert "progressive-tampered.json" in lines[0] and 'expected "full", got "soft"' in lines[0]
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"kind": "nope", "input": {}, "expected": {}}', '{"kind": "estimate_tokens"}'])
+@pytest.mark.parametrize(
+    "content", ["{not json", "[1, 2]", '{"kind": "nope", "input": {}, "expected": {}}', '{"kind": "estimate_tokens"}']
+)
 def test_unreadable_case_exits_2(tmp_path: Path, content: str) -> None:
     f = tmp_path / "broken.json"
     f.write_text(content)

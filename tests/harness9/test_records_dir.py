@@ -32,7 +32,8 @@ COMPACTION_MSG = (
 def _insert(con, sid, role, content, tool_calls=None, tool_call_id=None):
     # The INSERT harness9's AddMessages runs, with Go's NULLs for empty tool_calls/tool_call_id.
     con.execute(
-        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id, created_at) VALUES (?, ?, ?, ?, "
+        "?, ?)",
         (sid, role, content, tool_calls, tool_call_id, 1_700_000_000),
     )
 
@@ -84,7 +85,13 @@ def test_list_sessions(h9_db):
     assert len(plain["first_user_message"]) == 200
     assert rows[1]["first_user_message"] == "Also update the changelog"  # the compaction message is skipped
     assert [r["compacted_history"] for r in rows] == [False, True, False, True]
-    assert rows[2] == {"id": "empty", "message_count": 0, "estimated_tokens": 0, "first_user_message": "", "compacted_history": False}
+    assert rows[2] == {
+        "id": "empty",
+        "message_count": 0,
+        "estimated_tokens": 0,
+        "first_user_message": "",
+        "compacted_history": False,
+    }
 
 
 def test_load_session_task(h9_db):
@@ -201,7 +208,9 @@ def test_bad_tool_calls_cell(h9_db):
     _insert(con, "plain", "assistant", "", "{not json")
     con.commit()
     con.close()
-    with pytest.raises(FormatError, match=r"sessions\.db:messages\.id 13: bad message in session 'plain': column tool_calls"):
+    with pytest.raises(
+        FormatError, match=r"sessions\.db:messages\.id 13: bad message in session 'plain': column tool_calls"
+    ):
         load_session_task(h9_db, "plain")
 
 
@@ -217,7 +226,10 @@ def _records(session: str) -> list[CompactionRecord]:
             tokens_after=700,
             msgs_before=10,
             msgs_after=10,
-            offloaded=[OffloadEntry("c1", "bash", f"{session}/c1.txt", 1200, 30), OffloadEntry("c2", "grep", "x", 34, 2)],
+            offloaded=[
+                OffloadEntry("c1", "bash", f"{session}/c1.txt", 1200, 30),
+                OffloadEntry("c2", "grep", "x", 34, 2),
+            ],
             compression_ratio=0.7,
             duration_ns=1500,
         ),
@@ -238,8 +250,15 @@ def _records(session: str) -> list[CompactionRecord]:
             duration_ns=2_000_000_000,
         ),
         CompactionRecord(
-            id="r3", session_id=session, tier=Tier.EMERGENCY, tokens_before=5000, tokens_after=900,
-            msgs_before=40, msgs_after=3, compression_ratio=0.18, error="emergency fallback: forced truncation",
+            id="r3",
+            session_id=session,
+            tier=Tier.EMERGENCY,
+            tokens_before=5000,
+            tokens_after=900,
+            msgs_before=40,
+            msgs_after=3,
+            compression_ratio=0.18,
+            error="emergency fallback: forced truncation",
         ),
     ]
 
@@ -262,7 +281,13 @@ def test_read_records_dir(tmp_path):
     assert list(b.tier_name) == ["warn", "soft", "emergency"]
     assert list(b.n_offloaded) == [2, 0, 0]
     assert list(b.offloaded_bytes) == [1234, 0, 0]
-    assert json.loads(b.offloaded_json[0])[0] == {"tool_call_id": "c1", "tool_name": "bash", "file_path": "s-b/c1.txt", "bytes": 1200, "lines": 30}
+    assert json.loads(b.offloaded_json[0])[0] == {
+        "tool_call_id": "c1",
+        "tool_name": "bash",
+        "file_path": "s-b/c1.txt",
+        "bytes": 1200,
+        "lines": 30,
+    }
     assert b.offloaded_json[1] is None and b.anchors_json[0] is None  # harness9's null kept as missing
     assert list(b.n_anchors) == [0, 2, 0]
     assert json.loads(b.anchors_json[1])[0] == {"type": "user_intent", "content": "fix <it> & ship"}
@@ -291,12 +316,29 @@ def test_go_written_line_is_read(tmp_path):
     (tmp_path / "s<1>.jsonl").write_text(line, encoding="utf-8")
     df = read_records_dir(tmp_path)
     assert df.to_dict("records")[0] == {
-        "schema_version": 1, "run_id": "harness9:s<1>", "session_id": "s<1>", "record_index": 0,
-        "record_id": "9f1c-…", "timestamp": "2026-09-15T10:00:00.000000001+08:00", "tier": 1,
-        "tier_name": "warn", "tokens_before": 100, "tokens_after": 100, "msgs_before": 4, "msgs_after": 4,
-        "n_anchors": 0, "anchors_json": None, "n_offloaded": 0, "offloaded_bytes": 0, "offloaded_json": None,
-        "summarized": 0, "preserved_tail": 0, "summary_text": "", "compression_ratio": 1.0,
-        "duration_ns": 42, "error": "",
+        "schema_version": 1,
+        "run_id": "harness9:s<1>",
+        "session_id": "s<1>",
+        "record_index": 0,
+        "record_id": "9f1c-…",
+        "timestamp": "2026-09-15T10:00:00.000000001+08:00",
+        "tier": 1,
+        "tier_name": "warn",
+        "tokens_before": 100,
+        "tokens_after": 100,
+        "msgs_before": 4,
+        "msgs_after": 4,
+        "n_anchors": 0,
+        "anchors_json": None,
+        "n_offloaded": 0,
+        "offloaded_bytes": 0,
+        "offloaded_json": None,
+        "summarized": 0,
+        "preserved_tail": 0,
+        "summary_text": "",
+        "compression_ratio": 1.0,
+        "duration_ns": 42,
+        "error": "",
     }
 
 
@@ -361,15 +403,32 @@ def test_replay_outputs_read_back_as_harness9_data(tmp_path: Path) -> None:
     from h9eval.tasks.synthetic import generate
 
     task = generate("small", seed=1)
-    res = replay(task, ProgressiveCompactor(context_window_tokens=16000), config=ReplayConfig(history_mode="write_back"), out_dir=tmp_path / "run", run_id="rt")
+    res = replay(
+        task,
+        ProgressiveCompactor(context_window_tokens=16000),
+        config=ReplayConfig(history_mode="write_back"),
+        out_dir=tmp_path / "run",
+        run_id="rt",
+    )
     assert len(res.compactions) > 0
     back = read_records_dir(tmp_path / "run" / "compaction_records", run_id="rt")
-    pd.testing.assert_frame_equal(back.reset_index(drop=True), res.compactions.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        back.reset_index(drop=True), res.compactions.reset_index(drop=True), check_dtype=False
+    )
     db = tmp_path / "run" / "sessions.db"
     (info,) = list_sessions(db)
     loaded = load_session_task(db, info["id"])
     expected = [m for m in res.final_history if m.role != "system"]  # harness9 never persists it
-    assert [(m.content, m.tool_call_id, m.tool_calls) for m in loaded.messages] == [(m.content, m.tool_call_id, m.tool_calls) for m in expected]
+    assert [(m.content, m.tool_call_id, m.tool_calls) for m in loaded.messages] == [
+        (m.content, m.tool_call_id, m.tool_calls) for m in expected
+    ]
     assert loaded.metadata.get("compacted_history") is True
-    rows = sqlite3.connect(db).execute("SELECT role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? ORDER BY id", (info["id"],)).fetchall()
+    rows = (
+        sqlite3.connect(db)
+        .execute(
+            "SELECT role, content, tool_calls, tool_call_id FROM messages WHERE session_id = ? ORDER BY id",
+            (info["id"],),
+        )
+        .fetchall()
+    )
     assert len(rows) == len(expected) and all(r[0] in ("user", "assistant") for r in rows)

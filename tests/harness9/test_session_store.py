@@ -188,7 +188,9 @@ def test_any_argument_text_round_trips(args):
 
 def test_is_error_and_user_role_of_tool_results_are_not_persisted(store):
     sid = store.create_session("s1")
-    store.add_messages(sid, [Message("assistant", "", (ToolCall("c1", "x", "{}"),)), Message("user", "boom", (), "c1", True)])
+    store.add_messages(
+        sid, [Message("assistant", "", (ToolCall("c1", "x", "{}"),)), Message("user", "boom", (), "c1", True)]
+    )
     back = store.get_messages(sid)
     # harness9 drops is_error; a stored tool result always reloads with role "tool".
     assert back[1] == Message("tool", "boom", (), "c1", False)

@@ -60,9 +60,12 @@ def _agent_replies(n_steps: int, summaries: list[str]):  # type: ignore[no-untyp
     def reply(messages, tools):  # type: ignore[no-untyped-def]
         if messages and "compaction engine" in messages[0].text:
             summaries.append(messages[1].text)
-            return ModelOutput.from_content("m", "## Anchors\n### User Intent\nFix pkg/store\n### Execution Progress\n"
-                                                 "- ran ls\n### Key Decisions\nN/A\n### Tried Solutions\nN/A\n"
-                                                 "### Next Steps\n- keep going\n## Summary\nListing steps.")
+            return ModelOutput.from_content(
+                "m",
+                "## Anchors\n### User Intent\nFix pkg/store\n### Execution Progress\n"
+                "- ran ls\n### Key Decisions\nN/A\n### Tried Solutions\nN/A\n"
+                "### Next Steps\n- keep going\n## Summary\nListing steps.",
+            )
         step[0] += 1
         if step[0] > n_steps:
             return ModelOutput.for_tool_call("m", "submit", {"answer": "done"})
@@ -76,8 +79,10 @@ def eval_log(tmp_path_factory):  # type: ignore[no-untyped-def]
     summaries: list[str] = []
     model = get_model(f"{SCRIPTED_MODEL}/agent", outputs=_agent_replies(32, summaries), memoize=False)
     strategy = H9Compaction("progressive", window_tokens=WINDOW, offload_root=str(tmp_path_factory.mktemp("off")))
-    task = InspectTask(dataset=[Sample(input="Fix the failing test in pkg/store; never touch vendor/.", target="done")],
-                       solver=react(tools=[bash()], compaction=strategy))
+    task = InspectTask(
+        dataset=[Sample(input="Fix the failing test in pkg/store; never touch vendor/.", target="done")],
+        solver=react(tools=[bash()], compaction=strategy),
+    )
     [log] = inspect_eval(task, model=model, log_dir=str(tmp_path_factory.mktemp("logs")), display="none")
     return log, summaries
 
@@ -86,8 +91,11 @@ def test_progressive_compacts_inside_an_inspect_agent_at_the_expected_calls(eval
     log, summaries = eval_log
     assert log.status == "success", log.error
     [sample] = log.samples
-    records = [e.data["h9eval_compaction"] for e in sample.events
-               if e.event == "info" and isinstance(e.data, dict) and "h9eval_compaction" in e.data]
+    records = [
+        e.data["h9eval_compaction"]
+        for e in sample.events
+        if e.event == "info" and isinstance(e.data, dict) and "h9eval_compaction" in e.data
+    ]
     assert records, "the policy never ran"
     # Inspect calls the strategy from harness9's soft threshold on (70 % of the window), never below
     # (the token counts differ a little: Inspect's includes the tool definitions)
@@ -103,8 +111,9 @@ def test_message_conversion_round_trips_every_recorded_shape(shared: Path) -> No
         back = from_inspect(to_inspect(list(t.messages)))
         assert len(back) == len(t.messages), t.task_id
         for a, b in zip(back, t.messages):
-            assert (a.role if b.role in ("system", "user", "assistant", "tool") else b.role) == b.role or \
-                b.role not in ("system", "user", "assistant", "tool")
+            assert (
+                a.role if b.role in ("system", "user", "assistant", "tool") else b.role
+            ) == b.role or b.role not in ("system", "user", "assistant", "tool")
             assert a.content == b.content and a.tool_call_id == b.tool_call_id and a.is_error == b.is_error
             assert [(c.id, c.name) for c in a.tool_calls] == [(c.id, c.name) for c in b.tool_calls]
             for ca, cb in zip(a.tool_calls, b.tool_calls):

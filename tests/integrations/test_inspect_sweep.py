@@ -65,16 +65,22 @@ class _Marked:
         self.requests.append(request)
         if self.fail:
             raise RuntimeError("summarizer down")
-        return SummaryReply(text=f"MARKED SUMMARY #{len(self.requests)} of {len(request.head)} messages",
-                            input_tokens=10, output_tokens=5)
+        return SummaryReply(
+            text=f"MARKED SUMMARY #{len(self.requests)} of {len(request.head)} messages",
+            input_tokens=10,
+            output_tokens=5,
+        )
 
 
 @pytest.mark.parametrize("frac", [0.5, 0.8])
 def test_inspect_summary_compacts_at_its_threshold(registered: Any, frac: float) -> None:
     window = 12_000  # a call of this task lands between the two thresholds (and below Inspect's 0.9)
-    [r] = run_task("synthetic:small:0", "inspect_summary", params={"context_window_tokens": window,
-                                                                   "threshold_frac": frac},
-                   history_mode="write_back")
+    [r] = run_task(
+        "synthetic:small:0",
+        "inspect_summary",
+        params={"context_window_tokens": window, "threshold_frac": frac},
+        history_mode="write_back",
+    )
     calls, comps = r.calls, r.compactions
     assert calls["compacted"].sum() > 0 and set(comps["tier_name"]) == {"full"}
     # write-back (Inspect's own behaviour): a call compacts exactly when its history reaches the threshold
@@ -85,12 +91,17 @@ def test_inspect_summary_compacts_at_its_threshold(registered: Any, frac: float)
 
 def test_the_summary_is_the_h9eval_summarizers(registered: Any) -> None:
     summ = _Marked()
-    [r] = run_task("synthetic:small:0", make_policy("inspect_summary", context_window_tokens=WINDOW),
-                   summarizer=summ, history_mode="write_back")
+    [r] = run_task(
+        "synthetic:small:0",
+        make_policy("inspect_summary", context_window_tokens=WINDOW),
+        summarizer=summ,
+        history_mode="write_back",
+    )
     done = r.compactions[r.compactions["tier_name"] == "full"]
     assert len(done) == len(summ.requests) > 0
-    assert list(done["summary_text"]) == [f"MARKED SUMMARY #{i + 1} of {len(q.head)} messages"
-                                          for i, q in enumerate(summ.requests)]
+    assert list(done["summary_text"]) == [
+        f"MARKED SUMMARY #{i + 1} of {len(q.head)} messages" for i, q in enumerate(summ.requests)
+    ]
     assert int(r.calls["summarizer_calls"].sum()) == len(summ.requests)
     # the summarizer was given Inspect's own prompt and the conversation, and Inspect wrapped its reply
     first = summ.requests[0]
@@ -105,14 +116,19 @@ def test_a_failed_summary_leaves_the_history_and_says_why(registered: Any, tmp_p
     assert estimate_tokens(history) > 0.9 * WINDOW
     summ = _Marked(fail=True)
     run = make_policy("inspect_summary", context_window_tokens=WINDOW).start(
-        CompactionEnv(summarizer=summ, offload_root=str(tmp_path)))
+        CompactionEnv(summarizer=summ, offload_root=str(tmp_path))
+    )
     comp = run.compact(history)
     assert len(summ.requests) == 1 and list(comp.view) == history
     assert comp.record is not None and comp.record.error.startswith("summary failed")
     assert comp.record.tier == Tier.NONE
     # in a run: asked at every call above the threshold, never compacted
-    [r] = run_task("synthetic:small:0", make_policy("inspect_summary", context_window_tokens=WINDOW),
-                   summarizer=_Marked(fail=True), history_mode="write_back")
+    [r] = run_task(
+        "synthetic:small:0",
+        make_policy("inspect_summary", context_window_tokens=WINDOW),
+        summarizer=_Marked(fail=True),
+        history_mode="write_back",
+    )
     assert int(r.calls["summarizer_calls"].sum()) > 0 and not r.calls["compacted"].any()
 
 
@@ -144,8 +160,10 @@ def test_inspect_summary_runs_in_a_sweep_beside_progressive_under_the_same_probe
     runs = res.runs.set_index("run_id")
     assert (runs["n_compactions"] > 0).all() and (runs["summarizer_calls"] > 0).all()
     probes = res.probes.merge(res.runs[["run_id", "policy_name"]], on="run_id")
-    asked = {name: set(map(tuple, g[["task_id", "checkpoint_call_index", "probe_id"]].to_numpy().tolist()))
-             for name, g in probes.groupby("policy_name")}
+    asked = {
+        name: set(map(tuple, g[["task_id", "checkpoint_call_index", "probe_id"]].to_numpy().tolist()))
+        for name, g in probes.groupby("policy_name")
+    }
     assert set(asked) == {"harness9", "inspect"} and asked["harness9"] == asked["inspect"] and asked["inspect"]
 
 
@@ -167,8 +185,7 @@ def test_a_sweep_exports_as_one_eval_log_per_configuration(swept: Path, exported
         for s in log.samples:
             run_id = s.metadata["run_id"]
             want = metrics.loc[run_id]
-            assert {k: v.value for k, v in s.scores.items()} == pytest.approx(
-                {k: float(want[k]) for k in s.scores})
+            assert {k: v.value for k, v in s.scores.items()} == pytest.approx({k: float(want[k]) for k in s.scores})
             for k in ("retention", "tokens_saved", "peak_tokens_sent", "n_compactions"):
                 assert s.scores[k].value == pytest.approx(float(want[k]))
             calls = res.calls[res.calls["run_id"] == run_id].sort_values("call_index")
@@ -216,8 +233,13 @@ def test_the_export_command(swept: Path, tmp_path: Path, capsys: pytest.CaptureF
 
 def test_the_command_line_does_not_import_inspect_until_asked() -> None:
     code = "import sys, h9eval.cli; print('inspect_ai' in sys.modules)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parents[2])
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
 
 
@@ -232,8 +254,12 @@ def test_a_failed_cell_is_skipped_and_listed(tmp_path: Path, monkeypatch: pytest
         return real(cell)
 
     monkeypatch.setattr(sw, "load_cell_task", flaky)
-    spec = {"name": "t-failed", "window": WINDOW, "tasks": {"synthetic": [{"preset": "small", "seeds": [0, 1]}]},
-            "policies": [{"kind": "progressive"}]}
+    spec = {
+        "name": "t-failed",
+        "window": WINDOW,
+        "tasks": {"synthetic": [{"preset": "small", "seeds": [0, 1]}]},
+        "policies": [{"kind": "progressive"}],
+    }
     r = sweep(spec, out_dir=tmp_path / "sw", workers=0, progress=False, on_failure="return")
     assert (r.ok, r.failed) == (1, 1)
     monkeypatch.setattr(sw, "load_cell_task", real)

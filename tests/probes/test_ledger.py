@@ -83,9 +83,15 @@ def test_stale_when_the_old_value_shows_and_the_current_does_not() -> None:
 
 def test_where_an_item_survived() -> None:
     summary = f"{COMPACTION_MARKER}\n## Anchors\n### Key Decisions\n- keep MIN_WINDOW_SIZE\n## Summary\nuse yapf"
-    view = rendered_view([Message("system", "sys"), Message("user", "task text"), Message("user", summary),
-                          Message("tool", "[offloaded: x.txt | 3 行 / 9 bytes]\nHOOL-1 preview", tool_call_id="c"),
-                          Message("assistant", "run tests for HOOL-2")])
+    view = rendered_view(
+        [
+            Message("system", "sys"),
+            Message("user", "task text"),
+            Message("user", summary),
+            Message("tool", "[offloaded: x.txt | 3 行 / 9 bytes]\nHOOL-1 preview", tool_call_id="c"),
+            Message("assistant", "run tests for HOOL-2"),
+        ]
+    )
     assert item_state(_item("MIN_WINDOW_SIZE"), view) == ("PRESERVED", "anchor:key_decision")
     assert item_state(_item("yapf"), view) == ("PRESERVED", "summary")
     assert item_state(_item("HOOL-1"), view) == ("PRESERVED", "placeholder")
@@ -108,10 +114,25 @@ def test_a_view_without_exactly_the_constraints_shows_them_lost_and_nothing_else
     rules = [i for i in items if i.item_type in ("safety_rule", "side_constraint")]
     assert rules
     end = len(task.messages) - 1
-    full = ledger_rows(task, [LedgerEvent(basis="fill", round=1, call_index=0, message_index=end, tier_name="x",
-                                          view=task.messages)], run_id="r")
-    scrubbed = ledger_rows(task, [LedgerEvent(basis="fill", round=1, call_index=0, message_index=end, tier_name="x",
-                                              view=_scrub(task.messages, [i.value for i in rules]))], run_id="r")
+    full = ledger_rows(
+        task,
+        [LedgerEvent(basis="fill", round=1, call_index=0, message_index=end, tier_name="x", view=task.messages)],
+        run_id="r",
+    )
+    scrubbed = ledger_rows(
+        task,
+        [
+            LedgerEvent(
+                basis="fill",
+                round=1,
+                call_index=0,
+                message_index=end,
+                tier_name="x",
+                view=_scrub(task.messages, [i.value for i in rules]),
+            )
+        ],
+        run_id="r",
+    )
     before = {r["item_id"]: r["state"] for r in full}
     after = {r["item_id"]: r["state"] for r in scrubbed}
     changed = {k for k in after if after[k] != before[k]}
@@ -126,17 +147,30 @@ def test_a_view_without_exactly_the_constraints_shows_them_lost_and_nothing_else
 def test_survival_curves_match_an_independent_computation() -> None:
     rows = []
     # two tasks, two rounds; task t1 keeps 2 of 4 goals at round 1 and 1 of 4 at round 2, t2 keeps 1/2 then 0/2
-    for task_id, states in (("t1", [["PRESERVED"] * 2 + ["LOST"] * 2, ["PRESERVED"] + ["LOST"] * 3]),
-                            ("t2", [["PRESERVED", "DEGRADED"], ["LOST", "STALE"]])):
+    for task_id, states in (
+        ("t1", [["PRESERVED"] * 2 + ["LOST"] * 2, ["PRESERVED"] + ["LOST"] * 3]),
+        ("t2", [["PRESERVED", "DEGRADED"], ["LOST", "STALE"]]),
+    ):
         for rnd, st in enumerate(states, start=1):
             for k, s in enumerate(st):
-                rows.append({"run_id": f"{task_id}-r", "task_id": task_id, "basis": "fill", "round": rnd,
-                             "item_id": f"i{k}", "item_type": "goal", "state": s, "pinned": False})
+                rows.append(
+                    {
+                        "run_id": f"{task_id}-r",
+                        "task_id": task_id,
+                        "basis": "fill",
+                        "round": rnd,
+                        "item_id": f"i{k}",
+                        "item_type": "goal",
+                        "state": s,
+                        "pinned": False,
+                    }
+                )
     rows.append({**rows[0], "item_id": "pinned", "pinned": True, "state": "LOST"})  # left out of every curve
     rows.append({**rows[0], "basis": "compaction", "state": "LOST"})  # another basis
     ledger = pd.DataFrame(rows)
-    runs = pd.DataFrame({"run_id": ["t1-r", "t2-r"], "policy_kind": "p", "policy_name": "p", "params_hash": "h",
-                         "history_mode": "view"})
+    runs = pd.DataFrame(
+        {"run_id": ["t1-r", "t2-r"], "policy_kind": "p", "policy_name": "p", "params_hash": "h", "history_mode": "view"}
+    )
     c = survival_curves(ledger, runs).set_index("round")
     assert c.loc[1, "survival"] == pytest.approx((2 / 4 + 1 / 2) / 2)  # the mean of per-task shares
     assert c.loc[2, "survival"] == pytest.approx((1 / 4 + 0) / 2)
@@ -151,8 +185,15 @@ def test_controls_keep_all_flat_at_one_and_drop_all_at_zero() -> None:
     for pol in ("keep_all", "drop_all"):
         res += run_task("synthetic:small:3", pol, window=6000)
     ledger = pd.concat([r.ledger for r in res])
-    runs = pd.DataFrame({"run_id": [r.run_id for r in res], "policy_kind": [r.policy_kind for r in res],
-                         "policy_name": [r.policy_kind for r in res], "params_hash": "h", "history_mode": "view"})
+    runs = pd.DataFrame(
+        {
+            "run_id": [r.run_id for r in res],
+            "policy_kind": [r.policy_kind for r in res],
+            "policy_name": [r.policy_kind for r in res],
+            "params_hash": "h",
+            "history_mode": "view",
+        }
+    )
     c = survival_curves(ledger, runs)
     keep, drop = c[c["label"] == "keep_all"], c[c["label"] == "drop_all"]
     assert len(keep) >= 3 and len(drop) >= 3  # several fill rounds were reached
@@ -168,18 +209,27 @@ def test_run_and_sweep_store_the_ledger_and_the_page_shows_a_round(tmp_path: Pat
     [r] = run_task("synthetic:small:0", "progressive", window=9000, out_dir=out)
     stored = pd.read_parquet(out / "ledger.parquet")
     assert len(stored) == len(r.ledger) > 0 and set(stored["state"]) <= {"PRESERVED", "DEGRADED", "STALE", "LOST"}
-    p = subprocess.run([sys.executable, "-m", "h9eval", "ledger", str(out)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "h9eval", "ledger", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     page = (out / "ledger.html").read_text(encoding="utf-8")
     assert "Round 1:" in page and "Left the view" in page
-    spec = {"name": "led", "tasks": ["synthetic:small:0"],
-            "policies": [{"kind": "progressive", "params": {"context_window_tokens": 9000}}]}
+    spec = {
+        "name": "led",
+        "tasks": ["synthetic:small:0"],
+        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 9000}}],
+    }
     s = sweep(spec, out_dir=tmp_path / "sw", workers=0, progress=False)
     res = load_results(s.out_dir)
     assert len(res.ledger) == len(r.ledger) and res.ledger["run_id"].nunique() == 1
     rid = res.runs["run_id"].iloc[0]
-    p = subprocess.run([sys.executable, "-m", "h9eval", "ledger", str(s.out_dir), "--run-id", rid],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "h9eval", "ledger", str(s.out_dir), "--run-id", rid],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     bad = subprocess.run([sys.executable, "-m", "h9eval", "ledger", str(s.out_dir)], capture_output=True, text=True)
     assert bad.returncode == 2 and "--run-id" in bad.stderr and "Traceback" not in bad.stderr

@@ -111,9 +111,19 @@ def test_placebo_rates_on_a_fixed_pair_equal_hand_computed_values() -> None:
 def test_placebo_pairing_is_seeded_deterministic_and_skips_the_same_family() -> None:
     def t(tid: str, seed: int | None = None) -> Task:
         kind = "synthetic" if seed is not None else "recorded"
-        return Task(task_id=tid, source=TaskSource(kind=kind, seed=seed), messages=(user("x"),), intent=Intent(statement="x"))
+        return Task(
+            task_id=tid, source=TaskSource(kind=kind, seed=seed), messages=(user("x"),), intent=Intent(statement="x")
+        )
 
-    tasks = [t("cc:s1"), t("cc:s1/agent-x"), t("cc:s2"), t("synthetic-small-3", 3), t("synthetic-long-3", 3), t("m:1"), t("m:2")]
+    tasks = [
+        t("cc:s1"),
+        t("cc:s1/agent-x"),
+        t("cc:s2"),
+        t("synthetic-small-3", 3),
+        t("synthetic-long-3", 3),
+        t("m:1"),
+        t("m:2"),
+    ]
     assert task_family(tasks[1]) == task_family(tasks[0]) and task_family(tasks[3]) == task_family(tasks[4])
     p1 = placebo_partners(tasks, seed=5, n_partners=3)
     assert p1 == placebo_partners(list(reversed(tasks)), seed=5, n_partners=3)  # input order does not matter
@@ -165,7 +175,12 @@ def test_synthetic_key_terms_in_the_system_prompt_leave_the_score_and_are_flagge
 
 def test_a_probe_all_of_whose_terms_are_in_the_system_prompt_keeps_them_and_is_pinned() -> None:
     msgs = (system("Repo acme/tool. Branch main-77."), user("Do the thing in acme/tool."), assistant("ok"))
-    t = Task(task_id="p", source=TaskSource(kind="recorded"), messages=msgs, intent=Intent(statement="x", key_terms=("acme/tool",)))
+    t = Task(
+        task_id="p",
+        source=TaskSource(kind="recorded"),
+        messages=msgs,
+        intent=Intent(statement="x", key_terms=("acme/tool",)),
+    )
     (intent,) = probes_for(t, 2)
     assert intent.expected == ("acme/tool",) and intent.pinned == () and intent.answer_pinned
 
@@ -198,7 +213,9 @@ def test_synthetic_constraint_facts_are_not_probed_again_as_anchors() -> None:
     assert not [p for p in ps if p.kind == "constraint"]
     # An anchor that is not a fact's answer is still probed.
     extra = AnchorTruth(kind="constraint", message_index=1, text="never touch vendored code", key_terms=("vendored",))
-    t2 = Task(task_id="t2", source=t.source, messages=t.messages, intent=t.intent, anchors=(*t.anchors, extra), facts=t.facts)
+    t2 = Task(
+        task_id="t2", source=t.source, messages=t.messages, intent=t.intent, anchors=(*t.anchors, extra), facts=t.facts
+    )
     assert len([p for p in probes_for(t2, end, check_answerable=False) if p.kind == "constraint"]) == 1
 
 
@@ -216,13 +233,19 @@ def test_unanswerable_key_term_probes_are_not_counted() -> None:
         task_id="u",
         source=a.source,
         messages=a.messages,
-        intent=Intent(statement="x", key_terms=("never-said-1",), changes=(IntentChange(message_index=3, statement="y", key_terms=("never-said-2",)),)),
+        intent=Intent(
+            statement="x",
+            key_terms=("never-said-1",),
+            changes=(IntentChange(message_index=3, statement="y", key_terms=("never-said-2",)),),
+        ),
     )
     ps = probes_for(t, 4)
     assert [p.answerable for p in ps if p.kind in ("intent", "key_terms")] == [False, False]
     rows = probe_view(t, t.messages, 4)
     summ = summarize_drift(drift_table(rows)).set_index("scope").loc["view"]
-    assert summ["n_observations"] == 0 and math.isnan(summ["retention_intent"]) and math.isnan(summ["retention_key_terms"])
+    assert (
+        summ["n_observations"] == 0 and math.isnan(summ["retention_intent"]) and math.isnan(summ["retention_key_terms"])
+    )
     assert not lifetime_probes(t)  # no answerable probe: nothing to placebo-test either
 
 
@@ -231,7 +254,15 @@ def test_unanswerable_key_term_probes_are_not_counted() -> None:
 
 
 def test_ordinal_fact_needs_the_previous_file_before_it() -> None:
-    p = Probe(probe_id="x", kind="derived_fact", question="2nd?", expected=("src/b.py",), message_index=0, scoring="answer", after=("src/a.py",))
+    p = Probe(
+        probe_id="x",
+        kind="derived_fact",
+        question="2nd?",
+        expected=("src/b.py",),
+        message_index=0,
+        scoring="answer",
+        after=("src/a.py",),
+    )
     assert answer_found(p, TextIndex.of("edited src/a.py, then src/b.py"))
     assert not answer_found(p, TextIndex.of("edited src/b.py"))  # cannot tell it was the 2nd
     assert not answer_found(p, TextIndex.of("edited src/b.py, later src/a.py"))
@@ -246,7 +277,13 @@ def test_ordinal_fact_needs_the_previous_file_before_it() -> None:
     )
     tr = Transcript(messages=list(msgs))
     facts, _ = derive_facts(tr, None)
-    t = Task(task_id="o", source=TaskSource(kind="recorded"), messages=msgs, intent=Intent(statement="task"), facts=tuple(facts))
+    t = Task(
+        task_id="o",
+        source=TaskSource(kind="recorded"),
+        messages=msgs,
+        intent=Intent(statement="task"),
+        facts=tuple(facts),
+    )
     second = next(p for p in probes_for(t, 5) if p.probe_id == "fact:edited_file_02")
     assert second.after == ("src/a.py", "a.py") and second.answerable
     assert recall_score(second, TextIndex.of("[tool call Edit] src/b.py")) == 0.0
@@ -293,11 +330,20 @@ def test_failure_facts_need_the_specific_error_and_are_deduplicated() -> None:
     )
     facts, meta = derive_facts(tr, None)
     fails = [f for f in facts if f.fact_id.startswith("failed_command_")]
-    assert [f.answer for f in fails] == ["TypeError: bad operand", "cp: cannot create regular file '/etc/x': Permission denied"]
+    assert [f.answer for f in fails] == [
+        "TypeError: bad operand",
+        "cp: cannot create regular file '/etc/x': Permission denied",
+    ]
     assert all(f.variants == () for f in fails)
     assert (meta["n_failed_commands"], meta["n_generic_failures"], meta["n_duplicate_failures"]) == (6, 2, 2)
     # Another failure with the same class no longer passes the probe.
-    t = Task(task_id="f", source=TaskSource(kind="recorded"), messages=tuple(tr.messages), intent=Intent(statement="task"), facts=tuple(facts))
+    t = Task(
+        task_id="f",
+        source=TaskSource(kind="recorded"),
+        messages=tuple(tr.messages),
+        intent=Intent(statement="task"),
+        facts=tuple(facts),
+    )
     p = next(q for q in probes_for(t, len(tr.messages) - 1) if q.probe_id == "fact:failed_command_01")
     assert recall_score(p, TextIndex.of("TypeError: unsupported type for timedelta (exit code 1)")) == 0.0
 
@@ -306,8 +352,12 @@ def test_edited_file_facts_skip_scratch_scripts() -> None:
     tr = Transcript(cwd="/testbed")
     tr.add(system("s"))
     tr.add_prompt(user("task"))
-    for k, path in enumerate(["/testbed/reproduce_issue.py", "/testbed/pkg/core.py", "/testbed/test_fix.py", "/testbed/pkg/utils.py"]):
-        tr.add(assistant("", [ToolCall(f"e{k}", "str_replace_editor", json.dumps({"command": "create", "path": path}))]))
+    for k, path in enumerate(
+        ["/testbed/reproduce_issue.py", "/testbed/pkg/core.py", "/testbed/test_fix.py", "/testbed/pkg/utils.py"]
+    ):
+        tr.add(
+            assistant("", [ToolCall(f"e{k}", "str_replace_editor", json.dumps({"command": "create", "path": path}))])
+        )
         tr.add(tool_result(f"e{k}", "ok"))
     facts, meta = derive_facts(tr, None)
     edited = {f.fact_id: f for f in facts if f.fact_id.startswith("edited_file_")}
@@ -318,7 +368,9 @@ def test_edited_file_facts_skip_scratch_scripts() -> None:
 
 
 def test_generic_and_transcript_wide_key_terms_are_dropped() -> None:
-    assert is_generic_term("print") and is_generic_term("42") and is_generic_term("curl") and not is_generic_term("8000")
+    assert (
+        is_generic_term("print") and is_generic_term("42") and is_generic_term("curl") and not is_generic_term("8000")
+    )
 
     def doc_freq(docs: list[str]) -> Callable[[str], int]:
         return lambda term: sum(TextIndex(d, fuzzy=False).present(term) for d in docs)
@@ -372,7 +424,9 @@ def test_two_identical_llm_runs_call_the_api_once_and_audit_every_reply(tmp_path
     view = a.messages[:4]  # differs from the baseline history, so no prompt repeats within a run
 
     def run() -> tuple[LLMScorer, list[dict[str, Any]]]:
-        client = AnthropicTextClient(api_key="sk-test", base_url="http://fake.invalid", http_client=http, cache=cache_file)
+        client = AnthropicTextClient(
+            api_key="sk-test", base_url="http://fake.invalid", http_client=http, cache=cache_file
+        )
         sc = LLMScorer(answerer=client)
         return sc, probe_view(a, view, 4, scorers=[sc], run_id="r1", checkpoint=2)
 
@@ -393,10 +447,19 @@ def test_two_identical_llm_runs_call_the_api_once_and_audit_every_reply(tmp_path
     # claude-haiku-4-5 list price: 1000 input + 10 output tokens per call.
     assert audit1["cost_usd"].tolist() == pytest.approx(audit2["cost_usd"].tolist())
     assert audit1["cost_usd"].gt(0).all()
-    assert first.answerer.cost_usd == pytest.approx(audit1.loc[~audit1["cache_hit"], "cost_usd"].sum()) == n_calls * (1000 * 1.0 + 10 * 5.0) / 1e6
+    assert (
+        first.answerer.cost_usd
+        == pytest.approx(audit1.loc[~audit1["cache_hit"], "cost_usd"].sum())
+        == n_calls * (1000 * 1.0 + 10 * 5.0) / 1e6
+    )
     assert second.answerer.cost_usd == 0.0  # nothing was spent
     judged = audit1[(audit1.role == "judge") & (audit1.probe_id == "fact:F1") & (audit1.context == "view")].iloc[0]
-    assert judged["answer"] == "The port is 24077." and judged["reply"] == "yes" and judged["verdict"] == 1.0 and judged["exact"] == 1.0
+    assert (
+        judged["answer"] == "The port is 24077."
+        and judged["reply"] == "yes"
+        and judged["verdict"] == 1.0
+        and judged["exact"] == 1.0
+    )
     assert judged["task_id"] == "A" and judged["run_id"] == "r1" and judged["checkpoint_call_index"] == 2
     assert "Reference answer: 24077" in judged["reference"]
     assert set(audit1.context) == {"view", "history"}  # the baseline's replies are audited too
@@ -410,14 +473,21 @@ def test_two_identical_llm_runs_call_the_api_once_and_audit_every_reply(tmp_path
 def test_judge_agreement_returns_n_overall_and_per_run() -> None:
     a = task_a()
     lenient = LLMScorer(answerer=FakeText(lambda s, u: "The port is 8080."), judge=FakeText(lambda s, u: "yes"))
-    honest = LLMScorer(answerer=FakeText(lambda s, u: "The port is 24077, the folder vendor/legacy/."), judge=FakeText(lambda s, u: "yes"))
+    honest = LLMScorer(
+        answerer=FakeText(lambda s, u: "The port is 24077, the folder vendor/legacy/."),
+        judge=FakeText(lambda s, u: "yes"),
+    )
     rows = probe_view(a, a.messages, 4, scorers=[lenient], run_id="lenient", baseline=False)
     rows += probe_view(a, a.messages, 4, scorers=[honest], run_id="honest", baseline=False)
     df = drift_table(rows)
     overall = judge_agreement(df)
     assert (overall.n, overall.agreement, overall.judge_yes_exact_no) == (4, 0.5, 2)
     per = judge_agreement_table(df).set_index("run_id")
-    assert per.loc["honest", "agreement"] == 1.0 and per.loc["lenient", "agreement"] == 0.0 and per.loc["lenient", "n"] == 2
+    assert (
+        per.loc["honest", "agreement"] == 1.0
+        and per.loc["lenient", "agreement"] == 0.0
+        and per.loc["lenient", "n"] == 2
+    )
     assert judge_agreement(drift_table(probe_view(a, a.messages, 4))).n == 0  # no llm rows
     with pytest.raises(ConfigError, match="by="):
         judge_agreement_table(df, by=("method",))
@@ -433,7 +503,16 @@ class FakeText:
 
 @pytest.mark.parametrize(
     ("n_passed", "n_partners", "excluded"),
-    [(0, 8, False), (1, 8, True), (1, 10, False), (2, 16, True), (1, 9, True), (2, 20, False), (3, 20, True), (0, 0, False)],
+    [
+        (0, 8, False),
+        (1, 8, True),
+        (1, 10, False),
+        (2, 16, True),
+        (1, 9, True),
+        (2, 20, False),
+        (3, 20, True),
+        (0, 0, False),
+    ],
 )
 def test_the_threshold_is_the_stated_false_pass_rate(n_passed: int, n_partners: int, excluded: bool) -> None:
     """The stated rate is 0.10: one chance pass in 8 partners (0.125) is excluded, one in 10 is
@@ -458,7 +537,13 @@ def test_filtered_key_terms_are_not_re_extracted_from_the_statement() -> None:
     msgs = (system("s"), user("Work on bead spotter-4te."), assistant("ok"))
 
     def intent_probe(meta: dict[str, Any]) -> Probe:
-        t = Task(task_id="k", source=TaskSource(kind="recorded"), messages=msgs, intent=Intent(statement=msgs[1].content), metadata=meta)
+        t = Task(
+            task_id="k",
+            source=TaskSource(kind="recorded"),
+            messages=msgs,
+            intent=Intent(statement=msgs[1].content),
+            metadata=meta,
+        )
         return next(p for p in probes_for(t, 2) if p.kind == "intent")
 
     assert intent_probe({}).expected == ("spotter-4te",)  # a task without terms: extracted
@@ -481,7 +566,9 @@ def test_prompt_cache_refuses_an_old_layout_file_and_the_scorer_cache_needs_the_
         LLMScorer(answerer=FakeText(lambda s, u: "x"), cache=tmp_path / "c.sqlite")
 
 
-def test_run_probe_fn_builds_the_llm_scorer_once_on_the_given_cache_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_probe_fn_builds_the_llm_scorer_once_on_the_given_cache_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("anthropic")
     from h9eval.runs.run import make_probe_fn
 

@@ -60,7 +60,9 @@ def make_task(*, source: str = "synthetic") -> Task:
             "Fix the flaky test tests/test_cache.py::test_evict in acme/widgets; "
             "the race is probably in src/widgets/cache.py."
         ),  # 1
-        assistant("Let me read the cache module.", [ToolCall("c1", "read_file", '{"path": "src/widgets/cache.py"}')]),  # 2
+        assistant(
+            "Let me read the cache module.", [ToolCall("c1", "read_file", '{"path": "src/widgets/cache.py"}')]
+        ),  # 2
         tool_result("c1", "class Cache:\n    def evict(self):\n        self.items.pop(next(iter(self.items)))\n"),  # 3
         user(f"Two things to keep in mind. {PORT_SENTENCE} {VENDOR_SENTENCE}"),  # 4
         assistant(
@@ -76,7 +78,13 @@ def make_task(*, source: str = "synthetic") -> Task:
         user("Also expose the cache size limit as the setting CACHE_MAX_ENTRIES."),  # 9
         assistant(
             "Next I will add CACHE_MAX_ENTRIES to src/widgets/settings.py.",
-            [ToolCall("c4", "edit_file", '{"path": "src/widgets/settings.py", "old": "", "new": "CACHE_MAX_ENTRIES = 512"}')],
+            [
+                ToolCall(
+                    "c4",
+                    "edit_file",
+                    '{"path": "src/widgets/settings.py", "old": "", "new": "CACHE_MAX_ENTRIES = 512"}',
+                )
+            ],
         ),  # 10
         tool_result("c4", "edited 1 line"),  # 11
         assistant("Done: the test is deterministic now."),  # 12
@@ -98,8 +106,18 @@ def make_task(*, source: str = "synthetic") -> Task:
             ),
         ),
         anchors=(
-            AnchorTruth(kind="key_decision", message_index=5, text="Use an OrderedDict for eviction order", key_terms=("OrderedDict",)),
-            AnchorTruth(kind="artifact", message_index=5, text="modified src/widgets/cache.py", key_terms=("src/widgets/cache.py",)),
+            AnchorTruth(
+                kind="key_decision",
+                message_index=5,
+                text="Use an OrderedDict for eviction order",
+                key_terms=("OrderedDict",),
+            ),
+            AnchorTruth(
+                kind="artifact",
+                message_index=5,
+                text="modified src/widgets/cache.py",
+                key_terms=("src/widgets/cache.py",),
+            ),
             AnchorTruth(
                 kind="tried_solution",
                 message_index=7,
@@ -132,7 +150,13 @@ def make_task(*, source: str = "synthetic") -> Task:
                 variants=("vendor/legacy",),
             ),
             # Planted in the ground truth but never said in the transcript: unanswerable.
-            Fact(fact_id="F3", question="What is the release codename?", answer="blue-whale-42", kind="identifier", message_index=6),
+            Fact(
+                fact_id="F3",
+                question="What is the release codename?",
+                answer="blue-whale-42",
+                kind="identifier",
+                message_index=6,
+            ),
         ),
     )
 
@@ -141,7 +165,9 @@ END = 11  # checkpoint covering messages 0..11 (the view sent for the call at me
 
 
 def scores(rows: list[dict[str, Any]], *, scope: str = "view", method: str = "recall") -> dict[str, float]:
-    return {r["probe_id"]: r["score"] for r in rows if r["scope"] == scope and r["method"] == method and r["answerable"]}
+    return {
+        r["probe_id"]: r["score"] for r in rows if r["scope"] == scope and r["method"] == method and r["answerable"]
+    }
 
 
 def drop_sentences(task: Task, sentences: list[str]) -> list[Message]:
@@ -187,7 +213,9 @@ def test_probes_for_kinds_and_currency() -> None:
 
 def test_superseded_fact_not_probed() -> None:
     task = make_task()
-    f = Fact(fact_id="OLD", question="q", answer="24077", kind="number", message_index=4, superseded_at=9, superseded_by="F1")
+    f = Fact(
+        fact_id="OLD", question="q", answer="24077", kind="number", message_index=4, superseded_at=9, superseded_by="F1"
+    )
     t2 = Task(task_id="t2", source=task.source, messages=task.messages, intent=task.intent, facts=(f,))
     assert "fact:OLD" in {p.probe_id for p in probes_for(t2, 8)}
     assert "fact:OLD" not in {p.probe_id for p in probes_for(t2, 9)}
@@ -363,7 +391,10 @@ def test_import_is_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, h9eval.probes; print(sorted(m for m in ('torch','anthropic','sentence_transformers') if m in sys.modules))"
+    code = (
+        "import sys, h9eval.probes; print(sorted(m for m in ('torch','anthropic','sentence_transformers') if m in "
+        "sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
@@ -384,19 +415,25 @@ def test_semantic_scores_related_high_and_unrelated_low() -> None:
     comp = Message(
         "user",
         f"{COMPACTION_MARKER}\n## Anchors\n\n### Key Decisions\n- Chose an OrderedDict to keep the eviction order\n\n"
-        "### Tried Solutions\n- Wrapping evict in a threading.Lock deadlocked (DeadlockDetectedError)\n\n## Summary\nCache work.",
+        "### Tried Solutions\n- Wrapping evict in a threading.Lock deadlocked (DeadlockDetectedError)\n\n## "
+        "Summary\nCache work.",
     )
     unrelated = Message(
-        "user", f"{COMPACTION_MARKER}\n## Anchors\n\n### Key Decisions\n- Boil eggs for six minutes\n\n## Summary\nCooking."
+        "user",
+        f"{COMPACTION_MARKER}\n## Anchors\n\n### Key Decisions\n- Boil eggs for six minutes\n\n## Summary\nCooking.",
     )
     sem = make_scorer("semantic")
     good = scores(probe_view(task, [task.messages[0], comp], END, scorers=[sem]), scope="anchors", method="semantic")
-    bad = scores(probe_view(task, [task.messages[0], unrelated], END, scorers=[sem]), scope="anchors", method="semantic")
+    bad = scores(
+        probe_view(task, [task.messages[0], unrelated], END, scorers=[sem]), scope="anchors", method="semantic"
+    )
     assert good["anchor:tried_solution:2"] > 0.6
     assert bad["anchor:tried_solution:2"] < 0.3
     assert max(bad.values()) < 0.4
     # No compaction message: 0.
-    none = scores(probe_view(task, [task.messages[0]], END, scorers=[sem], baseline=False), scope="anchors", method="semantic")
+    none = scores(
+        probe_view(task, [task.messages[0]], END, scorers=[sem], baseline=False), scope="anchors", method="semantic"
+    )
     assert set(none.values()) == {0.0}
 
 
@@ -447,20 +484,26 @@ def test_llm_with_informed_fakes_scores_full_history_high() -> None:
     n_questions = len({p.question for p in probes_for(task, END) if p.answerable})
     assert len(answerer.calls) == 2 * n_questions and len(judge.calls) == 2 * 8
     assert all(r["baseline_score"] == 1.0 for r in rows if r["answerable"])
-    assert judge_agreement(drift_table(rows)) == JudgeAgreement(n=2, agreement=1.0, judge_yes_exact_no=0, judge_no_exact_yes=0)
+    assert judge_agreement(drift_table(rows)) == JudgeAgreement(
+        n=2, agreement=1.0, judge_yes_exact_no=0, judge_no_exact_yes=0
+    )
 
 
 def test_llm_low_when_answerer_is_wrong() -> None:
     task = make_task()
     wrong = FakeClient(lambda s, u: "The port is 8080 and nothing else is known.")
     honest_judge = FakeClient(matching_judge)
-    rows = probe_view(task, task.messages[: END + 1], END, scorers=[LLMScorer(answerer=wrong, judge=honest_judge)], baseline=False)
+    rows = probe_view(
+        task, task.messages[: END + 1], END, scorers=[LLMScorer(answerer=wrong, judge=honest_judge)], baseline=False
+    )
     s = scores(rows, method="llm")
     assert max(s.values()) == 0.0
     assert all(math.isnan(r["baseline_score"]) for r in rows)
     # A lenient judge that always says yes disagrees with exact matching on every fact.
     lenient = FakeClient(lambda s, u: "Yes.")
-    rows = probe_view(task, task.messages[: END + 1], END, scorers=[LLMScorer(answerer=wrong, judge=lenient)], baseline=False)
+    rows = probe_view(
+        task, task.messages[: END + 1], END, scorers=[LLMScorer(answerer=wrong, judge=lenient)], baseline=False
+    )
     agr = judge_agreement(drift_table(rows))
     assert agr.n == 2 and agr.agreement == 0.0 and agr.judge_yes_exact_no == 2
 
@@ -501,7 +544,10 @@ def test_next_action_probe_and_scoring() -> None:
     assert p is not None and p.probe_id == "next_action@7"
     assert p.expected == ("bash", normalize_arguments('{"command": "pytest -q tests/test_cache.py"}'))
     assert next_action_probe(task, 11) is None  # the next assistant message has no tool call
-    assert action_score(p, '```json\n{"name": "bash", "arguments": {"command": "pytest -q   tests/test_cache.py"}}\n```') == 1.0
+    assert (
+        action_score(p, '```json\n{"name": "bash", "arguments": {"command": "pytest -q   tests/test_cache.py"}}\n```')
+        == 1.0
+    )
     assert action_score(p, '{"name": "bash", "arguments": {"command": "ls"}}') == 0.5
     assert action_score(p, '{"name": "read_file", "arguments": {}}') == 0.0
     assert action_score(p, "I would run the tests.") == 0.0
@@ -509,7 +555,9 @@ def test_next_action_probe_and_scoring() -> None:
 
     right = '{"name": "bash", "arguments": {"command": "pytest -q tests/test_cache.py"}}'
     fake = FakeClient(lambda s, u: right if "next tool call" in u else "unknown")
-    rows = probe_view(task, task.messages[:7], 6, scorers=[LLMScorer(answerer=fake, judge=FakeClient(lambda s, u: "no"))])
+    rows = probe_view(
+        task, task.messages[:7], 6, scorers=[LLMScorer(answerer=fake, judge=FakeClient(lambda s, u: "no"))]
+    )
     na = [r for r in rows if r["probe_kind"] == "next_action"]
     assert len(na) == 1 and na[0]["score"] == 1.0 and na[0]["baseline_score"] == 1.0 and na[0]["method"] == "llm"
     assert any("Available tools: read_file, edit_file, bash" in u for _, u, _ in fake.calls)
@@ -535,14 +583,23 @@ def test_anthropic_text_client_request_cache_and_errors(tmp_path: Any) -> None:
     def handler(request: Any) -> Any:
         sent.append(json.loads(request.content))
         body = {
-            "id": "m", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
-            "content": [{"type": "text", "text": "yes"}], "stop_reason": "end_turn",
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-haiku-4-5",
+            "content": [{"type": "text", "text": "yes"}],
+            "stop_reason": "end_turn",
             "usage": {"input_tokens": 10, "output_tokens": 1},
         }
         return httpx2.Response(200, json=body)
 
     http = httpx2.Client(transport=httpx2.MockTransport(handler))
-    opts: dict[str, Any] = {"api_key": KEY, "model": "claude-haiku-4-5", "base_url": "http://fake.invalid", "http_client": http}
+    opts: dict[str, Any] = {
+        "api_key": KEY,
+        "model": "claude-haiku-4-5",
+        "base_url": "http://fake.invalid",
+        "http_client": http,
+    }
     c = AnthropicTextClient(**opts, cache=tmp_path / "c.sqlite")
     assert c.complete("sys", "usr", max_tokens=5) == "yes"
     assert c.complete("sys", "usr", max_tokens=5) == "yes"
@@ -559,7 +616,9 @@ def test_anthropic_text_client_request_cache_and_errors(tmp_path: Any) -> None:
         return httpx2.Response(401, json={"type": "error", "error": {"type": "authentication_error", "message": "bad"}})
 
     failing = httpx2.Client(transport=httpx2.MockTransport(fail))
-    bad = AnthropicTextClient(api_key=KEY, base_url="http://fake.invalid", http_client=failing, max_retries=0, cache=False)
+    bad = AnthropicTextClient(
+        api_key=KEY, base_url="http://fake.invalid", http_client=failing, max_retries=0, cache=False
+    )
     with pytest.raises(LLMClientError, match="HTTP 401") as ei:
         bad.complete("s", "u", max_tokens=5)
     assert KEY not in str(ei.value)
@@ -649,6 +708,7 @@ def test_probe_view_rejects_out_of_range_index() -> None:
 # ---------------------------------------------------------------------------------------------
 # the same controls on a synthetic task, when the generator is there
 
+
 def _synthetic() -> Task:
     synthetic = pytest.importorskip("h9eval.tasks.synthetic", reason="h9eval.tasks.synthetic not available")
     return synthetic.generate(preset="small", seed=0)
@@ -675,9 +735,14 @@ def test_synthetic_controls() -> None:
     idx = n - 2
     live = [p for p in probes_for(task, idx) if p.kind == "fact" and p.answerable]
     assert live
-    pat = re.compile(r"[^.\n]*(?:" + "|".join(re.escape(c) for p in live for c in p.candidates) + r")[^.\n]*[.\n]?", re.IGNORECASE)
+    pat = re.compile(
+        r"[^.\n]*(?:" + "|".join(re.escape(c) for p in live for c in p.candidates) + r")[^.\n]*[.\n]?", re.IGNORECASE
+    )
     view = [m.with_content(pat.sub("", m.content)) for m in task.messages[: idx + 1]]
-    view = [Message(m.role, m.content, tuple(tc for tc in m.tool_calls if not pat.search(tc.arguments)), m.tool_call_id) for m in view]
+    view = [
+        Message(m.role, m.content, tuple(tc for tc in m.tool_calls if not pat.search(tc.arguments)), m.tool_call_id)
+        for m in view
+    ]
     s = scores(probe_view(task, view, idx))
     facts = [v for k, v in s.items() if k.startswith("fact:")]
     rest = [v for k, v in s.items() if not k.startswith("fact:")]
@@ -702,7 +767,13 @@ def test_checkpoint_grid_is_the_tasks_and_the_same_for_every_policy() -> None:
     fn = make_probe_fn(["recall"])
     grids, after = {}, {}
     for kind, params in (("keep_all", {}), ("drop_all", {}), ("progressive", {"context_window_tokens": 6000})):
-        r = replay(task, make_policy(kind, **params), config=ReplayConfig(context_window_tokens=6000), probe_fn=fn, probe_every_k=5)
+        r = replay(
+            task,
+            make_policy(kind, **params),
+            config=ReplayConfig(context_window_tokens=6000),
+            probe_fn=fn,
+            probe_every_k=5,
+        )
         grids[kind] = sorted(set(r.probes["checkpoint_call_index"]))
         after[kind] = r.probes
         if kind != "keep_all":
@@ -723,7 +794,9 @@ def test_a_key_term_probe_with_no_term_in_the_history_is_unanswerable_and_left_o
     from h9eval.analysis import metrics as M
 
     base = make_task()
-    task = dataclasses.replace(base, intent=dataclasses.replace(base.intent, key_terms=("never-said-term-123", "ZZZ_UNSEEN_42")))
+    task = dataclasses.replace(
+        base, intent=dataclasses.replace(base.intent, key_terms=("never-said-term-123", "ZZZ_UNSEEN_42"))
+    )
     kt = next(p for p in probes_for(task, END) if p.kind == "key_terms")
     assert not kt.answerable and kt.unseen == ("never-said-term-123", "ZZZ_UNSEEN_42")
     rows = probe_view(task, task.messages[: END + 1], END, run_id="r")  # the uncompacted view: keep_all

@@ -25,5 +25,9 @@ def test_golden_results_of_the_current_version_load() -> None:
 def test_golden_results_of_an_unknown_table_version_are_refused_by_name() -> None:
     """The same folder with its compactions tables stamped version 99: refused, naming the table
     and the file, while the other tables' versions are fine."""
-    with pytest.raises(FormatError, match=r"compactions\.parquet: compactions table schema_version 99 is not supported; this h9eval reads schema_version 1"):
+    with pytest.raises(
+        FormatError,
+        match=r"compactions\.parquet: compactions table schema_version 99 is not supported; this h9eval reads "
+        r"schema_version 1",
+    ):
         load_results(GOLDEN / "results-unknown-version")

@@ -17,7 +17,11 @@ from h9eval.tasks.synthetic import generate
 def _view_mode_run() -> dict:
     # write-back at a small window: after a write-back harness9 still writes a record at calls
     # above a threshold where there is nothing left to take away, so the two counts differ
-    res = replay(generate("small", seed=0), make_policy("progressive", context_window_tokens=16_000), config=ReplayConfig(history_mode="write_back"))
+    res = replay(
+        generate("small", seed=0),
+        make_policy("progressive", context_window_tokens=16_000),
+        config=ReplayConfig(history_mode="write_back"),
+    )
     return {"res": res, "s": res.summary()}
 
 
@@ -28,7 +32,11 @@ def test_the_summary_counts_compactions_and_records_apart() -> None:
     assert s["compaction_records"] == len(res.compactions) == len(res.records)
     assert s["compaction_records"] > s["compactions"] > 0, "the state where the two differ must be reached"
     # every compacted call changed the view; every other record changed nothing
-    changed = [rec for rec in res.records if rec.msgs_after != rec.msgs_before or rec.tokens_after != rec.tokens_before or rec.offloaded]
+    changed = [
+        rec
+        for rec in res.records
+        if rec.msgs_after != rec.msgs_before or rec.tokens_after != rec.tokens_before or rec.offloaded
+    ]
     assert len(changed) >= s["compactions"]
 
 

@@ -31,7 +31,9 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def unauthorized(r: Any) -> Any:
-    return httpx2.Response(401, json={"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+    return httpx2.Response(
+        401, json={"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+    )
 
 
 def refused(r: Any) -> Any:
@@ -51,12 +53,21 @@ def run_with(handler: Any, out: Path | None = None) -> Any:
         max_retries=0,
         breaker_failures=0,  # every summary reaches the endpoint: the breaker has its own tests
     )
-    return replay(generate("small", seed=0), make_policy("progressive", context_window_tokens=16_000), summarizer=summ, out_dir=out)
+    return replay(
+        generate("small", seed=0),
+        make_policy("progressive", context_window_tokens=16_000),
+        summarizer=summ,
+        out_dir=out,
+    )
 
 
 @pytest.mark.parametrize(
     ("handler", "cause"),
-    [(unauthorized, r"HTTP 401 authentication_error: invalid x-api-key"), (refused, r"connection error"), (timeout, r"timed out")],
+    [
+        (unauthorized, r"HTTP 401 authentication_error: invalid x-api-key"),
+        (refused, r"connection error"),
+        (timeout, r"timed out"),
+    ],
     ids=["401", "refused", "timeout"],
 )
 def test_the_cause_is_recorded_beside_harness9s_fallback_error(handler: Any, cause: str, tmp_path: Path) -> None:

@@ -17,13 +17,27 @@ from h9eval.tasks.model import Intent, Task, TaskSource
 
 
 def crafted_task(n_turns: int = 30, out_bytes: int = 1200) -> Task:
-    msgs = [Message("system", "You are a coding agent."), Message("user", "Fix the failing test in pkg/store (ticket ACME-42).")]
+    msgs = [
+        Message("system", "You are a coding agent."),
+        Message("user", "Fix the failing test in pkg/store (ticket ACME-42)."),
+    ]
     for i in range(n_turns):
         cid = f"c{i}"
-        msgs.append(Message("assistant", f"Step {i}: I'll run the tests next.", (ToolCall(cid, "bash", json.dumps({"command": f"pytest -k t{i}"})),)))
+        msgs.append(
+            Message(
+                "assistant",
+                f"Step {i}: I'll run the tests next.",
+                (ToolCall(cid, "bash", json.dumps({"command": f"pytest -k t{i}"})),),
+            )
+        )
         msgs.append(Message("tool", f"output {i}\n" + ("log line\n" * (out_bytes // 9)), (), cid))
     msgs.append(Message("assistant", "Done."))
-    return Task(task_id="crafted", source=TaskSource(kind="synthetic", preset="crafted"), messages=tuple(msgs), intent=Intent(statement=msgs[1].content))
+    return Task(
+        task_id="crafted",
+        source=TaskSource(kind="synthetic", preset="crafted"),
+        messages=tuple(msgs),
+        intent=Intent(statement=msgs[1].content),
+    )
 
 
 def _check_invariants(task: Task, res, window: int) -> None:
@@ -40,7 +54,12 @@ def _check_invariants(task: Task, res, window: int) -> None:
 def test_crafted_invariants(mode: str, tmp_path: Path) -> None:
     task = crafted_task()
     window = 6000
-    res = replay(task, ProgressiveCompactor(context_window_tokens=window, min_tail_messages=4), config=ReplayConfig(history_mode=mode, keep_views=True), out_dir=tmp_path / mode)
+    res = replay(
+        task,
+        ProgressiveCompactor(context_window_tokens=window, min_tail_messages=4),
+        config=ReplayConfig(history_mode=mode, keep_views=True),
+        out_dir=tmp_path / mode,
+    )
     _check_invariants(task, res, window)
     assert res.calls["compacted"].sum() > 0, "the loop must really compact"
     # every view sent keeps valid tool pairing (the transcript's pairing is valid)
@@ -49,7 +68,9 @@ def test_crafted_invariants(mode: str, tmp_path: Path) -> None:
         assert pairing_problems(v) == []
     if mode == "view":
         # view mode never loses a transcript message from history
-        assert [m.tool_call_id or m.content[:30] for m in res.final_history] == [m.tool_call_id or m.content[:30] for m in task.messages]
+        assert [m.tool_call_id or m.content[:30] for m in res.final_history] == [
+            m.tool_call_id or m.content[:30] for m in task.messages
+        ]
     for name in ("calls.parquet", "compactions.parquet", "probes.parquet", "manifest.json", "sessions.db"):
         assert (tmp_path / mode / name).exists()
     assert list((tmp_path / mode / "compaction_records").glob("*.jsonl"))
@@ -83,7 +104,11 @@ def test_v2_writeback_rules_do_not_write_back_emergency() -> None:
 
 def test_manual_compact_rewrites_history() -> None:
     task = crafted_task(n_turns=12)
-    res = replay(task, make_policy("progressive", context_window_tokens=2000, min_tail_messages=2), config=ReplayConfig(manual_compact_at=(8,)))
+    res = replay(
+        task,
+        make_policy("progressive", context_window_tokens=2000, min_tail_messages=2),
+        config=ReplayConfig(manual_compact_at=(8,)),
+    )
     row = res.calls.iloc[8]
     assert bool(row["manual_compact"]) and bool(row["written_back"])
     assert res.calls.iloc[7]["history_messages"] > row["history_messages"] - 0
@@ -96,8 +121,14 @@ def test_replay_is_deterministic(tmp_path: Path) -> None:
     for d in ("a", "b"):
         replay(task, pol, config=ReplayConfig(history_mode="write_back"), out_dir=tmp_path / d, run_id="same")
         digests.append(
-            [hashlib.sha256((tmp_path / d / f).read_bytes()).hexdigest() for f in ("calls.parquet", "compactions.parquet")]
-            + [hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((tmp_path / d / "compaction_records").iterdir())]
+            [
+                hashlib.sha256((tmp_path / d / f).read_bytes()).hexdigest()
+                for f in ("calls.parquet", "compactions.parquet")
+            ]
+            + [
+                hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted((tmp_path / d / "compaction_records").iterdir())
+            ]
         )
     assert digests[0] == digests[1]
 
@@ -169,16 +200,36 @@ def test_summary_keys_have_one_owner() -> None:
     s = res.summary()
     head = ["run_id", "task_id", "policy", "history_mode", "context_window_tokens"]
     assert list(s) == head + list(RUN_SUMMARY_KEYS)
-    assert s["context_window_tokens"] == 6000 and s["compactions_by_tier"] and s["peak_tokens_sent"] == res.calls["tokens_sent"].max()
+    assert (
+        s["context_window_tokens"] == 6000
+        and s["compactions_by_tier"]
+        and s["peak_tokens_sent"] == res.calls["tokens_sent"].max()
+    )
     # the sweep's run row takes every scalar headline number, under the same name
-    assert [k for k in RUN_SUMMARY_KEYS if k not in RUN_COLUMNS] == ["compactions", "compactions_by_tier", "fallback_causes"]  # n_compactions there; two dicts
+    assert [k for k in RUN_SUMMARY_KEYS if k not in RUN_COLUMNS] == [
+        "compactions",
+        "compactions_by_tier",
+        "fallback_causes",
+    ]  # n_compactions there; two dicts
 
 
 def test_summary_of_a_run_without_calls_names_the_run() -> None:
     msgs = (Message("system", "s"), Message("user", "only a question"))
-    task = Task(task_id="empty", source=TaskSource(kind="synthetic", preset="crafted"), messages=msgs, intent=Intent(statement="q"))
+    task = Task(
+        task_id="empty",
+        source=TaskSource(kind="synthetic", preset="crafted"),
+        messages=msgs,
+        intent=Intent(statement="q"),
+    )
     s = replay(task, make_policy("keep_all")).summary()
-    assert s == {"run_id": s["run_id"], "task_id": "empty", "policy": "keep_all", "history_mode": "view", "context_window_tokens": 200_000, "calls": 0}
+    assert s == {
+        "run_id": s["run_id"],
+        "task_id": "empty",
+        "policy": "keep_all",
+        "history_mode": "view",
+        "context_window_tokens": 200_000,
+        "calls": 0,
+    }
 
 
 def test_call_stats_is_a_frozen_named_value_of_calls_columns() -> None:
@@ -202,11 +253,18 @@ def test_record_extra_keys_feed_the_calls_table_and_never_the_jsonl(tmp_path: Pa
     res = replay(crafted_task(), masking, out_dir=tmp_path / "m")
     masked = sum(int(r.extra.get(EXTRA_MASKED, 0)) for r in res.records)
     assert masked > 0 and res.calls["masked_results"].sum() == masked
-    res = replay(crafted_task(), ProgressiveCompactor(context_window_tokens=6000, min_tail_messages=4), out_dir=tmp_path / "s")
+    res = replay(
+        crafted_task(), ProgressiveCompactor(context_window_tokens=6000, min_tail_messages=4), out_dir=tmp_path / "s"
+    )
     summaries = sum(len(r.extra.get(EXTRA_SUMMARY_CALLS, [])) for r in res.records)
     assert summaries > 0 and res.calls["summarizer_calls"].sum() == summaries
     text = "".join(p.read_text() for p in tmp_path.glob("*/compaction_records/*.jsonl"))
-    assert text.count("\n") > 2 and '"extra"' not in text and f'"{EXTRA_MASKED}"' not in text and EXTRA_SUMMARY_CALLS not in text
+    assert (
+        text.count("\n") > 2
+        and '"extra"' not in text
+        and f'"{EXTRA_MASKED}"' not in text
+        and EXTRA_SUMMARY_CALLS not in text
+    )
 
 
 def test_a_failing_loop_closes_its_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,7 +324,11 @@ def test_raw_tokens_sent_is_the_uncompacted_transcript_in_every_mode() -> None:
     window = 6000
     keep = replay(task, make_policy("keep_all"), config=ReplayConfig(context_window_tokens=window))
     assert (keep.calls["tokens_sent"] == keep.calls["raw_tokens_sent"]).all()
-    wb = replay(task, ProgressiveCompactor(context_window_tokens=window, min_tail_messages=4), config=ReplayConfig(history_mode="write_back"))
+    wb = replay(
+        task,
+        ProgressiveCompactor(context_window_tokens=window, min_tail_messages=4),
+        config=ReplayConfig(history_mode="write_back"),
+    )
     assert wb.calls["written_back"].any()
     assert list(wb.calls["raw_tokens_sent"]) == list(keep.calls["raw_tokens_sent"])
     # an independent count: every message before the call's output, plus the tool schemas
@@ -276,15 +338,24 @@ def test_raw_tokens_sent_is_the_uncompacted_transcript_in_every_mode() -> None:
     after = wb.calls[wb.calls["call_index"] > wb.calls.loc[wb.calls["written_back"], "call_index"].min()]
     assert (after["tokens_sent"] < after["raw_tokens_sent"]).all()
     assert (wb.calls["history_tokens"] < wb.calls["raw_tokens_sent"] - schema).any()
+
+
 def test_write_back_session_store_holds_the_final_history(tmp_path: Path) -> None:
     from h9eval.harness9.session_store import SessionStore
     from h9eval.tasks.synthetic import generate
 
     task = generate("small", seed=3)
-    res = replay(task, make_policy("progressive", context_window_tokens=6_000), config=ReplayConfig(history_mode="write_back"), out_dir=tmp_path / "run")
+    res = replay(
+        task,
+        make_policy("progressive", context_window_tokens=6_000),
+        config=ReplayConfig(history_mode="write_back"),
+        out_dir=tmp_path / "run",
+    )
     assert res.calls["written_back"].sum() >= 3  # several write-backs, each writing only the changed span
     with SessionStore(tmp_path / "run" / "sessions.db") as s:
         (info,) = s.list_sessions()
         stored = s.get_messages(info.id)
     want = [m for m in res.final_history if m.role != "system"]
-    assert [(m.content, m.tool_call_id, m.tool_calls) for m in stored] == [(m.content, m.tool_call_id, m.tool_calls) for m in want]
+    assert [(m.content, m.tool_call_id, m.tool_calls) for m in stored] == [
+        (m.content, m.tool_call_id, m.tool_calls) for m in want
+    ]

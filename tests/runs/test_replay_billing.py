@@ -20,8 +20,18 @@ W, R = 1.25 * PIN, 0.1 * PIN
 
 def _task() -> Task:
     # tokens (bytes / 4): user 2000, reply 100, user 1000, reply 100
-    msgs = (Message("user", "u" * 8000), Message("assistant", "a" * 400), Message("user", "v" * 4000), Message("assistant", "b" * 400))
-    return Task(task_id="bill", source=TaskSource(kind="synthetic", preset="crafted"), messages=msgs, intent=Intent(statement="u"))
+    msgs = (
+        Message("user", "u" * 8000),
+        Message("assistant", "a" * 400),
+        Message("user", "v" * 4000),
+        Message("assistant", "b" * 400),
+    )
+    return Task(
+        task_id="bill",
+        source=TaskSource(kind="synthetic", preset="crafted"),
+        messages=msgs,
+        intent=Intent(statement="u"),
+    )
 
 
 # a 1000-token system prompt: below the 1024-token minimum, so never cached on its own

@@ -88,13 +88,30 @@ def test_run_window_keeps_the_policy_when_there_is_nothing_to_do() -> None:
 
 
 def test_cli_run_window_is_used_and_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--task", TASK, "--policy", "progressive", "--window", "8000", "--out", str(tmp_path / "a")]) == 0
+    assert (
+        main(["run", "--task", TASK, "--policy", "progressive", "--window", "8000", "--out", str(tmp_path / "a")]) == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert "   context_window_tokens: 8000" in out
     assert out.index("   context_window_tokens: 8000") == out.index("            history_mode: view") + 1
     compacted = next(line for line in out if "compactions_by_tier" in line)
     assert compacted != "     compactions_by_tier: {}"
-    assert main(["run", "--task", TASK, "--set", "context_window_tokens=8000", "--window", "9000", "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--task",
+                TASK,
+                "--set",
+                "context_window_tokens=8000",
+                "--window",
+                "9000",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "9000" in err and "8000" in err
     assert not (tmp_path / "b").exists()

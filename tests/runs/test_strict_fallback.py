@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 class _Refuse(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}).encode()
+        body = json.dumps(
+            {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+        ).encode()
         self.send_response(401)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -49,17 +51,41 @@ def refusing_api() -> Iterator[str]:
 
 def test_the_warning_only_when_every_summary_fell_back() -> None:
     assert fallback_warning({"summarizer_calls": 7, "fallbacks": 7, "fallback_causes": {"connection error": 7}}) == (
-        "every summary fell back to truncation (7 of 7): connection error (x7); these results measure harness9's fallback, not the summarizer")
-    assert fallback_warning({"summarizer_calls": 7, "fallbacks": 6, "fallback_causes": {"timed out": 6}}) is None  # one got through
+        "every summary fell back to truncation (7 of 7): connection error (x7); these results measure harness9's "
+        "fallback, not the summarizer"
+    )
+    assert (
+        fallback_warning({"summarizer_calls": 7, "fallbacks": 6, "fallback_causes": {"timed out": 6}}) is None
+    )  # one got through
     assert fallback_warning({"summarizer_calls": 0, "fallbacks": 0}) is None
     assert fallback_warning({"summarizer_calls": 0, "fallbacks": 3}) is not None  # no summarizer at all
 
 
 def _run(tmp_path: Path, api: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-ant-FAKE-strict-0123456789", "ANTHROPIC_BASE_URL": api,
-           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "ANTHROPIC_API_KEY": "sk-ant-FAKE-strict-0123456789",
+        "ANTHROPIC_BASE_URL": api,
+        "NO_PROXY": "127.0.0.1",
+        "no_proxy": "127.0.0.1",
+    }
     out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
-    cmd = [sys.executable, "-m", "h9eval", "run", "--task", "synthetic:small", "--window", "16000", "--summarizer", "anthropic", "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "h9eval",
+        "run",
+        "--task",
+        "synthetic:small",
+        "--window",
+        "16000",
+        "--summarizer",
+        "anthropic",
+        "--out",
+        str(out),
+        *extra,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -67,7 +93,11 @@ def test_strict_exits_1_on_a_run_that_fell_back_everywhere(tmp_path: Path, refus
     plain = _run(tmp_path, refusing_api)
     assert plain.returncode == 0, plain.stderr
     warnings = [x for x in plain.stderr.splitlines() if x.startswith("WARNING:")]
-    assert len(warnings) == 1 and "every summary fell back to truncation" in warnings[0] and "HTTP 401 authentication_error" in warnings[0], plain.stderr
+    assert (
+        len(warnings) == 1
+        and "every summary fell back to truncation" in warnings[0]
+        and "HTTP 401 authentication_error" in warnings[0]
+    ), plain.stderr
     assert "fallback_causes: {" in plain.stdout and "sk-ant-FAKE" not in plain.stdout + plain.stderr
     strict = _run(tmp_path, refusing_api, "--strict")
     assert strict.returncode == 1 and "every summary fell back" in strict.stderr
@@ -76,15 +106,42 @@ def test_strict_exits_1_on_a_run_that_fell_back_everywhere(tmp_path: Path, refus
 def test_a_sweep_names_its_cells_that_fell_back_everywhere_and_strict_fails(tmp_path: Path, refusing_api: str) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text(
-        'name = "fb"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0] }]\n'
+        'name = "fb"\nwindow = 16000\nhistory_modes = ["view"]\n[tasks]\nsynthetic = [{ preset = "small", seeds = [0] '
+        "}]\n"
         '[[policies]]\nkind = "progressive"\nparams = { context_window_tokens = 16000 }\n'
         '[[policies]]\nkind = "observation_masking"\n[summarizer]\nname = "anthropic"\n'
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "sk-ant-FAKE-strict-0123456789", "ANTHROPIC_BASE_URL": refusing_api,
-           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-    r = subprocess.run([sys.executable, "-m", "h9eval", "sweep", str(spec), "--workers", "0", "--strict", "--out", str(tmp_path / "o")],
-                       env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "ANTHROPIC_API_KEY": "sk-ant-FAKE-strict-0123456789",
+        "ANTHROPIC_BASE_URL": refusing_api,
+        "NO_PROXY": "127.0.0.1",
+        "no_proxy": "127.0.0.1",
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "h9eval",
+            "sweep",
+            str(spec),
+            "--workers",
+            "0",
+            "--strict",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "2 ok, 0 failed" in r.stdout, r.stdout + r.stderr
     warnings = [x for x in r.stderr.splitlines() if x.startswith("WARNING:")]
     # the masking cell asked for no summary: only harness9's default fell back everywhere
-    assert len(warnings) == 1 and "1 of 2 ok cells fell back on every summary" in warnings[0] and "progressive" in warnings[0], r.stderr
+    assert (
+        len(warnings) == 1
+        and "1 of 2 ok cells fell back on every summary" in warnings[0]
+        and "progressive" in warnings[0]
+    ), r.stderr

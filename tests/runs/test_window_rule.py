@@ -21,6 +21,8 @@ from h9eval.tasks import load_tasks_from_spec
 WINDOW = 40_000  # below every policy's default, above claude_code_compact's reserve and buffer
 TASK = "synthetic:small:0"
 WORLD = "fact_chain:0"
+
+
 def _buildable(kind: str) -> bool:
     """Policies that run with their defaults (not one that needs a cassette file)."""
     try:
@@ -117,8 +119,12 @@ def test_an_explicit_conflicting_window_is_one_error_naming_both(tmp_path: Path)
     for entry in (run_task, lambda *a, **k: run_world(WORLD, policy=a[1], **k)):
         with pytest.raises(ConfigError, match=r"window 40000 conflicts with hybrid's context_window_tokens 200000"):
             entry(TASK, "hybrid", params={"context_window_tokens": 200_000}, window=WINDOW)
-    spec = {"name": "conflict", "window": WINDOW, "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
-            "policies": [{"kind": "progressive", "params": {"context_window_tokens": 30_000}}]}
+    spec = {
+        "name": "conflict",
+        "window": WINDOW,
+        "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
+        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 30_000}}],
+    }
     with pytest.raises(ConfigError, match=r"policies\[0\] .*" + msg):
         sweep(spec, out_dir=tmp_path / "o", workers=0, progress=False)
 
@@ -136,8 +142,13 @@ def test_the_loops_themselves_apply_the_rule() -> None:
     res = replay(task, make_policy("token_budget"), config=ReplayConfig(context_window_tokens=12_000))
     assert res.params["context_window_tokens"] == 12_000 and res.calls["compacted"].any()
     with pytest.raises(ConfigError, match="window 1500 conflicts with progressive's context_window_tokens 3000"):
-        run_episode("fact_chain", agent, make_policy("progressive", context_window_tokens=3000), seed=0,
-                    context_window_tokens=1500)
+        run_episode(
+            "fact_chain",
+            agent,
+            make_policy("progressive", context_window_tokens=3000),
+            seed=0,
+            context_window_tokens=1500,
+        )
 
 
 def test_cli_window_on_both_paths_and_the_tokens_saved_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

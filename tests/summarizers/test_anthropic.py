@@ -88,7 +88,12 @@ def status(code: int, headers: dict[str, str] | None = None) -> Callable[[Any], 
 
 
 def make(fake: Fake, cls: type[AnthropicSummarizer] = AnthropicSummarizer, **kw: Any) -> AnthropicSummarizer:
-    params: dict[str, Any] = {"api_key": KEY, "model": MODEL, "base_url": "http://fake.invalid", "http_client": fake.client()}
+    params: dict[str, Any] = {
+        "api_key": KEY,
+        "model": MODEL,
+        "base_url": "http://fake.invalid",
+        "http_client": fake.client(),
+    }
     params.update(kw)
     return cls(**params)
 

@@ -72,13 +72,19 @@ HEAD = [
     ),
     tool_result(
         "c1",
-        "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n  File \"cfg.py\", line 3\n"
+        '<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n  File "cfg.py", line 3\n'
         "TypeError: 'NoneType' object is not subscriptable\n</output>",
     ),
     assistant(
         "The issue is that yaml.safe_load returns None for an empty file. "
         "I'll use an empty dict instead of None because callers index the result.",
-        [call("str_replace_editor", {"command": "str_replace", "path": "src/cfg.py", "old_str": "a", "new_str": "b"}, "c2")],
+        [
+            call(
+                "str_replace_editor",
+                {"command": "str_replace", "path": "src/cfg.py", "old_str": "a", "new_str": "b"},
+                "c2",
+            )
+        ],
     ),
     tool_result("c2", "The file src/cfg.py has been edited."),
     assistant("", [call("bash", {"command": "sed -i 's/x/y/' src/util.py && echo done > log.txt"}, "c3")]),
@@ -96,7 +102,8 @@ def test_offline_first_compaction_has_every_anchor() -> None:
     a, summary = anchors_of(reply.text)
     # One line, one sentence per request: the task's first sentence and the latest request's.
     assert a["user_intent"] == (
-        "Fix the crash in parse_config() when the YAML file is empty; latest request: Also add a regression test, please."
+        "Fix the crash in parse_config() when the YAML file is empty; latest request: Also add a regression test, "
+        "please."
     )
     prog = a["execution_progress"]
     assert "- bash: pytest tests/test_config.py -> failed" in prog  # the `cd DIR &&` is dropped
@@ -176,7 +183,9 @@ def test_incremental_emits_exact_na_so_merge_keeps_old_values() -> None:
     assert new["execution_progress"] == "- Set up project\n- bash: make test -> ok"
     from h9eval.compaction.anchors import Anchor
 
-    merged = {a.type: a.content for a in merge_anchors([Anchor(t, c) for t, c in prev], parse_anchors_and_summary(text)[0])}
+    merged = {
+        a.type: a.content for a in merge_anchors([Anchor(t, c) for t, c in prev], parse_anchors_and_summary(text)[0])
+    }
     assert merged["user_intent"] == "Build a web server"
     assert merged["key_decision"] == "- Using net/http"
     assert "make test -> ok" in merged["execution_progress"]
@@ -198,13 +207,18 @@ def test_incremental_refinement_keeps_prior_task() -> None:
 def test_compaction_message_in_head_supplies_prior_content() -> None:
     old = (
         f"{COMPACTION_MARKER}\n## Anchors\n\n"
-        + format_anchors(parse_anchors_and_summary("### User Intent\nPort the parser to Rust\n### Key Decisions\n- Use nom")[0])
+        + format_anchors(
+            parse_anchors_and_summary("### User Intent\nPort the parser to Rust\n### Key Decisions\n- Use nom")[0]
+        )
         + "\n\n## Summary\nThis segment: 10 messages (1 user, 4 assistant), 4 tool calls, 0 failed.\n"
         "Totals so far: 10 messages, 4 tool calls, 0 failed."
     )
     head = [
         user(old),
-        assistant("Going with serde for the config because it is already a dependency.", [call("bash", {"command": "cargo build"}, "b1")]),
+        assistant(
+            "Going with serde for the config because it is already a dependency.",
+            [call("bash", {"command": "cargo build"}, "b1")],
+        ),
         tool_result("b1", "error: could not compile `parser`", is_error=False),
     ]
     text = OfflineSummarizer().summarize(req(head)).text
@@ -222,7 +236,9 @@ def test_explicit_exit_status_zero_wins_over_error_text() -> None:
         assistant("", [call("bash", {"command": "grep -n except mod.py"}, "g1")]),
         tool_result("g1", "<returncode>0</returncode>\n<output>\n12:    except ValueError:\nError: nothing\n</output>"),
         assistant("", [call("bash", {"command": "ls missing"}, "g2")]),
-        tool_result("g2", "ls: cannot access 'missing': No such file or directory\n[Command finished with exit code 2]"),
+        tool_result(
+            "g2", "ls: cannot access 'missing': No such file or directory\n[Command finished with exit code 2]"
+        ),
     ]
     a, _ = anchors_of(OfflineSummarizer().summarize(req(head)).text or "")
     assert "grep -n except mod.py -> ok" in a["execution_progress"]
@@ -230,7 +246,10 @@ def test_explicit_exit_status_zero_wins_over_error_text() -> None:
 
 
 def test_chat_only_head_and_empty_head() -> None:
-    head = [user("What is a monad, in one paragraph, with an example in Haskell?"), assistant("A monad is a pattern. Here is one.")]
+    head = [
+        user("What is a monad, in one paragraph, with an example in Haskell?"),
+        assistant("A monad is a pattern. Here is one."),
+    ]
     a, _ = anchors_of(OfflineSummarizer().summarize(req(head)).text or "")
     assert a["execution_progress"] == "- A monad is a pattern. Here is one."
     empty = OfflineSummarizer().summarize(req([])).text
@@ -243,7 +262,12 @@ def test_chat_only_head_and_empty_head() -> None:
 def test_budget_is_respected(max_tokens: int) -> None:
     head: list[Message] = [user("Refactor the storage layer so that every backend shares one retry policy.")]
     for i in range(120):
-        head.append(assistant(f"Because step {i} matters, I'll use approach {i} instead of {i - 1}.", [call("bash", {"command": f"python step_{i}.py"}, f"s{i}")]))
+        head.append(
+            assistant(
+                f"Because step {i} matters, I'll use approach {i} instead of {i - 1}.",
+                [call("bash", {"command": f"python step_{i}.py"}, f"s{i}")],
+            )
+        )
         head.append(tool_result(f"s{i}", f"<returncode>{i % 3}</returncode>\n<output>\nValueError: bad {i}\n</output>"))
     for cls in (OfflineSummarizer, OfflineFreeTextSummarizer):
         text = cls().summarize(req(head, max_output_tokens=max_tokens, anchor_types=ALL_TYPES)).text
@@ -278,7 +302,10 @@ def test_free_text_is_summary_only_prose() -> None:
         "Assistant: Next steps: 1. Add a test for the empty file",
     ]
     # Incremental: the previous task is kept, its rest is folded into "Earlier", never nested.
-    head2 = [assistant("", [call("bash", {"command": "pytest"}, "p1")]), tool_result("p1", "<returncode>0</returncode>")]
+    head2 = [
+        assistant("", [call("bash", {"command": "pytest"}, "p1")]),
+        tool_result("p1", "<returncode>0</returncode>"),
+    ]
     r2 = req(head2, previous_summary=summary)
     s2 = OfflineFreeTextSummarizer().summarize(r2).text or ""
     s3 = OfflineFreeTextSummarizer().summarize(req(head2, previous_summary=anchors_of(s2)[1])).text or ""
@@ -298,7 +325,8 @@ def _load_openai_messages(path: Path) -> list[Message]:
         if m["role"] not in ("system", "user", "assistant", "tool"):
             continue  # the final "exit" record is not a chat message
         calls = tuple(
-            ToolCall(tc["id"], tc["function"]["name"], tc["function"]["arguments"] or "") for tc in m.get("tool_calls") or ()
+            ToolCall(tc["id"], tc["function"]["name"], tc["function"]["arguments"] or "")
+            for tc in m.get("tool_calls") or ()
         )
         out.append(Message(m["role"], m.get("content") or "", calls, m.get("tool_call_id") or ""))
     return out
@@ -323,7 +351,9 @@ def test_recorded_mini_swe_agent_session() -> None:
     assert "tool calls" in summary
     # Incremental second compaction over the rest: intent unchanged -> exactly N/A.
     prev = tuple((x.type, x.content) for x in parse_anchors_and_summary(text, ALL_TYPES)[0])
-    r2 = req(msgs[120:], previous_anchors=prev, previous_summary=summary, anchor_types=ALL_TYPES, template="incremental")
+    r2 = req(
+        msgs[120:], previous_anchors=prev, previous_summary=summary, anchor_types=ALL_TYPES, template="incremental"
+    )
     a2, summary2 = anchors_of(OfflineSummarizer().summarize(r2).text or "", ALL_TYPES)
     assert a2["user_intent"] == NA
     assert a2["execution_progress"] != NA
@@ -381,7 +411,14 @@ class CountingSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryReply:
         self.calls += 1
-        return SummaryReply(text=f"## Summary\n{len(request.user_prompt)}", input_tokens=7, output_tokens=3, cost_usd=0.25, model=self.model, extra={"k": 1})
+        return SummaryReply(
+            text=f"## Summary\n{len(request.user_prompt)}",
+            input_tokens=7,
+            output_tokens=3,
+            cost_usd=0.25,
+            model=self.model,
+            extra={"k": 1},
+        )
 
 
 def test_cache_hit_skips_inner_and_miss_on_other_prompt(tmp_path: Path) -> None:
@@ -393,7 +430,11 @@ def test_cache_hit_skips_inner_and_miss_on_other_prompt(tmp_path: Path) -> None:
     assert inner.calls == 1 and (cached.hits, cached.misses) == (1, 1)
     assert not first.cache_hit and second.cache_hit
     assert (second.text, second.input_tokens, second.output_tokens, second.cost_usd, second.model) == (
-        first.text, 7, 3, 0.25, "count-1"
+        first.text,
+        7,
+        3,
+        0.25,
+        "count-1",
     )
     assert second.extra["k"] == 1 and "cache_lookup_s" in second.extra
     cached.summarize(req(HEAD[:3]))
@@ -418,7 +459,11 @@ def test_cache_stores_nil_and_not_failures(tmp_path: Path) -> None:
 
 def test_offline_cache_key_depends_on_structured_head(tmp_path: Path) -> None:
     # Same prompt text, different is_error: the offline reply differs, so the key must too.
-    a = [user("run it please, the whole thing, now"), assistant("", [call("bash", {"command": "x"}, "1")]), tool_result("1", "out")]
+    a = [
+        user("run it please, the whole thing, now"),
+        assistant("", [call("bash", {"command": "x"}, "1")]),
+        tool_result("1", "out"),
+    ]
     b = a[:2] + [tool_result("1", "out", is_error=True)]
     s = OfflineSummarizer()
     assert cache_key(s, req(a)) != cache_key(s, req(b))
@@ -433,12 +478,20 @@ def test_cache_file_mode_and_no_api_key(tmp_path: Path) -> None:
     from h9eval.summarizers.anthropic import AnthropicSummarizer
 
     key = "sk-ant-SECRET-cache-test-123"
-    body = {"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-            "content": [{"type": "text", "text": "## Summary\nok"}], "stop_reason": "end_turn",
-            "usage": {"input_tokens": 5, "output_tokens": 2}}
+    body = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "## Summary\nok"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
     client = httpx2.Client(transport=httpx2.MockTransport(lambda r: httpx2.Response(200, json=body)))
     path = tmp_path / "cache.sqlite"
-    cached = CachedSummarizer(AnthropicSummarizer(api_key=key, model="claude-haiku-4-5", http_client=client, base_url="http://fake"), path)
+    cached = CachedSummarizer(
+        AnthropicSummarizer(api_key=key, model="claude-haiku-4-5", http_client=client, base_url="http://fake"), path
+    )
     assert cached.summarize(req(HEAD)).text == "## Summary\nok"
     assert cached.summarize(req(HEAD)).cache_hit
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -24,7 +24,12 @@ TEXTS = (
     "",
     "Now I need to edit src/app.py and then rerun pytest.",
 )
-OUTPUTS = ("ok\n3 passed", "Traceback (most recent call last):\nValueError: bad", "<returncode>1</returncode>\nfatal: no repo", "")
+OUTPUTS = (
+    "ok\n3 passed",
+    "Traceback (most recent call last):\nValueError: bad",
+    "<returncode>1</returncode>\nfatal: no repo",
+    "",
+)
 
 
 def _history(rng: random.Random, n: int) -> list[Message]:
@@ -36,9 +41,21 @@ def _history(rng: random.Random, n: int) -> list[Message]:
     while len(out) < n:
         r = rng.random()
         if r < 0.12:
-            out.append(user(rng.choice(("Fix the failing config test; you must not touch tests/.", "continue", "Also update the README."))))
+            out.append(
+                user(
+                    rng.choice(
+                        (
+                            "Fix the failing config test; you must not touch tests/.",
+                            "continue",
+                            "Also update the README.",
+                        )
+                    )
+                )
+            )
         elif r < 0.15:
-            out.append(user(f"{COMPACTION_MARKER}\n## Anchors\n\n### User Intent\nEarlier task {k}.\n\n## Summary\nbefore"))
+            out.append(
+                user(f"{COMPACTION_MARKER}\n## Anchors\n\n### User Intent\nEarlier task {k}.\n\n## Summary\nbefore")
+            )
         elif r < 0.25:
             out.append(assistant(rng.choice(TEXTS)))
         else:
@@ -129,11 +146,18 @@ def test_a_kept_scan_whose_call_now_has_a_result_is_not_resumed(monkeypatch: pyt
     off.clear_caches()
     refused = []
     pairs = off._Scan.still_pairs
-    monkeypatch.setattr(off._Scan, "still_pairs", lambda self, results: refused.append(not pairs(self, results)) or not refused[-1])
+    monkeypatch.setattr(
+        off._Scan, "still_pairs", lambda self, results: refused.append(not pairs(self, results)) or not refused[-1]
+    )
     c1 = ToolCall("c1", "bash", json.dumps({"command": "pytest -q"}))
     c2 = ToolCall("c2", "bash", json.dumps({"command": "ls"}))
     # c1's result comes after c2's: the first head ends with c2 answered, so its scan is kept
-    first = [user("Fix the failing config test, please, in src/config.py."), assistant("Let me run the tests.", [c1]), assistant("", [c2]), tool_result("c2", "a.py")]
+    first = [
+        user("Fix the failing config test, please, in src/config.py."),
+        assistant("Let me run the tests.", [c1]),
+        assistant("", [c2]),
+        tool_result("c2", "a.py"),
+    ]
     before = off.parse_head(first)
     assert before.steps[0].outcome == "no result"
     later = [*first, tool_result("c1", "Traceback (most recent call last):\nValueError: bad")]
@@ -142,13 +166,17 @@ def test_a_kept_scan_whose_call_now_has_a_result_is_not_resumed(monkeypatch: pyt
     assert got.steps[0].outcome == "failed" and got == _from_scratch(later)
 
 
-def test_a_view_mode_replay_gives_the_same_summaries_as_reading_every_head_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_view_mode_replay_gives_the_same_summaries_as_reading_every_head_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     task = generate("small", seed=4, n_turns=120)
     window = sum(m.nbytes for m in task.messages) // 4 * 6 // 10  # soft and full tiers, ~30 summaries
 
     def run() -> tuple[str, str]:
         off.clear_caches()
-        res = replay(task, make_policy("progressive", context_window_tokens=window), config=ReplayConfig(history_mode="view"))
+        res = replay(
+            task, make_policy("progressive", context_window_tokens=window), config=ReplayConfig(history_mode="view")
+        )
         assert int(res.compactions["summarized"].gt(0).sum()) >= 20
         cols = [c for c in res.compactions.columns if c != "duration_ns"]
         return res.compactions[cols].to_csv(index=False), res.calls["tier_name"].to_csv(index=False)

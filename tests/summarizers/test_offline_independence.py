@@ -95,7 +95,13 @@ def forbidden(names: set[str]) -> list[str]:
 def test_import_checker_can_fail() -> None:
     src = "from h9eval.tasks import keyterms\nimport h9eval.probes.recall as r\nfrom ..probes import probe\n"
     names = imported_modules(src, "h9eval.summarizers.x")
-    assert forbidden(names) == ["h9eval.probes", "h9eval.probes.probe", "h9eval.probes.recall", "h9eval.tasks", "h9eval.tasks.keyterms"]
+    assert forbidden(names) == [
+        "h9eval.probes",
+        "h9eval.probes.probe",
+        "h9eval.probes.recall",
+        "h9eval.tasks",
+        "h9eval.tasks.keyterms",
+    ]
 
 
 @pytest.mark.parametrize("mod", SUMMARIZER_MODULES, ids=lambda m: m.__name__)
@@ -133,10 +139,16 @@ def _strings(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 docs.add(id(first.value))
     return [
-        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
     ]
 
 
@@ -211,7 +223,9 @@ def _replies(summ: object, msgs: tuple[Message, ...], cut: int) -> list[str]:
 def test_labels_change_nothing_but_themselves(seed: int) -> None:
     task = generate("small", seed=seed)
     msgs = task.messages
-    planted = sum(m.content.count(lab) for m in msgs for lab in ("Decision:", "Next steps:", "Progress:", "Change of plan:"))
+    planted = sum(
+        m.content.count(lab) for m in msgs for lab in ("Decision:", "Next steps:", "Progress:", "Change of plan:")
+    )
     assert planted >= 5  # the transcript really carries the labels
     neutral_msgs = _relabel(msgs)
     cut = len(msgs) // 2

@@ -64,9 +64,15 @@ def test_artifacts_are_written_files_only() -> None:
 def test_next_steps_from_stated_intentions() -> None:
     head = [
         user("Speed up the importer, it takes minutes on the sample data set."),
-        assistant("I'll profile it first. The parser looks slow.", [call("bash", {"command": "python -m cProfile imp.py"}, "p")]),
+        assistant(
+            "I'll profile it first. The parser looks slow.",
+            [call("bash", {"command": "python -m cProfile imp.py"}, "p")],
+        ),
         tool_result("p", "<returncode>0</returncode>\n<output>\n120000 calls\n</output>"),
-        assistant("Most time goes into regex compilation. Let me cache the compiled patterns. Then I need to rerun the profile."),
+        assistant(
+            "Most time goes into regex compilation. Let me cache the compiled patterns. Then I need to rerun the "
+            "profile."
+        ),
     ]
     a, _ = anchors(OfflineSummarizer().summarize(req(head)).text or "", ANCHOR_TYPES)
     assert a["next_step"] == "- Let me cache the compiled patterns.\n- Then I need to rerun the profile."
@@ -75,7 +81,9 @@ def test_next_steps_from_stated_intentions() -> None:
 def test_recent_variant_extracts_by_position() -> None:
     text = OfflineRecentSummarizer(recent_outputs=2).summarize(req(HEAD, anchor_types=ALL_TYPES)).text or ""
     a, summary = anchors(text)
-    assert a["user_intent"] == anchors(OfflineSummarizer().summarize(req(HEAD)).text or "", ANCHOR_TYPES)[0]["user_intent"]
+    assert (
+        a["user_intent"] == anchors(OfflineSummarizer().summarize(req(HEAD)).text or "", ANCHOR_TYPES)[0]["user_intent"]
+    )
     # The two most recent tool calls with the opening of their output; the rest counted.
     assert a["execution_progress"] == (
         "- earlier: 2 tool calls\n"
@@ -96,7 +104,10 @@ def test_recent_variant_extracts_by_position() -> None:
 def test_variants_keep_different_content_under_one_budget(seed: int) -> None:
     msgs = generate("small", seed=seed).messages
     r = req(list(msgs), anchor_types=ALL_TYPES, max_output_tokens=1024)
-    texts = {s.name: s.summarize(r).text or "" for s in (OfflineSummarizer(), OfflineRecentSummarizer(), OfflineFreeTextSummarizer())}
+    texts = {
+        s.name: s.summarize(r).text or ""
+        for s in (OfflineSummarizer(), OfflineRecentSummarizer(), OfflineFreeTextSummarizer())
+    }
     for t in texts.values():
         assert len(t.encode()) <= 1024 * 4
     free = anchors(texts["offline_free_text"])
@@ -115,7 +126,9 @@ def test_variants_keep_different_content_under_one_budget(seed: int) -> None:
 def test_free_text_keeps_newest_events_within_budget() -> None:
     head: list[Message] = [user("Refactor the storage layer so that every backend shares one retry policy.")]
     for i in range(60):
-        head.append(assistant(f"Step {i} of the refactor is next.", [call("bash", {"command": f"python step_{i}.py"}, f"s{i}")]))
+        head.append(
+            assistant(f"Step {i} of the refactor is next.", [call("bash", {"command": f"python step_{i}.py"}, f"s{i}")])
+        )
         head.append(tool_result(f"s{i}", "<returncode>0</returncode>"))
     text = OfflineFreeTextSummarizer(max_events=10).summarize(req(head)).text or ""
     lines = text.split("\n")
@@ -131,11 +144,17 @@ def test_free_text_keeps_the_task_of_the_previous_digest() -> None:
     summary = anchors(first)[1]
     # A later head starts with a user message that is not the task (write-back: the task is
     # gone from history); it is an event, the previous digest's task stays the task.
-    head2 = [user("FYI: the staging database moved to db2.internal, use that one."), assistant("Noted, switching to db2.")]
+    head2 = [
+        user("FYI: the staging database moved to db2.internal, use that one."),
+        assistant("Noted, switching to db2."),
+    ]
     text = OfflineFreeTextSummarizer().summarize(req(head2, previous_summary=summary)).text or ""
     lines = anchors(text)[1].split("\n")
     assert lines[0] == "Task: Fix the crash in parse_config() when the YAML file is empty."
-    assert lines[-2:] == ["User: FYI: the staging database moved to db2.internal, use that one.", "Assistant: Noted, switching to db2."]
+    assert lines[-2:] == [
+        "User: FYI: the staging database moved to db2.internal, use that one.",
+        "Assistant: Noted, switching to db2.",
+    ]
 
 
 def test_ids_and_cache_keys_differ_by_variant_and_params(tmp_path: object) -> None:
@@ -173,7 +192,10 @@ def test_registry_builds_the_recent_variant() -> None:
 
 def test_na_text_and_incremental_merge_for_recent() -> None:
     prev = (("user_intent", "Build a web server"), ("key_decision", "- Using net/http"))
-    head = [assistant("", [call("bash", {"command": "make"}, "m")]), tool_result("m", "<returncode>0</returncode>\n<output>\nok\n</output>")]
+    head = [
+        assistant("", [call("bash", {"command": "make"}, "m")]),
+        tool_result("m", "<returncode>0</returncode>\n<output>\nok\n</output>"),
+    ]
     r = SummaryRequest(
         system_prompt="s", user_prompt="u", template="incremental", previous_compaction="x", conversation="",
         head=tuple(head), previous_anchors=prev,

@@ -27,15 +27,26 @@ class UnpricedSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryReply:
         r = self.inner.summarize(request)
-        return SummaryReply(text=r.text, input_tokens=100, output_tokens=10, cost_usd=math.nan, model="my-local-model",
-                            extra={"cost_known": False})
+        return SummaryReply(
+            text=r.text,
+            input_tokens=100,
+            output_tokens=10,
+            cost_usd=math.nan,
+            model="my-local-model",
+            extra={"cost_known": False},
+        )
 
 
 def _run(summarizer: object, tmp_path: Path) -> pd.DataFrame:
     (task,) = load_tasks_from_spec("synthetic:small:0")
     pol = make_policy("progressive", context_window_tokens=15_000)
-    res = replay(task, pol, summarizer=summarizer, config=ReplayConfig(context_window_tokens=15_000),  # type: ignore[arg-type]
-                 session_store=False)
+    res = replay(
+        task,
+        pol,
+        summarizer=summarizer,
+        config=ReplayConfig(context_window_tokens=15_000),  # type: ignore[arg-type]
+        session_store=False,
+    )
     assert res.calls["summarizer_calls"].sum() > 0  # the state this test means to check
     return res
 
@@ -58,7 +69,10 @@ def test_an_unpriced_summarizer_is_unknown_in_every_aggregate_never_zero(tmp_pat
     # the offline summarizer is free: 0, a known value
     free = _run(OfflineSummarizer(), tmp_path)
     assert res.calls["summarizer_calls"].sum() == free.calls["summarizer_calls"].sum()
-    assert free.summary()["summarizer_cost_usd"] == 0.0 and metrics.run_metrics(free.calls)["summarizer_cost_usd"].eq(0).all()
+    assert (
+        free.summary()["summarizer_cost_usd"] == 0.0
+        and metrics.run_metrics(free.calls)["summarizer_cost_usd"].eq(0).all()
+    )
     # through the summary cache: stored (a hit the second time), and unknown again when read
     cached = CachedSummarizer(UnpricedSummarizer(), tmp_path / "c.sqlite")
     from tests.summarizers.test_offline import HEAD, req

@@ -22,10 +22,12 @@ def _spec() -> dict[str, Any]:
     return {
         "name": "datasets",
         "window": {"peak_frac": 0.4},
-        "tasks": {"datasets": [
-            {"path": str(FIXTURES / "swe_rebench_openhands.parquet"), "n": 2, "seed": 0},
-            {"path": str(FIXTURES / "nebius_swe_agent.parquet"), "n": 1, "seed": 3, "where": {"target": True}},
-        ]},
+        "tasks": {
+            "datasets": [
+                {"path": str(FIXTURES / "swe_rebench_openhands.parquet"), "n": 2, "seed": 0},
+                {"path": str(FIXTURES / "nebius_swe_agent.parquet"), "n": 1, "seed": 3, "where": {"target": True}},
+            ]
+        },
         "policies": [{"kind": "keep_all"}, {"kind": "progressive"}],
     }
 

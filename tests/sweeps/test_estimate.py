@@ -22,10 +22,14 @@ KEY = "sk-ant-h9eval-estimate-test-key"
 
 
 def _spec(**summarizer: Any) -> dict[str, Any]:
-    return {"name": "est", "window": 16000, "tasks": ["synthetic:small:0", "synthetic:small:1"],
-            "history_modes": ["view", "write_back"],
-            "policies": [{"kind": "progressive", "grid": {"warn_frac": [0.5, 0.6]}}, {"kind": "keep_all"}],
-            "summarizer": {"name": "anthropic", **summarizer}}
+    return {
+        "name": "est",
+        "window": 16000,
+        "tasks": ["synthetic:small:0", "synthetic:small:1"],
+        "history_modes": ["view", "write_back"],
+        "policies": [{"kind": "progressive", "grid": {"warn_frac": [0.5, 0.6]}}, {"kind": "keep_all"}],
+        "summarizer": {"name": "anthropic", **summarizer},
+    }
 
 
 @pytest.fixture
@@ -36,8 +40,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessages]:
         yield s
 
 
-def test_the_estimate_calls_nothing_and_is_within_ten_percent_of_the_real_run(tmp_path: Path, server: FakeMessages,
-                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_estimate_calls_nothing_and_is_within_ten_percent_of_the_real_run(
+    tmp_path: Path, server: FakeMessages, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from h9eval.sweeps.sweep import sweep
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # the estimate needs no key
@@ -57,8 +62,9 @@ def test_the_estimate_calls_nothing_and_is_within_ten_percent_of_the_real_run(tm
     assert abs(server.input_tokens - int(est.table["input_tokens"].sum())) <= 0.1 * server.input_tokens
 
 
-def test_an_unpriced_model_is_unpriced_and_the_spec_can_price_it(server: FakeMessages, capsys: pytest.CaptureFixture[str],
-                                                                  tmp_path: Path) -> None:
+def test_an_unpriced_model_is_unpriced_and_the_spec_can_price_it(
+    server: FakeMessages, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     est = estimate_sweep({**_spec(params={"model": "qwen3-8b"})})
     assert est.model_calls > 0 and math.isnan(est.usd)
     assert "unpriced" in str(est)
@@ -69,11 +75,18 @@ def test_an_unpriced_model_is_unpriced_and_the_spec_can_price_it(server: FakeMes
     assert (t["usd_bound"] >= t["usd"]).all()
 
 
-def test_the_command_prints_the_table_and_a_total(tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_prints_the_table_and_a_total(
+    tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "e"\nwindow = 16000\ntasks = ["synthetic:small:0"]\n[[policies]]\nkind = "progressive"\n'
-                    '[summarizer]\nvariants = ["anthropic", "offline"]\n')
-    assert main(["sweep", str(spec), "--estimate", "--summarizer-model", "claude-haiku-4-5", "--max-cost-usd", "0.0001"]) == 0
+    spec.write_text(
+        'name = "e"\nwindow = 16000\ntasks = ["synthetic:small:0"]\n[[policies]]\nkind = "progressive"\n'
+        '[summarizer]\nvariants = ["anthropic", "offline"]\n'
+    )
+    assert (
+        main(["sweep", str(spec), "--estimate", "--summarizer-model", "claude-haiku-4-5", "--max-cost-usd", "0.0001"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "nothing was called" in out and "claude-haiku-4-5" in out and out.count("\ntotal: ") == 1
     assert "max_cost_usd $0.0001 does NOT cover the expected" in out
@@ -86,4 +99,6 @@ def test_a_batched_sweep_is_estimated_at_the_batch_price(server: FakeMessages) -
     batched = estimate_sweep({**spec, "summarizer": {**spec["summarizer"], "batch": True}})
     assert server.requests == 0 and batched.model_calls == direct.model_calls > 0
     assert batched.usd == pytest.approx(BATCH_PRICE_FRAC * direct.usd)
-    assert batched.table["usd_bound"].to_numpy() == pytest.approx(BATCH_PRICE_FRAC * direct.table["usd_bound"].to_numpy())
+    assert batched.table["usd_bound"].to_numpy() == pytest.approx(
+        BATCH_PRICE_FRAC * direct.table["usd_bound"].to_numpy()
+    )

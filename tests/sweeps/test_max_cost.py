@@ -33,9 +33,16 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessages]:
 
 def _spec(tmp_path: Path, **extra: Any) -> Path:
     p = tmp_path / "spec.toml"
-    lines = ['name = "cap"', "window = 16000", 'tasks = ["synthetic:small:0", "synthetic:small:1"]',
-             *(f"{k} = {json.dumps(v)}" for k, v in extra.items()),
-             "[[policies]]", 'kind = "progressive"', "[summarizer]", 'name = "anthropic"']
+    lines = [
+        'name = "cap"',
+        "window = 16000",
+        'tasks = ["synthetic:small:0", "synthetic:small:1"]',
+        *(f"{k} = {json.dumps(v)}" for k, v in extra.items()),
+        "[[policies]]",
+        'kind = "progressive"',
+        "[summarizer]",
+        'name = "anthropic"',
+    ]
     p.write_text("\n".join(lines) + "\n")
     return p
 
@@ -45,7 +52,8 @@ def _sweep(spec: Path, out: Path, *flags: str) -> int:
 
 
 def test_the_cap_stops_before_the_call_that_would_pass_it_and_a_rerun_continues(
-        tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]
+) -> None:
     full = tmp_path / "full"
     assert _sweep(_spec(tmp_path), full) == 0
     n_full = server.requests
@@ -56,7 +64,11 @@ def test_the_cap_stops_before_the_call_that_would_pass_it_and_a_rerun_continues(
     capsys.readouterr()
     assert _sweep(_spec(tmp_path, max_cost_usd=0.1), out) == 3
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("STOPPED")]
-    assert len(lines) == 1 and "would take the spending past max_cost_usd $0.1" in lines[0] and "run the same command" in lines[0]
+    assert (
+        len(lines) == 1
+        and "would take the spending past max_cost_usd $0.1" in lines[0]
+        and "run the same command" in lines[0]
+    )
     ledger = json.loads((out / SPEND_FILE).read_text())
     first = server.requests
     assert 0 < first < n_full and ledger["calls"] == first
@@ -78,7 +90,9 @@ def test_the_command_line_cap_replaces_the_spec_one(tmp_path: Path, server: Fake
     assert server.requests == 0  # not even the first call fits
 
 
-def test_an_unpriced_model_cannot_be_capped(tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unpriced_model_cannot_be_capped(
+    tmp_path: Path, server: FakeMessages, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = _spec(tmp_path, max_cost_usd=1.0, summarizer_model="qwen3-8b")
     assert _sweep(spec, tmp_path / "o") == 1  # the cell fails naming the reason; nothing is sent
     assert "no price" in capsys.readouterr().out and server.requests == 0
@@ -104,4 +118,6 @@ def test_bad_caps_are_refused(value: Any) -> None:
     from h9eval.sweeps.spec import load_spec
 
     with pytest.raises(ConfigError, match=r"max_cost_usd must be a number of US dollars > 0"):
-        load_spec({"name": "x", "tasks": ["synthetic:small:0"], "policies": [{"kind": "keep_all"}], "max_cost_usd": value})
+        load_spec(
+            {"name": "x", "tasks": ["synthetic:small:0"], "policies": [{"kind": "keep_all"}], "max_cost_usd": value}
+        )

@@ -75,8 +75,13 @@ SCRIPT = textwrap.dedent(
 
 def test_sigkill_of_the_sweep_parent_leaves_no_worker(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path / "out")], env=env, cwd=tmp_path,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "out")],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         # wait until the pool is up and working: the fork server, the resource tracker, 2 workers
         deadline = time.monotonic() + 60

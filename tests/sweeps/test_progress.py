@@ -70,12 +70,21 @@ def test_a_sweep_with_stderr_in_a_file_writes_short_lines(tmp_path: Path) -> Non
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     err = tmp_path / "stderr.txt"
     with err.open("w") as f:
-        r = subprocess.run([sys.executable, "-m", "h9eval", "sweep", str(spec), "--workers", "0", "--out", str(tmp_path / "out")],
-                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=f, env=env, timeout=120, text=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "h9eval", "sweep", str(spec), "--workers", "0", "--out", str(tmp_path / "out")],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=f,
+            env=env,
+            timeout=120,
+            text=True,
+        )
     assert r.returncode == 0, err.read_text()
     text = err.read_text()
     lines = [x for x in text.splitlines() if x.startswith("sweep p:")]
-    assert lines and lines[-1].startswith("sweep p: 4/4 cells (100%), ok=4 failed=0 remaining=0,"), text  # the counts of the last cell
+    assert lines and lines[-1].startswith("sweep p: 4/4 cells (100%), ok=4 failed=0 remaining=0,"), (
+        text
+    )  # the counts of the last cell
     assert "\r" not in text and max(len(x) for x in text.splitlines()) < 200
 
 
@@ -111,8 +120,14 @@ def test_batches_are_small_enough_for_the_progress_to_move() -> None:
     from h9eval.sweeps.cells import expand_cells
     from h9eval.sweeps.spec import load_spec
 
-    spec = load_spec({"name": "b", "window": 16000, "tasks": {"synthetic": [{"preset": "small", "seeds": [0, 1, 2]}]},
-                      "policies": [{"kind": "window", "grid": {"keep_last": list(range(5, 65))}}]})
+    spec = load_spec(
+        {
+            "name": "b",
+            "window": 16000,
+            "tasks": {"synthetic": [{"preset": "small", "seeds": [0, 1, 2]}]},
+            "policies": [{"kind": "window", "grid": {"keep_last": list(range(5, 65))}}],
+        }
+    )
     cells, _ = expand_cells(spec, out_dir=ROOT / "results" / "never-written")
     got = batches(cells, 2)
     assert len(cells) == 180 and max(map(len, got)) == MAX_BATCH <= 16 and len(got[-1]) == 1
@@ -121,8 +136,13 @@ def test_batches_are_small_enough_for_the_progress_to_move() -> None:
 
 def test_the_bars_last_state_shows_the_last_cells_counts(tmp_path: Path) -> None:
     """The sweep sets the counts before it moves the bar: the last line is never one cell behind."""
-    spec = {"name": "q", "window": 16000, "history_modes": ["view"], "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
-            "policies": [{"kind": "keep_all"}, {"kind": "drop_all"}]}
+    spec = {
+        "name": "q",
+        "window": 16000,
+        "history_modes": ["view"],
+        "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
+        "policies": [{"kind": "keep_all"}, {"kind": "drop_all"}],
+    }
     from h9eval.sweeps import sweep as sweep_module
 
     tty = _Tty()

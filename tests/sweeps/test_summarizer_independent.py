@@ -77,7 +77,10 @@ def test_cells_run_once_for_a_policy_without_summarizer(tmp_path: Path) -> None:
     assert sorted(c.summarizer for c in by_kind["progressive"]) == ["offline", "offline_free_text"]
     assert [c.summarizer for c in by_kind["observation_masking"]] == ["offline", "offline"]  # 2 grid points, 1 variant
     assert [c.summarizer for c in by_kind["keep_all"]] == ["offline"]
-    assert all(c.summarizer_variants == ("offline", "offline_free_text") for c in by_kind["keep_all"] + by_kind["observation_masking"])
+    assert all(
+        c.summarizer_variants == ("offline", "offline_free_text")
+        for c in by_kind["keep_all"] + by_kind["observation_masking"]
+    )
     assert {c.summarizer_variants for c in by_kind["progressive"]} == {("offline",), ("offline_free_text",)}
     assert len(cells) == 5
 

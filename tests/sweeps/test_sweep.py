@@ -58,8 +58,14 @@ def task_source(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             msgs.append(Message("assistant", f"step {i}", (ToolCall(f"c{i}", "bash", "{}"),)))
             msgs.append(Message("user", ("output line\n" * (200 + 40 * i)), (), f"c{i}"))
         msgs.append(Message("assistant", "done"))
-        tasks.append(Task(task_id=f"tiny-{s}", messages=tuple(msgs), intent=Intent(statement=f"fix bug {s}"),
-                          source=TaskSource(kind="synthetic")))
+        tasks.append(
+            Task(
+                task_id=f"tiny-{s}",
+                messages=tuple(msgs),
+                intent=Intent(statement=f"fix bug {s}"),
+                source=TaskSource(kind="synthetic"),
+            )
+        )
     path = tasks_to_jsonl(tasks, tmp_path_factory.mktemp("tasks") / "tiny.jsonl")
     return {"specs": [str(path)]}
 
@@ -73,7 +79,11 @@ def spec(task_source: dict[str, Any], shared: Path) -> dict[str, Any]:
         "window": 16000,
         "tasks": {**task_source, "recorded": [str(shared / SMALLEST_SWE)]},
         "policies": [
-            {"kind": "progressive", "params": {"context_window_tokens": 16000}, "grid": {"warn_frac": [0.5, 0.6, 0.75]}},
+            {
+                "kind": "progressive",
+                "params": {"context_window_tokens": 16000},
+                "grid": {"warn_frac": [0.5, 0.6, 0.75]},
+            },
             {"kind": "keep_all"},
         ],
         "history_modes": ["view", "write_back"],
@@ -106,7 +116,9 @@ def _assert_same_tables(a: Path, b: Path) -> None:
 
 
 # -- spec parsing and validation ------------------------------------------------------------
-def test_toml_spec_parses_with_relative_paths_and_env(tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_toml_spec_parses_with_relative_paths_and_env(
+    tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("H9EVAL_SHARED", str(shared))
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "cache.sqlite").touch()
@@ -128,7 +140,8 @@ def test_toml_spec_parses_with_relative_paths_and_env(tmp_path: Path, shared: Pa
         assert len(cells) == 32 and not skipped
         assert len({c.run_id for c in cells}) == 32
         assert {c.summarizer_cache for c in cells} == {
-            str((tmp_path / "sub" / "cache.sqlite").resolve()), str((tmp_path / "sub" / "cache.r1.sqlite").resolve())
+            str((tmp_path / "sub" / "cache.sqlite").resolve()),
+            str((tmp_path / "sub" / "cache.r1.sqlite").resolve()),
         }
 
 
@@ -153,28 +166,62 @@ def _base(shared: Path) -> dict[str, Any]:
         ({"tasks": {}}, r"^tasks: no tasks given"),
         ({"tasks": {"recorded": ["/no/such/file.traj"]}}, r"^tasks\.recorded\[0\]: no such file or folder"),
         ({"tasks": {"specs": ["nope.jsonl"]}}, r"^tasks\.specs\[0\]: no such file or folder"),
-        ({"tasks": {"synthetic": [{"preset": "small", "sedes": [1]}]}}, r"^tasks\.synthetic\[0\]\.sedes: unknown key 'sedes'; did you mean 'seeds'"),
-        ({"tasks": {"synthetic": [{"preset": "small", "seeds": []}]}}, r"^tasks\.synthetic\[0\]\.seeds: expected a non-empty list"),
-        ({"tasks": {"synthetic": [{"preset": "small", "seeds": [1, 1]}]}}, r"^tasks\.synthetic\[0\]\.seeds: must not repeat"),
+        (
+            {"tasks": {"synthetic": [{"preset": "small", "sedes": [1]}]}},
+            r"^tasks\.synthetic\[0\]\.sedes: unknown key 'sedes'; did you mean 'seeds'",
+        ),
+        (
+            {"tasks": {"synthetic": [{"preset": "small", "seeds": []}]}},
+            r"^tasks\.synthetic\[0\]\.seeds: expected a non-empty list",
+        ),
+        (
+            {"tasks": {"synthetic": [{"preset": "small", "seeds": [1, 1]}]}},
+            r"^tasks\.synthetic\[0\]\.seeds: must not repeat",
+        ),
         ({"policies": []}, r"^policies: required"),
-        ({"policies": [{"kind": "progresive"}]}, r"^policies\[0\]\.kind: unknown policy 'progresive'; did you mean 'progressive'"),
+        (
+            {"policies": [{"kind": "progresive"}]},
+            r"^policies\[0\]\.kind: unknown policy 'progresive'; did you mean 'progressive'",
+        ),
         ({"policies": [{"grid": {}}]}, r"^policies\[0\]\.kind: required"),
-        ({"policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_fracc": [0.5]}}]},
-         r"^policies\[1\]\.grid\.warn_fracc: unknown parameter of policy 'progressive' 'warn_fracc'; did you mean 'warn_frac'"),
-        ({"policies": [{"kind": "progressive", "params": {"min_tail": 3}}]},
-         r"^policies\[0\]\.params\.min_tail: unknown parameter of policy 'progressive' 'min_tail'; did you mean 'min_tail_messages'"),
-        ({"policies": [{"kind": "progressive", "gird": {}}]}, r"^policies\[0\]\.gird: unknown key 'gird'; did you mean 'grid'"),
-        ({"policies": [{"kind": "progressive", "grid": {"warn_frac": 0.5}}]}, r"^policies\[0\]\.grid\.warn_frac: expected a non-empty list"),
-        ({"policies": [{"kind": "progressive", "grid": {"warn_frac": [0.5]}, "params": {"warn_frac": 0.4}}]},
-         r"^policies\[0\]\.grid\.warn_frac: is also set in params"),
-        ({"history_modes": ["view", "writeback"]}, r"^history_modes\[1\]: unknown history mode 'writeback'; did you mean 'write_back'"),
+        (
+            {"policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_fracc": [0.5]}}]},
+            r"^policies\[1\]\.grid\.warn_fracc: unknown parameter of policy 'progressive' 'warn_fracc'; did you mean "
+            r"'warn_frac'",
+        ),
+        (
+            {"policies": [{"kind": "progressive", "params": {"min_tail": 3}}]},
+            r"^policies\[0\]\.params\.min_tail: unknown parameter of policy 'progressive' 'min_tail'; did you mean "
+            r"'min_tail_messages'",
+        ),
+        (
+            {"policies": [{"kind": "progressive", "gird": {}}]},
+            r"^policies\[0\]\.gird: unknown key 'gird'; did you mean 'grid'",
+        ),
+        (
+            {"policies": [{"kind": "progressive", "grid": {"warn_frac": 0.5}}]},
+            r"^policies\[0\]\.grid\.warn_frac: expected a non-empty list",
+        ),
+        (
+            {"policies": [{"kind": "progressive", "grid": {"warn_frac": [0.5]}, "params": {"warn_frac": 0.4}}]},
+            r"^policies\[0\]\.grid\.warn_frac: is also set in params",
+        ),
+        (
+            {"history_modes": ["view", "writeback"]},
+            r"^history_modes\[1\]: unknown history mode 'writeback'; did you mean 'write_back'",
+        ),
         ({"history_modes": ["view", "view"]}, r"^history_modes: must not repeat"),
-        ({"summarizer": {"variants": ["offline", "ofline_free_text"]}},
-         r"^summarizer\.variants\[1\]: unknown summarizer 'ofline_free_text'; did you mean 'offline_free_text'"),
+        (
+            {"summarizer": {"variants": ["offline", "ofline_free_text"]}},
+            r"^summarizer\.variants\[1\]: unknown summarizer 'ofline_free_text'; did you mean 'offline_free_text'",
+        ),
         ({"summarizer": {"name": "offlin"}}, r"^summarizer\.name: unknown summarizer 'offlin'; did you mean 'offline'"),
         ({"summarizer": {"nmae": "offline"}}, r"^summarizer\.nmae: unknown key 'nmae'; did you mean 'name'"),
         ({"summarizer": {"name": "offline", "variants": ["offline"]}}, r"^summarizer: give name or variants"),
-        ({"summarizer": {"params": {"max_itemz": 3}}}, r"^summarizer\.params\.max_itemz: unknown parameter of summarizer 'offline' 'max_itemz'"),
+        (
+            {"summarizer": {"params": {"max_itemz": 3}}},
+            r"^summarizer\.params\.max_itemz: unknown parameter of summarizer 'offline' 'max_itemz'",
+        ),
         ({"probes": {"every_k": 0}}, r"^probes\.every_k: must be a positive integer"),
         ({"probes": {"scorer": ["recall"]}}, r"^probes\.scorer: unknown key 'scorer'; did you mean 'scorers'"),
         ({"repeats": 0}, r"^repeats: must be an integer >= 1"),
@@ -198,8 +245,16 @@ def test_unknown_scorer_names_the_key_path(shared: Path) -> None:
 
 
 def test_invalid_grid_cell_names_the_cell_or_is_skipped(shared: Path, tmp_path: Path) -> None:
-    d = {**_base(shared), "policies": [{"kind": "keep_all"}, {"kind": "progressive", "grid": {"warn_frac": [0.5, 0.8], "soft_frac": [0.7]}}]}
-    with pytest.raises(ConfigError, match=r"^policies\[1\] cell \{warn_frac=0\.8, soft_frac=0\.7\}: .*warn_frac.*must be < soft_frac"):
+    d = {
+        **_base(shared),
+        "policies": [
+            {"kind": "keep_all"},
+            {"kind": "progressive", "grid": {"warn_frac": [0.5, 0.8], "soft_frac": [0.7]}},
+        ],
+    }
+    with pytest.raises(
+        ConfigError, match=r"^policies\[1\] cell \{warn_frac=0\.8, soft_frac=0\.7\}: .*warn_frac.*must be < soft_frac"
+    ):
         expand_cells(load_spec(d), out_dir=tmp_path)
     cells, skipped = expand_cells(load_spec(d), out_dir=tmp_path, skip_invalid=True)
     assert len(cells) == 2
@@ -229,7 +284,10 @@ def test_sweep_runs_in_workers_and_loads(reference: Path, spec: dict[str, Any]) 
     # per-call rows add up to the headline numbers, with no duplicates
     assert len(res.calls) == int(runs["calls"].sum())
     assert not res.calls.duplicated(["run_id", "call_index"]).any()
-    assert res.calls.groupby("run_id")["compacted"].sum().reindex(runs["run_id"]).tolist() == runs["n_compactions"].tolist()
+    assert (
+        res.calls.groupby("run_id")["compacted"].sum().reindex(runs["run_id"]).tolist()
+        == runs["n_compactions"].tolist()
+    )
     assert len(res.compactions) > 0 and not res.compactions.duplicated(["run_id", "record_index"]).any()
     if "probes" in spec:
         assert len(res.probes) == int(runs["probe_rows"].sum()) > 0
@@ -238,7 +296,15 @@ def test_sweep_runs_in_workers_and_loads(reference: Path, spec: dict[str, Any]) 
     assert {"git_commit", "git_dirty", "packages", "h9eval_version"} <= set(m["provenance"])
     assert m["spec"]["policies"][0]["grid"]["warn_frac"] == [0.5, 0.6, 0.75]  # as passed
     assert m["spec_resolved"]["summarizer_cache"] == str(reference / "summary_cache.sqlite")
-    assert len(m["cells"]) == 18 and {"run_id", "task_spec", "policy_kind", "params", "params_hash", "history_mode", "summarizer"} <= set(m["cells"][0])
+    assert len(m["cells"]) == 18 and {
+        "run_id",
+        "task_spec",
+        "policy_kind",
+        "params",
+        "params_hash",
+        "history_mode",
+        "summarizer",
+    } <= set(m["cells"][0])
     assert [s["grid"] for s in m["skipped"]] == [{"warn_frac": 0.75}] and len(res.skipped) == 1
     assert m["status"]["state"] == "finished" and m["status"]["ok"] == 18
     assert (reference / "summary_cache.sqlite").exists()
@@ -250,9 +316,22 @@ def test_resume_after_kill_gives_the_same_tables(reference: Path, spec: dict[str
     spec_file = tmp_path / "spec.toml"
     spec_file.write_text(_to_toml(spec))
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "h9eval", "sweep", str(spec_file), "--out", str(out), "--workers", "2", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "h9eval",
+        "sweep",
+        str(spec_file),
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     markers = lambda: list(out.glob("cells/*/run.parquet"))  # noqa: E731
     deadline = time.monotonic() + 60
     while len(markers()) < 3 and proc.poll() is None and time.monotonic() < deadline:
@@ -282,7 +361,13 @@ def test_failed_cell_is_recorded_and_rerun_on_resume(shared: Path, tmp_path: Pat
         **_base(shared),
         "name": "fails",
         "window": 3000,
-        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 3000}, "grid": {"prompt_file": [None, str(prompt)]}}],
+        "policies": [
+            {
+                "kind": "progressive",
+                "params": {"context_window_tokens": 3000},
+                "grid": {"prompt_file": [None, str(prompt)]},
+            }
+        ],
     }
     out = tmp_path / "out"
     r = sweep(d, out_dir=out, workers=2, progress=False, on_failure="return")
@@ -322,7 +407,9 @@ def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, m
     assert (r2.ok, r2.ran, r2.reused) == (2, 1, 1)
 
 
-def test_resume_reruns_cells_when_h9eval_code_changed(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_reruns_cells_when_h9eval_code_changed(
+    shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import h9eval.core.provenance as prov
 
     d = {**_base(shared), "history_modes": ["view", "write_back"]}
@@ -395,8 +482,9 @@ def _consolidated_bytes(out: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_streamed_consolidation_writes_the_bytes_of_a_consolidation_at_the_end(spec: dict[str, Any], tmp_path: Path,
-                                                                               workers: int) -> None:
+def test_streamed_consolidation_writes_the_bytes_of_a_consolidation_at_the_end(
+    spec: dict[str, Any], tmp_path: Path, workers: int
+) -> None:
     """The tables taken in cell by cell while the sweep runs (handed over in process, read back
     from a pool) are the bytes a consolidation of the finished folder writes."""
     from h9eval.results.store import consolidate, read_manifest
@@ -448,13 +536,18 @@ def test_stale_consolidated_tables_are_bypassed(reference: Path, tmp_path: Path)
     _assert_same_tables(reference, copy)
 
 
-def test_load_results_refuses_unknown_versions_and_foreign_folders(reference: Path, tmp_path: Path, shared: Path) -> None:
+def test_load_results_refuses_unknown_versions_and_foreign_folders(
+    reference: Path, tmp_path: Path, shared: Path
+) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(reference, copy)
     m = json.loads((copy / "manifest.json").read_text())
     m["schema_version"] = 99
     (copy / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(FormatError, match=r"manifest\.json: manifest schema_version 99 is not supported; this h9eval reads schema_version 1"):
+    with pytest.raises(
+        FormatError,
+        match=r"manifest\.json: manifest schema_version 99 is not supported; this h9eval reads schema_version 1",
+    ):
         load_results(copy)
 
     foreign = tmp_path / "foreign"
@@ -485,7 +578,10 @@ def test_load_results_refuses_unknown_versions_and_foreign_folders(reference: Pa
     t = pq.read_table(victim.with_name("run.parquet"))
     t = t.replace_schema_metadata({**(t.schema.metadata or {}), b"h9eval_schema_version": b"7"})
     pq.write_table(t, victim.with_name("run.parquet"))
-    with pytest.raises(FormatError, match=r"run\.parquet: runs table schema_version 7 is not supported; this h9eval reads schema_version 1"):
+    with pytest.raises(
+        FormatError,
+        match=r"run\.parquet: runs table schema_version 7 is not supported; this h9eval reads schema_version 1",
+    ):
         load_results(broken)
     pq.write_table(pa.table({"a": [1]}), victim.with_name("run.parquet"))
     with pytest.raises(FormatError, match=r"run\.parquet: parquet file lacks h9eval_schema_version"):
@@ -555,7 +651,11 @@ def test_window_peak_frac_sizes_every_policys_window_per_task(shared: Path, tmp_
     r = sweep(spec, out_dir=out, workers=0, progress=False)
     assert (r.ok, r.failed) == (4, 0)
     res = load_results(out)
-    want = {t.task_id: peak_frac_window(t, 0.5) for s in (str(shared / SMALLEST_SWE), "synthetic:small:0") for t in load_tasks_from_spec(s)}
+    want = {
+        t.task_id: peak_frac_window(t, 0.5)
+        for s in (str(shared / SMALLEST_SWE), "synthetic:small:0")
+        for t in load_tasks_from_spec(s)
+    }
     got = res.calls.groupby("task_id")["context_window_tokens"].unique().to_dict()
     assert {k: list(v) for k, v in got.items()} == {k: [w] for k, w in want.items()}
     prog = res.runs[res.runs["policy_kind"] == "progressive"]
@@ -563,7 +663,9 @@ def test_window_peak_frac_sizes_every_policys_window_per_task(shared: Path, tmp_
     assert "context_window_tokens" not in json.loads(prog["params_json"].iloc[0])
     manifest = json.loads((out / "manifest.json").read_text())
     assert {c["window_peak_frac"] for c in manifest["cells"]} == {0.5}
-    with pytest.raises(ConfigError, match=r"^policies\[0\]\.params\.context_window_tokens: conflicts with window\.peak_frac"):
+    with pytest.raises(
+        ConfigError, match=r"^policies\[0\]\.params\.context_window_tokens: conflicts with window\.peak_frac"
+    ):
         load_spec({**spec, "policies": [{"kind": "progressive", "params": {"context_window_tokens": 8000}}]})
     for bad in ({"peak_frac": 0}, {"peak_frac": 2}, {"peak_frac": True}):
         with pytest.raises(ConfigError, match=r"^window\.peak_frac: must be a number in \(0, 1\]"):

@@ -39,9 +39,18 @@ def test_bad_billing_tables_are_refused_by_key_path(billing: dict[str, Any], mat
 
 
 def test_the_billing_table_reaches_every_table(tmp_path: Path) -> None:
-    spec = _spec(model="my-model", models={"my-model": {"provider": "anthropic", "input_usd_per_mtok": 2.0,
-                                                       "output_usd_per_mtok": 8.0, "cache_read_frac": 0.1,
-                                                       "cache_write_5m_frac": 1.25}})
+    spec = _spec(
+        model="my-model",
+        models={
+            "my-model": {
+                "provider": "anthropic",
+                "input_usd_per_mtok": 2.0,
+                "output_usd_per_mtok": 8.0,
+                "cache_read_frac": 0.1,
+                "cache_write_5m_frac": 1.25,
+            }
+        },
+    )
     out = tmp_path / "bill"
     r = sweep(spec, out_dir=out, workers=0, progress=False)
     assert r.failed == 0

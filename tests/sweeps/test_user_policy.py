@@ -15,7 +15,18 @@ from typing import Any, ClassVar
 
 import pytest
 
-from h9eval import Compaction, CompactionEnv, ConfigError, Message, Policy, PolicyRun, Tier, compaction_record, make_policy, register_policy
+from h9eval import (
+    Compaction,
+    CompactionEnv,
+    ConfigError,
+    Message,
+    Policy,
+    PolicyRun,
+    Tier,
+    compaction_record,
+    make_policy,
+    register_policy,
+)
 from h9eval.compaction.base import POLICIES
 from h9eval.compaction.user import is_user_policy, policy_code_hash, ship
 from h9eval.sweeps.sweep import sweep
@@ -24,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # The README's and notebook 07's example, run as a notebook runs it: ``python -c`` has no main
 # file, so the workers' fork server cannot import the code that defined the policy.
-NOTEBOOK_LIKE = '''
+NOTEBOOK_LIKE = """
 import json, sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,13 +74,19 @@ r = sweep({"name": "mine", "window": 16000, "tasks": {"synthetic": [{"preset": "
 res = r.load()
 mine = res.runs[res.runs["policy_kind"] == "keep_head_tail"]
 print(json.dumps({"ok": r.ok, "failed": r.failed, "mine": len(mine), "compactions": int(mine["n_compactions"].sum())}))
-'''
+"""
 
 
 def test_a_notebook_defined_policy_sweeps_on_two_workers(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", NOTEBOOK_LIKE, str(tmp_path / "out")], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [sys.executable, "-c", NOTEBOOK_LIKE, str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     # 2 tasks x (2 grid points + harness9's default), all ok, and the user's policy compacted
@@ -90,7 +107,7 @@ class _LastRun(PolicyRun):
         self.policy, self.env = policy, env
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
-        view = [m for m in history[-self.policy.keep:] if not m.tool_call_id]
+        view = [m for m in history[-self.policy.keep :] if not m.tool_call_id]
         return Compaction(tuple(view), compaction_record(self.env, history, view, Tier.SOFT, extra={"note": "x"}))
 
     def _force(self, history: Sequence[Message]) -> Compaction:
@@ -113,7 +130,11 @@ def test_register_policy_makes_the_kind_usable_and_the_record_helper_fills_harne
     assert rec is not None and [m.content for m in out.view] == ["b" * 40, "c"]
     assert (rec.msgs_before, rec.msgs_after, rec.session_id, rec.tier) == (4, 2, "s1", Tier.SOFT)
     assert rec.tokens_before > rec.tokens_after > 0 and rec.compression_ratio == rec.tokens_after / rec.tokens_before
-    assert rec.extra == {"note": "x"} and is_user_policy(last) and policy_code_hash(last.kind) == policy_code_hash(last.kind) != ""
+    assert (
+        rec.extra == {"note": "x"}
+        and is_user_policy(last)
+        and policy_code_hash(last.kind) == policy_code_hash(last.kind) != ""
+    )
     assert not is_user_policy(POLICIES.get("progressive")) and policy_code_hash("progressive") == ""
 
 
@@ -145,10 +166,17 @@ def test_a_policy_that_cannot_reach_the_workers_is_refused_before_any_cell_runs(
         lock: ClassVar[Any] = threading.Lock()  # cannot be pickled
 
     try:
-        with pytest.raises(ConfigError, match=r"policy 'test_locked_user' .* cannot be sent to the sweep's worker processes .*workers=0"):
+        with pytest.raises(
+            ConfigError,
+            match=r"policy 'test_locked_user' .* cannot be sent to the sweep's worker processes .*workers=0",
+        ):
             ship(["test_locked_user", "progressive"])
-        spec = {"name": "l", "window": 16000, "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
-                "policies": [{"kind": "test_locked_user"}]}
+        spec = {
+            "name": "l",
+            "window": 16000,
+            "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
+            "policies": [{"kind": "test_locked_user"}],
+        }
         with pytest.raises(ConfigError, match="cannot be sent"):
             sweep(spec, out_dir=tmp_path / "o", workers=2, progress=False)
         assert not (tmp_path / "o" / "cells").exists() or not any((tmp_path / "o" / "cells").iterdir())
@@ -162,8 +190,14 @@ def test_a_user_policys_cells_rerun_when_its_code_changes(last: Any, tmp_path: P
     from h9eval.sweeps.cells import expand_cells
     from h9eval.sweeps.spec import load_spec
 
-    spec = load_spec({"name": "c", "window": 16000, "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
-                      "policies": [{"kind": last.kind}, {"kind": "keep_all"}]})
+    spec = load_spec(
+        {
+            "name": "c",
+            "window": 16000,
+            "tasks": {"synthetic": [{"preset": "small", "seeds": [0]}]},
+            "policies": [{"kind": last.kind}, {"kind": "keep_all"}],
+        }
+    )
     mine, builtin = expand_cells(spec, out_dir=tmp_path)[0]
     assert mine.source_hash.endswith(f"+{last.kind}:{policy_code_hash(last.kind)}") and "+" not in builtin.source_hash
     POLICIES.remove(last.kind)
@@ -189,7 +223,9 @@ def test_a_policy_an_optional_h9eval_module_registers_reaches_the_workers_by_ref
         mod.FakeIntegration = cls  # type: ignore[attr-defined]
         POLICIES.add("test_fake_integration", dataclass(frozen=True, kw_only=True)(cls))
         got = ship(["test_fake_integration", "progressive", "keep_all"])
-        assert list(got) == ["test_fake_integration"] and pickle.loads(got["test_fake_integration"]) is POLICIES.get("test_fake_integration")
+        assert list(got) == ["test_fake_integration"] and pickle.loads(got["test_fake_integration"]) is POLICIES.get(
+            "test_fake_integration"
+        )
         assert b"h9eval.integrations.test_fake" in got["test_fake_integration"]  # a reference, not the code
     finally:
         POLICIES.remove("test_fake_integration")

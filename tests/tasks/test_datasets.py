@@ -77,8 +77,11 @@ def test_openai_rows_give_back_the_recorded_messages(shared: Path) -> None:
     """The OpenAI-shaped fixture rows are the recorded sessions' messages: reading them back through
     the adapter must give the same transcripts (role, text, calls, result ids) as the recorded loader."""
     root = shared / "data" / "recorded"
-    recorded = {len(t.messages): t for rel in ("mini-swe-agent/deepseek_chat_dev", "openhands/6e57829462844ed99b8f39e7588cdd14")
-                for t in load_tasks(root / rel)}
+    recorded = {
+        len(t.messages): t
+        for rel in ("mini-swe-agent/deepseek_chat_dev", "openhands/6e57829462844ed99b8f39e7588cdd14")
+        for t in load_tasks(root / rel)
+    }
     sample = load_dataset_tasks(DatasetSource(path=str(FIXTURES / "swe_zero_openhands.parquet")))
     matched = 0
     for t in sample.tasks:
@@ -88,7 +91,9 @@ def test_openai_rows_give_back_the_recorded_messages(shared: Path) -> None:
         matched += 1
         for a, b in zip(t.messages, r.messages):
             assert (a.role, a.content, a.tool_call_id) == (b.role, b.content, b.tool_call_id)
-            assert [(c.id, c.name, c.arguments) for c in a.tool_calls] == [(c.id, c.name, c.arguments) for c in b.tool_calls]
+            assert [(c.id, c.name, c.arguments) for c in a.tool_calls] == [
+                (c.id, c.name, c.arguments) for c in b.tool_calls
+            ]
     assert matched == 2
 
 
@@ -204,8 +209,17 @@ def test_cli_inspect_and_run_a_dataset_row(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
     assert info["adapter"] == "swe_zero_openhands" and info["tasks"] == 2
-    r = _cli("run", "--task", f"dataset:{FIXTURES / 'swe_zero_openhands.parquet'}#1", "--policy", "progressive",
-             "--window", "20000", "--out", str(tmp_path / "run"))
+    r = _cli(
+        "run",
+        "--task",
+        f"dataset:{FIXTURES / 'swe_zero_openhands.parquet'}#1",
+        "--policy",
+        "progressive",
+        "--window",
+        "20000",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "run" / "calls.parquet").is_file()
 

@@ -49,8 +49,13 @@ def test_a_task_file_of_several_tasks(tmp_path: Path) -> None:
 
 def test_a_session_stored_after_write_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task = generate("small", seed=0)
-    res = replay(task, make_policy("progressive", context_window_tokens=16_000), config=ReplayConfig(history_mode="write_back"),
-                 out_dir=tmp_path / "run", run_id="wb")
+    res = replay(
+        task,
+        make_policy("progressive", context_window_tokens=16_000),
+        config=ReplayConfig(history_mode="write_back"),
+        out_dir=tmp_path / "run",
+        run_id="wb",
+    )
     assert res.calls["written_back"].any(), "the session must have been rewritten"
     info = _inspect(capsys, str(tmp_path / "run" / "sessions.db"), "--session", "wb")
     assert info["compacted_history"] is True and info["n_compactions"] == len(info["compaction_message_indices"]) >= 1
@@ -63,10 +68,13 @@ def test_a_first_request_that_survives_is_the_statement(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with SessionStore(db) as st:
         st.create_session("s", title="t")
-        st.add_messages("s", [
-            Message("user", "Fix the flaky test in pkg/store"),
-            Message("user", "[Context Compaction]\n## Anchors\n\n### User Intent\nFix a test\n\n## Summary\nx"),
-            Message("user", "Also update the changelog"),
-        ])
+        st.add_messages(
+            "s",
+            [
+                Message("user", "Fix the flaky test in pkg/store"),
+                Message("user", "[Context Compaction]\n## Anchors\n\n### User Intent\nFix a test\n\n## Summary\nx"),
+                Message("user", "Also update the changelog"),
+            ],
+        )
     info = summarize_task(load_tasks_from_spec(f"{db}#s")[0])
     assert info["task_statement"] == "Fix the flaky test in pkg/store" and info["n_compactions"] == 1

@@ -50,7 +50,9 @@ def test_hf_dataset_round_trip_offline(tasks: list[Task], tmp_path: Path) -> Non
     assert [t.content_hash() for t in tasks_from_dataset(ds)] == [t.content_hash() for t in tasks]
     # written and read back as local parquet: no hub involved (HF_*_OFFLINE are set)
     ds.to_parquet(str(tmp_path / "d.parquet"))
-    local = datasets.load_dataset("parquet", data_files=str(tmp_path / "d.parquet"), split="train", cache_dir=str(tmp_path / "cache"))
+    local = datasets.load_dataset(
+        "parquet", data_files=str(tmp_path / "d.parquet"), split="train", cache_dir=str(tmp_path / "cache")
+    )
     assert [t.content_hash() for t in tasks_from_dataset(local)] == [t.content_hash() for t in tasks]
 
 

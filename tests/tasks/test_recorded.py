@@ -154,7 +154,10 @@ def test_claude_code_main_session() -> None:
     assert max(len(m.tool_calls) for m in t.messages) > 1  # parallel calls were merged
     assert any(f.fact_id.startswith("edited_file_") and f.answer.endswith("mix.exs") for f in t.facts)
     n_fail_facts = sum(f.fact_id.startswith("failed_command_") for f in t.facts)
-    assert md["n_failed_commands"] == 12 and n_fail_facts == 12 - md["n_generic_failures"] - md["n_duplicate_failures"] < 12
+    assert (
+        md["n_failed_commands"] == 12
+        and n_fail_facts == 12 - md["n_generic_failures"] - md["n_duplicate_failures"] < 12
+    )
     without = load_task(RECORDED / CC_MAIN1, keep_compact_summary=False)
     assert len(without.messages) == len(t.messages) - 1
     assert not any(m.meta and m.meta.get("is_compact_summary") for m in without.messages)
@@ -169,7 +172,11 @@ def test_claude_code_second_session_and_subagents() -> None:
     sub = task(CC_SUB)
     assert sub.task_id == "claude_code:ae4a77f8-aedd-4bc1-888f-c94edc91af04/agent-aac57f5"
     assert sub.metadata["is_sidechain"] and sub.metadata["agent_kind"] == "subagent"
-    assert sub.metadata["n_tool_calls"] == 12 and sub.metadata["records_by_type"] == {"assistant": 15, "progress": 12, "user": 13}
+    assert sub.metadata["n_tool_calls"] == 12 and sub.metadata["records_by_type"] == {
+        "assistant": 15,
+        "progress": 12,
+        "user": 13,
+    }
     assert sub.intent.statement.startswith("Search hex.pm")
     comp = task(CC_COMPACT1)
     assert comp.metadata["agent_kind"] == "compaction" and comp.messages[-1].role == "assistant"
@@ -209,7 +216,9 @@ def test_swe_agent_demo_skipping_and_variants() -> None:
     first_call = t.messages[2].tool_calls[0]
     assert first_call.id == "call_3" and json.loads(first_call.arguments) == {"command": "create reproduce_bug.py"}
     assert t.messages[3].tool_call_id == "call_3" and t.messages[3].role == "tool"
-    assert "pydicom/pixel_data_handlers/numpy_handler.py" in t.metadata["edited_files"]  # SWE-agent `edit` on the open file
+    assert (
+        "pydicom/pixel_data_handlers/numpy_handler.py" in t.metadata["edited_files"]
+    )  # SWE-agent `edit` on the open file
     fc = task(SWE_FC)
     assert fc.metadata["variant"] == "function_calling" and fc.metadata["unmatched_tool_calls"] == 0
     assert fc.messages[2].tool_calls[0].id == "call_9diWc1DYm4RLmPfHgIaP2wd"
@@ -222,7 +231,11 @@ def test_openhands_conversation() -> None:
     t = task(OH_1)
     md = t.metadata
     assert md["events_by_kind"] == {
-        "ActionEvent": 59, "Condensation": 1, "MessageEvent": 1, "ObservationEvent": 59, "SystemPromptEvent": 1
+        "ActionEvent": 59,
+        "Condensation": 1,
+        "MessageEvent": 1,
+        "ObservationEvent": 59,
+        "SystemPromptEvent": 1,
     }
     assert md["n_tool_calls"] == 59 and md["n_tool_results"] == 59 and md["unmatched_tool_calls"] == 0
     (cond,) = md["condensations"]
@@ -243,8 +256,18 @@ def test_openhands_conversation() -> None:
 @needs_data
 def test_inspect_task_fields() -> None:
     d = inspect_task(RECORDED / MSA_15695)
-    for key in ("format", "n_messages", "messages_by_role", "n_tool_calls", "n_tool_results", "estimated_tokens",
-                "largest_tool_result_bytes", "task_statement", "unmatched_tool_calls", "n_compactions"):
+    for key in (
+        "format",
+        "n_messages",
+        "messages_by_role",
+        "n_tool_calls",
+        "n_tool_results",
+        "estimated_tokens",
+        "largest_tool_result_bytes",
+        "task_statement",
+        "unmatched_tool_calls",
+        "n_compactions",
+    ):
         assert key in d
     assert d["format"] == "mini_swe_agent" and d["n_messages"] == 177 and d["n_tool_calls"] == 88
     assert 10_000 < d["largest_tool_result_bytes"] < 11_000  # SOURCES.md: 10.6 KB
@@ -261,10 +284,18 @@ def _write(p: Path, obj: Any) -> Path:
 OPENAI_MSGS = [
     {"role": "system", "content": "You are a coding agent."},
     {"role": "user", "content": "Fix the crash in `parse_config` (src/app/config.py): KeyError 'port'."},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"python -m app\"}"}},
-        {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": {"command": "sed -i 's/a/b/' src/app/config.py"}}},
-    ]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "python -m app"}'}},
+            {
+                "id": "c2",
+                "type": "function",
+                "function": {"name": "bash", "arguments": {"command": "sed -i 's/a/b/' src/app/config.py"}},
+            },
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "Traceback...\nKeyError: 'port'", "is_error": True},
     {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "ok"}]},
     {"role": "assistant", "content": "Fixed."},
@@ -277,7 +308,13 @@ def test_openai_chat_list_object_and_jsonl(tmp_path: Path) -> None:
     assert detect_format(a) == "openai_chat"
     t = load_task(a)
     assert t.task_id == "openai_chat:conv" and [m.role for m in t.messages] == [
-        "system", "user", "assistant", "tool", "tool", "assistant", "user"
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
     ]
     assert t.messages[2].tool_calls[1].arguments == '{"command":"sed -i \'s/a/b/\' src/app/config.py"}'
     assert t.messages[3].is_error and t.messages[4].content == "ok"
@@ -286,8 +323,19 @@ def test_openai_chat_list_object_and_jsonl(tmp_path: Path) -> None:
     facts = {f.fact_id: f for f in t.facts}
     assert facts["edited_file_01"].answer == "src/app/config.py"
     assert facts["failed_command_01"].answer == "KeyError: 'port'"
-    b = _write(tmp_path / "obj.json", {"messages": OPENAI_MSGS, "model": "gpt-x", "tools": [
-        {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}]})
+    b = _write(
+        tmp_path / "obj.json",
+        {
+            "messages": OPENAI_MSGS,
+            "model": "gpt-x",
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}},
+                }
+            ],
+        },
+    )
     tb = load_task(b)
     assert tb.tools == ({"name": "bash", "description": "run", "input_schema": {"type": "object"}},)
     assert tb.metadata["model"] == "gpt-x" and tb.messages == t.messages
@@ -308,15 +356,21 @@ ANTHROPIC_REQ = {
     "tools": [{"name": "Read", "description": "read a file", "input_schema": {"type": "object"}}],
     "messages": [
         {"role": "user", "content": "Why does tests/test_io.py fail with ValueError?"},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "hmm", "signature": "x"},
-            {"type": "text", "text": "Let me read it."},
-            {"type": "tool_use", "id": "tu1", "name": "Read", "input": {"file_path": "tests/test_io.py"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "tu1", "content": [{"type": "text", "text": "def test(): ..."}]},
-            {"type": "text", "text": "Please hurry."},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "x"},
+                {"type": "text", "text": "Let me read it."},
+                {"type": "tool_use", "id": "tu1", "name": "Read", "input": {"file_path": "tests/test_io.py"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "tu1", "content": [{"type": "text", "text": "def test(): ..."}]},
+                {"type": "text", "text": "Please hurry."},
+            ],
+        },
         {"role": "assistant", "content": "It fails because..."},
     ],
 }
@@ -327,7 +381,10 @@ def test_anthropic_messages(tmp_path: Path) -> None:
     assert detect_format(p) == "anthropic_messages"
     t = load_task(p)
     assert [m.role for m in t.messages] == ["system", "user", "assistant", "tool", "user", "assistant"]
-    assert t.messages[2].content == "Let me read it." and t.messages[2].tool_calls[0].arguments == '{"file_path":"tests/test_io.py"}'
+    assert (
+        t.messages[2].content == "Let me read it."
+        and t.messages[2].tool_calls[0].arguments == '{"file_path":"tests/test_io.py"}'
+    )
     assert t.messages[3].tool_call_id == "tu1" and t.messages[3].content == "def test(): ..."
     assert t.metadata["thinking_blocks"] == 1 and t.tools[0]["name"] == "Read"
     assert t.intent.statement.startswith("Why does") and "ValueError" in t.intent.key_terms
@@ -345,16 +402,25 @@ MSA_TEXT = {
     },
     "messages": [
         {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "<pr_description>\nConsider the following PR description:\nfoo() raises ZeroDivisionError in "
-                                    "src/foo.py\n</pr_description>\n\n<instructions>...</instructions>"},
+        {
+            "role": "user",
+            "content": "<pr_description>\nConsider the following PR description:\nfoo() raises ZeroDivisionError in "
+            "src/foo.py\n</pr_description>\n\n<instructions>...</instructions>",
+        },
         {"role": "assistant", "content": "THOUGHT: run it.\n\n```bash\npython -c 'import foo; foo.foo()'\n```"},
-        {"role": "user", "content": "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
-                                    "ZeroDivisionError: division by zero\n</output>"},
+        {
+            "role": "user",
+            "content": "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n"
+            "ZeroDivisionError: division by zero\n</output>",
+        },
         {"role": "assistant", "content": "I will fix it, but forgot the block."},
         {"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks, found 0 actions."},
         {"role": "assistant", "content": "THOUGHT: fix.\n\n```bash\nsed -i 's/1\\/0/0/' src/foo.py\n```"},
         {"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"},
-        {"role": "assistant", "content": "THOUGHT: done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff\n```"},
+        {
+            "role": "assistant",
+            "content": "THOUGHT: done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff\n```",
+        },
         {"role": "user", "content": "diff --git a/src/foo.py b/src/foo.py\n"},
     ],
 }
@@ -376,7 +442,18 @@ def test_mini_swe_agent_text_format(tmp_path: Path) -> None:
     assert detect_format(p) == "mini_swe_agent"
     t = load_task(p)
     assert t.task_id == "mini_swe_agent:x__y-1" and t.metadata["variant"] == "text"
-    assert [m.role for m in t.messages] == ["system", "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant", "tool"]
+    assert [m.role for m in t.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
     assert t.messages[2].tool_calls == (t.messages[2].tool_calls[0],) and t.messages[2].tool_calls[0].id == "call_2"
     assert json.loads(t.messages[2].tool_calls[0].arguments) == {"command": "python -c 'import foo; foo.foo()'"}
     assert t.messages[3].tool_call_id == "call_2" and t.messages[4].tool_calls == ()
@@ -402,7 +479,10 @@ def test_shell_edit_detection() -> None:
 
 
 def test_error_summary() -> None:
-    assert error_summary("a\nTraceback\n  File x\nValueError: bad\n", 1) == ("ValueError: bad", ("ValueError", "exit code 1"))
+    assert error_summary("a\nTraceback\n  File x\nValueError: bad\n", 1) == (
+        "ValueError: bad",
+        ("ValueError", "exit code 1"),
+    )
     assert error_summary("", 2) == ("exit code 2", ())
     assert error_summary("grep: foo: No such file or directory", None)[0] == "grep: foo: No such file or directory"
 
@@ -424,8 +504,13 @@ def test_key_terms() -> None:
 
 
 # -- bad input ---------------------------------------------------------------------------------
-CC_LINE = {"type": "user", "sessionId": "s1", "uuid": "u1", "isSidechain": False,
-           "message": {"role": "user", "content": "do it"}}
+CC_LINE = {
+    "type": "user",
+    "sessionId": "s1",
+    "uuid": "u1",
+    "isSidechain": False,
+    "message": {"role": "user", "content": "do it"},
+}
 
 
 def _lines(p: Path, *objs: Any) -> Path:
@@ -500,7 +585,14 @@ def test_bad_input_unknown_and_unreadable(tmp_path: Path) -> None:
         load_task(_write(tmp_path / "c.json", OPENAI_MSGS), keep_compact_summary=False)
     with pytest.raises(FormatError, match="single OpenHands event"):
         detect_format(_write(tmp_path / "event-00001-x.json", {"kind": "ActionEvent", "source": "agent"}))
-    assert set(FORMATS) == {"claude_code", "mini_swe_agent", "swe_agent", "openhands", "openai_chat", "anthropic_messages"}
+    assert set(FORMATS) == {
+        "claude_code",
+        "mini_swe_agent",
+        "swe_agent",
+        "openhands",
+        "openai_chat",
+        "anthropic_messages",
+    }
 
 
 def test_load_tasks_collects_errors(tmp_path: Path) -> None:
@@ -587,8 +679,11 @@ def _load_or_format_error(p: Path) -> None:
 
 @needs_data
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.sampled_from(_FUZZ_SOURCES), cut=st.floats(0.0, 1.0), flips=st.lists(
-    st.tuples(st.floats(0.0, 1.0), st.integers(0, 255)), max_size=3))
+@given(
+    which=st.sampled_from(_FUZZ_SOURCES),
+    cut=st.floats(0.0, 1.0),
+    flips=st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(0, 255)), max_size=3),
+)
 def test_truncated_or_corrupted_real_files_raise_only_format_error(
     tmp_path: Path, which: str, cut: float, flips: list[tuple[float, int]]
 ) -> None:
@@ -620,13 +715,16 @@ def test_corrupted_openhands_event_raises_only_format_error(
     _load_or_format_error(conv)
 
 
-@pytest.mark.parametrize("obj", [
-    {"messages": [{"role": "user", "content": 5}]},
-    {"messages": [{"role": "assistant", "tool_calls": "x"}]},
-    {"system": 3, "messages": [{"role": "user", "content": [{"type": "tool_use"}]}]},
-    [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": 1}]}],
-    [{"role": "user", "content": [7]}],
-])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"messages": [{"role": "user", "content": 5}]},
+        {"messages": [{"role": "assistant", "tool_calls": "x"}]},
+        {"system": 3, "messages": [{"role": "user", "content": [{"type": "tool_use"}]}]},
+        [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": 1}]}],
+        [{"role": "user", "content": [7]}],
+    ],
+)
 def test_malformed_chat_values_raise_format_error(tmp_path: Path, obj: Any) -> None:
     with pytest.raises(FormatError):
         load_task(_write(tmp_path / "c.json", obj))
@@ -634,7 +732,7 @@ def test_malformed_chat_values_raise_format_error(tmp_path: Path, obj: Any) -> N
 
 # -- one OpenAI tool_calls parser; one handler per event kind ---------------------------------
 _TOOL_CALLS = [
-    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}},
+    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
     {"id": "c2", "name": "read_file", "arguments": {"path": "a.py"}},  # the flat form
 ]
 
@@ -646,7 +744,9 @@ def _three_openai_style_files(tmp_path: Path, calls: Any) -> dict[str, Path]:
     swe = [dict(m) for m in msgs]
     swe[2] = {"role": "tool", "tool_call_ids": ["c1"], "content": "ok"}
     return {
-        "mini_swe_agent": _write(tmp_path / "m.traj.json", {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": msgs}),
+        "mini_swe_agent": _write(
+            tmp_path / "m.traj.json", {"trajectory_format": "mini-swe-agent-1.1", "info": {}, "messages": msgs}
+        ),
         "swe_agent": _write(tmp_path / "s.traj", {"history": swe, "trajectory": [], "info": {}}),
         "openai_chat": _write(tmp_path / "c.json", {"messages": msgs}),
     }
@@ -656,7 +756,8 @@ def test_one_tool_calls_parser_for_every_openai_style_format(tmp_path: Path) -> 
     files = _three_openai_style_files(tmp_path, _TOOL_CALLS)
     calls = {fmt: load_task(p, format=fmt).messages[1].tool_calls for fmt, p in files.items()}
     assert [(c.id, c.name, c.arguments) for c in calls["openai_chat"]] == [
-        ("c1", "bash", "{\"command\": \"ls\"}"), ("c2", "read_file", "{\"path\":\"a.py\"}"),
+        ("c1", "bash", '{"command": "ls"}'),
+        ("c2", "read_file", '{"path":"a.py"}'),
     ]
     assert calls["mini_swe_agent"] == calls["swe_agent"] == calls["openai_chat"]
     # SWE-agent may store the list as its Python repr: the same calls come out.
@@ -697,9 +798,13 @@ def _openhands_conv(tmp_path: Path, *events: dict[str, Any]) -> Path:
 
 
 def test_openhands_parallel_actions_merge_until_another_event(tmp_path: Path) -> None:
-    user = _oh_event("MessageEvent", 0, source="user", llm_message={"role": "user", "content": [{"type": "text", "text": "go"}]})
+    user = _oh_event(
+        "MessageEvent", 0, source="user", llm_message={"role": "user", "content": [{"type": "text", "text": "go"}]}
+    )
     # Two actions of one response are one assistant message with two calls.
-    conv = _openhands_conv(tmp_path / "a", user, _oh_action(1, "t1", "r1"), _oh_action(2, "t2", "r1"), _oh_obs(3, "t1"), _oh_obs(4, "t2"))
+    conv = _openhands_conv(
+        tmp_path / "a", user, _oh_action(1, "t1", "r1"), _oh_action(2, "t2", "r1"), _oh_obs(3, "t1"), _oh_obs(4, "t2")
+    )
     t = load_task(conv)
     assert [m.role for m in t.messages] == ["user", "assistant", "tool", "tool"]
     assert [c.id for c in t.messages[1].tool_calls] == ["t1", "t2"] and t.messages[1].content == "step 1"
@@ -710,12 +815,21 @@ def test_openhands_parallel_actions_merge_until_another_event(tmp_path: Path) ->
     assert [m.role for m in t.messages] == ["user", "assistant", "assistant", "tool", "tool"]
     assert [[c.id for c in m.tool_calls] for m in t.messages[1:3]] == [["t1"], ["t2"]]
     assert t.metadata["skipped_records"] == {"BrandNewEvent": 1}
-    assert t.metadata["events_by_kind"] == {"ActionEvent": 2, "BrandNewEvent": 1, "MessageEvent": 1, "ObservationEvent": 2}
+    assert t.metadata["events_by_kind"] == {
+        "ActionEvent": 2,
+        "BrandNewEvent": 1,
+        "MessageEvent": 1,
+        "ObservationEvent": 2,
+    }
 
 
 def test_claude_code_response_merges_across_tool_results_and_skipped_records(tmp_path: Path) -> None:
     def asst(block: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "assistant", "sessionId": "s1", "message": {"id": "m1", "model": "claude-x", "content": [block]}}
+        return {
+            "type": "assistant",
+            "sessionId": "s1",
+            "message": {"id": "m1", "model": "claude-x", "content": [block]},
+        }
 
     result = {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "u1", "content": "r1"}]}}  # fmt: skip
@@ -728,7 +842,9 @@ def test_claude_code_response_merges_across_tool_results_and_skipped_records(tmp
     t = load_task(p)
     assert [m.role for m in t.messages] == ["user", "assistant", "tool", "tool"]
     assert [c.id for c in t.messages[1].tool_calls] == ["u1", "u2"]
-    assert t.metadata["skipped_records"] == {"progress": 1, "system/info": 1} and t.metadata["models"] == {"claude-x": 1}
+    assert t.metadata["skipped_records"] == {"progress": 1, "system/info": 1} and t.metadata["models"] == {
+        "claude-x": 1
+    }
 
 
 def test_anthropic_system_file_with_a_late_non_object_message_is_a_format_error(tmp_path: Path) -> None:
@@ -749,7 +865,9 @@ def test_folder_discovery_leaves_out_claude_codes_own_compaction_calls() -> None
     tasks = load_tasks(RECORDED / CC)
     ids = [t.task_id for t in tasks]
     assert ids and not any("acompact" in i for i in ids)
-    assert any("agent-aac57f5" in i for i in ids) and any(i.endswith("ae4a77f8-aedd-4bc1-888f-c94edc91af04") for i in ids)
+    assert any("agent-aac57f5" in i for i in ids) and any(
+        i.endswith("ae4a77f8-aedd-4bc1-888f-c94edc91af04") for i in ids
+    )
     assert all(t.metadata.get("agent_kind") != "compaction" for t in tasks)
     (one,) = load_tasks(RECORDED / CC_COMPACT1)
     assert one.metadata["agent_kind"] == "compaction"
@@ -761,7 +879,9 @@ def test_jsonl_lines_split_on_newlines_only(tmp_path: Path) -> None:
     text = "do it\u2028now\x0cplease"
     line = {**CC_LINE, "message": {"role": "user", "content": text}}
     p = tmp_path / "s.jsonl"
-    p.write_text(json.dumps(line, ensure_ascii=False) + "\n" + json.dumps({**CC_LINE, "uuid": "u2"}) + "\n", encoding="utf-8")
+    p.write_text(
+        json.dumps(line, ensure_ascii=False) + "\n" + json.dumps({**CC_LINE, "uuid": "u2"}) + "\n", encoding="utf-8"
+    )
     assert "\u2028" in p.read_text(encoding="utf-8")
     t = load_task(p)
     assert t.messages[0].content == text

@@ -272,7 +272,10 @@ def test_artifacts_are_edited_files(long0: Task) -> None:
     assert arts and len({a.key_terms[0] for a in arts}) == len(arts)
     for a in arts:
         m = long0.messages[a.message_index]
-        assert any(tc.name in ("edit_file", "write_file") and json.loads(tc.arguments)["path"] == a.key_terms[0] for tc in m.tool_calls)
+        assert any(
+            tc.name in ("edit_file", "write_file") and json.loads(tc.arguments)["path"] == a.key_terms[0]
+            for tc in m.tool_calls
+        )
 
 
 def test_intent(task: Task) -> None:
@@ -332,10 +335,19 @@ def test_spec_is_frozen_and_keyword_only() -> None:
         ({"medium_output_share": -0.1}, r"medium_output_share must be between 0 and 1 inclusive; got -0.1"),
         ({"cjk_share": float("nan")}, r"cjk_share must be a finite number; got nan"),
         ({"large_output_share": 0.5, "medium_output_share": 0.5}, r"\+ large_read_share must be <= 0.9.*got 1.01"),
-        ({"n_facts": 121, "n_turns": 1000}, r"n_facts must be between 0 and 120 inclusive \(at most min\(120, n_turns\)\); got 121"),
+        (
+            {"n_facts": 121, "n_turns": 1000},
+            r"n_facts must be between 0 and 120 inclusive \(at most min\(120, n_turns\)\); got 121",
+        ),
         ({"n_facts": 41, "n_turns": 40}, r"n_facts must be between 0 and 40 inclusive"),
-        ({"n_failed_attempts": 8, "n_turns": 10}, r"n_failed_attempts must be between 0 and 7 inclusive \(at most n_turns - 3\); got 8"),
-        ({"n_decisions": 40, "n_milestones": 40, "n_plans": 10}, r"narrative events .*= 123\) must be <= 3 \* n_turns \(120\)"),
+        (
+            {"n_failed_attempts": 8, "n_turns": 10},
+            r"n_failed_attempts must be between 0 and 7 inclusive \(at most n_turns - 3\); got 8",
+        ),
+        (
+            {"n_decisions": 40, "n_milestones": 40, "n_plans": 10},
+            r"narrative events .*= 123\) must be <= 3 \* n_turns \(120\)",
+        ),
         ({"max_output_bytes": 5000}, r"max_output_bytes must be between 12000 and 10000000 inclusive; got 5000"),
         ({"seed": -1}, r"seed must be a non-negative integer; got -1"),
         ({"seed": 1.5}, r"seed must be a non-negative integer; got 1.5"),

@@ -13,7 +13,15 @@ def test_prefix_index_answers_as_an_index_of_the_prefix_text() -> None:
 
     rng = random.Random(7)
     words = ["alpha", "beta", "src/app.py", "port 8080", "8081", "ValueError: bad", "config.yaml", "gamma_delta", "x"]
-    msgs = [Message(rng.choice(["user", "assistant", "tool"]), " ".join(rng.choice(words) for _ in range(rng.randint(0, 6))), (), "") for _ in range(60)]
+    msgs = [
+        Message(
+            rng.choice(["user", "assistant", "tool"]),
+            " ".join(rng.choice(words) for _ in range(rng.randint(0, 6))),
+            (),
+            "",
+        )
+        for _ in range(60)
+    ]
     terms = [*words, "src/app.pyx", "confg.yaml", "port 8081", "ValueError: bda", "gamma", "alpha beta", "zzz", "8080"]
     whole = TranscriptText(msgs)
     for i in [-1, 0, 1, 5, 17, 30, 59]:
@@ -21,7 +29,11 @@ def test_prefix_index_answers_as_an_index_of_the_prefix_text() -> None:
         got = whole.prefix(i)
         assert got.text == want.text
         for t in terms:
-            assert (got.present(t), got.first_position(t), got.last_position(t)) == (want.present(t), want.first_position(t), want.last_position(t)), (i, t)
+            assert (got.present(t), got.first_position(t), got.last_position(t)) == (
+                want.present(t),
+                want.first_position(t),
+                want.last_position(t),
+            ), (i, t)
 
 
 def test_a_prefix_index_copies_the_prefix_text_only_when_it_is_read() -> None:
@@ -46,12 +58,39 @@ def _corpus(n_msgs: int, seed: int = 7) -> tuple[list, list[str]]:
     from h9eval.core.messages import Message
 
     rng = random.Random(seed)
-    words = ["alpha", "beta", "src/app.py", "port 8080", "8081", "ValueError: bad", "config.yaml", "gamma_delta", "x",
-             "docs/runbooks/billing-worker-ops.md", "retry budget 45000"]
-    msgs = [Message(rng.choice(["user", "assistant", "tool"]), " ".join(rng.choice(words) for _ in range(rng.randint(0, 12))), (), "")
-            for _ in range(n_msgs)]
-    terms = [*words, "src/app.pyx", "confg.yaml", "port 8081", "ValueError: bda", "gamma_delat", "docs/runbook/billing-worker-ops.md",
-             "retry budget 4500", "retry budgte 45000"]
+    words = [
+        "alpha",
+        "beta",
+        "src/app.py",
+        "port 8080",
+        "8081",
+        "ValueError: bad",
+        "config.yaml",
+        "gamma_delta",
+        "x",
+        "docs/runbooks/billing-worker-ops.md",
+        "retry budget 45000",
+    ]
+    msgs = [
+        Message(
+            rng.choice(["user", "assistant", "tool"]),
+            " ".join(rng.choice(words) for _ in range(rng.randint(0, 12))),
+            (),
+            "",
+        )
+        for _ in range(n_msgs)
+    ]
+    terms = [
+        *words,
+        "src/app.pyx",
+        "confg.yaml",
+        "port 8081",
+        "ValueError: bda",
+        "gamma_delat",
+        "docs/runbook/billing-worker-ops.md",
+        "retry budget 4500",
+        "retry budgte 45000",
+    ]
     return msgs, terms
 
 
@@ -119,7 +158,9 @@ def _views(seed: int = 5) -> tuple[list[list], list[str]]:
         start = max(1, end - rng.randint(15, 40))
         head = [msgs[0]]
         if rng.random() < 0.4:
-            head.append(Message("user", f"[Context Compaction] summary {end}: " + " ".join(rng.sample(terms, 3)), (), ""))
+            head.append(
+                Message("user", f"[Context Compaction] summary {end}: " + " ".join(rng.sample(terms, 3)), (), "")
+            )
         views.append(head + msgs[start : end + 1])
     views.append([])  # an empty view
     return views, terms
@@ -144,7 +185,10 @@ def test_view_cache_answers_as_an_index_of_each_views_own_text() -> None:
             t = text.normalize(t)
             assert (got.exact_present(t), got.fuzzy_present(t)) == (want.exact_present(t), want.fuzzy_present(t)), t
             assert (got.present(t), got.first_position(t), got.last_position(t)) == (
-                want.present(t), want.first_position(t), want.last_position(t)), t
+                want.present(t),
+                want.first_position(t),
+                want.last_position(t),
+            ), t
             fuzzy_only = want.fuzzy_present(t) and not want.exact_present(t)
             n_fuzzy += fuzzy_only
             n_seam += fuzzy_only and not any(TextIndex(p).fuzzy_present(t) for p in got.parts)

@@ -25,7 +25,10 @@ def test_model_registry_and_override(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="did you mean 'gpt-4o-mini'"):
         model_info("gpt-4o-mni")
     f = tmp_path / "models.toml"
-    f.write_text('[models."my-model"]\ncontext_window_tokens = 32000\ninput_usd_per_mtok = 1.0\n\n[models."gpt-4o"]\ncontext_window_tokens = 64000\n')
+    f.write_text(
+        '[models."my-model"]\ncontext_window_tokens = 32000\ninput_usd_per_mtok = '
+        '1.0\n\n[models."gpt-4o"]\ncontext_window_tokens = 64000\n'
+    )
     reg = load_models(f)
     assert reg["my-model"]["context_window_tokens"] == 32000 and reg["gpt-4o"]["context_window_tokens"] == 64000
     assert reg["gpt-4o"]["input_usd_per_mtok"] == 2.5  # fields not overridden are kept
@@ -46,10 +49,21 @@ def test_model_registry_and_override(tmp_path: Path) -> None:
 
 
 def test_to_toml_round_trips_through_policy_from_dict() -> None:
-    text = to_toml({"context_window_tokens": 1000, "warn_frac": 0.5, "extra_anchors": ["constraint"], "na_safe_merge": True, "tail_budget_tokens": None}, comment="x\ny")
+    text = to_toml(
+        {
+            "context_window_tokens": 1000,
+            "warn_frac": 0.5,
+            "extra_anchors": ["constraint"],
+            "na_safe_merge": True,
+            "tail_budget_tokens": None,
+        },
+        comment="x\ny",
+    )
     d = tomllib.loads(text)["policy"]
     p = policy_from_dict(d)
-    assert p.warn_frac == 0.5 and p.extra_anchors == ("constraint",) and p.na_safe_merge and p.tail_budget_tokens is None
+    assert (
+        p.warn_frac == 0.5 and p.extra_anchors == ("constraint",) and p.na_safe_merge and p.tail_budget_tokens is None
+    )
 
 
 def test_tune_tiny(tmp_path: Path) -> None:
@@ -77,7 +91,9 @@ def test_tune_constraints_make_configs_infeasible() -> None:
     assert not r.feasible and not r.evidence["feasible"].any()
     assert "WARNING" in r.toml
     # the model's prices turn the offline summarizer's tokens into a cost bound
-    r = tune([TASK], model="claude-sonnet-4-5", window=14_000, grid={"warn_frac": [0.5]}, refine_rounds=0, max_cost_usd=1e-9)
+    r = tune(
+        [TASK], model="claude-sonnet-4-5", window=14_000, grid={"warn_frac": [0.5]}, refine_rounds=0, max_cost_usd=1e-9
+    )
     assert r.evidence["cost_usd_per_run"].iloc[0] > 0 and not r.feasible
 
 
@@ -91,7 +107,21 @@ def test_tune_validates_inputs() -> None:
 
 
 def test_tune_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["tune", "--tasks", TASK, "--window", "14000", "--grid", json.dumps({"warn_frac": [0.5, 0.6]}), "--refine-rounds", "0", "--out", str(tmp_path)])
+    rc = main(
+        [
+            "tune",
+            "--tasks",
+            TASK,
+            "--window",
+            "14000",
+            "--grid",
+            json.dumps({"warn_frac": [0.5, 0.6]}),
+            "--refine-rounds",
+            "0",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "[policy]" in out and (tmp_path / "recommended.toml").exists()
@@ -108,25 +138,34 @@ def test_tune_refuses_tasks_that_never_reach_the_warn_tier_naming_them() -> None
     from h9eval.tuning.tune import unexercised_tasks
     from h9eval.tasks import load_tasks_from_spec
 
-    with pytest.raises(ConfigError, match=r"never reach the warn tier .*synthetic-small-0 \(peak [\d,]+ tokens\).*allow_unexercised"):
+    with pytest.raises(
+        ConfigError, match=r"never reach the warn tier .*synthetic-small-0 \(peak [\d,]+ tokens\).*allow_unexercised"
+    ):
         tune([TASK], window=200_000, grid={"warn_frac": [0.5, 0.6]}, refine_rounds=0)
     with pytest.warns(UserWarning, match="never reach the warn tier"):
         r = tune([TASK], window=200_000, grid={"warn_frac": [0.5, 0.6]}, refine_rounds=0, allow_unexercised=True)
-    assert any("synthetic-small-0" in w for w in r.warnings) and "WARNING: 1 of 1 task(s) never reach the warn tier" in r.toml
+    assert (
+        any("synthetic-small-0" in w for w in r.warnings)
+        and "WARNING: 1 of 1 task(s) never reach the warn tier" in r.toml
+    )
     # the check is on the uncompacted history against the smallest warn_frac of the grid
     (t,) = load_tasks_from_spec(TASK)
     assert unexercised_tasks([t], window=14_000, warn_frac=0.5) == []
     assert [i for i, _ in unexercised_tasks([t], window=200_000, warn_frac=0.5)] == ["synthetic-small-0"]
 
 
-def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Eight tasks, half held out of the search (seeded split): the recommendation is replayed
     on the four held out and the check is printed next to the recommendation by the CLI. With
     four tasks a quarter would hold out one: the check is not made, the output says why, and
     the task goes back to tuning (mutant killed: a held-out check on fewer than 4 tasks)."""
     from h9eval.tuning.tune import MIN_HELDOUT_TASKS, split_tasks
 
-    assert split_tasks(["d", "a", "c", "b"], holdout_frac=0.25, seed=0) == split_tasks(["a", "b", "c", "d"], holdout_frac=0.25, seed=0)
+    assert split_tasks(["d", "a", "c", "b"], holdout_frac=0.25, seed=0) == split_tasks(
+        ["a", "b", "c", "d"], holdout_frac=0.25, seed=0
+    )
     tun, held = split_tasks(["a", "b", "c", "d"], holdout_frac=0.5, seed=3)
     assert len(held) == 2 and sorted(tun + held) == ["a", "b", "c", "d"]
     assert split_tasks(["a"], holdout_frac=0.5) == (("a",), ())
@@ -143,11 +182,34 @@ def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(tmp_path: P
     assert r.holdout.line() in r.toml and math.isfinite(r.holdout.retention)
     assert r.holdout.tuning_retention == r.evidence[r.evidence["best"]]["retention"].iloc[0]
     ev = r.evidence
-    assert {"retention_ci_lo", "retention_ci_hi", "retention_min", "worst_peak_ratio", "tied", "max_usage_ratio"} <= set(ev.columns)
+    assert {
+        "retention_ci_lo",
+        "retention_ci_hi",
+        "retention_min",
+        "worst_peak_ratio",
+        "tied",
+        "max_usage_ratio",
+    } <= set(ev.columns)
     assert (ev["retention_ci_lo"] <= ev["retention"]).all() and (ev["retention"] <= ev["retention_ci_hi"]).all()
-    main(["tune", "--tasks", *SMALL, "--window", "14000", "--grid", json.dumps({"warn_frac": [0.5, 0.6]}), "--refine-rounds", "0"])
+    main(
+        [
+            "tune",
+            "--tasks",
+            *SMALL,
+            "--window",
+            "14000",
+            "--grid",
+            json.dumps({"warn_frac": [0.5, 0.6]}),
+            "--refine-rounds",
+            "0",
+        ]
+    )
     out = capsys.readouterr().out
-    assert "[policy]" in out and "\nheld-out check not made" in out and "caveat: summaries from the offline extractive stand-in" in out
+    assert (
+        "[policy]" in out
+        and "\nheld-out check not made" in out
+        and "caveat: summaries from the offline extractive stand-in" in out
+    )
     assert "not distinguishable from the best by retention" in out
 
 
@@ -170,7 +232,9 @@ def _rigged(monkeypatch: pytest.MonkeyPatch, **set_on_top: float) -> None:
 
 
 @pytest.mark.parametrize("rig", [{"emergencies": 1}, {"overflows": 2}, {"worst_peak_ratio": 0.99}])
-def test_tuner_never_recommends_a_config_the_filters_exclude(monkeypatch: pytest.MonkeyPatch, rig: dict[str, float]) -> None:
+def test_tuner_never_recommends_a_config_the_filters_exclude(
+    monkeypatch: pytest.MonkeyPatch, rig: dict[str, float]
+) -> None:
     _rigged(monkeypatch, **rig)
     r = tune([TASK], window=14_000, grid={"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]}, refine_rounds=0)
     ev = r.evidence
@@ -212,18 +276,20 @@ def test_objective_cost_picks_the_cheapest_config_retention_cannot_tell_apart() 
     from h9eval.tuning import tune as tune_module
 
     per_task = _json.dumps({"t0": 0.9})
-    ev = pd.DataFrame({
-        "feasible": [True, True, True],
-        "retention": [0.90, 0.89, 0.40],
-        "retention_min": [0.90, 0.89, 0.40],
-        "worst_peak_ratio": [0.7, 0.7, 0.7],
-        "tokens_saved": [0.5, 0.5, 0.9],
-        "summarizer_calls_per_run": [3.0, 3.0, 1.0],
-        "billed_cost_usd_per_run": [2.0, 1.0, 0.1],
-        "overflows": [0, 0, 0],
-        "emergencies": [0, 0, 0],
-        "_per_task": [per_task, _json.dumps({"t0": 0.89}), _json.dumps({"t0": 0.4})],
-    })
+    ev = pd.DataFrame(
+        {
+            "feasible": [True, True, True],
+            "retention": [0.90, 0.89, 0.40],
+            "retention_min": [0.90, 0.89, 0.40],
+            "worst_peak_ratio": [0.7, 0.7, 0.7],
+            "tokens_saved": [0.5, 0.5, 0.9],
+            "summarizer_calls_per_run": [3.0, 3.0, 1.0],
+            "billed_cost_usd_per_run": [2.0, 1.0, 0.1],
+            "overflows": [0, 0, 0],
+            "emergencies": [0, 0, 0],
+            "_per_task": [per_task, _json.dumps({"t0": 0.89}), _json.dumps({"t0": 0.4})],
+        }
+    )
     stat = {"level": 0.95, "n_resamples": 200, "seed": 0}
     assert tune_module._choose(ev, **stat).pick == 0
     cheap = tune_module._choose(ev, **stat, objective="cost_usd")

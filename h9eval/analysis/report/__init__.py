@@ -193,7 +193,9 @@ def write_report(
     res = load_episode_folder(folder) if episode else load_run_folder(folder) if single else load_results(folder)
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
     # one step for the shared context, one per registered section, one for rendering the page
-    bar = make_progress(total=len(SECTIONS) + 2, desc=f"report {folder.name}", unit="section", delay_s=QUIET_DELAY_S, enabled=progress)
+    bar = make_progress(
+        total=len(SECTIONS) + 2, desc=f"report {folder.name}", unit="section", delay_s=QUIET_DELAY_S, enabled=progress
+    )
     ctx = build_context(
         res,
         n_boot=n_boot,

@@ -276,8 +276,11 @@ def _closed_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdic
                     default=default,
                     by_config=by,
                     primary="success",
-                    default_means={"success": float(d["success"]), "tokens sent": float(d["tokens_sent"]),
-                                   _TARGET_NAMES["cost_usd"]: float(d["cost_usd"])},
+                    default_means={
+                        "success": float(d["success"]),
+                        "tokens sent": float(d["tokens_sent"]),
+                        _TARGET_NAMES["cost_usd"]: float(d["cost_usd"]),
+                    },
                 )
             )
     return rows, verdicts

@@ -22,9 +22,16 @@ from h9eval.closedloop.analysis import family_frame, tier_mix_frame
 from h9eval.core.paths import prepare_out_dir
 from h9eval.results.store import cell_dir_name
 
-__all__ = ["STAND_IN_AGENT", "ci_text", "failure_sections", "ledger_sections", "success_sections", "tier_sections",
-           "usd_ci_text",
-           "validation_sections"]
+__all__ = [
+    "STAND_IN_AGENT",
+    "ci_text",
+    "failure_sections",
+    "ledger_sections",
+    "success_sections",
+    "tier_sections",
+    "usd_ci_text",
+    "validation_sections",
+]
 
 STAND_IN_AGENT = (
     "The scripted agent is a stand-in, not a language model: it shows what a policy keeps within reach of a "
@@ -194,7 +201,8 @@ def validation_sections(ctx: ReportContext) -> list[Section]:
     vw = closedloop_units.validation_by_world(v.pairs, n_boot=ctx.n_boot, seed=ctx.seed)
     s.table(
         rho(vw),
-        f"The number to read: without the controls ({', '.join(closedloop_units.CONTROLS)}, whose retention and success "
+        f"The number to read: without the controls ({', '.join(closedloop_units.CONTROLS)}, whose retention and "
+        "success "
         "are fixed by construction), the world as the unit (seeds averaged inside it): rho across configurations per "
         "world, and pooled over (configuration, world) with a world-bootstrap interval.",
     )
@@ -253,23 +261,29 @@ def tier_sections(ctx: ReportContext) -> list[Section]:
     fm = episodes.failure_modes(ep).rename(columns={"agent": "agent_id"})
     kinds = [k for k, _ in episodes.FAILURE_KINDS if k in fm.columns and int(fm[k].sum()) > 0]
     s = Section("Closed loop: tier mix and failure modes")
-    s.text("Which of harness9's tiers each configuration's calls reached: summaries are written at the soft and full "
-           "tiers, the emergency tier truncates without one, so a configuration whose episodes mostly reach emergency "
-           "measures truncation, not its summaries (peer policies report their own tiers: none when they did not "
-           "compact). Beside it, the failure modes as counted in the section above.")
-    pooled = mix[mix["world_kind"] == "all"].merge(fm[["agent_id", "config", "failed", *kinds]],
-                                                  on=["agent_id", "config"], how="left")
+    s.text(
+        "Which of harness9's tiers each configuration's calls reached: summaries are written at the soft and full "
+        "tiers, the emergency tier truncates without one, so a configuration whose episodes mostly reach emergency "
+        "measures truncation, not its summaries (peer policies report their own tiers: none when they did not "
+        "compact). Beside it, the failure modes as counted in the section above."
+    )
+    pooled = mix[mix["world_kind"] == "all"].merge(
+        fm[["agent_id", "config", "failed", *kinds]], on=["agent_id", "config"], how="left"
+    )
     reasons = ep[~ep["success"]].groupby(by)["failure"].agg(_top_reason).rename("most frequent failure")
     pooled = pooled.merge(reasons.reset_index(), on=by, how="left").fillna({"most frequent failure": ""})
-    show = pooled[[*by, "episodes"]].rename(columns={"agent_id": "agent", "config": "configuration",
-                                                    "history_mode": "mode"})
+    show = pooled[[*by, "episodes"]].rename(
+        columns={"agent_id": "agent", "config": "configuration", "history_mode": "mode"}
+    )
     show["episodes reaching soft/full"] = pooled["episodes_soft_or_full_frac"].map(_pct)
     show["episodes reaching emergency"] = pooled["episodes_emergency_frac"].map(_pct)
     show["calls none · warn · soft · full · emergency (%)"] = [
-        " · ".join(f"{100 * float(r[f'calls_{t}_frac']):.0f}" for t in _TIERS) for _, r in pooled.iterrows()]
+        " · ".join(f"{100 * float(r[f'calls_{t}_frac']):.0f}" for t in _TIERS) for _, r in pooled.iterrows()
+    ]
     show["failed"] = pooled["failed"].fillna(0).astype(int)
-    show["failure kinds (episodes)"] = [", ".join(f"{k.replace('_', ' ')} {int(r[k])}" for k in kinds if r[k] > 0)
-                                        for _, r in pooled.iterrows()]
+    show["failure kinds (episodes)"] = [
+        ", ".join(f"{k.replace('_', ' ')} {int(r[k])}" for k in kinds if r[k] > 0) for _, r in pooled.iterrows()
+    ]
     show["most frequent failure"] = pooled["most frequent failure"]
     fam = family_frame(ep, by=by)[[*by, "world_kind", "success_rate", "tokens_sent_mean"]]
     billed = ep.assign(cost_usd=ep["cost_usd"].astype(float) if "cost_usd" in ep.columns else math.nan)
@@ -280,18 +294,26 @@ def tier_sections(ctx: ReportContext) -> list[Section]:
     over = pooled[by].merge(over.reset_index(), on=by, how="left")
     show["tokens sent per episode"] = [f"{t:,.0f}" if t == t else "–" for t in over["tokens"]]
     show["billed USD per episode"] = [_usd(u) for u in over["usd"]]
-    s.table(show, "Tier mix per configuration, all families pooled: the share of episodes that reached a tier at "
-                  "least once and the share of calls at each tier, with the failed episodes, their failure kinds and "
-                  "the worlds' most frequent reason (ids masked), and tokens sent and billed dollars per episode "
-                  "(mean over families of the family means; unpriced: a model without prices).")
+    s.table(
+        show,
+        "Tier mix per configuration, all families pooled: the share of episodes that reached a tier at "
+        "least once and the share of calls at each tier, with the failed episodes, their failure kinds and "
+        "the worlds' most frequent reason (ids masked), and tokens sent and billed dollars per episode "
+        "(mean over families of the family means; unpriced: a model without prices).",
+    )
     per = mix[mix["world_kind"] != "all"].merge(fam, on=[*by, "world_kind"], how="left")
-    per["cell"] = [f"{_pct(float(r.success_rate))} | {_pct(r.episodes_soft_or_full_frac)} | "
-                   f"{_pct(r.episodes_emergency_frac)} | {_usd(float(r.usd))}" for r in per.itertuples(index=False)]
+    per["cell"] = [
+        f"{_pct(float(r.success_rate))} | {_pct(r.episodes_soft_or_full_frac)} | "
+        f"{_pct(r.episodes_emergency_frac)} | {_usd(float(r.usd))}"
+        for r in per.itertuples(index=False)
+    ]
     wide = per.pivot_table(index=by, columns="world_kind", values="cell", aggfunc="first").reset_index()
     wide.columns.name = None
-    s.table(wide.rename(columns={"agent_id": "agent", "config": "configuration", "history_mode": "mode"}),
-            "Per world family (seeds nested), each cell: success | episodes reaching soft/full | episodes reaching "
-            "emergency | billed USD per episode.")
+    s.table(
+        wide.rename(columns={"agent_id": "agent", "config": "configuration", "history_mode": "mode"}),
+        "Per world family (seeds nested), each cell: success | episodes reaching soft/full | episodes reaching "
+        "emergency | billed USD per episode.",
+    )
     return [s]
 
 
@@ -338,13 +360,15 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
     if not len(led):
         return []
     s = Section("Closed loop: what compaction lost, and what the agent did next")
-    s.text("Each world's planted items (facts, rules and constraints, preferences, the superseded rule, artifacts, "
-           "the failed approach, progress markers), typed as in the open-loop ledger, are judged in the view of each "
-           "of the episode's own view rewrites (round k: its k-th compaction that changed what was already sent) by "
-           "the same rule: PRESERVED only with the exact text. Survival is the share kept, averaged per world family "
-           "(seeds nested) with a family-bootstrap interval; pinned items (in the task statement) are left out. "
-           f"The cliff round is the first below {CLIFF_SURVIVAL:.0%}. The controls never rewrite a view the same way "
-           "(keep_all never compacts).")
+    s.text(
+        "Each world's planted items (facts, rules and constraints, preferences, the superseded rule, artifacts, "
+        "the failed approach, progress markers), typed as in the open-loop ledger, are judged in the view of each "
+        "of the episode's own view rewrites (round k: its k-th compaction that changed what was already sent) by "
+        "the same rule: PRESERVED only with the exact text. Survival is the share kept, averaged per world family "
+        "(seeds nested) with a family-bootstrap interval; pinned items (in the task statement) are left out. "
+        f"The cliff round is the first below {CLIFF_SURVIVAL:.0%}. The controls never rewrite a view the same way "
+        "(keep_all never compacts)."
+    )
     if any(str(a).startswith("scripted") for a in ep["agent_id"]):
         s.note(STAND_IN_AGENT)
     family = dict(zip(ep["run_id"], ep["world_kind"]))
@@ -360,27 +384,43 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
             for legend in list(fig.legends):
                 legend.remove()
             fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
-            fig.suptitle("Planted items kept exactly after the k-th view rewrite (pinned items left out; dashed: the "
-                         "cliff level)", fontsize=10)
-            s.figure(f"closedloop_survival_{mode}", fig, f"Closed loop ({mode} mode): items kept exactly after each "
-                     "view rewrite, per configuration and agent; band: 95% bootstrap interval over world families")
+            fig.suptitle(
+                "Planted items kept exactly after the k-th view rewrite (pinned items left out; dashed: the "
+                "cliff level)",
+                fontsize=10,
+            )
+            s.figure(
+                f"closedloop_survival_{mode}",
+                fig,
+                f"Closed loop ({mode} mode): items kept exactly after each "
+                "view rewrite, per configuration and agent; band: 95% bootstrap interval over world families",
+            )
         cliffs = cliff_rounds(curves)
-        wide = cliffs.pivot_table(index=["label", "history_mode"], columns="item_type", values="cliff_round",
-                                  aggfunc="first", observed=True)
-        s.table(wide.astype(object).where(wide.notna(), "–").reset_index().rename(columns={"label": "configuration"}),
-                f"Cliff round per item type (first view rewrite with survival below {CLIFF_SURVIVAL:.0%}; – : never)")
+        wide = cliffs.pivot_table(
+            index=["label", "history_mode"], columns="item_type", values="cliff_round", aggfunc="first", observed=True
+        )
+        s.table(
+            wide.astype(object).where(wide.notna(), "–").reset_index().rename(columns={"label": "configuration"}),
+            f"Cliff round per item type (first view rewrite with survival below {CLIFF_SURVIVAL:.0%}; – : never)",
+        )
     lost = led[led["state"].isin(["LOST", "STALE"]) & ~led["pinned"].astype(bool)]
     if len(lost):
         first = lost.drop_duplicates(["run_id", "item_id"])
         names = dict(zip(runs["run_id"], runs["policy_name"]))
-        table = (first.assign(configuration=first["run_id"].map(names), touched=first["next_use_call"].notna())
-                 .groupby(["configuration", "item_type"])
-                 .agg(lost=("item_id", "size"), touched=("touched", "sum")).reset_index())
+        table = (
+            first.assign(configuration=first["run_id"].map(names), touched=first["next_use_call"].notna())
+            .groupby(["configuration", "item_type"])
+            .agg(lost=("item_id", "size"), touched=("touched", "sum"))
+            .reset_index()
+        )
         table["cell"] = [f"{int(n)} ({int(t)})" for n, t in zip(table["lost"], table["touched"])]
         wide = table.pivot_table(index="configuration", columns="item_type", values="cell", aggfunc="first")
-        s.table(wide.fillna("–").reset_index(), "Items lost (or left stale) at least once per configuration and type, "
-                "summed over episodes, and in brackets how many of them an action touched later (a rule broken, the "
-                "call that needed the item, a re-read or a redone step: the diff pages name the action)")
+        s.table(
+            wide.fillna("–").reset_index(),
+            "Items lost (or left stale) at least once per configuration and type, "
+            "summed over episodes, and in brackets how many of them an action touched later (a rule broken, the "
+            "call that needed the item, a re-read or a redone step: the diff pages name the action)",
+        )
     if ctx.out is not None:
         names = dict(zip(runs["run_id"], runs["policy_name"]))
         where = dict(zip(ep["run_id"], ep["task_id"]))
@@ -388,6 +428,9 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
             target = ctx.out / "ledger" / f"{cell_dir_name(rid)}.html"
             prepare_out_dir(target.parent, what="ledger pages folder")  # refuses a planted link
             write_ledger_page(ctx.results.path, target, run_id=rid)
-            s.link(f"ledger/{target.name}", f"Diff view of {names.get(rid, rid)} on {where.get(rid, rid)}: what each "
-                   "compaction took out and the action that touched a lost item")
+            s.link(
+                f"ledger/{target.name}",
+                f"Diff view of {names.get(rid, rid)} on {where.get(rid, rid)}: what each "
+                "compaction took out and the action that touched a lost item",
+            )
     return [s]

@@ -32,17 +32,19 @@ def cost_by_configuration(rm: pd.DataFrame) -> pd.DataFrame:
     if not len(rm) or not need <= set(rm.columns):
         return pd.DataFrame()
     g = rm.groupby(["label", "history_mode"], sort=True)
-    out = pd.DataFrame({
-        "runs": g.size(),
-        "tokens_saved": g["tokens_saved"].mean(),
-        "cost_usd": g["cost_usd"].mean(),
-        "raw_cost_usd": g["raw_cost_usd"].mean(),
-        "cost_saved": g["cost_saved"].mean(),
-        "cache_read_share": g["cache_read_share"].mean(),
-        "invalidation_usd": g["invalidation_usd"].mean(),
-        "unpriced_calls": g["unpriced_calls"].sum(),
-        "retention": g["retention"].mean() if "retention" in rm.columns else float("nan"),
-    }).reset_index()
+    out = pd.DataFrame(
+        {
+            "runs": g.size(),
+            "tokens_saved": g["tokens_saved"].mean(),
+            "cost_usd": g["cost_usd"].mean(),
+            "raw_cost_usd": g["raw_cost_usd"].mean(),
+            "cost_saved": g["cost_saved"].mean(),
+            "cache_read_share": g["cache_read_share"].mean(),
+            "invalidation_usd": g["invalidation_usd"].mean(),
+            "unpriced_calls": g["unpriced_calls"].sum(),
+            "retention": g["retention"].mean() if "retention" in rm.columns else float("nan"),
+        }
+    ).reset_index()
     return out.rename(columns={"label": "configuration"})
 
 
@@ -66,6 +68,9 @@ def cost_sections(rm: pd.DataFrame) -> list[Section]:
     for c in ("cost_usd", "raw_cost_usd", "invalidation_usd"):
         show[c] = show[c].round(4)
     s.table(show, "Per configuration and history mode: means over tasks (dollars per task, list prices).")
-    s.figure("retention_cost_frontier", plots.retention_cost_frontier(t), "Retention against dollars per task; the dashed "
-             "line is the front of configurations no other beats on both.")
+    s.figure(
+        "retention_cost_frontier",
+        plots.retention_cost_frontier(t),
+        "Retention against dollars per task; the dashed line is the front of configurations no other beats on both.",
+    )
     return [s]

@@ -314,8 +314,10 @@ def summarizer_sections(ctx: ReportContext) -> Section:
             "Summarizer calls and cost per run, per configuration.",
         )
     elif not paid:
-        s.text("Every summarizer in these results is offline: it cost nothing here"
-               + ("; billed USD per run prices its tokens as the billed model would." if billed else "."))
+        s.text(
+            "Every summarizer in these results is offline: it cost nothing here"
+            + ("; billed USD per run prices its tokens as the billed model would." if billed else ".")
+        )
     return s
 
 
@@ -382,7 +384,9 @@ def robustness_table(rob: Any) -> Any:
             r[f"verdict under {x.summarizer}"] = f"{x.verdict} ({x.n_differ})"
         # agreeing that nothing can be told is agreement, but not a finding: said so
         undecided = bool(g["robust"].iloc[0]) and set(g["verdict"]) == {INCONCLUSIVE}
-        r["robust to the stand-in"] = "yes (all inconclusive)" if undecided else "yes" if bool(g["robust"].iloc[0]) else "NO"
+        r["robust to the stand-in"] = (
+            "yes (all inconclusive)" if undecided else "yes" if bool(g["robust"].iloc[0]) else "NO"
+        )
         rows.append(r)
     return pd.DataFrame(rows)
 
@@ -399,8 +403,9 @@ def _robustness(s: Section, rob: Any) -> None:
         "only when every extractor gives the same one: where they disagree, the ranking belongs to the extractor, "
         "not to the strategy.",
     )
-    fragile = sorted({f"{a} ({m})" for a, m, r in zip(t["strategy"], t["metric"], t["robust to the stand-in"])
-                      if r == "NO"})
+    fragile = sorted(
+        {f"{a} ({m})" for a, m, r in zip(t["strategy"], t["metric"], t["robust to the stand-in"]) if r == "NO"}
+    )
     if fragile:
         s.note("Verdicts that change with the extractor: " + ", ".join(fragile) + ".")
 

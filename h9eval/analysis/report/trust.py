@@ -408,7 +408,8 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
     if len(rk) and moved.any():
         s.note(
             "The ranking by retention (memory: pinned probes left out) differs from the ranking with the pinned probes "
-            f"averaged in for {int(moved.sum())} of {len(rk)} configurations; both are shown. This report ranks by memory."
+            f"averaged in for {int(moved.sum())} of {len(rk)} configurations; both are shown. This report ranks by "
+            "memory."
         )
         s.table(rk, "rank: by retention without pinned probes (mean over tasks); rank_with_pinned: with them.")
     return [s]
@@ -429,16 +430,30 @@ def overflow_sections(results: Results, *, names: Any = None) -> list[Section]:
         s.note(f"The tasks could not be reloaded ({type(e).__name__}); the messages are not named.")
         tasks = []
     oc = coverage.overflow_causes(calls, tasks, names=names)
-    per = oc.groupby("config").agg(overflowing_calls=("call_index", "size"), tasks=("task_id", "nunique"),
-                                   alone_over_window=("message_alone_over_window", "sum")).reset_index()
-    s.text(f"{len(oc)} call(s) of {len(calls)} sent a request larger than the window. For each, the newest message and "
-           "its size: when it alone is larger than the window no policy could have avoided the overflow; otherwise the "
-           "policy kept too much before it.")
-    s.table(per.sort_values("overflowing_calls", ascending=False, kind="stable"), "Overflowing calls per configuration.")
+    per = (
+        oc.groupby("config")
+        .agg(
+            overflowing_calls=("call_index", "size"),
+            tasks=("task_id", "nunique"),
+            alone_over_window=("message_alone_over_window", "sum"),
+        )
+        .reset_index()
+    )
+    s.text(
+        f"{len(oc)} call(s) of {len(calls)} sent a request larger than the window. For each, the newest message and "
+        "its size: when it alone is larger than the window no policy could have avoided the overflow; otherwise the "
+        "policy kept too much before it."
+    )
+    s.table(
+        per.sort_values("overflowing_calls", ascending=False, kind="stable"), "Overflowing calls per configuration."
+    )
     detail = oc[~oc["config"].isin(["keep_all", "drop_all"])]
     if len(detail):
-        s.table(pd.DataFrame(detail[["config", "task_id", "history_mode", "call_index", "cause"]]).head(40),
-                "The strategies' overflowing calls (first 40; keep_all, which sends everything, overflows by construction).")
+        s.table(
+            pd.DataFrame(detail[["config", "task_id", "history_mode", "call_index", "cause"]]).head(40),
+            "The strategies' overflowing calls (first 40; keep_all, which sends everything, overflows by "
+            "construction).",
+        )
     return [s]
 
 
@@ -471,8 +486,11 @@ def llm_sections(results: Results, audit: Any = None) -> list[Section]:
     a = V.audit_summary(audit)
     if len(a):
         a["cost_usd"] = a["cost_usd"].astype(object).where(a["cost_usd"].notna(), "unpriced")
-        s.table(a, "LLM scorer audit: replies per role (answer, judge, action), cache hits, tokens and cost in USD "
-                "(unpriced: a model without prices, its dollars unknown).")
+        s.table(
+            a,
+            "LLM scorer audit: replies per role (answer, judge, action), cache hits, tokens and cost in USD "
+            "(unpriced: a model without prices, its dollars unknown).",
+        )
     else:
         s.note("No audit table given: the answers, verdicts and their cost (LLMScorer.audit) are not shown here.")
     return [s]

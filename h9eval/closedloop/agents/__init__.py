@@ -43,8 +43,13 @@ __all__ = [
 
 AGENT_KINDS = ("scripted", "anthropic")
 #: the live agent's numeric parameters (a string form carries every value as text)
-_NUMERIC: dict[str, type] = {"max_tokens": int, "max_retries": int, "temperature": float, "timeout_s": float,
-                             "breaker_failures": int}
+_NUMERIC: dict[str, type] = {
+    "max_tokens": int,
+    "max_retries": int,
+    "temperature": float,
+    "timeout_s": float,
+    "breaker_failures": int,
+}
 
 
 def make_agent(spec: str, /, *, call_limits: CallLimits | None = None, **params: Any) -> Agent:
@@ -77,7 +82,9 @@ def make_agent(spec: str, /, *, call_limits: CallLimits | None = None, **params:
                 both[k] = conv(given[k])
             except ValueError:
                 raise ConfigError(f"agent {spec!r}: {k} must be a number, got {given[k]!r}") from None
-    return AnthropicAgent(**(call_limits.apply(both, who="agent 'anthropic'", part="agent") if call_limits is not None else both))
+    return AnthropicAgent(
+        **(call_limits.apply(both, who="agent 'anthropic'", part="agent") if call_limits is not None else both)
+    )
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str, dict[str, str]]:

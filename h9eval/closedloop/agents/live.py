@@ -53,7 +53,15 @@ from h9eval.core.cassette import Cassette, request_hash
 from h9eval.core.prices import ModelInfo, price_of
 from h9eval.core.errors import ConfigError
 
-__all__ = ["DEFAULT_AGENT_MODEL", "LIVE_MODES", "AnthropicAgent", "Cassette", "action_from_response", "request_hash", "to_anthropic_request"]
+__all__ = [
+    "DEFAULT_AGENT_MODEL",
+    "LIVE_MODES",
+    "AnthropicAgent",
+    "Cassette",
+    "action_from_response",
+    "request_hash",
+    "to_anthropic_request",
+]
 
 LIVE_MODES = ("replay", "record", "live")
 DEFAULT_AGENT_MODEL = "claude-sonnet-4-6"
@@ -66,7 +74,14 @@ def to_anthropic_request(view_json: str, *, model: str, max_tokens: int, tempera
     """The Messages API request body for one step's view (see the module docstring)."""
     view = parse_view(view_json)
     system, msgs = anthropic_messages(view.messages)
-    tools = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t.get("input_schema", {"type": "object"})} for t in view.tools]
+    tools = [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "input_schema": t.get("input_schema", {"type": "object"}),
+        }
+        for t in view.tools
+    ]
     if tools:
         tools[-1]["cache_control"] = dict(_EPHEMERAL)
     body: dict[str, Any] = {
@@ -152,7 +167,9 @@ class AnthropicAgent:
         breaker_failures: int = DEFAULT_BREAKER_FAILURES,
     ) -> None:
         if context_management is not None and not isinstance(context_management.get("edits"), list):
-            raise ConfigError(f"AnthropicAgent.context_management must have an 'edits' list, got {context_management!r}")
+            raise ConfigError(
+                f"AnthropicAgent.context_management must have an 'edits' list, got {context_management!r}"
+            )
         if mode not in LIVE_MODES:
             raise ConfigError(f"AnthropicAgent.mode must be one of {', '.join(LIVE_MODES)}, got {mode!r}")
         if not model:
@@ -173,7 +190,11 @@ class AnthropicAgent:
         self.timeout_s = timeout_s
         self._http_client = http_client
         self.context_management = json.loads(json.dumps(context_management)) if context_management is not None else None
-        self.betas = tuple(betas) if betas is not None else ((CONTEXT_MANAGEMENT_BETA,) if context_management is not None else ())
+        self.betas = (
+            tuple(betas)
+            if betas is not None
+            else ((CONTEXT_MANAGEMENT_BETA,) if context_management is not None else ())
+        )
         # replay mode needs no key and never builds a client
         self._api: AnthropicAPI | None = None
         if mode != "replay":
@@ -199,7 +220,9 @@ class AnthropicAgent:
         return "anthropic" + json.dumps(params, sort_keys=True, separators=(",", ":"))
 
     def request(self, view_json: str) -> dict[str, Any]:
-        body = to_anthropic_request(view_json, model=self.model, max_tokens=self.max_tokens, temperature=self.temperature)
+        body = to_anthropic_request(
+            view_json, model=self.model, max_tokens=self.max_tokens, temperature=self.temperature
+        )
         if self.context_management is not None:
             body["context_management"] = self.context_management
             body["betas"] = list(self.betas)  # part of the hash: another beta is another request
@@ -213,7 +236,10 @@ class AnthropicAgent:
             if hit is not None:
                 return action_from_response(hit, price=self._price())
             if self.mode == "replay":
-                raise AgentError(f"cassette {self.cassette.path}: no recorded response for request {key[:16]} (replay mode never calls the API; record it with mode='record')")
+                raise AgentError(
+                    f"cassette {self.cassette.path}: no recorded response for request {key[:16]} (replay mode never "
+                    "calls the API; record it with mode='record')"
+                )
         resp = self._call(body)
         if self.cassette is not None and self.mode == "record":
             self.cassette.put(key, resp)

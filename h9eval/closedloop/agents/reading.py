@@ -142,7 +142,17 @@ def read_view(messages: tuple[Message, ...], profile: ReaderProfile) -> Reading:
                 path = offload_path(text) if text is not None else None
                 if path is not None and path in refetched:
                     text, path = refetched[path], None
-                calls.append(SeenCall(position=i, call_id=tc.id, name=tc.name, args=_args(tc.arguments), result=text, placeholder_path=path, is_error=bool(res is not None and res.is_error)))
+                calls.append(
+                    SeenCall(
+                        position=i,
+                        call_id=tc.id,
+                        name=tc.name,
+                        args=_args(tc.arguments),
+                        result=text,
+                        placeholder_path=path,
+                        is_error=bool(res is not None and res.is_error),
+                    )
+                )
         elif m.is_tool_result:
             continue
         elif m.content.lstrip().startswith(COMPACTION_MARKER):
@@ -150,7 +160,14 @@ def read_view(messages: tuple[Message, ...], profile: ReaderProfile) -> Reading:
                 summaries.append(m.content)
         elif m.role == "user":
             users.append(m.content)
-    return Reading(system=system, calls=tuple(calls), notes=tuple(notes), summaries=tuple(summaries), user_texts=tuple(users), last=body[-1] if body else None)
+    return Reading(
+        system=system,
+        calls=tuple(calls),
+        notes=tuple(notes),
+        summaries=tuple(summaries),
+        user_texts=tuple(users),
+        last=body[-1] if body else None,
+    )
 
 
 def _args(text: str) -> dict[str, Any]:

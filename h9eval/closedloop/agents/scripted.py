@@ -67,8 +67,22 @@ _TASK_FILE = "TASK.md"
 #: them holds a fixed cue (``because``, ``decided to``) that a summarizer could key on, and the
 #: agent never reads the framing back: swapping vocabularies must not change what it does.
 PHRASINGS: dict[str, tuple[str, ...]] = {
-    "plain": ("Noted: {fact}.", "Result: {fact}.", "{fact}; next step.", "Observed {fact}.", "The tool reported {fact}.", "So far: {fact}."),
-    "alt": ("Seen: {fact}.", "{fact} (logged).", "Got {fact}.", "Memo: {fact}.", "Tool output: {fact}.", "Keeping {fact} in mind."),
+    "plain": (
+        "Noted: {fact}.",
+        "Result: {fact}.",
+        "{fact}; next step.",
+        "Observed {fact}.",
+        "The tool reported {fact}.",
+        "So far: {fact}.",
+    ),
+    "alt": (
+        "Seen: {fact}.",
+        "{fact} (logged).",
+        "Got {fact}.",
+        "Memo: {fact}.",
+        "Tool output: {fact}.",
+        "Keeping {fact} in mind.",
+    ),
 }
 
 
@@ -118,7 +132,7 @@ class ScriptedAgent:
         out: list[Message] = []
         i, after_element = at, first > 0
         while True:
-            sep = text[i:i + 1]
+            sep = text[i : i + 1]
             if sep == "]":
                 return tuple(out), i
             if after_element:
@@ -139,8 +153,13 @@ class ScriptedAgent:
         if len(memo) > _MEMO_MAX:
             memo.clear()
         calls = obj.get("tool_calls") or ()
-        key = (obj.get("role"), obj.get("content"), obj.get("tool_call_id"), obj.get("is_error"),
-               tuple((c.get("id"), c.get("name"), c.get("arguments")) for c in calls if isinstance(c, dict)))
+        key = (
+            obj.get("role"),
+            obj.get("content"),
+            obj.get("tool_call_id"),
+            obj.get("is_error"),
+            tuple((c.get("id"), c.get("name"), c.get("arguments")) for c in calls if isinstance(c, dict)),
+        )
         m = memo.get(key)
         if m is None:
             m = memo[key] = message_from_json(obj, where=f"view.messages[{i}]")
@@ -181,7 +200,11 @@ class ScriptedAgent:
 # -- shared reading helpers ------------------------------------------------------------------
 def _task_texts(r: Reading) -> tuple[str, ...]:
     """Where the task can be read: a visible re-read of the task file, user messages, summaries."""
-    files = tuple(c.result for c in r.calls_named("read_file") if c.arg("path") == _TASK_FILE and _ok(c) and c.placeholder_path is None)
+    files = tuple(
+        c.result
+        for c in r.calls_named("read_file")
+        if c.arg("path") == _TASK_FILE and _ok(c) and c.placeholder_path is None
+    )
     return tuple(t for t in files if t) + r.user_texts + r.summaries
 
 
@@ -285,8 +308,11 @@ def _facts(r: Reading) -> list[str]:
     if _RULE_VENDOR.search(text) and call.name == "read_file":
         facts.append("RULES.md says: never edit vendor/; run tests before commit; use grep, not search")
     if _POLICY_CANCEL.search(text) and call.name == "read_file":
-        facts.append("POLICY.md says: a delivered order is never cancelled; verify_user(user_id) for the order's user before a postcode change; "
-                     "Only a delivered order can be returned")
+        facts.append(
+            "POLICY.md says: a delivered order is never cancelled; verify_user(user_id) for the order's user before a "
+            "postcode change; "
+            "Only a delivered order can be returned"
+        )
     if _EDITED.search(text):
         facts.append(f"files modified so far: {', '.join(_modified_files(r))}")
     if call.name == "open_doc":
@@ -307,9 +333,10 @@ def _solve_fact_chain(r: Reading) -> Action:
         return _need_task(r)
     start, hops = m.group(1), int(m.group(2))
     sections = re.findall(r"A-[0-9a-f]{8}", m.group(3))
-    if any(("Submission recorded." in (c.result or "") or "already submitted" in (c.result or "")) for c in r.calls_named("submit")) or any(
-        "Submission recorded" in n for n in r.notes + r.summaries
-    ):
+    if any(
+        ("Submission recorded." in (c.result or "") or "already submitted" in (c.result or ""))
+        for c in r.calls_named("submit")
+    ) or any("Submission recorded" in n for n in r.notes + r.summaries):
         return Action.finish("Done: the answer was submitted.")
     mapping: dict[str, str] = {}
     for mm in r.search(_LOOKUP):
@@ -352,9 +379,9 @@ def _modified_files(r: Reading) -> list[str]:
 
 
 def _mini_repo_committed(r: Reading) -> bool:
-    return any(_COMMITTED.search(c.result or "") or _ALREADY_COMMITTED in (c.result or "") for c in r.calls_named("commit")) or any(
-        _COMMITTED.search(n) for n in r.notes + r.summaries
-    )
+    return any(
+        _COMMITTED.search(c.result or "") or _ALREADY_COMMITTED in (c.result or "") for c in r.calls_named("commit")
+    ) or any(_COMMITTED.search(n) for n in r.notes + r.summaries)
 
 
 def _mini_repo_failures(source: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -366,7 +393,9 @@ def _mini_repo_failures(source: Sequence[str]) -> dict[str, tuple[str, str]]:
     return failures
 
 
-def _mini_repo_fix(r: Reading, func: str, bad: str, good: str, ok_edits: Sequence[Any], after: int, *, no_vendor: bool, use_grep: bool) -> Action:
+def _mini_repo_fix(
+    r: Reading, func: str, bad: str, good: str, ok_edits: Sequence[Any], after: int, *, no_vendor: bool, use_grep: bool
+) -> Action:
     """The next step towards fixing ``compute_<func>``: edit a file a search found, else fetch the
     search again, else search."""
     # a target edited before the latest run that still fails was the wrong file
@@ -381,7 +410,9 @@ def _mini_repo_fix(r: Reading, func: str, bad: str, good: str, ok_edits: Sequenc
     fetch = _refetch(finds)
     if fetch is not None:
         return fetch
-    return Action.call("grep", pattern=f"compute_{func}") if use_grep else Action.call("search", query=f"compute_{func}")
+    return (
+        Action.call("grep", pattern=f"compute_{func}") if use_grep else Action.call("search", query=f"compute_{func}")
+    )
 
 
 def _solve_mini_repo(r: Reading) -> Action:
@@ -417,7 +448,11 @@ def _mini_repo_work(r: Reading, runs: Sequence[Any], *, no_vendor: bool, tests_f
     goods = {good for _, good in failures.values()}
     if any(c.is_error and c.position > after and c.arg("new") in goods for c in edits):
         return Action.call("run_tests")  # an edit did not apply: learn the real state first
-    pending = [(f, bad, good) for f, (bad, good) in failures.items() if not any(c.arg("new") == good and c.position > after for c in ok_edits)]
+    pending = [
+        (f, bad, good)
+        for f, (bad, good) in failures.items()
+        if not any(c.arg("new") == good and c.position > after for c in ok_edits)
+    ]
     if pending:
         func, bad, good = pending[0]
         return _mini_repo_fix(r, func, bad, good, ok_edits, after, no_vendor=no_vendor, use_grep=use_grep)
@@ -430,7 +465,9 @@ def _mini_repo_work(r: Reading, runs: Sequence[Any], *, no_vendor: bool, tests_f
 _T = r"T-[0-9a-f]{8}"
 _O = r"O-[0-9a-f]{8}"
 _REFUND_TICKET = re.compile(rf"Ticket ({_T}): please refund order ({_O}), amount ([0-9.]+)\.")
-_REFER_TICKET = re.compile(rf"Ticket ({_T}): the customer of ticket ({_T}) asks whether the refund of ([0-9.]+) for order ({_O}) went through")
+_REFER_TICKET = re.compile(
+    rf"Ticket ({_T}): the customer of ticket ({_T}) asks whether the refund of ([0-9.]+) for order ({_O}) went through"
+)
 _QUEUE_EMPTY = "Queue empty"
 _REFUND_DONE = re.compile(rf"Refund (RF-[0-9a-f]{{8}}) issued for order ({_O}) \(([0-9.]+)\)")
 _CLOSED = re.compile(rf"Ticket ({_T}) closed\b")
@@ -457,7 +494,9 @@ def _solve_ticket_queue(r: Reading) -> Action:
     if tid in closed:
         return Action.call("next_ticket")
     refunds = {m.group(2): m.group(1) for m in reversed(r.search(_REFUND_DONE))}  # first refund wins
-    escalated = {m.group(1) for m in r.search(_ESCALATED)} | {c.arg("ticket_id") for c in r.calls_named("escalate") if _ok(c)}
+    escalated = {m.group(1) for m in r.search(_ESCALATED)} | {
+        c.arg("ticket_id") for c in r.calls_named("escalate") if _ok(c)
+    }
     replied = {m.group(1) for m in r.search(_REPLIED)}
     if refund_t is not None:
         order, amount = refund_t.group(2), refund_t.group(3)
@@ -478,9 +517,15 @@ def _solve_ticket_queue(r: Reading) -> Action:
 # -- retail_db ----------------------------------------------------------------------------------
 _ORD = r"O-[0-9a-f]{8}"
 _RD_COUNT = re.compile(r"handle the (\d+) customer requests")
-_RD_REQ = re.compile(rf"^\d+\. (?:(cancel|return) order ({_ORD})|change the delivery postcode of order ({_ORD}) to (P-[0-9a-f]{{8}}))$", re.MULTILINE)
+_RD_REQ = re.compile(
+    rf"^\d+\. (?:(cancel|return) order ({_ORD})|change the delivery postcode of order ({_ORD}) to (P-[0-9a-f]{{8}}))$",
+    re.MULTILINE,
+)
 _RD_ORDER = re.compile(rf"order ({_ORD}): status=(\w+) user=(U-[0-9a-f]{{8}}) postcode=(P-[0-9a-f]{{8}})")
-_RD_DONE = re.compile(rf"Order ({_ORD}) (?:cancelled|returned)\.|Request on order ({_ORD}) refused|order ({_ORD}) is already (?:cancelled|returned)")
+_RD_DONE = re.compile(
+    rf"Order ({_ORD}) (?:cancelled|returned)\.|Request on order ({_ORD}) refused|order ({_ORD}) is already "
+    r"(?:cancelled|returned)"
+)
 _RD_POSTCODE = re.compile(rf"Postcode of order ({_ORD}) set to (P-[0-9a-f]{{8}})")
 _RD_VERIFIED = re.compile(r"User (U-[0-9a-f]{8}) verified")
 _POLICY_CANCEL = re.compile(r"delivered order is never cancelled", re.IGNORECASE)
@@ -492,7 +537,11 @@ def _solve_retail_db(r: Reading) -> Action:
     reqs = _task_list(r, _RD_COUNT, _RD_REQ)
     if reqs is None:
         return _need_task(r)
-    no_cancel, verify, no_return = bool(r.search(_POLICY_CANCEL)), bool(r.search(_POLICY_VERIFY)), bool(r.search(_POLICY_RETURN))
+    no_cancel, verify, no_return = (
+        bool(r.search(_POLICY_CANCEL)),
+        bool(r.search(_POLICY_VERIFY)),
+        bool(r.search(_POLICY_RETURN)),
+    )
     work = [c for c in r.calls if c.name not in ("read_file",)]
     if not (no_cancel or verify or no_return) and not work:
         reads = [c for c in r.calls_named("read_file") if c.arg("path") == "POLICY.md"]
@@ -520,8 +569,16 @@ def _solve_retail_db(r: Reading) -> Action:
         if status in ("cancelled", "returned"):
             continue
         if kind == "cancel":
-            return Action.call("refuse", order_id=oid) if no_cancel and status == "delivered" else Action.call("cancel_order", order_id=oid)
-        return Action.call("refuse", order_id=oid) if no_return and status == "pending" else Action.call("return_order", order_id=oid)
+            return (
+                Action.call("refuse", order_id=oid)
+                if no_cancel and status == "delivered"
+                else Action.call("cancel_order", order_id=oid)
+            )
+        return (
+            Action.call("refuse", order_id=oid)
+            if no_return and status == "pending"
+            else Action.call("return_order", order_id=oid)
+        )
     return Action.finish("Done: every request is handled.")
 
 
@@ -530,7 +587,10 @@ _MT = r"M-[0-9a-f]{8}"
 _CN_COUNT = re.compile(r"for each of the (\d+) meetings")
 _CN_MEETING = re.compile(_MT)
 _RULES = re.compile(r"never book on (\w+); the cost must not exceed (\d+); prefer room (\w+)")
-_RULES_UPDATE = re.compile(r"Update from the user: these replace my earlier constraints from now on: never book on \w+; the cost must not exceed \d+; prefer room \w+")
+_RULES_UPDATE = re.compile(
+    r"Update from the user: these replace my earlier constraints from now on: never book on \w+; the cost must not "
+    r"exceed \d+; prefer room \w+"
+)
 _CN_SLOT = re.compile(rf"slot (S-[0-9a-f]{{8}}) for ({_MT}): day=(\w+) room=(\w+) cost=(\d+)")
 _CN_BOOKED = re.compile(rf"Booked meeting ({_MT}) into slot|meeting ({_MT}) is already booked")
 
@@ -542,7 +602,11 @@ def _solve_constraints(r: Reading) -> Action:
     if header_n is None or len(meetings) != int(header_n.group(1)):
         return _need_task(r)
     update = r.search(_RULES_UPDATE)
-    rules_m = _RULES.search(update[-1].group(0)) if update else next((m for t in _task_texts(r) for m in _RULES.finditer(t)), None)
+    rules_m = (
+        _RULES.search(update[-1].group(0))
+        if update
+        else next((m for t in _task_texts(r) for m in _RULES.finditer(t)), None)
+    )
     booked = {g for m in r.search(_CN_BOOKED) for g in m.groups() if g}
     slots: dict[str, list[tuple[str, str, str, int]]] = {}
     for m in r.search(_CN_SLOT):
@@ -597,7 +661,9 @@ def _solve_evidence_search(r: Reading) -> Action:
                 evidence.setdefault(m.group(1), m.group(4))
         if evidence:
             value = next(iter(evidence.values()))
-            return Action.call("answer", question_id=qid, value=value, evidence=sorted(d for d, v in evidence.items() if v == value))
+            return Action.call(
+                "answer", question_id=qid, value=value, evidence=sorted(d for d, v in evidence.items() if v == value)
+            )
         query = f"the {attr} of {subj}"
         searches = [c for c in r.calls_named("search") if c.arg("query") == query]
         hits = [h for c in searches for h in _ES_HIT.findall(c.result or "")]
@@ -656,7 +722,9 @@ _AT_PUBLISHED = re.compile(r"Published \d+ artifact|the release was already publ
 def _solve_artifact_trail(r: Reading) -> Action:
     header_n = _AT_COUNT.search(_task_header(r))
     listed = next((t for t in _task_texts(r) if "\nComponents: " in t), "")
-    comps = [c.strip() for c in listed.partition("\nComponents: ")[2].split("\n")[0].rstrip(".").split(",") if c.strip()]
+    comps = [
+        c.strip() for c in listed.partition("\nComponents: ")[2].split("\n")[0].rstrip(".").split(",") if c.strip()
+    ]
     if header_n is None or len(comps) != int(header_n.group(1)):
         return _need_task(r)
     if r.search(_AT_PUBLISHED):
@@ -681,13 +749,28 @@ def _solve_artifact_trail(r: Reading) -> Action:
 
 #: lines of a tool result the agent's note quotes (the world's own words)
 _NOTE_FACTS: tuple[re.Pattern[str], ...] = (
-    _LOOKUP, _AUDIT_DONE, re.compile(r"Submission recorded"), _FAILED, _GREEN, _COMMITTED,
-    _REFUND_DONE, _CLOSED, _ESCALATED, _REPLIED,
-    _RD_ORDER, _RD_DONE, _RD_POSTCODE, _RD_VERIFIED,
+    _LOOKUP,
+    _AUDIT_DONE,
+    re.compile(r"Submission recorded"),
+    _FAILED,
+    _GREEN,
+    _COMMITTED,
+    _REFUND_DONE,
+    _CLOSED,
+    _ESCALATED,
+    _REPLIED,
+    _RD_ORDER,
+    _RD_DONE,
+    _RD_POSTCODE,
+    _RD_VERIFIED,
     re.compile(rf"Booked meeting {_MT} into slot S-[0-9a-f]{{8}}"),
     re.compile(r"Answer to Q-[0-9a-f]{8} recorded"),
-    _DS_FAILED, _DS_FIXED, re.compile(rf"Committed fix {_HYP}"),
-    _AT_BUILT, _AT_TESTED, re.compile(r"Published \d+ artifact"),
+    _DS_FAILED,
+    _DS_FIXED,
+    re.compile(rf"Committed fix {_HYP}"),
+    _AT_BUILT,
+    _AT_TESTED,
+    re.compile(r"Published \d+ artifact"),
 )
 
 _SOLVERS: dict[str, Callable[[Reading], Action]] = {
@@ -702,8 +785,19 @@ _SOLVERS: dict[str, Callable[[Reading], Action]] = {
 }
 #: the calls that end a task: the todo list is worked off before them
 _FINAL_TOOLS: dict[str, tuple[str, ...]] = {
-    "fact_chain": ("submit",), "mini_repo": ("commit",), "ticket_queue": (), "retail_db": (), "constraints": (),
-    "evidence_search": (), "debug_session": ("commit",), "artifact_trail": ("publish",),
+    "fact_chain": ("submit",),
+    "mini_repo": ("commit",),
+    "ticket_queue": (),
+    "retail_db": (),
+    "constraints": (),
+    "evidence_search": (),
+    "debug_session": ("commit",),
+    "artifact_trail": ("publish",),
 }
 #: "done" notes that end a task by finishing it (worlds without a final call)
-_FINAL_DONE = ("Done: the queue is empty.", "Done: every request is handled.", "Done: every meeting is booked.", "Done: every question is answered.")
+_FINAL_DONE = (
+    "Done: the queue is empty.",
+    "Done: every request is handled.",
+    "Done: every meeting is booked.",
+    "Done: every question is answered.",
+)

@@ -36,7 +36,24 @@ from h9eval.closedloop.worlds.base import (
 
 __all__ = ["ArtifactTrail", "ArtifactTrailParams"]
 
-_PARTS = ("core", "api", "cli", "web", "auth", "store", "sync", "feed", "mail", "jobs", "geo", "pay", "docs", "lint", "ui", "ops")
+_PARTS = (
+    "core",
+    "api",
+    "cli",
+    "web",
+    "auth",
+    "store",
+    "sync",
+    "feed",
+    "mail",
+    "jobs",
+    "geo",
+    "pay",
+    "docs",
+    "lint",
+    "ui",
+    "ops",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,14 +81,21 @@ class ArtifactTrail(World):
             n = f"{rng.choice(_PARTS)}-{rng.choice(_PARTS)}{rng.randrange(10)}"
             if n not in names:
                 names.append(n)
-        return {"components": names, "builds": [], "tests": [], "published": [], "build_rng": rng.getrandbits(32), "violations": []}
+        return {
+            "components": names,
+            "builds": [],
+            "tests": [],
+            "published": [],
+            "build_rng": rng.getrandbits(32),
+            "violations": [],
+        }
 
     def _task_text(self) -> str:
         comps = self._state["components"]
         return (
             f"TASK artifact_trail: build, test and publish the {len(comps)} components listed below.\n"
             "Details: build(component) builds one and names the artifact (<path>@<digest>) in its log; "
-            "test_artifact(path) tests an artifact; finish with publish(manifest=[\"<path>@<digest>\", ...]) listing "
+            'test_artifact(path) tests an artifact; finish with publish(manifest=["<path>@<digest>", ...]) listing '
             "the latest build of every component, each tested, exactly once.\nComponents: " + ", ".join(comps) + "."
         )
 
@@ -109,7 +133,7 @@ class ArtifactTrail(World):
     def _tool_publish(self, args: dict[str, Any]) -> str:
         manifest = args["manifest"]
         if not isinstance(manifest, list) or not all(isinstance(m, str) for m in manifest):
-            return "Error: manifest must be a list of \"<path>@<digest>\" entries"
+            return 'Error: manifest must be a list of "<path>@<digest>" entries'
         refusal = self._once("published", (tuple(manifest), self._step), "Error: the release was already published")
         if refusal:
             return refusal
@@ -129,8 +153,13 @@ class ArtifactTrail(World):
         first = s["published"][0] if s["published"] else None
         listed = set(first[0]) if first else set()
         goals = [Subgoal(f"built:{c}", c in latest) for c in s["components"]]
-        goals += [Subgoal(f"published:{c}", c in latest and f"{latest[c]['path']}@{latest[c]['digest']}" in listed) for c in s["components"]]
-        exact = first is not None and sorted(first[0]) == self.expected_manifest() and len(latest) == len(s["components"])
+        goals += [
+            Subgoal(f"published:{c}", c in latest and f"{latest[c]['path']}@{latest[c]['digest']}" in listed)
+            for c in s["components"]
+        ]
+        exact = (
+            first is not None and sorted(first[0]) == self.expected_manifest() and len(latest) == len(s["components"])
+        )
         goals.append(Subgoal("manifest_exact", exact))
         rebuilds = len(s["builds"]) - len(latest)
         expected = set(self.expected_manifest())
@@ -148,8 +177,22 @@ class ArtifactTrail(World):
     def ground_truth(self) -> tuple[GroundFact, ...]:
         facts = []
         for c, b in sorted(self._latest().items()):
-            facts.append(GroundFact(f"path_{c}", f"Which artifact did the latest build of {c} make?", b["path"], ("publish",),
-                                    item_type="artifact"))
-            facts.append(GroundFact(f"digest_{c}", f"What is the digest of the latest build of {c}?", b["digest"], ("publish",),
-                                    item_type="artifact"))
+            facts.append(
+                GroundFact(
+                    f"path_{c}",
+                    f"Which artifact did the latest build of {c} make?",
+                    b["path"],
+                    ("publish",),
+                    item_type="artifact",
+                )
+            )
+            facts.append(
+                GroundFact(
+                    f"digest_{c}",
+                    f"What is the digest of the latest build of {c}?",
+                    b["digest"],
+                    ("publish",),
+                    item_type="artifact",
+                )
+            )
         return tuple(facts)

@@ -62,6 +62,7 @@ SIDE_EFFECT = "side_effect"
 #: paths below this folder are harness9 offload files (served by the episode, not the world)
 OFFLOAD_DIR_PREFIX = ".harness9/tool_results/"
 
+
 @dataclass(frozen=True, kw_only=True)
 class WorldParams:
     """Parameters every world has (subclasses add their own fields)."""
@@ -92,10 +93,22 @@ class WorldParams:
 
     def __post_init__(self) -> None:
         self._check(self.padding_bytes >= 0, "padding_bytes", "must be >= 0", self.padding_bytes)
-        self._check(0.0 <= self.padding_jitter_frac < 1.0, "padding_jitter_frac", "must be in [0, 1)", self.padding_jitter_frac)
-        self._check(self.result_sizes in RESULT_SIZES, "result_sizes", f"must be one of {', '.join(RESULT_SIZES)}", self.result_sizes)
+        self._check(
+            0.0 <= self.padding_jitter_frac < 1.0, "padding_jitter_frac", "must be in [0, 1)", self.padding_jitter_frac
+        )
+        self._check(
+            self.result_sizes in RESULT_SIZES,
+            "result_sizes",
+            f"must be one of {', '.join(RESULT_SIZES)}",
+            self.result_sizes,
+        )
         self._check(0.0 < self.size_scale <= 20.0, "size_scale", "must be in (0, 20]", self.size_scale)
-        self._check(self.fact_position in FACT_POSITIONS, "fact_position", f"must be one of {', '.join(FACT_POSITIONS)}", self.fact_position)
+        self._check(
+            self.fact_position in FACT_POSITIONS,
+            "fact_position",
+            f"must be one of {', '.join(FACT_POSITIONS)}",
+            self.fact_position,
+        )
         self._check(0 <= self.todo_items <= 20, "todo_items", "must be between 0 and 20", self.todo_items)
 
     def _check(self, ok: bool, field_name: str, rule: str, value: Any) -> None:
@@ -318,14 +331,18 @@ class World:
         self._require_reset()
         text = self._task_text()
         if self._state["todo"]:
-            text += "\nTodo list (mark each item with mark_todo before you finish): " + ", ".join(self._state["todo"]) + "."
+            text += (
+                "\nTodo list (mark each item with mark_todo before you finish): " + ", ".join(self._state["todo"]) + "."
+            )
         return text
 
     @property
     def tool_specs(self) -> tuple[dict[str, Any], ...]:
         """The tools in harness9's schema form (``name``, ``description``, ``input_schema``)."""
         specs = list(self._tool_specs())
-        specs.append(_spec("read_file", "Read a file (also the full text of an offloaded tool result).", {"path": "string"}))
+        specs.append(
+            _spec("read_file", "Read a file (also the full text of an offloaded tool result).", {"path": "string"})
+        )
         if self.params.todo_items:
             specs.append(_spec("mark_todo", "Mark one todo list item as done.", {"item": "string"}))
         return tuple(specs)
@@ -352,13 +369,31 @@ class World:
             else:
                 self._call_key = tool_name + canonical_args(args)
                 out = getattr(self, f"_tool_{tool_name}")(dict(args))
-        self.ledger.append(LedgerEntry(self._step, tool_name, canonical_args(args) if isinstance(args, Mapping) else "{}", kind, out.startswith("Error:"), len(out.encode("utf-8"))))
+        self.ledger.append(
+            LedgerEntry(
+                self._step,
+                tool_name,
+                canonical_args(args) if isinstance(args, Mapping) else "{}",
+                kind,
+                out.startswith("Error:"),
+                len(out.encode("utf-8")),
+            )
+        )
         return out
 
     def record_refetch(self, path: str, result: str) -> None:
         """Ledger entry for a ``read_file`` of an offload file that the episode served."""
         self._step += 1
-        self.ledger.append(LedgerEntry(self._step, "read_file", canonical_args({"path": path}), "refetch", result.startswith("Error:"), len(result.encode("utf-8"))))
+        self.ledger.append(
+            LedgerEntry(
+                self._step,
+                "read_file",
+                canonical_args({"path": path}),
+                "refetch",
+                result.startswith("Error:"),
+                len(result.encode("utf-8")),
+            )
+        )
 
     def check(self) -> Outcome:
         """Score the hidden state: the family's :meth:`_assess`, the todo list, one failure reason."""
@@ -500,4 +535,3 @@ def register_world(cls: type[World]) -> type[World]:
 
 def params_dict(params: WorldParams) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(params), default=list))
-

@@ -33,8 +33,22 @@ from h9eval.closedloop.worlds.base import (
 __all__ = ["DebugSession", "DebugSessionParams"]
 
 _CHANGES = ("pin", "widen", "guard", "reorder", "cache", "retry", "lock", "normalize", "escape", "flush")
-_TARGETS = ("the parser", "the cache key", "the retry loop", "the date format", "the pool size", "the encoder", "the lock order", "the timeout")
-_REASONS = ("the same assertion still fails", "a different test now fails", "the test times out", "the fix breaks the build")
+_TARGETS = (
+    "the parser",
+    "the cache key",
+    "the retry loop",
+    "the date format",
+    "the pool size",
+    "the encoder",
+    "the lock order",
+    "the timeout",
+)
+_REASONS = (
+    "the same assertion still fails",
+    "a different test now fails",
+    "the test times out",
+    "the fix breaks the build",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +75,14 @@ class DebugSession(World):
 
     def _new_state(self, rng: random.Random) -> dict[str, Any]:
         p = self.params
-        hyps = [{"id": self._nonce(rng, "H"), "text": f"{rng.choice(_CHANGES)} {rng.choice(_TARGETS)}", "reason": rng.choice(_REASONS)} for _ in range(p.n_hypotheses)]
+        hyps = [
+            {
+                "id": self._nonce(rng, "H"),
+                "text": f"{rng.choice(_CHANGES)} {rng.choice(_TARGETS)}",
+                "reason": rng.choice(_REASONS),
+            }
+            for _ in range(p.n_hypotheses)
+        ]
         late = max(1, round(p.n_hypotheses * p.late_frac))
         good = rng.randrange(p.n_hypotheses - late, p.n_hypotheses)
         return {"hyps": hyps, "good": hyps[good]["id"], "tries": [], "commits": [], "violations": []}
@@ -77,7 +98,11 @@ class DebugSession(World):
     def _tool_specs(self) -> tuple[dict[str, Any], ...]:
         return (
             tool_spec("list_hypotheses", "List the candidate fixes.", {}),
-            tool_spec("try_fix", "Apply one candidate fix and run the tests (a failed fix is reverted).", {"hypothesis_id": "string"}),
+            tool_spec(
+                "try_fix",
+                "Apply one candidate fix and run the tests (a failed fix is reverted).",
+                {"hypothesis_id": "string"},
+            ),
             tool_spec("commit", "Commit the fix that worked (once).", {"hypothesis_id": "string"}),
         )
 
@@ -128,6 +153,15 @@ class DebugSession(World):
         facts = [GroundFact("working_fix", "Which hypothesis fixed the bug?", s["good"], ("commit",))]
         failed = [t for t, _ in s["tries"] if t != s["good"]]
         if failed:
-            facts.append(GroundFact("first_failed", "Which hypothesis was tried first and failed?", failed[0], ("try_fix",), cue="",
-                                    item_type="failed_approach", breaks=("no_retry",)))
+            facts.append(
+                GroundFact(
+                    "first_failed",
+                    "Which hypothesis was tried first and failed?",
+                    failed[0],
+                    ("try_fix",),
+                    cue="",
+                    item_type="failed_approach",
+                    breaks=("no_retry",),
+                )
+            )
         return tuple(facts)

@@ -61,8 +61,18 @@ class EvidenceSearchParams(WorldParams):
         self._check_between("evidence_docs", 1, 5)
         self._check_between("distractor_docs", 0, 8)
         need = self.n_questions * (self.evidence_docs + self.distractor_docs)
-        self._check(need <= self.n_docs <= 2000, "n_docs", f"must be between n_questions*(evidence_docs+distractor_docs) ({need}) and 2000", self.n_docs)
-        self._check(self.evidence_docs + self.distractor_docs <= self.top_k <= 20, "top_k", "must be between evidence_docs+distractor_docs and 20", self.top_k)
+        self._check(
+            need <= self.n_docs <= 2000,
+            "n_docs",
+            f"must be between n_questions*(evidence_docs+distractor_docs) ({need}) and 2000",
+            self.n_docs,
+        )
+        self._check(
+            self.evidence_docs + self.distractor_docs <= self.top_k <= 20,
+            "top_k",
+            "must be between evidence_docs+distractor_docs and 20",
+            self.top_k,
+        )
 
 
 @register_world
@@ -111,15 +121,21 @@ class EvidenceSearch(World):
             questions.append({"id": qid, "subject": name, "attr": attr, "value": value})
             qrels[qid] = grades
         for did in order[k:]:
-            docs[did] = {"title": f"{rng.choice(_TOPICS)} {rng.choice(_TOPICS)}", "lines": [f"General {rng.choice(_TOPICS)} notes for the {rng.choice(_ATTRS)} team."], "seed": rng.getrandbits(32)}
+            docs[did] = {
+                "title": f"{rng.choice(_TOPICS)} {rng.choice(_TOPICS)}",
+                "lines": [f"General {rng.choice(_TOPICS)} notes for the {rng.choice(_ATTRS)} team."],
+                "seed": rng.getrandbits(32),
+            }
         return {"questions": questions, "docs": docs, "qrels": qrels, "answers": []}
 
     def _task_text(self) -> str:
         qs = self._state["questions"]
         lines = "\n".join(f"{q['id']}: What is the {q['attr']} of {q['subject']}?" for q in qs)
         return (
-            f"TASK evidence_search: answer the {len(qs)} questions listed below from the document corpus, citing the documents that state each answer.\n"
-            "Details: search(query) lists matching documents; open_doc(doc_id) shows one. Answer each question exactly once with "
+            f"TASK evidence_search: answer the {len(qs)} questions listed below from the document corpus, citing the "
+            "documents that state each answer.\n"
+            "Details: search(query) lists matching documents; open_doc(doc_id) shows one. Answer each question exactly "
+            "once with "
             "answer(question_id, value, evidence=[ids of the documents that state the value]).\nQuestions:\n" + lines
         )
 
@@ -127,7 +143,11 @@ class EvidenceSearch(World):
         return (
             tool_spec("search", "Search the corpus (BM25); lists the best matching documents.", {"query": "string"}),
             tool_spec("open_doc", "Show one document.", {"doc_id": "string"}),
-            tool_spec("answer", "Answer a question, citing evidence documents (once per question).", {"question_id": "string", "value": "string", "evidence": "array"}),
+            tool_spec(
+                "answer",
+                "Answer a question, citing evidence documents (once per question).",
+                {"question_id": "string", "value": "string", "evidence": "array"},
+            ),
         )
 
     def _retriever(self) -> Any:
@@ -159,7 +179,9 @@ class EvidenceSearch(World):
             return f"no documents match {query!r}"
         scores = retriever.get_scores(tokens)
         ranked = sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))[: self.params.top_k]
-        hits = [f"{ids[i]} ({float(scores[i]):.2f}) {self._state['docs'][ids[i]]['title']}" for i in ranked if scores[i] > 0]
+        hits = [
+            f"{ids[i]} ({float(scores[i]):.2f}) {self._state['docs'][ids[i]]['title']}" for i in ranked if scores[i] > 0
+        ]
         if not hits:
             return f"no documents match {query!r}"
         return self._observe(f"search results for {query!r}:\n" + "\n".join(hits), tag="search", kind="search")
@@ -216,8 +238,24 @@ class EvidenceSearch(World):
     def ground_truth(self) -> tuple[GroundFact, ...]:
         out = []
         for q in self._state["questions"]:
-            out.append(GroundFact(f"value_{q['id']}", f"What is the {q['attr']} of {q['subject']}?", q["value"], ("answer",), cue=q["id"]))
+            out.append(
+                GroundFact(
+                    f"value_{q['id']}",
+                    f"What is the {q['attr']} of {q['subject']}?",
+                    q["value"],
+                    ("answer",),
+                    cue=q["id"],
+                )
+            )
             docs = sorted(d for d, g in self._state["qrels"][q["id"]].items() if g == 2)
-            out.append(GroundFact(f"evidence_{q['id']}", f"Which document states the {q['attr']} of {q['subject']}?", docs[0], ("answer",), cue=q["id"],
-                                  item_type="artifact"))
+            out.append(
+                GroundFact(
+                    f"evidence_{q['id']}",
+                    f"Which document states the {q['attr']} of {q['subject']}?",
+                    docs[0],
+                    ("answer",),
+                    cue=q["id"],
+                    item_type="artifact",
+                )
+            )
         return tuple(out)

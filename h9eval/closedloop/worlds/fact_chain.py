@@ -74,14 +74,17 @@ class FactChain(World):
             f"run the audits ({sections}), then submit the last key with the first lookup's key as the receipt.\n"
             f"Details: lookup(key) returns the next key. Do {self.params.hops} lookups in a row, each with "
             "the key the previous one returned. Then call audit(section) once for each audit section listed above. "
-            "Finally call submit(answer=<key returned by the last lookup>, receipt=<key returned by the first lookup>) exactly once."
+            "Finally call submit(answer=<key returned by the last lookup>, receipt=<key returned by the first lookup>) "
+            "exactly once."
         )
 
     def _tool_specs(self) -> tuple[dict[str, Any], ...]:
         return (
             tool_spec("lookup", "Look a key up; returns the next key in the chain.", {"key": "string"}),
             tool_spec("audit", "Run the audit of one section.", {"section": "string"}),
-            tool_spec("submit", "Submit the final answer with its receipt (once).", {"answer": "string", "receipt": "string"}),
+            tool_spec(
+                "submit", "Submit the final answer with its receipt (once).", {"answer": "string", "receipt": "string"}
+            ),
         )
 
     def _tool_lookup(self, args: dict[str, Any]) -> str:
@@ -101,8 +104,11 @@ class FactChain(World):
         return self._observe(f"audit {section}: passed", tag="audit")
 
     def _tool_submit(self, args: dict[str, Any]) -> str:
-        refusal = self._once("submissions", (str(args["answer"]), str(args["receipt"]), self._step),
-                             "Error: an answer was already submitted")
+        refusal = self._once(
+            "submissions",
+            (str(args["answer"]), str(args["receipt"]), self._step),
+            "Error: an answer was already submitted",
+        )
         return refusal or "Submission recorded."
 
     def _assess(self) -> Assessment:
@@ -142,6 +148,8 @@ class FactChain(World):
     def ground_truth(self) -> tuple[GroundFact, ...]:
         keys = self._state["keys"]
         facts = [GroundFact("start_key", "Which key does the chain start from?", keys[0], ("lookup",))]
-        facts.append(GroundFact("receipt", "Which key did the first lookup return (the receipt)?", keys[1], ("submit",)))
+        facts.append(
+            GroundFact("receipt", "Which key did the first lookup return (the receipt)?", keys[1], ("submit",))
+        )
         facts.append(GroundFact("answer", "Which key did the last lookup return (the answer)?", keys[-1], ("submit",)))
         return tuple(facts)

@@ -39,16 +39,70 @@ SIZE_TABLE_PATH = Path(__file__).with_name("tool_result_sizes.csv")
 _QUANTILES = tuple(i / 100 for i in range(100)) + (0.995, 0.999, 1.0)
 
 _MODULES = (
-    "storage", "client", "server", "render", "parser", "schema", "config", "router", "cache", "worker",
-    "metrics", "session", "auth", "billing", "export", "importer", "scheduler", "queue", "events", "search",
+    "storage",
+    "client",
+    "server",
+    "render",
+    "parser",
+    "schema",
+    "config",
+    "router",
+    "cache",
+    "worker",
+    "metrics",
+    "session",
+    "auth",
+    "billing",
+    "export",
+    "importer",
+    "scheduler",
+    "queue",
+    "events",
+    "search",
 )
 _NAMES = (
-    "load", "save", "parse", "render", "flush", "merge", "resolve", "validate", "encode", "decode",
-    "fetch", "update", "handle", "register", "collect", "normalize", "build", "apply", "close", "open",
+    "load",
+    "save",
+    "parse",
+    "render",
+    "flush",
+    "merge",
+    "resolve",
+    "validate",
+    "encode",
+    "decode",
+    "fetch",
+    "update",
+    "handle",
+    "register",
+    "collect",
+    "normalize",
+    "build",
+    "apply",
+    "close",
+    "open",
 )
 _NOUNS = (
-    "config", "record", "buffer", "entry", "payload", "request", "response", "segment", "token", "index",
-    "batch", "header", "options", "context", "result", "offset", "window", "cursor", "schema", "state",
+    "config",
+    "record",
+    "buffer",
+    "entry",
+    "payload",
+    "request",
+    "response",
+    "segment",
+    "token",
+    "index",
+    "batch",
+    "header",
+    "options",
+    "context",
+    "result",
+    "offset",
+    "window",
+    "cursor",
+    "schema",
+    "state",
 )
 _DIRS = ("src", "lib", "tests", "docs", "scripts", "internal", "pkg", "tools", "examples", "assets")
 _EXTS = (".py", ".py", ".py", ".go", ".ts", ".md", ".toml", ".json", ".yaml", ".txt")
@@ -141,14 +195,28 @@ _SOURCE_LINES: tuple[tuple[float, _Template], ...] = (
     (1.0, lambda rng, _: ""),
 )
 _TEST_LOG_LINES: tuple[tuple[float, _Template], ...] = (
-    (0.55, lambda rng, mod: f"tests/{mod}/test_{_noun(rng)}.py::test_{_ident(rng)} PASSED"
-                            f"{' ' * rng.randrange(1, 8)}[{rng.randrange(100):3d}%]"),
+    (
+        0.55,
+        lambda rng, mod: (
+            f"tests/{mod}/test_{_noun(rng)}.py::test_{_ident(rng)} PASSED"
+            f"{' ' * rng.randrange(1, 8)}[{rng.randrange(100):3d}%]"
+        ),
+    ),
     (0.65, lambda rng, mod: f"tests/{mod}/test_{_noun(rng)}.py::test_{_ident(rng)} SKIPPED (needs {_noun(rng)})"),
-    (0.80, lambda rng, _: f"  {_module(rng)}/{_noun(rng)}.py:{rng.randrange(1, 900)}: DeprecationWarning: "
-                          f"{_ident(rng)} is deprecated"),
+    (
+        0.80,
+        lambda rng, _: (
+            f"  {_module(rng)}/{_noun(rng)}.py:{rng.randrange(1, 900)}: DeprecationWarning: {_ident(rng)} is deprecated"
+        ),
+    ),
     (0.90, lambda rng, _: f"collected {rng.randrange(20, 900)} items / {rng.randrange(5)} deselected"),
-    (1.0, lambda rng, _: f"[{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}] "
-                         f"{_name(rng)} {_noun(rng)} in {rng.random():.3f}s"),
+    (
+        1.0,
+        lambda rng, _: (
+            f"[{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}] "
+            f"{_name(rng)} {_noun(rng)} in {rng.random():.3f}s"
+        ),
+    ),
 )
 _SEARCH_LINES: tuple[tuple[float, _Template], ...] = (
     (0.7, lambda rng, _: f"{_path(rng)}:{rng.randrange(1, 1200)}:    {_noun(rng)} = {_ident(rng)}({_noun(rng)})"),
@@ -215,7 +283,9 @@ class SizeTable:
         words = head.split()
         n_results, n_sessions = int(words[words.index("of") + 1]), int(words[words.index("in") + 1])
         rows = list(csv.DictReader(io.StringIO(body)))
-        return cls(tuple(float(r["quantile"]) for r in rows), tuple(int(r["bytes"]) for r in rows), n_results, n_sessions)
+        return cls(
+            tuple(float(r["quantile"]) for r in rows), tuple(int(r["bytes"]) for r in rows), n_results, n_sessions
+        )
 
 
 def derive_size_table(sizes_per_session: Sequence[Sequence[int]]) -> SizeTable:

@@ -85,8 +85,6 @@ def policy_from_dict(d: Mapping[str, Any]) -> Policy:
     return make_policy(str(d["kind"]), **params)
 
 
-
-
 def read_policy_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A policy as a ``{"kind": ..., param: value}`` dict from a TOML file with a ``[policy]``
     table (what ``h9eval tune`` writes as ``recommended.toml``) or a JSON object (with or
@@ -97,7 +95,9 @@ def read_policy_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         with open(p, "rb") as f:
             raw = f.read()
     except IsADirectoryError:
-        raise FormatError("expected a policy file (TOML with a [policy] table, or JSON), got a folder", path=p) from None
+        raise FormatError(
+            "expected a policy file (TOML with a [policy] table, or JSON), got a folder", path=p
+        ) from None
     except OSError as e:
         raise FormatError(f"cannot read the policy file ({e.strerror or e})", path=p) from None
     try:
@@ -107,7 +107,9 @@ def read_policy_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise FormatError(f"not a policy file (TOML with a [policy] table, or JSON): {e}", path=p) from None
     table = data.get("policy", data) if isinstance(data, dict) else None
     if not isinstance(table, dict) or "kind" not in table:
-        raise FormatError("expected a [policy] table with a kind (e.g. kind = \"progressive\") and its parameters", path=p)
+        raise FormatError(
+            'expected a [policy] table with a kind (e.g. kind = "progressive") and its parameters', path=p
+        )
     try:
         policy_from_dict(table)
     except ConfigError as e:

@@ -115,14 +115,26 @@ class ServerCompactionPolicy(WindowedPolicy):
     def __post_init__(self) -> None:
         self._check(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
         t = self.trigger_tokens
-        self._check(t is None or 0 < t < self.context_window_tokens, "trigger_tokens",
-                    f"must be > 0 and < context_window_tokens ({self.context_window_tokens})", t)
+        self._check(
+            t is None or 0 < t < self.context_window_tokens,
+            "trigger_tokens",
+            f"must be > 0 and < context_window_tokens ({self.context_window_tokens})",
+            t,
+        )
         self._check(bool(self.cassette), "cassette", f"must be a cassette file or {SHIPPED!r}", self.cassette)
-        self._check(not (self.record and self.cassette == SHIPPED), "cassette",
-                    "must be a file of your own with record=true (the shipped one is never written)", self.cassette)
+        self._check(
+            not (self.record and self.cassette == SHIPPED),
+            "cassette",
+            "must be a file of your own with record=true (the shipped one is never written)",
+            self.cassette,
+        )
         info = price_of(self.model)
-        self._check(info is not None, "model", "must have list prices in h9eval's model table (core/prices.py) "
-                    "so the compaction step can be billed", self.model)
+        self._check(
+            info is not None,
+            "model",
+            "must have list prices in h9eval's model table (core/prices.py) so the compaction step can be billed",
+            self.model,
+        )
 
     @property
     def trigger(self) -> int:
@@ -180,7 +192,8 @@ class ServerCompactionRun(ContinuedRun):
             raise ConfigError(
                 f"cassette {self.cassette.path}: no recorded reply for the {p.kind} request {key[:16]} "
                 f"(model {p.model}, {n} messages, trigger {p.trigger} tokens); this task or window is not covered: "
-                f"record it with record=true and cassette=FILE against the API or a compatible server")
+                f"record it with record=true and cassette=FILE against the API or a compatible server"
+            )
         response = self.send(body)
         self.cassette.put(key, response)
         return response
@@ -194,11 +207,27 @@ class ServerCompactionRun(ContinuedRun):
             return PeerDecision(base, base, tokens_after=tokens)
         info = price_of(self.policy.model)
         n_in = step.uncached_input_tokens + step.cache_write_input_tokens + step.cache_read_input_tokens
-        cost = call_cost_usd(info, uncached=step.uncached_input_tokens, write_5m=step.cache_write_input_tokens,
-                             read=step.cache_read_input_tokens, output=step.output_tokens)
-        call = SummaryCall(len(self.calls) + 1, "provider", None, "response", input_tokens=n_in,
-                           output_tokens=step.output_tokens, cost_usd=float(cost or 0.0))
+        cost = call_cost_usd(
+            info,
+            uncached=step.uncached_input_tokens,
+            write_5m=step.cache_write_input_tokens,
+            read=step.cache_read_input_tokens,
+            output=step.output_tokens,
+        )
+        call = SummaryCall(
+            len(self.calls) + 1,
+            "provider",
+            None,
+            "response",
+            input_tokens=n_in,
+            output_tokens=step.output_tokens,
+            cost_usd=float(cost or 0.0),
+        )
         self.calls.append(call)
-        return PeerDecision(base, step.view, Tier.FULL, extra={EXTRA_SUMMARY_CALLS: [call]},
-                            fields={"summary_text": step.text, "summarized": step.summarized})
-
+        return PeerDecision(
+            base,
+            step.view,
+            Tier.FULL,
+            extra={EXTRA_SUMMARY_CALLS: [call]},
+            fields={"summary_text": step.text, "summarized": step.summarized},
+        )

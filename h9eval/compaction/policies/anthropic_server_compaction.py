@@ -61,7 +61,7 @@ def _request_messages(view: Sequence[Message]) -> tuple[str, list[dict[str, Any]
     block = provider_item(view[at])
     rest = [m for i, m in enumerate(view) if i != at]
     system, msgs = anthropic_messages(rest)
-    after = [m for m in view[at + 1:] if m.role != "system"]
+    after = [m for m in view[at + 1 :] if m.role != "system"]
     if after and after[0].is_assistant:  # msgs = [placeholder user, that assistant turn, ...]
         msgs[1]["content"].insert(0, block)
         return system, msgs
@@ -78,8 +78,9 @@ def compaction_request(view: Sequence[Message], *, model: str, trigger_tokens: i
         "model": model,
         "max_tokens": 1,
         "messages": msgs,
-        "context_management": {"edits": [{"type": COMPACTION_EDIT,
-                                          "trigger": {"type": "input_tokens", "value": trigger_tokens}}]},
+        "context_management": {
+            "edits": [{"type": COMPACTION_EDIT, "trigger": {"type": "input_tokens", "value": trigger_tokens}}]
+        },
     }
     if system:
         body["system"] = system
@@ -110,8 +111,9 @@ def _api(base_url: str | None, model: str) -> AnthropicAPI:
     """One client per key, base URL and model in a process (building one loads the TLS certificates)."""
     key = resolve_api_key(None, who=f"the anthropic server compaction ({model})")
     if (key, base_url, model) not in _APIS:
-        _APIS[(key, base_url, model)] = AnthropicAPI(api_key=key, who=f"anthropic server compaction ({model})",
-                                                     error=SummarizerError, base_url=base_url)
+        _APIS[(key, base_url, model)] = AnthropicAPI(
+            api_key=key, who=f"anthropic server compaction ({model})", error=SummarizerError, base_url=base_url
+        )
     return _APIS[(key, base_url, model)]
 
 
@@ -121,10 +123,13 @@ class _AnthropicRun(ServerCompactionRun):
 
     def send(self, body: dict[str, Any]) -> dict[str, Any]:
         api = _api(self.policy.base_url, self.policy.model)
-        raw = api.call(api.client.messages.with_raw_response.create, timeout=120.0,
-                       extra_headers={"anthropic-beta": COMPACTION_BETA},
-                       extra_body={"context_management": body["context_management"]},
-                       **{k: v for k, v in body.items() if k != "context_management"})
+        raw = api.call(
+            api.client.messages.with_raw_response.create,
+            timeout=120.0,
+            extra_headers={"anthropic-beta": COMPACTION_BETA},
+            extra_body={"context_management": body["context_management"]},
+            **{k: v for k, v in body.items() if k != "context_management"},
+        )
         try:
             response = raw.http_response.json()
         except ValueError as e:
@@ -142,8 +147,9 @@ class _AnthropicRun(ServerCompactionRun):
         content = block.get("content")
         text = content if isinstance(content, str) else json.dumps(content)
         usage = response.get("usage") or {}
-        it = next((i for i in usage.get("iterations") or [] if isinstance(i, dict) and i.get("type") == "compaction"),
-                  usage)
+        it = next(
+            (i for i in usage.get("iterations") or [] if isinstance(i, dict) and i.get("type") == "compaction"), usage
+        )
         system = [m for m in view[:1] if m.role == "system"]
         return CompactionStep(
             [*system, provider_message(_LABEL, text, block)],

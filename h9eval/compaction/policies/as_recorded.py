@@ -75,14 +75,25 @@ class _AsRecordedRun(PolicyRun):
         tb = tokens if tokens is not None else estimate_tokens(history)
         at = self._latest_summary(history)
         if at is None:
-            return Compaction(tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb, start_ns=start_ns))
+            return Compaction(
+                tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb, start_ns=start_ns)
+            )
         head = 0
         while head < at and history[head].role == "system":
             head += 1
         view = (*history[:head], *history[at:])
         tier = Tier.FULL if at != self._reported else Tier.NONE
         self._reported = at
-        rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, summarized=at - head, preserved_tail=len(history) - at)
+        rec = peer_record(
+            self.env,
+            history,
+            view,
+            tier,
+            tokens_before=tb,
+            start_ns=start_ns,
+            summarized=at - head,
+            preserved_tail=len(history) - at,
+        )
         return Compaction(view, rec, kept_prefix=head)
 
     def _force(self, history: Sequence[Message]) -> Compaction:

@@ -178,7 +178,8 @@ class ClaudeCodeCompact(WindowedPolicy):
         c(
             self.threshold_tokens > 0,
             "buffer_tokens",
-            f"must leave a positive threshold (window - output_reserve_tokens - buffer_tokens = {self.threshold_tokens})",
+            "must leave a positive threshold (window - output_reserve_tokens - buffer_tokens = "
+            f"{self.threshold_tokens})",
             self.buffer_tokens,
         )
         c(self.max_files >= 0, "max_files", "must be >= 0", self.max_files)
@@ -214,13 +215,24 @@ class ClaudeCodeCompactRun(ContinuedRun):
             rest = base[len(sys) :]
             if rest:
                 prompt = CLAUDE_CODE_COMPACT_PROMPT.replace("{conversation}", serialize_conversation(rest), 1)
-                text = request_peer_summary(self.env, self.calls, extra, rest, prompt, previous=None, timeout_s=p.summary_timeout_s)
+                text = request_peer_summary(
+                    self.env, self.calls, extra, rest, prompt, previous=None, timeout_s=p.summary_timeout_s
+                )
                 if text is None:
                     error = "summary failed: the conversation is left as it is"
                 else:
-                    files = recent_files(rest, read_tools=p.read_tools, max_files=p.max_files, max_file_tokens=p.max_file_tokens, max_total_tokens=p.max_files_tokens)
+                    files = recent_files(
+                        rest,
+                        read_tools=p.read_tools,
+                        max_files=p.max_files,
+                        max_file_tokens=p.max_file_tokens,
+                        max_total_tokens=p.max_files_tokens,
+                    )
                     todos = latest_todos(rest, p.todo_tools)
-                    attached = [Message("user", f"[re-attached file {path}, as last read]\n{content}") for path, content in files]
+                    attached = [
+                        Message("user", f"[re-attached file {path}, as last read]\n{content}")
+                        for path, content in files
+                    ]
                     if todos is not None:
                         attached.append(Message("user", "[todo list]\n" + todos))
                     view = [*sys, Message("user", CLAUDE_CODE_SUMMARY_INTRO + text), *attached]

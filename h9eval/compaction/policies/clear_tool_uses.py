@@ -78,7 +78,9 @@ def clear_tool_uses(
         for i, ks in sorted(by_msg.items()):
             m = out[i]
             new_calls = tuple(
-                replace(tc, arguments=CLEARED_INPUTS) if k in ks and _nbytes(tc.arguments) > _nbytes(CLEARED_INPUTS) else tc
+                replace(tc, arguments=CLEARED_INPUTS)
+                if k in ks and _nbytes(tc.arguments) > _nbytes(CLEARED_INPUTS)
+                else tc
                 for k, tc in enumerate(m.tool_calls)
             )
             if new_calls != m.tool_calls:
@@ -105,7 +107,9 @@ class IncrementalClearing(IncrementalView):
     ) -> None:
         self.keep = keep_tool_uses
         self.excluded = frozenset(exclude_tools)
-        self.input_names: frozenset[str] | None = None if isinstance(clear_tool_inputs, bool) else frozenset(clear_tool_inputs)
+        self.input_names: frozenset[str] | None = (
+            None if isinstance(clear_tool_inputs, bool) else frozenset(clear_tool_inputs)
+        )
         self.clear_inputs = bool(clear_tool_inputs)
         self.placeholder = placeholder
         self._ph_bytes = _nbytes(placeholder)
@@ -162,7 +166,11 @@ class IncrementalClearing(IncrementalView):
         while self._waiting and self._waiting[0][0] < n_old:
             j, i = heapq.heappop(self._waiting)
             m = self._out[i]
-            if self._name(j) not in self.excluded and m.content != self.placeholder and _nbytes(m.content) > self._ph_bytes:
+            if (
+                self._name(j) not in self.excluded
+                and m.content != self.placeholder
+                and _nbytes(m.content) > self._ph_bytes
+            ):
                 self._set(i, m.with_content(self.placeholder))
                 self._changed.add(j)
         if not self.clear_inputs:
@@ -235,8 +243,18 @@ class ClearToolUses(Policy):
         object.__setattr__(self, "exclude_tools", tuple(self.exclude_tools))
         c = self._check
         if not isinstance(self.clear_tool_inputs, bool):
-            c(not isinstance(self.clear_tool_inputs, str), "clear_tool_inputs", "must be a boolean or a list of tool names, not a string", self.clear_tool_inputs)
-            c(isinstance(self.clear_tool_inputs, (list, tuple)), "clear_tool_inputs", "must be a boolean or a list of tool names", self.clear_tool_inputs)
+            c(
+                not isinstance(self.clear_tool_inputs, str),
+                "clear_tool_inputs",
+                "must be a boolean or a list of tool names, not a string",
+                self.clear_tool_inputs,
+            )
+            c(
+                isinstance(self.clear_tool_inputs, (list, tuple)),
+                "clear_tool_inputs",
+                "must be a boolean or a list of tool names",
+                self.clear_tool_inputs,
+            )
             object.__setattr__(self, "clear_tool_inputs", tuple(self.clear_tool_inputs))
             for t in self.clear_tool_inputs:  # type: ignore[union-attr]
                 c(isinstance(t, str) and t != "", "clear_tool_inputs", "entries must be non-empty tool names", t)
@@ -288,11 +306,17 @@ class ClearToolUsesRun(PolicyRun):
                 view, ta = cand, self._clearer.out_bytes // 4
                 extra.update(cleared_tool_uses=n, cleared_input_tokens=freed)
             elif n:
-                extra["skipped"] = f"clearing would free {freed} tokens < clear_at_least_tokens ({p.clear_at_least_tokens})"
+                extra["skipped"] = (
+                    f"clearing would free {freed} tokens < clear_at_least_tokens ({p.clear_at_least_tokens})"
+                )
         # a use counts only when a message changed, so the view differs exactly when one did
         tier = Tier.WARN if view is cand else Tier.NONE
-        rec = peer_record(self.env, history, view, tier, tokens_before=tb, tokens_after=ta, start_ns=start_ns, extra=extra)
-        return Compaction(tuple(view), rec, kept_prefix=self._clearer.first_difference if view is cand else len(history))
+        rec = peer_record(
+            self.env, history, view, tier, tokens_before=tb, tokens_after=ta, start_ns=start_ns, extra=extra
+        )
+        return Compaction(
+            tuple(view), rec, kept_prefix=self._clearer.first_difference if view is cand else len(history)
+        )
 
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         return self._run(history, tokens, force=False)

@@ -163,7 +163,12 @@ class CodexCompact(WindowedPolicy):
         c = self._check
         c(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
         if self.auto_compact_token_limit is not None:
-            c(self.auto_compact_token_limit > 0, "auto_compact_token_limit", "must be > 0", self.auto_compact_token_limit)
+            c(
+                self.auto_compact_token_limit > 0,
+                "auto_compact_token_limit",
+                "must be > 0",
+                self.auto_compact_token_limit,
+            )
         c(self.user_message_max_tokens >= 0, "user_message_max_tokens", "must be >= 0", self.user_message_max_tokens)
         c(self.summary_timeout_s > 0, "summary_timeout_s", "must be > 0", self.summary_timeout_s)
 
@@ -192,7 +197,9 @@ class CodexCompactRun(ContinuedRun):
         trimmed = 0
         while True:
             prompt = CODEX_COMPACT_PROMPT.replace("{conversation}", serialize_conversation(items), 1)
-            text = request_peer_summary(self.env, self.calls, extra, items, prompt, previous=None, timeout_s=p.summary_timeout_s)
+            text = request_peer_summary(
+                self.env, self.calls, extra, items, prompt, previous=None, timeout_s=p.summary_timeout_s
+            )
             if text is not None or self.env.summarizer is None or len(items) <= 1:
                 return text, trimmed
             # drop the oldest item; the results of a dropped call go with it
@@ -220,7 +227,9 @@ class CodexCompactRun(ContinuedRun):
                     error = "summary failed: the history is left as it is"
                 else:
                     users = collect_user_messages(base)
-                    view, truncated = build_compacted_history(initial, users, CODEX_SUMMARY_PREFIX + "\n" + text, p.user_message_max_tokens)
+                    view, truncated = build_compacted_history(
+                        initial, users, CODEX_SUMMARY_PREFIX + "\n" + text, p.user_message_max_tokens
+                    )
                     tier = Tier.FULL
                     kept = len(view) - len(initial) - 1
                     extra.update(reinserted_user_messages=kept, truncated_user_message=truncated)

@@ -44,7 +44,9 @@ class _KeepAllRun(PolicyRun):
     def _auto(self, history: Sequence[Message], *, tokens: int | None = None) -> Compaction:
         start_ns = self.env.clock.now_ns()
         tb = tokens if tokens is not None else estimate_tokens(history)
-        return Compaction(tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb, start_ns=start_ns))
+        return Compaction(
+            tuple(history), peer_record(self.env, history, history, Tier.NONE, tokens_before=tb, start_ns=start_ns)
+        )
 
     def _force(self, history: Sequence[Message]) -> Compaction:
         return self._auto(history)

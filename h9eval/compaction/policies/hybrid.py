@@ -115,7 +115,12 @@ class Hybrid(WindowedPolicy):
     def __post_init__(self) -> None:
         c = self._check
         c(self.keep_recent_turns >= 0, "keep_recent_turns", "must be >= 0", self.keep_recent_turns)
-        c(self.window_unit in WINDOW_UNITS, "window_unit", f"must be one of {', '.join(WINDOW_UNITS)}", self.window_unit)
+        c(
+            self.window_unit in WINDOW_UNITS,
+            "window_unit",
+            f"must be one of {', '.join(WINDOW_UNITS)}",
+            self.window_unit,
+        )
         c(self.style in HYBRID_STYLES, "style", f"must be one of {', '.join(HYBRID_STYLES)}", self.style)
         c(self.summarize_every_turns >= 1, "summarize_every_turns", "must be >= 1", self.summarize_every_turns)
         c(self.keep_last_turns >= 0, "keep_last_turns", "must be >= 0", self.keep_last_turns)
@@ -210,9 +215,13 @@ class JetBrainsHybridRun(PolicyRun):
             task = head[-1].content if head and head[-1].role == "user" else ""
             context = f"<PROBLEM_STATEMENT>\n{task}\n</PROBLEM_STATEMENT>\n"
         raw_msgs = [m for t in todo for m in t]
-        prompt = CHECKPOINT_PROMPT.replace("{context}", context, 1).replace("{conversation}", serialize_conversation(raw_msgs), 1)
+        prompt = CHECKPOINT_PROMPT.replace("{context}", context, 1).replace(
+            "{conversation}", serialize_conversation(raw_msgs), 1
+        )
         prev = self.checkpoint.content if self.checkpoint is not None else None
-        return request_peer_summary(self.env, self.calls, extra, raw_msgs, prompt, previous=prev, timeout_s=p.summary_timeout_s)
+        return request_peer_summary(
+            self.env, self.calls, extra, raw_msgs, prompt, previous=prev, timeout_s=p.summary_timeout_s
+        )
 
     def _run(self, history: Sequence[Message], tokens: int | None, *, force: bool) -> Compaction:
         p = self.policy
@@ -248,7 +257,11 @@ class JetBrainsHybridRun(PolicyRun):
                 self.summarized_turns += len(todo)
                 unprocessed = unprocessed[todo_n:]
                 summarized = True
-                fields = {"summarized": sum(len(t) for t in todo), "preserved_tail": sum(len(t) for t in unprocessed), "summary_text": text}
+                fields = {
+                    "summarized": sum(len(t) for t in todo),
+                    "preserved_tail": sum(len(t) for t in unprocessed),
+                    "summary_text": text,
+                }
         view, n = self._view(head, unprocessed)
         extra["masked"] = n
         if summarized:
@@ -262,7 +275,9 @@ class JetBrainsHybridRun(PolicyRun):
         if self.checkpoint is None and n == 0:
             view = list(history)  # nothing done: the input as it is
         self.raw.remember(raw, view)
-        rec = peer_record(self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields)
+        rec = peer_record(
+            self.env, history, view, tier, tokens_before=tb, start_ns=start_ns, error=error, extra=extra, **fields
+        )
         return Compaction(tuple(view), rec)
 
     def _view(self, head: list[Message], unprocessed: list[list[Message]]) -> tuple[list[Message], int]:

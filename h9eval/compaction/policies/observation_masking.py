@@ -74,7 +74,12 @@ class ObservationMasking(Policy):
 
     def __post_init__(self) -> None:
         self._check(self.keep_recent_turns >= 0, "keep_recent_turns", "must be >= 0", self.keep_recent_turns)
-        self._check(self.window_unit in WINDOW_UNITS, "window_unit", f"must be one of {', '.join(WINDOW_UNITS)}", self.window_unit)
+        self._check(
+            self.window_unit in WINDOW_UNITS,
+            "window_unit",
+            f"must be one of {', '.join(WINDOW_UNITS)}",
+            self.window_unit,
+        )
 
     def start(self, env: CompactionEnv | None = None) -> _MaskingRun:
         return _MaskingRun(self, env or CompactionEnv())

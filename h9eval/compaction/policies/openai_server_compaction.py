@@ -74,8 +74,10 @@ def openai_input(view: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
         elif m.is_assistant:
             if m.content:
                 items.append(_message_item("assistant", m.content))
-            items += [{"type": "function_call", "call_id": tc.id, "name": tc.name, "arguments": tc.arguments or "{}"}
-                      for tc in m.tool_calls]
+            items += [
+                {"type": "function_call", "call_id": tc.id, "name": tc.name, "arguments": tc.arguments or "{}"}
+                for tc in m.tool_calls
+            ]
         else:
             items.append(_message_item("user", m.content))
     return instructions, items
@@ -120,8 +122,9 @@ class OpenAIServerCompaction(ServerCompactionPolicy):
     conversation (see the module docstring); the compaction pass is billed in the summarizer columns."""
 
     kind: ClassVar[str] = "openai_server_compaction"
-    source: ClassVar[str] = ("OpenAI Responses API compaction (POST /v1/responses/compact, encrypted compaction "
-                             "item), via a cassette")
+    source: ClassVar[str] = (
+        "OpenAI Responses API compaction (POST /v1/responses/compact, encrypted compaction item), via a cassette"
+    )
     provider: ClassVar[str] = "openai"
     model: str = "gpt-5"
     """The model the requests name (its list prices and caching rule bill the compaction pass)."""
@@ -149,7 +152,8 @@ class _OpenAIRun(ServerCompactionRun):
         try:
             # the body goes as built (extra_body): the SDK's typed transform of a long input costs seconds
             raw = client.responses.with_raw_response.compact(
-                model=body["model"], timeout=120.0, extra_body={k: v for k, v in body.items() if k != "model"})
+                model=body["model"], timeout=120.0, extra_body={k: v for k, v in body.items() if k != "model"}
+            )
             response = raw.http_response.json()
         except openai.APIStatusError as e:
             raise fail(f"HTTP {e.status_code}: {e.message}") from None

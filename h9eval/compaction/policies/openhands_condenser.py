@@ -181,7 +181,9 @@ class OpenHandsCondenserRun(ContinuedRun):
     def _decide(self, base: list[Message], *, base_tokens: int | None, force: bool) -> PeerDecision:
         p = self.policy
         keep_first = max(p.keep_first, 1) if base and base[0].role == "system" else p.keep_first
-        rng, reasons = forgetting_range(base, keep_first=keep_first, max_size=p.max_size, max_tokens=p.max_tokens, request=force)
+        rng, reasons = forgetting_range(
+            base, keep_first=keep_first, max_size=p.max_size, max_tokens=p.max_tokens, request=force
+        )
         extra: dict[str, Any] = {}
         if reasons:
             extra["reasons"] = reasons
@@ -198,7 +200,9 @@ class OpenHandsCondenserRun(ContinuedRun):
                 error = "no condensation available: events forgotten below minimum progress"
             else:
                 prompt = CONDENSER_PROMPT.replace("{conversation}", serialize_conversation(forgotten), 1)
-                text = request_peer_summary(self.env, self.calls, extra, forgotten, prompt, previous=None, timeout_s=p.summary_timeout_s)
+                text = request_peer_summary(
+                    self.env, self.calls, extra, forgotten, prompt, previous=None, timeout_s=p.summary_timeout_s
+                )
                 if text is None:
                     error = "summary failed: the view is left as it is"
                 else:

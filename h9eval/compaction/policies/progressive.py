@@ -149,25 +149,65 @@ class ProgressiveCompactor(WindowedPolicy):
             c(self.emergency_frac <= 1, "emergency_frac", "must be <= 1", self.emergency_frac)
             c(self.min_tail_messages > 0, "min_tail_messages", "must be > 0", self.min_tail_messages)
             if self.fallback_max_tokens is not None:
-                c(self.fallback_max_tokens > 0, "fallback_max_tokens", "must be > 0 (harness9 would silently use 160000)", self.fallback_max_tokens)
+                c(
+                    self.fallback_max_tokens > 0,
+                    "fallback_max_tokens",
+                    "must be > 0 (harness9 would silently use 160000)",
+                    self.fallback_max_tokens,
+                )
             if self.fallback_min_tail_messages is not None:
-                c(self.fallback_min_tail_messages > 0, "fallback_min_tail_messages", "must be > 0", self.fallback_min_tail_messages)
-            c(self.offload_threshold_bytes >= 0, "offload_threshold_bytes", "must be >= 0", self.offload_threshold_bytes)
-        c(self.forced_truncation in FORCED_TRUNCATION_RULES, "forced_truncation", f"must be one of {', '.join(FORCED_TRUNCATION_RULES)}", self.forced_truncation)
+                c(
+                    self.fallback_min_tail_messages > 0,
+                    "fallback_min_tail_messages",
+                    "must be > 0",
+                    self.fallback_min_tail_messages,
+                )
+            c(
+                self.offload_threshold_bytes >= 0,
+                "offload_threshold_bytes",
+                "must be >= 0",
+                self.offload_threshold_bytes,
+            )
+        c(
+            self.forced_truncation in FORCED_TRUNCATION_RULES,
+            "forced_truncation",
+            f"must be one of {', '.join(FORCED_TRUNCATION_RULES)}",
+            self.forced_truncation,
+        )
         c(self.summary_timeout_s > 0, "summary_timeout_s", "must be > 0", self.summary_timeout_s)
         for extra in self.extra_anchors:
-            c(extra in EXTRA_ANCHOR_TYPES, "extra_anchors", f"entries must be among {', '.join(EXTRA_ANCHOR_TYPES)}", extra)
+            c(
+                extra in EXTRA_ANCHOR_TYPES,
+                "extra_anchors",
+                f"entries must be among {', '.join(EXTRA_ANCHOR_TYPES)}",
+                extra,
+            )
         if self.tail_budget_tokens is not None:
             c(self.tail_budget_tokens > 0, "tail_budget_tokens", "must be > 0", self.tail_budget_tokens)
-        c(self.tier_token_counter in TIER_COUNTERS, "tier_token_counter", f"must be one of {', '.join(TIER_COUNTERS)}", self.tier_token_counter)
+        c(
+            self.tier_token_counter in TIER_COUNTERS,
+            "tier_token_counter",
+            f"must be one of {', '.join(TIER_COUNTERS)}",
+            self.tier_token_counter,
+        )
         if self.anti_thrash_frac is not None:
             c(0 < self.anti_thrash_frac < 1, "anti_thrash_frac", "must be in (0, 1)", self.anti_thrash_frac)
         if self.mask_observations_keep_turns is not None:
-            c(self.mask_observations_keep_turns >= 0, "mask_observations_keep_turns", "must be >= 0", self.mask_observations_keep_turns)
+            c(
+                self.mask_observations_keep_turns >= 0,
+                "mask_observations_keep_turns",
+                "must be >= 0",
+                self.mask_observations_keep_turns,
+            )
         if self.min_gain_horizon_calls is not None:
             c(self.min_gain_horizon_calls >= 1, "min_gain_horizon_calls", "must be >= 1", self.min_gain_horizon_calls)
         info = model_entry(self.min_gain_model)
-        c(info is not None and info.priced, "min_gain_model", "must be a priced model of h9eval.core.prices.MODELS", self.min_gain_model)
+        c(
+            info is not None and info.priced,
+            "min_gain_model",
+            "must be a priced model of h9eval.core.prices.MODELS",
+            self.min_gain_model,
+        )
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -248,6 +288,7 @@ class ProgressiveCompactor(WindowedPolicy):
 @dataclass
 class _Partial:
     """What a tier method returns before ``compact`` stamps the common fields."""
+
     result: list[Message]
     anchors: list[Anchor] | None = None
     offloaded: list[OffloadEntry] | None = None
@@ -261,6 +302,7 @@ class _Partial:
 class ProgressiveRun(PolicyRun):
     """A progressive compactor bound to one session: keeps the incremental summary state
     (``last_summary``, ``last_anchors``; in memory only, as in harness9) and the offloader."""
+
     def __init__(self, policy: ProgressiveCompactor, env: CompactionEnv) -> None:
         self.policy = policy
         self.env = env
@@ -453,7 +495,13 @@ class ProgressiveRun(PolicyRun):
         )
 
     def _stamp(
-        self, part: _Partial, tier: Tier, tokens_before: int, msgs_before: int, start_ns: int, tokens_after: int,
+        self,
+        part: _Partial,
+        tier: Tier,
+        tokens_before: int,
+        msgs_before: int,
+        start_ns: int,
+        tokens_after: int,
         msgs_after: int,
     ) -> CompactionRecord:
         ta = tokens_after
@@ -562,7 +610,13 @@ class ProgressiveRun(PolicyRun):
             return None  # harness9 fails a nil provider before building a request: nothing is sent or logged
         # the conversation and the prompt are built only if the summarizer reads them
         req = summary_request(
-            self._prompts, head, None, self.last_summary, self.last_anchors, self.types, self.policy.summary_timeout_s,
+            self._prompts,
+            head,
+            None,
+            self.last_summary,
+            self.last_anchors,
+            self.types,
+            self.policy.summary_timeout_s,
             serialize=self._conversation,
         )
         text = request_summary(self.env.summarizer, self.calls, extra, req)
@@ -571,7 +625,9 @@ class ProgressiveRun(PolicyRun):
         anchors, summary = parse_anchors_and_summary(text, self.types)
         if self.last_anchors is not None:
             overwrites: list[str] = []
-            anchors = merge_anchors(self.last_anchors, anchors, self.types, na_safe=self.policy.na_safe_merge, overwrites=overwrites)
+            anchors = merge_anchors(
+                self.last_anchors, anchors, self.types, na_safe=self.policy.na_safe_merge, overwrites=overwrites
+            )
             extra[EXTRA_NA_OVERWRITES if not self.policy.na_safe_merge else EXTRA_NA_OVERWRITES_PREVENTED] = overwrites
         return summary, anchors
 

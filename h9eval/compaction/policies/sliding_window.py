@@ -50,7 +50,12 @@ class SlidingWindowCompactor(Policy):
 
     def __post_init__(self) -> None:
         if not self.compat:
-            self._check(self.max_messages >= 2, "max_messages", "must be >= 2 (harness9 would silently use 100 or 2)", self.max_messages)
+            self._check(
+                self.max_messages >= 2,
+                "max_messages",
+                "must be >= 2 (harness9 would silently use 100 or 2)",
+                self.max_messages,
+            )
 
     def start(self, env: CompactionEnv | None = None) -> _SlidingRun:
         return _SlidingRun(self, env or CompactionEnv())
@@ -66,7 +71,9 @@ class _SlidingRun(PolicyRun):
         out = sliding_window(history, self.policy.max_messages)
         changed = len(out) != len(history) or out != list(history)
         view = out if changed else history
-        rec = peer_record(self.env, history, view, Tier.SOFT if changed else Tier.NONE, tokens_before=tokens, start_ns=start_ns)
+        rec = peer_record(
+            self.env, history, view, Tier.SOFT if changed else Tier.NONE, tokens_before=tokens, start_ns=start_ns
+        )
         return Compaction(tuple(out), rec)
 
     def _force(self, history: Sequence[Message]) -> Compaction:

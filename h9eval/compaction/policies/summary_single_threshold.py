@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from h9eval.compaction._peer import ContinuedRun, PeerDecision, fit_newest, split_system
-from h9eval.compaction.anchors import ANCHOR_TYPES, COMPACTION_MARKER, Anchor, format_anchors, go_trim, merge_anchors, parse_anchors_and_summary
+from h9eval.compaction.anchors import (
+    ANCHOR_TYPES,
+    COMPACTION_MARKER,
+    Anchor,
+    format_anchors,
+    go_trim,
+    merge_anchors,
+    parse_anchors_and_summary,
+)
 from h9eval.compaction.base import CompactionEnv, WindowedPolicy, register
 from h9eval.compaction.summary import SummaryCall, request_summary, summary_request
 from h9eval.compaction.prompts import DEFAULT_PROMPTS, PromptSet, load_prompt_file, serialize_conversation
@@ -25,7 +33,13 @@ from h9eval.compaction.repair import repair_tool_pairs
 from h9eval.core.messages import Message
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
 
-__all__ = ["SummarySingleThreshold", "SummaryThresholdRun", "summary_message", "FREE_TEXT_PROMPT", "FREE_TEXT_INCREMENTAL_PROMPT"]
+__all__ = [
+    "SummarySingleThreshold",
+    "SummaryThresholdRun",
+    "summary_message",
+    "FREE_TEXT_PROMPT",
+    "FREE_TEXT_INCREMENTAL_PROMPT",
+]
 
 FREE_TEXT_PROMPT = (
     "Summarize the conversation below so that an agent can continue the task from the summary "
@@ -46,7 +60,9 @@ def summary_message(summary: str, anchors: Sequence[Anchor] | None, types: Seque
     offloaded references): anchors and summary, or the summary alone when ``anchors`` is None."""
     if anchors is None:
         return Message("user", COMPACTION_MARKER + "\n## Summary\n" + summary)
-    return Message("user", COMPACTION_MARKER + "\n## Anchors\n\n" + format_anchors(anchors, types) + "\n\n## Summary\n" + summary)
+    return Message(
+        "user", COMPACTION_MARKER + "\n## Anchors\n\n" + format_anchors(anchors, types) + "\n\n## Summary\n" + summary
+    )
 
 
 def _strip_summary_header(text: str) -> str:
@@ -173,11 +189,20 @@ class SummaryThresholdRun(ContinuedRun):
             tier = done if done is not None else unchanged_tier
         else:
             view, tier = base, unchanged_tier
-        return PeerDecision(work=base, view=view, tier=tier, error=error, extra=extra, fields=fields,
-                            tokens_after=bt if view is base else None)
+        return PeerDecision(
+            work=base,
+            view=view,
+            tier=tier,
+            error=error,
+            extra=extra,
+            fields=fields,
+            tokens_after=bt if view is base else None,
+        )
 
     # -- internals -------------------------------------------------------------------------
-    def _summarize_base(self, base: list[Message], extra: dict[str, Any]) -> tuple[list[Message], Tier | None, dict[str, Any], str]:
+    def _summarize_base(
+        self, base: list[Message], extra: dict[str, Any]
+    ) -> tuple[list[Message], Tier | None, dict[str, Any], str]:
         """``(view, tier or None when nothing was done, record fields, error)``."""
         p = self.policy
         sys, rest = split_system(base)
@@ -209,7 +234,9 @@ class SummaryThresholdRun(ContinuedRun):
         """One summarizer call (progressive's ``_summarize`` shape); ``None`` on any failure."""
         p = self.policy
         if p.anchors:  # the conversation and the prompt are built only if the summarizer reads them
-            req = summary_request(self._prompts, head, None, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s)
+            req = summary_request(
+                self._prompts, head, None, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s
+            )
         else:
             conv = serialize_conversation(head)
             prev = self.last_summary or None
@@ -217,8 +244,16 @@ class SummaryThresholdRun(ContinuedRun):
             # one pass, so a "{conversation}" inside the previous summary stays literal
             free = PromptSet(incremental=tmpl).render_incremental(prev or "", conv)
             req = summary_request(
-                self._prompts, head, conv, self.last_summary, self.last_anchors, self.types, p.summary_timeout_s,
-                template="free_text", previous=prev, user_prompt=free,
+                self._prompts,
+                head,
+                conv,
+                self.last_summary,
+                self.last_anchors,
+                self.types,
+                p.summary_timeout_s,
+                template="free_text",
+                previous=prev,
+                user_prompt=free,
             )
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:

@@ -60,9 +60,16 @@ class TokenBudgetCompactor(WindowedPolicy):
 
     def __post_init__(self) -> None:
         if not self.compat:
-            self._check(self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens)
+            self._check(
+                self.context_window_tokens > 0, "context_window_tokens", "must be > 0", self.context_window_tokens
+            )
             if self.max_tokens is not None:
-                self._check(self.max_tokens > 0, "max_tokens", "must be > 0 (harness9 would silently use 160000)", self.max_tokens)
+                self._check(
+                    self.max_tokens > 0,
+                    "max_tokens",
+                    "must be > 0 (harness9 would silently use 160000)",
+                    self.max_tokens,
+                )
             self._check(self.min_tail_messages > 0, "min_tail_messages", "must be > 0", self.min_tail_messages)
         self._check(
             self.forced_truncation in FORCED_TRUNCATION_RULES,
@@ -102,7 +109,14 @@ class _TokenBudgetRun(PolicyRun):
         self._greedy = GreedyIndex()
 
     def _record(
-        self, before: Sequence[Message], after: list[Message], tier: Tier, err: str = "", *, tb: int | None = None, ta: int | None = None
+        self,
+        before: Sequence[Message],
+        after: list[Message],
+        tier: Tier,
+        err: str = "",
+        *,
+        tb: int | None = None,
+        ta: int | None = None,
     ) -> CompactionRecord:
         tb = tb if tb is not None else estimate_tokens(before)
         ta = ta if ta is not None else estimate_tokens(after)

@@ -44,19 +44,36 @@ def json_list(value: Any, column: str) -> list[Any]:
     return out
 
 
-def openai_row_task(row: Mapping[str, Any], ctx: RowContext, *, fmt: str, message_columns: Sequence[str],
-                    tools_column: str | None, metadata: Mapping[str, Any]) -> Task:
+def openai_row_task(
+    row: Mapping[str, Any],
+    ctx: RowContext,
+    *,
+    fmt: str,
+    message_columns: Sequence[str],
+    tools_column: str | None,
+    metadata: Mapping[str, Any],
+) -> Task:
     """A row whose trajectory is OpenAI chat messages (``role``, ``content``, ``tool_calls`` with
     ``function.name``/``function.arguments``, ``tool_call_id``, ``name``)."""
     column, raw = first_column(row, message_columns)
     messages = json_list(raw, column)
     tools = json_list(row[tools_column], tools_column) if tools_column and row.get(tools_column) is not None else []
-    return openai_task_from_messages(messages, tools=tools, shown=ctx.shown, session=ctx.session, fmt=fmt,
-                                     n_bytes=ctx.n_bytes, metadata=dict(metadata), where=column)
+    return openai_task_from_messages(
+        messages,
+        tools=tools,
+        shown=ctx.shown,
+        session=ctx.session,
+        fmt=fmt,
+        n_bytes=ctx.n_bytes,
+        metadata=dict(metadata),
+        where=column,
+    )
 
 
-def swe_agent_row_task(row: Mapping[str, Any], ctx: RowContext, *, fmt: str, history: list[Any],
-                       info: Mapping[str, Any]) -> Task:
+def swe_agent_row_task(
+    row: Mapping[str, Any], ctx: RowContext, *, fmt: str, history: list[Any], info: Mapping[str, Any]
+) -> Task:
     """A row mapped to a SWE-agent trajectory ``{history, info}`` (text or function-calling)."""
-    return swe_agent_task_from_object({"history": history, "info": dict(info)}, shown=ctx.shown,
-                                      session=ctx.session, fmt=fmt, n_bytes=ctx.n_bytes)
+    return swe_agent_task_from_object(
+        {"history": history, "info": dict(info)}, shown=ctx.shown, session=ctx.session, fmt=fmt, n_bytes=ctx.n_bytes
+    )

@@ -168,12 +168,16 @@ def _local_kind(p: Path) -> tuple[str, list[str]] | None:
             files = sorted(str(f) for f in p.rglob(f"*{suffix}") if f.is_file() and not f.name.startswith("."))
             if files:
                 return builder, files
-        raise ConfigError(f"dataset {str(p)!r}: folder holds no .parquet, .jsonl, .json or .arrow file "
-                          "and is not a save_to_disk folder")
+        raise ConfigError(
+            f"dataset {str(p)!r}: folder holds no .parquet, .jsonl, .json or .arrow file "
+            "and is not a save_to_disk folder"
+        )
     builder = _LOCAL_SUFFIXES.get(p.suffix.lower())
     if builder is None:
-        raise ConfigError(f"dataset {str(p)!r}: expected a .parquet, .jsonl, .json or .arrow file, "
-                          "a folder of them, a save_to_disk folder or a Hub id")
+        raise ConfigError(
+            f"dataset {str(p)!r}: expected a .parquet, .jsonl, .json or .arrow file, "
+            "a folder of them, a save_to_disk folder or a Hub id"
+        )
     return builder, [str(p)]
 
 
@@ -224,8 +228,9 @@ def _open_quietly(source: DatasetSource) -> _Opened:
                 loaded = datasets.load_from_disk(str(p))
                 if isinstance(loaded, datasets.DatasetDict):
                     if source.split not in loaded:
-                        raise ConfigError(f"dataset {source.path!r}: no split {source.split!r}; "
-                                          f"has {', '.join(sorted(loaded))}")
+                        raise ConfigError(
+                            f"dataset {source.path!r}: no split {source.split!r}; has {', '.join(sorted(loaded))}"
+                        )
                     loaded = loaded[source.split]
                 prov = {"dataset": str(p), "fingerprint": loaded._fingerprint, "split": source.split}
                 return _Opened(loaded, frozenset(loaded.column_names), prov, False)
@@ -258,8 +263,11 @@ def _pick_adapter(source: DatasetSource, columns: frozenset[str]) -> DatasetAdap
         adapter = ADAPTERS.get(source.adapter)
         missing = adapter.missing_columns(set(columns))
         if missing:
-            raise FormatError(f"column {missing[0]!r} missing for adapter {adapter.name!r} "
-                              f"(the dataset has: {', '.join(sorted(columns)) or 'no columns'})", path=source.path)
+            raise FormatError(
+                f"column {missing[0]!r} missing for adapter {adapter.name!r} "
+                f"(the dataset has: {', '.join(sorted(columns)) or 'no columns'})",
+                path=source.path,
+            )
         return adapter
     for _, adapter in ADAPTERS.items():
         if source.path.lower() in (h.lower() for h in adapter.hub_ids) and not adapter.missing_columns(set(columns)):
@@ -302,8 +310,10 @@ def _row_order(n_rows: int, source: DatasetSource) -> Iterator[int]:
 def _check_where(source: DatasetSource, columns: frozenset[str]) -> None:
     for col in source.where:
         if col not in columns:
-            raise ConfigError(f"dataset {source.path!r}: where names column {col!r}, which it does not have "
-                              f"(it has: {', '.join(sorted(columns))})")
+            raise ConfigError(
+                f"dataset {source.path!r}: where names column {col!r}, which it does not have "
+                f"(it has: {', '.join(sorted(columns))})"
+            )
 
 
 def _matches(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
@@ -339,8 +349,9 @@ def _row_key(row: Mapping[str, Any], row_json: bytes, adapter: DatasetAdapter, i
     return f"{base}@{hashlib.sha256(row_json).hexdigest()[:8]}"
 
 
-def _convert(row: Mapping[str, Any], index: int, source: DatasetSource, adapter: DatasetAdapter,
-             opened: _Opened) -> Task:
+def _convert(
+    row: Mapping[str, Any], index: int, source: DatasetSource, adapter: DatasetAdapter, opened: _Opened
+) -> Task:
     shown = f"{source.path}:{source.split}#{index}"
     row_json = json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode()
     ctx = RowContext(
@@ -393,8 +404,11 @@ def _iter_rows(
     if on_open is not None:
         on_open(adapter.name, opened.provenance)
     if opened.streamed:
-        stream = opened.rows.shuffle(seed=source.seed, buffer_size=STREAM_SHUFFLE_BUFFER_ROWS) \
-            if source.n is not None else opened.rows
+        stream = (
+            opened.rows.shuffle(seed=source.seed, buffer_size=STREAM_SHUFFLE_BUFFER_ROWS)
+            if source.n is not None
+            else opened.rows
+        )
         rows: Iterator[tuple[int, Mapping[str, Any]]] = enumerate(stream)
     else:
         rows = ((i, opened.rows[i]) for i in _row_order(len(opened.rows), source))
@@ -498,8 +512,14 @@ def load_dataset_tasks(source: DatasetSource) -> DatasetSample:
     opening = _Opening()
     tasks = tuple(t for _, t in iter_dataset_tasks(source, skipped=skipped, filtered=filtered, on_open=opening))
     rows_read = len(tasks) + sum(skipped.values()) + sum(filtered.values())
-    return DatasetSample(tasks=tasks, skipped=dict(sorted(skipped.items())), filtered=dict(sorted(filtered.items())),
-                         rows_read=rows_read, adapter=opening.adapter, provenance=opening.provenance)
+    return DatasetSample(
+        tasks=tasks,
+        skipped=dict(sorted(skipped.items())),
+        filtered=dict(sorted(filtered.items())),
+        rows_read=rows_read,
+        adapter=opening.adapter,
+        provenance=opening.provenance,
+    )
 
 
 # -- one row, by index (what a sweep worker reloads) -------------------------------------------------
@@ -527,8 +547,10 @@ def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None =
     """
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"dataset {path!r}: a row can be loaded by index only from a local dataset "
-                          "(sweeps save a Hub sample to a local file first)")
+        raise ConfigError(
+            f"dataset {path!r}: a row can be loaded by index only from a local dataset "
+            "(sweeps save a Hub sample to a local file first)"
+        )
     local = _opened_local(path, split, adapter, os.stat(p).st_mtime_ns)
     n_rows = len(local.opened.rows)
     if not 0 <= index < n_rows:
@@ -541,7 +563,7 @@ def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None =
 
 def parse_dataset_spec(spec: str) -> tuple[str, str, int | None]:
     """``dataset:PATH_OR_ID[:SPLIT][#ROW]`` -> ``(path, split, row)``; split defaults to ``train``."""
-    body = spec[len(DATASET_SPEC_PREFIX):] if spec.startswith(DATASET_SPEC_PREFIX) else spec
+    body = spec[len(DATASET_SPEC_PREFIX) :] if spec.startswith(DATASET_SPEC_PREFIX) else spec
     row: int | None = None
     head, hash_, tail = body.rpartition("#")
     if hash_ and not Path(body).exists():

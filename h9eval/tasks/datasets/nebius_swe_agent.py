@@ -46,13 +46,16 @@ def row_to_task(row: Mapping[str, Any], ctx: RowContext) -> Task:
     return task
 
 
-ADAPTER = ADAPTERS.add(NAME, DatasetAdapter(
-    name=NAME,
-    hub_ids=("nebius/SWE-agent-trajectories",),
-    required_columns=(("instance_id",), ("trajectory",), ("target",)),
-    id_columns=("instance_id",),
-    resolved_column="target",
-    model_column="model_name",
-    row_to_task=row_to_task,
-    description="SWE-agent text trajectories (role system/user/ai, text): nebius/SWE-agent-trajectories",
-))
+ADAPTER = ADAPTERS.add(
+    NAME,
+    DatasetAdapter(
+        name=NAME,
+        hub_ids=("nebius/SWE-agent-trajectories",),
+        required_columns=(("instance_id",), ("trajectory",), ("target",)),
+        id_columns=("instance_id",),
+        resolved_column="target",
+        model_column="model_name",
+        row_to_task=row_to_task,
+        description="SWE-agent text trajectories (role system/user/ai, text): nebius/SWE-agent-trajectories",
+    ),
+)

@@ -24,27 +24,34 @@ SWE_GYM = "swe_gym_openhands"
 def row_to_task(row: Mapping[str, Any], ctx: RowContext, *, fmt: str) -> Task:
     meta = {"agent": "openhands", "repo": row.get("repo")}
     tools = "tools" if row.get("tools") is not None else None
-    return openai_row_task(row, ctx, fmt=fmt, message_columns=("messages", "trajectory"), tools_column=tools,
-                           metadata=meta)
+    return openai_row_task(
+        row, ctx, fmt=fmt, message_columns=("messages", "trajectory"), tools_column=tools, metadata=meta
+    )
 
 
-ADAPTERS.add(SWE_ZERO, DatasetAdapter(
-    name=SWE_ZERO,
-    hub_ids=("nvidia/SWE-Zero-openhands-trajectories",),
-    required_columns=(("instance_id",), ("messages", "trajectory")),
-    id_columns=("trajectory_id", "instance_id"),
-    resolved_column="resolved",
-    model_column=None,
-    row_to_task=partial(row_to_task, fmt=SWE_ZERO),
-    description="OpenHands OpenAI-style messages: nvidia/SWE-Zero-openhands-trajectories",
-))
-ADAPTERS.add(SWE_GYM, DatasetAdapter(
-    name=SWE_GYM,
-    hub_ids=("SWE-Gym/OpenHands-Sampled-Trajectories",),
-    required_columns=(("instance_id",), ("messages", "trajectory")),
-    id_columns=("run_id", "instance_id"),
-    resolved_column="resolved",
-    model_column=None,
-    row_to_task=partial(row_to_task, fmt=SWE_GYM),
-    description="OpenHands OpenAI-style messages: SWE-Gym/OpenHands-Sampled-Trajectories",
-))
+ADAPTERS.add(
+    SWE_ZERO,
+    DatasetAdapter(
+        name=SWE_ZERO,
+        hub_ids=("nvidia/SWE-Zero-openhands-trajectories",),
+        required_columns=(("instance_id",), ("messages", "trajectory")),
+        id_columns=("trajectory_id", "instance_id"),
+        resolved_column="resolved",
+        model_column=None,
+        row_to_task=partial(row_to_task, fmt=SWE_ZERO),
+        description="OpenHands OpenAI-style messages: nvidia/SWE-Zero-openhands-trajectories",
+    ),
+)
+ADAPTERS.add(
+    SWE_GYM,
+    DatasetAdapter(
+        name=SWE_GYM,
+        hub_ids=("SWE-Gym/OpenHands-Sampled-Trajectories",),
+        required_columns=(("instance_id",), ("messages", "trajectory")),
+        id_columns=("run_id", "instance_id"),
+        resolved_column="resolved",
+        model_column=None,
+        row_to_task=partial(row_to_task, fmt=SWE_GYM),
+        description="OpenHands OpenAI-style messages: SWE-Gym/OpenHands-Sampled-Trajectories",
+    ),
+)

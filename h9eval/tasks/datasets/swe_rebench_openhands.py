@@ -24,13 +24,16 @@ def row_to_task(row: Mapping[str, Any], ctx: RowContext) -> Task:
     return openai_row_task(row, ctx, fmt=NAME, message_columns=("trajectory",), tools_column="tools", metadata=meta)
 
 
-ADAPTER = ADAPTERS.add(NAME, DatasetAdapter(
-    name=NAME,
-    hub_ids=("nebius/SWE-rebench-openhands-trajectories",),
-    required_columns=(("trajectory_id",), ("instance_id",), ("trajectory",), ("model_patch",)),
-    id_columns=("trajectory_id", "instance_id"),
-    resolved_column="resolved",
-    model_column=None,
-    row_to_task=row_to_task,
-    description="OpenHands OpenAI-style trajectories: nebius/SWE-rebench-openhands-trajectories",
-))
+ADAPTER = ADAPTERS.add(
+    NAME,
+    DatasetAdapter(
+        name=NAME,
+        hub_ids=("nebius/SWE-rebench-openhands-trajectories",),
+        required_columns=(("trajectory_id",), ("instance_id",), ("trajectory",), ("model_patch",)),
+        id_columns=("trajectory_id", "instance_id"),
+        resolved_column="resolved",
+        model_column=None,
+        row_to_task=row_to_task,
+        description="OpenHands OpenAI-style trajectories: nebius/SWE-rebench-openhands-trajectories",
+    ),
+)

@@ -29,13 +29,16 @@ def row_to_task(row: Mapping[str, Any], ctx: RowContext) -> Task:
     return swe_agent_row_task(row, ctx, fmt=NAME, history=[dict(m) for m in history], info=info)
 
 
-ADAPTER = ADAPTERS.add(NAME, DatasetAdapter(
-    name=NAME,
-    hub_ids=("SWE-bench/SWE-smith-trajectories",),
-    required_columns=(("instance_id",), ("messages",), ("traj_id",)),
-    id_columns=("traj_id", "instance_id"),
-    resolved_column="resolved",
-    model_column="model",
-    row_to_task=row_to_task,
-    description="SWE-agent message lists (role/content, tool calls): SWE-bench/SWE-smith-trajectories",
-))
+ADAPTER = ADAPTERS.add(
+    NAME,
+    DatasetAdapter(
+        name=NAME,
+        hub_ids=("SWE-bench/SWE-smith-trajectories",),
+        required_columns=(("instance_id",), ("messages",), ("traj_id",)),
+        id_columns=("traj_id", "instance_id"),
+        resolved_column="resolved",
+        model_column="model",
+        row_to_task=row_to_task,
+        description="SWE-agent message lists (role/content, tool calls): SWE-bench/SWE-smith-trajectories",
+    ),
+)

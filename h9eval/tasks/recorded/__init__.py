@@ -136,7 +136,9 @@ def load_task(path: str | Path, format: str | None = None, **options: Any) -> Ta
     if fmt == TASK_JSONL_FORMAT and not options:
         tasks = tasks_from_jsonl(path)
         if len(tasks) != 1:
-            raise FormatError(f"task file holds {len(tasks)} tasks; expected one (load_tasks reads them all)", path=str(path))
+            raise FormatError(
+                f"task file holds {len(tasks)} tasks; expected one (load_tasks reads them all)", path=str(path)
+            )
         return tasks[0]
     loader, accepted = _LOADERS.get(fmt, (None, frozenset()))  # type: ignore[arg-type]
     if loader is None:
@@ -144,7 +146,8 @@ def load_task(path: str | Path, format: str | None = None, **options: Any) -> Ta
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ConfigError(
-            f"option {unknown[0]!r} is not accepted by the {fmt} loader; accepted: {', '.join(sorted(accepted)) or 'none'}"
+            f"option {unknown[0]!r} is not accepted by the {fmt} loader; accepted: "
+            f"{', '.join(sorted(accepted)) or 'none'}"
         )
     return loader(path, **options)
 
@@ -174,7 +177,9 @@ def load_tasks(
     out: list[Task] = []
     items = _discover(p) if p.is_dir() else [p]
     # a folder of many large sessions takes a while: say so, after a quiet moment
-    bar = make_progress(total=len(items), desc=f"loading {path}", unit="file", delay_s=QUIET_DELAY_S, enabled=len(items) > 1)
+    bar = make_progress(
+        total=len(items), desc=f"loading {path}", unit="file", delay_s=QUIET_DELAY_S, enabled=len(items) > 1
+    )
     for item in items:
         bar.update(1)
         # Show paths the way the caller spelled the root, so TaskSource.path stays recognisable.
@@ -224,7 +229,9 @@ def inspect_task(path: str | Path, format: str | None = None) -> dict[str, Any]:
     fmt = format if format is not None else detect_format(path)
     if fmt != TASK_JSONL_FORMAT:
         return summarize_task(load_task(path, fmt))
-    infos = [{**summarize_task(t), "format": TASK_JSONL_FORMAT, "source_kind": t.source.kind} for t in tasks_from_jsonl(path)]
+    infos = [
+        {**summarize_task(t), "format": TASK_JSONL_FORMAT, "source_kind": t.source.kind} for t in tasks_from_jsonl(path)
+    ]
     if len(infos) == 1:
         return infos[0]
     return {"format": TASK_JSONL_FORMAT, "n_tasks": len(infos), "tasks": infos}

@@ -127,7 +127,9 @@ def parse_json(text: str, *, path: str, expected: str, where: str | None = None)
     try:
         return json.loads(text, parse_constant=_no_constant)
     except _NotJSONConstant as e:
-        raise FormatError(f"not valid JSON ({e} is not a JSON value); expected {expected}", path=path, where=where) from None
+        raise FormatError(
+            f"not valid JSON ({e} is not a JSON value); expected {expected}", path=path, where=where
+        ) from None
     except json.JSONDecodeError as e:
         loc = where or f"line {e.lineno} column {e.colno}"
         raise FormatError(f"not valid JSON ({e.msg}); expected {expected}", path=path, where=loc) from None
@@ -212,7 +214,9 @@ def blocks_text(content: Any, counts: Counter[str], *, what: str, cursor: Cursor
         return ""
     if isinstance(content, str):
         return content
-    expect(isinstance(content, list), f"{what} must be a string or a list of blocks, got {type(content).__name__}", cursor)
+    expect(
+        isinstance(content, list), f"{what} must be a string or a list of blocks, got {type(content).__name__}", cursor
+    )
     parts: list[str] = []
     for b in content:
         if isinstance(b, str):
@@ -334,9 +338,15 @@ def tool_pair_stats(messages: Sequence[Message]) -> dict[str, int]:
 
 
 # -- derived facts: edited files -------------------------------------------------------------
-_EDITOR_TOOLS = frozenset({"str_replace_editor", "file_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool"})
+_EDITOR_TOOLS = frozenset(
+    {"str_replace_editor", "file_editor", "str_replace_based_edit_tool", "text_editor", "edit_tool"}
+)
 _EDITOR_WRITE_CMDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "append"})
-_WRITE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create_file", "replace_in_file"})
+_WRITE_TOOLS = frozenset(
+    {"Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "edit_file", "create_file", "replace_in_file"}
+)
+
+
 @dataclass(kw_only=True)
 class AgentPass:
     """What one pass over a SWE-style agent's messages builds (mini-SWE-agent, SWE-agent): both
@@ -352,9 +362,7 @@ class AgentPass:
     n_synth: int = 0
 
 
-def on_user_message(
-    st: AgentPass, content: str, *, returncode: Callable[[str], int | None] | None = None
-) -> None:
+def on_user_message(st: AgentPass, content: str, *, returncode: Callable[[str], int | None] | None = None) -> None:
     """A user message: the output of the synthesized action before it (``returncode`` reads its
     return code from the text, where the format states one), else the task prompt (the first one)
     or a later user message."""
@@ -381,7 +389,9 @@ def on_other_message(st: AgentPass, i: int, m: Any, content: str) -> None:
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w-]*)\1")
 _PATCH_FILE = re.compile(r"^(?:\+\+\+ b/(\S+)|\*\*\* (?:Update|Add) File: (.+?)\s*$)", re.MULTILINE)
-_PY_WRITE = re.compile(r"open\(\s*(['\"])([^'\"\n]+)\1\s*,\s*(['\"])[wa]b?\+?\3|Path\(\s*(['\"])([^'\"\n]+)\4\s*\)\.write_(?:text|bytes)")
+_PY_WRITE = re.compile(
+    r"open\(\s*(['\"])([^'\"\n]+)\1\s*,\s*(['\"])[wa]b?\+?\3|Path\(\s*(['\"])([^'\"\n]+)\4\s*\)\.write_(?:text|bytes)"
+)
 _SWE_OPEN = re.compile(r"^open\s+\"?([^\s\"]+)\"?")
 _SWE_CREATE = re.compile(r"^create\s+\"?([^\s\"]+)\"?")
 _SWE_EDIT = re.compile(r"^(?:edit|insert)\b")
@@ -455,7 +465,11 @@ def shell_edited_paths(cmd: str, state: _EditState | None = None) -> list[str]:
     head, _bodies = _strip_heredocs(cmd)
     # Only sed -i, a redirection or tee below can name a file: most commands (ls, grep,
     # pytest...) have none of them, and lexing them with shlex was most of a session's load.
-    if "sed" not in head and "tee" not in head and not (">" in head and ("cat" in head or "echo" in head or "printf" in head)):
+    if (
+        "sed" not in head
+        and "tee" not in head
+        and not (">" in head and ("cat" in head or "echo" in head or "printf" in head))
+    ):
         return found
     for words in _simple_commands(head):
         while words and re.match(r"^[A-Za-z_]\w*=", words[0]):
@@ -465,7 +479,10 @@ def shell_edited_paths(cmd: str, state: _EditState | None = None) -> list[str]:
         if not words:
             continue
         prog = os.path.basename(words[0])
-        if prog == "sed" and any(w == "--in-place" or (w.startswith("-i") or (w.startswith("-") and not w.startswith("--") and "i" in w[1:])) for w in words[1:]):
+        if prog == "sed" and any(
+            w == "--in-place" or (w.startswith("-i") or (w.startswith("-") and not w.startswith("--") and "i" in w[1:]))
+            for w in words[1:]
+        ):
             found.extend(_sed_files(words[1:]))
         elif prog in ("cat", "echo", "printf"):
             for a, b in zip(words, words[1:]):
@@ -612,10 +629,14 @@ def is_generic_error(text: str) -> bool:
     return bool(_GENERIC_ERROR.fullmatch(text.strip()))
 
 
-SCRATCH_EXTENSIONS = frozenset({".py", ".sh", ".js", ".ts", ".pl", ".rb", ".sql", ".txt", ".diff", ".patch", ".go", ".exs"})
+SCRATCH_EXTENSIONS = frozenset(
+    {".py", ".sh", ".js", ".ts", ".pl", ".rb", ".sql", ".txt", ".diff", ".patch", ".go", ".exs"}
+)
 """Extensions of the throwaway scripts agents write at the top of the working directory."""
 
-PROJECT_TOP_FILES = frozenset({"setup.py", "conftest.py", "manage.py", "noxfile.py", "fabfile.py", "tasks.py", "mix.exs", "main.go"})
+PROJECT_TOP_FILES = frozenset(
+    {"setup.py", "conftest.py", "manage.py", "noxfile.py", "fabfile.py", "tasks.py", "mix.exs", "main.go"}
+)
 """Top-level files that are part of a project, not scratch, despite a script extension."""
 
 GENERIC_FILE_STEMS = frozenset(
@@ -650,7 +671,7 @@ def is_scratch_path(path: str, cwd: str | None) -> bool:
                 return True
             rel = os.path.relpath(p, root)
         elif m := _KNOWN_ROOTS.match(p):
-            rel = p[m.end():]
+            rel = p[m.end() :]
         else:
             return False
     else:
@@ -768,7 +789,11 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
                         kind="derived",
                         message_index=at,
                         variants=tuple(files)
-                        + tuple(os.path.basename(f) for f in files if os.path.basename(f) != f and not _generic_file_name(os.path.basename(f))),
+                        + tuple(
+                            os.path.basename(f)
+                            for f in files
+                            if os.path.basename(f) != f and not _generic_file_name(os.path.basename(f))
+                        ),
                     )
                 )
             elif len(sub) <= MAX_ANSWER_CHARS:

@@ -79,7 +79,11 @@ def classify_chat(obj: Any) -> str | None:
     if not msgs or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in msgs[:20]):
         return None
     # Only the first 20 messages are checked to be objects: the rest may be anything here.
-    if isinstance(obj, dict) and "system" in obj and not any(isinstance(m, dict) and m.get("role") == "system" for m in msgs):
+    if (
+        isinstance(obj, dict)
+        and "system" in obj
+        and not any(isinstance(m, dict) and m.get("role") == "system" for m in msgs)
+    ):
         return ANTHROPIC
     for m in msgs:
         c = m.get("content") if isinstance(m, dict) else None
@@ -104,7 +108,8 @@ def read_chat_file(path: Path, shown: str) -> list[tuple[str, Any]]:
     lines = list(iter_jsonl(text, path=shown, expected=_EXPECTED)) if "\n" in text.strip() else []
     if not lines:
         raise FormatError(
-            f"not valid JSON ({whole_err.msg}); expected {_EXPECTED}", path=shown,
+            f"not valid JSON ({whole_err.msg}); expected {_EXPECTED}",
+            path=shown,
             where=f"line {whole_err.lineno} column {whole_err.colno}",
         )
     if all(isinstance(v, dict) and isinstance(v.get("messages"), list) for _, v in lines):
@@ -187,7 +192,9 @@ def _load_one(p: Path, shown: str, obj: Any, fmt: str, *, session: str, where: s
         cur.where = None if where == "file" else where
         expect(bool(tr.messages), "conversation has no messages", cur)
         raw_tools = obj.get("tools") if isinstance(obj, dict) else None
-        tools = [t for t in (openai_tool_schema(x) for x in raw_tools or []) if t] if isinstance(raw_tools, list) else []
+        tools = (
+            [t for t in (openai_tool_schema(x) for x in raw_tools or []) if t] if isinstance(raw_tools, list) else []
+        )
         meta: dict[str, Any] = {
             "agent": None,
             "model": obj.get("model") if isinstance(obj, dict) and isinstance(obj.get("model"), str) else None,
@@ -229,8 +236,17 @@ def openai_task_from_messages(
             "thinking_blocks": counts.get("thinking_blocks", 0),
             "content_blocks_dropped": {k: v for k, v in sorted(counts.items()) if k != "thinking_blocks"},
         }
-        return finish_task(fmt=fmt, session=session, path_shown=shown, path=Path(shown), tr=tr, tools=schemas,
-                           metadata=meta, source_kind=source_kind, n_bytes=n_bytes)
+        return finish_task(
+            fmt=fmt,
+            session=session,
+            path_shown=shown,
+            path=Path(shown),
+            tr=tr,
+            tools=schemas,
+            metadata=meta,
+            source_kind=source_kind,
+            n_bytes=n_bytes,
+        )
 
 
 def _role(m: Any, cur: Cursor) -> str:
@@ -274,7 +290,11 @@ def _anthropic_message(m: Any, tr: Transcript, counts: Counter[str], cur: Cursor
             calls.append(ToolCall(tid, name, json_text(b.get("input", {}))))
         elif t == "tool_result":
             tid = b.get("tool_use_id")
-            expect(isinstance(tid, str) and tid != "", f"content[{k}] tool_result needs a non-empty string 'tool_use_id'", cur)
+            expect(
+                isinstance(tid, str) and tid != "",
+                f"content[{k}] tool_result needs a non-empty string 'tool_use_id'",
+                cur,
+            )
             out = blocks_text(b.get("content"), counts, what=f"content[{k}].content", cursor=cur)
             tr.add(Message("tool", out, (), tid, bool(b.get("is_error", False))))
             n_results += 1

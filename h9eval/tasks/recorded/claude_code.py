@@ -72,13 +72,19 @@ def is_compaction_call_file(path: str | Path) -> bool:
     still loads it (``metadata["agent_kind"] == "compaction"``)."""
     return Path(path).name.startswith(COMPACTION_CALL_PREFIX)
 
+
 _EXPECTED = "one Claude Code session record (a JSON object with 'type') per line"
 _CONVERSATION_TYPES = frozenset({"user", "assistant"})
 _KNOWN_TYPES = frozenset(
     {"user", "assistant", "system", "progress", "file-history-snapshot", "queue-operation", "summary", "result"}
 )
 _HARNESS_PREFIXES = (
-    "<command-", "<local-command", "<system-reminder>", "<user-prompt-submit-hook>", "Caveat: ", "[Request interrupted",
+    "<command-",
+    "<local-command",
+    "<system-reminder>",
+    "<user-prompt-submit-hook>",
+    "Caveat: ",
+    "[Request interrupted",
 )
 
 
@@ -329,7 +335,9 @@ def _task(p: Path, shown: str, st: _State) -> Task:
         "compact_summary_in_transcript": st.keep_summary,
     }
     if file_sidechain:
-        meta["agent_kind"] = "compaction" if (agent_id or stem(p)).removeprefix("agent-").startswith("acompact") else "subagent"
+        meta["agent_kind"] = (
+            "compaction" if (agent_id or stem(p)).removeprefix("agent-").startswith("acompact") else "subagent"
+        )
     return finish_task(fmt=FORMAT, session=session, path_shown=shown, path=p, tr=tr, metadata=meta, skipped=st.skipped)
 
 

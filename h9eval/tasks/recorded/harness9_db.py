@@ -77,7 +77,9 @@ def _connect(db_path: str | os.PathLike[str]) -> tuple[sqlite3.Connection, str]:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as e:
         if "locked" in str(e) or "busy" in str(e):  # a writer holds it: the file is fine
-            raise FormatError(f"database is locked by another process ({e}); try again when it is done", path=shown) from None
+            raise FormatError(
+                f"database is locked by another process ({e}); try again when it is done", path=shown
+            ) from None
         raise FormatError(f"not a readable SQLite database ({e})", path=shown) from None
     try:
         for table, cols in _REQUIRED_COLUMNS.items():
@@ -114,7 +116,9 @@ def _messages(con: sqlite3.Connection, shown: str, session_id: str) -> list[Mess
         try:
             out.append(row_to_message(*r[1:]))
         except ValueError as e:  # the message names the column
-            raise FormatError(f"bad message in session {session_id!r}: {e}", path=shown, where=f"messages.id {r[0]}") from None
+            raise FormatError(
+                f"bad message in session {session_id!r}: {e}", path=shown, where=f"messages.id {r[0]}"
+            ) from None
     return out
 
 
@@ -155,7 +159,7 @@ def list_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def _anchor_intent(msg: Message) -> str:
-    anchors, _ = parse_anchors_and_summary(msg.content.lstrip()[len(COMPACTION_MARKER):])
+    anchors, _ = parse_anchors_and_summary(msg.content.lstrip()[len(COMPACTION_MARKER) :])
     for a in anchors:
         if a.type == "user_intent" and a.content not in ("", "N/A"):
             return a.content
@@ -258,7 +262,9 @@ def load_db_tasks(db_path: str | os.PathLike[str], *, include_empty: bool = Fals
         out = []
         ids = _session_ids(con)
         # a database of many long sessions takes a while: say so, after a quiet moment
-        bar = make_progress(total=len(ids), desc=f"loading {shown}", unit="session", delay_s=QUIET_DELAY_S, enabled=len(ids) > 1)
+        bar = make_progress(
+            total=len(ids), desc=f"loading {shown}", unit="session", delay_s=QUIET_DELAY_S, enabled=len(ids) > 1
+        )
         for sid in ids:
             bar.update(1)
             msgs = _messages(con, shown, sid)
@@ -268,5 +274,3 @@ def load_db_tasks(db_path: str | os.PathLike[str], *, include_empty: bool = Fals
         return out
     finally:
         con.close()
-
-

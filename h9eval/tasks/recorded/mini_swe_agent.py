@@ -66,7 +66,9 @@ def looks_like_mini_swe_agent(obj: Any) -> bool:
     if isinstance(tf, str) and tf.startswith("mini-swe-agent"):
         return True
     info = obj.get("info")
-    return isinstance(info, dict) and ("mini_version" in info or isinstance(info.get("config"), dict) and "agent" in info["config"])
+    return isinstance(info, dict) and (
+        "mini_version" in info or isinstance(info.get("config"), dict) and "agent" in info["config"]
+    )
 
 
 def load_mini_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True) -> Task:
@@ -185,8 +187,15 @@ def _task(p: Path, shown: str, obj: Any, st: _State) -> Task:
     }
     outcome = Outcome(exit_status=exit_status, submission=submission, message_index=len(tr.messages) - 1)
     return finish_task(
-        fmt=FORMAT, session=instance, path_shown=shown, path=p, tr=tr, tools=tools, outcome=outcome,
-        metadata=meta, skipped=st.skipped,
+        fmt=FORMAT,
+        session=instance,
+        path_shown=shown,
+        path=p,
+        tr=tr,
+        tools=tools,
+        outcome=outcome,
+        metadata=meta,
+        skipped=st.skipped,
     )
 
 

@@ -146,7 +146,12 @@ def _load(p: Path, shown: str, ev_dir: Path, cur: Cursor) -> Task:
     base_path = ev_dir.parent / "base_state.json"
     if base_path.is_file():
         cur.where = "base_state.json"
-        b = parse_json(read_text(base_path, shown=shown), path=shown, where="base_state.json", expected="the conversation state object")
+        b = parse_json(
+            read_text(base_path, shown=shown),
+            path=shown,
+            where="base_state.json",
+            expected="the conversation state object",
+        )
         expect(isinstance(b, dict), "base_state.json must be a JSON object", cur)
         base = b
 
@@ -224,7 +229,9 @@ def _on_message(st: _State, ev: Any, kind: str, eid: str, name: str) -> None:
     if ext:
         extra = blocks_text(ext, st.counts, what="extended_content", cursor=cur)
         text = f"{text}\n\n{extra}" if text and extra else text or extra
-    role = lm.get("role") if isinstance(lm.get("role"), str) else ("user" if ev.get("source") == "user" else "assistant")
+    role = (
+        lm.get("role") if isinstance(lm.get("role"), str) else ("user" if ev.get("source") == "user" else "assistant")
+    )
     msg = Message(role, text)
     st.event_index[eid] = st.tr.add_prompt(msg) if role == "user" else st.tr.add(msg)
 
@@ -288,8 +295,15 @@ def _task(p: Path, shown: str, st: _State, base: dict[str, Any], n_events: int, 
     }
     outcome = Outcome(exit_status=status, message_index=st.finish_at, finish_message=st.finish_msg)
     return finish_task(
-        fmt=FORMAT, session=session, path_shown=shown, path=p, tr=st.tr, tools=st.tools, outcome=outcome,
-        metadata=meta, skipped=st.skipped,
+        fmt=FORMAT,
+        session=session,
+        path_shown=shown,
+        path=p,
+        tr=st.tr,
+        tools=st.tools,
+        outcome=outcome,
+        metadata=meta,
+        skipped=st.skipped,
     )
 
 

@@ -79,7 +79,9 @@ def _literal(v: Any, what: str, cur: Cursor) -> Any:
     try:
         return ast.literal_eval(s)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise FormatError(f"{what} is a string that is neither JSON nor a Python literal", path=cur.path, where=cur.where) from None
+        raise FormatError(
+            f"{what} is a string that is neither JSON nor a Python literal", path=cur.path, where=cur.where
+        ) from None
 
 
 def load_swe_agent(path: str | Path, *, synthesize_tool_calls: bool = True) -> Task:
@@ -103,8 +105,14 @@ def swe_agent_task_from_object(
     to this shape): the same reading as a ``.traj`` file, with the row's name and size."""
     cur = Cursor(shown)
     with guarded(fmt, cur, _EXPECTED):
-        return _load(Path(shown), shown, obj, cur, synthesize_tool_calls,
-                     origin=_Origin(session=session, fmt=fmt, n_bytes=n_bytes))
+        return _load(
+            Path(shown),
+            shown,
+            obj,
+            cur,
+            synthesize_tool_calls,
+            origin=_Origin(session=session, fmt=fmt, n_bytes=n_bytes),
+        )
 
 
 @dataclass(frozen=True)
@@ -169,8 +177,11 @@ def _on_tool(st: _State, i: int, m: Any, content: str) -> None:
     ids = _literal(m.get("tool_call_ids") or m.get("tool_call_id") or [], "tool_call_ids", st.cur)
     if isinstance(ids, str):
         ids = [ids]
-    expect(isinstance(ids, list) and len(ids) > 0 and all(isinstance(x, str) and x for x in ids),
-           "tool message needs 'tool_call_ids' (a non-empty list of strings)", st.cur)
+    expect(
+        isinstance(ids, list) and len(ids) > 0 and all(isinstance(x, str) and x for x in ids),
+        "tool message needs 'tool_call_ids' (a non-empty list of strings)",
+        st.cur,
+    )
     st.tr.add(Message("tool", content, (), ids[0]))
     if len(ids) > 1:
         st.multi_id += 1
@@ -228,8 +239,18 @@ def _task(p: Path, shown: str, obj: Any, st: _State, n_demo: int, origin: _Origi
         message_index=len(tr.messages) - 1,
     )
     if origin is not None:
-        return finish_task(fmt=origin.fmt, session=origin.session, path_shown=shown, path=p, tr=tr, outcome=outcome,
-                           metadata=meta, skipped=st.skipped, source_kind="dataset", n_bytes=origin.n_bytes)
+        return finish_task(
+            fmt=origin.fmt,
+            session=origin.session,
+            path_shown=shown,
+            path=p,
+            tr=tr,
+            outcome=outcome,
+            metadata=meta,
+            skipped=st.skipped,
+            source_kind="dataset",
+            n_bytes=origin.n_bytes,
+        )
     return finish_task(
         fmt=FORMAT, session=stem(p), path_shown=shown, path=p, tr=tr, outcome=outcome, metadata=meta, skipped=st.skipped
     )

@@ -85,4 +85,3 @@ def generate_many(preset: str, seeds: Iterable[int], **overrides: Any) -> list[T
         raise ConfigError(did_you_mean(str(preset), PRESETS, what="preset"))
     spec = apply_overrides(PRESETS[preset], overrides)
     return [SyntheticBuilder(spec, check_seed(s), preset, dict(overrides)).build() for s in seeds]
-

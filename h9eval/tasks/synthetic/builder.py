@@ -296,9 +296,15 @@ class SyntheticBuilder:
                 return v, tuple(x for x in dict.fromkeys(variants) if x != v)
         raise AssertionError("values exhausted")  # pragma: no cover
 
-    def _plant(self, slot: Slot, e: str, q: str, ans: str, variants: tuple[str, ...], turn: int, old: str | None) -> dict[str, Any]:
+    def _plant(
+        self, slot: Slot, e: str, q: str, ans: str, variants: tuple[str, ...], turn: int, old: str | None
+    ) -> dict[str, Any]:
         by_user = self.rng.random() < self.spec.user_fact_share
-        tpl = (slot.user if old is None else slot.change_user) if by_user else (slot.found if old is None else slot.change_found)
+        tpl = (
+            (slot.user if old is None else slot.change_user)
+            if by_user
+            else (slot.found if old is None else slot.change_found)
+        )
         text = tpl.format(e=e, v=ans, old=old)
         fact: dict[str, Any] = dict(kind=slot.kind, question=q, answer=ans, variants=variants, text=text, index=None)
         if by_user:
@@ -314,7 +320,10 @@ class SyntheticBuilder:
         n = s.n_intent_changes
         self.intent_changes: list[dict[str, Any]] = []
         statement = self.goal
-        picks = [_INTENT_CHANGES[j % len(_INTENT_CHANGES)] for j in r.sample(range(len(_INTENT_CHANGES)), min(n, len(_INTENT_CHANGES)))]
+        picks = [
+            _INTENT_CHANGES[j % len(_INTENT_CHANGES)]
+            for j in r.sample(range(len(_INTENT_CHANGES)), min(n, len(_INTENT_CHANGES)))
+        ]
         while len(picks) < n:
             picks.append(r.choice(_INTENT_CHANGES))
         for j, (tpl, key) in enumerate(picks):
@@ -352,7 +361,9 @@ class SyntheticBuilder:
             tr.edit_desc = approach
             test = self.target
             tr.failure = C.Failure(test=test.test, file=test.file, err_type=et, err_msg=msg)
-            self.turns[t + 1].say.append(f"That didn't work: {approach} fails with `{et}: {msg}`. Reverting it and trying something else.")
+            self.turns[t + 1].say.append(
+                f"That didn't work: {approach} fails with `{et}: {msg}`. Reverting it and trying something else."
+            )
             text = f"Tried {approach}; it failed with {et}: {msg}"
             self._at(t + 1, "assistant", lambda i, text=text, term=term, et=et: AnchorTruth(
                 kind="tried_solution", message_index=i, text=text, key_terms=(term, et)))  # fmt: skip
@@ -385,7 +396,11 @@ class SyntheticBuilder:
                 pct = r.randint(55, 97)
                 text, term = f"coverage of {f['mod']} is up to {pct}%", f"{pct}%"
             else:
-                script = self._fresh(lambda: f"scripts/repro_{r.choice(C.NOUNS)}_{r.randint(2, 99)}.{'py' if w.lang == 'python' else 'go'}")
+                script = self._fresh(
+                    lambda: (
+                        f"scripts/repro_{r.choice(C.NOUNS)}_{r.randint(2, 99)}.{'py' if w.lang == 'python' else 'go'}"
+                    )
+                )
                 text, term = f"the reproduction script {script} now exits 0", script
             self.turns[t].say.append(f"Progress: {text}.")
             self._at(t, "assistant", lambda i, text=text, term=term: AnchorTruth(
@@ -400,7 +415,9 @@ class SyntheticBuilder:
             k = r.choice((2, 3))
             f = self._fmt()
             steps = [(tpl.format_map(f), key.format_map(f)) for tpl, key in r.sample(_STEPS, k)]
-            self.turns[tp].say.append("Next steps: " + "; ".join(f"{j + 1}) {s}" for j, (s, _) in enumerate(steps)) + ".")
+            self.turns[tp].say.append(
+                "Next steps: " + "; ".join(f"{j + 1}) {s}" for j, (s, _) in enumerate(steps)) + "."
+            )
             t = tp
             for s, term in steps:
                 t += r.randint(1, gap)
@@ -428,7 +445,9 @@ class SyntheticBuilder:
             for i in r.sample(pool, min(len(pool), round(share * n))):
                 taken[i] = cls
 
-        pick(C.LARGE, s.large_output_share, lambda t, k, tool: tool not in HOOK_EXEMPT_TOOLS and (t, k) not in hosts_fact)
+        pick(
+            C.LARGE, s.large_output_share, lambda t, k, tool: tool not in HOOK_EXEMPT_TOOLS and (t, k) not in hosts_fact
+        )
         pick("large_read", s.large_read_share, lambda t, k, tool: tool == "read_file" and (t, k) not in hosts_fact)
         pick(C.MEDIUM, s.medium_output_share, lambda t, k, tool: C.MEDIUM in C.ACTIONS[tool])
         out: dict[tuple[int, int], tuple[str, int]] = {}
@@ -460,8 +479,16 @@ class SyntheticBuilder:
         sizes = self._assign_sizes()
 
         msgs: list[Message] = [
-            Message("system", C.SYSTEM_PROMPT.format(org=w.org, repo=w.repo, root=w.root, test_cmd=w.test_cmd,
-                                                     lang_name="Python" if w.lang == "python" else "Go")),  # fmt: skip
+            Message(
+                "system",
+                C.SYSTEM_PROMPT.format(
+                    org=w.org,
+                    repo=w.repo,
+                    root=w.root,
+                    test_cmd=w.test_cmd,
+                    lang_name="Python" if w.lang == "python" else "Go",
+                ),
+            ),  # fmt: skip
             Message("user", self.statement),
         ]
         where: dict[tuple[int, str], int] = {}
@@ -510,7 +537,9 @@ class SyntheticBuilder:
                 if x.path is not None and x.path not in touched:
                     touched[x.path] = None
                     verb = "created" if call.name == "write_file" else "modified"
-                    artifacts.append(AnchorTruth(kind="artifact", message_index=ai, text=f"{verb} {x.path}", key_terms=(x.path,)))
+                    artifacts.append(
+                        AnchorTruth(kind="artifact", message_index=ai, text=f"{verb} {x.path}", key_terms=(x.path,))
+                    )
 
         # Resolve the planned ground truth to message indices.
         anchors: list[AnchorTruth] = list(artifacts)
@@ -519,7 +548,15 @@ class SyntheticBuilder:
             if isinstance(out, AnchorTruth):
                 anchors.append(out)
         for rec in self.plan_steps:
-            anchors.append(AnchorTruth(kind="next_step", message_index=rec["index"], text=rec["text"], key_terms=(rec["term"],), until_index=rec["until"]))
+            anchors.append(
+                AnchorTruth(
+                    kind="next_step",
+                    message_index=rec["index"],
+                    text=rec["text"],
+                    key_terms=(rec["term"],),
+                    until_index=rec["until"],
+                )
+            )
         facts = self._facts_and_constraints(anchors)
         anchors.sort(key=lambda a: (a.message_index, a.kind, a.text))
         changes = tuple(
@@ -545,7 +582,12 @@ class SyntheticBuilder:
 
     def _final_text(self, touched: Mapping[str, None], say: list[str]) -> str:
         files = ", ".join(touched) if touched else "no files"
-        return " ".join([*say, f"Summary: the task is finished ({self.goal}). Files touched: {files}. Verified with `{self.w.test_cmd}`; the suite passes."])
+        return " ".join(
+            [
+                *say,
+                f"Summary: the task is finished ({self.goal}). Files touched: {files}. Verified with `{self.w.test_cmd}`; the suite passes.",
+            ]
+        )
 
     def _facts_and_constraints(self, anchors: list[AnchorTruth]) -> tuple[Fact, ...]:
         order = sorted(range(len(self.facts)), key=lambda j: (self.facts[j]["index"], j))

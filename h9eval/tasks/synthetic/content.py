@@ -228,12 +228,24 @@ def make_world(rng: random.Random, *, pool_blocks: int) -> World:
     snake = _ident_names(rng, 24)
     py_functions = snake
     go_functions = [snake_to_camel(s) for s in snake]
-    classes = [snake_to_camel(n) + k for n, k in zip(rng.sample(NOUNS, 8), ("Policy", "Client", "Store", "Parser", "Config", "Handler", "Cache", "Queue"))]
-    consts = [f"{rng.choice(('MAX', 'DEFAULT', 'MIN'))}_{n.upper()}_{rng.choice(('LIMIT', 'SECONDS', 'SIZE', 'COUNT'))}" for n in rng.sample(NOUNS, 6)]
+    classes = [
+        snake_to_camel(n) + k
+        for n, k in zip(
+            rng.sample(NOUNS, 8), ("Policy", "Client", "Store", "Parser", "Config", "Handler", "Cache", "Queue")
+        )
+    ]
+    consts = [
+        f"{rng.choice(('MAX', 'DEFAULT', 'MIN'))}_{n.upper()}_{rng.choice(('LIMIT', 'SECONDS', 'SIZE', 'COUNT'))}"
+        for n in rng.sample(NOUNS, 6)
+    ]
     if lang == "python":
         src_files = [f"src/{pkg}/{m}.py" for m in mods]
         test_files = [f"tests/test_{m}.py" for m in mods[: max(4, len(mods) // 2)]]
-        tests = [f"{tf}::test_{rng.choice(py_functions)}_{rng.choice(('caps', 'handles_empty', 'retries', 'roundtrip', 'rejects_negative', 'is_idempotent'))}" for tf in test_files for _ in range(3)]
+        tests = [
+            f"{tf}::test_{rng.choice(py_functions)}_{rng.choice(('caps', 'handles_empty', 'retries', 'roundtrip', 'rejects_negative', 'is_idempotent'))}"
+            for tf in test_files
+            for _ in range(3)
+        ]
         alt_files = [f"tools/loadgen/{m}.go" for m in rng.sample(MODULES, 3)]
         functions = py_functions
         deps = rng.sample(PY_DEPS, 8)
@@ -243,7 +255,11 @@ def make_world(rng: random.Random, *, pool_blocks: int) -> World:
     else:
         src_files = [f"internal/{m}/{m}.go" for m in mods]
         test_files = [f"internal/{m}/{m}_test.go" for m in mods[: max(4, len(mods) // 2)]]
-        tests = [f"Test{rng.choice(go_functions)}{rng.choice(('Caps', 'HandlesEmpty', 'Retries', 'RoundTrip', 'RejectsNegative', 'Idempotent'))}" for _ in test_files for _ in range(3)]
+        tests = [
+            f"Test{rng.choice(go_functions)}{rng.choice(('Caps', 'HandlesEmpty', 'Retries', 'RoundTrip', 'RejectsNegative', 'Idempotent'))}"
+            for _ in test_files
+            for _ in range(3)
+        ]
         alt_files = [f"scripts/{m}.py" for m in rng.sample(MODULES, 3)]
         functions = go_functions
         deps = rng.sample(GO_DEPS, 6)
@@ -300,10 +316,23 @@ def _py_block(rng: random.Random, w: World) -> str:
     kw = rng.choice(("attempt", "limit", "timeout", "retries", "max_items", "page_size"))
     noun = rng.choice(NOUNS)
     v = rng.choice(("delay", "result", "items", "value", "resp"))
-    fmt = dict(a=a, kw=kw, v=v, noun=noun, cls=cls, pkg=w.pkg, n=rng.randint(1, 500), c=rng.choice(w.consts), fn2=rng.choice(w.py_functions))
+    fmt = dict(
+        a=a,
+        kw=kw,
+        v=v,
+        noun=noun,
+        cls=cls,
+        pkg=w.pkg,
+        n=rng.randint(1, 500),
+        c=rng.choice(w.consts),
+        fn2=rng.choice(w.py_functions),
+    )
     if rng.random() < 0.2:
-        lines = [f"class {cls}{rng.choice(('Error', 'Result', 'Options'))}({rng.choice(('Exception', 'NamedTuple', 'object'))}):",
-                 f'    """{rng.choice(("Raised when", "Holds", "Options for"))} {noun} {rng.choice(("processing fails", "results", "requests"))}."""', ""]
+        lines = [
+            f"class {cls}{rng.choice(('Error', 'Result', 'Options'))}({rng.choice(('Exception', 'NamedTuple', 'object'))}):",
+            f'    """{rng.choice(("Raised when", "Holds", "Options for"))} {noun} {rng.choice(("processing fails", "results", "requests"))}."""',
+            "",
+        ]
         for f_ in rng.sample(NOUNS, 3):
             lines.append(f"    {f_}: {rng.choice(('int', 'str', 'float | None', 'list[str]'))}")
         return "\n".join(lines) + "\n"
@@ -348,7 +377,10 @@ def _log_line(rng: random.Random, w: World) -> str:
 
 def _test_line(rng: random.Random, w: World) -> str:
     if w.lang == "python":
-        tid = rng.choice(w.tests).split("::")[0] + f"::test_{rng.choice(w.py_functions)}_{rng.choice(('ok', 'empty', 'large', 'unicode', 'negative', 'none'))}"
+        tid = (
+            rng.choice(w.tests).split("::")[0]
+            + f"::test_{rng.choice(w.py_functions)}_{rng.choice(('ok', 'empty', 'large', 'unicode', 'negative', 'none'))}"
+        )
         if rng.random() < 0.3:
             tid += f"[{rng.choice(('case', 'param', 'sample'))}{rng.randint(0, 40)}]"
         return f"{tid} {rng.choice(('PASSED', 'PASSED', 'PASSED', 'PASSED', 'SKIPPED'))} [{rng.randint(1, 99):>3}%]"
@@ -380,7 +412,11 @@ def _diff_hunk(rng: random.Random, w: World, code: Pool) -> str:
     start = rng.randint(10, 600)
     k = rng.randrange(len(block))
     old = block[k]
-    new = old.replace("30", str(rng.randint(31, 90))) if "30" in old else old + ("  # clamp" if w.lang == "python" and not old.startswith("\t") else "")
+    new = (
+        old.replace("30", str(rng.randint(31, 90)))
+        if "30" in old
+        else old + ("  # clamp" if w.lang == "python" and not old.startswith("\t") else "")
+    )
     if new == old:
         new = old.rstrip() + " // clamp"
     body = [" " + ln for ln in block[:k]] + ["-" + old, "+" + new] + [" " + ln for ln in block[k + 1 :]]
@@ -398,7 +434,10 @@ def _jsonl_line(rng: random.Random, w: World) -> str:
         "latency_ms": rng.randint(1, 30000),
     }  # fmt: skip
     if rng.random() < 0.3:
-        rec["attrs"] = {"attempt": rng.randint(1, 9), "region": rng.choice(("eu-west-1", "us-east-1", "ap-northeast-1"))}
+        rec["attrs"] = {
+            "attempt": rng.randint(1, 9),
+            "region": rng.choice(("eu-west-1", "us-east-1", "ap-northeast-1")),
+        }
     return json.dumps(rec, separators=(",", ":"))
 
 
@@ -438,12 +477,24 @@ def _trace_block(rng: random.Random, w: World, code: Pool) -> str:
             lines.append(f'  File "{w.root}/{f}", line {rng.randint(5, 700)}, in {rng.choice(w.py_functions)}')
             lines.append("    " + (block[rng.randrange(len(block))].strip() or "return result"))
         et, msg = rng.choice(PY_ERRORS)
-        lines.append(f"{et}: " + msg.format(x=rng.randint(31, 999), y=rng.randint(1, 30), noun=rng.choice(NOUNS), fn=rng.choice(w.py_functions), kw="timeout", op=rng.choice(OPERATIONS)))
+        lines.append(
+            f"{et}: "
+            + msg.format(
+                x=rng.randint(31, 999),
+                y=rng.randint(1, 30),
+                noun=rng.choice(NOUNS),
+                fn=rng.choice(w.py_functions),
+                kw="timeout",
+                op=rng.choice(OPERATIONS),
+            )
+        )
         return "\n".join(lines)
     lines = [f"goroutine {rng.randint(1, 400)} [{rng.choice(('running', 'chan receive', 'select', 'IO wait'))}]:"]
     for _ in range(rng.randint(3, 7)):
         f = rng.choice(w.src_files)
-        lines.append(f"{w.modpath}/{f.rsplit('/', 1)[0]}.(*{rng.choice(w.classes)}).{rng.choice(w.go_functions)}(0xc000{rng.getrandbits(24):06x}, {{0x{rng.getrandbits(24):x}, 0x{rng.getrandbits(8):x}}})")
+        lines.append(
+            f"{w.modpath}/{f.rsplit('/', 1)[0]}.(*{rng.choice(w.classes)}).{rng.choice(w.go_functions)}(0xc000{rng.getrandbits(24):06x}, {{0x{rng.getrandbits(24):x}, 0x{rng.getrandbits(8):x}}})"
+        )
         lines.append(f"\t{w.root}/{f}:{rng.randint(5, 700)} +0x{rng.getrandbits(12):x}")
     return "\n".join(lines)
 
@@ -552,7 +603,9 @@ class Failure:
     err_msg: str
 
 
-def _fit(rng: random.Random, pool: Pool, header: list[str], footer: list[str], extra: Sequence[str], target: int) -> str:
+def _fit(
+    rng: random.Random, pool: Pool, header: list[str], footer: list[str], extra: Sequence[str], target: int
+) -> str:
     """header + pool blocks + footer, about ``target`` bytes; ``extra`` lines are placed at
     random block boundaries (after the header)."""
     fixed = sum(len(s.encode("utf-8")) + 1 for s in header) + sum(len(s.encode("utf-8")) + 1 for s in footer)
@@ -611,7 +664,19 @@ def _render_read_code(rng: random.Random, w: World, c: _Call) -> Rendered:
     pool = w.pools["go"] if is_go else w.pools["py"]
     if is_go:
         pkgname = path.rsplit("/", 2)[-2] if "/" in path else "main"
-        header = [f"package {pkgname}", "", "import (", '\t"context"', '\t"errors"', '\t"fmt"', '\t"time"', "", '\t"go.uber.org/zap"', ")", ""]
+        header = [
+            f"package {pkgname}",
+            "",
+            "import (",
+            '\t"context"',
+            '\t"errors"',
+            '\t"fmt"',
+            '\t"time"',
+            "",
+            '\t"go.uber.org/zap"',
+            ")",
+            "",
+        ]
     else:
         header = [f'"""{path.rsplit("/", 1)[-1][:-3].capitalize()} helpers for {w.pkg}."""', "", "from __future__ import annotations", "",
                   "import logging", "from typing import Any", "", "import httpx", "", "logger = logging.getLogger(__name__)", ""]  # fmt: skip
@@ -651,19 +716,43 @@ def _render_build(rng: random.Random, w: World, c: _Call) -> Rendered:
         cmd = rng.choice(("pip install -e '.[test]'", "docker build -t {r}:dev .", "python -m build")).format(r=w.repo)
     else:
         cmd = rng.choice(("go build -v ./...", "docker build -t {r}:dev .", "go vet ./...")).format(r=w.repo)
-    footer = [rng.choice(("Successfully installed " + " ".join(f"{d}-{v}" for d, v in w.deps[:3]), f"#19 naming to docker.io/library/{w.repo}:dev done", "ok"))]
-    return Rendered({"command": cmd}, f"Rebuilding with `{cmd}`.", _fit(rng, w.pools["build"], [f"$ {cmd}"], footer, c.extra, c.target))
+    footer = [
+        rng.choice(
+            (
+                "Successfully installed " + " ".join(f"{d}-{v}" for d, v in w.deps[:3]),
+                f"#19 naming to docker.io/library/{w.repo}:dev done",
+                "ok",
+            )
+        )
+    ]
+    return Rendered(
+        {"command": cmd},
+        f"Rebuilding with `{cmd}`.",
+        _fit(rng, w.pools["build"], [f"$ {cmd}"], footer, c.extra, c.target),
+    )
 
 
 def _render_gitlog(rng: random.Random, w: World, c: _Call) -> Rendered:
-    cmd = rng.choice(("git log --oneline -n 200", "git log --oneline -- {f}", "git log --oneline --since=2.weeks")).format(f=rng.choice(w.src_files))
-    return Rendered({"command": cmd}, "Looking at recent history.", _fit(rng, w.pools["gitlog"], [], [], c.extra, c.target))
+    cmd = rng.choice(
+        ("git log --oneline -n 200", "git log --oneline -- {f}", "git log --oneline --since=2.weeks")
+    ).format(f=rng.choice(w.src_files))
+    return Rendered(
+        {"command": cmd}, "Looking at recent history.", _fit(rng, w.pools["gitlog"], [], [], c.extra, c.target)
+    )
 
 
 def _render_curl(rng: random.Random, w: World, c: _Call) -> Rendered:
     svc = rng.choice(w.services)
-    cmd = rng.choice((f"curl -s http://localhost:8080/debug/events?service={svc}", f"kubectl logs deploy/{svc} --since=1h -n {w.pkg}", f"jq -c '.[]' logs/{svc}.json"))
-    return Rendered({"command": cmd}, f"Pulling recent {svc} logs.", _fit(rng, w.pools["jsonl"], [], [], c.extra, c.target))
+    cmd = rng.choice(
+        (
+            f"curl -s http://localhost:8080/debug/events?service={svc}",
+            f"kubectl logs deploy/{svc} --since=1h -n {w.pkg}",
+            f"jq -c '.[]' logs/{svc}.json",
+        )
+    )
+    return Rendered(
+        {"command": cmd}, f"Pulling recent {svc} logs.", _fit(rng, w.pools["jsonl"], [], [], c.extra, c.target)
+    )
 
 
 def _render_repro(rng: random.Random, w: World, c: _Call) -> Rendered:
@@ -671,11 +760,15 @@ def _render_repro(rng: random.Random, w: World, c: _Call) -> Rendered:
     script = f"scripts/repro_{rng.choice(NOUNS)}.{'py' if w.lang == 'python' else 'go'}"
     cmd = f"python {script}" if w.lang == "python" else f"go run ./{script}"
     text = _fit(rng, p["log"], [f"$ {cmd}"], [rng.choice(p["trace"].items), "exit status 1"], c.extra, c.target)
-    return Rendered({"command": cmd, "timeout_s": 120}, f"Running the reproduction script {script}.", text, is_error=True)
+    return Rendered(
+        {"command": cmd, "timeout_s": 120}, f"Running the reproduction script {script}.", text, is_error=True
+    )
 
 
 def _render_find(rng: random.Random, w: World, c: _Call) -> Rendered:
-    cmd = rng.choice(("find . -name '*.{e}' -not -path './.venv/*'", "find . -type f -newer {f}")).format(e="py" if w.lang == "python" else "go", f=rng.choice(w.config_files))
+    cmd = rng.choice(("find . -name '*.{e}' -not -path './.venv/*'", "find . -type f -newer {f}")).format(
+        e="py" if w.lang == "python" else "go", f=rng.choice(w.config_files)
+    )
     return Rendered({"command": cmd}, "Listing candidate files.", _fit(rng, w.pools["find"], [], [], c.extra, c.target))
 
 
@@ -691,23 +784,44 @@ def _render_misc(rng: random.Random, w: World, c: _Call) -> Rendered:
 
 def _render_grep(rng: random.Random, w: World, c: _Call) -> Rendered:
     sym = rng.choice(w.functions + w.consts)
-    return Rendered({"pattern": sym, "path": "."}, f"Searching for usages of {sym}.", _fit(rng, w.pools["grep"], [], [], c.extra, c.target))
+    return Rendered(
+        {"pattern": sym, "path": "."},
+        f"Searching for usages of {sym}.",
+        _fit(rng, w.pools["grep"], [], [], c.extra, c.target),
+    )
 
 
 def _render_ls(rng: random.Random, w: World, c: _Call) -> Rendered:
     d = rng.choice(w.dirs)
-    return Rendered({"path": d}, f"Listing {d} to get oriented.", _fit(rng, w.pools["ls"], [f"total {rng.randint(8, 400)}"], [], c.extra, c.target))
+    return Rendered(
+        {"path": d},
+        f"Listing {d} to get oriented.",
+        _fit(rng, w.pools["ls"], [f"total {rng.randint(8, 400)}"], [], c.extra, c.target),
+    )
 
 
 def _render_tree(rng: random.Random, w: World, c: _Call) -> Rendered:
     d = rng.choice(w.dirs)
-    return Rendered({"path": d, "recursive": True}, f"Walking {d} recursively.", _fit(rng, w.pools["find"], [d], [], c.extra, c.target))
+    return Rendered(
+        {"path": d, "recursive": True},
+        f"Walking {d} recursively.",
+        _fit(rng, w.pools["find"], [d], [], c.extra, c.target),
+    )
 
 
 def _render_diff(rng: random.Random, w: World, c: _Call) -> Rendered:
     path = rng.choice(w.src_files)
-    header = [f"diff --git a/{path} b/{path}", f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644", f"--- a/{path}", f"+++ b/{path}"]
-    return Rendered({"path": path}, f"Reviewing my changes to {path} so far.", _fit(rng, w.pools["diff"], header, [], c.extra, c.target))
+    header = [
+        f"diff --git a/{path} b/{path}",
+        f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644",
+        f"--- a/{path}",
+        f"+++ b/{path}",
+    ]
+    return Rendered(
+        {"path": path},
+        f"Reviewing my changes to {path} so far.",
+        _fit(rng, w.pools["diff"], header, [], c.extra, c.target),
+    )
 
 
 def _render_edit(rng: random.Random, w: World, c: _Call) -> Rendered:
@@ -716,7 +830,14 @@ def _render_edit(rng: random.Random, w: World, c: _Call) -> Rendered:
     block = code.items[int(rng.random() * len(code.items))].split("\n")
     old = block[rng.randrange(len(block))] or block[0]
     new = _edit_line(rng, old, path.endswith(".go"))
-    desc = c.edit_desc or rng.choice(("tightening the bounds check", "clamping the value to the cap", "handling the empty case", "renaming for clarity"))
+    desc = c.edit_desc or rng.choice(
+        (
+            "tightening the bounds check",
+            "clamping the value to the cap",
+            "handling the empty case",
+            "renaming for clarity",
+        )
+    )
     out = f"Edited {path}: replaced 1 occurrence ({1 + old.count(chr(10))} line -> {1 + new.count(chr(10))} line)."
     if c.extra:
         out += "\n" + "\n".join(c.extra)
@@ -757,19 +878,35 @@ _RENDERERS: dict[str, Callable[[random.Random, World, _Call], Rendered]] = {
 
 def _edit_line(rng: random.Random, old: str, go: bool) -> str:
     """A plausible one-line change to ``old``."""
-    for a_, b_ in (("30", str(rng.choice((45, 60, 90)))), ("min(", "max("), ("> ", ">= "), ("is None", "is None or not {x}")):
+    for a_, b_ in (
+        ("30", str(rng.choice((45, 60, 90)))),
+        ("min(", "max("),
+        ("> ", ">= "),
+        ("is None", "is None or not {x}"),
+    ):
         if a_ in old and rng.random() < 0.7:
             return old.replace(a_, b_, 1).replace("{x}", old.strip().split(" ")[1] if " " in old.strip() else "x")
     c = "//" if go else "#"
-    return old + rng.choice((f"  {c} clamp to cap", f"  {c} TODO: remove after migration", f"  {c} see ticket", f"  {c} keep in sync with config"))
+    return old + rng.choice(
+        (
+            f"  {c} clamp to cap",
+            f"  {c} TODO: remove after migration",
+            f"  {c} see ticket",
+            f"  {c} keep in sync with config",
+        )
+    )
 
 
 def _new_file(rng: random.Random, w: World) -> str:
     noun = rng.choice(NOUNS)
     if w.lang == "python":
-        path = rng.choice((f"src/{w.pkg}/{noun}_compat.py", f"tests/test_{noun}_regression.py", f"src/{w.pkg}/_{noun}.py"))
+        path = rng.choice(
+            (f"src/{w.pkg}/{noun}_compat.py", f"tests/test_{noun}_regression.py", f"src/{w.pkg}/_{noun}.py")
+        )
     else:
-        path = rng.choice((f"internal/{noun}/{noun}.go", f"internal/{noun}/{noun}_test.go", f"internal/compat/{noun}.go"))
+        path = rng.choice(
+            (f"internal/{noun}/{noun}.go", f"internal/{noun}/{noun}_test.go", f"internal/compat/{noun}.go")
+        )
     if path not in w.written:
         w.written.append(path)
     return path
@@ -788,10 +925,19 @@ def _config_lines(rng: random.Random, w: World, path: str) -> list[str]:
         return [f"module {w.modpath}", "", "go 1.22", "", "require ("] + [f"\t{d} {v}" for d, v in w.deps] + [")"]
     if path == "Makefile":
         return [".PHONY: test lint", "test:", "\tgo test -race -count=1 ./...", "lint:", "\tgolangci-lint run ./..."]
-    return [f"{w.pkg.upper()}_{k}={v}" for k, v in (("DB_URL", "postgres://localhost:5432/" + w.pkg), ("LOG_LEVEL", "info"), ("WORKERS", str(rng.randint(2, 16))))]
+    return [
+        f"{w.pkg.upper()}_{k}={v}"
+        for k, v in (
+            ("DB_URL", "postgres://localhost:5432/" + w.pkg),
+            ("LOG_LEVEL", "info"),
+            ("WORKERS", str(rng.randint(2, 16))),
+        )
+    ]
 
 
-def _render_tests(rng: random.Random, w: World, cls: str, target: int, extra: Sequence[str], failure: Failure | None, passing: bool) -> Rendered:
+def _render_tests(
+    rng: random.Random, w: World, cls: str, target: int, extra: Sequence[str], failure: Failure | None, passing: bool
+) -> Rendered:
     if w.lang == "python":
         tf = failure.file if failure else rng.choice(w.test_files)
         target_arg = tf if cls == SMALL else "tests/"
@@ -810,13 +956,19 @@ def _render_tests(rng: random.Random, w: World, cls: str, target: int, extra: Se
                       f"FAILED {failure.test} - {failure.err_type}: {failure.err_msg}",
                       f"========================= 1 failed, {n_pass} passed in {rng.randint(1, 90)}.{rng.randint(10, 99)}s ========================="]  # fmt: skip
         else:
-            footer = ["", f"============================== {n_pass} passed in {rng.randint(1, 90)}.{rng.randint(10, 99)}s =============================="]
+            footer = [
+                "",
+                f"============================== {n_pass} passed in {rng.randint(1, 90)}.{rng.randint(10, 99)}s ==============================",
+            ]
         out = _fit(rng, w.pools["test"], header, footer, extra, target)
         lead = f"Running {target_arg} to check the current state."
         return Rendered(args, lead, out)
     pkgdir = (failure.file if failure else rng.choice(w.test_files)).rsplit("/", 1)[0]
     run = failure.test if failure else rng.choice(w.tests)
-    args = {"target": f"./{pkgdir}/..." if cls != SMALL else f"./{pkgdir}", "args": ["-run", run, "-count=1"] if cls == SMALL else ["-v", "-count=1"]}
+    args = {
+        "target": f"./{pkgdir}/..." if cls != SMALL else f"./{pkgdir}",
+        "args": ["-run", run, "-count=1"] if cls == SMALL else ["-v", "-count=1"],
+    }
     if failure is not None and not passing:
         footer = [f"=== RUN   {failure.test}", f"    {pkgdir.rsplit('/', 1)[-1]}_test.go:{rng.randint(10, 300)}: {failure.err_type}: {failure.err_msg}",
                   f"--- FAIL: {failure.test} ({rng.randint(0, 300) / 100:.2f}s)", "FAIL", f"FAIL\t{w.modpath}/{pkgdir}\t{rng.randint(100, 9000) / 1000:.3f}s", "FAIL"]  # fmt: skip

@@ -95,8 +95,13 @@ class SyntheticSpec:
         _int("max_output_bytes", self.max_output_bytes, 12_000, 10_000_000)
         n = self.n_turns
         _int("n_facts", self.n_facts, 0, min(N_FACTS_MAX, n), hint=f"at most min({N_FACTS_MAX}, n_turns)")
-        _int("n_intent_changes", self.n_intent_changes, 0, min(N_INTENT_CHANGES_MAX, n),
-             hint=f"at most min({N_INTENT_CHANGES_MAX}, n_turns)")
+        _int(
+            "n_intent_changes",
+            self.n_intent_changes,
+            0,
+            min(N_INTENT_CHANGES_MAX, n),
+            hint=f"at most min({N_INTENT_CHANGES_MAX}, n_turns)",
+        )
         # Each failed attempt needs its own turn in 1..n_turns-3 (the reflection follows it).
         _int("n_failed_attempts", self.n_failed_attempts, 0, n - 3, hint="at most n_turns - 3")
         for name in ("n_decisions", "n_milestones", "n_plans"):
@@ -136,16 +141,31 @@ PRESETS: Mapping[str, SyntheticSpec] = MappingProxyType(
     {
         "small": SyntheticSpec(n_turns=40),
         "medium": SyntheticSpec(
-            n_turns=200, n_facts=20, n_intent_changes=2, n_failed_attempts=5, n_decisions=6,
-            n_milestones=6, n_plans=5,
+            n_turns=200,
+            n_facts=20,
+            n_intent_changes=2,
+            n_failed_attempts=5,
+            n_decisions=6,
+            n_milestones=6,
+            n_plans=5,
         ),  # fmt: skip
         "long": SyntheticSpec(
-            n_turns=1_000, n_facts=40, n_intent_changes=3, n_failed_attempts=12, n_decisions=12,
-            n_milestones=15, n_plans=12,
+            n_turns=1_000,
+            n_facts=40,
+            n_intent_changes=3,
+            n_failed_attempts=12,
+            n_decisions=12,
+            n_milestones=15,
+            n_plans=12,
         ),  # fmt: skip
         "marathon": SyntheticSpec(
-            n_turns=5_000, n_facts=120, n_intent_changes=6, n_failed_attempts=40, n_decisions=40,
-            n_milestones=50, n_plans=40,
+            n_turns=5_000,
+            n_facts=120,
+            n_intent_changes=6,
+            n_failed_attempts=40,
+            n_decisions=40,
+            n_milestones=50,
+            n_plans=40,
         ),  # fmt: skip
     }
 )
@@ -165,11 +185,14 @@ def apply_overrides(base: SyntheticSpec, overrides: Mapping[str, Any]) -> Synthe
 def spec_overrides(spec: SyntheticSpec) -> dict[str, Any]:
     """Fields that differ from the defaults (what a custom spec 'overrides')."""
     default = SyntheticSpec()
-    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if getattr(spec, f.name) != getattr(default, f.name)}
+    return {
+        f.name: getattr(spec, f.name)
+        for f in dataclasses.fields(spec)
+        if getattr(spec, f.name) != getattr(default, f.name)
+    }
 
 
 def check_seed(seed: Any) -> int:
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed must be a non-negative integer; got {seed!r}")
     return seed
-
