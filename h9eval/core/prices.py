@@ -82,7 +82,8 @@ class ModelInfo:
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
             raise ConfigError(f"provider must be one of {', '.join(PROVIDERS)}, got {self.provider!r}")
-        if self.context_window_tokens is not None and self.context_window_tokens <= 0:
+        w = self.context_window_tokens
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w <= 0):
             raise ConfigError(f"context_window_tokens must be a positive integer, got {self.context_window_tokens!r}")
         for name in ("input_usd_per_mtok", "output_usd_per_mtok"):
             v = getattr(self, name)

@@ -25,9 +25,10 @@ from h9eval.closedloop.worlds.filler import (
 )
 from h9eval.closedloop.worlds.retail_db import db_hash
 from h9eval.core.errors import ConfigError
+from h9eval.core.paths import shared_dir
 from h9eval.sweeps.spec import load_spec
 
-RECORDED = Path(__file__).resolve().parents[3] / "shared" / "data" / "recorded"
+RECORDED = shared_dir() / "data" / "recorded"  # the one rule for where the shared data is
 NONCE = re.compile(r"\b[A-Z]{1,2}-[0-9a-f]{8}\b")
 SMALL = {
     "retail_db": {"n_requests": 5, "n_orders": 10, "padding_bytes": 300},

@@ -35,6 +35,8 @@ SMALL = {
     "codex_compact": {"context_window_tokens": 8_000},
     "claude_code_compact": {"context_window_tokens": 40_000, "output_reserve_tokens": 1_000, "buffer_tokens": 30_000},
     "openhands_condenser": {"max_size": 20},
+    # registered only when a test of the Inspect integration ran earlier in the same process
+    "inspect_summary": {"context_window_tokens": 8_000},
 }
 
 
