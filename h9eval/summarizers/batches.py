@@ -438,6 +438,7 @@ class BatchClient:
         owners: dict[str, str] = dict(record.get("requests", {}))
         self.wait(batch_id)
         seen: set[str] = set()
+        spent = 0.0  # what the stored results cost (counted only under a spending cap)
         try:
             for item in self.api.client.messages.batches.results(batch_id):
                 cid = str(getattr(item, "custom_id", ""))
@@ -451,6 +452,8 @@ class BatchClient:
                     }
                 self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=result)
                 seen.add(cid)
+                if self.budget is not None:
+                    spent += self._actual_usd(result, self.store.request(cid))
         except self.api.sdk.AnthropicError as e:
             raise self.api.error(f"batch {batch_id}: reading the results failed: {type(e).__name__}") from None
         for cid in sorted(set(owners) - seen):
@@ -461,10 +464,6 @@ class BatchClient:
             self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=missing)
         if self.budget is not None:
             # a batch sent by an earlier invocation is not held in this one's ledger: only its cost counts
-            spent = sum(
-                self._actual_usd((self.store.result(c) or {}).get("result", {}), self.store.request(c))
-                for c in sorted(seen)
-            )
             self.budget.settle(self._reserved.pop(batch_id, 0.0), spent)
         self.store.record(batch_id, {**record, "state": "collected", "collected_at": _now(), "n_results": len(seen)})
         self._say(f"batch {batch_id}: {len(seen)} of {len(owners)} result(s) stored")
