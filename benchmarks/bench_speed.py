@@ -485,11 +485,12 @@ def _timed_inproc_sweep(spec: Any, out: Path) -> tuple[float, Any, float]:
     return t0, r, spent[0]
 
 
-def sweep_bench_spec(tmp: Path, n_tasks: int = 4, n_turns: int = 3000) -> dict[str, Any]:
+def sweep_bench_spec(tmp: Path, n_tasks: int = 4, n_turns: int = 1500) -> dict[str, Any]:
     """A sweep of ``n_tasks`` synthetic tasks of ``n_turns`` turns x a 2x2 progressive grid x
-    2 history modes: 32 cells of about 1 s of CPU each by default, the size the target speaks of
-    (a 2-worker sweep of smaller cells loses a larger share to start-up and hand-over). Cells
-    shrink as h9eval gets faster: 1,200 turns gave 0.3-0.4 s cells."""
+    2 history modes: 32 cells of about 2 s each by default (the target speaks of cells of at least
+    1 s; a 2-worker sweep of smaller cells loses a larger share to start-up and hand-over). Cells
+    change with h9eval's speed: 3,000 turns gave 17-20 s cells while the loss ledger rescanned
+    every later call per item, about 5 s after."""
     from h9eval.tasks import tasks_to_jsonl
     from h9eval.tasks.synthetic import generate
 
@@ -538,7 +539,7 @@ def machine_parallelism() -> float:
 
 
 def bench_sweeps(
-    tmp: Path, small_toml: Path | None, *, n_tasks: int = 4, n_turns: int = 3000, dask: bool = True, repeat: int = 2
+    tmp: Path, small_toml: Path | None, *, n_tasks: int = 4, n_turns: int = 1500, dask: bool = True, repeat: int = 2
 ) -> list[Target]:
     """2 workers over 1 on the scaling sweep, Dask (local cluster) over the process pool, and
     the share of start-up plus consolidation in ``small_toml``'s wall time (in-process run:

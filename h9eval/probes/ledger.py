@@ -28,7 +28,7 @@ used again, the loss mattered there (a re-read, a redone step, a rule needed aga
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,11 +65,11 @@ _WORD = re.compile(r"[A-Za-z]{3,}")
 _DIGITS = re.compile(r"\d+(?:\.\d+)*")
 
 
-def _bounded(text: str, value: str) -> int:
-    """The first index of ``value`` in ``text`` with no word character glued to either end; -1."""
+def _bounded(text: str, value: str, start: int = 0) -> int:
+    """The first index of ``value`` in ``text`` (from ``start``) with no word character glued to either
+    end; -1."""
     if not value:
         return -1
-    start = 0
     n = len(value)
     while True:
         i = text.find(value, start)
@@ -114,6 +114,11 @@ class RenderedView:  # built with rendered_view()
 
     def location(self, values: Sequence[str]) -> str | None:
         """Where the first of ``values`` occurs exactly (see the module docstring), else ``None``."""
+        # A value bounded in one message is bounded in the joined text too (the joining newline is no
+        # word character): one search of the whole view rules out the values it lacks, most of them.
+        values = [v for v in values if _bounded(self.joined, v) >= 0]
+        if not values:
+            return None
         for text, kind in zip(self.texts, self.kinds):
             for v in values:
                 at = _bounded(text, v)
@@ -202,6 +207,48 @@ def _uses(task: Task) -> tuple[list[int], list[str]]:
     return at, texts
 
 
+class _UseIndex:
+    """The calls whose text uses each item, found once per item over all the calls' text joined.
+
+    Rescanning every later call per (round, item) made a long run's ledger quadratic (a 3,000-call
+    replay spent 90 % of its time there); one bounded search per value over the joined text finds
+    the same calls: a match must lie within one call's text (the joining newline keeps the
+    boundary test as it is at a text's ends)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._joined = "\n".join(texts)
+        self._starts: list[int] = []
+        at = 0
+        for t in texts:
+            self._starts.append(at)
+            at += len(t) + 1
+        self._calls: dict[tuple[str, ...], list[int]] = {}
+
+    def _calls_using(self, item: Item) -> list[int]:
+        values = (item.value, *item.variants)
+        found = self._calls.get(values)
+        if found is None:
+            hits: set[int] = set()
+            for v in values:
+                start = 0
+                while v:
+                    i = _bounded(self._joined, v, start)
+                    if i < 0:
+                        break
+                    k = bisect_right(self._starts, i) - 1
+                    if bisect_right(self._starts, i + len(v) - 1) - 1 == k:
+                        hits.add(k)
+                    start = i + 1
+            found = self._calls[values] = sorted(hits)
+        return found
+
+    def first_from(self, item: Item, call: int) -> int | None:
+        """The first call at or after ``call`` that uses ``item``, else ``None``."""
+        calls = self._calls_using(item)
+        j = bisect_left(calls, call)
+        return calls[j] if j < len(calls) else None
+
+
 def ledger_rows(
     task: Task, events: Sequence[LedgerEvent], *, run_id: str, items: Sequence[Item] | None = None
 ) -> list[dict[str, Any]]:
@@ -209,17 +256,10 @@ def ledger_rows(
     :data:`h9eval.results.schema.LEDGER_COLUMNS`)."""
     items = list(items) if items is not None else task_items(task)
     call_at, call_text = _uses(task)
+    uses = _UseIndex(call_text)
 
     def next_use(item: Item, ev: LedgerEvent) -> int | None:
-        later = bisect_right(call_at, ev.message_index)
-        return next(
-            (
-                later + k
-                for k, t in enumerate(call_text[later:])
-                if any(_bounded(t, v) >= 0 for v in (item.value, *item.variants))
-            ),
-            None,
-        )
+        return uses.first_from(item, bisect_right(call_at, ev.message_index))
 
     return classify_events(
         events, items, task_id=task.task_id, run_id=run_id, pinned_text=_pinned(task), next_use=next_use

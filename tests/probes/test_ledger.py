@@ -243,3 +243,38 @@ def test_calibration_against_the_real_claude_code_summaries(shared: Path) -> Non
     # the real summary names every edited file: the stand-ins keep fewer (pessimistic on artifacts)
     assert t.loc["artifact", "real"] > t.loc["artifact", "offline"]
     assert json.dumps(t.reset_index().to_dict("records"))  # a plain table a README can print
+
+
+def _naive_next_use(texts: list[str], values: tuple[str, ...], start: int) -> int | None:
+    """The rule as written: the first call at or after ``start`` whose own text holds a bounded value."""
+    from h9eval.probes.ledger import _bounded
+
+    return next((k for k in range(start, len(texts)) if any(_bounded(texts[k], v) >= 0 for v in values)), None)
+
+
+def test_the_use_index_finds_the_calls_a_scan_of_each_call_finds() -> None:
+    from h9eval.probes.ledger import _UseIndex
+
+    texts = [
+        "edit HOOL-12 now",  # HOOL-1 glued here: not a use
+        "HOOL-1",  # the whole text: bounded at both ends
+        "see a\nb",  # "a\nb" lies within one call
+        "tail a",  # "a\nb" across this call and the next is no use of either
+        "b then HOOL-1x and _HOOL-1",  # glued on one side each
+        "",
+        "x HOOL-1 y; a\nb",
+    ]
+    index = _UseIndex(texts)
+    for values in (("HOOL-1",), ("a\nb",), ("HOOL-12", "a\nb"), ("missing",), ("b",), ("a",)):
+        item = _item(values[0], variants=values[1:])
+        for start in range(len(texts) + 1):
+            assert index.first_from(item, start) == _naive_next_use(texts, values, start), (values, start)
+
+
+def test_a_value_split_across_two_messages_is_not_located() -> None:
+    # the whole-view search that rules values out must not let a match across a message boundary in
+    view = rendered_view([Message("user", "tail of HOOL"), Message("assistant", "-7 starts here")])
+    assert "HOOL\n" in view.joined or "HOOL" in view.joined
+    assert view.location(("HOOL-7",)) is None
+    view2 = rendered_view([Message("user", "x"), Message("assistant", "HOOL-7 here")])
+    assert view2.location(("HOOL-7",)) == "tail"
