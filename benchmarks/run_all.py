@@ -287,6 +287,7 @@ def main() -> int:
 
     rows: list[Row] = []
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     rows += [t.row() for t in speed_targets(quick=args.quick)]
     rows += bench_replay_scaling([250, 1000] if args.quick else [250, 1000, 4000])
     rows += bench_recorded()
@@ -301,7 +302,9 @@ def main() -> int:
     text = (
         f"Machine: {machine()}.  \n"
         f"h9eval commit {(g['git_commit'] or 'unknown')[:12]}{' (dirty)' if g['git_dirty'] else ''}; "
-        f"{time.strftime('%Y-%m-%d')}; all benchmarks took {time.perf_counter() - started:.0f} s.\n\n" + table(rows)
+        f"{time.strftime('%Y-%m-%d')}; all benchmarks took {time.perf_counter() - started:.0f} s; 1-minute load "
+        f"average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (2.0 would be two busy cores).\n\n"
+        + table(rows)
     )
     print(text)
     if not args.no_write:
