@@ -38,7 +38,7 @@ from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message
 from h9eval.probes.items import Item, task_items
 from h9eval.tasks.model import Task
-from h9eval.tasks.text import normalize, render_message
+from h9eval.tasks.text import normalize, normalized_message, render_message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,76 +84,156 @@ def _bounded(text: str, value: str, start: int = 0) -> int:
         start = i + 1
 
 
-@dataclass(frozen=True)
 class RenderedView:  # built with rendered_view()
-    """A view rendered once: each message's text, its location kind and its anchor sections."""
+    """A view rendered once: each message's text, its location kind and its anchor sections.
 
-    texts: tuple[str, ...]
-    kinds: tuple[str, ...]
-    joined: str
-    normalized: str
+    Built from the previous round's view (``previous``), the messages both share at their start
+    are not rendered again, and every search result of the previous view that lies in that shared
+    text is reused (the rest of the view is searched from where the shared text ends): a policy
+    that keeps its history (``keep_all``, a view-mode run before it compacts) sends views that
+    grow by a window per fill round, and searching each whole view made its ledger quadratic."""
+
+    def __init__(self, view: Sequence[Message], previous: RenderedView | None = None) -> None:
+        msgs = tuple(view)
+        k = common_prefix_len(previous.messages, msgs) if previous is not None else 0
+        first_user = next((i for i, m in enumerate(msgs) if m.role == "user"), None)
+        texts = list(previous.texts[:k]) if previous is not None else []
+        texts += [render_message(m) for m in msgs[k:]]
+        # a shared message's kind is the same in both views: the first user message, if the shared
+        # part holds one, is the first of both
+        kinds = list(previous.kinds[:k]) if previous is not None else []
+        kinds += [_kind(m, i, first_user) for i, m in enumerate(msgs[k:], k)]
+        self.messages, self.texts, self.kinds = msgs, tuple(texts), tuple(kinds)
+        self.joined = "\n".join(texts)
+        self.starts: list[int] = []
+        at = 0
+        for t in texts:
+            self.starts.append(at)
+            at += len(t) + 1
+        self._shared = k
+        # the end of the text both views share (the joining newline after it, or the end of a view,
+        # is no word character in either, so a match ending there is bounded in both or in neither)
+        self._shared_end = len(self.joined) if k == len(msgs) else self.starts[k] - 1 if k else -1
+        self._norms: list[str] | None = None
+        self._normalized: str | None = None
+        self._found: dict[tuple[str, str], int] = {}
+        self._previous = previous
+        if previous is not None:
+            previous._previous = None  # one round back is all a search needs: no chain of views
 
     @classmethod
-    def of(cls, view: Sequence[Message]) -> RenderedView:
-        texts, kinds = [], []
-        first_user = next((i for i, m in enumerate(view) if m.role == "user"), None)
-        for i, m in enumerate(view):
-            texts.append(render_message(m))
-            if m.role == "system" and i == 0:
-                kinds.append("system")
-            elif COMPACTION_MARKER in m.content:
-                kinds.append("summary")
-            elif m.content.startswith(_OFFLOAD_PREFIX):
-                kinds.append("placeholder")
-            elif i == first_user:
-                kinds.append("task")
-            else:
-                kinds.append("tail")
-        joined = "\n".join(texts)
-        return cls(tuple(texts), tuple(kinds), joined, normalize(joined))
+    def of(cls, view: Sequence[Message], previous: RenderedView | None = None) -> RenderedView:
+        return cls(view, previous)
+
+    @property
+    def normalized(self) -> str:
+        """:func:`normalize` of :attr:`joined`: each message normalised once (messages never normalise
+        to nothing, and the joining whitespace collapses to one space)."""
+        if self._normalized is None:
+            self._normalized = " ".join(self._norm_list())
+        return self._normalized
+
+    def _norm_list(self) -> list[str]:
+        if self._norms is None:
+            prev = self._previous._norms if self._previous is not None else None
+            k = self._shared if prev is not None else 0
+            self._norms = (prev[:k] if prev is not None else []) + [normalized_message(m) for m in self.messages[k:]]
+        return self._norms
+
+    def _norm_shared_end(self) -> int:
+        k, norms = self._shared, self._norm_list()
+        if k == len(norms):
+            return len(self.normalized)
+        return sum(len(x) + 1 for x in norms[:k]) - 1 if k else -1
+
+    def find(self, value: str, *, space: str = "joined") -> int:
+        """The first bounded occurrence of ``value`` (:func:`_bounded`) in :attr:`joined`
+        (``space="joined"``), in :attr:`normalized` (``"normalized"``) or lying within one message's
+        text (``"message"``); -1."""
+        key = (space, value)
+        got = self._found.get(key)
+        if got is not None:
+            return got
+        text = self.normalized if space == "normalized" else self.joined
+        start = 0
+        prev = self._previous._found.get(key) if self._previous is not None else None
+        if prev is not None:
+            end = self._norm_shared_end() if space == "normalized" else self._shared_end
+            if 0 <= prev and prev + len(value) <= end:
+                self._found[key] = prev  # in the shared text, and nothing bounded before it there
+                return prev
+            if prev < 0:
+                start = max(0, end - len(value) + 1)  # the shared text holds no bounded match
+        while True:
+            i = _bounded(text, value, start)
+            if i < 0 or space != "message" or i + len(value) <= self._text_end(self._message_of(i)):
+                break
+            start = i + 1
+        self._found[key] = i
+        return i
+
+    def _message_of(self, at: int) -> int:
+        return bisect_right(self.starts, at) - 1
+
+    def _text_end(self, t: int) -> int:
+        return self.starts[t] + len(self.texts[t])
 
     def location(self, values: Sequence[str]) -> str | None:
         """Where the first of ``values`` occurs exactly (see the module docstring), else ``None``."""
-        # A value bounded in one message is bounded in the joined text too (the joining newline is no
-        # word character): one search of the whole view rules out the values it lacks, most of them.
-        values = [v for v in values if _bounded(self.joined, v) >= 0]
-        if not values:
+        # The first message holding any value bounded within it: a match in the joined text that
+        # lies within one message is a match in that message's own text, and the reverse.
+        hits = [self._message_of(at) for v in values if v and (at := self.find(v, space="message")) >= 0]
+        if not hits:
             return None
-        for text, kind in zip(self.texts, self.kinds):
-            for v in values:
-                at = _bounded(text, v)
-                if at < 0:
-                    continue
-                if kind != "summary":
-                    return kind
-                headers = [(m.start(), m.group(1)) for m in _HEADER.finditer(text)]
-                k = bisect_right([h[0] for h in headers], at) - 1
-                if k >= 0 and headers[k][1] in _HEADER_TYPE:
-                    return f"anchor:{_HEADER_TYPE[headers[k][1]]}"
-                return "summary"
-        return None
+        t = min(hits)
+        text, kind = self.texts[t], self.kinds[t]
+        for v in values:
+            at = _bounded(text, v)
+            if at < 0:
+                continue
+            if kind != "summary":
+                return kind
+            headers = [(m.start(), m.group(1)) for m in _HEADER.finditer(text)]
+            k = bisect_right([h[0] for h in headers], at) - 1
+            if k >= 0 and headers[k][1] in _HEADER_TYPE:
+                return f"anchor:{_HEADER_TYPE[headers[k][1]]}"
+            return "summary"
+        raise AssertionError("a message found to hold a value holds none")  # pragma: no cover
 
 
-def rendered_view(view: Sequence[Message]) -> RenderedView:
-    """A view rendered once for judging many items (:func:`item_state`)."""
-    return RenderedView.of(view)
+def _kind(m: Message, i: int, first_user: int | None) -> str:
+    if m.role == "system" and i == 0:
+        return "system"
+    if COMPACTION_MARKER in m.content:
+        return "summary"
+    if m.content.startswith(_OFFLOAD_PREFIX):
+        return "placeholder"
+    if i == first_user:
+        return "task"
+    return "tail"
+
+
+def rendered_view(view: Sequence[Message], previous: RenderedView | None = None) -> RenderedView:
+    """A view rendered once for judging many items (:func:`item_state`); ``previous``: the view
+    of the round before, whose renderings and search results the two share are reused."""
+    return RenderedView.of(view, previous)
 
 
 def _degraded(item: Item, view: RenderedView) -> bool:
     value = item.value
     if "/" in value.strip("/"):
         base = value.rstrip("/").rsplit("/", 1)[-1]
-        if base and _bounded(view.joined, base) >= 0:
+        if base and view.find(base) >= 0:
             return True
     digits = _DIGITS.findall(value)
-    if digits and value.strip() not in digits and any(_bounded(view.joined, d) >= 0 for d in digits if len(d) >= 2):
+    if digits and value.strip() not in digits and any(view.find(d) >= 0 for d in digits if len(d) >= 2):
         return True
     norm = normalize(value)
-    if norm and _bounded(view.normalized, norm) >= 0:
+    if norm and view.find(norm, space="normalized") >= 0:
         return True
     words = _WORD.findall(value)
     if len(words) >= 2:
-        found = sum(1 for w in words if _bounded(view.joined, w) >= 0)
+        found = sum(1 for w in words if view.find(w) >= 0)
         return 2 * found >= len(words)
     return False
 
@@ -218,9 +298,11 @@ class _UseIndex:
     def __init__(self, texts: Sequence[str]) -> None:
         self._joined = "\n".join(texts)
         self._starts: list[int] = []
+        self._ends: list[int] = []
         at = 0
         for t in texts:
             self._starts.append(at)
+            self._ends.append(at + len(t))
             at += len(t) + 1
         self._calls: dict[tuple[str, ...], list[int]] = {}
 
@@ -236,7 +318,7 @@ class _UseIndex:
                     if i < 0:
                         break
                     k = bisect_right(self._starts, i) - 1
-                    if bisect_right(self._starts, i + len(v) - 1) - 1 == k:
+                    if i + len(v) <= self._ends[k]:  # within call k's text, not into the joining newline
                         hits.add(k)
                     start = i + 1
             found = self._calls[values] = sorted(hits)
@@ -281,8 +363,9 @@ def classify_events(
     event)`` gives the call that first used a LOST, STALE or DEGRADED item after the event."""
     pinned = {i.item_id: any(_bounded(pinned_text, v) >= 0 for v in (i.value, *i.variants)) for i in items}
     rows: list[dict[str, Any]] = []
+    view: RenderedView | None = None
     for ev in events:
-        view = RenderedView.of(ev.view)
+        view = RenderedView.of(ev.view, view)
         for item in items:
             if not item.live_at(ev.message_index):
                 continue

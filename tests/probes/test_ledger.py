@@ -278,3 +278,88 @@ def test_a_value_split_across_two_messages_is_not_located() -> None:
     assert view.location(("HOOL-7",)) is None
     view2 = rendered_view([Message("user", "x"), Message("assistant", "HOOL-7 here")])
     assert view2.location(("HOOL-7",)) == "tail"
+
+
+def test_a_view_built_on_the_previous_round_judges_every_item_as_a_fresh_one() -> None:
+    # views that grow, get rewritten, shrink and repeat, over messages whose texts put values at
+    # the shared text's very end, glue them, split them across messages or hold them only when
+    # normalised: the reused search results must give exactly the fresh view's states
+    import random
+
+    from h9eval.tasks.text import normalize
+
+    rng = random.Random(7)
+    pool = [
+        Message("system", "sys HOOL-1"),
+        Message("user", "task: keep src/app/main.py"),
+        Message("assistant", "value HOOL-12 glued"),
+        Message("tool", "ends with HOOL-1", tool_call_id="a"),
+        Message("assistant", "x HOOL-1"),
+        Message("user", "-9 begins; Hool 1 case"),
+        Message("assistant", f"{COMPACTION_MARKER}\n## Anchors\n### Key Decisions\n- use main.py\n## Summary\nold 42"),
+        Message("tool", "[offloaded: f.txt | 1 line / 3 bytes]\nrate 100 per second", tool_call_id="b"),
+        Message("assistant", "the rate limit is 250 characters and retry three times"),
+    ]
+    items = [
+        _item("HOOL-1"),
+        _item("HOOL-12"),
+        _item("HOOL-1\n-9"),
+        _item("src/app/main.py"),
+        _item("rate limit 100", stale=("HOOL-12",)),
+        _item("retry three times", variants=("Retry 3",)),
+        _item("hool 1"),
+        _item("250 characters"),
+        _item("no such value at all"),
+        _item("42"),
+    ]
+    previous = None
+    view: list[Message] = []
+    for _ in range(300):
+        move = rng.random()
+        if move < 0.5 or not view:
+            view = view + rng.sample(pool, rng.randint(1, 3))
+        elif move < 0.7:
+            view = view[: rng.randint(0, len(view))]
+        elif move < 0.85:
+            cut = rng.randint(0, len(view))
+            view = view[:cut] + [Message("user", "rewritten HOOL-1 " + str(rng.random()))] + view[cut + 1 :]
+        # else: the same view again
+        built = rendered_view(view, previous)
+        fresh = rendered_view(view)
+        assert built.joined == fresh.joined and built.normalized == fresh.normalized
+        assert fresh.normalized == normalize(fresh.joined)
+        for item in items:
+            assert item_state(item, built) == item_state(item, fresh), (item.value, len(view))
+        previous = built
+
+
+def test_reused_results_at_the_edge_of_the_shared_text() -> None:
+    sys_, a, b = Message("system", "s"), Message("assistant", "x HOOL"), Message("user", "y")
+    # a value ending in the joining newline is in no message, whether the next message follows or not
+    for view in ([sys_, a, b], [sys_, a]):
+        assert rendered_view(view).location(("HOOL\n",)) is None
+        assert rendered_view(view, rendered_view([sys_, a, b])).location(("HOOL\n",)) is None
+    # in the joined text it is there while a message follows, and gone when the view ends with ``a``
+    # (a path's file name, the DEGRADED clause, ending in a newline)
+    odd_path = _item("/q/HOOL\n")
+    assert item_state(odd_path, rendered_view([sys_, a, b])) == ("DEGRADED", None)
+    assert item_state(odd_path, rendered_view([sys_, a])) == ("LOST", None)
+    both = rendered_view([sys_, a, b])
+    assert item_state(odd_path, both) == ("DEGRADED", None)
+    assert item_state(odd_path, rendered_view([sys_, a], both)) == ("LOST", None)
+    # a match that begins in the shared text and ends in a new message (in the normalised text, where
+    # a message's role follows the one before it): found although the previous view had none
+    ho = Message("assistant", "x HO")
+    before = rendered_view([sys_, ho, b])
+    assert item_state(_item("HO user 9"), before) == ("LOST", None)
+    after = rendered_view([sys_, ho, Message("user", "9 z")], before)
+    assert item_state(_item("HO user 9"), after) == ("DEGRADED", None)
+    # a match the previous view found right at the end of the shared text stays found
+    shared_end = rendered_view([sys_, a], rendered_view([sys_, Message("assistant", "x HOOL"), b]))
+    assert item_state(_item("HOOL"), shared_end) == ("PRESERVED", "tail")
+
+
+def test_the_use_index_ignores_a_match_ending_in_the_joining_newline() -> None:
+    from h9eval.probes.ledger import _UseIndex
+
+    assert _UseIndex(["x HOOL", "y"]).first_from(_item("HOOL\n"), 0) is None
