@@ -93,6 +93,10 @@ class RenderedView:  # built with rendered_view()
     that keeps its history (``keep_all``, a view-mode run before it compacts) sends views that
     grow by a window per fill round, and searching each whole view made its ledger quadratic."""
 
+    messages: tuple[Message, ...]
+    texts: tuple[str, ...]
+    kinds: tuple[str, ...]
+
     def __init__(self, view: Sequence[Message], previous: RenderedView | None = None) -> None:
         msgs = tuple(view)
         k = common_prefix_len(previous.messages, msgs) if previous is not None else 0
