@@ -52,6 +52,13 @@ class BreakerOpenError(SummarizerError):
     summary; the calls table counts these apart (``summarizer_breaker_skips``)."""
 
 
+class CellsFailed(H9Error):
+    """Some cells of a sweep failed while the others' results were kept: exit status 1 in the CLI
+    (not bad input). Defined here, below the sweeps layer, so that the CLI can catch it without
+    importing the sweep machinery for every command; the sweep raises
+    :class:`h9eval.sweeps.sweep.SweepFailed`, which carries the result."""
+
+
 class BudgetExceeded(H9Error):
     """A model call was not made: it would take the run's spending past its ``max_cost_usd``.
     Unlike a failed call it is never turned into a fallback: it stops the run (a sweep keeps its

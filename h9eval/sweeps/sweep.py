@@ -27,7 +27,7 @@ from typing import Any
 from h9eval.core import provenance
 from h9eval.core.anthropic import CallLimits
 from h9eval.core.budget import SPEND_FILE, Budget, check_max_cost
-from h9eval.core.errors import BudgetExceeded, ConfigError, FormatError, H9Error, SummarizerError
+from h9eval.core.errors import BudgetExceeded, CellsFailed, ConfigError, FormatError, SummarizerError
 from h9eval.core.lock import LOCK_NAME, folder_lock
 from h9eval.core.paths import prepare_out_dir, refuse_symlink, write_json_atomic
 from h9eval.probes.placebo import DEFAULT_PLACEBO_PARTNERS, PLACEBO_FALSE_PASS_RATE, sweep_placebo
@@ -114,7 +114,7 @@ ON_FAILURE = ("raise", "return")
 """What :func:`sweep` does when cells failed: raise :class:`SweepFailed` (default) or return."""
 
 
-class SweepFailed(H9Error):
+class SweepFailed(CellsFailed):
     """Some cells of a sweep failed. The other cells' results are written and kept (rerun the
     same sweep to retry only the failed ones); ``result`` is the :class:`SweepResult`."""
 
