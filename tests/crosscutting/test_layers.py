@@ -6,6 +6,7 @@ the heavy third parties, so that ``import h9eval`` stays light."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 from dataclasses import dataclass
 import sys
@@ -81,9 +82,11 @@ def _modules() -> list[tuple[str, Path]]:
     return out
 
 
-def _imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
-    """(imported module, line, at module level) for every import in ``tree``."""
-    found: list[tuple[str, int, bool]] = []
+def _imports(tree: ast.AST, lazy: bool = False) -> list[tuple[str, int, bool]]:
+    """(imported module, line, at module level) for every import in ``tree``; with ``lazy`` (a
+    module of :data:`STRING_IMPORTS`), every module named in its lazy import tables too, as
+    imported at module level (:func:`_lazy_imports`)."""
+    found: list[tuple[str, int, bool]] = _lazy_imports(tree) if lazy else []
 
     def visit(node: ast.AST, top: bool) -> None:
         for child in ast.iter_child_nodes(node):
@@ -101,14 +104,37 @@ def _imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
     return found
 
 
-#: modules allowed to import by string (``importlib.import_module``), with the reason
+#: modules allowed to import by string (``importlib.import_module``), with the reason; every
+#: h9eval module such a module names in a string is checked as one it imports (:func:`_lazy_imports`)
 STRING_IMPORTS = {
+    # PEP 562 exports (the _EXPORTS and _MODULES tables): this __init__ runs whenever any h9eval
+    # module is imported (every CLI command, every sweep worker), so it imports a name's owner
+    # only when the name is used
+    "h9eval",
+    # the COMMANDS table: only the module of the command being run is imported (`h9eval --help`
+    # imports none), and `--import`'s machinery only when it is given
+    "h9eval.cli",
     # PEP 562 exports: importing the agents must not import the worlds (an agent provably
     # cannot reach them), and the package's __init__ runs whenever an agent module is imported.
     "h9eval.closedloop",
     # `h9eval --import MODULE`: the user's own policy module, which h9eval cannot name in advance
     "h9eval.compaction.user",
 }
+
+
+#: how a string naming one of h9eval's modules looks
+_MODULE_PATH = re.compile(r"h9eval(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _lazy_imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
+    """The modules a module of :data:`STRING_IMPORTS` may import by string: every string constant
+    in it that is a dotted path under h9eval (``"h9eval.cli.run"`` in a lazy table), as (module,
+    line, True). The layer rule then holds for them as for a module-level import."""
+    return [
+        (node.value, node.lineno, True)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_PATH.fullmatch(node.value)
+    ]
 
 
 def _string_imports(tree: ast.AST) -> list[int]:
@@ -142,7 +168,7 @@ def _violations() -> list[str]:
         if name not in STRING_IMPORTS:
             for line in _string_imports(tree):
                 bad.append(f"{path.relative_to(PKG.parent)}:{line}: imports a module by string (import it by name)")
-        for target, line, top in _imports(tree):
+        for target, line, top in _imports(tree, lazy=name in STRING_IMPORTS):
             where = f"{path.relative_to(PKG.parent)}:{line}"
             root = target.split(".")[0]
             if root == "h9eval":
@@ -168,10 +194,14 @@ def test_no_module_imports_a_layer_above_its_own_or_hides_an_import() -> None:
 
 
 def test_import_h9eval_imports_no_heavy_third_party() -> None:
-    """``import h9eval`` (every public name included) leaves pandas, pyarrow, matplotlib, the
-    Anthropic SDK, datasets and the rest of :data:`HEAVY` unimported: a module that imports one
-    at module level, anywhere under the root's imports, fails this."""
-    code = "import sys, h9eval; print(sorted(set(sys.argv[1:]) & {m.split('.')[0] for m in sys.modules}))"
+    """``import h9eval`` with every public name resolved (``from h9eval import *``: the names are
+    lazy), and the CLI's full parser (every command module), leave pandas, pyarrow, matplotlib,
+    the Anthropic SDK, datasets and the rest of :data:`HEAVY` unimported: a module that imports
+    one at module level, anywhere under the public names or the commands, fails this."""
+    code = (
+        "import sys\nfrom h9eval import *\nfrom h9eval.cli import build_parser\nbuild_parser()\n"
+        "print(sorted(set(sys.argv[1:]) & {m.split('.')[0] for m in sys.modules}))"
+    )
     r = subprocess.run(
         [sys.executable, "-c", code, *sorted(HEAVY)], capture_output=True, text=True, timeout=120, cwd=PKG.parent
     )
@@ -185,27 +215,36 @@ def test_every_package_has_a_rank() -> None:
 
 
 def test_the_check_catches_an_upward_and_a_hidden_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The walk itself: a planted core module importing runs, and one importing compaction inside
-    a function, are both reported."""
+    """The walk itself: a planted core module importing runs, one importing compaction inside
+    a function, one importing by string, and a lazy table pointing a layer up are all reported."""
     fake = tmp_path / "h9eval"
-    (fake / "core").mkdir(parents=True)
-    (fake / "runs").mkdir()
-    for d in (fake, fake / "core", fake / "runs"):
+    for d in ("core", "runs", "closedloop", "sweeps"):
+        (fake / d).mkdir(parents=True)
+    for d in (fake, fake / "core", fake / "runs", fake / "sweeps"):
         (d / "__init__.py").write_text("")
     (fake / "core" / "bad.py").write_text(
-        "from h9eval.runs.replay import replay\n\ndef f():\n    import h9eval.compaction.base\n    import json\n"
+        "import importlib\nfrom h9eval.runs.replay import replay\n\ndef f():\n    import h9eval.compaction.base\n"
+        "    import json\n    return importlib.import_module('h9eval.core')\n"
     )
+    # modules of STRING_IMPORTS may import by string, but not inside a function, and their lazy
+    # tables obey the layers (closedloop, rank 6, naming sweeps, rank 7)
     (fake / "__init__.py").write_text(
-        "import importlib\n\ndef __getattr__(name):\n    import h9eval.runs\n    return "
-        "importlib.import_module('h9eval.core')\n"
+        "import importlib\n_EXPORTS = {'x': 'h9eval.runs'}\n\ndef __getattr__(name):\n    import h9eval.runs\n"
+        "    return importlib.import_module(_EXPORTS[name])\n"
     )
+    (fake / "closedloop" / "__init__.py").write_text("_EXPORTS = {'run_sweep': 'h9eval.sweeps.sweep'}\n")
     monkeypatch.setattr(sys.modules[__name__], "PKG", fake)
     bad = _violations()
-    assert any("h9eval/__init__.py:4: imports h9eval.runs inside a function" in b for b in bad), bad
-    assert any("h9eval/__init__.py:5: imports a module by string" in b for b in bad), bad
+    assert any("h9eval/__init__.py:5: imports h9eval.runs inside a function" in b for b in bad), bad
+    assert any("h9eval/core/bad.py:7: imports a module by string" in b for b in bad), bad
+    assert not any("h9eval/__init__.py:6: imports a module by string" in b for b in bad), bad
     assert any("core (rank 0) imports h9eval.runs.replay" in b for b in bad), bad
     assert any("imports h9eval.compaction.base inside a function" in b for b in bad), bad
+    assert any("h9eval/closedloop/__init__.py:1: closedloop (rank 6) imports h9eval.sweeps.sweep" in b for b in bad), (
+        bad
+    )
     assert not any("json" in b for b in bad), bad
+    assert ("h9eval.closedloop", "h9eval.sweeps") in {(a, b) for a, b in import_edges().files}
 
 
 def package_edges() -> dict[str, set[str]]:
@@ -214,7 +253,7 @@ def package_edges() -> dict[str, set[str]]:
     for name, path in _modules():
         own = _package_of(name) or "h9eval"
         edges.setdefault(own, set())
-        for target, _line, _top in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for target, _line, _top in _imports(ast.parse(path.read_text(encoding="utf-8")), lazy=name in STRING_IMPORTS):
             if target.split(".")[0] != "h9eval" or target == "h9eval":
                 continue
             theirs = _package_of(target) or "h9eval"
@@ -270,18 +309,20 @@ def import_edges() -> ImportEdges:
     modules = dict(_modules())
     files: set[tuple[str, str]] = set()
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets: list[str] = []
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # a lazy table's entries (a module of STRING_IMPORTS) are edges like its import statements
+        targets = [target for target, _line, _top in _lazy_imports(tree)] if name in STRING_IMPORTS else []
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
+                targets.extend(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 named = [f"{node.module}.{a.name}" for a in node.names]
-                targets = [sub if sub in modules else node.module for sub in named]
-            for target in targets:
-                while target not in modules and "." in target:  # import h9eval.x.y.name -> the module h9eval.x.y
-                    target = target.rsplit(".", 1)[0]
-                if target in modules and _room(target) != _room(name):
-                    files.add((name, target))
+                targets.extend(sub if sub in modules else node.module for sub in named)
+        for target in targets:
+            while target not in modules and "." in target:  # import h9eval.x.y.name -> the module h9eval.x.y
+                target = target.rsplit(".", 1)[0]
+            if target in modules and _room(target) != _room(name):
+                files.add((name, target))
     return ImportEdges(frozenset(files), frozenset((_room(a), _room(b)) for a, b in files))
 
 
