@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from h9eval.cli import add_command
 from h9eval.analysis.bills import check_bill_files
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bills",
-        help="replay recorded Claude Code sessions as recorded and compare predicted cache shares with their real "
-        "bills",
-    )
+    p = add_command(sub, "bills")
     p.add_argument("paths", nargs="+", help="Claude Code session files (.jsonl) or folders of them")
     p.add_argument(
         "--prefix-tokens",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from h9eval.cli import add_command
 from h9eval.analysis.compare import METRICS, compare, config_labels, metric_spec, shell_name
 from h9eval.analysis.stats import ADJUSTMENTS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, VERDICT_DEFINITIONS
 from h9eval.core.errors import ConfigError
@@ -13,9 +14,9 @@ from h9eval.results.store import load_results
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "compare",
-        help="compare two configurations of a sweep, task-level paired (bootstrap CI over tasks, adjusted, verdict)",
         description="Configuration A against B on each metric: tasks paired, history modes and repeats nested "
         "inside a task, a percentile bootstrap interval of mean(A - B) over tasks, adjusted across the metrics "
         "asked for, and a verdict read from that interval. Verdicts: "

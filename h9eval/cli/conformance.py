@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from h9eval.cli import add_command
 from h9eval.harness9.conformance import CaseResult, run_conformance
 from h9eval.core.paths import conformance_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("conformance", help="run harness9 conformance cases against the port")
+    p = add_command(sub, "conformance")
     p.add_argument("paths", nargs="*", help="case files or folders (default: shared/reference/conformance)")
     p.add_argument("-v", "--verbose", action="store_true", help="list every difference of a failing case")
     p.add_argument(

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from h9eval.cli import add_command
 from h9eval.analysis.report import write_report
 from h9eval.compaction.policies import ProgressiveCompactor
 from h9eval.core.paths import conformance_dir, recorded_dir, repo_root
@@ -94,7 +95,7 @@ def run_demo(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="conformance, a step-by-step compaction, the demo sweep and its report")
+    p = add_command(sub, "demo")
     p.add_argument("--out", default="results/demo", help="results folder (default results/demo)")
     p.add_argument("--workers", type=int, default=None)
     p.set_defaults(func=_run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from h9eval.cli import add_command
 from h9eval.core.errors import ConfigError
 from h9eval.integrations.inspect_logs import INSPECT_LOG_FORMATS, sweep_to_eval_logs
 from h9eval.results.export import EXPORT_FORMATS, export_dataset
@@ -14,7 +15,7 @@ FORMATS = (*EXPORT_FORMATS, "inspect")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="write a sweep as a Hugging Face DatasetDict folder or as Inspect eval logs")
+    p = add_command(sub, "export")
     p.add_argument("results_dir", help="a sweep's results folder")
     p.add_argument(
         "out_dir",

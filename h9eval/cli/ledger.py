@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from h9eval.cli import add_command
 from h9eval.analysis.ledger_page import write_ledger_page
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ledger", help="what each compaction of one run kept, lost or left stale (an HTML page)")
+    p = add_command(sub, "ledger")
     p.add_argument("run_dir", help="a run folder (h9eval run --out), or a sweep folder with --run-id")
     p.add_argument("--run-id", default=None, help="the cell of a sweep folder to show")
     p.add_argument("--out", default=None, metavar="FILE", help="the page to write (default RUN_DIR/ledger.html)")

@@ -13,6 +13,7 @@ import re
 import textwrap
 from typing import Any
 
+from h9eval.cli import add_command
 from h9eval.compaction.base import field_docs
 from h9eval.compaction.policies import registry
 
@@ -20,7 +21,7 @@ __all__ = ["describe_policies", "format_policies_table", "register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("policies", help="list compaction policies, their parameters and defaults")
+    p = add_command(sub, "policies")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_run)
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 
+from h9eval.cli import add_command
 from h9eval.analysis.report import write_report, write_report_from_records
 from h9eval.core.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report", help="write report.html (self-contained) and report.md for a sweep or harness9 records"
-    )
+    p = add_command(sub, "report")
     p.add_argument(
         "results_dir", nargs="?", default=None, help="a sweep's results folder, or one run's (h9eval run --out)"
     )

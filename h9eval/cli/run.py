@@ -10,6 +10,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from h9eval.cli import add_command
 from h9eval.analysis.metrics import tokens_saved
 from h9eval.closedloop.run import format_episode, run_world
 from h9eval.closedloop.worlds import world_registry
@@ -104,9 +105,7 @@ def call_limits(args: argparse.Namespace) -> CallLimits | None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "run", help="replay a task through a policy, call by call (or run a closed-loop episode: --world)"
-    )
+    p = add_command(sub, "run")
     p.add_argument(
         "--task",
         default=None,

@@ -14,6 +14,7 @@ import argparse
 import math
 import sys
 
+from h9eval.cli import add_command
 from h9eval.analysis.all_policies import compare_all_policies
 from h9eval.cli.run import add_call_limit_options, call_limits
 from h9eval.core.errors import ConfigError
@@ -23,7 +24,7 @@ from h9eval.sweeps.sweep import SweepResult, sweep
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run a grid of replays from a TOML spec (resumable)")
+    p = add_command(sub, "sweep")
     p.add_argument("spec", nargs="?", default=None, help="sweep spec (TOML); see examples/sweep-small.toml")
     p.add_argument(
         "--task",

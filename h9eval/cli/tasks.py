@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from h9eval.cli import add_command
 from h9eval.core.errors import FormatError
 from h9eval.core.paths import check_input_path
 from h9eval.tasks import is_sqlite, tasks_to_jsonl
@@ -16,7 +17,7 @@ from h9eval.tasks.synthetic import generate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tasks", help="generate synthetic tasks or inspect recorded sessions")
+    p = add_command(sub, "tasks")
     tsub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
     tsub.required = True
     g = tsub.add_parser("generate", help="generate a seeded synthetic task (JSONL)")

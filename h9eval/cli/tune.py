@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 
+from h9eval.cli import add_command
 from h9eval.tuning.tune import load_models, tune
 from h9eval.core.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tune", help="search progressive tier thresholds for a context window")
+    p = add_command(sub, "tune")
     p.add_argument(
         "--tasks",
         nargs="+",
