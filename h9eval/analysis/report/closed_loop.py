@@ -11,7 +11,7 @@ from typing import Any
 
 from h9eval.analysis import closedloop_units, episodes
 from h9eval.analysis import plots_closedloop
-from h9eval.analysis.ledger import CLIFF_SURVIVAL, cliff_rounds, survival_curves, survival_plot
+from h9eval.analysis import ledger as ledger_mod  # a module, not names: ledger -> report/__init__ -> here
 from h9eval.analysis.ledger_page import write_ledger_page
 from h9eval.analysis.metrics import dollars_mean
 from h9eval.analysis.report.context import ReportContext
@@ -366,18 +366,18 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
         "of the episode's own view rewrites (round k: its k-th compaction that changed what was already sent) by "
         "the same rule: PRESERVED only with the exact text. Survival is the share kept, averaged per world family "
         "(seeds nested) with a family-bootstrap interval; pinned items (in the task statement) are left out. "
-        f"The cliff round is the first below {CLIFF_SURVIVAL:.0%}. The controls never rewrite a view the same way "
-        "(keep_all never compacts)."
+        f"The cliff round is the first below {ledger_mod.CLIFF_SURVIVAL:.0%}. The controls never rewrite a view the "
+        "same way (keep_all never compacts)."
     )
     if any(str(a).startswith("scripted") for a in ep["agent_id"]):
         s.note(STAND_IN_AGENT)
     family = dict(zip(ep["run_id"], ep["world_kind"]))
     by_family = led.assign(task_id=led["run_id"].map(family))
     runs = _labelled_runs(ctx, ep)
-    curves = survival_curves(by_family, runs, basis="compaction", seed=ctx.seed)
+    curves = ledger_mod.survival_curves(by_family, runs, basis="compaction", seed=ctx.seed)
     if len(curves):
         for mode in sorted(set(curves["history_mode"])):
-            fig = survival_plot(curves, history_mode=mode)
+            fig = ledger_mod.survival_plot(curves, history_mode=mode)
             for ax in fig.axes:
                 ax.set_xlabel("round (view rewrite)")
             handles, labels = fig.axes[0].get_legend_handles_labels()
@@ -395,13 +395,14 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
                 f"Closed loop ({mode} mode): items kept exactly after each "
                 "view rewrite, per configuration and agent; band: 95% bootstrap interval over world families",
             )
-        cliffs = cliff_rounds(curves)
+        cliffs = ledger_mod.cliff_rounds(curves)
         wide = cliffs.pivot_table(
             index=["label", "history_mode"], columns="item_type", values="cliff_round", aggfunc="first", observed=True
         )
         s.table(
             wide.astype(object).where(wide.notna(), "–").reset_index().rename(columns={"label": "configuration"}),
-            f"Cliff round per item type (first view rewrite with survival below {CLIFF_SURVIVAL:.0%}; – : never)",
+            f"Cliff round per item type (first view rewrite with survival below {ledger_mod.CLIFF_SURVIVAL:.0%}; "
+            "– : never)",
         )
     lost = led[led["state"].isin(["LOST", "STALE"]) & ~led["pinned"].astype(bool)]
     if len(lost):
