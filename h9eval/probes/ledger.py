@@ -65,6 +65,23 @@ _WORD = re.compile(r"[A-Za-z]{3,}")
 _DIGITS = re.compile(r"\d+(?:\.\d+)*")
 
 
+_RUN = re.compile(r"\w+")
+
+
+def _anchored_runs(value: str) -> list[str]:
+    """The maximal word runs of ``value`` that are maximal word runs of any text holding ``value``
+    bounded (:func:`_bounded`): those with a non-word character of ``value`` or a checked end on
+    each side (an end is checked when its character is alphanumeric; ``\\w`` is exactly
+    alphanumeric or ``_``, the characters :func:`_bounded` calls glued)."""
+    out = []
+    for m in _RUN.finditer(value):
+        left = m.start() > 0 or value[0].isalnum()
+        right = m.end() < len(value) or value[-1].isalnum()
+        if left and right:
+            out.append(m.group())
+    return out
+
+
 def _bounded(text: str, value: str, start: int = 0) -> int:
     """The first index of ``value`` in ``text`` (from ``start``) with no word character glued to either
     end; -1."""
@@ -121,6 +138,7 @@ class RenderedView:  # built with rendered_view()
         self._norms: list[str] | None = None
         self._normalized: str | None = None
         self._found: dict[tuple[str, str], int] = {}
+        self._runs: list[set[str] | None] = [None, None]  # the word runs of joined, of normalized
         self._previous = previous
         if previous is not None:
             previous._previous = None  # one round back is all a search needs: no chain of views
@@ -168,6 +186,9 @@ class RenderedView:  # built with rendered_view()
                 return prev
             if prev < 0:
                 start = max(0, end - len(value) + 1)  # the shared text holds no bounded match
+        if self._lacks_a_run(value, normalized=space == "normalized"):
+            self._found[key] = -1
+            return -1
         while True:
             i = _bounded(text, value, start)
             if i < 0 or space != "message" or i + len(value) <= self._text_end(self._message_of(i)):
@@ -175,6 +196,23 @@ class RenderedView:  # built with rendered_view()
             start = i + 1
         self._found[key] = i
         return i
+
+    def _lacks_a_run(self, value: str, *, normalized: bool) -> bool:
+        """Whether the text surely holds no bounded ``value``: one of its word runs that a bounded
+        match must show whole (:func:`_anchored_runs`) is no word run of the text. A set lookup instead
+        of a search of the whole view, for the many items a compacted view has lost; built only for a
+        view that shares less than half its text with the previous one (a growing view answers most
+        searches from the previous results)."""
+        runs = _anchored_runs(value)
+        if not runs:
+            return False
+        if self._shared_end > len(self.joined) // 2:
+            return False
+        i = 1 if normalized else 0
+        if self._runs[i] is None:
+            self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
+        have = self._runs[i]
+        return any(r not in have for r in runs)
 
     def _message_of(self, at: int) -> int:
         return bisect_right(self.starts, at) - 1

@@ -363,3 +363,26 @@ def test_the_use_index_ignores_a_match_ending_in_the_joining_newline() -> None:
     from h9eval.probes.ledger import _UseIndex
 
     assert _UseIndex(["x HOOL", "y"]).first_from(_item("HOOL\n"), 0) is None
+
+
+def test_the_word_run_shortcut_never_rules_out_a_bounded_match() -> None:
+    # the shortcut says "absent" only when a run a bounded match must show whole is no run of the
+    # text; against the plain search on values and texts built from characters at the edges of the
+    # rule (underscores, digits, non-ASCII letters and digits, separators)
+    import random
+
+    from h9eval.probes.ledger import _anchored_runs, _bounded
+
+    assert _anchored_runs("HOOL-6493") == ["HOOL", "6493"]
+    assert _anchored_runs("_x-y") == ["y"]  # a leading underscore is not checked: "_x" may be glued
+    assert _anchored_runs("x-y_") == ["x"]
+    assert _anchored_runs("--") == []
+    rng = random.Random(3)
+    alphabet = ["a", "b", "_", "1", "é", "²", "-", " ", ".", "/", "\n"]
+    for _ in range(4000):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        view = rendered_view([Message("user", text)])
+        if view._lacks_a_run(value, normalized=False):
+            assert _bounded(view.joined, value) < 0, (value, text)
+        assert view.find(value) == _bounded(view.joined, value), (value, text)
