@@ -101,6 +101,36 @@ def _bounded(text: str, value: str, start: int = 0) -> int:
         start = i + 1
 
 
+class _Joined:
+    """Texts joined by a newline, with where each starts: the newline is no word character, so a
+    bounded match (:func:`_bounded`) that lies within one text is a match in that text itself."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = texts
+        self.joined = "\n".join(texts)
+        self.starts: list[int] = []
+        at = 0
+        for t in texts:
+            self.starts.append(at)
+            at += len(t) + 1
+
+    def text_of(self, at: int) -> int:
+        """The index of the text holding position ``at`` (a joining newline: the text before it)."""
+        return bisect_right(self.starts, at) - 1
+
+    def first_within(self, value: str, start: int = 0) -> int:
+        """The first bounded ``value`` from ``start`` that lies within one text (not into a joining
+        newline); -1."""
+        while True:
+            i = _bounded(self.joined, value, start)
+            if i < 0:
+                return -1
+            k = self.text_of(i)
+            if i + len(value) <= self.starts[k] + len(self.texts[k]):
+                return i
+            start = i + 1
+
+
 class RenderedView:  # built with rendered_view()
     """A view rendered once: each message's text, its location kind and its anchor sections.
 
@@ -125,18 +155,15 @@ class RenderedView:  # built with rendered_view()
         kinds = list(previous.kinds[:k]) if previous is not None else []
         kinds += [_kind(m, i, first_user) for i, m in enumerate(msgs[k:], k)]
         self.messages, self.texts, self.kinds = msgs, tuple(texts), tuple(kinds)
-        self.joined = "\n".join(texts)
-        self.starts: list[int] = []
-        at = 0
-        for t in texts:
-            self.starts.append(at)
-            at += len(t) + 1
+        self._text = _Joined(self.texts)
+        self.joined, self.starts = self._text.joined, self._text.starts
         self._shared = k
         # the end of the text both views share (the joining newline after it, or the end of a view,
         # is no word character in either, so a match ending there is bounded in both or in neither)
         self._shared_end = len(self.joined) if k == len(msgs) else self.starts[k] - 1 if k else -1
         self._norms: list[str] | None = None
         self._normalized: str | None = None
+        self._norm_end: int | None = None
         self._found: dict[tuple[str, str], int] = {}
         self._runs: list[set[str] | None] = [None, None]  # the word runs of joined, of normalized
         self._previous = previous
@@ -163,10 +190,14 @@ class RenderedView:  # built with rendered_view()
         return self._norms
 
     def _norm_shared_end(self) -> int:
-        k, norms = self._shared, self._norm_list()
-        if k == len(norms):
-            return len(self.normalized)
-        return sum(len(x) + 1 for x in norms[:k]) - 1 if k else -1
+        """:attr:`_shared_end` in :attr:`normalized` (computed once: every normalised search asks)."""
+        if self._norm_end is None:
+            k, norms = self._shared, self._norm_list()
+            if k == len(norms):
+                self._norm_end = len(self.normalized)
+            else:
+                self._norm_end = sum(len(x) + 1 for x in norms[:k]) - 1 if k else -1
+        return self._norm_end
 
     def find(self, value: str, *, space: str = "joined") -> int:
         """The first bounded occurrence of ``value`` (:func:`_bounded`) in :attr:`joined`
@@ -189,11 +220,7 @@ class RenderedView:  # built with rendered_view()
         if self._lacks_a_run(value, normalized=space == "normalized"):
             self._found[key] = -1
             return -1
-        while True:
-            i = _bounded(text, value, start)
-            if i < 0 or space != "message" or i + len(value) <= self._text_end(self._message_of(i)):
-                break
-            start = i + 1
+        i = self._text.first_within(value, start) if space == "message" else _bounded(text, value, start)
         self._found[key] = i
         return i
 
@@ -209,22 +236,16 @@ class RenderedView:  # built with rendered_view()
         if self._shared_end > len(self.joined) // 2:
             return False
         i = 1 if normalized else 0
-        if self._runs[i] is None:
-            self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
         have = self._runs[i]
+        if have is None:
+            have = self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
         return any(r not in have for r in runs)
-
-    def _message_of(self, at: int) -> int:
-        return bisect_right(self.starts, at) - 1
-
-    def _text_end(self, t: int) -> int:
-        return self.starts[t] + len(self.texts[t])
 
     def location(self, values: Sequence[str]) -> str | None:
         """Where the first of ``values`` occurs exactly (see the module docstring), else ``None``."""
         # The first message holding any value bounded within it: a match in the joined text that
         # lies within one message is a match in that message's own text, and the reverse.
-        hits = [self._message_of(at) for v in values if v and (at := self.find(v, space="message")) >= 0]
+        hits = [self._text.text_of(at) for v in values if v and (at := self.find(v, space="message")) >= 0]
         if not hits:
             return None
         t = min(hits)
@@ -338,14 +359,7 @@ class _UseIndex:
     boundary test as it is at a text's ends)."""
 
     def __init__(self, texts: Sequence[str]) -> None:
-        self._joined = "\n".join(texts)
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        at = 0
-        for t in texts:
-            self._starts.append(at)
-            self._ends.append(at + len(t))
-            at += len(t) + 1
+        self._text = _Joined(texts)
         self._calls: dict[tuple[str, ...], list[int]] = {}
 
     def _calls_using(self, item: Item) -> list[int]:
@@ -354,15 +368,10 @@ class _UseIndex:
         if found is None:
             hits: set[int] = set()
             for v in values:
-                start = 0
-                while v:
-                    i = _bounded(self._joined, v, start)
-                    if i < 0:
-                        break
-                    k = bisect_right(self._starts, i) - 1
-                    if i + len(v) <= self._ends[k]:  # within call k's text, not into the joining newline
-                        hits.add(k)
-                    start = i + 1
+                i = self._text.first_within(v)
+                while i >= 0:
+                    hits.add(self._text.text_of(i))
+                    i = self._text.first_within(v, i + 1)
             found = self._calls[values] = sorted(hits)
         return found
 

@@ -26,6 +26,8 @@ Derived facts (``Fact.kind == "derived"``) are read off the transcript, never in
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import re
@@ -817,18 +819,12 @@ def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]
     text (one search per term, not one per term and message)."""
     msgs = [m for j, m in enumerate(tr.messages) if j != prompt_at]
     whole = TranscriptText(msgs)
-    counted: dict[str, int] = {}  # a term of many prompts is counted once (a chat log repeats its terms)
 
+    @functools.cache  # a term of many prompts is counted once (a chat log repeats its terms)
     def doc_freq(term: str) -> int:
         t = normalize(term)
         if not t:
             return 0
-        if t in counted:
-            return counted[t]
-        counted[t] = n = _doc_count(t)
-        return n
-
-    def _doc_count(t: str) -> int:
         occ, ends = whole.occurrences(t), whole.ends
         n = k = 0
         while k < len(occ):
