@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from h9eval.compaction.policies import registry
+from h9eval.compaction.policies import task_independent_registry
 from h9eval.core.messages import messages_to_json
 from h9eval.harness9.conformance import CaseTimer, load_case, run_case
 from h9eval.tasks.model import Task
@@ -367,8 +367,8 @@ def bench_per_call_ratio(
     on_result: Callable[[Target], None] | None = None,
 ) -> list[Target]:
     """Per-call time at ``large_calls`` over ``small_calls`` through ``run_task`` (one synthetic
-    task truncated to each size; a fresh results folder each run)."""
-    from h9eval.compaction.policies import ServerCompactionPolicy
+    task truncated to each size; a fresh results folder each run; by default every policy that
+    runs on any task)."""
     from h9eval.tasks.synthetic import generate
 
     full = generate(preset, seed=0)
@@ -376,9 +376,7 @@ def bench_per_call_ratio(
     out = []
     with tempfile.TemporaryDirectory(prefix="h9eval-bench-") as d:
         tmp = Path(d)
-        # the provider-side policies replay recorded replies, which cover their cassette's tasks only
-        default = sorted(k for k, cls in registry().items() if not issubclass(cls, ServerCompactionPolicy))
-        for pol in policies or default:
+        for pol in policies or sorted(task_independent_registry()):
             for mode in modes:
                 # best of 5 and of 3: a 250-call run takes ~50 ms, where one pause of a shared
                 # machine shows (best of 2 for both moved a ratio between 0.95x and 1.5x)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.analysis.compare import run_table
 from h9eval.analysis.headline import DEFAULT_NAME, Headline, versus_default
 from h9eval.analysis.stats import DEFAULT_LEVEL, min_tasks_for
-from h9eval.compaction.policies import ServerCompactionPolicy, registry
+from h9eval.compaction.policies import task_independent_registry
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.sweep import SweepResult, sweep
 
@@ -61,12 +61,7 @@ def all_policies_spec(
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(str(tasks[0]).rstrip("/")).name.split("#")[0]).strip("-._") or "tasks"
     # the spec's window is every policy's run window (compaction.step.run_window)
     policies: list[dict[str, Any]] = [{"kind": "progressive", "name": DEFAULT_NAME}]
-    # the provider-side policies replay recorded replies, which cover their cassette's tasks only
-    policies += [
-        {"kind": kind}
-        for kind, cls in sorted(registry().items())
-        if kind != "progressive" and not issubclass(cls, ServerCompactionPolicy)
-    ]
+    policies += [{"kind": kind} for kind in sorted(task_independent_registry()) if kind != "progressive"]
     probes: dict[str, Any] = {"scorers": ["recall"]}
     if probe_every_k is not None:
         probes["every_k"] = probe_every_k

@@ -10,7 +10,7 @@ import pytest
 from h9eval.analysis.all_policies import all_policies_spec, compare_all_policies
 from h9eval.analysis.compare import shell_name
 from h9eval.analysis.headline import DEFAULT_NAME
-from h9eval.compaction.policies import ServerCompactionPolicy, registry
+from h9eval.compaction.policies import ServerCompactionPolicy, registry, task_independent_registry
 from h9eval.core.errors import ConfigError
 
 #: every registered policy but the provider-side ones (their cassettes cover the tasks they were recorded on)
@@ -21,6 +21,7 @@ def test_the_spec_has_every_registered_policy_at_its_defaults() -> None:
     spec = all_policies_spec(["/data/runs/my session.jsonl"], window=12_000)
     kinds = [p["kind"] for p in spec["policies"]]
     assert {"anthropic_server_compaction", "openai_server_compaction"} <= set(registry()) - set(RUNNABLE)
+    assert sorted(task_independent_registry()) == RUNNABLE
     assert sorted(kinds) == RUNNABLE and kinds[0] == "progressive" and spec["policies"][0]["name"] == DEFAULT_NAME
     assert all("params" not in p for p in spec["policies"])  # the spec's window is every policy's
     assert spec["name"] == "all-policies-my-session.jsonl-w12000" and spec["window"] == 12_000

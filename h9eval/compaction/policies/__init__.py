@@ -53,12 +53,19 @@ __all__ = [
     "policy_param_names",
     "read_policy_file",
     "registry",
+    "task_independent_registry",
 ]
 
 
 def registry() -> dict[str, type[Policy]]:
     """All registered policies by kind."""
     return dict(POLICIES.items())
+
+
+def task_independent_registry() -> dict[str, type[Policy]]:
+    """The registered policies that run on any task: all but the provider-side ones, which replay
+    recorded replies and so cover their cassette's tasks only."""
+    return {k: cls for k, cls in POLICIES.items() if not issubclass(cls, ServerCompactionPolicy)}
 
 
 def make_policy(kind: str, /, **params: Any) -> Policy:
