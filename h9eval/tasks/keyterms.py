@@ -266,7 +266,7 @@ def filter_key_terms(
     terms: Sequence[str],
     n_documents: int,
     *,
-    doc_freq: Callable[[str], int],
+    doc_freq: Callable[[str, float], int],
     max_df_frac: float = KEYTERM_MAX_DF_FRAC,
     min_docs: int = KEYTERM_MIN_DOCS,
 ) -> tuple[str, ...]:
@@ -274,11 +274,13 @@ def filter_key_terms(
     ``min_docs`` documents, without those present in more than ``max_df_frac`` of them.
 
     ``n_documents``: how many documents there are, one per transcript message (the task prompt
-    left out); ``doc_freq(term)``: in how many of them ``term`` is present, matched as the
-    probes match, so a term counts where a probe would find it. Order kept.
+    left out); ``doc_freq(term, stop_above)``: in how many of them ``term`` is present, matched as
+    the probes match, so a term counts where a probe would find it; it may stop counting once the
+    count exceeds ``stop_above`` (this filter's limit, ``max_df_frac * n_documents``) and return
+    that count. Order kept.
     """
     kept = [t for t in terms if not is_generic_term(t)]
     if n_documents < min_docs or not kept:
         return tuple(kept)
     limit = max_df_frac * n_documents
-    return tuple(t for t in kept if doc_freq(t) <= limit)
+    return tuple(t for t in kept if doc_freq(t, limit) <= limit)

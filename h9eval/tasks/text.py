@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -161,19 +161,24 @@ def _is_word(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-def _bounded_occurrences(text: str, t: str) -> Iterator[int]:
-    """Starts, in order, of the occurrences of normalised ``t`` in ``text`` with no word
-    character glued to its ends.
+_WORD_RUN = re.compile(r"\w+")
+r"""Maximal runs of word characters: ``\w`` matches exactly the characters :func:`_is_word` accepts
+(checked over every code point by the tests)."""
+
+
+def _bounded_occurrences(text: str, t: str, start: int = 0, end: int | None = None) -> Iterator[int]:
+    """Starts, in order, of the occurrences of normalised ``t`` in ``text[start:end]`` with no word
+    character glued to its ends (the characters around them are read from ``text`` itself).
 
     str.find, not a regex: a pattern that starts with a look-behind defeats the regex engine's
     literal scan and costs ~20 ms per term on a 4 MB text."""
     guard_l, guard_r = _is_word(t[0]), _is_word(t[-1])
-    i = text.find(t)
+    i = text.find(t, start, end)
     while i >= 0:
         j = i + len(t)
         if not (guard_l and i > 0 and _is_word(text[i - 1])) and not (guard_r and j < len(text) and _is_word(text[j])):
             yield i
-        i = text.find(t, i + 1)
+        i = text.find(t, i + 1, end)
 
 
 def _fuzz() -> Any:
@@ -298,6 +303,8 @@ class TranscriptText:
         self._occ: dict[str, list[int]] = {}
         self._gram_end: dict[str, float] = {}
         self._fuzzy: dict[tuple[str, float], _FuzzyScan] = {}
+        self._postings: dict[str, list[int]] | None = None  # word -> messages holding it (message_count)
+        self._scanned_chars = 0  # characters message_count has searched without the postings
 
     def occurrences(self, t: str) -> list[int]:
         """Starts of the word-bounded exact occurrences of normalised ``t`` (cached)."""
@@ -305,6 +312,92 @@ class TranscriptText:
         if hit is None:
             hit = self._occ[t] = list(_bounded_occurrences(self.text, t))
         return hit
+
+    def message_count(self, t: str, stop_above: float = float("inf")) -> int:
+        """How many messages hold a word-bounded exact occurrence of normalised ``t`` (an
+        occurrence is counted for the message it starts in, as :meth:`occurrences` would place it);
+        counting stops at the first count above ``stop_above``, which is then returned.
+
+        A key-term filter asks this for every distinct term of every user prompt: searching the
+        whole text for each made a chat log quadratic (2,711 terms x 4.3 MB). So once the searches
+        have read :data:`DOC_INDEX_AFTER_SCANS` times the text, the words of every message are
+        indexed (one pass) and a term is looked for only in the messages that hold all of its word
+        runs as whole words: a word-bounded occurrence of ``t`` puts each maximal run of word
+        characters of ``t`` between two non-word characters (one of ``t``'s own, a guarded end, or
+        the newline between messages), so each is a whole word of that message. A term with no word
+        character is always searched in the whole text."""
+        if not t:
+            return 0
+        runs = _WORD_RUN.findall(t)
+        if self._postings is None:
+            if not runs or self._scanned_chars < DOC_INDEX_AFTER_SCANS * len(self.text):
+                return self._count_by_search(t, stop_above)
+            self._postings = self._index_words()
+        if not runs:
+            return self._count_by_search(t, stop_above)
+        return self._count_by_postings(t, runs, stop_above)
+
+    def _count_by_search(self, t: str, stop_above: float) -> int:
+        text, ends = self.text, self.ends
+        n = start = 0
+        while n <= stop_above:
+            i = next(_bounded_occurrences(text, t, start), -1)
+            if i < 0:
+                start = len(text)
+                break
+            d = bisect_right(ends, i)  # the message holding this occurrence
+            n += 1
+            start = ends[d]  # on to the first occurrence after that message
+        self._scanned_chars += start
+        return n
+
+    def _index_words(self) -> dict[str, list[int]]:
+        """Each word (maximal run of word characters) -> the messages holding it, in order.
+
+        A message's words are those of its whitespace-separated chunks (whitespace is never a word
+        character), and a chunk's words are found once however often it recurs: a third less time
+        than a regular-expression pass over the whole text."""
+        text = self.text
+        words_of: dict[str, tuple[str, ...]] = {}
+        postings: dict[str, list[int]] = {}
+        start = 0
+        for d, end in enumerate(self.ends):
+            words: set[str] = set()
+            for chunk in set(text[start:end].split()):
+                w = words_of.get(chunk)
+                if w is None:
+                    w = words_of[chunk] = tuple(_WORD_RUN.findall(chunk))
+                words.update(w)
+            for w in words:
+                hit = postings.get(w)
+                if hit is None:
+                    postings[w] = [d]
+                else:
+                    hit.append(d)
+            start = end + 1
+        return postings
+
+    def _count_by_postings(self, t: str, runs: list[str], stop_above: float) -> int:
+        assert self._postings is not None
+        lists = []
+        for w in set(runs):
+            hit = self._postings.get(w)
+            if hit is None:
+                return 0
+            lists.append(hit)
+        lists.sort(key=len)
+        first, rest = lists[0], lists[1:]
+        text, ends = self.text, self.ends
+        n = 0
+        for d in first:
+            if not all(_holds(p, d) for p in rest):
+                continue
+            start = ends[d - 1] + 1 if d else 0
+            if next(_bounded_occurrences(text, t, start, ends[d]), None) is not None:
+                n += 1
+                if n > stop_above:
+                    break
+        return n
 
     def gram_end(self, g: str) -> float:
         """End of the first occurrence of ``g`` (infinity when there is none; cached)."""
@@ -338,6 +431,19 @@ class TranscriptText:
         checkpoint made probing quadratic in the session again, and its lookups do not need it."""
         end = self.ends[message_index] if message_index >= 0 else 0
         return PrefixTextIndex(_LAZY_PREFIX, whole=self, end=end, **kw)  # type: ignore[arg-type]
+
+
+DOC_INDEX_AFTER_SCANS = 32
+""":meth:`TranscriptText.message_count` indexes the words of the messages once its whole-text
+searches have read this many times the text: indexing costs about 60 such searches (measured on
+a 140 MB, 10^5-message chat log: 5.9 s against 0.09 s a search), so an agent's session, whose one
+prompt has a few terms, is never indexed, and a chat log costs at most about twice its cheaper
+choice."""
+
+
+def _holds(postings: list[int], d: int) -> bool:
+    i = bisect_left(postings, d)
+    return i < len(postings) and postings[i] == d
 
 
 FUZZY_CHUNK_CHARS = 16_384

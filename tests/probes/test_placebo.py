@@ -372,8 +372,8 @@ def test_generic_and_transcript_wide_key_terms_are_dropped() -> None:
         is_generic_term("print") and is_generic_term("42") and is_generic_term("curl") and not is_generic_term("8000")
     )
 
-    def doc_freq(docs: list[str]) -> Callable[[str], int]:
-        return lambda term: sum(TextIndex(d, fuzzy=False).present(term) for d in docs)
+    def doc_freq(docs: list[str]) -> Callable[[str, float], int]:
+        return lambda term, stop_above: sum(TextIndex(d, fuzzy=False).present(term) for d in docs)
 
     docs = ["curl web.chal.csaw.io:8000"] * 12 + ["ls", "cat flag.txt"] + ["thinking"] * 8  # 22 messages
     terms = ("web.chal.csaw.io", "curl", "10", "flag.txt", "8000")

@@ -33,7 +33,6 @@ import os
 import re
 import shlex
 import threading
-from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -815,23 +814,14 @@ def derive_facts(tr: Transcript, outcome: Outcome | None) -> tuple[list[Fact], d
 def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]], tuple[str, ...]]:
     """Key-term filter of this transcript (:func:`h9eval.tasks.keyterms.filter_key_terms`):
     documents are the messages other than the first prompt, matched as the probes match
-    (exact, word-bounded), each term's documents counted from its occurrences in their joined
-    text (one search per term, not one per term and message)."""
+    (exact, word-bounded), counted by :meth:`~h9eval.tasks.text.TranscriptText.message_count`
+    (only as far as the filter's limit)."""
     msgs = [m for j, m in enumerate(tr.messages) if j != prompt_at]
     whole = TranscriptText(msgs)
 
     @functools.cache  # a term of many prompts is counted once (a chat log repeats its terms)
-    def doc_freq(term: str) -> int:
-        t = normalize(term)
-        if not t:
-            return 0
-        occ, ends = whole.occurrences(t), whole.ends
-        n = k = 0
-        while k < len(occ):
-            d = bisect_right(ends, occ[k])  # the message holding this occurrence
-            n += 1
-            k = bisect_left(occ, ends[d], k)  # on to the first occurrence after that message
-        return n
+    def doc_freq(term: str, stop_above: float) -> int:
+        return whole.message_count(normalize(term), stop_above)
 
     return lambda terms: filter_key_terms(terms, len(msgs), doc_freq=doc_freq)
 
