@@ -150,7 +150,7 @@ def task_items(task: Task) -> list[Item]:
     for j, term in enumerate(goal_terms):
         items.append(Item(item_id=f"goal_{j:02d}", item_type="goal", value=term, introduced_at=0, text=term))
     seen = set(goal_terms)
-    for c in task.intent.changes:
+    for k, c in enumerate(task.intent.changes):
         for term in c.key_terms:
             if term not in seen and len(seen) < 2 * MAX_GOAL_TERMS:
                 seen.add(term)
@@ -160,7 +160,7 @@ def task_items(task: Task) -> list[Item]:
                         item_type="goal",
                         value=term,
                         introduced_at=c.message_index,
-                        text=c.statement[:200],
+                        text=task.intent.statement_of(k)[:200],  # at most 2 * MAX_GOAL_TERMS times
                     )
                 )
     return sorted(items, key=lambda i: (i.introduced_at, i.item_id))

@@ -32,12 +32,13 @@ place the file (the llm judge reads the ordinal from the question instead).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,7 +46,7 @@ from h9eval.core.errors import ConfigError
 from h9eval.core.messages import Message
 from h9eval.tasks.text import TextIndex, TranscriptText, normalize, normalize_messages
 from h9eval.tasks.keyterms import extract_key_terms
-from h9eval.tasks.model import ANCHOR_KINDS, Fact, Task
+from h9eval.tasks.model import ANCHOR_KINDS, Fact, Intent, Task
 
 __all__ = [
     "PASS_THRESHOLD",
@@ -197,9 +198,24 @@ def answer_found(p: Probe, idx: TextIndex) -> bool:
 
 
 # -- building probes ---------------------------------------------------------------------------
-def _terms_or_extract(terms: Sequence[str], text: str, *, final: bool = False) -> tuple[str, ...]:
+def _terms_or_extract(terms: Sequence[str], text: str | Callable[[], str], *, final: bool = False) -> tuple[str, ...]:
+    """``terms`` (those that normalise to something), else the terms extracted from ``text`` (or
+    from what ``text()`` returns: built only when needed), unless they are ``final``."""
     terms = tuple(t for t in terms if normalize(t))
-    return terms if terms or final else extract_key_terms(text)
+    if terms or final:
+        return terms
+    return extract_key_terms(text if isinstance(text, str) else text())
+
+
+@functools.lru_cache(maxsize=16)
+def _change_terms(intent: Intent, final: bool) -> tuple[tuple[str, ...], ...]:
+    """Each intent change's own probe terms, computed once per intent (probing asks at every
+    checkpoint): its key terms, or those of the whole statement in force after it (resolved only
+    for a change without key terms)."""
+    return tuple(
+        _terms_or_extract(ch.key_terms, functools.partial(intent.statement_of, k), final=final)
+        for k, ch in enumerate(intent.changes)
+    )
 
 
 def _term_probe(probe_id: str, kind: str, question: str, terms: tuple[str, ...], reference: str, at: int) -> Probe:
@@ -249,11 +265,9 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
     # change's own terms may name only what it adds).
     final = bool(task.metadata.get(FINAL_KEY_TERMS))
     intent_terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
-    for ch in task.intent.changes:
+    for ch, ch_terms in zip(task.intent.changes, _change_terms(task.intent, final)):
         if ch.message_index <= idx:
-            intent_terms = tuple(
-                dict.fromkeys(intent_terms + _terms_or_extract(ch.key_terms, ch.statement, final=final))
-            )
+            intent_terms = tuple(dict.fromkeys(intent_terms + ch_terms))
     out.append(
         _term_probe(
             f"intent@{cur.message_index}", "intent", QUESTIONS["intent"], intent_terms, cur.statement, cur.message_index

@@ -21,10 +21,12 @@ from h9eval.core.tokens import estimate_tokens
 
 __all__ = [
     "TASK_SCHEMA_VERSION",
+    "TASK_SCHEMA_VERSIONS_READ",
     "TASK_JSONL_FORMAT",
     "is_task_jsonl_record",
     "FACT_KINDS",
     "TaskSource",
+    "INTENT_APPEND_SEPARATOR",
     "IntentChange",
     "Intent",
     "AnchorTruth",
@@ -38,7 +40,11 @@ __all__ = [
     "tasks_from_dataset",
 ]
 
-TASK_SCHEMA_VERSION = 1
+TASK_SCHEMA_VERSION = 2
+"""The newest task format: version 2 added ``appends`` to an intent change (:class:`IntentChange`).
+A task without an appending change is still written as version 1 (:meth:`Task.schema_version`),
+which it is byte for byte, so a synthetic task's file is unchanged and older readers read it."""
+TASK_SCHEMA_VERSIONS_READ = (1, 2)
 TASK_JSONL_FORMAT = "h9eval_task_jsonl"
 """The format name of h9eval's own task files (:func:`tasks_to_jsonl`, ``h9eval tasks generate``):
 one :meth:`Task.to_dict` per line. Not a recorded-session format: it carries the ground truth."""
@@ -58,13 +64,26 @@ class TaskSource:
     session: str | None = None
 
 
+INTENT_APPEND_SEPARATOR = "\n\n"
+"""Between the statement in force and the text an appending :class:`IntentChange` adds."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class IntentChange:
-    """The user refines or changes the goal at ``message_index``."""
+    """The user refines or changes the goal at ``message_index``.
+
+    ``appends=False`` (a new goal): ``statement`` is the whole statement in force from here on.
+    ``appends=True`` (a refinement that keeps the task in force, as a recorded session's later
+    prompts do): ``statement`` is only the text this change adds, and the statement in force is
+    the previous one, :data:`INTENT_APPEND_SEPARATOR`, then this text. Storing each refinement's
+    whole statement made a chat log of n user turns hold O(n^2) text. Read the statement in force
+    from :meth:`Intent.at` or :meth:`Intent.statement_of`, never from an appending change.
+    """
 
     message_index: int
     statement: str
     key_terms: tuple[str, ...] = ()
+    appends: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,12 +95,29 @@ class Intent:
     changes: tuple[IntentChange, ...] = ()
 
     def at(self, message_index: int) -> IntentChange:
-        """The intent in force once messages up to ``message_index`` (inclusive) have been seen."""
-        cur = IntentChange(message_index=0, statement=self.statement, key_terms=self.key_terms)
-        for ch in self.changes:
+        """The intent in force once messages up to ``message_index`` (inclusive) have been seen:
+        the latest change at or before it (the original statement when there is none), with its
+        whole statement in force (``appends`` is ``False``)."""
+        k = -1
+        for j, ch in enumerate(self.changes):
             if ch.message_index <= message_index:
-                cur = ch
-        return cur
+                k = j
+        if k < 0:
+            return IntentChange(message_index=0, statement=self.statement, key_terms=self.key_terms)
+        ch = self.changes[k]
+        return replace(ch, statement=self.statement_of(k), appends=False) if ch.appends else ch
+
+    def statement_of(self, k: int) -> str:
+        """The whole statement in force after ``changes[k]`` (``k = -1``: the original statement).
+
+        The one place an appending change is resolved: from the latest change at or before ``k``
+        that states a whole goal (or the original statement), each appended text in order."""
+        parts = []
+        while k >= 0 and self.changes[k].appends:
+            parts.append(self.changes[k].statement)
+            k -= 1
+        parts.append(self.statement if k < 0 else self.changes[k].statement)
+        return INTENT_APPEND_SEPARATOR.join(reversed(parts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,9 +211,13 @@ class Task:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     # -- (de)serialisation -----------------------------------------------------------------
+    def schema_version(self) -> int:
+        """The oldest task format that holds this task: 2 when an intent change appends, else 1."""
+        return TASK_SCHEMA_VERSION if any(c.appends for c in self.intent.changes) else 1
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": TASK_SCHEMA_VERSION,
+            "schema_version": self.schema_version(),
             "task_id": self.task_id,
             "version": self.version,
             "source": asdict(self.source),
@@ -190,7 +230,12 @@ class Task:
                 "statement": self.intent.statement,
                 "key_terms": list(self.intent.key_terms),
                 "changes": [
-                    {"message_index": c.message_index, "statement": c.statement, "key_terms": list(c.key_terms)}
+                    {
+                        "message_index": c.message_index,
+                        "statement": c.statement,
+                        "key_terms": list(c.key_terms),
+                        **({"appends": True} if c.appends else {}),
+                    }
                     for c in self.intent.changes
                 ],
             },
@@ -204,9 +249,10 @@ class Task:
         if not isinstance(d, Mapping):
             raise FormatError(f"expected a task object, got {type(d).__name__}", path=path, where=where)
         ver = d.get("schema_version", TASK_SCHEMA_VERSION)
-        if ver != TASK_SCHEMA_VERSION:
+        if ver not in TASK_SCHEMA_VERSIONS_READ:
             raise FormatError(
-                f"task schema_version {ver!r} is not supported (this h9eval reads {TASK_SCHEMA_VERSION})",
+                f"task schema_version {ver!r} is not supported "
+                f"(this h9eval reads {', '.join(map(str, TASK_SCHEMA_VERSIONS_READ))})",
                 path=path,
                 where=where,
             )
@@ -224,8 +270,9 @@ class Task:
                         message_index=int(c["message_index"]),
                         statement=str(c["statement"]),
                         key_terms=tuple(c.get("key_terms", ())),
+                        appends=_appends(c, ver, path=path, where=f"{where}.intent.changes[{k}].appends"),
                     )
-                    for c in it.get("changes", ())
+                    for k, c in enumerate(it.get("changes", ()))
                 ),
             )
             return cls(
@@ -247,6 +294,18 @@ class Task:
             raise FormatError(f"missing field {e.args[0]!r}", path=path, where=where) from None
         except (TypeError, ValueError) as e:
             raise FormatError(f"malformed task: {e}", path=path, where=where) from None
+
+
+def _appends(change: Mapping[str, Any], version: int, *, path: str | None, where: str) -> bool:
+    """An intent change's ``appends`` (absent: ``False``); a version-1 task has none."""
+    v = change.get("appends", False)
+    if not isinstance(v, bool):
+        raise FormatError(f"expected true or false, got {type(v).__name__}", path=path, where=where)
+    if v and version == 1:
+        raise FormatError(
+            "an appending intent change needs task schema_version 2; this task says 1", path=path, where=where
+        )
+    return v
 
 
 def _tuple_to_list(d: dict[str, Any]) -> dict[str, Any]:
@@ -331,7 +390,7 @@ def _rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
         d = t.to_dict()
         rows.append(
             {
-                "schema_version": TASK_SCHEMA_VERSION,
+                "schema_version": d["schema_version"],
                 "task_id": d["task_id"],
                 "version": d["version"],
                 "n_messages": len(t.messages),

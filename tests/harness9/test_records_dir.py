@@ -102,9 +102,11 @@ def test_load_session_task(h9_db):
     assert task.source.path == str(h9_db)
     assert list(task.messages) == PLAIN
     assert task.intent.statement == PLAIN[0].content
-    assert [(c.message_index, c.statement) for c in task.intent.changes] == [
+    assert [(c.message_index, task.intent.at(c.message_index).statement) for c in task.intent.changes] == [
         (4, PLAIN[0].content + "\n\nNow also add a regression test")
     ]
+    # stored as what the prompt adds, not the whole statement again (linear in the prompts)
+    assert [(c.statement, c.appends) for c in task.intent.changes] == [("Now also add a regression test", True)]
     assert task.metadata["compacted_history"] is False
     assert task.metadata["intent_source"] == "first_user_message"
     assert "compaction_message_index" not in task.metadata
@@ -120,7 +122,9 @@ def test_compacted_history_is_flagged(h9_db):
     # The first request was summarised away: the prompt after the compaction is a later
     # refinement, the compaction's User Intent anchor is the task (issue 21).
     assert task.intent.statement == "Make the API tests pass"
-    assert [c.statement for c in task.intent.changes] == ["Make the API tests pass\n\nAlso update the changelog"]
+    assert [task.intent.statement_of(k) for k in range(len(task.intent.changes))] == [
+        "Make the API tests pass\n\nAlso update the changelog"
+    ]
     assert md["intent_source"] == "compaction_anchor"
     assert md["compactions"] == [{"message_index": 0, "marker": "[Context Compaction]"}]
     # With no user prompt left, the intent comes from the stored User Intent anchor.

@@ -141,7 +141,9 @@ def test_claude_code_main_session() -> None:
     # The bead id is in every command's working directory: extracted, then dropped as a term
     # most messages repeat (it measures nothing about memory).
     assert "spotter-4te" in extract_key_terms(t.intent.statement) and "spotter-4te" not in t.intent.key_terms
-    assert [c.statement.endswith("continue implementation") for c in t.intent.changes] == [True]
+    assert [t.intent.statement_of(k).endswith("continue implementation") for k in range(len(t.intent.changes))] == [
+        True
+    ]
     # One compaction: boundary + summary, the summary kept in place and flagged.
     (comp,) = md["compactions"]
     assert comp["trigger"] == "manual" and comp["pre_tokens"] == 142431

@@ -829,10 +829,11 @@ def _specific_terms(tr: Transcript, prompt_at: int) -> Callable[[tuple[str, ...]
 def build_intent(tr: Transcript) -> Intent:
     """Statement = the first real user prompt (template-stripped); later prompts refine it.
 
-    A refinement keeps the original task in force: its statement is the previous one plus the
-    new prompt, and its key terms are the previous terms followed by the new prompt's terms
-    (at most :data:`MAX_INTENT_TERMS` in all). Generic terms and terms most messages repeat
-    are dropped (:func:`h9eval.tasks.keyterms.filter_key_terms`).
+    A refinement keeps the original task in force: each later prompt is an appending
+    :class:`IntentChange` (the statement in force is the previous one plus the new prompt), and
+    its key terms are the previous terms followed by the new prompt's terms (at most
+    :data:`MAX_INTENT_TERMS` in all). Generic terms and terms most messages repeat are dropped
+    (:func:`h9eval.tasks.keyterms.filter_key_terms`).
     """
     if not tr.user_prompts:
         return Intent(statement="", key_terms=())
@@ -841,14 +842,16 @@ def build_intent(tr: Transcript) -> Intent:
     keep = _specific_terms(tr, first_at)
     terms = keep(extract_key_terms(statement))
     changes: list[IntentChange] = []
-    cur_statement, cur_terms = statement, terms
+    cur_terms = terms
     for i, text in tr.user_prompts[1:]:
         text = text.strip()
         if not text:
             continue
-        cur_statement = f"{cur_statement}\n\n{text}"
-        cur_terms = tuple(dict.fromkeys(cur_terms + keep(extract_key_terms(text))))[:MAX_INTENT_TERMS]
-        changes.append(IntentChange(message_index=i, statement=cur_statement, key_terms=cur_terms))
+        # Once MAX_INTENT_TERMS terms are held a prompt's terms would all be cut off: a chat log's
+        # later prompts are not searched for terms at all.
+        if len(cur_terms) < MAX_INTENT_TERMS:
+            cur_terms = tuple(dict.fromkeys(cur_terms + keep(extract_key_terms(text))))[:MAX_INTENT_TERMS]
+        changes.append(IntentChange(message_index=i, statement=text, key_terms=cur_terms, appends=True))
     return Intent(statement=statement, key_terms=terms, changes=tuple(changes))
 
 

@@ -189,12 +189,8 @@ def _intent(msgs: Sequence[Message], compaction_idx: Sequence[int]) -> tuple[Int
 
 
 def _refined(statement: str, later: Sequence[tuple[int, str]]) -> Intent:
-    changes, cur = [], statement
-    for i, text in later:
-        if not text.strip():
-            continue
-        cur = f"{cur}\n\n{text}"
-        changes.append(IntentChange(message_index=i, statement=cur))
+    """Each later prompt (not blank) appends to the statement in force (:class:`IntentChange`)."""
+    changes = [IntentChange(message_index=i, statement=text, appends=True) for i, text in later if text.strip()]
     return Intent(statement=statement, changes=tuple(changes))
 
 
