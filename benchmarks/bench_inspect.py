@@ -2,12 +2,12 @@
 
 Writes a chat-messages JSONL of ``--messages`` messages (default 100,000; about 100 MB: a system
 message, one task prompt, then assistant tool calls and tool results whose text repeats a seeded
-vocabulary) and times
-one fresh ``h9eval tasks inspect FILE`` process: wall time and CPU time (user + system of the
-child), with the 1-minute load average before and after, since on a shared machine the wall time
-also counts waiting for a core.
+vocabulary; ``--user-every N``: a user message every N messages instead, a chat log) and times
+one fresh ``h9eval tasks inspect FILE`` process: wall time, CPU time (user + system of the child)
+and its peak resident memory, with the 1-minute load average before and after, since on a shared
+machine the wall time also counts waiting for a core.
 
-    python benchmarks/bench_inspect.py [--messages 100000] [--repeat 1] [--keep PATH]
+    python benchmarks/bench_inspect.py [--messages 100000] [--user-every 0] [--repeat 1] [--keep PATH]
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def write_session(path: Path, n_messages: int, *, seed: int = 0, user_every: int
     return path.stat().st_size
 
 
-def time_inspect(path: Path) -> tuple[float, float]:
-    """(wall s, CPU s) of one fresh ``h9eval tasks inspect`` process."""
+def time_inspect(path: Path) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak resident MB) of one fresh ``h9eval tasks inspect`` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(
@@ -69,7 +69,8 @@ def time_inspect(path: Path) -> tuple[float, float]:
     )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # ru_maxrss (KiB on Linux) is the largest child so far: each repeat reports the largest yet
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), after.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -84,10 +85,12 @@ def main() -> None:
         size = write_session(path, a.messages, user_every=a.user_every)
         for _ in range(a.repeat):
             load = os.getloadavg()[0]
-            wall, cpu = time_inspect(path)
+            wall, cpu, rss_mb = time_inspect(path)
+            shape = f"chat log, a user message every {a.user_every}" if a.user_every else "agent session"
             print(
-                f"tasks inspect, {a.messages:,} messages ({size / 1e6:.0f} MB): {wall:.1f} s wall, {cpu:.1f} s CPU "
-                f"(target: under 60 s); load {load:.2f} before, {os.getloadavg()[0]:.2f} after"
+                f"tasks inspect, {a.messages:,} messages ({shape}; {size / 1e6:.0f} MB): {wall:.1f} s wall, "
+                f"{cpu:.1f} s CPU, peak {rss_mb:,.0f} MB (target: under 60 s); load {load:.2f} before, "
+                f"{os.getloadavg()[0]:.2f} after"
             )
 
 

@@ -433,12 +433,12 @@ class TranscriptText:
         return PrefixTextIndex(_LAZY_PREFIX, whole=self, end=end, **kw)  # type: ignore[arg-type]
 
 
-DOC_INDEX_AFTER_SCANS = 32
+DOC_INDEX_AFTER_SCANS = 64
 """:meth:`TranscriptText.message_count` indexes the words of the messages once its whole-text
-searches have read this many times the text: indexing costs about 60 such searches (measured on
-a 140 MB, 10^5-message chat log: 5.9 s against 0.09 s a search), so an agent's session, whose one
-prompt has a few terms, is never indexed, and a chat log costs at most about twice its cheaper
-choice."""
+searches have read this many times the text. Indexing a 140 MB, 10^5-message chat log took 5 s,
+about as long as 60-100 whole-text searches of it (0.05-0.09 s each), so waiting that long before
+indexing costs at most about twice the cheaper choice, and an agent's session (one prompt, a few
+terms) is never indexed."""
 
 
 def _holds(postings: list[int], d: int) -> bool:
