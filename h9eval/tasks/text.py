@@ -364,10 +364,10 @@ class TranscriptText:
         for d, end in enumerate(self.ends):
             words: set[str] = set()
             for chunk in set(text[start:end].split()):
-                w = words_of.get(chunk)
-                if w is None:
-                    w = words_of[chunk] = tuple(_WORD_RUN.findall(chunk))
-                words.update(w)
+                in_chunk = words_of.get(chunk)
+                if in_chunk is None:
+                    in_chunk = words_of[chunk] = tuple(_WORD_RUN.findall(chunk))
+                words.update(in_chunk)
             for w in words:
                 hit = postings.get(w)
                 if hit is None:
