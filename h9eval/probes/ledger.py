@@ -68,17 +68,17 @@ _DIGITS = re.compile(r"\d+(?:\.\d+)*")
 _RUN = re.compile(r"\w+")
 
 
-def _anchored_runs(value: str) -> list[str]:
+def _anchored_runs(value: str) -> list[tuple[str, int]]:
     """The maximal word runs of ``value`` that are maximal word runs of any text holding ``value``
-    bounded (:func:`_bounded`): those with a non-word character of ``value`` or a checked end on
-    each side (an end is checked when its character is alphanumeric; ``\\w`` is exactly
-    alphanumeric or ``_``, the characters :func:`_bounded` calls glued)."""
+    bounded (:func:`_bounded`), each with its offset in ``value``: those with a non-word character of
+    ``value`` or a checked end on each side (an end is checked when its character is alphanumeric;
+    ``\\w`` is exactly alphanumeric or ``_``, the characters :func:`_bounded` calls glued)."""
     out = []
     for m in _RUN.finditer(value):
         left = m.start() > 0 or value[0].isalnum()
         right = m.end() < len(value) or value[-1].isalnum()
         if left and right:
-            out.append(m.group())
+            out.append((m.group(), m.start()))
     return out
 
 
@@ -165,7 +165,12 @@ class RenderedView:  # built with rendered_view()
         self._normalized: str | None = None
         self._norm_end: int | None = None
         self._found: dict[tuple[str, str], int] = {}
-        self._runs: list[set[str] | None] = [None, None]  # the word runs of joined, of normalized
+        # per space (joined, normalized): the word runs of the text; in a view that grew, each
+        # message's runs and each run's first message
+        self._runs: list[set[str] | None] = [None, None]
+        self._msg_runs: list[list[frozenset[str]] | None] = [None, None]
+        self._first_run: list[dict[str, int] | None] = [None, None]
+        self._norm_starts: list[int] | None = None
         self._previous = previous
         if previous is not None:
             previous._previous = None  # one round back is all a search needs: no chain of views
@@ -217,29 +222,85 @@ class RenderedView:  # built with rendered_view()
                 return prev
             if prev < 0:
                 start = max(0, end - len(value) + 1)  # the shared text holds no bounded match
-        if self._lacks_a_run(value, normalized=space == "normalized"):
+        bound = self._start_bound(value, normalized=space == "normalized")
+        if bound is None:
             self._found[key] = -1
             return -1
+        start = max(start, bound)
         i = self._text.first_within(value, start) if space == "message" else _bounded(text, value, start)
         self._found[key] = i
         return i
 
-    def _lacks_a_run(self, value: str, *, normalized: bool) -> bool:
-        """Whether the text surely holds no bounded ``value``: one of its word runs that a bounded
-        match must show whole (:func:`_anchored_runs`) is no word run of the text. A set lookup instead
-        of a search of the whole view, for the many items a compacted view has lost; built only for a
-        view that shares less than half its text with the previous one (a growing view answers most
-        searches from the previous results)."""
+    def _start_bound(self, value: str, *, normalized: bool) -> int | None:
+        """Where in the text (:attr:`joined`, or :attr:`normalized`) a bounded ``value`` can start at
+        the earliest, or ``None`` when the text surely holds none: each word run a bounded match must
+        show whole (:func:`_anchored_runs`) is a word run of the text, and in a view that grew (shares
+        more than half its text with the previous one) it lies, at its offset in ``value``, in a
+        message at or after the first message having it as a run. Look-ups instead of a scan of the
+        view up to the first match: the items new to a round of a growing view are found near its end,
+        and a compacted view has lost most items."""
         runs = _anchored_runs(value)
         if not runs:
-            return False
-        if self._shared_end > len(self.joined) // 2:
-            return False
+            return 0
         i = 1 if normalized else 0
-        have = self._runs[i]
-        if have is None:
-            have = self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
-        return any(r not in have for r in runs)
+        if self._shared_end <= len(self.joined) // 2:
+            # mostly new text: one set of its runs (a position index would cost a pass per message)
+            have = self._runs[i]
+            if have is None:
+                have = self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
+            return None if any(run not in have for run, _ in runs) else 0
+        first = self._run_index(normalized)
+        starts = self._norm_start_list() if normalized else self.starts
+        bound = 0
+        for run, offset in runs:
+            j = first.get(run)
+            if j is None:
+                return None
+            bound = max(bound, starts[j] - offset)
+        return bound
+
+    def _run_index(self, normalized: bool) -> dict[str, int]:
+        """Each word run of the text and the first message having it. The messages shared with the
+        previous view keep their runs and first messages (when that view is shared whole, its index is
+        taken over), so only the new messages are gone through: a growing view is indexed once in all."""
+        i = 1 if normalized else 0
+        first = self._first_run[i]
+        if first is not None:
+            return first
+        texts = self._norm_list() if normalized else self.texts
+        prev = self._previous
+        prev_runs = prev._msg_runs[i] if prev is not None else None
+        k = self._shared if prev_runs is not None else 0
+        runs = (prev_runs[:k] if prev_runs is not None else []) + [frozenset(_RUN.findall(t)) for t in texts[k:]]
+        self._msg_runs[i] = runs
+        before = prev._first_run[i] if prev is not None and prev_runs is not None else None
+        if prev is not None and before is not None:
+            if k == len(prev.messages):  # shared whole: this view extends the previous one's index
+                first = before
+                prev._first_run[i] = None  # the previous view rebuilds its own if asked again
+            else:  # the runs first met in the shared messages keep their message
+                first = {run: j for run, j in before.items() if j < k}
+            new: dict[str, int] = {}
+            for j in range(len(runs) - 1, k - 1, -1):  # backwards: a run's earliest message is written last
+                new.update(dict.fromkeys(runs[j], j))
+            for run, j in new.items():
+                first.setdefault(run, j)
+        else:
+            first = {}
+            for j in range(len(runs) - 1, -1, -1):
+                first.update(dict.fromkeys(runs[j], j))
+        self._first_run[i] = first
+        return first
+
+    def _norm_start_list(self) -> list[int]:
+        """Where each message's normalised text starts in :attr:`normalized` (joined by one space)."""
+        if self._norm_starts is None:
+            out, at = [], 0
+            for t in self._norm_list():
+                out.append(at)
+                at += len(t) + 1
+            self._norm_starts = out
+        return self._norm_starts
 
     def location(self, values: Sequence[str]) -> str | None:
         """Where the first of ``values`` occurs exactly (see the module docstring), else ``None``."""

@@ -286,6 +286,7 @@ def test_a_view_built_on_the_previous_round_judges_every_item_as_a_fresh_one() -
     # normalised: the reused search results must give exactly the fresh view's states
     import random
 
+    from h9eval.probes.ledger import _bounded
     from h9eval.tasks.text import normalize
 
     rng = random.Random(7)
@@ -330,6 +331,11 @@ def test_a_view_built_on_the_previous_round_judges_every_item_as_a_fresh_one() -
         assert fresh.normalized == normalize(fresh.joined)
         for item in items:
             assert item_state(item, built) == item_state(item, fresh), (item.value, len(view))
+            for v in (item.value, *item.variants, *item.stale_values):
+                assert built.find(v) == _bounded(built.joined, v), (v, len(view))
+                nv = normalize(v)
+                if nv:
+                    assert built.find(nv, space="normalized") == _bounded(built.normalized, nv), (nv, len(view))
         previous = built
 
 
@@ -373,9 +379,9 @@ def test_the_word_run_shortcut_never_rules_out_a_bounded_match() -> None:
 
     from h9eval.probes.ledger import _anchored_runs, _bounded
 
-    assert _anchored_runs("HOOL-6493") == ["HOOL", "6493"]
-    assert _anchored_runs("_x-y") == ["y"]  # a leading underscore is not checked: "_x" may be glued
-    assert _anchored_runs("x-y_") == ["x"]
+    assert _anchored_runs("HOOL-6493") == [("HOOL", 0), ("6493", 5)]
+    assert _anchored_runs("_x-y") == [("y", 3)]  # a leading underscore is not checked: "_x" may be glued
+    assert _anchored_runs("x-y_") == [("x", 0)]
     assert _anchored_runs("--") == []
     rng = random.Random(3)
     alphabet = ["a", "b", "_", "1", "é", "²", "-", " ", ".", "/", "\n"]
@@ -383,6 +389,27 @@ def test_the_word_run_shortcut_never_rules_out_a_bounded_match() -> None:
         value = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         view = rendered_view([Message("user", text)])
-        if view._lacks_a_run(value, normalized=False):
-            assert _bounded(view.joined, value) < 0, (value, text)
-        assert view.find(value) == _bounded(view.joined, value), (value, text)
+        bound = view._start_bound(value, normalized=False)
+        plain = _bounded(view.joined, value)
+        if bound is None:
+            assert plain < 0, (value, text)
+        elif plain >= 0:
+            assert bound <= plain, (value, text)
+        assert view.find(value) == plain, (value, text)
+
+
+def test_a_view_whose_index_the_next_one_took_over_still_answers_alone() -> None:
+    # a view that grew takes over its previous view's run index and extends it; the previous view,
+    # asked again, must answer from its own text (not from runs of messages it does not have)
+    from h9eval.probes.ledger import _bounded
+
+    first = [Message("system", "s"), Message("user", "keep HOOL-1 and more text"), Message("assistant", "x")]
+    v1 = rendered_view([*first, Message("assistant", "y")], rendered_view(first))  # a view that grew
+    assert v1.find("HOOL-1") >= 0  # builds v1's index
+    assert v1._first_run[0] is not None
+    late = [Message("tool", "late ZORP-9 here", tool_call_id="a"), Message("assistant", "again ZORP-9")]
+    v2 = rendered_view([*v1.messages, *late], v1)  # a run new in two messages: the first one counts
+    assert v2.find("ZORP-9") == _bounded(v2.joined, "ZORP-9") > 0
+    for v in ("ZORP-9", "late", "HOOL-1", "x"):
+        assert v1.find(v) == _bounded(v1.joined, v), v
+        assert v2.find(v) == _bounded(v2.joined, v), v
