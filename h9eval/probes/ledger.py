@@ -161,15 +161,20 @@ class RenderedView:  # built with rendered_view()
         # the end of the text both views share (the joining newline after it, or the end of a view,
         # is no word character in either, so a match ending there is bounded in both or in neither)
         self._shared_end = len(self.joined) if k == len(msgs) else self.starts[k] - 1 if k else -1
+        # the previous view shared whole and more than half of this one: a view that grew; the second
+        # of a run of such views on, an index of its runs' messages answers its searches (taken over
+        # from round to round: building one costs more than the searches of a single round)
+        self._grew = previous is not None and k == len(previous.messages) and self._shared_end > len(self.joined) // 2
+        self._indexed = self._grew and previous is not None and previous._grew
         self._norms: list[str] | None = None
         self._normalized: str | None = None
         self._norm_end: int | None = None
         self._found: dict[tuple[str, str], int] = {}
         # per space (joined, normalized): the word runs of the text; in a view that grew, each
-        # message's runs and each run's first message
+        # message's runs and each run's messages
         self._runs: list[set[str] | None] = [None, None]
         self._msg_runs: list[list[frozenset[str]] | None] = [None, None]
-        self._first_run: list[dict[str, int] | None] = [None, None]
+        self._postings: list[dict[str, list[int]] | None] = [None, None]
         self._norm_starts: list[int] | None = None
         self._previous = previous
         if previous is not None:
@@ -212,7 +217,6 @@ class RenderedView:  # built with rendered_view()
         got = self._found.get(key)
         if got is not None:
             return got
-        text = self.normalized if space == "normalized" else self.joined
         start = 0
         prev = self._previous._found.get(key) if self._previous is not None else None
         if prev is not None:
@@ -222,75 +226,88 @@ class RenderedView:  # built with rendered_view()
                 return prev
             if prev < 0:
                 start = max(0, end - len(value) + 1)  # the shared text holds no bounded match
-        bound = self._start_bound(value, normalized=space == "normalized")
-        if bound is None:
-            self._found[key] = -1
-            return -1
-        start = max(start, bound)
-        i = self._text.first_within(value, start) if space == "message" else _bounded(text, value, start)
+        i = self._search(value, space, start)
         self._found[key] = i
         return i
 
-    def _start_bound(self, value: str, *, normalized: bool) -> int | None:
-        """Where in the text (:attr:`joined`, or :attr:`normalized`) a bounded ``value`` can start at
-        the earliest, or ``None`` when the text surely holds none: each word run a bounded match must
-        show whole (:func:`_anchored_runs`) is a word run of the text, and in a view that grew (shares
-        more than half its text with the previous one) it lies, at its offset in ``value``, in a
-        message at or after the first message having it as a run. Look-ups instead of a scan of the
-        view up to the first match: the items new to a round of a growing view are found near its end,
-        and a compacted view has lost most items."""
+    def _search(self, value: str, space: str, start: int) -> int:
+        """:meth:`find`'s search from ``start``, narrowed by the word runs a bounded match must show
+        whole (:func:`_anchored_runs`). In a view that keeps growing (the previous one plus new
+        messages, more than half of it shared, for the second round running), each run's messages are
+        indexed: a match lying within one message lies in a
+        message having all of them, and any match lies, at each run's offset in ``value``, at or after
+        the first message having it; look-ups instead of a scan of the view up to the first match
+        (the items new to a round of a growing view are found near its end). A mostly new view keeps
+        one set of its runs, to rule out the values it cannot hold (a compacted view has lost most);
+        a view mostly shared but rewritten in its middle is searched from ``start`` (most of its
+        answers are the previous view's)."""
+        normalized = space == "normalized"
         runs = _anchored_runs(value)
-        if not runs:
-            return 0
-        i = 1 if normalized else 0
-        if self._shared_end <= len(self.joined) // 2:
-            # mostly new text: one set of its runs (a position index would cost a pass per message)
-            have = self._runs[i]
+        if runs and self._indexed:
+            postings = self._run_index(normalized)
+            lists = [postings.get(run) for run, _ in runs]
+            if any(p is None for p in lists):
+                return -1
+            found = [p for p in lists if p is not None]  # all of them (typed for the checker)
+            if space == "message":
+                return self._first_within_messages(value, found, start)
+            starts = self._norm_start_list() if normalized else self.starts
+            start = max([start] + [starts[p[0]] - offset for p, (_, offset) in zip(found, runs)])
+        elif runs and self._shared_end <= len(self.joined) // 2:
+            have = self._runs[1 if normalized else 0]
             if have is None:
-                have = self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
-            return None if any(run not in have for run, _ in runs) else 0
-        first = self._run_index(normalized)
-        starts = self._norm_start_list() if normalized else self.starts
-        bound = 0
-        for run, offset in runs:
-            j = first.get(run)
-            if j is None:
-                return None
-            bound = max(bound, starts[j] - offset)
-        return bound
+                have = self._runs[1 if normalized else 0] = set(
+                    _RUN.findall(self.normalized if normalized else self.joined)
+                )
+            if any(run not in have for run, _ in runs):
+                return -1
+        if space == "message":
+            return self._text.first_within(value, start)
+        return _bounded(self.normalized if normalized else self.joined, value, start)
 
-    def _run_index(self, normalized: bool) -> dict[str, int]:
-        """Each word run of the text and the first message having it. The messages shared with the
-        previous view keep their runs and first messages (when that view is shared whole, its index is
-        taken over), so only the new messages are gone through: a growing view is indexed once in all."""
+    def _first_within_messages(self, value: str, postings: list[list[int]], start: int) -> int:
+        """The first bounded ``value`` at or after ``start`` lying within one message, looked for only
+        in the messages having every one of its anchored runs (``postings``: each run's messages)."""
+        postings = sorted(postings, key=len)
+        base, others = postings[0], postings[1:]
+        first = self._text.text_of(start) if start > 0 else 0
+        for j in base[bisect_left(base, first) :]:
+            if any((k := bisect_left(p, j)) == len(p) or p[k] != j for p in others):
+                continue
+            at = _bounded(self.texts[j], value, max(0, start - self.starts[j]))  # its ends are the joiner's
+            if at >= 0:
+                return self.starts[j] + at
+        return -1
+
+    def _run_index(self, normalized: bool) -> dict[str, list[int]]:
+        """Each word run of the text and the messages having it, in order. The previous view's index is
+        taken over and extended by the new messages, so a view that keeps growing is indexed once in
+        all (a view rewritten in its middle keeps the one set of its runs instead)."""
         i = 1 if normalized else 0
-        first = self._first_run[i]
-        if first is not None:
-            return first
+        index = self._postings[i]
+        if index is not None:
+            return index
         texts = self._norm_list() if normalized else self.texts
         prev = self._previous
         prev_runs = prev._msg_runs[i] if prev is not None else None
         k = self._shared if prev_runs is not None else 0
         runs = (prev_runs[:k] if prev_runs is not None else []) + [frozenset(_RUN.findall(t)) for t in texts[k:]]
         self._msg_runs[i] = runs
-        before = prev._first_run[i] if prev is not None and prev_runs is not None else None
-        if prev is not None and before is not None:
-            if k == len(prev.messages):  # shared whole: this view extends the previous one's index
-                first = before
-                prev._first_run[i] = None  # the previous view rebuilds its own if asked again
-            else:  # the runs first met in the shared messages keep their message
-                first = {run: j for run, j in before.items() if j < k}
-            new: dict[str, int] = {}
-            for j in range(len(runs) - 1, k - 1, -1):  # backwards: a run's earliest message is written last
-                new.update(dict.fromkeys(runs[j], j))
-            for run, j in new.items():
-                first.setdefault(run, j)
+        before = prev._postings[i] if prev is not None and prev_runs is not None else None
+        if prev is not None and before is not None and k == len(prev.messages):
+            index = before  # shared whole: this view extends the previous one's index
+            prev._postings[i] = None  # the previous view rebuilds its own if asked again
         else:
-            first = {}
-            for j in range(len(runs) - 1, -1, -1):
-                first.update(dict.fromkeys(runs[j], j))
-        self._first_run[i] = first
-        return first
+            index, k = {}, 0
+        for j in range(k, len(runs)):
+            for run in runs[j]:
+                p = index.get(run)
+                if p is None:
+                    index[run] = [j]
+                else:
+                    p.append(j)
+        self._postings[i] = index
+        return index
 
     def _norm_start_list(self) -> list[int]:
         """Where each message's normalised text starts in :attr:`normalized` (joined by one space)."""
