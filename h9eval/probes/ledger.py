@@ -527,6 +527,19 @@ MAX_COMPACTION_ROUNDS = 20
 rewrites its view at every call, and thousands of near-identical rounds would swamp the table."""
 
 
+def _event_at(row: Any, basis: str, round_: int, view: Sequence[Message]) -> LedgerEvent:
+    """The round ``round_`` of ``basis`` at the call of ``row`` (a row of the calls table), which sent
+    ``view``; it covers the transcript up to the message before the call's."""
+    return LedgerEvent(
+        basis=basis,
+        round=round_,
+        call_index=int(row.call_index),
+        message_index=int(row.message_index) - 1,
+        tier_name=str(row.tier_name),
+        view=view,
+    )
+
+
 def events_from_replay(
     calls: pd.DataFrame, views: Sequence[Sequence[Message]], *, max_rounds: int = MAX_COMPACTION_ROUNDS
 ) -> list[LedgerEvent]:
@@ -544,16 +557,7 @@ def events_from_replay(
         if len(out) >= max_rounds:
             break
         if bool(row.compacted) and prev and common_prefix_len(prev, view) < len(prev):
-            out.append(
-                LedgerEvent(
-                    basis="compaction",
-                    round=len(out) + 1,
-                    call_index=int(row.call_index),
-                    message_index=int(row.message_index) - 1,
-                    tier_name=str(row.tier_name),
-                    view=view,
-                )
-            )
+            out.append(_event_at(row, "compaction", len(out) + 1, view))
         prev = view
     return out
 
@@ -568,16 +572,7 @@ def fill_events(calls: pd.DataFrame, views: Sequence[Sequence[Message]]) -> list
         if window <= 0:
             continue
         while int(row.raw_tokens_sent) >= (len(out) + 1) * window:
-            out.append(
-                LedgerEvent(
-                    basis="fill",
-                    round=len(out) + 1,
-                    call_index=int(row.call_index),
-                    message_index=int(row.message_index) - 1,
-                    tier_name=str(row.tier_name),
-                    view=view,
-                )
-            )
+            out.append(_event_at(row, "fill", len(out) + 1, view))
     return out
 
 
