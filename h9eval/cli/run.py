@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import math
 import sys
@@ -12,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from h9eval.cli import add_command
 from h9eval.analysis.metrics import tokens_saved
-from h9eval.closedloop.run import format_episode, run_world
-from h9eval.closedloop.worlds import world_registry
 from h9eval.compaction.policies import read_policy_file
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
 from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, MAX_RETRIES_LIMIT, CallLimits
@@ -104,6 +103,28 @@ def call_limits(args: argparse.Namespace) -> CallLimits | None:
     return CallLimits(**given)
 
 
+#: the closed loop's modules, imported for ``--world`` only: worlds, agents and their patterns are a
+#: tenth of a 10-call task run's CPU
+_CLOSED_LOOP = {"run": "h9eval.closedloop.run", "worlds": "h9eval.closedloop.worlds"}
+
+
+class _WorldOption(argparse.Action):
+    """``--world KIND:SEED``, whose help lists the registered worlds only when help is printed: the
+    closed loop (worlds, agents, their patterns) is a sixth of a 10-call task run's start-up."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, *_: Any) -> None:
+        setattr(namespace, self.dest, values)
+
+    @property  # type: ignore[override]
+    def help(self) -> str:
+        kinds = importlib.import_module(_CLOSED_LOOP["worlds"]).world_registry()
+        return f"closed loop instead of a task: KIND:SEED ({', '.join(kinds)})"
+
+    @help.setter
+    def help(self, _: object) -> None:
+        pass  # argparse.Action.__init__ assigns help=None; the property above is the text
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "run")
     p.add_argument(
@@ -111,9 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="PATH (recorded session, task JSONL, harness9 DB[#session]) or synthetic:PRESET[:SEED]",
     )
-    p.add_argument(
-        "--world", default=None, help=f"closed loop instead of a task: KIND:SEED ({', '.join(world_registry())})"
-    )
+    p.add_argument("--world", default=None, action=_WorldOption)
     p.add_argument(
         "--scale",
         default="",
@@ -278,8 +297,9 @@ def _run_world(args: argparse.Namespace) -> int:
     ):
         if given:
             raise ConfigError(f"{flag} applies to --task replays only")
+    closed_loop = importlib.import_module(_CLOSED_LOOP["run"])
     kind, params = _policy(args)
-    run = run_world(
+    run = closed_loop.run_world(
         args.world,
         agent=args.agent,
         agent_params=parse_set(args.agent_set),
@@ -296,5 +316,5 @@ def _run_world(args: argparse.Namespace) -> int:
         scale=args.scale,
         call_limits=call_limits(args),
     )
-    print(format_episode(run))
+    print(closed_loop.format_episode(run))
     return 0

@@ -68,17 +68,17 @@ _DIGITS = re.compile(r"\d+(?:\.\d+)*")
 _RUN = re.compile(r"\w+")
 
 
-def _anchored_runs(value: str) -> list[str]:
+def _anchored_runs(value: str) -> list[tuple[str, int]]:
     """The maximal word runs of ``value`` that are maximal word runs of any text holding ``value``
-    bounded (:func:`_bounded`): those with a non-word character of ``value`` or a checked end on
-    each side (an end is checked when its character is alphanumeric; ``\\w`` is exactly
-    alphanumeric or ``_``, the characters :func:`_bounded` calls glued)."""
+    bounded (:func:`_bounded`), each with its offset in ``value``: those with a non-word character of
+    ``value`` or a checked end on each side (an end is checked when its character is alphanumeric;
+    ``\\w`` is exactly alphanumeric or ``_``, the characters :func:`_bounded` calls glued)."""
     out = []
     for m in _RUN.finditer(value):
         left = m.start() > 0 or value[0].isalnum()
         right = m.end() < len(value) or value[-1].isalnum()
         if left and right:
-            out.append(m.group())
+            out.append((m.group(), m.start()))
     return out
 
 
@@ -161,11 +161,21 @@ class RenderedView:  # built with rendered_view()
         # the end of the text both views share (the joining newline after it, or the end of a view,
         # is no word character in either, so a match ending there is bounded in both or in neither)
         self._shared_end = len(self.joined) if k == len(msgs) else self.starts[k] - 1 if k else -1
+        # the previous view shared whole and more than half of this one: a view that grew; the second
+        # of a run of such views on, an index of its runs' messages answers its searches (taken over
+        # from round to round: building one costs more than the searches of a single round)
+        self._grew = previous is not None and k == len(previous.messages) and self._shared_end > len(self.joined) // 2
+        self._indexed = self._grew and previous is not None and previous._grew
         self._norms: list[str] | None = None
         self._normalized: str | None = None
         self._norm_end: int | None = None
         self._found: dict[tuple[str, str], int] = {}
-        self._runs: list[set[str] | None] = [None, None]  # the word runs of joined, of normalized
+        # per space (joined, normalized): the word runs of the text; in a view that grew, each
+        # message's runs and each run's messages
+        self._runs: list[set[str] | None] = [None, None]
+        self._msg_runs: list[list[frozenset[str]] | None] = [None, None]
+        self._postings: list[dict[str, list[int]] | None] = [None, None]
+        self._norm_starts: list[int] | None = None
         self._previous = previous
         if previous is not None:
             previous._previous = None  # one round back is all a search needs: no chain of views
@@ -207,7 +217,6 @@ class RenderedView:  # built with rendered_view()
         got = self._found.get(key)
         if got is not None:
             return got
-        text = self.normalized if space == "normalized" else self.joined
         start = 0
         prev = self._previous._found.get(key) if self._previous is not None else None
         if prev is not None:
@@ -217,29 +226,98 @@ class RenderedView:  # built with rendered_view()
                 return prev
             if prev < 0:
                 start = max(0, end - len(value) + 1)  # the shared text holds no bounded match
-        if self._lacks_a_run(value, normalized=space == "normalized"):
-            self._found[key] = -1
-            return -1
-        i = self._text.first_within(value, start) if space == "message" else _bounded(text, value, start)
+        i = self._search(value, space, start)
         self._found[key] = i
         return i
 
-    def _lacks_a_run(self, value: str, *, normalized: bool) -> bool:
-        """Whether the text surely holds no bounded ``value``: one of its word runs that a bounded
-        match must show whole (:func:`_anchored_runs`) is no word run of the text. A set lookup instead
-        of a search of the whole view, for the many items a compacted view has lost; built only for a
-        view that shares less than half its text with the previous one (a growing view answers most
-        searches from the previous results)."""
+    def _search(self, value: str, space: str, start: int) -> int:
+        """:meth:`find`'s search from ``start``, narrowed by the word runs a bounded match must show
+        whole (:func:`_anchored_runs`). In a view that keeps growing (the previous one plus new
+        messages, more than half of it shared, for the second round running), each run's messages are
+        indexed: a match lying within one message lies in a
+        message having all of them, and any match lies, at each run's offset in ``value``, at or after
+        the first message having it; look-ups instead of a scan of the view up to the first match
+        (the items new to a round of a growing view are found near its end). A mostly new view keeps
+        one set of its runs, to rule out the values it cannot hold (a compacted view has lost most);
+        a view mostly shared but rewritten in its middle is searched from ``start`` (most of its
+        answers are the previous view's)."""
+        normalized = space == "normalized"
         runs = _anchored_runs(value)
-        if not runs:
-            return False
-        if self._shared_end > len(self.joined) // 2:
-            return False
+        if runs and self._indexed:
+            postings = self._run_index(normalized)
+            lists = [postings.get(run) for run, _ in runs]
+            if any(p is None for p in lists):
+                return -1
+            found = [p for p in lists if p is not None]  # all of them (typed for the checker)
+            if space == "message":
+                return self._first_within_messages(value, found, start)
+            starts = self._norm_start_list() if normalized else self.starts
+            start = max([start] + [starts[p[0]] - offset for p, (_, offset) in zip(found, runs)])
+        elif runs and self._shared_end <= len(self.joined) // 2:
+            have = self._runs[1 if normalized else 0]
+            if have is None:
+                have = self._runs[1 if normalized else 0] = set(
+                    _RUN.findall(self.normalized if normalized else self.joined)
+                )
+            if any(run not in have for run, _ in runs):
+                return -1
+        if space == "message":
+            return self._text.first_within(value, start)
+        return _bounded(self.normalized if normalized else self.joined, value, start)
+
+    def _first_within_messages(self, value: str, postings: list[list[int]], start: int) -> int:
+        """The first bounded ``value`` at or after ``start`` lying within one message, looked for only
+        in the messages having every one of its anchored runs (``postings``: each run's messages)."""
+        postings = sorted(postings, key=len)
+        base, others = postings[0], postings[1:]
+        first = self._text.text_of(start) if start > 0 else 0
+        for j in base[bisect_left(base, first) :]:
+            if any((k := bisect_left(p, j)) == len(p) or p[k] != j for p in others):
+                continue
+            at = _bounded(self.texts[j], value, max(0, start - self.starts[j]))  # its ends are the joiner's
+            if at >= 0:
+                return self.starts[j] + at
+        return -1
+
+    def _run_index(self, normalized: bool) -> dict[str, list[int]]:
+        """Each word run of the text and the messages having it, in order. The previous view's index is
+        taken over and extended by the new messages, so a view that keeps growing is indexed once in
+        all (a view rewritten in its middle keeps the one set of its runs instead)."""
         i = 1 if normalized else 0
-        have = self._runs[i]
-        if have is None:
-            have = self._runs[i] = set(_RUN.findall(self.normalized if normalized else self.joined))
-        return any(r not in have for r in runs)
+        index = self._postings[i]
+        if index is not None:
+            return index
+        texts = self._norm_list() if normalized else self.texts
+        prev = self._previous
+        prev_runs = prev._msg_runs[i] if prev is not None else None
+        k = self._shared if prev_runs is not None else 0
+        runs = (prev_runs[:k] if prev_runs is not None else []) + [frozenset(_RUN.findall(t)) for t in texts[k:]]
+        self._msg_runs[i] = runs
+        before = prev._postings[i] if prev is not None and prev_runs is not None else None
+        if prev is not None and before is not None and k == len(prev.messages):
+            index = before  # shared whole: this view extends the previous one's index
+            prev._postings[i] = None  # the previous view rebuilds its own if asked again
+        else:
+            index, k = {}, 0
+        for j in range(k, len(runs)):
+            for run in runs[j]:
+                p = index.get(run)
+                if p is None:
+                    index[run] = [j]
+                else:
+                    p.append(j)
+        self._postings[i] = index
+        return index
+
+    def _norm_start_list(self) -> list[int]:
+        """Where each message's normalised text starts in :attr:`normalized` (joined by one space)."""
+        if self._norm_starts is None:
+            out, at = [], 0
+            for t in self._norm_list():
+                out.append(at)
+                at += len(t) + 1
+            self._norm_starts = out
+        return self._norm_starts
 
     def location(self, values: Sequence[str]) -> str | None:
         """Where the first of ``values`` occurs exactly (see the module docstring), else ``None``."""
@@ -449,6 +527,19 @@ MAX_COMPACTION_ROUNDS = 20
 rewrites its view at every call, and thousands of near-identical rounds would swamp the table."""
 
 
+def _event_at(row: Any, basis: str, round_: int, view: Sequence[Message]) -> LedgerEvent:
+    """The round ``round_`` of ``basis`` at the call of ``row`` (a row of the calls table), which sent
+    ``view``; it covers the transcript up to the message before the call's."""
+    return LedgerEvent(
+        basis=basis,
+        round=round_,
+        call_index=int(row.call_index),
+        message_index=int(row.message_index) - 1,
+        tier_name=str(row.tier_name),
+        view=view,
+    )
+
+
 def events_from_replay(
     calls: pd.DataFrame, views: Sequence[Sequence[Message]], *, max_rounds: int = MAX_COMPACTION_ROUNDS
 ) -> list[LedgerEvent]:
@@ -466,16 +557,7 @@ def events_from_replay(
         if len(out) >= max_rounds:
             break
         if bool(row.compacted) and prev and common_prefix_len(prev, view) < len(prev):
-            out.append(
-                LedgerEvent(
-                    basis="compaction",
-                    round=len(out) + 1,
-                    call_index=int(row.call_index),
-                    message_index=int(row.message_index) - 1,
-                    tier_name=str(row.tier_name),
-                    view=view,
-                )
-            )
+            out.append(_event_at(row, "compaction", len(out) + 1, view))
         prev = view
     return out
 
@@ -490,16 +572,7 @@ def fill_events(calls: pd.DataFrame, views: Sequence[Sequence[Message]]) -> list
         if window <= 0:
             continue
         while int(row.raw_tokens_sent) >= (len(out) + 1) * window:
-            out.append(
-                LedgerEvent(
-                    basis="fill",
-                    round=len(out) + 1,
-                    call_index=int(row.call_index),
-                    message_index=int(row.message_index) - 1,
-                    tier_name=str(row.tier_name),
-                    view=view,
-                )
-            )
+            out.append(_event_at(row, "fill", len(out) + 1, view))
     return out
 
 

@@ -292,7 +292,28 @@ _ERR_LINE = re.compile(r"error|FAILED|fatal|not found|denied|cannot|No such file
 _TAG_LINE = re.compile(r"^\s*</?(output|returncode|warning)>.*$|<returncode>-?\d+</returncode>", re.M)
 
 
+#: literals every match of :data:`_RC` (ASCII text) and :data:`_FAIL_TEXT` contains: a tool result
+#: without any is answered by C substring scans, not by the patterns' character-by-character ones
+#: (case-insensitive alternations and a ``^\s*`` branch defeat the engine's literal search)
+_RC_LITERALS = ("<returncode>", "exit")
+_FAIL_LITERALS = (
+    "Traceback (most recent call last)",
+    "Error:",
+    "error:",
+    "ERROR:",
+    "fatal:",
+    "FAILED",
+    "command not found",
+)
+
+
 def _exit_status(content: str) -> int | None:
+    # re.I folds a few non-ASCII letters onto ASCII ones (dotless i, long s), so only ASCII text may
+    # skip the pattern on the lower-cased literals' absence.
+    if content.isascii():
+        low = content.lower()
+        if not any(lit in low for lit in _RC_LITERALS):
+            return None
     m = _RC.search(content)
     if not m:
         return None
@@ -305,7 +326,8 @@ def _failed(result: Message) -> bool:
     rc = _exit_status(result.content)
     if rc is not None:
         return rc != 0
-    return bool(_FAIL_TEXT.search(result.content))
+    content = result.content
+    return any(lit in content for lit in _FAIL_LITERALS) and bool(_FAIL_TEXT.search(content))
 
 
 def _body_lines(content: str) -> list[str]:

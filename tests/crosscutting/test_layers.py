@@ -119,6 +119,10 @@ STRING_IMPORTS = {
     "h9eval.closedloop",
     # `h9eval --import MODULE`: the user's own policy module, which h9eval cannot name in advance
     "h9eval.compaction.user",
+    # `run --world` only: a task run (most runs, every 10-call one) does not load the closed loop
+    "h9eval.cli.run",
+    # the resolver's _LOADERS: each input kind's parsers are loaded when that kind is met
+    "h9eval.tasks",
 }
 
 

@@ -144,3 +144,35 @@ def test_every_lazy_module_and_the_star_import() -> None:
     assert all(space[n] is getattr(h9eval, n) for n in h9eval.__all__ if n != "__version__")
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         h9eval.no_such_name  # noqa: B018
+
+
+def test_a_task_run_loads_neither_the_closed_loop_nor_the_recorded_or_dataset_loaders(tmp_path: Path) -> None:
+    """A run of a task file (what a 10-call run times) imports what replaying it needs, not the
+    closed loop's worlds and agents, the recorded formats' parsers or the datasets adapters (each
+    is imported where its kind of input is met)."""
+    from h9eval.tasks import tasks_to_jsonl
+    from h9eval.tasks.synthetic import generate
+
+    task = generate("small", seed=0)
+    task_file = tmp_path / "task.jsonl"
+    tasks_to_jsonl([task], task_file)
+    code = (
+        "from h9eval.cli import main\n"
+        f"assert main(['run', '--task', {str(task_file)!r}, '--out', {str(tmp_path / 'out')!r}]) == 0\n"
+    )
+    loaded = _h9eval_modules_after(code)
+    assert "h9eval.runs.replay" in loaded
+    for heavy in ("h9eval.closedloop", "h9eval.tasks.recorded", "h9eval.tasks.datasets"):
+        assert not any(m == heavy or m.startswith(heavy + ".") for m in loaded), heavy
+
+
+def test_run_help_still_lists_every_world(capsys: pytest.CaptureFixture[str]) -> None:
+    from h9eval.closedloop.worlds import world_registry
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"KIND:SEED ({', '.join(world_registry())})" in text
+    args = build_parser().parse_args(["run", "--world", "fact_chain:3"])
+    assert args.world == "fact_chain:3"
+    assert build_parser().parse_args(["run", "--task", "x"]).world is None

@@ -286,6 +286,7 @@ def test_a_view_built_on_the_previous_round_judges_every_item_as_a_fresh_one() -
     # normalised: the reused search results must give exactly the fresh view's states
     import random
 
+    from h9eval.probes.ledger import _bounded, _Joined
     from h9eval.tasks.text import normalize
 
     rng = random.Random(7)
@@ -330,6 +331,12 @@ def test_a_view_built_on_the_previous_round_judges_every_item_as_a_fresh_one() -
         assert fresh.normalized == normalize(fresh.joined)
         for item in items:
             assert item_state(item, built) == item_state(item, fresh), (item.value, len(view))
+            for v in (item.value, *item.variants, *item.stale_values):
+                assert built.find(v) == _bounded(built.joined, v), (v, len(view))
+                assert built.find(v, space="message") == _Joined(built.texts).first_within(v), (v, len(view))
+                nv = normalize(v)
+                if nv:
+                    assert built.find(nv, space="normalized") == _bounded(built.normalized, nv), (nv, len(view))
         previous = built
 
 
@@ -371,18 +378,46 @@ def test_the_word_run_shortcut_never_rules_out_a_bounded_match() -> None:
     # rule (underscores, digits, non-ASCII letters and digits, separators)
     import random
 
-    from h9eval.probes.ledger import _anchored_runs, _bounded
+    from h9eval.probes.ledger import _anchored_runs, _bounded, _Joined
 
-    assert _anchored_runs("HOOL-6493") == ["HOOL", "6493"]
-    assert _anchored_runs("_x-y") == ["y"]  # a leading underscore is not checked: "_x" may be glued
-    assert _anchored_runs("x-y_") == ["x"]
+    assert _anchored_runs("HOOL-6493") == [("HOOL", 0), ("6493", 5)]
+    assert _anchored_runs("_x-y") == [("y", 3)]  # a leading underscore is not checked: "_x" may be glued
+    assert _anchored_runs("x-y_") == [("x", 0)]
     assert _anchored_runs("--") == []
     rng = random.Random(3)
     alphabet = ["a", "b", "_", "1", "é", "²", "-", " ", ".", "/", "\n"]
-    for _ in range(4000):
+    indexed = 0
+    for n in range(6000):
         value = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
-        view = rendered_view([Message("user", text)])
-        if view._lacks_a_run(value, normalized=False):
-            assert _bounded(view.joined, value) < 0, (value, text)
-        assert view.find(value) == _bounded(view.joined, value), (value, text)
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 5))]
+        msgs = [Message("user", t) for t in texts]
+        # a view alone (the run set) and one built on two views of its first messages (the run index
+        # once a view grew twice running)
+        a = rng.randint(1, len(msgs))
+        b = rng.randint(a, len(msgs))
+        view = rendered_view(msgs) if n % 2 else rendered_view(msgs, rendered_view(msgs[:b], rendered_view(msgs[:a])))
+        indexed += view._indexed
+        assert view.find(value) == _bounded(view.joined, value), (value, texts)
+        assert view.find(value, space="message") == _Joined(view.texts).first_within(value), (value, texts)
+        assert view.find(value, space="normalized") == _bounded(view.normalized, value), (value, texts)
+    assert indexed > 500  # the index answered many of them
+
+
+def test_a_view_whose_index_the_next_one_took_over_still_answers_alone() -> None:
+    # a view that grew takes over its previous view's run index and extends it; the previous view,
+    # asked again, must answer from its own text (not from runs of messages it does not have)
+    from h9eval.probes.ledger import _bounded, _Joined
+
+    first = [Message("system", "s"), Message("user", "keep HOOL-1 and more text"), Message("assistant", "x")]
+    v0 = rendered_view(first, rendered_view(first[:2]))
+    v1 = rendered_view([*first, Message("assistant", "y")], v0)  # a view that grew twice running
+    assert v1.find("HOOL-1") >= 0  # builds v1's index
+    assert v1._postings[0] is not None
+    late = [Message("tool", "late ZORP-9 here", tool_call_id="a"), Message("assistant", "again ZORP-9")]
+    v2 = rendered_view([*v1.messages, *late], v1)  # a run new in two messages: the first one counts
+    assert v2.find("ZORP-9") == _bounded(v2.joined, "ZORP-9") > 0
+    assert v2.find("ZORP-9", space="message") == _Joined(v2.texts).first_within("ZORP-9") > 0
+    for v in ("ZORP-9", "late", "HOOL-1", "x"):
+        assert v1.find(v) == _bounded(v1.joined, v), v
+        assert v2.find(v) == _bounded(v2.joined, v), v
+        assert v1.find(v, space="message") == _Joined(v1.texts).first_within(v), v

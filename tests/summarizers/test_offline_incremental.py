@@ -190,3 +190,28 @@ def test_a_view_mode_replay_gives_the_same_summaries_as_reading_every_head_whole
 
     monkeypatch.setattr(off, "_scan_head", whole)
     assert run() == resumed
+
+
+def test_the_literal_prefilters_answer_as_the_patterns_do() -> None:
+    """The exit-status and failure tests skip their patterns when a tool result lacks their
+    literals; on random texts built from the patterns' own pieces (case variants, the non-ASCII
+    letters re.I folds onto ASCII ones) they answer exactly as the plain patterns."""
+    import random
+
+    from h9eval.summarizers import offline
+
+    rng = random.Random(7)
+    pieces = [
+        "<returncode>", "</returncode>", "<RETURNCODE>", " 0", "1", "-2", "exit status", "EXIT CODE:",
+        "exited with code ", "Exit code", "ex\u0131t status", "\u017f", "\n", "  ",
+        "Traceback (most recent call last)", "Error:", "error:", "ERROR:", "fatal:", "FAILED", "command not found",
+        "xFAILED", "Errors:", "ok", "\u00e9", "\t",
+    ]  # fmt: skip
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        m = offline._RC.search(text)
+        assert offline._exit_status(text) == (None if not m else int(next(g for g in m.groups() if g is not None)))
+        result = Message(role="tool", content=text, tool_call_id="c1")
+        rc = offline._exit_status(text)
+        want = rc != 0 if rc is not None else bool(offline._FAIL_TEXT.search(text))
+        assert offline._failed(result) is want, text
