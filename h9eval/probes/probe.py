@@ -37,6 +37,7 @@ import json
 import re
 import threading
 import weakref
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -207,15 +208,72 @@ def _terms_or_extract(terms: Sequence[str], text: str | Callable[[], str], *, fi
     return extract_key_terms(text if isinstance(text, str) else text())
 
 
-@functools.lru_cache(maxsize=16)
-def _change_terms(intent: Intent, final: bool) -> tuple[tuple[str, ...], ...]:
-    """Each intent change's own probe terms, computed once per intent (probing asks at every
-    checkpoint): its key terms, or those of the whole statement in force after it (resolved only
-    for a change without key terms)."""
-    return tuple(
-        _terms_or_extract(ch.key_terms, functools.partial(intent.statement_of, k), final=final)
-        for k, ch in enumerate(intent.changes)
-    )
+class _IntentTerms:
+    """The intent probe's terms of one intent at any checkpoint: the statement's terms followed by
+    those of every change at or before it (a change's own terms: its key terms, or those of the
+    whole statement in force after it, resolved only for a change without key terms).
+
+    Folding every change in again at every checkpoint made probing a chat log quadratic (1,500
+    changes x 1,500 checkpoints). When the changes are in transcript order (every loader's), a
+    checkpoint covers a prefix of them, and the terms of the latest checkpoint asked are extended,
+    not rebuilt (checkpoints come in order); otherwise every change is looked at, as before."""
+
+    def __init__(self, intent: Intent, final: bool) -> None:
+        self.intent, self.final = intent, final
+        self.base = _terms_or_extract(intent.key_terms, intent.statement, final=final)
+        self.indices = [c.message_index for c in intent.changes]
+        self.in_order = all(a <= b for a, b in zip(self.indices, self.indices[1:]))
+        self._own: list[tuple[str, ...] | None] = [None] * len(intent.changes)
+        self._n = 0  # changes[: _n] are in _terms
+        self._terms: dict[str, None] = dict.fromkeys(self.base)
+        self._lock = threading.Lock()
+
+    def own(self, k: int) -> tuple[str, ...]:
+        hit = self._own[k]
+        if hit is None:
+            ch = self.intent.changes[k]
+            hit = self._own[k] = _terms_or_extract(
+                ch.key_terms, functools.partial(self.intent.statement_of, k), final=self.final
+            )
+        return hit
+
+    def at(self, message_index: int) -> tuple[str, ...]:
+        with self._lock:
+            if not self.in_order:
+                terms = self.base
+                for k, ch in enumerate(self.intent.changes):
+                    if ch.message_index <= message_index:
+                        terms = tuple(dict.fromkeys(terms + self.own(k)))
+                return terms
+            n = bisect_right(self.indices, message_index)
+            if n == 0:
+                return self.base
+            if n < self._n:  # an earlier checkpoint than the last: start again
+                self._n, self._terms = 0, dict.fromkeys(self.base)
+            while self._n < n:
+                self._terms.update(dict.fromkeys(self.own(self._n)))
+                self._n += 1
+            return tuple(self._terms)
+
+
+# The last few intents' terms (by identity: hashing an intent costs its length at every checkpoint).
+_INTENT_TERMS: OrderedDict[tuple[int, bool], tuple[weakref.ref[Intent], _IntentTerms]] = OrderedDict()
+_INTENT_TERMS_KEPT = 16
+_INTENT_TERMS_LOCK = threading.Lock()
+
+
+def _intent_terms(intent: Intent, final: bool) -> _IntentTerms:
+    key = (id(intent), final)
+    with _INTENT_TERMS_LOCK:
+        hit = _INTENT_TERMS.get(key)
+        if hit is not None and hit[0]() is intent:
+            _INTENT_TERMS.move_to_end(key)
+            return hit[1]
+        made = _IntentTerms(intent, final)
+        _INTENT_TERMS[key] = (weakref.ref(intent), made)
+        while len(_INTENT_TERMS) > _INTENT_TERMS_KEPT:
+            _INTENT_TERMS.popitem(last=False)
+        return made
 
 
 def _term_probe(probe_id: str, kind: str, question: str, terms: tuple[str, ...], reference: str, at: int) -> Probe:
@@ -264,10 +322,7 @@ def probes_for(task: Task, message_index: int, *, check_answerable: bool = True)
     # The whole intent in force: the statement's terms and those of every change so far (a
     # change's own terms may name only what it adds).
     final = bool(task.metadata.get(FINAL_KEY_TERMS))
-    intent_terms = _terms_or_extract(task.intent.key_terms, task.intent.statement, final=final)
-    for ch, ch_terms in zip(task.intent.changes, _change_terms(task.intent, final)):
-        if ch.message_index <= idx:
-            intent_terms = tuple(dict.fromkeys(intent_terms + ch_terms))
+    intent_terms = _intent_terms(task.intent, final).at(idx)
     out.append(
         _term_probe(
             f"intent@{cur.message_index}", "intent", QUESTIONS["intent"], intent_terms, cur.statement, cur.message_index

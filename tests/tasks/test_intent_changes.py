@@ -225,3 +225,33 @@ def test_malformed_changes_are_refused(
     p.write_text(_task_line(changes, version), encoding="utf-8")
     with pytest.raises(FormatError, match=r"t\.jsonl:line 1.*" + message):
         tasks_from_jsonl(p)
+
+
+def _folded_terms(intent: Intent, idx: int) -> tuple[str, ...]:
+    """The intent probe's terms written out: the statement's, then each change's at or before idx."""
+    terms = intent.key_terms
+    for ch in intent.changes:
+        if ch.message_index <= idx:
+            terms = tuple(dict.fromkeys(terms + ch.key_terms))
+    return terms
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_intent_probe_terms_at_checkpoints_in_any_order(in_order: bool) -> None:
+    """The intent probe's terms are extended from one checkpoint to the next, not rebuilt; asked in
+    any order (and with the changes out of transcript order) they are the written-out fold."""
+    rng = random.Random(7)
+    changes = [
+        IntentChange(message_index=2 * k + 1, statement=f"p{k}", key_terms=tuple(rng.sample(WORDS, 3)), appends=True)
+        for k in range(30)
+    ]
+    if not in_order:
+        rng.shuffle(changes)
+    intent = Intent(statement="s", key_terms=("cache", "cache", "limit"), changes=tuple(changes))  # a repeated term
+    msgs = tuple(Message("user" if i % 2 else "assistant", "x") for i in range(62))
+    task = Task(task_id="o", source=TaskSource(kind="recorded"), messages=msgs, intent=intent, metadata={})
+    checkpoints = list(range(0, 62, 3)) + rng.sample(range(62), 20) + [0, 61, 5]
+    for i in checkpoints:
+        got = next(p for p in probes_for(task, i, check_answerable=False) if p.kind == "intent").expected
+        assert got == _folded_terms(intent, i), i
+    assert _folded_terms(intent, 0) == ("cache", "cache", "limit")
