@@ -313,6 +313,11 @@ class TranscriptText:
             hit = self._occ[t] = list(_bounded_occurrences(self.text, t))
         return hit
 
+    @property
+    def words_indexed(self) -> bool:
+        """Whether :meth:`message_count` has indexed the messages' words (after enough searches)."""
+        return self._postings is not None
+
     def message_count(self, t: str, stop_above: float = float("inf")) -> int:
         """How many messages hold a word-bounded exact occurrence of normalised ``t`` (an
         occurrence is counted for the message it starts in, as :meth:`occurrences` would place it);

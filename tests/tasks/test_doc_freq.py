@@ -109,7 +109,7 @@ def test_message_count_is_the_plain_definition(indexed: bool, monkeypatch: pytes
             n_nonzero += want > 0
             n_partial += want > stop
         if msgs:  # (an empty transcript is indexed at once: there is nothing to read)
-            assert (whole._postings is not None) == indexed
+            assert whole.words_indexed == indexed
     assert n_checked > 1000 and n_nonzero > 300 and n_partial > 100
 
 
@@ -131,10 +131,10 @@ def test_message_count_cases(indexed: bool, monkeypatch: pytest.MonkeyPatch) -> 
 def test_index_is_built_only_after_enough_searches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(text_mod, "DOC_INDEX_AFTER_SCANS", 2)
     whole = TranscriptText([Message("user", f"m{i} common") for i in range(50)])
-    assert whole.message_count("m7") == 1 and whole._postings is None  # one whole-text search
-    assert whole.message_count("common", 10) == 11 and whole._postings is None  # stopped early
-    assert whole.message_count("m8") == 1 and whole._postings is None
-    assert whole.message_count("m9") == 1 and whole._postings is not None  # two texts read: indexed
+    assert whole.message_count("m7") == 1 and not whole.words_indexed  # one whole-text search
+    assert whole.message_count("common", 10) == 11 and not whole.words_indexed  # stopped early
+    assert whole.message_count("m8") == 1 and not whole.words_indexed
+    assert whole.message_count("m9") == 1 and whole.words_indexed  # two texts read: indexed
     assert whole.message_count("common") == 50 and whole.message_count("m1 common") == 1
 
 
