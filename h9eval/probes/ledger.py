@@ -38,7 +38,7 @@ from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message
 from h9eval.probes.items import Item, task_items
 from h9eval.tasks.model import Task
-from h9eval.tasks.text import normalize, normalized_message, render_message
+from h9eval.tasks.text import WORD_RUN, normalize, normalized_message, render_message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,16 +65,13 @@ _WORD = re.compile(r"[A-Za-z]{3,}")
 _DIGITS = re.compile(r"\d+(?:\.\d+)*")
 
 
-_RUN = re.compile(r"\w+")
-
-
 def _anchored_runs(value: str) -> list[tuple[str, int]]:
     """The maximal word runs of ``value`` that are maximal word runs of any text holding ``value``
     bounded (:func:`_bounded`), each with its offset in ``value``: those with a non-word character of
     ``value`` or a checked end on each side (an end is checked when its character is alphanumeric;
     ``\\w`` is exactly alphanumeric or ``_``, the characters :func:`_bounded` calls glued)."""
     out = []
-    for m in _RUN.finditer(value):
+    for m in WORD_RUN.finditer(value):
         left = m.start() > 0 or value[0].isalnum()
         right = m.end() < len(value) or value[-1].isalnum()
         if left and right:
@@ -257,7 +254,7 @@ class RenderedView:  # built with rendered_view()
             have = self._runs[1 if normalized else 0]
             if have is None:
                 have = self._runs[1 if normalized else 0] = set(
-                    _RUN.findall(self.normalized if normalized else self.joined)
+                    WORD_RUN.findall(self.normalized if normalized else self.joined)
                 )
             if any(run not in have for run, _ in runs):
                 return -1
@@ -291,7 +288,7 @@ class RenderedView:  # built with rendered_view()
         prev = self._previous
         prev_runs = prev._msg_runs[i] if prev is not None else None
         k = self._shared if prev_runs is not None else 0
-        runs = (prev_runs[:k] if prev_runs is not None else []) + [frozenset(_RUN.findall(t)) for t in texts[k:]]
+        runs = (prev_runs[:k] if prev_runs is not None else []) + [frozenset(WORD_RUN.findall(t)) for t in texts[k:]]
         self._msg_runs[i] = runs
         before = prev._postings[i] if prev is not None and prev_runs is not None else None
         if prev is not None and before is not None and k == len(prev.messages):

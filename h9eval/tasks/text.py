@@ -40,6 +40,7 @@ from h9eval.compaction.anchors import (
 from h9eval.core.messages import Message
 
 __all__ = [
+    "WORD_RUN",
     "ALL_ANCHOR_TYPES",
     "DEFAULT_FUZZY_THRESHOLD",
     "DEFAULT_FUZZY_MIN_CHARS",
@@ -161,7 +162,7 @@ def _is_word(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-_WORD_RUN = re.compile(r"\w+")
+WORD_RUN = re.compile(r"\w+")
 r"""Maximal runs of word characters: ``\w`` matches exactly the characters :func:`_is_word` accepts
 (checked over every code point by the tests)."""
 
@@ -333,7 +334,7 @@ class TranscriptText:
         character is always searched in the whole text."""
         if not t:
             return 0
-        runs = _WORD_RUN.findall(t)
+        runs = WORD_RUN.findall(t)
         if self._postings is None:
             if not runs or self._scanned_chars < DOC_INDEX_AFTER_SCANS * len(self.text):
                 return self._count_by_search(t, stop_above)
@@ -371,7 +372,7 @@ class TranscriptText:
             for chunk in set(text[start:end].split()):
                 in_chunk = words_of.get(chunk)
                 if in_chunk is None:
-                    in_chunk = words_of[chunk] = tuple(_WORD_RUN.findall(chunk))
+                    in_chunk = words_of[chunk] = tuple(WORD_RUN.findall(chunk))
                 words.update(in_chunk)
             for w in words:
                 hit = postings.get(w)
