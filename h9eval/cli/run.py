@@ -110,7 +110,7 @@ _CLOSED_LOOP = {"run": "h9eval.closedloop.run", "worlds": "h9eval.closedloop.wor
 
 class _WorldOption(argparse.Action):
     """``--world KIND:SEED``, whose help lists the registered worlds only when help is printed: the
-    closed loop (worlds, agents, their patterns) is a sixth of a 10-call task run's start-up."""
+    closed loop (:data:`_CLOSED_LOOP`) is not loaded for a task run."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, *_: Any) -> None:
         setattr(namespace, self.dest, values)

@@ -98,6 +98,15 @@ def _bounded(text: str, value: str, start: int = 0) -> int:
         start = i + 1
 
 
+def _starts_of(texts: Sequence[str]) -> list[int]:
+    """Where each of ``texts`` starts once they are joined by one character."""
+    out, at = [], 0
+    for t in texts:
+        out.append(at)
+        at += len(t) + 1
+    return out
+
+
 class _Joined:
     """Texts joined by a newline, with where each starts: the newline is no word character, so a
     bounded match (:func:`_bounded`) that lies within one text is a match in that text itself."""
@@ -105,11 +114,7 @@ class _Joined:
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = texts
         self.joined = "\n".join(texts)
-        self.starts: list[int] = []
-        at = 0
-        for t in texts:
-            self.starts.append(at)
-            at += len(t) + 1
+        self.starts = _starts_of(texts)
 
     def text_of(self, at: int) -> int:
         """The index of the text holding position ``at`` (a joining newline: the text before it)."""
@@ -199,11 +204,10 @@ class RenderedView:  # built with rendered_view()
     def _norm_shared_end(self) -> int:
         """:attr:`_shared_end` in :attr:`normalized` (computed once: every normalised search asks)."""
         if self._norm_end is None:
-            k, norms = self._shared, self._norm_list()
-            if k == len(norms):
-                self._norm_end = len(self.normalized)
-            else:
-                self._norm_end = sum(len(x) + 1 for x in norms[:k]) - 1 if k else -1
+            k = self._shared
+            self._norm_end = (
+                len(self.normalized) if k == len(self.messages) else self._norm_start_list()[k] - 1 if k else -1
+            )
         return self._norm_end
 
     def find(self, value: str, *, space: str = "joined") -> int:
@@ -230,14 +234,14 @@ class RenderedView:  # built with rendered_view()
     def _search(self, value: str, space: str, start: int) -> int:
         """:meth:`find`'s search from ``start``, narrowed by the word runs a bounded match must show
         whole (:func:`_anchored_runs`). In a view that keeps growing (the previous one plus new
-        messages, more than half of it shared, for the second round running), each run's messages are
-        indexed: a match lying within one message lies in a
-        message having all of them, and any match lies, at each run's offset in ``value``, at or after
-        the first message having it; look-ups instead of a scan of the view up to the first match
-        (the items new to a round of a growing view are found near its end). A mostly new view keeps
-        one set of its runs, to rule out the values it cannot hold (a compacted view has lost most);
-        a view mostly shared but rewritten in its middle is searched from ``start`` (most of its
-        answers are the previous view's)."""
+        messages, more than half of it shared, for the second round running), each run's messages
+        are indexed: a match lying within one message lies in a message having all of them, and any
+        match lies, at each run's offset in ``value``, at or after the first message having it;
+        look-ups instead of a scan of the view up to the first match (the items new to a round of a
+        growing view are found near its end). A mostly new view keeps one set of its runs, to rule
+        out the values it cannot hold (a compacted view has lost most); a view mostly shared but
+        rewritten in its middle is searched from ``start`` (most of its answers are the previous
+        view's)."""
         normalized = space == "normalized"
         runs = _anchored_runs(value)
         if runs and self._indexed:
@@ -309,11 +313,7 @@ class RenderedView:  # built with rendered_view()
     def _norm_start_list(self) -> list[int]:
         """Where each message's normalised text starts in :attr:`normalized` (joined by one space)."""
         if self._norm_starts is None:
-            out, at = [], 0
-            for t in self._norm_list():
-                out.append(at)
-                at += len(t) + 1
-            self._norm_starts = out
+            self._norm_starts = _starts_of(self._norm_list())
         return self._norm_starts
 
     def location(self, values: Sequence[str]) -> str | None:
