@@ -24,6 +24,7 @@ __all__ = [
     "PromptSet",
     "DEFAULT_PROMPTS",
     "serialize_conversation",
+    "conversation_parts",
     "conversation_nbytes",
     "ConversationText",
     "render_template",
@@ -92,17 +93,24 @@ class PromptSet:
         return render_template(self.incremental, conversation, previous)
 
 
-def render_template(template: str, conversation: str, previous: str | None = None) -> str:
+def render_template(template: str, conversation: str | Sequence[str], previous: str | None = None) -> str:
     """``template`` with its ``{conversation}`` slot (and, when ``previous`` is given, its
-    ``{previous_compaction}`` slot) filled; any other brace text stays literal."""
+    ``{previous_compaction}`` slot) filled; any other brace text stays literal. ``conversation``
+    is the text or its pieces (:func:`conversation_parts`), joined straight into the prompt."""
     # The template is cut at its slots once; the inserted texts are joined in, never scanned,
     # and the conversation is copied once (no regex pass over a prompt that holds it).
-    subs = (
-        {"conversation": conversation}
-        if previous is None
-        else {"conversation": conversation, "previous_compaction": previous}
-    )
-    return "".join(p if i % 2 == 0 else subs.get(p, "{" + p + "}") for i, p in enumerate(_pieces(template)))
+    conv = [conversation] if isinstance(conversation, str) else conversation
+    out: list[str] = []
+    for i, p in enumerate(_pieces(template)):
+        if i % 2 == 0:
+            out.append(p)
+        elif p == "conversation":
+            out.extend(conv)
+        elif p == "previous_compaction" and previous is not None:
+            out.append(previous)
+        else:
+            out.append("{" + p + "}")
+    return "".join(out)
 
 
 def rendered_nbytes(template: str, conversation_bytes: int, previous: str | None = None) -> int:
@@ -162,9 +170,9 @@ def load_prompt_file(path: str | Path) -> PromptSet:
     )
 
 
-def serialize_conversation(head: Sequence[Message]) -> str:
-    """harness9's head serialisation (spec §3.10 step 2), byte-exact."""
-    # One list of pieces, one join: each content is copied once, not into a line and again.
+def conversation_parts(head: Sequence[Message]) -> list[str]:
+    """The pieces of :func:`serialize_conversation` ``(head)``, in order (their join is the
+    text): a prompt can join them into itself, copying each content once, not twice."""
     parts: list[str] = []
     add = parts.extend
     for m in head:
@@ -177,27 +185,41 @@ def serialize_conversation(head: Sequence[Message]) -> str:
             add(("\n[tool_call ", tc.name, "(", tc.id, ")]: ", tc.arguments))
     if parts:
         parts[0] = parts[0][1:]  # no newline before the first line
-    return "".join(parts)
+    return parts
+
+
+def serialize_conversation(head: Sequence[Message]) -> str:
+    """harness9's head serialisation (spec §3.10 step 2), byte-exact."""
+    # One list of pieces, one join: each content is copied once, not into a line and again.
+    return "".join(conversation_parts(head))
 
 
 class ConversationText:
-    """:func:`serialize_conversation` for one compactor's successive heads: a head that starts
-    with the previous one (the same message objects, as successive view-mode heads do) is
-    serialised by extending the previous text with its new messages instead of rebuilding it."""
+    """:func:`conversation_parts` for one compactor's successive heads: a head that starts with
+    the previous one (the same message objects, as successive view-mode heads do) extends the
+    previous pieces with its new messages' instead of rebuilding them. Pieces, not text: the
+    prompt joins them into itself, so the conversation is never copied on its own (a text is
+    joined only for a caller that reads it)."""
 
     def __init__(self) -> None:
         self._head: tuple[Message, ...] = ()
-        self._text = ""
+        self._parts: list[str] = []
 
-    def __call__(self, head: Sequence[Message]) -> str:
+    def parts(self, head: Sequence[Message]) -> list[str]:
+        """The pieces of ``head``'s serialisation (a list the caller must not change)."""
         prev, n = self._head, len(self._head)
         if n and len(head) >= n and all(a is b for a, b in zip(head, prev)):
-            rest = serialize_conversation(head[n:])
-            text = self._text + "\n" + rest if self._text and rest else self._text or rest
+            rest = conversation_parts(head[n:])
+            if rest and self._parts:
+                rest[0] = "\n" + rest[0]
+            parts = self._parts + rest if rest else self._parts
         else:
-            text = serialize_conversation(head)
-        self._head, self._text = tuple(head), text
-        return text
+            parts = conversation_parts(head)
+        self._head, self._parts = tuple(head), parts
+        return parts
+
+    def __call__(self, head: Sequence[Message]) -> str:
+        return "".join(self.parts(head))
 
 
 def conversation_nbytes(head: Sequence[Message]) -> int:

@@ -17,10 +17,10 @@ from h9eval.compaction.anchors import Anchor
 from h9eval.compaction.prompts import (
     PromptSet,
     conversation_nbytes,
+    conversation_parts,
     previous_compaction_text,
     render_template,
     rendered_nbytes,
-    serialize_conversation,
 )
 from h9eval.compaction.records import EXTRA_SUMMARY_CALLS
 
@@ -86,7 +86,7 @@ class SummaryRequest:
     _user_prompt: str | None
     _conversation: str | None
     _prompt_template: str | None
-    _serialize: Callable[[Sequence[Message]], str] | None
+    _serialize: Callable[[Sequence[Message]], Sequence[str]] | None
 
     def __init__(
         self,
@@ -103,7 +103,7 @@ class SummaryRequest:
         anchor_types: tuple[str, ...] = _DEFAULT_TYPES,
         max_output_tokens: int = 2048,
         timeout_s: float = 60.0,
-        serialize: Callable[[Sequence[Message]], str] | None = None,
+        serialize: Callable[[Sequence[Message]], Sequence[str]] | None = None,
     ) -> None:
         if user_prompt is None and prompt_template is None:
             raise TypeError("SummaryRequest needs user_prompt or prompt_template")
@@ -138,17 +138,21 @@ class SummaryRequest:
     @property
     def conversation(self) -> str:
         if self._conversation is None:
-            serialize = self._serialize or serialize_conversation
-            object.__setattr__(self, "_conversation", serialize(self.head))
+            object.__setattr__(self, "_conversation", "".join(self._conversation_parts()))
         assert self._conversation is not None
         return self._conversation
+
+    def _conversation_parts(self) -> Sequence[str]:
+        return (self._serialize or conversation_parts)(self.head)
 
     @property
     def user_prompt(self) -> str:
         if self._user_prompt is None:
             assert self._prompt_template is not None
             prev = self.previous_compaction if self.template == "incremental" else None
-            object.__setattr__(self, "_user_prompt", render_template(self._prompt_template, self.conversation, prev))
+            # the conversation's pieces go straight into the prompt: one copy of the head, not two
+            conv = self._conversation if self._conversation is not None else self._conversation_parts()
+            object.__setattr__(self, "_user_prompt", render_template(self._prompt_template, conv, prev))
         assert self._user_prompt is not None
         return self._user_prompt
 
@@ -229,9 +233,14 @@ class ScriptedSummarizer:
     ``fail_on_calls``, else returns ``responses[n-1]`` (``None`` → nil message); a call with no
     scripted response fails. Calls are numbered over the summarizer's whole life."""
 
-    def __init__(self, responses: Sequence[str | None], fail_on_calls: Sequence[int] = ()) -> None:
+    def __init__(
+        self, responses: Sequence[str | None], fail_on_calls: Sequence[int] = (), *, read_prompts: bool = False
+    ) -> None:
         self.responses = list(responses)
         self.fail_on_calls = set(fail_on_calls)
+        self.read_prompts = read_prompts
+        """Read each request's prompts, as a model client does (a compactor builds them only
+        when read): a timing then includes building them, as harness9's Go code always does."""
         self.calls: list[SummaryRequest] = []
 
     @property
@@ -240,6 +249,8 @@ class ScriptedSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryReply:
         self.calls.append(request)
+        if self.read_prompts:
+            request.system_prompt, request.user_prompt  # noqa: B018 - built here, as a client sending them would
         n = len(self.calls)
         if n in self.fail_on_calls:
             raise SummarizerError(f"scripted failure on call {n}")
@@ -284,14 +295,14 @@ def summary_request(
     template: str | None = None,
     previous: str | None = None,
     user_prompt: str | None = None,
-    serialize: Callable[[Sequence[Message]], str] | None = None,
+    serialize: Callable[[Sequence[Message]], Sequence[str]] | None = None,
 ) -> SummaryRequest:
     """The request for one summary. Without ``user_prompt`` the template is harness9's choice
     (spec §3.10 step 3): incremental when a previous summary exists, else the first one, and
     the prompt is built when a summarizer reads it; a caller with its own prompt (e.g. free
     text) passes ``template``, ``previous`` and it. ``conversation=None``: the head is
-    serialised when a summarizer reads it (by ``serialize``, e.g. a compactor's
-    :class:`~h9eval.compaction.prompts.ConversationText`, when given)."""
+    serialised when a summarizer reads it (``serialize`` gives its pieces, e.g. a compactor's
+    :meth:`~h9eval.compaction.prompts.ConversationText.parts`, when given)."""
     prompt_template = None
     if user_prompt is None:
         if last_summary != "":

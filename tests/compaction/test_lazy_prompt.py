@@ -17,6 +17,8 @@ from h9eval.compaction.prompts import (
     ConversationText,
     PromptSet,
     conversation_nbytes,
+    conversation_parts,
+    render_template,
     serialize_conversation,
 )
 from h9eval.compaction.summary import ScriptedSummarizer, SummaryReply, SummaryRequest, summary_request
@@ -167,9 +169,30 @@ def test_conversation_text_extends_the_previous_head_exactly(seed: int) -> None:
             head = head[: rng.randint(0, len(head))]
         else:
             head = [Message(m.role, m.content, m.tool_calls, m.tool_call_id) for m in head]  # equal, not identical
-        assert conv(head) == serialize_conversation(head)
+        text = serialize_conversation(head)
+        if rng.random() < 0.5:
+            assert conv(head) == text
+        else:  # the pieces a prompt joins in: the same text, in the prompt as in the conversation
+            parts = conv.parts(head)
+            assert "".join(parts) == text == "".join(conversation_parts(head))
+            for template, prev_text in ((DEFAULT_PROMPTS.first_template(), None), (DEFAULT_PROMPTS.incremental, "p")):
+                assert render_template(template, parts, prev_text) == render_template(template, text, prev_text)
         extended += bool(prev) and len(head) > len(prev) and all(a is b for a, b in zip(head, prev))
         prev = head
     assert conv([]) == ""
     if seed == 0:
         assert extended > 0
+
+
+def test_a_scripted_summarizer_that_reads_prompts_builds_them_in_the_call() -> None:
+    """``read_prompts`` (the conformance timing's ``--read-prompts``): the prompts exist once the
+    call returns, as a model client's request builds them; failures and nil replies read them too."""
+    history = _long_history()
+    window = int(estimate_tokens(history) / 0.93)
+    for read in (False, True):
+        scripted = ScriptedSummarizer(["## Summary\nok", None], fail_on_calls=[3], read_prompts=read)
+        run = make_policy("progressive", context_window_tokens=window).start(CompactionEnv(summarizer=scripted, seed=0))
+        for _ in range(3):
+            run.compact(history)
+        assert len(scripted.calls) == 3
+        assert [c.holds_text for c in scripted.calls] == [read] * 3

@@ -617,7 +617,7 @@ class ProgressiveRun(PolicyRun):
             self.last_anchors,
             self.types,
             self.policy.summary_timeout_s,
-            serialize=self._conversation,
+            serialize=self._conversation.parts,
         )
         text = request_summary(self.env.summarizer, self.calls, extra, req)
         if text is None:
