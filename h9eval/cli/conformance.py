@@ -19,6 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print one JSON line per case before the summary: steps, nanoseconds inside the compaction calls (wall "
         "and CPU), median per tier",
     )
+    p.add_argument(
+        "--read-prompts",
+        action="store_true",
+        help="the scripted summarizer reads every prompt, as a model client does, so --timing includes building "
+        "them (without it the port builds none; harness9's Go code builds each)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -29,6 +35,6 @@ def _run(args: argparse.Namespace) -> int:
         if args.timing and r.timing is not None:
             print(r.timing.json_line(), flush=True)
 
-    report = run_conformance(args.paths or [str(conformance_dir())], on_case=show)
+    report = run_conformance(args.paths or [str(conformance_dir())], on_case=show, read_prompts=args.read_prompts)
     print(report.summary_line())
     return 1 if report.n_failed else 0

@@ -192,7 +192,11 @@ class CaseTimer:
     """Times the compaction calls of one case (never its parsing or comparison): total
     nanoseconds and each call's nanoseconds under the tier it ended in."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, read_prompts: bool = False) -> None:
+        self.read_prompts = read_prompts
+        """The scripted summarizer reads every prompt, so the time includes building them (a
+        model client always reads them; without it the port builds none, harness9's Go code
+        builds each)."""
         self.total_ns = 0
         self.total_cpu_ns = 0
         self.by_tier: dict[str, list[int]] = {}
@@ -329,7 +333,9 @@ def _progressive(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer)
     sm = inp.get("summarizer")
     summarizer = None
     if sm is not None:
-        summarizer = ScriptedSummarizer(sm.get("responses") or [], sm.get("fail_on_calls") or [])
+        summarizer = ScriptedSummarizer(
+            sm.get("responses") or [], sm.get("fail_on_calls") or [], read_prompts=timer.read_prompts
+        )
     with tempfile.TemporaryDirectory(prefix="h9conf-") as tmp:
         root = Path(tmp) / "work"
         env = CompactionEnv(
@@ -498,14 +504,18 @@ def _short(v: Any, n: int = 120) -> str:
 
 
 def run_conformance(
-    paths: Sequence[str | os.PathLike[str]], *, on_case: Callable[[CaseResult], None] | None = None
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    on_case: Callable[[CaseResult], None] | None = None,
+    read_prompts: bool = False,
 ) -> ConformanceReport:
     """Run every case under ``paths``. Raises :class:`FormatError` for an unreadable case.
-    ``on_case`` sees each result as soon as its case has run (the CLI streams timing lines)."""
+    ``on_case`` sees each result as soon as its case has run (the CLI streams timing lines);
+    ``read_prompts``: see :class:`CaseTimer`."""
     results = []
     for p in discover_cases(paths):
         case = load_case(p)
-        timer = CaseTimer()
+        timer = CaseTimer(read_prompts=read_prompts)
         actual = run_case(case, str(p), timer)
         diffs = list(compare(case["expected"], actual))
         name = str(case.get("name", p.stem))

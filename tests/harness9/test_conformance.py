@@ -76,3 +76,19 @@ def test_timing_prints_one_json_line_per_case_before_the_summary(capsys: pytest.
     assert set(replay["tier_median_ns"]) == {"none", "warn", "soft", "full", "emergency"}
     estimate = next(r for r in rows if r["case"] == "ascii-conversation")
     assert estimate["steps"] == 0 and estimate["compaction_ns"] == 0
+
+
+def test_read_prompts_changes_the_timing_not_the_results(shared: Path) -> None:
+    """``--read-prompts`` makes the scripted summarizer build every prompt inside the timed call;
+    the outputs compared with Go's are the same either way."""
+    folder = shared / "reference" / "conformance"
+    plain = run_conformance([folder])
+    read = run_conformance([folder], read_prompts=True)
+    assert plain.n_failed == read.n_failed == 0
+    assert [r.name for r in plain.results] == [r.name for r in read.results]
+    proc = subprocess.run(
+        [sys.executable, "-m", "h9eval", "conformance", "--timing", "--read-prompts", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stdout.count('"compaction_cpu_ns"') == len(read.results)
