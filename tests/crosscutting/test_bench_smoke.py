@@ -67,3 +67,42 @@ def test_long_replay_timed_cold_and_warm(tmp_path: Path) -> None:
 def test_startup_bench_runs(tmp_path: Path) -> None:
     names = [t.name for t in bs.bench_startup(tmp_path, repeat=1)]
     assert names[0] == "start-up: import h9eval" and len(names) == 3
+
+
+def test_long_replay_against_a_go_driver_timed_in_the_same_run(tmp_path: Path) -> None:
+    """With a Go driver (any executable printing the timing line), its wall time is the target's
+    base and the row says it was timed in this run; each kind runs ``repeat`` times."""
+    case = bs.synthetic_replay_case(1, 20, preset="small")
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    log = tmp_path / "calls.txt"
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import json, sys\n"
+        f"open({str(log)!r}, 'a').write(sys.argv[1] + '\\n')\n"
+        "print(json.dumps({'case': 'x', 'steps': 20, 'compaction_ns': 4_000_000, 'compaction_cpu_ns': 3_000_000,"
+        " 'tier_median_ns': {'none': 1000}}))\n"
+    )
+    driver.chmod(0o755)
+    wrapper = tmp_path / "go-driver"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {driver} "$@"\n')
+    wrapper.chmod(0o755)
+    (t,) = bs.bench_long_replays([path], repeat=2, go_driver=str(wrapper))
+    assert t.limit == pytest.approx(8.0) and "Go 4.00 ms wall (3.00 CPU), timed in this run" in t.notes
+    assert "prompts read" in t.notes and log.read_text().splitlines() == [str(path)] * 2
+
+
+def test_recorded_replay_without_a_system_message_gets_one() -> None:
+    """harness9's compactor leaves a history without a system message untouched: the replay of
+    such a session (Claude Code's) starts with the replay's system prompt, so it compacts."""
+    from h9eval.core.paths import recorded_dir
+    from h9eval.runs.replay import ReplayConfig
+
+    src = recorded_dir() / bs.RECORDED_LONG_REPLAYS[0][0]
+    if not src.exists():
+        pytest.skip("recorded sessions not present")
+    case = bs.recorded_replay_case(src, "cc")
+    first = [s["messages"][0] for s in case["input"]["steps"]]
+    assert all(m == {"role": "system", "content": ReplayConfig().system_prompt} for m in first)
+    tiers = {s["record"]["tier"] for s in run_case(case)["steps"]}
+    assert {"warn", "soft", "full", "emergency"} <= tiers
