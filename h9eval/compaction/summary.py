@@ -73,6 +73,7 @@ class SummaryRequest:
         "_conversation",
         "_prompt_template",
         "_serialize",
+        "_lazy_conversation",
     )
     system_prompt: str
     template: str
@@ -87,6 +88,7 @@ class SummaryRequest:
     _conversation: str | None
     _prompt_template: str | None
     _serialize: Callable[[Sequence[Message]], Sequence[str]] | None
+    _lazy_conversation: bool
 
     def __init__(
         self,
@@ -121,6 +123,7 @@ class SummaryRequest:
         setter(self, "_conversation", conversation)
         setter(self, "_prompt_template", prompt_template)
         setter(self, "_serialize", serialize)
+        setter(self, "_lazy_conversation", conversation is None)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"SummaryRequest is immutable: cannot set {name!r}")
@@ -132,6 +135,7 @@ class SummaryRequest:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         object.__setattr__(self, "_serialize", None)
+        object.__setattr__(self, "_lazy_conversation", False)  # a state from before the field: keep its texts
         for name, value in state.items():
             object.__setattr__(self, name, value)
 
@@ -155,6 +159,15 @@ class SummaryRequest:
             object.__setattr__(self, "_user_prompt", render_template(self._prompt_template, conv, prev))
         assert self._user_prompt is not None
         return self._user_prompt
+
+    def forget_texts(self) -> None:
+        """Drop the texts built on first use (read again, they are built again, equal): a call
+        log keeps its requests, and would otherwise keep every prompt of a run that a model
+        client read (each the size of a head). Texts given at construction are kept."""
+        if self._prompt_template is not None:
+            object.__setattr__(self, "_user_prompt", None)
+        if self._lazy_conversation:
+            object.__setattr__(self, "_conversation", None)
 
     @property
     def holds_text(self) -> bool:
@@ -356,6 +369,9 @@ def request_summary(
     except Exception as e:  # noqa: BLE001 - harness9 turns every provider error into the fallback
         call.error = f"{type(e).__name__}: {e}"
         return None
+    finally:
+        # the call log keeps the request: not the prompt a client built from it (a head's size)
+        request.forget_texts()
     call.input_tokens, call.output_tokens = reply.input_tokens, reply.output_tokens
     call.latency_s, call.cache_hit, call.cost_usd = reply.latency_s, reply.cache_hit, reply.cost_usd
     call.batched = reply.batched

@@ -184,15 +184,58 @@ def test_conversation_text_extends_the_previous_head_exactly(seed: int) -> None:
         assert extended > 0
 
 
+class _Watch:
+    """Whether a request holds its texts when the summarizer it wraps returns."""
+
+    summarizer_id = "watch"
+
+    def __init__(self, inner: ScriptedSummarizer) -> None:
+        self.inner, self.seen = inner, list[bool]()
+
+    def summarize(self, request: SummaryRequest) -> SummaryReply:
+        try:
+            return self.inner.summarize(request)
+        finally:
+            self.seen.append(request.holds_text)
+
+
 def test_a_scripted_summarizer_that_reads_prompts_builds_them_in_the_call() -> None:
-    """``read_prompts`` (the conformance timing's ``--read-prompts``): the prompts exist once the
-    call returns, as a model client's request builds them; failures and nil replies read them too."""
+    """``read_prompts`` (the conformance timing's ``--read-prompts``): the prompts exist when the
+    summarizer returns, as a model client's request builds them; failures and nil replies too.
+    The call log then forgets them (built again, equal, when read)."""
     history = _long_history()
     window = int(estimate_tokens(history) / 0.93)
     for read in (False, True):
         scripted = ScriptedSummarizer(["## Summary\nok", None], fail_on_calls=[3], read_prompts=read)
-        run = make_policy("progressive", context_window_tokens=window).start(CompactionEnv(summarizer=scripted, seed=0))
+        watch = _Watch(scripted)
+        run = make_policy("progressive", context_window_tokens=window).start(CompactionEnv(summarizer=watch, seed=0))
         for _ in range(3):
             run.compact(history)
-        assert len(scripted.calls) == 3
-        assert [c.holds_text for c in scripted.calls] == [read] * 3
+        assert len(scripted.calls) == 3 and watch.seen == [read] * 3
+        assert not any(c.holds_text for c in scripted.calls)
+        if read:
+            assert "[tool_result c0]: output 0" in scripted.calls[0].user_prompt
+
+
+def test_the_call_log_forgets_built_texts_but_keeps_given_ones() -> None:
+    """A request made from a head drops the prompt and conversation a client built once the call
+    is over (a long run would keep every prompt otherwise); read again they are equal. Texts
+    given at construction are the request's own: kept."""
+    history = _long_history()
+    window = int(estimate_tokens(history) / 0.93)
+    scripted = ScriptedSummarizer(["## Summary\nok"], read_prompts=True)
+    run = make_policy("progressive", context_window_tokens=window).start(CompactionEnv(summarizer=scripted, seed=0))
+    run.compact(history)
+    (req,) = scripted.calls
+    assert not req.holds_text
+    prompt, conv = req.user_prompt, req.conversation
+    assert conv in prompt and req.holds_text
+    req.forget_texts()
+    assert not req.holds_text and req.user_prompt == prompt and req.conversation == conv
+    given = summary_request(DEFAULT_PROMPTS, history[:3], "the text", "", None, ("user_intent",), 60.0)
+    assert given.user_prompt.endswith("the text")
+    given.forget_texts()
+    assert given.conversation == "the text" and given._conversation == "the text"  # noqa: SLF001
+    own = SummaryRequest(system_prompt="s", template="free_text", previous_compaction=None, user_prompt="u")
+    own.forget_texts()
+    assert own.user_prompt == "u" and own.holds_text
