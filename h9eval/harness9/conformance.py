@@ -351,8 +351,13 @@ def _progressive(inp: dict[str, Any], path: str, legacy: bool, timer: CaseTimer)
             run.set_last_summary(str(init.get("last_summary", "")))
             run.set_last_anchors(_anchors_in(init.get("last_anchors"), "input.config.initial_state.last_anchors", path))
         steps_out = []
+        # Each step's messages live until the case ends, as a session's history does (and as the
+        # Go driver keeps its inputs): freeing the previous step's whole history would otherwise
+        # fall inside the next compaction call (when the compactor lets go of it) and be timed.
+        inputs: list[list[Message]] = []
         for i, step in enumerate(inp["steps"]):
             ms = _msgs_in(step["messages"], f"input.steps[{i}].messages", path)
+            inputs.append(ms)
             snapshot = list(ms)
             n_calls = len(run.calls)
             op = step.get("op", "compact_with_record")

@@ -92,3 +92,59 @@ def test_read_prompts_changes_the_timing_not_the_results(shared: Path) -> None:
         text=True,
     )
     assert proc.returncode == 0 and proc.stdout.count('"compaction_cpu_ns"') == len(read.results)
+
+
+def test_no_step_input_is_freed_inside_a_timed_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A progressive case's step inputs live until the case ends (a session's history does; the
+    Go driver keeps its inputs): the compactor letting go of the previous step's history must not
+    free it inside the next, timed, call."""
+    import h9eval.harness9.conformance as conf
+    from h9eval.compaction.policies.progressive import ProgressiveRun
+    from h9eval.core.messages import Message
+
+    state = {"in_call": False, "freed_in_call": 0, "freed": 0}
+
+    class _Tracked(Message):
+        __slots__ = ()
+
+        def __del__(self) -> None:
+            state["freed"] += 1
+            state["freed_in_call"] += state["in_call"]
+
+    real_in, real_compact = conf._msgs_in, ProgressiveRun.compact
+
+    def tracked_in(*a: object) -> list[Message]:
+        return [_Tracked(m.role, m.content, m.tool_calls, m.tool_call_id, m.is_error) for m in real_in(*a)]
+
+    def timed_compact(self: ProgressiveRun, *a: object, **k: object) -> object:
+        state["in_call"] = True
+        try:
+            return real_compact(self, *a, **k)  # type: ignore[arg-type]
+        finally:
+            state["in_call"] = False
+
+    monkeypatch.setattr(conf, "_msgs_in", tracked_in)
+    monkeypatch.setattr(ProgressiveRun, "compact", timed_compact)
+    case = {
+        "kind": "progressive",
+        "name": "x",
+        "input": {
+            "config": {
+                "context_window": 60,
+                "warn_threshold": 0.6,
+                "soft_threshold": 0.7,
+                "full_threshold": 0.8,
+                "emergency_threshold": 0.95,
+                "min_tail_messages": 2,
+                "offloader": False,
+                "session_id": "s",
+            },
+            "summarizer": {"responses": ["## Summary\nok"] * 20},
+            "steps": [
+                {"messages": [{"role": "system", "content": "s"}] + [{"role": "user", "content": "x" * 30}] * n}
+                for n in range(1, 12)
+            ],
+        },
+    }
+    run_case(case)
+    assert state["freed"] > 0 and state["freed_in_call"] == 0
