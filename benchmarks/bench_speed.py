@@ -64,20 +64,21 @@ __all__ = [
 ]
 
 GO_REPLAY_MS = {
-    "replay-mini-w50k-t6": 11.31,
-    "replay-claude-code-8463c716": 21.97,
-    "replay-claude-code-ae4a77f8": 30.84,
-    "replay-mini-sqlfluff-1763": 3.64,
-    "replay-openhands-3f3d5850": 6.83,
-    "replay-openhands-6e578294": 3.22,
+    "replay-mini-w50k-t6": 11.84,
+    "replay-claude-code-8463c716": 27.27,
+    "replay-claude-code-ae4a77f8": 34.88,
+    "replay-mini-sqlfluff-1763": 4.97,
+    "replay-openhands-3f3d5850": 11.36,
+    "replay-openhands-6e578294": 4.63,
 }
-"""harness9's Go code on each long replay: wall ms inside its compaction calls, the median of 7
+"""harness9's Go code on each long replay: wall ms inside its compaction calls, the median of 9
 fresh processes, measured on 2026-12-02 on this 2-core machine, otherwise idle (load 0.5-0.8),
-alternating with h9eval's processes. The Go code: harness9's ``internal/memory`` package at the
-commits the spec names (progressive compactor 8dc290f6, the V2 line the cases pin), built with Go
-1.27.3 and a driver for the case format; it gave the Go-produced ``expected`` of all seven
-progressive reference cases exactly, the 88-step shared replay among them. Set
-:data:`GO_DRIVER_ENV` to time such a driver in the same run instead."""
+alternating with h9eval's processes (from run to run the machine's speed moved these by up to a
+third: a ratio is best read against Go timed in the same run). The Go code: harness9's
+``internal/memory`` package at the commits the spec names (progressive compactor 8dc290f6, the
+V2 line the cases pin), built with Go 1.27.3 and a driver for the case format; it gave the
+Go-produced ``expected`` of all seven progressive reference cases exactly, the 88-step shared
+replay among them. Set :data:`GO_DRIVER_ENV` to time such a driver in the same run instead."""
 GO_SHARED_REPLAY_MS = GO_REPLAY_MS["replay-mini-w50k-t6"]
 """The shared long replay's Go figure (the issue's was 25 ms, on a machine loaded by other jobs)."""
 GO_DRIVER_ENV = "H9EVAL_GO_DRIVER"
