@@ -38,7 +38,7 @@ from h9eval.core.history import common_prefix_len
 from h9eval.core.messages import Message
 from h9eval.probes.items import Item, task_items
 from h9eval.tasks.model import Task
-from h9eval.tasks.text import WORD_RUN, normalize, normalized_message, render_message
+from h9eval.tasks.text import WORD_RUN, WordPostings, normalize, normalized_message, render_message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -176,7 +176,7 @@ class RenderedView:  # built with rendered_view()
         # message's runs and each run's messages
         self._runs: list[set[str] | None] = [None, None]
         self._msg_runs: list[list[frozenset[str]] | None] = [None, None]
-        self._postings: list[dict[str, list[int]] | None] = [None, None]
+        self._postings: list[WordPostings | None] = [None, None]
         self._norm_starts: list[int] | None = None
         self._previous = previous
         if previous is not None:
@@ -246,12 +246,11 @@ class RenderedView:  # built with rendered_view()
         runs = _anchored_runs(value)
         if runs and self._indexed:
             postings = self._run_index(normalized)
-            lists = [postings.get(run) for run, _ in runs]
-            if any(p is None for p in lists):
+            found = postings.lists(run for run, _ in runs)
+            if found is None:
                 return -1
-            found = [p for p in lists if p is not None]  # all of them (typed for the checker)
             if space == "message":
-                return self._first_within_messages(value, found, start)
+                return self._first_within_messages(value, postings, [run for run, _ in runs], start)
             starts = self._norm_start_list() if normalized else self.starts
             start = max([start] + [starts[p[0]] - offset for p, (_, offset) in zip(found, runs)])
         elif runs and self._shared_end <= len(self.joined) // 2:
@@ -266,21 +265,17 @@ class RenderedView:  # built with rendered_view()
             return self._text.first_within(value, start)
         return _bounded(self.normalized if normalized else self.joined, value, start)
 
-    def _first_within_messages(self, value: str, postings: list[list[int]], start: int) -> int:
+    def _first_within_messages(self, value: str, postings: WordPostings, runs: list[str], start: int) -> int:
         """The first bounded ``value`` at or after ``start`` lying within one message, looked for only
-        in the messages having every one of its anchored runs (``postings``: each run's messages)."""
-        postings = sorted(postings, key=len)
-        base, others = postings[0], postings[1:]
+        in the messages having every one of its anchored ``runs``."""
         first = self._text.text_of(start) if start > 0 else 0
-        for j in base[bisect_left(base, first) :]:
-            if any((k := bisect_left(p, j)) == len(p) or p[k] != j for p in others):
-                continue
+        for j in postings.holding_all(runs, first):
             at = _bounded(self.texts[j], value, max(0, start - self.starts[j]))  # its ends are the joiner's
             if at >= 0:
                 return self.starts[j] + at
         return -1
 
-    def _run_index(self, normalized: bool) -> dict[str, list[int]]:
+    def _run_index(self, normalized: bool) -> WordPostings:
         """Each word run of the text and the messages having it, in order. The previous view's index is
         taken over and extended by the new messages, so a view that keeps growing is indexed once in
         all (a view rewritten in its middle keeps the one set of its runs instead)."""
@@ -298,15 +293,11 @@ class RenderedView:  # built with rendered_view()
         if prev is not None and before is not None and k == len(prev.messages):
             index = before  # shared whole: this view extends the previous one's index
             prev._postings[i] = None  # the previous view rebuilds its own if asked again
+            assert index.n == k  # its next message is this view's k-th
         else:
-            index, k = {}, 0
+            index, k = WordPostings(), 0
         for j in range(k, len(runs)):
-            for run in runs[j]:
-                p = index.get(run)
-                if p is None:
-                    index[run] = [j]
-                else:
-                    p.append(j)
+            index.add(runs[j])
         self._postings[i] = index
         return index
 

@@ -41,6 +41,7 @@ from h9eval.core.messages import Message
 
 __all__ = [
     "WORD_RUN",
+    "WordPostings",
     "ALL_ANCHOR_TYPES",
     "DEFAULT_FUZZY_THRESHOLD",
     "DEFAULT_FUZZY_MIN_CHARS",
@@ -165,6 +166,52 @@ def _is_word(c: str) -> bool:
 WORD_RUN = re.compile(r"\w+")
 r"""Maximal runs of word characters: ``\w`` matches exactly the characters :func:`_is_word` accepts
 (checked over every code point by the tests)."""
+
+
+class WordPostings:
+    """Each word run -> the messages holding it, in increasing order; messages are added in order
+    (:meth:`add`, numbered from 0). The one index of which messages may hold a word-bounded value:
+    a bounded occurrence of ``t`` puts each word run of ``t`` (:data:`WORD_RUN`) whole in the
+    message it lies in, so only the messages holding all of them can hold it."""
+
+    __slots__ = ("index", "n")
+
+    def __init__(self) -> None:
+        self.index: dict[str, list[int]] = {}
+        self.n = 0
+
+    def add(self, words: Iterable[str]) -> None:
+        """The next message's distinct word runs."""
+        d, index = self.n, self.index
+        for w in words:
+            hit = index.get(w)
+            if hit is None:
+                index[w] = [d]
+            else:
+                hit.append(d)
+        self.n = d + 1
+
+    def lists(self, runs: Iterable[str]) -> list[list[int]] | None:
+        """Each run's messages, or ``None`` when a run is in no message."""
+        out = []
+        for w in runs:
+            hit = self.index.get(w)
+            if hit is None:
+                return None
+            out.append(hit)
+        return out
+
+    def holding_all(self, runs: Iterable[str], first: int = 0) -> Iterator[int]:
+        """The messages from ``first`` on that hold every one of ``runs``, in order (all of them
+        when ``runs`` is empty is not offered: the caller searches the text instead)."""
+        lists = self.lists(set(runs))
+        if not lists:
+            return
+        lists.sort(key=len)
+        base, rest = lists[0], lists[1:]
+        for d in base[bisect_left(base, first) :]:
+            if all(_holds(p, d) for p in rest):
+                yield d
 
 
 def _bounded_occurrences(text: str, t: str, start: int = 0, end: int | None = None) -> Iterator[int]:
@@ -304,7 +351,7 @@ class TranscriptText:
         self._occ: dict[str, list[int]] = {}
         self._gram_end: dict[str, float] = {}
         self._fuzzy: dict[tuple[str, float], _FuzzyScan] = {}
-        self._postings: dict[str, list[int]] | None = None  # word -> messages holding it (message_count)
+        self._postings: WordPostings | None = None  # word -> messages holding it (message_count)
         self._scanned_chars = 0  # characters message_count has searched without the postings
 
     def occurrences(self, t: str) -> list[int]:
@@ -357,7 +404,7 @@ class TranscriptText:
         self._scanned_chars += start
         return n
 
-    def _index_words(self) -> dict[str, list[int]]:
+    def _index_words(self) -> WordPostings:
         """Each word (maximal run of word characters) -> the messages holding it, in order.
 
         A message's words are those of its whitespace-separated chunks (whitespace is never a word
@@ -365,39 +412,24 @@ class TranscriptText:
         than a regular-expression pass over the whole text."""
         text = self.text
         words_of: dict[str, tuple[str, ...]] = {}
-        postings: dict[str, list[int]] = {}
+        postings = WordPostings()
         start = 0
-        for d, end in enumerate(self.ends):
+        for end in self.ends:
             words: set[str] = set()
             for chunk in set(text[start:end].split()):
                 in_chunk = words_of.get(chunk)
                 if in_chunk is None:
                     in_chunk = words_of[chunk] = tuple(WORD_RUN.findall(chunk))
                 words.update(in_chunk)
-            for w in words:
-                hit = postings.get(w)
-                if hit is None:
-                    postings[w] = [d]
-                else:
-                    hit.append(d)
+            postings.add(words)
             start = end + 1
         return postings
 
     def _count_by_postings(self, t: str, runs: list[str], stop_above: float) -> int:
         assert self._postings is not None
-        lists = []
-        for w in set(runs):
-            hit = self._postings.get(w)
-            if hit is None:
-                return 0
-            lists.append(hit)
-        lists.sort(key=len)
-        first, rest = lists[0], lists[1:]
         text, ends = self.text, self.ends
         n = 0
-        for d in first:
-            if not all(_holds(p, d) for p in rest):
-                continue
+        for d in self._postings.holding_all(runs):
             start = ends[d - 1] + 1 if d else 0
             if next(_bounded_occurrences(text, t, start, ends[d]), None) is not None:
                 n += 1
