@@ -47,7 +47,6 @@ __all__ = [
     "bench_shared_replay",
     "recorded_replay_case",
     "long_replay_cases",
-    "time_case_cold",
     "compare_cold",
     "ReplayComparison",
     "GO_REPLAY_MS",
@@ -306,14 +305,6 @@ def _h9eval_env() -> dict[str, str]:
     return env
 
 
-def time_case_cold(path: Path, repeat: int, *, read_prompts: bool = False) -> ColdTiming:
-    """As :func:`time_case`, but each run in a fresh ``h9eval conformance --timing`` process
-    (as harness9's Go code is timed: nothing warm from an earlier session), with the bytecode
-    cache on (as installed); ``read_prompts``: the scripted summarizer reads every prompt."""
-    env = _h9eval_env()
-    return _cold_timing([_timing_line(_h9eval_cmd(path, read_prompts), env) for _ in range(repeat)])
-
-
 @dataclass(frozen=True)
 class ReplayComparison:
     """One long replay timed in fresh processes, the three kinds alternating round by round:
@@ -326,6 +317,9 @@ class ReplayComparison:
 
 
 def compare_cold(path: Path, repeat: int, go_driver: str | None = None) -> ReplayComparison:
+    """As :func:`time_case`, but each run in a fresh process (as harness9's Go code is timed:
+    nothing warm from an earlier session), h9eval's with the bytecode cache on (as installed):
+    ``h9eval conformance --timing``, the same with ``--read-prompts``, and ``go_driver``."""
     env = _h9eval_env()
     kinds: list[tuple[str, list[str], dict[str, str] | None]] = [
         ("port", _h9eval_cmd(path, False), env),

@@ -246,11 +246,11 @@ class RenderedView:  # built with rendered_view()
         runs = _anchored_runs(value)
         if runs and self._indexed:
             postings = self._run_index(normalized)
+            if space == "message":
+                return self._first_within_messages(value, postings, [run for run, _ in runs], start)
             found = postings.lists(run for run, _ in runs)
             if found is None:
                 return -1
-            if space == "message":
-                return self._first_within_messages(value, postings, [run for run, _ in runs], start)
             starts = self._norm_start_list() if normalized else self.starts
             start = max([start] + [starts[p[0]] - offset for p, (_, offset) in zip(found, runs)])
         elif runs and self._shared_end <= len(self.joined) // 2:

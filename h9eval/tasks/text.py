@@ -202,8 +202,9 @@ class WordPostings:
         return out
 
     def holding_all(self, runs: Iterable[str], first: int = 0) -> Iterator[int]:
-        """The messages from ``first`` on that hold every one of ``runs``, in order (all of them
-        when ``runs`` is empty is not offered: the caller searches the text instead)."""
+        """The messages from ``first`` on that hold every one of ``runs``, in order; none when a
+        run is in no message, or when ``runs`` is empty (a value without word runs is searched in
+        the text instead)."""
         lists = self.lists(set(runs))
         if not lists:
             return
