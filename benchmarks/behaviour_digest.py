@@ -1,6 +1,7 @@
 """Behaviour digests for speed work: what every registered policy produces, hashed.
 
-For each registered policy in both history modes, one ``run_task`` on a 300-turn synthetic task
+For each registered policy that runs on any task (not the provider-side ones, which replay their
+cassettes), in both history modes, one ``run_task`` on a 300-turn synthetic task
 (with a results folder, so the offloader and the session store run as in ``h9eval run``) at a
 window of a third of the task's uncompacted peak (so every compacting policy compacts); the
 digest covers the calls table, the compactions table (their timing columns aside) and the final
@@ -20,19 +21,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# Columns that measure time, not behaviour.
-_TIMING_COLUMNS = frozenset({"summarizer_latency_s", "duration_ns"})
+# Columns that measure time, or name the run, not behaviour (a run id's format is a naming rule).
+_SKIPPED_COLUMNS = frozenset({"summarizer_latency_s", "duration_ns", "run_id"})
 
 
 def _frame_digest(frame: Any, out_dir: str) -> str:
-    cols = [c for c in frame.columns if c not in _TIMING_COLUMNS]
+    cols = [c for c in frame.columns if c not in _SKIPPED_COLUMNS]
     text = frame[cols].to_json(orient="split", index=False, double_precision=10)
     return hashlib.sha256(text.replace(out_dir, "<out>").encode()).hexdigest()[:16]
 
 
 def digests(n_turns: int = 300, seed: int = 3, peak_frac: float = 0.33) -> dict[str, dict[str, str]]:
     """``{"<policy>/<mode>": {"calls": ..., "compactions": ..., "final_history": ...}}``."""
-    from h9eval.compaction.policies import registry
+    from h9eval.compaction.policies import task_independent_registry
+    from h9eval.core.errors import ConfigError
     from h9eval.core.messages import messages_to_json
     from h9eval.runs.run import run_task
     from h9eval.summarizers.offline import clear_caches
@@ -41,11 +43,15 @@ def digests(n_turns: int = 300, seed: int = 3, peak_frac: float = 0.33) -> dict[
     task = generate("long", seed=seed, n_turns=n_turns)
     out: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="h9eval-digest-") as tmp:
-        for policy in sorted(registry()):
+        for policy in sorted(task_independent_registry()):
             for mode in ("view", "write_back"):
                 clear_caches()
                 folder = str(Path(tmp) / f"{policy}-{mode}")
-                res = run_task(task, policy, history_mode=mode, window_peak_frac=peak_frac, out_dir=folder)[0]
+                try:
+                    res = run_task(task, policy, history_mode=mode, window_peak_frac=peak_frac, out_dir=folder)[0]
+                except ConfigError as e:  # a policy whose defaults cannot run at this window: its refusal is its digest
+                    out[f"{policy}/{mode}"] = {"refused": str(e).replace(folder, "<out>")}
+                    continue
                 hist = json.dumps(messages_to_json(res.final_history), sort_keys=True).replace(folder, "<out>")
                 out[f"{policy}/{mode}"] = {
                     "calls": _frame_digest(res.calls, folder),

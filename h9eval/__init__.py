@@ -42,7 +42,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _E
     from h9eval.harness9.session_store import SessionStore
     from h9eval.results.store import load_results
     from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
+    from h9eval.runs.execute import RunEnv, RunResult, execute
     from h9eval.runs.run import run_task
+    from h9eval.runs.world import run_world
+    from h9eval.runs.spec import RunSpec
     from h9eval.summarizers.registry import make_summarizer
     from h9eval.sweeps.estimate import estimate_sweep
     from h9eval.sweeps.sweep import sweep
@@ -91,6 +94,11 @@ _EXPORTS: dict[str, str] = {
     "ReplayResult": "h9eval.runs.replay",
     "replay": "h9eval.runs.replay",
     "run_task": "h9eval.runs.run",
+    "run_world": "h9eval.runs.world",
+    "RunSpec": "h9eval.runs.spec",
+    "RunEnv": "h9eval.runs.execute",
+    "RunResult": "h9eval.runs.execute",
+    "execute": "h9eval.runs.execute",
     "compare": "h9eval.analysis.compare",
     "write_report": "h9eval.analysis.report",
     "tune": "h9eval.tuning.tune",
@@ -175,6 +183,11 @@ __all__ = [
     "load_tasks_from_spec",
     "replay",
     "run_task",
+    "run_world",
+    "RunSpec",
+    "RunEnv",
+    "RunResult",
+    "execute",
     "estimate_tool_tokens",
     "compaction_record",
     "make_policy",

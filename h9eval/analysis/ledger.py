@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from h9eval.analysis.compare import config_labels
-from h9eval.analysis.ledger_page import write_ledger_page
+from h9eval.analysis.ledger_page import ledger_page_html, run_diffs, write_page
 from h9eval.analysis.metrics import bootstrap_ci
 from h9eval.analysis.report.model import Section
 from h9eval.core.paths import prepare_out_dir
@@ -293,7 +293,7 @@ def ledger_sections(
         for rid in _page_runs(res, max_pages):
             target = out / "ledger" / f"{cell_dir_name(rid)}.html"
             prepare_out_dir(target.parent, what="ledger pages folder")  # refuses a planted link
-            write_ledger_page(res.path, target, run_id=rid)
+            write_page(target, ledger_page_html(run_diffs(res, rid)))
             s.link(
                 f"ledger/{target.name}",
                 f"Diff view of {names.get(rid, rid)} ({where.get(rid, rid)}): "

@@ -1,13 +1,13 @@
-"""The diff view of one run: what each compaction took out of the view and what it cost.
+"""The diff view of one run: what each compaction took out of the view and what it cost, drawn from the
+run's stored tables (it runs nothing).
 
-:func:`replay_for_ledger` replays a run again (deterministically: a run folder from its
-manifest, a sweep cell from its manifest entry) keeping its views; :func:`compaction_diffs` is
-the DataFrame a notebook reads: for each compaction round (the run's own view rewrites, see
-:func:`h9eval.probes.ledger.events_from_replay`) the messages that left the view, the summary
-written, the anchors before and after the merge (where ``N/A`` erased a value the previous
-summary had), and the items that changed state, each LOST or STALE one with the first later
-call that used it again. :func:`write_ledger_page` renders it as one HTML page
-(``h9eval ledger RUN_DIR``).
+A run with the ledger on stores, beside its ``ledger`` table, its ``diffs`` table (:mod:`h9eval.probes.diffs`):
+for each compaction round the messages that left the view, the summary written, the anchors before and
+after the merge (where ``N/A`` erased a value the previous summary had), and the items that changed state,
+each LOST or STALE one with the first later call that used it again. :func:`load_diffs` reads them for a
+run folder (``h9eval run --out``, a replay's or an episode's) or a sweep cell; :func:`ledger_page_html`
+renders one page and :func:`write_ledger_page` writes it (``h9eval ledger RUN_DIR``). A folder written
+before the diffs table existed shows its ledger's items per round without what left each view.
 """
 
 from __future__ import annotations
@@ -15,225 +15,200 @@ from __future__ import annotations
 import html
 import json
 import os
-import tempfile
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from h9eval.compaction.anchors import (
-    ANCHOR_TYPES,
-    COMPACTION_MARKER,
-    EXTRA_ANCHOR_TYPES,
-    is_no_information,
-    parse_anchors_and_summary,
-)
-from h9eval.closedloop.agents import make_agent
-from h9eval.closedloop.episode import Episode, StressSettings, run_episode
-from h9eval.closedloop.ledger import episode_ledger, first_touches
-from h9eval.closedloop.worlds import make_world
-from h9eval.compaction.policies import make_policy
 from h9eval.core.errors import ConfigError, FormatError
-from h9eval.core.messages import Message
 from h9eval.core.paths import refuse_symlink, write_text_atomic
+from h9eval.probes.diffs import item_changes
 from h9eval.results.io import read_table
-from h9eval.results.store import cell_dir_name
-from h9eval.results.tables import ledger_table
-from h9eval.runs.replay import ReplayConfig, ReplayResult, replay
-from h9eval.summarizers.registry import build_summarizer
-from h9eval.sweeps.cells import Cell
-from h9eval.sweeps.worker import replay_cell, run_episode_cell
-from h9eval.tasks import load_tasks_from_spec
+from h9eval.results.schema import MANIFEST, MARKER
+from h9eval.results.store import Results, cell_dir_name
+from h9eval.results.tables import decode_diffs
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["compaction_diffs", "episode_diffs", "episode_for_ledger", "replay_for_ledger", "write_ledger_page"]
-
-_PREVIEW_CHARS = 160
-_ALL_ANCHORS = (*ANCHOR_TYPES, *EXTRA_ANCHOR_TYPES)
+__all__ = ["RunDiffs", "ledger_page_html", "load_diffs", "run_diffs", "write_ledger_page"]
 
 
-def _task_spec(source: dict[str, Any]) -> str:
-    kind = source.get("kind")
-    if kind == "synthetic":
-        return f"synthetic:{source['preset']}:{source['seed']}"
-    if kind == "dataset":
-        return f"dataset:{source['path']}"
-    if kind == "harness9_db":
-        return f"{source['path']}#{source['session']}"
-    return str(source["path"])
+@dataclass(frozen=True, kw_only=True)
+class RunDiffs:
+    """One run's ledger and diffs, and what the page says about the run."""
+
+    run_id: str
+    ledger: pd.DataFrame
+    diffs: pd.DataFrame
+    """Decoded (:func:`~h9eval.results.tables.decode_diffs`): one row per compaction round; from the
+    ledger alone (no ``left``, ``summary`` or anchors) for a folder written before the diffs table."""
+    about: str
+    """The run in one HTML line (escaped)."""
+    episode: bool
+    stored: bool
+    """The diffs came from the stored table (``False``: rebuilt from the ledger alone)."""
 
 
-def replay_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) -> ReplayResult:
-    """Replay a run again with its views kept: ``path`` is a run folder (``h9eval run --out``) or
-    a sweep folder with ``run_id`` naming one of its replay cells."""
-    folder = Path(path)
-    mpath = folder / "manifest.json"
-    if not mpath.is_file():
-        raise FormatError("no manifest.json: not an h9eval run or sweep folder", path=str(folder))
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise FormatError(f"cannot read the manifest ({e})", path=str(mpath)) from None
-    if manifest.get("kind") == "sweep":
-        cells = {c.get("run_id"): c for c in manifest.get("cells", [])}
-        if run_id is None or run_id not in cells:
-            some = ", ".join(list(cells)[:3])
-            raise ConfigError(f"{folder}: a sweep folder needs --run-id naming one of its cells (e.g. {some})")
-        entry = cells[run_id]
-        if entry.get("cell_kind", "replay") != "replay":
-            raise ConfigError(f"{run_id}: a closed-loop episode is not replayed (episode_for_ledger runs it again)")
-        cell = Cell.from_dict(entry)
-        with tempfile.TemporaryDirectory(prefix="h9eval-ledger-") as work:
-            return replay_cell(cell, offload_root=work, keep_views=True)
-    if manifest.get("kind") != "run":
-        raise FormatError(f"manifest kind {manifest.get('kind')!r}; expected 'run' or 'sweep'", path=str(mpath))
-    tasks = [
-        t
-        for t in load_tasks_from_spec(_task_spec(manifest["task"]["source"]))
-        if t.task_id == manifest["task"]["task_id"]
-    ]
-    if not tasks:
-        raise FormatError(f"task {manifest['task']['task_id']!r} not found at its source again", path=str(mpath))
-    policy = make_policy(manifest["policy"]["kind"], **manifest["policy"]["params"])
-    # billing never changes a view: the replay bills with the defaults (the manifest holds the
-    # run's billing as plain data, which the page does not need)
-    replay_d = {k: v for k, v in manifest["replay"].items() if k != "billing"}
-    cfg = ReplayConfig(**{**replay_d, "keep_views": True})
-    summarizer = _summarizer(manifest.get("summarizer"), mpath)
-    with tempfile.TemporaryDirectory(prefix="h9eval-ledger-") as work:
-        return replay(
-            tasks[0],
-            policy,
-            summarizer=summarizer,
-            config=cfg,
-            run_id=manifest["run_id"],
-            offload_root=work,
-            ledger=True,
-        )
+def _read(path: Path, table: str) -> pd.DataFrame | None:
+    return read_table(path, table) if path.is_file() else None
 
 
-def _summarizer(summarizer_id: str | None, where: Path) -> Any:
-    """The run's summarizer again from its id (``offline/v2{params}``); a model summarizer is not
-    called again (its replies would cost money and could differ): its page needs an offline one."""
-    if summarizer_id is None:
-        return None
-    name, _, rest = summarizer_id.partition("/")
-    if not name.startswith("offline"):
-        raise ConfigError(
-            f"{where}: the ledger page replays the run, and only offline summarizers are replayed "
-            f"(this run used {name!r})"
-        )
-    params = json.loads(rest[rest.index("{") :]) if "{" in rest else {}
-    return build_summarizer(name, **params)
-
-
-def _key(m: Message) -> tuple[str, str, str]:
-    return (m.role, m.tool_call_id, m.content)
-
-
-def _preview(m: Message) -> str:
-    text = " ".join(m.content.split())
-    calls = "; ".join(f"{tc.name}({tc.arguments[:60]})" for tc in m.tool_calls)
-    body = text[:_PREVIEW_CHARS] + ("…" if len(text) > _PREVIEW_CHARS else "")
-    return f"[{m.role}] {body}" + (f" {{calls: {calls}}}" if calls else "")
-
-
-def _summary_of(view: Sequence[Message]) -> str | None:
-    for m in view:
-        if COMPACTION_MARKER in m.content:
-            return m.content
-    return None
-
-
-def _anchors(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    anchors, _ = parse_anchors_and_summary(text, _ALL_ANCHORS)
-    return {a.type: a.content for a in anchors}
-
-
-def compaction_diffs(result: ReplayResult) -> pd.DataFrame:
-    """One row per compaction round of ``result`` (which must hold its views and ledger):
-    ``round``, ``call_index``, ``tier_name``, ``left`` (previews of the messages that left the
-    view), ``n_left``, ``summary`` (the summary in this view when it is new, else ``None``),
-    ``anchors_before``/``anchors_after`` (type -> text), ``na_erased`` (anchor types that had a
-    value and now read N/A), ``lost``/``stale``/``degraded``/``recovered`` (item values whose state
-    changed to that since the previous round), ``used_later`` (value -> first later call) and
-    ``touched`` (value -> what that call did; closed-loop episodes only, see :func:`episode_diffs`)."""
-    if result.views is None or result.ledger is None:
-        raise ConfigError("compaction_diffs needs a replay with keep_views and the ledger (replay_for_ledger)")
-    return _diffs(result.views, result.ledger, {})
-
-
-def episode_diffs(episode: Episode, ledger: pd.DataFrame) -> pd.DataFrame:
-    """:func:`compaction_diffs` of a closed-loop episode (its views and its ledger rows,
-    :func:`h9eval.closedloop.ledger.episode_ledger`); ``touched`` says what the first later action
-    that touched each lost item did, as the world saw it (a rule broken, a re-read, a redone step)."""
-    touches = first_touches(episode)
-    described = {(item, t.call_index): f"{t.kind}: {t.detail}" for item, ts in touches.items() for t in ts}
-    return _diffs(episode.views, ledger, described)
-
-
-def _diffs(
-    views: Sequence[Sequence[Message]], ledger: pd.DataFrame, described: dict[tuple[str, int], str]
-) -> pd.DataFrame:
+def _diffs_of(run_id: str, ledger: pd.DataFrame, diffs: pd.DataFrame | None) -> tuple[pd.DataFrame, bool]:
+    """The run's decoded diffs: the stored rows (``diffs`` is the stored table, ``None`` when the folder
+    predates it), else the item changes of its ledger alone."""
     import pandas as pd
 
-    led = ledger[ledger["basis"] == "compaction"]
-    rows = []
-    previous_state: dict[str, str] = {}
-    for rnd, g in led.groupby("round", sort=True):
-        call = int(g["call_index"].iloc[0])
-        view = views[call]
-        prev = views[call - 1] if call > 0 else ()
-        now = Counter(_key(m) for m in view)
-        left = []
-        for m in prev:
-            k = _key(m)
-            if now[k] > 0:
-                now[k] -= 1
-            else:
-                left.append(_preview(m))
-        before, after = _summary_of(prev), _summary_of(view)
-        a_before, a_after = _anchors(before), _anchors(after)
-        erased = [
-            t
-            for t, v in a_after.items()
-            if is_no_information(v) and not is_no_information(a_before.get(t, "")) and t in a_before
-        ]
-        changed: dict[str, list[str]] = {"lost": [], "stale": [], "degraded": [], "recovered": []}
-        used: dict[str, int] = {}
-        touched: dict[str, str] = {}
-        for r in g.itertuples(index=False):
-            old = previous_state.get(r.item_id, "PRESERVED")
-            if r.state != old:
-                key = "recovered" if r.state == "PRESERVED" else r.state.lower()
-                changed[key].append(f"{r.item_type}: {r.value}")
-                if r.state in ("LOST", "STALE") and not pd.isna(r.next_use_call):
-                    used[f"{r.item_type}: {r.value}"] = int(r.next_use_call)
-                    what = described.get((r.item_id, int(r.next_use_call)))
-                    if what is not None:
-                        touched[f"{r.item_type}: {r.value}"] = what
-            previous_state[r.item_id] = r.state
-        rows.append(
-            {
-                "round": int(rnd),
-                "call_index": call,
-                "tier_name": str(g["tier_name"].iloc[0]),
-                "n_left": len(left),
-                "left": left,
-                "summary": after if after != before else None,
-                "anchors_before": a_before,
-                "anchors_after": a_after,
-                "na_erased": erased,
-                **changed,
-                "used_later": used,
-                "touched": touched,
-            }
+    if diffs is not None:
+        return decode_diffs(diffs[diffs["run_id"] == run_id]).reset_index(drop=True), True
+    rows = [{"run_id": run_id, **r} for r in item_changes(ledger[ledger["run_id"] == run_id])]
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run_id",
+            "round",
+            "call_index",
+            "tier_name",
+            "lost",
+            "stale",
+            "degraded",
+            "recovered",
+            "used_later",
+            "touched",
+        ],
+    ), False
+
+
+def _episode_about(row: Mapping[str, Any]) -> str:
+    ok = bool(row["success"]) if row["success"] is not None and str(row["success"]) != "<NA>" else False
+    verdict = "succeeded" if ok else "failed: " + html.escape(str(row.get("failure") or row.get("terminated_by") or ""))
+    return (
+        f"<b>Episode</b> {html.escape(str(row['run_id']))}<br><b>World</b> {html.escape(str(row['world_kind']))} "
+        f"seed {html.escape(str(row['seed']))}, agent {html.escape(str(row['agent_id']))} ({verdict})<br>"
+        f"<b>Policy</b> {html.escape(str(row['policy_kind']))}, {html.escape(str(row['history_mode']))} mode, "
+        f"window {int(row['context_window_tokens']):,} tokens"
+    )
+
+
+def _replay_about(run_id: str, policy: str, mode: str, window: int | None) -> str:
+    w = f"{window:,} tokens" if window is not None else "unknown"
+    return (
+        f"<b>Run</b> {html.escape(run_id)}<br><b>Policy</b> {html.escape(policy)}, {html.escape(mode)} mode, window {w}"
+    )
+
+
+def _window(calls: pd.DataFrame | None, run_id: str) -> int | None:
+    if calls is None or not len(calls):
+        return None
+    mine = calls[calls["run_id"] == run_id]
+    return int(mine["context_window_tokens"].iloc[0]) if len(mine) else None
+
+
+def run_diffs(res: Results, run_id: str) -> RunDiffs:
+    """The diffs of one run of a loaded sweep (its stored tables).
+
+    Args:
+        res: the sweep's results (:func:`~h9eval.results.store.load_results`).
+        run_id: one of its runs.
+
+    Returns:
+        The run's :class:`RunDiffs`.
+    """
+    runs = res.runs[res.runs["run_id"] == run_id]
+    if not len(runs):
+        some = ", ".join(list(res.runs["run_id"])[:3])
+        raise ConfigError(f"{res.path}: no run {run_id!r} (e.g. {some})")
+    ledger = res.ledger[res.ledger["run_id"] == run_id]
+    # a sweep written before the diffs table has none at all, while its ledger has compaction rounds
+    has_rounds = bool((res.ledger["basis"] == "compaction").any()) if len(res.ledger) else False
+    diffs, stored = _diffs_of(run_id, ledger, res.diffs if len(res.diffs) or not has_rounds else None)
+    ep = res.episodes[res.episodes["run_id"] == run_id] if len(res.episodes) else res.episodes
+    if len(ep):
+        about = _episode_about(ep.iloc[0].to_dict())
+    else:
+        row = runs.iloc[0]
+        about = _replay_about(run_id, str(row["policy_kind"]), str(row["history_mode"]), _window(res.calls, run_id))
+    return RunDiffs(run_id=run_id, ledger=ledger, diffs=diffs, about=about, episode=bool(len(ep)), stored=stored)
+
+
+def _manifest(folder: Path) -> dict[str, Any] | None:
+    p = folder / MANIFEST
+    if not p.is_file():
+        return None
+    try:
+        m = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise FormatError(f"cannot read the manifest ({e})", path=str(p)) from None
+    if not isinstance(m, dict):
+        raise FormatError("not an h9eval manifest (expected a JSON object)", path=str(p))
+    return m
+
+
+def load_diffs(path: str | os.PathLike[str], run_id: str | None = None) -> RunDiffs:
+    """The diffs of a run from its folder: a run folder (``h9eval run --out``: a replay's or an
+    episode's), or a sweep folder with ``run_id`` naming one of its cells (read from that cell's own
+    tables, not the whole sweep's).
+
+    Args:
+        path: the folder.
+        run_id: the sweep cell (a sweep folder only).
+
+    Returns:
+        The run's :class:`RunDiffs`.
+
+    Raises:
+        FormatError: not a run or sweep folder, or its tables are unreadable.
+        ConfigError: a sweep folder without a ``run_id`` of its cells.
+    """
+    folder = Path(path)
+    m = _manifest(folder)
+    if m is not None and m.get("kind") == "sweep":
+        cells = {c.get("run_id"): c for c in m.get("cells", []) if isinstance(c, Mapping)}
+        if run_id is None or run_id not in cells:
+            some = ", ".join(str(k) for k in list(cells)[:3])
+            raise ConfigError(f"{folder}: a sweep folder needs --run-id naming one of its cells (e.g. {some})")
+        folder = folder / "cells" / cell_dir_name(run_id)
+        if not (folder / MARKER).is_file():
+            raise FormatError(f"cell {run_id!r} has not finished (no {MARKER})", path=str(folder))
+        row = read_table(folder / MARKER, "runs").iloc[0]
+        if str(row["status"]) != "ok":
+            raise ConfigError(f"cell {run_id!r} failed ({row['error']}): it has no ledger")
+    elif m is None and not (folder / "episode.json").is_file():
+        raise FormatError("no manifest.json: not an h9eval run or sweep folder", path=str(folder))
+    ledger = _read(folder / "ledger.parquet", "ledger")
+    if ledger is None:
+        raise FormatError("no ledger.parquet: the run was made without its ledger (ledger=False)", path=str(folder))
+    rid = str(ledger["run_id"].iloc[0]) if len(ledger) else (run_id or str((m or {}).get("run_id", "")))
+    diffs, stored = _diffs_of(rid, ledger, _read(folder / "diffs.parquet", "diffs"))
+    episodes = _read(folder / "episodes.parquet", "episodes")
+    if episodes is not None and len(episodes):
+        row = episodes.iloc[0].to_dict()
+        return RunDiffs(
+            run_id=str(row["run_id"]),
+            ledger=ledger,
+            diffs=diffs,
+            about=_episode_about(row),
+            episode=True,
+            stored=stored,
         )
-    return pd.DataFrame(rows)
+    if m is not None and m.get("kind") == "sweep":
+        about = _replay_about(
+            rid,
+            str(row["policy_kind"]),
+            str(row["history_mode"]),
+            _window(_read(folder / "calls.parquet", "calls"), rid),
+        )
+    else:
+        mm = m or {}
+        replay_cfg = mm.get("replay") or {}
+        policy = (mm.get("policy") or {}).get("kind", "?")
+        about = _replay_about(
+            str(mm.get("run_id", rid)),
+            str(policy),
+            str(replay_cfg.get("history_mode", "?")),
+            _window(_read(folder / "calls.parquet", "calls"), rid),
+        )
+    return RunDiffs(run_id=rid, ledger=ledger, diffs=diffs, about=about, episode=False, stored=stored)
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}
@@ -248,7 +223,7 @@ ul{margin:.3em 0 .3em 1.2em;padding:0} li{margin:.1em 0}"""
 def _ul(items: Sequence[str], cls: str = "") -> str:
     if not items:
         return "<p><i>none</i></p>"
-    return "<ul>" + "".join(f'<li class="{cls}">{html.escape(x)}</li>' for x in items) + "</ul>"
+    return "<ul>" + "".join(f'<li class="{html.escape(cls)}">{html.escape(x)}</li>' for x in items) + "</ul>"
 
 
 def _then(item: str, r: Any, later: str) -> str:
@@ -259,88 +234,17 @@ def _then(item: str, r: Any, later: str) -> str:
     return f"{item} ({later} {r.used_later[item]}" + (f": {what})" if what else ")")
 
 
-def _is_episode(folder: Path, run_id: str | None) -> bool:
-    """A closed-loop episode: a sweep's episode cell, or a world run folder (``run --world --out``)."""
-    mpath = folder / "manifest.json"
-    if not mpath.is_file():
-        return (folder / "episode.json").is_file()
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False  # replay_for_ledger names the problem
-    cells = {c.get("run_id"): c for c in manifest.get("cells", [])} if manifest.get("kind") == "sweep" else {}
-    return cells.get(run_id, {}).get("cell_kind") == "episode"
+def ledger_page_html(run: RunDiffs) -> str:
+    """The diff view of one run as a self-contained HTML page (every value escaped).
 
+    Args:
+        run: the run's :class:`RunDiffs`.
 
-def episode_for_ledger(path: str | os.PathLike[str], run_id: str | None = None) -> tuple[Episode, str, str]:
-    """A closed-loop episode run again, with its views: ``(episode, run_id, task_id)``. ``path`` is a
-    sweep folder with ``run_id`` naming one of its episode cells, or a world run folder (``h9eval run
-    --world ... --out``, from its ``episode.json``). Only an agent that acts the same again is rerun
-    (the scripted agent; a live agent from its cassette in a sweep)."""
-    folder = Path(path)
-    if (folder / "manifest.json").is_file():
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        entry = {c.get("run_id"): c for c in manifest.get("cells", [])}[run_id]
-        cell = Cell.from_dict(entry)
-        if not cell.agent.startswith("scripted") and "cassette=" not in cell.agent:
-            raise ConfigError(
-                f"{run_id}: the ledger page runs the episode again, which a live agent does only from "
-                f"a cassette (agent {cell.agent!r})"
-            )
-        return run_episode_cell(cell), str(cell.run_id), str(cell.task_id)
-    jpath = folder / "episode.json"
-    try:
-        d = json.loads(jpath.read_text(encoding="utf-8"))
-        summary, cfg = d["summary"], dict(d["config"])
-        row = read_table(folder / "episodes.parquet", "episodes").iloc[0]
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        raise FormatError(f"cannot read the episode ({type(e).__name__}: {e})", path=str(jpath)) from None
-    if not str(summary["agent_id"]).startswith("scripted"):
-        raise ConfigError(
-            f"{folder}: the ledger page runs the episode again, which only the scripted agent does "
-            f"offline (this one used {summary['agent_id']!r})"
-        )
-    stress = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.pop("stress", {}).items()}
-    ep = run_episode(
-        make_world(summary["world_kind"], **json.loads(summary["world_params"])),
-        make_agent(summary["agent_id"]),
-        make_policy(summary["policy_kind"], **d["policy_params"]),
-        seed=int(summary["seed"]),
-        summarizer=_summarizer(summary["summarizer_id"] or None, jpath),
-        stress=StressSettings(**stress),
-        **cfg,
-    )
-    return ep, str(row["run_id"]), str(row["task_id"])
-
-
-def write_ledger_page(
-    path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *, run_id: str | None = None
-) -> Path:
-    """Replay the run (see :func:`replay_for_ledger`; a closed-loop episode runs again, see
-    :func:`episode_for_ledger`) and write its diff view as one HTML page: ``out`` (default
-    ``<run folder>/ledger.html``, or ``ledger-<cell>.html`` in a sweep folder)."""
-    if _is_episode(Path(path), run_id):
-        ep, rid, task_id = episode_for_ledger(path, run_id)
-        ledger = ledger_table(episode_ledger(ep, run_id=rid, task_id=task_id))
-        diffs = episode_diffs(ep, ledger)
-        verdict = "succeeded" if ep.success else "failed: " + html.escape(ep.outcome.failure or ep.terminated_by)
-        about = (
-            f"<b>Episode</b> {html.escape(rid)}<br><b>World</b> {html.escape(ep.world_kind)} seed {ep.seed}, "
-            f"agent {html.escape(ep.agent_id)} ({verdict})<br>"
-            f"<b>Policy</b> {html.escape(ep.policy_kind)}, {html.escape(ep.config.history_mode)} mode, window "
-            f"{ep.context_window_tokens:,} tokens"
-        )
-        later = "touched at call"
-    else:
-        res = replay_for_ledger(path, run_id)
-        diffs = compaction_diffs(res)
-        assert res.ledger is not None
-        ledger, rid = res.ledger, res.run_id
-        about = (
-            f"<b>Run</b> {html.escape(res.run_id)}<br><b>Policy</b> {html.escape(res.policy_kind)}, "
-            f"{html.escape(res.config.history_mode)} mode, window {res.context_window_tokens:,} tokens"
-        )
-        later = "used again at call"
+    Returns:
+        The page.
+    """
+    diffs, ledger = run.diffs, run.ledger
+    later = "touched at call" if run.episode else "used again at call"
     fill = ledger[(ledger["basis"] == "fill") & ~ledger["pinned"].astype(bool)]
     by_type = (
         fill.pivot_table(
@@ -354,9 +258,9 @@ def write_ledger_page(
         else None
     )
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Ledger {html.escape(rid)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Ledger {html.escape(run.run_id)}</title>"
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>What each compaction kept and lost</h1><p>{about}; {len(diffs)} compaction rounds shown (the "
+        f"<h1>What each compaction kept and lost</h1><p>{run.about}; {len(diffs)} compaction rounds shown (the "
         f"first {len(diffs)} view rewrites).</p>",
         "<p>An item is PRESERVED only when its exact value is in the view; DEGRADED when part of it is (a "
         "file name without its path, digits without their prefix or unit); STALE when an older value "
@@ -364,6 +268,11 @@ def write_ledger_page(
         "message are left out. The summarizer is the offline extractive stand-in unless the run used a "
         "model.</p>",
     ]
+    if not run.stored:
+        parts.append(
+            "<p><i>This run was recorded before runs stored what left each view: the rounds below list the "
+            "items that changed state; run it again for the messages, summaries and anchors.</i></p>"
+        )
     if by_type is not None:
         parts.append(
             "<h2>Items kept exactly after each window fill</h2><p>Round k: the first call after the "
@@ -372,40 +281,70 @@ def write_ledger_page(
         )
     parts.append("<h2>Compaction rounds</h2>")
     for r in diffs.itertuples(index=False):
+        n_left = int(getattr(r, "n_left", 0) or 0)
+        left = list(getattr(r, "left", []) or [])
         head = (
-            f"Round {r.round}: call {r.call_index}, tier {html.escape(r.tier_name)}; {r.n_left} messages left "
-            f"the view; lost {len(r.lost)}, stale {len(r.stale)}, degraded {len(r.degraded)}, recovered "
+            f"Round {int(r.round)}: call {int(r.call_index)}, tier {html.escape(str(r.tier_name))}; {n_left} messages "
+            f"left the view; lost {len(r.lost)}, stale {len(r.stale)}, degraded {len(r.degraded)}, recovered "
             f"{len(r.recovered)}"
         )
-        body = [
-            f"<h4>Left the view ({r.n_left})</h4>",
-            _ul(r.left[:40] + ([f"… {len(r.left) - 40} more"] if len(r.left) > 40 else [])),
-        ]
+        body = []
+        if run.stored:
+            body += [
+                f"<h4>Left the view ({n_left})</h4>",
+                _ul(left + ([f"… {n_left - len(left)} more"] if n_left > len(left) else [])),
+            ]
         body.append("<h4>Items that changed state</h4>")
         for state, items in (("lost", r.lost), ("stale", r.stale)):
             body.append(f"<p class='{state}'>{state.upper()}</p>" + _ul([_then(x, r, later) for x in items], state))
         body.append("<p>DEGRADED</p>" + _ul(r.degraded) + "<p class='ok'>RECOVERED</p>" + _ul(r.recovered, "ok"))
-        if r.anchors_after:
+        after = getattr(r, "anchors_after", None) or {}
+        if after:
+            before = getattr(r, "anchors_before", None) or {}
+            erased = set(getattr(r, "na_erased", None) or ())
             rows = "".join(
-                f"<tr><td>{html.escape(t)}</td><td>{html.escape(r.anchors_before.get(t, ''))}</td>"
-                f"<td>{html.escape(r.anchors_after.get(t, ''))}</td><td class='lost'>"
-                f"{'N/A erased a known value' if t in r.na_erased else ''}</td></tr>"
-                for t in r.anchors_after
+                f"<tr><td>{html.escape(t)}</td><td>{html.escape(before.get(t, ''))}</td>"
+                f"<td>{html.escape(after.get(t, ''))}</td><td class='lost'>"
+                f"{'N/A erased a known value' if t in erased else ''}</td></tr>"
+                for t in after
             )
             body.append(
                 "<h4>Anchors before and after the merge</h4><table><tr><th>anchor</th><th>before</th>"
                 f"<th>after</th><th></th></tr>{rows}</table>"
             )
-        if isinstance(r.summary, str) and r.summary:
-            body.append(f"<h4>Summary written</h4><pre>{html.escape(r.summary)}</pre>")
+        summary = getattr(r, "summary", None)
+        if isinstance(summary, str) and summary:
+            body.append(f"<h4>Summary written</h4><pre>{html.escape(summary)}</pre>")
         parts.append(f"<details><summary>{head}</summary>{''.join(body)}</details>")
     parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_ledger_page(
+    path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *, run_id: str | None = None
+) -> Path:
+    """Write the diff view of one run (:func:`load_diffs`) as one HTML page.
+
+    Args:
+        path: a run folder, or a sweep folder with ``run_id``.
+        out: the page (default ``<run folder>/ledger.html``, or ``ledger-<cell>.html`` in a sweep folder).
+        run_id: the sweep cell.
+
+    Returns:
+        The page's path.
+    """
+    page = ledger_page_html(load_diffs(path, run_id))
     folder = Path(path)
     target = (
         Path(out)
         if out is not None
         else folder / ("ledger.html" if run_id is None else f"ledger-{cell_dir_name(run_id)}.html")
     )
+    return write_page(target, page)
+
+
+def write_page(target: Path, page: str) -> Path:
+    """Write a rendered page (refusing a planted link at its path)."""
     refuse_symlink(target, what="ledger page")
-    write_text_atomic(target, "".join(parts))
+    write_text_atomic(target, page)
     return target

@@ -1,5 +1,6 @@
-"""``h9eval run``: replay one task through one policy and write its results, or (``--world``) run
-one closed-loop episode of a world with an agent (:func:`h9eval.closedloop.run.run_world`)."""
+"""``h9eval run``: replay one task through one policy and write its results (:func:`h9eval.runs.run.run_task`),
+or (``--world``) run one closed-loop episode of a world with an agent (:func:`h9eval.runs.world.run_world`).
+Both build the run's :class:`~h9eval.runs.spec.RunSpec` and run it with :func:`~h9eval.runs.execute.execute`."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
 from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, MAX_RETRIES_LIMIT, CallLimits
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
-from h9eval.runs.run import fallback_warning, run_task
+from h9eval.runs.execute import fallback_warning
+from h9eval.runs.run import run_task
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,9 +105,10 @@ def call_limits(args: argparse.Namespace) -> CallLimits | None:
     return CallLimits(**given)
 
 
-#: the closed loop's modules, imported for ``--world`` only: worlds, agents and their patterns are a
+#: the closed loop's worlds, imported for ``--world`` only: worlds, agents and their patterns are a
 #: tenth of a 10-call task run's CPU
-_CLOSED_LOOP = {"run": "h9eval.closedloop.run", "worlds": "h9eval.closedloop.worlds"}
+_WORLDS = "h9eval.closedloop.worlds"
+_WORLD_RUNS = "h9eval.runs.world"
 
 
 class _WorldOption(argparse.Action):
@@ -117,7 +120,7 @@ class _WorldOption(argparse.Action):
 
     @property  # type: ignore[override]
     def help(self) -> str:
-        kinds = importlib.import_module(_CLOSED_LOOP["worlds"]).world_registry()
+        kinds = importlib.import_module(_WORLDS).world_registry()
         return f"closed loop instead of a task: KIND:SEED ({', '.join(kinds)})"
 
     @help.setter
@@ -135,9 +138,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--world", default=None, action=_WorldOption)
     p.add_argument(
         "--scale",
-        default="",
-        choices=["", "default"],
-        help="with --world: default = the family's default scale (parameters, window, step budget)",
+        default="small",
+        choices=["small", "default"],  # h9eval.runs.world.SCALES, not imported for a task run
+        help="with --world: small (default: the parameters as given) or default (the family's default scale: "
+        "its parameters, window and step budget)",
     )
     p.add_argument(
         "--agent",
@@ -265,18 +269,18 @@ def _run(args: argparse.Namespace) -> int:
     )
     all_fell_back = False
     for r in results:
-        s = r.summary()
-        print(f"run {s['run_id']} -> {r.out_dir}")
+        s = {"task_id": r.task_id, "policy": r.spec.policy.kind, "history_mode": r.spec.history_mode}
+        s.update(r.summary.shown())
+        print(f"run {r.run_id} -> {r.out_dir}")
         for k, v in s.items():
-            if k != "run_id":
-                unknown = v is None or (isinstance(v, float) and math.isnan(v))
-                print(f"  {k:>22}: {UNPRICED if unknown and k.endswith('_usd') else v}")
+            unknown = v is None or (isinstance(v, float) and math.isnan(v))
+            print(f"  {k:>22}: {UNPRICED if unknown and k.endswith('_usd') else v}")
         if len(r.calls):
             print(f"  {'tokens_saved':>22}: {_tokens_saved_line(r.calls)}")
         warning = fallback_warning(s)
         if warning:
             all_fell_back = True
-            print(f"WARNING: {s['run_id']}: {warning}", file=sys.stderr)
+            print(f"WARNING: {r.run_id}: {warning}", file=sys.stderr)
     return 1 if all_fell_back and args.strict else 0
 
 
@@ -297,9 +301,9 @@ def _run_world(args: argparse.Namespace) -> int:
     ):
         if given:
             raise ConfigError(f"{flag} applies to --task replays only")
-    closed_loop = importlib.import_module(_CLOSED_LOOP["run"])
     kind, params = _policy(args)
-    run = closed_loop.run_world(
+    world = importlib.import_module(_WORLD_RUNS)
+    run = world.run_world(
         args.world,
         agent=args.agent,
         agent_params=parse_set(args.agent_set),
@@ -316,5 +320,5 @@ def _run_world(args: argparse.Namespace) -> int:
         scale=args.scale,
         call_limits=call_limits(args),
     )
-    print(closed_loop.format_episode(run))
+    print(world.format_episode(run))
     return 0

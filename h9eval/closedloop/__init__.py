@@ -10,8 +10,10 @@ on the compacted view, and success is checked against a world's hidden state.
   view; offline default) and the live Anthropic agent with a record/replay cassette;
 * :mod:`h9eval.closedloop.episode`: :func:`run_episode` and the measures of one episode;
 * :mod:`h9eval.closedloop.analysis`: :func:`episodes_frame`, pass^k and the task export;
-* :mod:`h9eval.closedloop.run`: :func:`run_world` (one episode and its oracle, as ``h9eval run
-  --world``, a sweep cell and a notebook run it) and its results rows.
+* :mod:`h9eval.closedloop.rows`: an episode's results rows.
+
+An episode is run by :func:`h9eval.runs.execute.execute` (``h9eval run --world``, a sweep cell,
+:func:`h9eval.runs.run.run_world`, one layer up).
 """
 
 from typing import Any
@@ -40,15 +42,10 @@ _EXPORTS = {
     "excess_steps": "h9eval.closedloop.episode",
     "run_episode": "h9eval.closedloop.episode",
     "run_oracle": "h9eval.closedloop.episode",
-    "run_episodes": "h9eval.closedloop.episode",
     "make_agent": "h9eval.closedloop.agents",
     "episode_to_dict": "h9eval.closedloop.analysis",
     "episode_ledger": "h9eval.closedloop.ledger",
     "first_touches": "h9eval.closedloop.ledger",
-    "WorldRun": "h9eval.closedloop.run",
-    "format_episode": "h9eval.closedloop.run",
-    "run_world": "h9eval.closedloop.run",
-    "world_task": "h9eval.closedloop.run",
     "Outcome": "h9eval.closedloop.worlds",
     "World": "h9eval.closedloop.worlds",
     "make_world": "h9eval.closedloop.worlds",
@@ -69,7 +66,6 @@ __all__ = [
     "StepRecord",
     "StressSettings",
     "World",
-    "WorldRun",
     "episode_ledger",
     "episode_to_dict",
     "episodes_frame",
@@ -78,19 +74,15 @@ __all__ = [
     "excess_steps",
     "export_task",
     "first_touches",
-    "format_episode",
     "make_agent",
     "make_world",
     "parse_world_spec",
     "pass_hat_k",
     "pass_k_frame",
     "run_episode",
-    "run_episodes",
     "run_oracle",
-    "run_world",
     "steps_frame",
     "world_registry",
-    "world_task",
 ]
 
 

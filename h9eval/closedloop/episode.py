@@ -82,7 +82,6 @@ __all__ = [
     "excess_steps",
     "protocol_errors",
     "run_episode",
-    "run_episodes",
     "run_oracle",
     "stress_settings",
 ]
@@ -713,25 +712,6 @@ def _facts_at_need(
             continue
         out.append((f.fact_id, f.value in _haystack(views[i], tools, "")))
     return tuple(out)
-
-
-# -- grids --------------------------------------------------------------------------------------
-def run_episodes(
-    worlds: Iterable[tuple[str, Mapping[str, Any], Sequence[int]]],
-    agents: Sequence[Agent],
-    policies: Sequence[Policy | str | Mapping[str, Any]],
-    **kwargs: Any,
-) -> list[Episode]:
-    """Every (world, seed) x agent x policy episode, in that order, serially; ``worlds`` holds
-    ``(kind, params, seeds)`` (the sweep's ``[tasks] worlds`` entries); ``kwargs`` go to
-    :func:`run_episode`. Add ``keep_all`` to ``policies`` for excess steps."""
-    out = []
-    for kind, params, seeds in worlds:
-        for seed in seeds:
-            for agent in agents:
-                for pol in policies:
-                    out.append(run_episode(make_world(kind, **dict(params)), agent, pol, seed=seed, **kwargs))
-    return out
 
 
 # -- the oracle ---------------------------------------------------------------------------------

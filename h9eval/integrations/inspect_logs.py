@@ -10,10 +10,11 @@ start-up, with or without the optional extra installed).
   sweep: an Inspect eval log is one task evaluated with one model, and ``inspect view`` lists logs
   side by side by model; a configuration (policy entry, grid point, summarizer, history mode) is what
   stands in the model's place here, so each gets its log and the viewer compares them as it compares
-  models. A sweep stores tables, not views: each cell is replayed again as the sweep ran it
-  (:func:`h9eval.sweeps.worker.replay_cell`, from its manifest entry), checked against the sweep's own
-  ``calls`` table, and its views written as the model events; the scores are the sweep's tables'
-  per-run numbers (:func:`h9eval.analysis.metrics.run_metrics`: retention, tokens saved, ...).
+  models. A sweep stores tables, not views: each cell is replayed again as the sweep ran it (its
+  :class:`~h9eval.runs.spec.RunSpec` from its manifest entry, run by :func:`~h9eval.runs.execute.execute`),
+  checked against the sweep's own ``calls`` table, and its views written as the model events; the
+  scores are the sweep's tables' per-run numbers (:func:`h9eval.analysis.metrics.run_metrics`: retention,
+  tokens saved, ...).
 * :func:`tasks_from_eval_log`: an eval log's samples as recorded tasks.
 """
 
@@ -38,8 +39,10 @@ from h9eval.core.messages import Message, ToolCall
 from h9eval.core.paths import refuse_symlink, safe_name
 from h9eval.results.store import load_results
 from h9eval.runs.replay import ReplayResult
-from h9eval.sweeps.cells import Cell
-from h9eval.sweeps.worker import load_cell_task, replay_cell
+from h9eval.runs.execute import execute, load_task
+from h9eval.runs.spec import ProbeSpec
+from h9eval.sweeps.cells import Cell, entry_policy_kind
+from h9eval.sweeps.worker import cell_env
 from h9eval.tasks.model import Task
 from h9eval.tasks.recorded.chat import openai_task_from_messages
 
@@ -415,7 +418,7 @@ def sweep_to_eval_logs(
             f"manifest kind {res.manifest.get('kind')!r}; expected 'sweep'", path=str(Path(sweep_dir) / "manifest.json")
         )
     entries = {c["run_id"]: c for c in res.manifest["cells"]}
-    missing = sorted({str(c.get("policy_kind")) for c in entries.values()} - set(registry()))
+    missing = sorted({entry_policy_kind(c) for c in entries.values()} - set(registry()))
     if missing:  # checked before any replay, with the way to register them
         raise ConfigError(
             f"{sweep_dir}: the sweep ran policies not registered here ({', '.join(missing)}): register "
@@ -463,7 +466,9 @@ def _sweep_sample(res: Any, entry: Mapping[str, Any], row: Mapping[str, Any], st
 
     cell = Cell.from_dict(entry)
     with tempfile.TemporaryDirectory(prefix="h9eval-inspect-") as work:
-        result = replay_cell(cell, offload_root=work, keep_views=True)
+        # its views, not its probes or ledger (the sweep's tables hold those)
+        again_spec = cell.spec.replace(probes=ProbeSpec(), ledger=False)
+        result = execute(again_spec, cell_env(cell, offload_root=work, keep_views=True))
     stored = res.calls[res.calls["run_id"] == cell.run_id].sort_values("call_index")
     again = [int(v) for v in result.calls["tokens_sent"]]
     if again != [int(v) for v in stored["tokens_sent"]]:
@@ -479,12 +484,12 @@ def _sweep_sample(res: Any, entry: Mapping[str, Any], row: Mapping[str, Any], st
         )
     assert result.views is not None  # keep_views=True
     calls = stored.to_dict("records")
-    task = load_cell_task(cell)
+    task = load_task(cell.spec.task, max_steps=cell.spec.max_steps)
     transcript = _Converter(stable_ids=True)(list(task.messages))
     first_user = next((m.content for m in task.messages if m.role == "user"), "")
     return EvalSample(
         id=cell.task_id,
-        epoch=cell.repeat + 1,
+        epoch=cell.spec.repeat + 1,
         input=first_user[:2000],
         target="",
         messages=transcript,
@@ -524,14 +529,15 @@ def _config_log(
             )
         )
     ident = hashlib.sha256(json.dumps([sweep_name, label, mode]).encode()).hexdigest()[:22]
+    cell = Cell.from_dict(entry)
     config = {
-        "policy_name": entry.get("policy_name"),
-        "policy_kind": entry.get("policy_kind"),
-        "params": entry.get("params"),
-        "params_hash": entry.get("params_hash"),
+        "policy_name": cell.policy_name,
+        "policy_kind": cell.policy_kind,
+        "params": cell.params,
+        "params_hash": cell.params_hash,
         "history_mode": mode,
-        "summarizer": entry.get("summarizer"),
-        "window": entry.get("window"),
+        "summarizer": cell.summarizer,
+        "window": cell.spec.window_tokens,
     }
     return EvalLog(
         status="success",

@@ -230,18 +230,21 @@ COMPACTION_INT_COLUMNS = (
 RUNS_SCHEMA_VERSION = 1
 """Version of the ``runs`` table (one row per cell of a sweep)."""
 
-MANIFEST_SCHEMA_VERSION = 1
-"""Version of ``manifest.json`` (of a run or a sweep) and of the results-folder layout."""
+MANIFEST_SCHEMA_VERSION = 2
+"""Version of ``manifest.json`` (of a run or a sweep) and of the results-folder layout. Version 2: each
+cell (and a run folder) stores its :class:`~h9eval.runs.spec.RunSpec` under ``spec``; a version-1 cell's
+fields are flat (:meth:`h9eval.sweeps.cells.Cell.from_dict` reads both, with the same cell hashes)."""
 
-READABLE_MANIFEST_VERSIONS: tuple[int, ...] = (1,)
+READABLE_MANIFEST_VERSIONS: tuple[int, ...] = (1, 2)
 """The manifest versions the readers accept."""
 
-TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes", "ledger")
-OPTIONAL_TABLES: tuple[str, ...] = ("episodes", "ledger")
+TABLES: tuple[str, ...] = ("runs", "calls", "compactions", "probes", "episodes", "ledger", "diffs")
+OPTIONAL_TABLES: tuple[str, ...] = ("episodes", "ledger", "diffs")
 """Tables a results folder may lack: folders written before the closed loop have no ``episodes``
 (read as an empty table), and a replay cell writes no ``episodes`` part; folders written before the
 loss ledger have no ``ledger`` (read as an empty table), and so do episode cells written before
-the closed-loop ledger."""
+the closed-loop ledger; folders written before run specs have no ``diffs`` (their ledger pages show the
+ledger's items without what left each view)."""
 CELL_PARTS: tuple[str, ...] = ("calls", "compactions", "probes")
 MARKER = "run.parquet"
 MANIFEST = "manifest.json"
@@ -334,6 +337,7 @@ EXECUTION_COLUMNS: dict[str, tuple[str, ...]] = {
     "probes": ("latency_s", "judge_latency_s", "answer_latency_s"),
     "episodes": (),
     "ledger": (),
+    "diffs": (),
 }
 
 
@@ -344,6 +348,7 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "probes": ("run_id",),  # then the replay's own (deterministic) order within a run
     "episodes": ("run_id",),
     "ledger": ("run_id",),  # then round and item order, as the ledger writes them
+    "diffs": ("run_id", "round"),
 }
 
 
@@ -478,6 +483,33 @@ LEDGER_COLUMNS: dict[str, str] = {
 }
 
 
+DIFFS_SCHEMA_VERSION = 1
+"""Version of the ``diffs`` table (one row per compaction round of a run: what left the view, the
+summary written, the anchors before and after, the items whose state changed: :mod:`h9eval.probes.diffs`)."""
+
+DIFFS_COLUMNS: dict[str, str] = {
+    "schema_version": "Int64",
+    "run_id": "string",
+    "round": "Int64",  # the ledger's compaction round (1-based)
+    "call_index": "Int64",
+    "tier_name": "string",
+    "n_left": "Int64",  # messages of the previous view that left this one
+    "left_json": "string",  # JSON list: previews of the first of them (h9eval.probes.diffs.MAX_LEFT_SHOWN)
+    "summary": "string",  # the summary in this view when it is new (null: none, or the previous one's)
+    "anchors_before_json": "string",  # JSON object: anchor type -> text in the previous view's summary
+    "anchors_after_json": "string",  # JSON object: anchor type -> text in this view's summary
+    "na_erased_json": "string",  # JSON list: anchor types whose known value now reads N/A
+    "lost_json": "string",  # JSON lists of "type: value": items whose state became LOST ...
+    "stale_json": "string",  # ... STALE
+    "degraded_json": "string",  # ... DEGRADED
+    "recovered_json": "string",  # ... PRESERVED again
+    "used_later_json": "string",  # JSON object: "type: value" -> first later call that used it
+    "touched_json": "string",  # JSON object: "type: value" -> what that call did (closed loop)
+}
+DIFFS_STRUCTURED: tuple[str, ...] = tuple(c.removesuffix("_json") for c in DIFFS_COLUMNS if c.endswith("_json"))
+"""The diffs columns stored as JSON (``<name>_json``), decoded by :func:`h9eval.results.tables.decode_diffs`."""
+
+
 SCHEMA_VERSIONS: dict[str, int] = {
     "runs": RUNS_SCHEMA_VERSION,
     "calls": CALLS_SCHEMA_VERSION,
@@ -485,6 +517,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "probes": PROBE_SCHEMA_VERSION,
     "episodes": EPISODES_SCHEMA_VERSION,
     "ledger": LEDGER_SCHEMA_VERSION,
+    "diffs": DIFFS_SCHEMA_VERSION,
 }
 """The version each table is written with (parquet metadata ``h9eval_schema_version``)."""
 
@@ -495,5 +528,6 @@ READABLE_VERSIONS: dict[str, tuple[int, ...]] = {
     "probes": (1, 2),
     "episodes": (1, 2),
     "ledger": (1,),
+    "diffs": (1,),
 }
 """The versions of each table the readers accept; a file of any other version is refused by name."""

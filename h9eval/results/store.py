@@ -48,6 +48,7 @@ from h9eval.results.schema import (
     CELL_PARTS,
     EPISODE_COLUMNS,
     CONSOLIDATED,
+    DIFFS_COLUMNS,
     EXECUTION_COLUMNS,
     LEDGER_COLUMNS,
     MANIFEST,
@@ -58,7 +59,7 @@ from h9eval.results.schema import (
     RUN_COLUMNS,
     TABLES,
 )
-from h9eval.results.tables import episodes_table, ledger_table, records_to_frame
+from h9eval.results.tables import diffs_table, episodes_table, ledger_table, records_to_frame
 
 __all__ = [
     "Results",
@@ -287,6 +288,8 @@ def empty_table(name: str) -> Any:
         return episodes_table([])
     if name == "ledger":
         return ledger_table([])
+    if name == "diffs":
+        return diffs_table([])
     return runs_frame([])
 
 
@@ -390,6 +393,8 @@ def _assemble(cells: Iterable[CellTables | None]) -> dict[str, Any]:
         tables["episodes"] = ep.astype({k: v for k, v in EPISODE_COLUMNS.items() if k in ep.columns})
     if len(tables["ledger"]):
         tables["ledger"] = tables["ledger"].astype(LEDGER_COLUMNS)
+    if len(tables["diffs"]):
+        tables["diffs"] = tables["diffs"].astype(DIFFS_COLUMNS)
     return tables
 
 
@@ -444,12 +449,18 @@ class Results:
     ledger: Any = None
     """The loss ledger (:data:`~h9eval.results.schema.LEDGER_COLUMNS`): one row per compaction round
     and live item of the replay cells; empty for folders written before it."""
+    diffs: Any = None
+    """What each compaction round took out of each run's view (:data:`~h9eval.results.schema.DIFFS_COLUMNS`;
+    :func:`~h9eval.results.tables.decode_diffs` decodes its JSON columns); empty for folders written
+    before run specs."""
 
     def __post_init__(self) -> None:
         if self.episodes is None:
             self.episodes = episodes_table([])
         if self.ledger is None:
             self.ledger = ledger_table([])
+        if self.diffs is None:
+            self.diffs = diffs_table([])
 
     @property
     def ok(self) -> Any:
@@ -522,4 +533,5 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         skipped=list(m.get("skipped", [])),
         episodes=tables["episodes"],
         ledger=tables["ledger"],
+        diffs=tables["diffs"],
     )

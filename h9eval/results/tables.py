@@ -11,12 +11,15 @@ from h9eval.results.schema import (
     COMPACTION_COLUMNS,
     COMPACTION_INT_COLUMNS,
     COMPACTIONS_SCHEMA_VERSION,
+    DIFFS_COLUMNS,
+    DIFFS_SCHEMA_VERSION,
+    DIFFS_STRUCTURED,
     EPISODE_COLUMNS,
     LEDGER_COLUMNS,
     LEDGER_SCHEMA_VERSION,
 )
 
-__all__ = ["episodes_table", "ledger_table", "records_to_frame"]
+__all__ = ["decode_diffs", "diffs_table", "episodes_table", "ledger_table", "records_to_frame"]
 
 
 # -- compaction records -----------------------------------------------------------------------
@@ -89,3 +92,32 @@ def ledger_table(rows: Iterable[dict[str, Any]]) -> Any:
     rows = list(rows)
     data = {c: pd.Series([r.get(c) for r in rows], dtype=t) for c, t in LEDGER_COLUMNS.items() if c != "schema_version"}
     return pd.DataFrame({"schema_version": pd.Series([LEDGER_SCHEMA_VERSION] * len(rows), dtype="Int64"), **data})
+
+
+# -- compaction diffs -------------------------------------------------------------------------
+def diffs_table(rows: Iterable[dict[str, Any]]) -> Any:
+    """The ``diffs`` table from :func:`h9eval.probes.diffs.compaction_diffs` rows (lists and mappings
+    stored as JSON text, :data:`~h9eval.results.schema.DIFFS_COLUMNS`)."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        row = {"schema_version": DIFFS_SCHEMA_VERSION, **{k: v for k, v in r.items() if k not in DIFFS_STRUCTURED}}
+        for k in DIFFS_STRUCTURED:
+            row[f"{k}_json"] = json.dumps(r[k], ensure_ascii=False, sort_keys=isinstance(r[k], dict))
+        out.append(row)
+    df = pd.DataFrame([{c: r.get(c) for c in DIFFS_COLUMNS} for r in out], columns=list(DIFFS_COLUMNS))
+    return df.astype(DIFFS_COLUMNS)
+
+
+def decode_diffs(df: Any) -> Any:
+    """A ``diffs`` table with its JSON columns decoded (``left``, ``anchors_after``, ... as lists and dicts)."""
+    out = df.drop(columns=[f"{k}_json" for k in DIFFS_STRUCTURED if f"{k}_json" in df.columns]).copy()
+    for k in DIFFS_STRUCTURED:
+        col = f"{k}_json"
+        if col in df.columns:
+            out[k] = [json.loads(v) if isinstance(v, str) else ([] if k not in _DICT_DIFFS else {}) for v in df[col]]
+    return out
+
+
+_DICT_DIFFS = ("anchors_before", "anchors_after", "used_later", "touched")

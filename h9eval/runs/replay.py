@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import uuid
 from contextlib import ExitStack
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -69,6 +70,7 @@ from h9eval.core.provenance import provenance
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tool_tokens
 from h9eval.harness9.session_store import SessionStore
 from h9eval.probes.drift import DEFAULT_MAX_PROBES, check_probe_budget, checkpoint_grid
+from h9eval.probes.diffs import compaction_diffs
 from h9eval.probes.ledger import run_ledger
 from h9eval.probes.runner import CallCheckpoint, ProbeFn
 from h9eval.results.io import write_table
@@ -81,7 +83,7 @@ from h9eval.results.schema import (
     call_row,
     calls_frame,
 )
-from h9eval.results.tables import ledger_table, records_to_frame
+from h9eval.results.tables import diffs_table, ledger_table, records_to_frame
 from h9eval.summarizers.offline import OfflineSummarizer
 from h9eval.tasks.model import Task
 
@@ -165,6 +167,8 @@ class ReplayResult:
     ledger: pd.DataFrame | None = None
     """The loss ledger (:mod:`h9eval.probes.ledger`): each compaction round x live item's state;
     ``None`` when the replay was asked for none (``ledger=False``)."""
+    diffs: pd.DataFrame | None = None
+    """What each compaction round took out of the view (:mod:`h9eval.probes.diffs`), with the ledger."""
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers of the run (what ``h9eval run`` prints): the run's identity and
@@ -385,14 +389,18 @@ class _RunOutputs:
                 self.session_id, [*self._stored, *(x for x in self._pending if x.role != "system")]
             )
 
-    def write(self, result: ReplayResult, task: Task, summarizer: Summarizer | None) -> None:
-        """The tables and ``manifest.json`` (nothing without an ``out`` folder)."""
+    def write(
+        self, result: ReplayResult, task: Task, summarizer: Summarizer | None, spec: Mapping[str, Any] | None
+    ) -> None:
+        """The tables and ``manifest.json`` (nothing without an ``out`` folder); ``spec``: the run's
+        :class:`~h9eval.runs.spec.RunSpec` as JSON (what reruns it)."""
         if self.out is None:
             return
         manifest = {
             "schema_version": MANIFEST_SCHEMA_VERSION,
             "kind": "run",
             "run_id": result.run_id,
+            **({"spec": dict(spec)} if spec is not None else {}),
             "task": {"task_id": task.task_id, "version": task.version, "source": dataclasses.asdict(task.source)},
             "policy": {"kind": result.policy_kind, "params": result.params, "params_hash": result.params_hash},
             "replay": dataclasses.asdict(result.config),
@@ -407,7 +415,7 @@ class _RunOutputs:
             refuse_symlink(self.out / MANIFEST, what="run manifest")
             staged.append((self.out / f".{MANIFEST}.staged", self.out / MANIFEST))
             write_json_atomic(staged[-1][0], redact_secret_params(manifest))
-            for name in (*CELL_PARTS, "ledger"):
+            for name in (*CELL_PARTS, "ledger", "diffs"):
                 table = getattr(result, name)
                 if table is None:
                     continue
@@ -595,6 +603,7 @@ def replay(
     session_store: bool = True,
     session_id: str | None = None,
     ledger: bool = False,
+    spec: Mapping[str, Any] | None = None,
 ) -> ReplayResult:
     """Run ``task`` through ``policy``; see the module docstring.
 
@@ -612,8 +621,11 @@ def replay(
     offload folders and record files (default: derived from the run id); sweeps pass the task
     id so identical summary prompts hit the shared cache. ``ledger``: also compute the loss
     ledger (:mod:`h9eval.probes.ledger`: every compaction round's view against the task's typed
-    items) into ``ReplayResult.ledger`` and ``ledger.parquet``; the views are kept for it (they
-    share the history's message objects, so a view costs a pointer per message).
+    items) into ``ReplayResult.ledger`` and ``ledger.parquet``, and what each round took out of the
+    view (:mod:`h9eval.probes.diffs`) into ``ReplayResult.diffs`` and ``diffs.parquet``; the views are
+    kept for them (they share the history's message objects, so a view costs a pointer per message).
+    ``spec``: the run's :class:`~h9eval.runs.spec.RunSpec` as JSON, stored in the run folder's manifest
+    (:func:`~h9eval.runs.execute.execute` passes it).
     """
     import pandas as pd
 
@@ -670,10 +682,11 @@ def replay(
         loop = _ReplayLoop(task, step, cfg, facts, outputs=outputs, probe_fn=probe_fn, probe_every_k=probe_every_k)
         loop.run()
     calls = calls_frame(loop.rows)
-    ledger_frame = None
+    ledger_frame = diffs_frame = None
     if ledger:
         assert loop.views is not None
         ledger_frame = ledger_table(run_ledger(task, calls, loop.views, run_id=run_id))
+        diffs_frame = diffs_table(compaction_diffs(loop.views, ledger_frame, run_id=run_id))
         if not keep_views:  # kept only for the ledger: the caller did not ask for them
             loop.views = None
             cfg = dataclasses.replace(cfg, keep_views=False)
@@ -694,7 +707,8 @@ def replay(
         context_window_tokens=window,
         offload_write_failures=tuple(write_failures(outputs.offload_root)),
         ledger=ledger_frame,
+        diffs=diffs_frame,
     )
     reset_write_failures(outputs.offload_root)
-    outputs.write(result, task, summarizer)
+    outputs.write(result, task, summarizer, spec)
     return result

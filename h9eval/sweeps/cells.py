@@ -1,11 +1,11 @@
 """The cells of a sweep: one :class:`Cell` per task × policy grid point × summarizer variant ×
 history mode × repeat (and, for ``[tasks] worlds``, one closed-loop episode cell per world
-seed × agent × the same), and the cell hash that decides whether a finished cell is reused."""
+seed × agent × the same). A cell carries its :class:`~h9eval.runs.spec.RunSpec`, whose identity gives
+its run id and the cell hash that decides whether a finished cell is reused."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -13,171 +13,206 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from h9eval.compaction.base import params_hash, policy_params
-from h9eval.compaction.policies import make_policy
 from h9eval.compaction.step import run_window
 from h9eval.compaction.user import policy_code_hash
 from h9eval.core import provenance
+from h9eval.core.anthropic import CallLimits
 from h9eval.core.errors import ConfigError, H9InputError
-from h9eval.results.schema import MANIFEST_SCHEMA_VERSION
 from h9eval.results.store import cell_dir_name
-from h9eval.runs.run import peak_frac_window
-from h9eval.closedloop.run import world_task_id
+from h9eval.runs.window import peak_frac_window
+from h9eval.runs.spec import LOOPS, PeakFrac, PolicyRef, ProbeSpec, RunSpec, SummarizerRef, TaskRef, WorldRef
 from h9eval.sweeps.spec import PolicyGrid, SweepSpec
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.datasets import DATASET_SPEC_PREFIX, is_streamed, iter_dataset_tasks, materialize_sample
 from h9eval.tasks.model import Task
 
-__all__ = ["DEFAULT_CACHE_NAME", "Cell", "SkippedCell", "expand_cells"]
+__all__ = ["DEFAULT_CACHE_NAME", "Cell", "SkippedCell", "entry_policy_kind", "expand_cells"]
 
 DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 
-# What determines a cell's results, besides the code that runs it. The cache location is left
-# out: where replies are stored does not change them.
-_HASHED = (
-    "task_id",
-    "task_spec",
-    "task_source",
-    "policy_kind",
-    "params",
-    "history_mode",
-    "writeback_rules",
-    "window",
-    "window_peak_frac",
-    "summarizer",
-    "summarizer_params",
-    "scorers",
-    "probe_every_k",
-    "repeat",
-    "cell_kind",
-    "world_kind",
-    "world_params",
-    "world_seed",
-    "agent",
-    "max_steps",
-    "billing",
-    "policy_window",
-    "stress",
-    "endpoint",
-)
-CELL_KINDS = ("replay", "episode")
+CELL_KINDS = LOOPS
 
 
 @dataclass(frozen=True, kw_only=True)
 class Cell:
-    """Everything a worker needs to run one replay: names and values only (no task, no
-    objects), so it pickles small and goes into the manifest as JSON (:meth:`to_dict`).
+    """One run of a sweep: its :class:`~h9eval.runs.spec.RunSpec` (what is run) and what the sweep keeps
+    beside it (where it came from in the spec, the code that planned it, limits that do not change its
+    results). It pickles small (names and values only) and goes into the manifest as JSON
+    (:meth:`to_dict`; a manifest of schema version 1, written before run specs, reads back through
+    :meth:`from_dict` too)."""
 
-    The dict fields are not to be mutated (the cell hash was computed from them).
-    """
-
-    run_id: str
-    """``<task>--<policy name>-<params hash>-<history mode>--<summarizer>--r<repeat>``."""
-    cell_dir: str
-    """The cell's folder name under ``cells/``."""
+    spec: RunSpec
     sweep: str
-    task_id: str
-    task_spec: str
-    """The spec the task was listed under (a folder, a file, ``synthetic:...``)."""
-    task_source: str
-    """The narrowest spec that loads the task (its one file when known): what workers load."""
     policy_entry: str
     """Key path of the ``[[policies]]`` entry, e.g. ``policies[0]``."""
-    policy_name: str
-    policy_kind: str
-    spec_params: dict[str, Any]
-    """The parameters as the spec gives them (fixed params and the grid point)."""
-    params: dict[str, Any]
-    """Every parameter of the built policy, defaults resolved."""
-    grid: dict[str, Any]
+    grid: dict[str, Any] = field(default_factory=dict)
     """The grid point (the varied parameters only)."""
-    params_hash: str
-    history_mode: str
-    writeback_rules: str
-    window: int | None
-    """The run's window (tokens); with ``window_peak_frac``, this task's own."""
-    window_peak_frac: float | None
-    """``window = { peak_frac = f }``: ``window`` is ``f`` times the task's uncompacted peak, and
-    every policy runs at it (``params`` then leave ``context_window_tokens`` out: it is per task)."""
-    summarizer: str
     summarizer_variants: tuple[str, ...] = ()
-    """The spec's summarizer variants this cell stands for: all of them for a policy that uses
-    no summarizer (``Policy.uses_summarizer`` false; it runs once, with the first variant, whose
-    summarizer it never calls), else its own ``summarizer`` alone."""
-    summarizer_params: dict[str, Any]
+    """The spec's summarizer variants this cell stands for: all of them for a policy that uses no
+    summarizer (``Policy.uses_summarizer`` false; it runs once, with the first variant, whose
+    summarizer it never calls), else its own summarizer alone."""
     summarizer_cache: str
-    scorers: tuple[str, ...]
-    probe_every_k: int | None
-    repeat: int
     h9eval_version: str
     """The version of h9eval that planned the cell (and so produced its results)."""
     source_hash: str
-    """:func:`h9eval.core.provenance.source_hash` of the code that planned the cell."""
-    cell_kind: str = "replay"
-    """``replay`` (open loop, a task) or ``episode`` (closed loop, a world and an agent)."""
-    world_kind: str = ""
-    """The world of an episode cell, or of a replay cell whose task is an exported world."""
-    world_params: dict[str, Any] = field(default_factory=dict)
-    world_seed: int | None = None
-    agent: str = ""
-    """An episode cell's agent (``make_agent`` form)."""
-    max_steps: int = 60
-    """An episode cell's step bound."""
-    billing: dict[str, Any] = field(default_factory=dict)
-    """The spec's ``[billing]`` table (how the calls are billed)."""
+    """:func:`h9eval.core.provenance.source_hash` of the code that planned the cell (a user policy's own
+    code hash appended)."""
     request_timeout_s: float | None = None
     """Seconds per model request attempt (the spec's ``request_timeout_s``; not hashed)."""
     max_retries: int | None = None
     """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
     breaker_failures: int | None = None
-    """Consecutive failed model calls after which a worker's client stops calling (the spec's
-    ``breaker_failures``; not hashed)."""
+    """Consecutive failed model calls after which a worker's client stops calling (not hashed)."""
     max_cost_usd: float | None = None
-    """The invocation's spending cap (the spec's or ``--max-cost-usd``; not hashed: a cap decides
-    whether a cell runs, not what it gives)."""
-    endpoint: dict[str, str] = field(default_factory=dict)
-    """The spec's (or command line's) ``base_url`` and ``summarizer_model``/``scorer_model``/
-    ``agent_model`` that are set (:meth:`~h9eval.core.anthropic.CallLimits.endpoint`; hashed:
-    another endpoint or model gives other replies)."""
-    stress: dict[str, Any] = field(default_factory=dict)
-    """An episode cell's stress settings (``StressSettings`` fields; empty: none)."""
-    policy_window: int | None = None
-    """An episode cell's per-world window: the compacting policy's ``context_window_tokens`` when
-    its spec entry leaves it at the default (``None``: the policy's own)."""
+    """The invocation's spending cap (not hashed: a cap decides whether a cell runs, not what it gives)."""
     batch_dir: str = ""
     """A batched sweep's ``batches`` folder (:mod:`h9eval.summarizers.batches`); empty: the summarizer
     is called directly. Not hashed: batching changes what a reply costs, not what it says."""
+    run_id: str = field(init=False)
+    """:meth:`RunSpec.identity`'s run id."""
+    cell_dir: str = field(init=False)
+    """The cell's folder name under ``cells/``."""
     cell_hash: str = field(init=False)
-    """A finished cell is reused on resume only if its hash is equal: the hashed fields, the
-    manifest schema, the h9eval version and the source hash."""
+    """A finished cell is reused on resume only if its hash is equal (:meth:`RunSpec.cell_hash`)."""
 
     def __post_init__(self) -> None:
-        blob = json.dumps(
-            {
-                "schema": MANIFEST_SCHEMA_VERSION,
-                "h9eval_version": self.h9eval_version,
-                "source_hash": self.source_hash,
-                **{k: getattr(self, k) for k in _HASHED},
-            },
-            sort_keys=True,
-            separators=(",", ":"),
+        rid = self.spec.run_id
+        object.__setattr__(self, "run_id", rid)
+        object.__setattr__(self, "cell_dir", cell_dir_name(rid))
+        object.__setattr__(
+            self, "cell_hash", self.spec.cell_hash(h9eval_version=self.h9eval_version, source_hash=self.source_hash)
         )
-        object.__setattr__(self, "cell_hash", hashlib.sha256(blob.encode()).hexdigest()[:16])
+
+    # -- what the sweep's other parts read of the spec (views of it, not copies) -----------------
+    @property
+    def task_id(self) -> str:
+        return self.spec.task.task_id
+
+    @property
+    def task_spec(self) -> str:
+        return self.spec.task.listed
+
+    @property
+    def policy_name(self) -> str:
+        return self.spec.policy.label
+
+    @property
+    def policy_kind(self) -> str:
+        return self.spec.policy.kind
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Every parameter of the built policy, defaults resolved."""
+        return self.spec.identity().params
+
+    @property
+    def params_hash(self) -> str:
+        return self.spec.identity().params_hash
+
+    @property
+    def summarizer(self) -> str:
+        return self.spec.summarizer.name
+
+    @property
+    def cell_kind(self) -> str:
+        return self.spec.loop
+
+    @property
+    def call_limits(self) -> CallLimits:
+        """The cell's request limits and endpoint."""
+        return CallLimits(
+            request_timeout_s=self.request_timeout_s,
+            max_retries=self.max_retries,
+            breaker_failures=self.breaker_failures,
+            **self.spec.endpoint,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The cell as JSON-ready values, in field order (the manifest's ``cells`` entries)."""
-        d = dataclasses.asdict(self)
-        d["scorers"] = list(self.scorers)
-        d["summarizer_variants"] = list(self.summarizer_variants)
-        return d
+        """The cell as JSON-ready values (a manifest's ``cells`` entry): its spec, and beside it what
+        the sweep keeps (the run id, folder and hash first, for readers of the manifest)."""
+        return {
+            "run_id": self.run_id,
+            "cell_dir": self.cell_dir,
+            "cell_hash": self.cell_hash,
+            "cell_kind": self.spec.loop,
+            "task_id": self.task_id,
+            "policy_name": self.policy_name,
+            "sweep": self.sweep,
+            "policy_entry": self.policy_entry,
+            "grid": self.grid,
+            "summarizer_variants": list(self.summarizer_variants),
+            "summarizer_cache": self.summarizer_cache,
+            "h9eval_version": self.h9eval_version,
+            "source_hash": self.source_hash,
+            "request_timeout_s": self.request_timeout_s,
+            "max_retries": self.max_retries,
+            "breaker_failures": self.breaker_failures,
+            "max_cost_usd": self.max_cost_usd,
+            "batch_dir": self.batch_dir,
+            "spec": self.spec.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, entry: Mapping[str, Any]) -> Cell:
-        """The cell again from its manifest entry (:meth:`to_dict`'s inverse; the hash is recomputed
-        from the fields, so an entry edited by hand no longer matches its ``cell_hash``)."""
-        names = {f.name for f in dataclasses.fields(cls) if f.init}
-        values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in entry.items() if k in names}
-        return cls(**values)
+        """The cell again from its manifest entry (:meth:`to_dict`'s inverse; a version-1 entry, whose
+        fields are flat, is read too). The hash is recomputed, so an entry edited by hand no longer
+        matches its ``cell_hash``."""
+        spec = RunSpec.from_dict(entry["spec"]) if "spec" in entry else _v1_spec(entry)
+        return cls(
+            spec=spec,
+            sweep=entry.get("sweep", ""),
+            policy_entry=entry.get("policy_entry", ""),
+            grid=dict(entry.get("grid") or {}),
+            summarizer_variants=tuple(entry.get("summarizer_variants") or ()),
+            summarizer_cache=entry.get("summarizer_cache", ""),
+            h9eval_version=entry.get("h9eval_version", ""),
+            source_hash=entry.get("source_hash", ""),
+            request_timeout_s=entry.get("request_timeout_s"),
+            max_retries=entry.get("max_retries"),
+            breaker_failures=entry.get("breaker_failures"),
+            max_cost_usd=entry.get("max_cost_usd"),
+            batch_dir=entry.get("batch_dir", ""),
+        )
+
+
+def entry_policy_kind(entry: Mapping[str, Any]) -> str:
+    """The policy kind of a manifest's cell entry, read without building the cell (a kind not registered
+    in this process can still be named)."""
+    spec = entry.get("spec")
+    kind = spec.get("policy", {}).get("kind") if isinstance(spec, Mapping) else entry.get("policy_kind")
+    return str(kind)
+
+
+def _v1_spec(e: Mapping[str, Any]) -> RunSpec:
+    """The run spec of a manifest-version-1 cell entry (flat fields, before run specs)."""
+    kind = e.get("cell_kind", "replay")
+    task: TaskRef | WorldRef
+    if e.get("world_kind"):
+        window = e.get("policy_window") if kind == "episode" else None
+        task = WorldRef(
+            kind=e["world_kind"], params=e.get("world_params") or {}, seed=e.get("world_seed") or 0, window=window
+        )
+    else:
+        task = TaskRef(source=e["task_source"], task_id=e["task_id"], listed_as=e.get("task_spec", ""))
+        if task.listed == task.source:
+            task = dataclasses.replace(task, listed_as="")
+    frac = e.get("window_peak_frac")
+    return RunSpec(
+        task=task,
+        policy=PolicyRef(kind=e["policy_kind"], params=e.get("spec_params") or {}, name=e.get("policy_name", "")),
+        loop=kind,
+        window=PeakFrac(frac, e.get("window")) if frac is not None else e.get("window"),
+        history_mode=e["history_mode"],
+        writeback_rules=e.get("writeback_rules", "v3"),
+        summarizer=SummarizerRef(name=e["summarizer"], params=e.get("summarizer_params") or {}),
+        probes=ProbeSpec(scorers=tuple(e.get("scorers") or ()), every_k=e.get("probe_every_k")),
+        billing=e.get("billing") or {},
+        agent=e.get("agent", ""),
+        max_steps=e.get("max_steps", 60),
+        stress=e.get("stress") or {},
+        repeat=e.get("repeat", 0),
+        endpoint=e.get("endpoint") or {},
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,25 +237,21 @@ class _Point:
     entry: str
     grid: PolicyGrid
     point: dict[str, Any]
-    given: dict[str, Any]
-    resolved: dict[str, Any]
-    params_hash: str
+    policy: PolicyRef
     uses_summarizer: bool
 
 
 @dataclass(frozen=True, kw_only=True)
-class _TaskRef:
-    """One task of the spec, by id (the transcript is not kept)."""
+class _Listed:
+    """One task of the spec: its reference, where the spec lists it, and its window per history mode
+    with ``window = { peak_frac = f }`` (the transcript is not kept)."""
 
     path: str
     """Key path of the task source in the spec, e.g. ``tasks.recorded[0]``."""
-    spec: str
-    source: str
-    """The narrow spec workers reload the task from."""
-    task_id: str
+    ref: TaskRef | WorldRef
     peak_windows: dict[str, int] = field(default_factory=dict)
-    """With ``window = { peak_frac = f }``: the task's window per history mode (else empty;
-    :func:`~h9eval.runs.run.peak_frac_window`)."""
+    max_steps: int = 60
+    """An exported world's step bound."""
 
 
 def _fmt_point(point: Mapping[str, Any]) -> str:
@@ -228,32 +259,24 @@ def _fmt_point(point: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _WorldRef:
+class _World:
     """One world seed of ``[tasks] worlds``."""
 
     path: str
     """``tasks.worlds[<i>]``."""
-    kind: str
-    params: dict[str, Any]
-    seed: int
+    ref: WorldRef
     max_steps: int
     open_loop: bool
-    task_id: str
-    window: int | None = None
     stress: dict[str, Any] = field(default_factory=dict)
 
 
-def _world_refs(spec: SweepSpec) -> list[_WorldRef]:
+def _worlds(spec: SweepSpec) -> list[_World]:
     return [
-        _WorldRef(
+        _World(
             path=f"tasks.worlds[{i}]",
-            kind=w.kind,
-            params=dict(w.params),
-            seed=s,
+            ref=WorldRef(kind=w.kind, params=dict(w.params), seed=s, window=w.window),
             max_steps=w.max_steps,
             open_loop=w.open_loop,
-            task_id=world_task_id(w.kind, w.params, s),
-            window=w.window,
             stress=dict(w.stress),
         )
         for i, w in enumerate(spec.worlds)
@@ -268,11 +291,12 @@ def _peak_windows(spec: SweepSpec, task: Task) -> dict[str, int]:
     return {m: peak_frac_window(task, spec.window_peak_frac, history_mode=m) for m in spec.history_modes}
 
 
-def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
+def _listed_tasks(spec: SweepSpec) -> list[_Listed]:
     """Every task of ``spec``, in spec order.
 
-    Tasks are loaded here once, to learn their ids; workers reload them from the *narrow*
-    spec (the one file a task came from, when known) so a folder is not re-read per cell.
+    Tasks are loaded here once, to learn their ids; workers reload them from the *narrow* spec (the
+    one file a task came from, when known: :meth:`~h9eval.runs.spec.TaskRef.of`) so a folder is not
+    re-read per cell.
     """
     out = []
     for path, ts in spec.task_specs():
@@ -283,23 +307,15 @@ def _task_refs(spec: SweepSpec) -> list[_TaskRef]:
         if not tasks:
             raise ConfigError(f"{path}: no sessions found in {ts!r}")
         for t in tasks:
-            src = t.source
-            narrow = ts
-            if src.kind == "recorded" and src.path and Path(src.path).is_file():
-                narrow = str(Path(src.path).resolve())
-            elif src.kind == "harness9_db" and src.path and src.session:
-                narrow = f"{Path(src.path).resolve()}#{src.session}"
-            out.append(
-                _TaskRef(path=path, spec=ts, source=narrow, task_id=t.task_id, peak_windows=_peak_windows(spec, t))
-            )
+            out.append(_Listed(path=path, ref=TaskRef.of(t, listed_as=ts), peak_windows=_peak_windows(spec, t)))
         del tasks  # transcripts are not kept in the parent
-    return out + _dataset_refs(spec)
+    return out + _dataset_tasks(spec)
 
 
-def _dataset_refs(spec: SweepSpec) -> list[_TaskRef]:
-    """The tasks of ``[tasks] datasets``, read one row at a time (a corpus of thousands of tasks
-    is never held at once). Each task's narrow spec is ``dataset:FILE:SPLIT#ROW``; a streamed
-    (Hub) sample is first saved as a local file, so workers can load a row by index."""
+def _dataset_tasks(spec: SweepSpec) -> list[_Listed]:
+    """The tasks of ``[tasks] datasets``, read one row at a time (a corpus of thousands of tasks is
+    never held at once). Each task's narrow spec is ``dataset:FILE:SPLIT#ROW``; a streamed (Hub) sample
+    is first saved as a local file, so workers can load a row by index."""
     out = []
     for i, source in enumerate(spec.datasets):
         path = f"tasks.datasets[{i}]"
@@ -309,15 +325,8 @@ def _dataset_refs(spec: SweepSpec) -> list[_TaskRef]:
             base = f"{DATASET_SPEC_PREFIX}{Path(local.path).resolve()}:{local.split}"
             n = 0
             for index, t in iter_dataset_tasks(local):
-                out.append(
-                    _TaskRef(
-                        path=path,
-                        spec=shown,
-                        source=f"{base}#{index}",
-                        task_id=t.task_id,
-                        peak_windows=_peak_windows(spec, t),
-                    )
-                )
+                ref = TaskRef(source=f"{base}#{index}", task_id=t.task_id, listed_as=shown)
+                out.append(_Listed(path=path, ref=ref, peak_windows=_peak_windows(spec, t)))
                 n += 1
         except H9InputError as e:
             raise ConfigError(f"{path}: {e}") from None
@@ -336,17 +345,17 @@ def _cache_for_repeat(cache: str, repeat: int) -> str:
 
 
 def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell]]:
-    """Every grid point of every policy entry, each checked by building the policy."""
+    """Every grid point of every policy entry, each checked by building the policy at the sweep's
+    window (the one window rule, :meth:`~h9eval.runs.spec.RunSpec.policy_at_window`)."""
     points: list[_Point] = []
     skipped: list[SkippedCell] = []
     for i, pg in enumerate(spec.policies):
         for point in pg.points():
-            given = {**pg.params, **point}
+            ref = PolicyRef(kind=pg.kind, params={**pg.params, **point}, name=pg.name)
             try:
-                pol = make_policy(pg.kind, **given)
+                pol = ref.build()
                 if spec.window_peak_frac is None:
-                    # the sweep's window replaces the policy's default (the one rule of compaction.step.run_window)
-                    pol = run_window(pol, spec.window, explicit="context_window_tokens" in given).policy
+                    run_window(pol, spec.window, explicit=ref.sets_window)
             except H9InputError as e:
                 where = f"policies[{i}] cell {_fmt_point(point)}"
                 if not skip:
@@ -355,65 +364,55 @@ def _points(spec: SweepSpec, skip: bool) -> tuple[list[_Point], list[SkippedCell
                     SkippedCell(where=where, policy_kind=pg.kind, policy_name=pg.name, grid=point, error=str(e))
                 )
                 continue
-            resolved = policy_params(pol)
-            if spec.window_peak_frac is not None:
-                # the window is sized per task: not part of the policy's identity across tasks
-                resolved.pop("context_window_tokens", None)
             points.append(
                 _Point(
-                    entry=f"policies[{i}]",
-                    grid=pg,
-                    point=point,
-                    given=given,
-                    resolved=resolved,
-                    params_hash=params_hash(pg.kind, resolved),
-                    uses_summarizer=type(pol).uses_summarizer,
+                    entry=f"policies[{i}]", grid=pg, point=point, policy=ref, uses_summarizer=type(pol).uses_summarizer
                 )
             )
     return points, skipped
 
 
 class _CellMaker:
-    """Builds the cells of one sweep: the fields every cell takes from the spec, its policy
-    point, history mode, summarizer variant and repeat, and one check that no two cells share
-    a run id."""
+    """Builds the cells of one sweep: each cell's run spec from the sweep's settings, its task or world,
+    policy point, history mode, summarizer variant and repeat, the sweep's fields beside it, and one
+    check that no two cells share a run id."""
 
     def __init__(self, spec: SweepSpec, cache: str, version: str, code: str) -> None:
         self.spec, self.cache, self.version, self.code = spec, cache, version, code
         self.seen: dict[str, str] = {}
 
-    def __call__(self, p: _Point, mode: str, variant: str, r: int, *, run_id: str, here: str, **fields: Any) -> Cell:
-        if run_id in self.seen:
-            raise ConfigError(f"{here} duplicates {self.seen[run_id]}; remove one of the two")
-        self.seen[run_id] = here
-        spec = self.spec
-        return Cell(
-            run_id=run_id,
-            cell_dir=cell_dir_name(run_id),
-            sweep=spec.name,
-            policy_entry=p.entry,
-            policy_name=p.grid.name,
-            policy_kind=p.grid.kind,
-            spec_params=dict(p.given),
-            params=p.resolved,
-            grid=p.point,
-            params_hash=p.params_hash,
+    def __call__(
+        self, p: _Point, mode: str, variant: str, r: int, *, here: str, variants: tuple[str, ...], **run: Any
+    ) -> Cell:
+        sp = self.spec
+        run_spec = RunSpec(
+            policy=p.policy,
             history_mode=mode,
-            writeback_rules=spec.writeback_rules,
-            billing=spec.billing,
-            summarizer=variant,
-            summarizer_params=dict(spec.summarizer_params),
-            request_timeout_s=spec.call_limits.request_timeout_s,
-            max_retries=spec.call_limits.max_retries,
-            breaker_failures=spec.call_limits.breaker_failures,
-            endpoint=spec.call_limits.endpoint(),
-            max_cost_usd=spec.max_cost_usd,
-            summarizer_cache=_cache_for_repeat(self.cache, r),
+            writeback_rules=sp.writeback_rules,
+            summarizer=SummarizerRef(name=variant, params=dict(sp.summarizer_params)),
+            billing=sp.billing,
             repeat=r,
+            endpoint=sp.call_limits.endpoint(),
+            **run,
+        )
+        cell = Cell(
+            spec=run_spec,
+            sweep=sp.name,
+            policy_entry=p.entry,
+            grid=p.point,
+            summarizer_variants=variants,
+            summarizer_cache=_cache_for_repeat(self.cache, r),
             h9eval_version=self.version,
             source_hash=self.code + _user_code(p.grid.kind),
-            **fields,
+            request_timeout_s=sp.call_limits.request_timeout_s,
+            max_retries=sp.call_limits.max_retries,
+            breaker_failures=sp.call_limits.breaker_failures,
+            max_cost_usd=sp.max_cost_usd,
         )
+        if cell.run_id in self.seen:
+            raise ConfigError(f"{here} duplicates {self.seen[cell.run_id]}; remove one of the two")
+        self.seen[cell.run_id] = here
+        return cell
 
 
 def _user_code(kind: str) -> str:
@@ -423,17 +422,32 @@ def _user_code(kind: str) -> str:
     return f"+{kind}:{h}" if h else ""
 
 
+def _window(spec: SweepSpec, t: _Listed, mode: str) -> int | PeakFrac | None:
+    if spec.window_peak_frac is not None:
+        return PeakFrac(spec.window_peak_frac, t.peak_windows[mode])
+    return spec.window
+
+
 def expand_cells(
     spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None
 ) -> tuple[list[Cell], list[SkippedCell]]:
-    """The cells of ``spec`` (tasks × policy grid points × summarizer variants × history modes
-    × repeats, then world seeds × agents × the same) and the skipped invalid grid cells. A policy that uses no
-    summarizer gets one variant only (the first; ``Cell.summarizer_variants`` lists those it
-    stands for).
+    """The cells of ``spec`` and the skipped invalid grid cells.
 
-    A grid point the policy rejects raises :class:`ConfigError` naming the entry and the point
-    (``policies[0] cell {warn_frac=0.8, soft_frac=0.7}: ...``) unless ``skip_invalid`` (default:
-    the spec's ``skip_invalid``), in which case it is listed in the second return value.
+    Cells: tasks × policy grid points × summarizer variants × history modes × repeats, then world
+    seeds × agents × the same. A policy that uses no summarizer gets one variant only (the first;
+    ``Cell.summarizer_variants`` lists those it stands for).
+
+    Args:
+        spec: the sweep.
+        out_dir: its results folder (where the default response cache goes).
+        skip_invalid: list a grid point the policy rejects instead of raising (default: the spec's).
+
+    Returns:
+        ``(cells, skipped)``.
+
+    Raises:
+        ConfigError: a grid point the policy rejects (``policies[0] cell {warn_frac=0.8,
+            soft_frac=0.7}: ...``) unless skipped, two cells with one run id, or no valid cell.
     """
     skip = spec.skip_invalid if skip_invalid is None else skip_invalid
     cache = spec.summarizer_cache or str(Path(out_dir).resolve() / DEFAULT_CACHE_NAME)
@@ -441,16 +455,14 @@ def expand_cells(
     version, code = provenance.h9eval_version(), provenance.source_hash()
     cells: list[Cell] = []
     make = _CellMaker(spec, cache, version, code)
-    worlds = _world_refs(spec)
+    worlds = _worlds(spec)
     # exported worlds are replayed like the other tasks (their task is built by the worker)
-    refs = _task_refs(spec) + [
-        _TaskRef(path=w.path, spec=f"world:{w.kind}:{w.seed}", source=f"world:{w.kind}:{w.seed}", task_id=w.task_id)
+    listed = _listed_tasks(spec) + [
+        _Listed(path=w.path, ref=dataclasses.replace(w.ref, window=None), max_steps=w.max_steps)
         for w in worlds
         if w.open_loop
     ]
-    by_task = {w.task_id: w for w in worlds}
-    for t in refs:
-        w = by_task.get(t.task_id) if t.spec.startswith("world:") else None
+    for t in listed:
         for p in points:
             # a policy that never calls the summarizer gives the same results under every variant
             variants = spec.summarizers if p.uses_summarizer else spec.summarizers[:1]
@@ -463,26 +475,12 @@ def expand_cells(
                                 mode,
                                 variant,
                                 r,
-                                run_id=f"{t.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--r{r}",
-                                here=f"{p.entry} cell {_fmt_point(p.point)} on task {t.task_id!r} ({t.path})",
-                                task_id=t.task_id,
-                                task_spec=t.spec,
-                                task_source=t.source,
-                                window=t.peak_windows[mode] if spec.window_peak_frac is not None else spec.window,
-                                window_peak_frac=spec.window_peak_frac,
-                                summarizer_variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
-                                scorers=tuple(spec.scorers),
-                                probe_every_k=spec.probe_every_k,
-                                **(
-                                    {
-                                        "world_kind": w.kind,
-                                        "world_params": dict(w.params),
-                                        "world_seed": w.seed,
-                                        "max_steps": w.max_steps,
-                                    }
-                                    if w
-                                    else {}
-                                ),
+                                here=f"{p.entry} cell {_fmt_point(p.point)} on task {t.ref.task_id!r} ({t.path})",
+                                variants=tuple(spec.summarizers) if not p.uses_summarizer else (variant,),
+                                task=t.ref,
+                                window=_window(spec, t, mode),
+                                probes=ProbeSpec(scorers=tuple(spec.scorers), every_k=spec.probe_every_k),
+                                max_steps=t.max_steps,
                             )
                         )
     for w in worlds:
@@ -497,23 +495,14 @@ def expand_cells(
                                     mode,
                                     variant,
                                     r,
-                                    run_id=f"{w.task_id}--{p.grid.name}-{p.params_hash}-{mode}--{variant}--{agent}--r{r}",
-                                    here=f"{p.entry} cell {_fmt_point(p.point)} on world {w.task_id!r} ({w.path}) with "
-                                    f"agent {agent!r}",
-                                    task_id=w.task_id,
-                                    task_spec=f"world:{w.kind}:{w.seed}",
-                                    task_source=f"world:{w.kind}:{w.seed}",
-                                    window=spec.window,
-                                    window_peak_frac=None,  # a world is not a transcript: its window is the spec's
-                                    scorers=(),
-                                    probe_every_k=None,
-                                    cell_kind="episode",
-                                    world_kind=w.kind,
-                                    world_params=dict(w.params),
-                                    world_seed=w.seed,
+                                    here=f"{p.entry} cell {_fmt_point(p.point)} on world {w.ref.task_id!r} ({w.path}) "
+                                    f"with agent {agent!r}",
+                                    variants=(variant,),
+                                    task=w.ref,
+                                    loop="episode",
+                                    window=spec.window,  # a world is not a transcript: its window is the spec's
                                     agent=agent,
                                     max_steps=w.max_steps,
-                                    policy_window=w.window,
                                     stress=dict(w.stress),
                                 )
                             )

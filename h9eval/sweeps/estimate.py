@@ -39,7 +39,9 @@ from h9eval.summarizers.anthropic import AnthropicSummarizer, price_for
 from h9eval.summarizers.registry import SUMMARIZERS, build_summarizer, make_summarizer
 from h9eval.sweeps.cells import Cell, expand_cells
 from h9eval.sweeps.spec import SweepSpec, check_call_limits, load_spec
-from h9eval.sweeps.worker import replay_cell, run_episode_cell
+from h9eval.runs.execute import RunObjects, execute
+from h9eval.runs.spec import ProbeSpec
+from h9eval.sweeps.worker import cell_env
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,13 +179,13 @@ def estimate_sweep(
     with tempfile.TemporaryDirectory(prefix="h9eval-estimate-") as tmp:
         cells, _ = expand_cells(sp, out_dir=tmp, skip_invalid=skip_invalid or sp.skip_invalid)
         for cell in cells:
-            if "llm" in cell.scorers:
+            if "llm" in cell.spec.probes.scorers:
                 scorer_cells += 1
-            if cell.cell_kind == "episode" and not cell.agent.startswith("scripted"):
-                skipped_agents.add(cell.agent)
+            if cell.cell_kind == "episode" and not cell.spec.agent.startswith("scripted"):
+                skipped_agents.add(cell.spec.agent)
                 continue
             # the configuration: the policy entry and its grid point (its varied parameters), mode, summarizer
-            key = (cell.policy_name, json.dumps(cell.grid, sort_keys=True), cell.history_mode, cell.summarizer)
+            key = (cell.policy_name, json.dumps(cell.grid, sort_keys=True), cell.spec.history_mode, cell.summarizer)
             model = _model_summarizer(cell)
             if model is None:  # an offline summarizer (or none) calls nothing: not even replayed
                 configs.setdefault(key, _Config(model="", price=(0.0, 0.0))).cells += 1
@@ -246,16 +248,17 @@ def _model_summarizer(cell: Cell) -> AnthropicSummarizer | None:
         SUMMARIZERS.get(cell.summarizer), AnthropicSummarizer
     ):
         return None
-    limits = CallLimits(base_url=cell.endpoint.get("base_url"), summarizer_model=cell.endpoint.get("summarizer_model"))
-    summ = build_summarizer(cell.summarizer, None, call_limits=limits, api_key=_NO_KEY, **cell.summarizer_params)
+    endpoint = cell.spec.endpoint
+    limits = CallLimits(base_url=endpoint.get("base_url"), summarizer_model=endpoint.get("summarizer_model"))
+    summ = build_summarizer(cell.summarizer, None, call_limits=limits, api_key=_NO_KEY, **cell.spec.summarizer.params)
     assert isinstance(summ, AnthropicSummarizer)
     return summ
 
 
 def _dry_run(cell: Cell, tmp: str, stand_in: CountingSummarizer) -> None:
-    """Replay (or run the episode of) ``cell`` with ``stand_in`` as its summarizer, writing only under ``tmp``."""
-    if cell.cell_kind == "episode":
-        run_episode_cell(cell, summarizer=stand_in)
-        return
-    work = Path(tmp) / "work" / cell.cell_dir
-    replay_cell(cell, offload_root=work, summarizer=stand_in, probes=False, ledger=False)
+    """Run ``cell`` as the sweep runs it, with ``stand_in`` as its summarizer and without its probes and
+    ledger (an estimate needs neither), writing only under ``tmp``."""
+    spec = cell.spec.replace(probes=ProbeSpec(), ledger=False)
+    execute(
+        spec, cell_env(cell, offload_root=Path(tmp) / "work" / cell.cell_dir, objects=RunObjects(summarizer=stand_in))
+    )

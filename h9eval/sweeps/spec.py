@@ -74,7 +74,7 @@ from h9eval.core.errors import ConfigError, FormatError, H9InputError, did_you_m
 from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
 from h9eval.compaction.step import HISTORY_MODES
-from h9eval.runs.run import MIN_WINDOW_TOKENS
+from h9eval.runs.spec import MIN_WINDOW_TOKENS
 from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
 from h9eval.tasks.datasets.base import DatasetSource

@@ -41,7 +41,7 @@ from h9eval.results.store import (
     read_manifest,
     write_manifest,
 )
-from h9eval.runs.run import fallback_warning
+from h9eval.runs.execute import fallback_warning
 from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable, stderr_log
 from h9eval.sweeps.batching import run_batched
 from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells

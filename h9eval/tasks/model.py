@@ -63,6 +63,21 @@ class TaskSource:
     format: str | None = None
     session: str | None = None
 
+    def spec(self) -> str:
+        """The task spec that loads this task again (:func:`h9eval.tasks.load_tasks_from_spec`): its one
+        file when it came from a file, ``DB#session``, ``synthetic:P:S``, ``world:K:S``."""
+        if self.kind == "synthetic":
+            return f"synthetic:{self.preset}:{self.seed}"
+        if self.kind == "world":
+            return f"world:{self.preset}:{self.seed}"
+        if self.kind == "harness9_db" and self.path and self.session:
+            return f"{Path(self.path).resolve()}#{self.session}"
+        if self.kind == "dataset":
+            return f"dataset:{self.path}"
+        if self.path and Path(self.path).is_file():
+            return str(Path(self.path).resolve())
+        return str(self.path or "")
+
 
 INTENT_APPEND_SEPARATOR = "\n\n"
 """Between the statement in force and the text an appending :class:`IntentChange` adds."""

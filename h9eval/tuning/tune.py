@@ -51,7 +51,7 @@ from h9eval.analysis.plots import tune_evidence
 from h9eval.analysis.compare import stand_in_caveat
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
 from h9eval.core.tokens import estimate_tool_tokens
-from h9eval.runs.run import uncompacted_peak_tokens
+from h9eval.runs.window import uncompacted_peak_tokens
 from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.model import Task
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 
@@ -222,12 +223,11 @@ def test_success_section_draws_the_frontier_in_dollars_leaving_unpriced_configur
 
 
 def test_run_world_prints_unpriced_for_unknown_dollars() -> None:
-    from h9eval.closedloop.run import format_episode, run_world
+    from h9eval.runs.world import format_episode, run_world
 
     run = run_world("ticket_queue:0", max_steps=3)
     priced = format_episode(run)
     assert "cost_usd: unpriced" not in priced and "cost_usd: nan" not in priced
-    row = {**run.row(), "cost_usd": math.nan, "summarizer_cost_usd": None}
-    fake = types.SimpleNamespace(row=lambda: row, run_id=run.run_id, out_dir=None, episode=run.episode)
-    unpriced = format_episode(fake)  # type: ignore[arg-type]
+    unknown = run.episodes.assign(cost_usd=math.nan, summarizer_cost_usd=None)
+    unpriced = format_episode(dataclasses.replace(run, episodes=unknown))
     assert "                    cost_usd: unpriced" in unpriced and "summarizer_cost_usd: unpriced" in unpriced

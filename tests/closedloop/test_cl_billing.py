@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from h9eval.closedloop.run import episode_bills, episode_calls_frame, run_world
+from h9eval.closedloop.rows import episode_bills, episode_calls_frame
+from h9eval.runs.world import run_world
 from h9eval.core.billing import BillingConfig
 
 
@@ -65,7 +66,7 @@ def test_the_episodes_row_carries_its_calls_billed_dollars(tmp_path) -> None:
     summed, the cache-read share as reads over every billed input token; NaN (not $0) when a call is
     unpriced or unbilled. Mutants killed: a row that reads $0 for an unpriced episode, a share over the
     tokens sent, the billing configuration of the calls not reaching the row."""
-    from h9eval.closedloop.run import EPISODE_BILL_KEYS, episode_row
+    from h9eval.closedloop.rows import EPISODE_BILL_KEYS, episode_row
     from h9eval.results.io import read_table
 
     run = run_world(
@@ -119,7 +120,7 @@ def test_a_version_1_episodes_part_reads_with_unknown_dollars(tmp_path) -> None:
     """A sweep folder written before the billed episode columns: read, those columns NaN."""
     import pyarrow.parquet as pq
 
-    from h9eval.closedloop.run import EPISODE_BILL_KEYS
+    from h9eval.closedloop.rows import EPISODE_BILL_KEYS
     from h9eval.results import load_results
     from h9eval import sweep
 

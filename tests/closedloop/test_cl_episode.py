@@ -444,13 +444,17 @@ def test_byte_identical_across_processes_and_hash_seeds() -> None:
 
 
 def test_grid_helper_agent_specs_and_episode_json() -> None:
-    from h9eval.closedloop import episode_to_dict, make_agent, run_episodes
+    from h9eval.closedloop import episode_to_dict, make_agent
+    from h9eval.runs.world import run_episodes
 
-    eps = run_episodes(
-        [("fact_chain", {"padding_bytes": 300}, (0, 1))],
-        [make_agent("scripted"), make_agent("scripted:raw_only")],
-        ["keep_all", "drop_all"],
-    )
+    eps = [
+        r.episode
+        for r in run_episodes(
+            [("fact_chain", {"padding_bytes": 300}, (0, 1))],
+            ["scripted", "scripted:raw_only"],
+            ["keep_all", "drop_all"],
+        )
+    ]
     assert len(eps) == 8 and [e.policy_kind for e in eps[:2]] == ["keep_all", "drop_all"]
     assert eps[2].agent_id == "scripted:raw_only"
     d = json.loads(json.dumps(episode_to_dict(eps[0])))

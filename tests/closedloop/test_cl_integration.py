@@ -16,7 +16,10 @@ from h9eval.analysis.report.closed_loop import failure_sections, success_section
 from h9eval.analysis.report.context import build_context
 from h9eval.cli import main
 from h9eval.cli.demo import CLOSEDLOOP_SPEC
-from h9eval.closedloop.run import episode_calls_frame, run_world, world_task, world_task_id
+from h9eval.closedloop.rows import episode_calls_frame, episode_row
+from h9eval.runs.episode import world_task
+from h9eval.runs.world import run_world
+from h9eval.runs.spec import WorldRef, world_task_id
 from h9eval.closedloop.worlds import world_registry
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.results.io import read_table, write_table
@@ -99,14 +102,14 @@ def test_cli_run_world_bad_input_is_one_line(argv: list[str], message: str, caps
 def test_run_world_is_deterministic() -> None:
     a = run_world("ticket_queue:2", policy="progressive", params={"context_window_tokens": 1500}, world_params=SMALL)
     b = run_world("ticket_queue:2", policy="progressive", params={"context_window_tokens": 1500}, world_params=SMALL)
-    assert a.row() == b.row()
+    pd.testing.assert_frame_equal(a.episodes, b.episodes)
     pd.testing.assert_frame_equal(
         episode_calls_frame(a.episode, run_id="x", task_id="t"), episode_calls_frame(b.episode, run_id="x", task_id="t")
     )
 
 
 def test_world_task_is_the_keep_all_transcript_with_its_facts() -> None:
-    t = world_task("fact_chain", SMALL, 3)
+    t = world_task(WorldRef(kind="fact_chain", params=SMALL, seed=3))
     assert (
         t.task_id == world_task_id("fact_chain", SMALL, 3)
         and t.task_id.startswith("world-fact_chain-")
@@ -238,8 +241,9 @@ def test_cells_of_worlds(tmp_path: Path) -> None:
     replays = [c for c in cells if c.cell_kind == "replay"]
     assert len(episodes) == 3 * 2 * 3 * 2  # world seeds x agents x grid points x history modes
     assert len(replays) == 2 * 3 * 2  # only fact_chain is exported (open_loop), no agent
-    assert {c.agent for c in episodes} == {"scripted", "scripted:raw_only"} and {c.agent for c in replays} == {""}
-    assert all(c.world_kind == "fact_chain" and c.task_spec.startswith("world:fact_chain:") for c in replays)
+    assert {c.spec.agent for c in episodes} == {"scripted", "scripted:raw_only"}
+    assert {c.spec.agent for c in replays} == {""}
+    assert all(c.spec.task.kind == "fact_chain" and c.task_spec.startswith("world:fact_chain:") for c in replays)
     assert len({c.run_id for c in cells}) == len(cells) and len({c.cell_hash for c in cells}) == len(cells)
 
 
@@ -319,7 +323,16 @@ def test_sweep_with_worlds_resumes_and_is_deterministic(tmp_path: Path) -> None:
 # -- the episodes table ---------------------------------------------------------------------------
 def test_episodes_table_round_trip_and_version_check(tmp_path: Path) -> None:
     run = run_world("fact_chain:0", policy="progressive", params={"context_window_tokens": 1500}, world_params=SMALL)
-    df = episodes_table([run.row(policy_name="p", summarizer="offline", repeat=0)])
+    row = episode_row(
+        run.episode,
+        oracle_steps=run.oracle_steps,
+        run_id=run.run_id,
+        task_id=run.task_id,
+        policy_name="p",
+        summarizer="offline",
+        repeat=0,
+    )
+    df = episodes_table([row])
     write_table(df, tmp_path / "e.parquet", "episodes")
     back = read_table(tmp_path / "e.parquet", "episodes")
     pd.testing.assert_frame_equal(back.astype(EPISODE_COLUMNS), df)

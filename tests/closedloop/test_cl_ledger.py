@@ -103,7 +103,7 @@ def test_a_broken_rule_is_the_touch_of_the_lost_rule() -> None:
     assert touch.kind == "rule broken" and touch.call_index == ep.outcome.violations[0].step - 1
 
 
-def test_run_world_writes_the_ledger_and_its_page_runs_the_episode_again(
+def test_run_world_writes_the_ledger_and_its_page_draws_from_the_stored_tables(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "ep"
@@ -133,8 +133,10 @@ def test_run_world_writes_the_ledger_and_its_page_runs_the_episode_again(
     page = (out / "ledger.html").read_text(encoding="utf-8")
     assert "<b>Episode</b>" in page and "start_key" not in page  # values, not ids, are shown
     assert re.search(r"fact: K-[0-9a-f]{8} \(touched at call 1: re-read: read_file", page)
-    (out / "episode.json").write_text("{", encoding="utf-8")
+    (out / "episode.json").unlink()  # the page runs nothing: the episode's own record is not needed
+    assert main(["ledger", str(out)]) == 0
+    (out / "diffs.parquet").write_bytes(b"not parquet")
     capsys.readouterr()
     assert main(["ledger", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "episode.json" in err[0]
+    assert len(err) == 1 and "diffs.parquet" in err[0]

@@ -345,7 +345,7 @@ def test_spec_stress_settings_reach_the_cells(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     cells, _ = expand_cells(load_spec(tmp_path / "s.toml"), out_dir=tmp_path)
-    assert cells[0].stress == {"irreducible_prefix_bytes": 500, "compact_between_call_and_result_at": [2]}
+    assert cells[0].spec.stress == {"irreducible_prefix_bytes": 500, "compact_between_call_and_result_at": [2]}
     (tmp_path / "b.toml").write_text(
         'name = "x"\n[tasks]\nworlds = [{ kind = "fact_chain", stress = { irreducible_prefix_byte = 5 } '
         '}]\n[[policies]]\nkind = "keep_all"\n',
@@ -356,7 +356,7 @@ def test_spec_stress_settings_reach_the_cells(tmp_path: Path) -> None:
 
 
 def test_run_world_at_the_default_scale_uses_the_family_window() -> None:
-    from h9eval.closedloop.run import run_world
+    from h9eval.runs.world import run_world
 
     run = run_world(
         "debug_session:4",
@@ -368,7 +368,7 @@ def test_run_world_at_the_default_scale_uses_the_family_window() -> None:
     )
     ep = run.episode
     assert ep.context_window_tokens == 32_000 and dict(ep.world_params)["result_sizes"] == "recorded" and ep.success
-    with pytest.raises(ConfigError, match="scale must be 'default'"):
+    with pytest.raises(ConfigError, match="scale must be one of default, small"):
         run_world("debug_session:4", scale="big")
 
 

@@ -31,8 +31,10 @@ import pandas as pd
 import pytest
 
 from h9eval.closedloop.analysis import episode_to_dict
-from h9eval.closedloop.run import episode_calls_frame, run_world
+from h9eval.closedloop.rows import episode_calls_frame, episode_row
 from h9eval.closedloop.worlds import make_world, world_registry
+from h9eval.compaction.base import params_hash
+from h9eval.runs.world import run_world
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "world_episodes.json"
 POLICIES = ("keep_all", "drop_all", "progressive")
@@ -52,15 +54,23 @@ def _frame_digest(df: pd.DataFrame) -> str:
     return hashlib.sha256(head.encode() + rows).hexdigest()
 
 
+def _named_as_before(run: Any) -> str:
+    """The run id episodes carried before run specs gave every run one id format: the digest covers the
+    episode, and a naming rule is not its behaviour."""
+    ep = run.episode
+    return f"{run.task_id}--{ep.policy_kind}-{params_hash(ep.policy_kind, dict(ep.policy_params))}-view--scripted"
+
+
 def digest(kind: str, policy: str, seed: int, variant: str) -> str:
     params = VARIANTS[variant]
     run = run_world(f"{kind}:{seed}", policy=policy, world_params=params, oracle=False, max_steps=MAX_STEPS)
     world = make_world(kind, **params)
     world.reset(seed)
+    rid = _named_as_before(run)
     parts = {
         "episode": episode_to_dict(run.episode),
-        "row": run.row(),
-        "calls": _frame_digest(episode_calls_frame(run.episode, run_id=run.run_id, task_id=run.task_id)),
+        "row": episode_row(run.episode, oracle_steps=run.oracle_steps, run_id=rid, task_id=run.task_id),
+        "calls": _frame_digest(episode_calls_frame(run.episode, run_id=rid, task_id=run.task_id)),
         "world": [world.system_prompt, world.task_prompt, list(world.tool_specs)],
     }
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

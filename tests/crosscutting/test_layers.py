@@ -25,14 +25,14 @@ RANKS: dict[str, int] = {
     "harness9": 3,
     "tasks": 4,
     "probes": 5,
-    "runs": 6,
     "closedloop": 6,
-    "sweeps": 7,
-    "analysis": 8,
-    "tuning": 9,  # orchestration over analysis: the tuner drives sweeps and replays and reads their evidence
-    "integrations": 9,  # optional frameworks (Inspect): the CLI imports only a module that imports Inspect when called
-    "cli": 10,
-    "": 11,  # h9eval/__init__.py and __main__.py: the public surface over everything
+    "runs": 7,  # execute() runs both loops: the replay and the closed loop's episode
+    "sweeps": 8,
+    "analysis": 9,
+    "tuning": 10,  # orchestration over analysis: the tuner drives sweeps and replays and reads their evidence
+    "integrations": 10,  # optional frameworks (Inspect): the CLI imports only a module that imports Inspect when called
+    "cli": 11,
+    "": 12,  # h9eval/__init__.py and __main__.py: the public surface over everything
 }
 
 #: third parties whose import costs enough to be done only when a function needs it
@@ -123,6 +123,9 @@ STRING_IMPORTS = {
     "h9eval.cli.run",
     # the resolver's _LOADERS: each input kind's parsers are loaded when that kind is met
     "h9eval.tasks",
+    # execute(): the closed loop's side (h9eval.runs.episode) only when an episode or a world's exported
+    # task is run, so a task run does not load the worlds and agents
+    "h9eval.runs.execute",
 }
 
 
@@ -231,7 +234,7 @@ def test_the_check_catches_an_upward_and_a_hidden_import(tmp_path: Path, monkeyp
         "    import json\n    return importlib.import_module('h9eval.core')\n"
     )
     # modules of STRING_IMPORTS may import by string, but not inside a function, and their lazy
-    # tables obey the layers (closedloop, rank 6, naming sweeps, rank 7)
+    # tables obey the layers (closedloop, rank 6, naming sweeps, rank 8)
     (fake / "__init__.py").write_text(
         "import importlib\n_EXPORTS = {'x': 'h9eval.runs'}\n\ndef __getattr__(name):\n    import h9eval.runs\n"
         "    return importlib.import_module(_EXPORTS[name])\n"

@@ -17,7 +17,7 @@ import pytest
 
 from h9eval.cli import main
 from h9eval.core import storage
-from h9eval.runs.run import MIN_WINDOW_TOKENS
+from h9eval.runs.spec import MIN_WINDOW_TOKENS
 
 SPEC_TAIL = '[tasks]\nspecs = ["synthetic:small:0"]\n[[policies]]\nkind = "keep_all"\n'
 

@@ -162,7 +162,7 @@ def inspect_policies():  # type: ignore[no-untyped-def]
 def test_inspect_strategies_run_as_h9eval_policies(inspect_policies) -> None:  # type: ignore[no-untyped-def]
     for kind, tier in (("inspect_trim", "soft"), ("inspect_edit", "warn")):
         [r] = run_task("synthetic:small:0", kind, params={"context_window_tokens": 9000}, history_mode="write_back")
-        s = r.summary()
+        s = r.summary.shown()
         assert s["compactions"] > 0 and set(s["compactions_by_tier"]) == {tier}, (kind, s)
         assert s["peak_tokens_sent"] < 3 * 9000
     with pytest.raises(Exception, match="preserve"):

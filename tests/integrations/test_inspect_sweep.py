@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from h9eval.sweeps.cells import Cell
+
 inspect_ai = pytest.importorskip("inspect_ai")
 
 from inspect_ai.log import read_eval_log  # noqa: E402
@@ -213,9 +215,10 @@ def test_a_cell_that_replays_differently_is_refused(swept: Path, tmp_path: Path)
     shutil.copytree(swept, copy)
     manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
     changed = manifest["cells"][1]
-    changed["window"] = WINDOW // 2  # the cell now replays at another window than it ran at
+    changed["spec"]["window"] = WINDOW // 2  # the cell now replays at another window than it ran at
     (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    with pytest.raises(FormatError, match=changed["run_id"]):
+    # the cell is named by its run id, which the manifest entry now gives (its window is in its params)
+    with pytest.raises(FormatError, match=Cell.from_dict(changed).run_id):
         sweep_to_eval_logs(copy, tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing half written
 
@@ -246,14 +249,14 @@ def test_the_command_line_does_not_import_inspect_until_asked() -> None:
 def test_a_failed_cell_is_skipped_and_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import h9eval.sweeps.worker as sw
 
-    real = sw.load_cell_task
+    real = sw.execute
 
-    def flaky(cell: Any) -> Any:
-        if cell.task_id.endswith("-1"):
+    def flaky(spec: Any, env: Any) -> Any:
+        if spec.task.task_id.endswith("-1"):
             raise RuntimeError("boom")
-        return real(cell)
+        return real(spec, env)
 
-    monkeypatch.setattr(sw, "load_cell_task", flaky)
+    monkeypatch.setattr(sw, "execute", flaky)
     spec = {
         "name": "t-failed",
         "window": WINDOW,
@@ -262,7 +265,7 @@ def test_a_failed_cell_is_skipped_and_listed(tmp_path: Path, monkeypatch: pytest
     }
     r = sweep(spec, out_dir=tmp_path / "sw", workers=0, progress=False, on_failure="return")
     assert (r.ok, r.failed) == (1, 1)
-    monkeypatch.setattr(sw, "load_cell_task", real)
+    monkeypatch.setattr(sw, "execute", real)
     out = sweep_to_eval_logs(tmp_path / "sw", tmp_path / "logs")
     assert out.n_samples == 1 and len(out.skipped) == 1
     assert out.skipped[0].startswith("synthetic-small-1--") and out.skipped[0].endswith(": failed")

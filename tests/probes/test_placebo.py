@@ -570,7 +570,7 @@ def test_run_probe_fn_builds_the_llm_scorer_once_on_the_given_cache_file(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("anthropic")
-    from h9eval.runs.run import make_probe_fn
+    from h9eval.probes.runner import make_probe_fn
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
     cache_file = tmp_path / "summary_cache.sqlite"

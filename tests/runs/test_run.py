@@ -36,7 +36,7 @@ def test_run_window_applies_to_a_policy_with_its_own_window() -> None:
     assert set(small.calls["context_window_tokens"]) == {8000}
     assert small.calls["compacted"].sum() > 0, "the policy itself must run at the run's window"
     assert small.params["context_window_tokens"] == 8000 and small.params_hash != default.params_hash
-    assert small.summary()["context_window_tokens"] == 8000
+    assert small.summary.context_window_tokens == 8000
     # the same as asking the policy for that window directly
     (direct,) = run_task(TASK, "progressive", params={"context_window_tokens": 8000})
     assert direct.run_id == small.run_id and direct.calls.equals(small.calls)
@@ -52,7 +52,7 @@ def test_run_window_for_a_policy_without_one_measures_against_it() -> None:
     (res,) = run_task(TASK, "sliding_window", window=9000)
     assert "context_window_tokens" not in res.params
     assert set(res.calls["context_window_tokens"]) == {9000} and res.calls["overflow"].sum() > 0
-    assert res.summary()["context_window_tokens"] == 9000
+    assert res.summary.context_window_tokens == 9000
 
 
 def test_conflicting_windows_are_a_config_error_naming_both() -> None:
@@ -135,7 +135,7 @@ def test_write_back_windows_are_sized_from_the_written_back_peak() -> None:
     window is peak_frac of the written-back peak: harness9's default then reaches its summary tiers
     where, at the same fraction of the uncompacted peak, it stays at warn. Mutant killed: the
     write-back window sized from the uncompacted peak."""
-    from h9eval.runs.run import peak_frac_window, uncompacted_peak_tokens, written_back_peak_tokens
+    from h9eval.runs.window import peak_frac_window, uncompacted_peak_tokens, written_back_peak_tokens
     from h9eval.tasks import load_tasks_from_spec
 
     (task,) = load_tasks_from_spec("synthetic:small:0")
@@ -158,7 +158,7 @@ def test_window_peak_frac_sizes_each_tasks_window_from_its_own_uncompacted_peak(
     """window_peak_frac=0.5: the window is half the task's uncompacted peak (its largest
     raw_tokens_sent), so the policy at its default thresholds must compact; the peak is
     checked against the replay's own raw column."""
-    from h9eval.runs.run import peak_frac_window, uncompacted_peak_tokens
+    from h9eval.runs.window import peak_frac_window, uncompacted_peak_tokens
     from h9eval.tasks import load_tasks_from_spec
 
     task = load_tasks_from_spec(TASK)[0]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from h9eval.runs.run import fallback_warning
+from h9eval.runs.execute import fallback_warning
 
 ROOT = Path(__file__).resolve().parents[2]
 

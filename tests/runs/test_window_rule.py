@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.closedloop.run import run_world
+from h9eval.runs.world import run_world
 from h9eval.compaction.policies import make_policy, registry
 from h9eval.core.errors import ConfigError
 from h9eval.results.store import load_results

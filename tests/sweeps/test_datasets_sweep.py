@@ -42,7 +42,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_cells_load_their_task_by_row(swept: Path) -> None:
     r = load_results(swept)
-    sources = {c["task_source"] for c in r.manifest["cells"]}
+    sources = {c["spec"]["task"]["source"] for c in r.manifest["cells"]}
     assert len(sources) == 3 and all(s.startswith("dataset:") and "#" in s for s in sources)
     assert r.runs["task_id"].str.startswith(("swe_rebench_openhands:", "nebius_swe_agent:")).all()
     assert int(r.compactions.shape[0]) > 0  # progressive compacted on the dataset tasks

@@ -17,7 +17,7 @@ import pytest
 
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.results.store import TABLES, drop_execution_columns, load_results
-from h9eval.sweeps.cells import Cell, expand_cells
+from h9eval.sweeps.cells import expand_cells
 from h9eval.sweeps.spec import load_spec
 from h9eval.sweeps.sweep import SweepFailed, sweep
 
@@ -292,19 +292,12 @@ def test_sweep_runs_in_workers_and_loads(reference: Path, spec: dict[str, Any]) 
     if "probes" in spec:
         assert len(res.probes) == int(runs["probe_rows"].sum()) > 0
     m = res.manifest
-    assert m["schema_version"] == 1 and m["kind"] == "sweep" and m["name"] == "t-sweep"
+    assert m["schema_version"] == 2 and m["kind"] == "sweep" and m["name"] == "t-sweep"
     assert {"git_commit", "git_dirty", "packages", "h9eval_version"} <= set(m["provenance"])
     assert m["spec"]["policies"][0]["grid"]["warn_frac"] == [0.5, 0.6, 0.75]  # as passed
     assert m["spec_resolved"]["summarizer_cache"] == str(reference / "summary_cache.sqlite")
-    assert len(m["cells"]) == 18 and {
-        "run_id",
-        "task_spec",
-        "policy_kind",
-        "params",
-        "params_hash",
-        "history_mode",
-        "summarizer",
-    } <= set(m["cells"][0])
+    assert len(m["cells"]) == 18 and {"run_id", "cell_hash", "task_id", "policy_name", "spec"} <= set(m["cells"][0])
+    assert {"task", "policy", "window", "history_mode", "summarizer", "probes"} <= set(m["cells"][0]["spec"])
     assert [s["grid"] for s in m["skipped"]] == [{"warn_frac": 0.75}] and len(res.skipped) == 1
     assert m["status"]["state"] == "finished" and m["status"]["ok"] == 18
     assert (reference / "summary_cache.sqlite").exists()
@@ -389,20 +382,20 @@ def test_failed_cell_is_recorded_and_rerun_on_resume(shared: Path, tmp_path: Pat
 def test_monkeypatched_crash_fails_only_its_cell(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import h9eval.sweeps.worker as sw
 
-    real = sw.load_cell_task
+    real = sw.execute
 
-    def flaky(cell: Cell) -> Any:
-        if cell.history_mode == "write_back":
+    def flaky(spec: Any, env: Any) -> Any:
+        if spec.history_mode == "write_back":
             raise RuntimeError("boom")
-        return real(cell)
+        return real(spec, env)
 
-    monkeypatch.setattr(sw, "load_cell_task", flaky)
+    monkeypatch.setattr(sw, "execute", flaky)
     d = {**_base(shared), "history_modes": ["view", "write_back"]}
     with pytest.raises(SweepFailed, match=r"sweep \S+: 1 of 2 cells failed; first: .*RuntimeError: boom") as failed:
         sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)  # a failure the caller cannot miss
     r = failed.value.result
     assert (r.ok, r.failed) == (1, 1) and r.failures[0][1].startswith("RuntimeError: boom")
-    monkeypatch.setattr(sw, "load_cell_task", real)
+    monkeypatch.setattr(sw, "execute", real)
     r2 = sweep(d, out_dir=tmp_path / "o", workers=0, progress=False)
     assert (r2.ok, r2.ran, r2.reused) == (2, 1, 1)
 
@@ -638,7 +631,7 @@ def test_window_peak_frac_sizes_every_policys_window_per_task(shared: Path, tmp_
     """window = { peak_frac = 0.5 }: each task's window is half its uncompacted peak, for every
     policy (progressive left at its default included), so harness9's default compacts on every
     task; a policy entry that sets its own window is refused at parse time."""
-    from h9eval.runs.run import peak_frac_window
+    from h9eval.runs.window import peak_frac_window
     from h9eval.tasks import load_tasks_from_spec
 
     spec = {
@@ -662,7 +655,7 @@ def test_window_peak_frac_sizes_every_policys_window_per_task(shared: Path, tmp_
     assert (prog["n_compactions"] > 0).all() and prog["params_hash"].nunique() == 1
     assert "context_window_tokens" not in json.loads(prog["params_json"].iloc[0])
     manifest = json.loads((out / "manifest.json").read_text())
-    assert {c["window_peak_frac"] for c in manifest["cells"]} == {0.5}
+    assert {c["spec"]["window"]["peak_frac"] for c in manifest["cells"]} == {0.5}
     with pytest.raises(
         ConfigError, match=r"^policies\[0\]\.params\.context_window_tokens: conflicts with window\.peak_frac"
     ):

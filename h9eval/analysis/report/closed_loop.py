@@ -12,7 +12,7 @@ from typing import Any
 from h9eval.analysis import closedloop_units, episodes
 from h9eval.analysis import plots_closedloop
 from h9eval.analysis import ledger as ledger_mod  # a module, not names: ledger -> report/__init__ -> here
-from h9eval.analysis.ledger_page import write_ledger_page
+from h9eval.analysis.ledger_page import ledger_page_html, run_diffs, write_page
 from h9eval.analysis.metrics import dollars_mean
 from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.cost import COST_CAVEAT
@@ -318,7 +318,8 @@ def tier_sections(ctx: ReportContext) -> list[Section]:
 
 
 MAX_EPISODE_PAGES = 6
-"""Episodes the report writes a diff page for (each run again: a few seconds apiece)."""
+"""Episodes the report writes a diff page for (drawn from the stored diffs: a page per configuration and
+agent of one world seed is what a reader opens)."""
 
 
 def _labelled_runs(ctx: ReportContext, ep: Any) -> Any:
@@ -333,10 +334,8 @@ def _labelled_runs(ctx: ReportContext, ep: Any) -> Any:
 
 def _page_episodes(ep: Any, ledger: Any, max_pages: int) -> list[str]:
     """One world seed's episodes (where harness9's default rewrote its view most), one page per
-    configuration and agent, harness9's default first and the controls last; scripted agents only
-    (a page runs its episode again, and a live agent would be called again)."""
+    configuration and agent, harness9's default first and the controls last."""
     rounds = ledger[ledger["basis"] == "compaction"].groupby("run_id")["round"].max()
-    ep = ep[ep["agent_id"].astype(str).str.startswith("scripted")]
     ep = ep.assign(rounds=ep["run_id"].map(rounds).fillna(0))
     default = ep[ep["config"].str.startswith("harness9")]
     pick = (default if len(default) else ep).sort_values(["rounds", "task_id"], ascending=[False, True])
@@ -428,7 +427,7 @@ def ledger_sections(ctx: ReportContext) -> list[Section]:
         for rid in _page_episodes(ep, led, MAX_EPISODE_PAGES):
             target = ctx.out / "ledger" / f"{cell_dir_name(rid)}.html"
             prepare_out_dir(target.parent, what="ledger pages folder")  # refuses a planted link
-            write_ledger_page(ctx.results.path, target, run_id=rid)
+            write_page(target, ledger_page_html(run_diffs(ctx.results, rid)))
             s.link(
                 f"ledger/{target.name}",
                 f"Diff view of {names.get(rid, rid)} on {where.get(rid, rid)}: what each "

@@ -12,7 +12,7 @@ from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section
 from h9eval.core.errors import FormatError
 from h9eval.results.io import check_manifest_version, read_table
-from h9eval.results.schema import CELL_PARTS, MANIFEST, RUN_SUMMARY_KEYS
+from h9eval.results.schema import CELL_PARTS, MANIFEST, MARKER, RUN_SUMMARY_KEYS
 from h9eval.results.store import Results, empty_table, runs_frame
 
 __all__ = [
@@ -35,6 +35,12 @@ def _manifest(folder: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None  # load_results names the problem
     return m if isinstance(m, dict) else None
+
+
+def _stored_row(folder: Path) -> Any | None:
+    """The runs row a run folder stores (``run.parquet``, written since run specs), else ``None``."""
+    p = folder / MARKER
+    return read_table(p, "runs") if p.is_file() else None
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -62,24 +68,30 @@ def load_run_folder(folder: Path) -> Results:
     pol = m.get("policy") or {}
     tiers = summ.get("compactions_by_tier") or {}
     task = m.get("task") or {}
-    row = {
-        "run_id": m.get("run_id"),
-        "task_id": task.get("task_id"),
-        "task_spec": "",
-        "policy_name": pol.get("kind"),
-        "policy_kind": pol.get("kind"),
-        "params_json": json.dumps(pol.get("params") or {}, sort_keys=True),
-        "grid_json": "{}",
-        "params_hash": pol.get("params_hash"),
-        "history_mode": (m.get("replay") or {}).get("history_mode"),
-        "summarizer": m.get("summarizer") or "",
-        "repeat": 0,
-        "status": "ok",
-        "error": "",
-        **{k: summ.get(k) for k in RUN_SUMMARY_KEYS if not isinstance(summ.get(k), dict)},
-        "n_compactions": int(sum(tiers.values())),
-        **{f"compactions_{t}": int(tiers.get(t, 0)) for t in ("warn", "soft", "full", "emergency")},
-    }
+    stored = _stored_row(folder)
+    # a folder written before run specs has no runs row: its row is read off its manifest
+    row = (
+        stored.iloc[0].to_dict()
+        if stored is not None
+        else {
+            "run_id": m.get("run_id"),
+            "task_id": task.get("task_id"),
+            "task_spec": "",
+            "policy_name": pol.get("kind"),
+            "policy_kind": pol.get("kind"),
+            "params_json": json.dumps(pol.get("params") or {}, sort_keys=True),
+            "grid_json": "{}",
+            "params_hash": pol.get("params_hash"),
+            "history_mode": (m.get("replay") or {}).get("history_mode"),
+            "summarizer": m.get("summarizer") or "",
+            "repeat": 0,
+            "status": "ok",
+            "error": "",
+            **{k: summ.get(k) for k in RUN_SUMMARY_KEYS if not isinstance(summ.get(k), dict)},
+            "n_compactions": int(sum(tiers.values())),
+            **{f"compactions_{t}": int(tiers.get(t, 0)) for t in ("warn", "soft", "full", "emergency")},
+        }
+    )
     name = f"{task.get('task_id', '?')}, {pol.get('kind', '?')}"
     return Results(
         path=folder,
@@ -88,7 +100,15 @@ def load_run_folder(folder: Path) -> Results:
         calls=tables["calls"],
         compactions=tables["compactions"],
         probes=tables["probes"] if len(tables["probes"]) else pd.DataFrame(columns=tables["probes"].columns),
+        **_optional(folder),
     )
+
+
+def _optional(folder: Path) -> dict[str, Any]:
+    """The run folder's ledger and diffs tables, where it has them."""
+    return {
+        n: read_table(folder / f"{n}.parquet", n) for n in ("ledger", "diffs") if (folder / f"{n}.parquet").is_file()
+    }
 
 
 def usd_text(x: Any) -> str:
@@ -150,9 +170,13 @@ _EPISODE_FILES = ("episodes.parquet", "calls.parquet")
 
 def is_episode_folder(folder: Path) -> bool:
     """``folder`` holds one closed-loop episode (``h9eval run --world ... --out``)."""
-    # an episode folder has no manifest at all: a sweep's folder whose manifest is corrupt also holds
-    # these tables, and must reach load_results, which names the manifest's problem
-    return not (folder / MANIFEST).exists() and all((folder / f).is_file() for f in _EPISODE_FILES)
+    # an episode folder's manifest says kind "episode"; one written before run specs has none at all (a
+    # sweep's folder whose manifest is corrupt also holds these tables, and must reach load_results,
+    # which names the manifest's problem)
+    if not all((folder / f).is_file() for f in _EPISODE_FILES):
+        return False
+    m = _manifest(folder)
+    return m.get("kind") == "episode" if m is not None else not (folder / MANIFEST).exists()
 
 
 def load_episode_folder(folder: Path) -> Results:
@@ -162,34 +186,45 @@ def load_episode_folder(folder: Path) -> Results:
     if len(ep) != 1:
         raise FormatError(f"an episode folder holds one episode; episodes.parquet has {len(ep)} rows", path=str(folder))
     e = ep.iloc[0]
-    row = {
-        "run_id": e["run_id"],
-        "task_id": e["task_id"],
-        "task_spec": f"world:{e['world_kind']}:{e['seed']}",
-        "policy_name": e["policy_name"] or e["policy_kind"],
-        "policy_kind": e["policy_kind"],
-        "params_json": e["params_json"],
-        "grid_json": "{}",
-        "params_hash": e["params_hash"],
-        "history_mode": e["history_mode"],
-        "summarizer": e["summarizer"] or "",
-        "repeat": 0,
-        "status": "ok",
-        "error": "",
-        "calls": e["steps"],
-        "n_compactions": e["n_compactions"],
-        "peak_tokens_sent": e["tokens_sent_peak"],
-        "summarizer_calls": e["summarizer_calls"],
-        "summarizer_cost_usd": e["summarizer_cost_usd"],
-    }
+    stored = _stored_row(folder)
+    # a folder written before run specs has no runs row: its row is read off its episodes row
+    row = (
+        stored.iloc[0].to_dict()
+        if stored is not None
+        else {
+            "run_id": e["run_id"],
+            "task_id": e["task_id"],
+            "task_spec": f"world:{e['world_kind']}:{e['seed']}",
+            "policy_name": e["policy_name"] or e["policy_kind"],
+            "policy_kind": e["policy_kind"],
+            "params_json": e["params_json"],
+            "grid_json": "{}",
+            "params_hash": e["params_hash"],
+            "history_mode": e["history_mode"],
+            "summarizer": e["summarizer"] or "",
+            "repeat": 0,
+            "status": "ok",
+            "error": "",
+            "calls": e["steps"],
+            "n_compactions": e["n_compactions"],
+            "peak_tokens_sent": e["tokens_sent_peak"],
+            "summarizer_calls": e["summarizer_calls"],
+            "summarizer_cost_usd": e["summarizer_cost_usd"],
+        }
+    )
     return Results(
         path=folder,
-        manifest={"kind": "episode", "name": f"{e['task_id']}, {e['policy_kind']}, agent {e['agent_id']}"},
+        manifest={
+            **(_manifest(folder) or {}),
+            "kind": "episode",
+            "name": f"{e['task_id']}, {e['policy_kind']}, agent {e['agent_id']}",
+        },
         runs=runs_frame([row]),
         calls=read_table(folder / "calls.parquet", "calls"),
         compactions=empty_table("compactions"),
         probes=empty_table("probes"),
         episodes=ep,
+        **_optional(folder),
     )
 
 

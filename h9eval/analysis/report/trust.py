@@ -93,7 +93,7 @@ def setup_sections(ctx: ReportContext) -> list[Section]:
         s.code("\n".join(f"{k}: {v}" for k, v in info.items()))
     spec = m.get("spec_resolved") or m.get("spec")
     if spec:
-        s.text("Sweep specification (as resolved):")
+        s.text("Run specification:" if m.get("kind") in ("run", "episode") else "Sweep specification (as resolved):")
         # one line per top-level key: readable without scrolling through a nested dump
         s.code(
             "\n".join(
