@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _E
     from h9eval.tasks.recorded import load_task
     from h9eval.tasks.recorded.harness9_db import load_db_tasks
     from h9eval.tasks.synthetic import generate
-    from h9eval.tuning.tune import tune
+    from h9eval.studies.tune import tune
 
 # Lazy (PEP 562): this __init__ runs whenever any h9eval module is imported (each CLI command,
 # each sweep worker), so importing the whole public API here made every one of them import
@@ -101,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "execute": "h9eval.runs.execute",
     "compare": "h9eval.analysis.compare",
     "write_report": "h9eval.analysis.report",
-    "tune": "h9eval.tuning.tune",
+    "tune": "h9eval.studies.tune",
     "run_conformance": "h9eval.harness9.conformance",
     "read_records_dir": "h9eval.harness9.records_dir",
     "SessionStore": "h9eval.harness9.session_store",

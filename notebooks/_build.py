@@ -87,7 +87,7 @@ print(sorted(p.name for p in Path(out_dir).iterdir()))""",
 ]].head(15)""",
     ),
     ("md", "## Summary"),
-    ("code", "pd.Series(result.summary(), dtype=object)"),
+    ("code", "pd.Series(result.summary.row(), dtype=object)"),
     ("md", "The compaction records (harness9's JSONL fields), first rows:"),
     (
         "code",
@@ -241,10 +241,10 @@ NOTEBOOKS["03-tune-thresholds"] = [
         "md",
         """# Tuning the progressive thresholds for a model's window
 
-`h9eval.tuning.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
+`h9eval.studies.tune.tune` replays every candidate `ProgressiveCompactor` config (a coarse grid, then
 local refinement) on a few tasks with the offline summarizer and recall probes, and recommends
 the config with the highest retention among those that never overflow the window and never
-reach the emergency tier. Choose a model (its window comes from `h9eval.tuning.tune.MODELS`) or a
+reach the emergency tier. Choose a model (its window comes from `h9eval.studies.tune.MODELS`) or a
 window in tokens in the parameter cell; the default is a deliberately tiny window and grid so
 the notebook runs in seconds.
 
@@ -255,7 +255,7 @@ config) and the tokens-saved vs retention figure.""",
     (
         "params",
         """# Parameters
-model = None                     # a name from h9eval.tuning.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
+model = None                     # a name from h9eval.studies.tune.MODELS (e.g. "gpt-4o-mini"; then use tasks longer than its window, e.g. "synthetic:marathon:0"), or None to use `window`
 window = 10_000                  # tokens; used when model is None
 tasks = ["synthetic:small:0", "synthetic:small:1"]   # task specs (synthetic or recorded paths)
 grid = {
@@ -281,7 +281,7 @@ import tomllib
 import pandas as pd
 
 from h9eval import policy_from_dict
-from h9eval.tuning.tune import MODELS, tune
+from h9eval.studies.tune import MODELS, tune
 
 pd.set_option("display.max_columns", 50)
 pd.set_option("display.width", 200)
@@ -588,7 +588,7 @@ replays = {
     for counter in ("harness9", "bpe")
 }
 both = pd.concat([r.calls for r in replays.values()], ignore_index=True)
-pd.DataFrame({c: r.summary() for c, r in replays.items()})""",
+pd.DataFrame({c: r.summary.row() for c, r in replays.items()})""",
     ),
     ("code", "plots.tier_swimlane(both, labels={r.run_id: f\"tier counter: {c}\" for c, r in replays.items()})"),
     (
@@ -639,7 +639,7 @@ import pandas as pd
 from h9eval.analysis import plots_closedloop as PC
 from h9eval.analysis import episodes as R
 from h9eval.closedloop import steps_frame
-from h9eval.closedloop.run import format_episode, run_world
+from h9eval.runs.world import format_episode, run_world
 from h9eval import load_results, sweep
 
 pd.set_option("display.max_columns", 40)
@@ -910,7 +910,7 @@ from h9eval import run_task
 
 out_dir = Path(out_dir or tempfile.mkdtemp(prefix="h9eval-07-"))
 (one,) = run_task("synthetic:small:0", "keep_head_tail", params={"keep_tail": 10}, window=window, out_dir=out_dir / "one")
-one.summary()""",
+one.summary.row()""",
     ),
     (
         "md",
@@ -983,7 +983,7 @@ import pandas as pd
 
 from h9eval import load_results, sweep
 from h9eval.analysis.ledger import cliff_rounds, ledger_summary, survival_curves, survival_plot
-from h9eval.analysis.ledger_page import compaction_diffs, replay_for_ledger
+from h9eval.analysis.ledger_page import run_diffs
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_colwidth", 90)
@@ -1022,15 +1022,15 @@ cliffs.pivot_table(index="label", columns="item_type", values="cliff_round", agg
         "md",
         """## One run, compaction by compaction
 
-`replay_for_ledger` replays a sweep cell again (deterministically) keeping its views;
-`compaction_diffs` lists, per compaction round, what left the view, where `N/A` erased an anchor
-value, and the items that became LOST or STALE (with the later call that used them again).
+A run with the ledger on stores its compaction diffs (the `diffs` table); `run_diffs` reads one run's:
+per compaction round, what left the view, where `N/A` erased an anchor value, and the items that
+became LOST or STALE (with the later call that used them again). Nothing is replayed.
 `h9eval ledger SWEEP_DIR --run-id RUN_ID` writes the same as an HTML page.""",
     ),
     (
         "code",
         """run_id = results.runs[results.runs["policy_name"] == "harness9-default"]["run_id"].iloc[0]
-diffs = compaction_diffs(replay_for_ledger(res.out_dir, run_id))
+diffs = run_diffs(results, run_id).diffs
 diffs[["round", "call_index", "tier_name", "n_left", "lost", "stale", "na_erased", "used_later"]].head(12)""",
     ),
 ]

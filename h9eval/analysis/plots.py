@@ -796,7 +796,7 @@ def records_token_curve(compactions: Any, session_ids: Sequence[str] | None = No
 
 
 def tune_evidence(evidence: Any) -> Any:
-    """The tuner's evidence (:class:`h9eval.tuning.tune.TuneResult` ``evidence``): tokens saved vs
+    """The tuner's evidence (:class:`h9eval.studies.tune.TuneResult` ``evidence``): tokens saved vs
     retention of every evaluated config; filled: feasible (no overflow, no emergency, within
     the bounds), open: not; the recommended config is ringed in black."""
     fig, (ax,) = new_figure(size=(7.0, 4.5))

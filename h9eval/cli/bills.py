@@ -6,7 +6,7 @@ import argparse
 import json
 
 from h9eval.cli import add_command
-from h9eval.analysis.bills import check_bill_files
+from h9eval.studies.bills import check_bill_files
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,7 +1,7 @@
 """``h9eval sweep SPEC.toml``: run a sweep (see :mod:`h9eval.sweeps.sweep`; the spec: :mod:`h9eval.sweeps.spec`)
 and say where results are.
 ``h9eval sweep --task FILE --window W``: every registered policy at its defaults on FILE at
-window W, and a table of them (:func:`h9eval.analysis.all_policies.compare_all_policies`).
+window W, and a table of them (:func:`h9eval.studies.all_policies.compare_all_policies`).
 
 Exit status: 0 when every cell is ok, 1 when some cells failed (rerun the same command to
 retry them: finished cells are kept), 2 for an invalid spec, 3 when ``--max-cost-usd`` stopped it
@@ -15,7 +15,7 @@ import math
 import sys
 
 from h9eval.cli import add_command
-from h9eval.analysis.all_policies import compare_all_policies
+from h9eval.studies.all_policies import compare_all_policies
 from h9eval.cli.run import add_call_limit_options, call_limits
 from h9eval.core.errors import ConfigError
 from h9eval.sweeps.estimate import estimate_sweep

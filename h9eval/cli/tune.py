@@ -7,7 +7,7 @@ import json
 import sys
 
 from h9eval.cli import add_command
-from h9eval.tuning.tune import load_models, tune
+from h9eval.studies.tune import load_models, tune
 from h9eval.core.errors import ConfigError
 
 

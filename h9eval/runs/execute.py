@@ -413,6 +413,11 @@ class RunResult:
         return self.replay.final_history if self.replay is not None else []
 
     @property
+    def records(self) -> list[Any]:
+        """A replay's compaction records, in order (empty for an episode: its rounds are in :attr:`compactions`)."""
+        return list(self.replay.records) if self.replay is not None else []
+
+    @property
     def policy_kind(self) -> str:
         return self.spec.policy.kind
 

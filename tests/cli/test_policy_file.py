@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.tuning.tune import to_toml
+from h9eval.studies.tune import to_toml
 from h9eval.cli import main
 
 

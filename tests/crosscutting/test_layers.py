@@ -29,7 +29,7 @@ RANKS: dict[str, int] = {
     "runs": 7,  # execute() runs both loops: the replay and the closed loop's episode
     "sweeps": 8,
     "analysis": 9,
-    "tuning": 10,  # orchestration over analysis: the tuner drives sweeps and replays and reads their evidence
+    "studies": 10,  # what drives runs (tuner, all-policies comparison, bill check) and reads their evidence
     "integrations": 10,  # optional frameworks (Inspect): the CLI imports only a module that imports Inspect when called
     "cli": 11,
     "": 12,  # h9eval/__init__.py and __main__.py: the public surface over everything
@@ -284,12 +284,16 @@ def layer_diagram() -> str:
     return "\n".join(lines)
 
 
-def test_readme_architecture_diagram_matches_the_imports() -> None:
-    readme = (PKG.parent / "README.md").read_text(encoding="utf-8")
-    begin, end = "<!-- layers:begin -->", "<!-- layers:end -->"
-    assert begin in readme and end in readme, "README.md lacks the Architecture diagram markers"
-    block = readme.split(begin, 1)[1].split(end, 1)[0].strip().strip("`").strip()
-    assert block == layer_diagram(), "README's Architecture diagram is stale; the code's is:\n" + layer_diagram()
+def test_architecture_diagram_matches_the_imports() -> None:
+    """docs/architecture.md's diagram is generated (``scripts/docgen/layers.py``); a stale one fails here."""
+    page = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    begin, end = "<!-- gen:layers -->", "<!-- /gen:layers -->"
+    assert begin in page and end in page, "docs/architecture.md lacks the layer diagram's markers"
+    block = page.split(begin, 1)[1].split(end, 1)[0].strip().strip("`").strip()
+    assert block == layer_diagram(), (
+        "docs/architecture.md's layer diagram is stale (python scripts/gen_docs.py layers); the code's is:\n"
+        + layer_diagram()
+    )
 
 
 @dataclass(frozen=True)
@@ -362,3 +366,24 @@ def test_import_edges_are_counted_per_file_and_per_room(tmp_path: Path, monkeypa
 if __name__ == "__main__":
     found = import_edges()
     print(f"{len(found.rooms)} room-to-room import edges, {len(found.files)} file-to-file")
+
+
+#: what analysis/ must never import: it turns stored tables into numbers, figures and pages, so it neither
+#: runs anything (runs, sweeps, studies) nor calls a model (summarizers)
+ANALYSIS_NEVER = ("runs", "sweeps", "studies", "summarizers")
+
+
+def _analysis_imports_of_running_layers() -> list[str]:
+    bad = []
+    for name, path in _modules():
+        if _package_of(name) != "analysis":
+            continue
+        for target, line, _top in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if target.startswith("h9eval.") and _package_of(target) in ANALYSIS_NEVER:
+                bad.append(f"{path.relative_to(PKG.parent)}:{line}: analysis imports {target}")
+    return bad
+
+
+def test_analysis_is_pure_it_imports_nothing_that_runs_or_calls_a_model() -> None:
+    bad = _analysis_imports_of_running_layers()
+    assert not bad, "\n".join(bad)

@@ -1,4 +1,4 @@
-"""Every shell command and Python block of README.md and notebooks/README.md runs (issue 21).
+"""Every shell command and Python block of README.md, notebooks/README.md and docs/*.md runs.
 
 The blocks are found generically: each fenced ```sh block is run with bash (``set -e``) and each
 ```python block with this interpreter, in document order, in one scratch folder per README,
@@ -27,10 +27,10 @@ import pytest
 from h9eval.core.paths import shared_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-READMES = ("README.md", "notebooks/README.md")
+READMES = ("README.md", "notebooks/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<why>[^)]+)\)\s*-->")
 FENCE = re.compile(r"^```(?P<lang>[A-Za-z0-9_+-]*)\s*$")
-MAX_SKIPS = 6
+MAX_SKIPS = 12
 """Skips are the exception: the whole of both READMEs may mark at most this many blocks."""
 
 REPLY = (

@@ -26,7 +26,7 @@ Mapping (decisions documented here, tested in ``tests/test_recorded.py``):
   ``output_tokens``), its model and the timestamp of its first record go to
   ``metadata["recorded_calls"]`` (one entry per response, ``message_index`` of the merged
   assistant message); a compaction entry also has its boundary's ``timestamp``. The billing
-  model's validation (:mod:`h9eval.analysis.bills`) compares its predictions with these.
+  model's validation (:mod:`h9eval.studies.bills`) compares its predictions with these.
 * Sidechain (subagent) files load as their own task (id ``claude_code:<sessionId>/agent-<id>``,
   ``metadata["agent_kind"] == "compaction"`` for ``agent-acompact-*``). Sidechain records
   inside a main file, ``progress``, ``file-history-snapshot``, ``queue-operation`` and other

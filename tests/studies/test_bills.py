@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from h9eval.analysis.bills import (
+from h9eval.studies.bills import (
     READ_SHARE_TOLERANCE_POINTS,
     WRITE_SHARE_TOLERANCE_FACTOR,
     check_bill_files,

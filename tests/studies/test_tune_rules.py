@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
-from h9eval.tuning.tune import _choose, change_from_default, cross_validate, keep_unexercised_defaults
+from h9eval.studies.tune import _choose, change_from_default, cross_validate, keep_unexercised_defaults
 
 D = ProgressiveCompactor()
 

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
-from h9eval.core.billing import billing_config_from_dict
 from h9eval.core.prices import MODELS as PRICE_TABLE
 from h9eval.core.prices import ModelInfo, load_models as load_model_table
 from h9eval.core.errors import ConfigError, did_you_mean
@@ -44,9 +43,8 @@ from h9eval.compaction.step import run_window
 from h9eval.sweeps.sweep import sweep
 from h9eval.analysis import metrics as M
 from h9eval.analysis import stats as S
-from h9eval.probes.runner import make_probe_fn
-from h9eval.summarizers.registry import make_summarizer
-from h9eval.runs.replay import ReplayConfig, replay
+from h9eval.runs.execute import RunEnv, RunObjects, execute
+from h9eval.runs.run import task_specs
 from h9eval.analysis.plots import tune_evidence
 from h9eval.analysis.compare import stand_in_caveat
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
@@ -339,23 +337,20 @@ def _evaluate_direct(
     *,
     progress: bool = False,
 ) -> Any:
+    """Every config on every task in this process: one run spec each (the spec a sweep cell of the same
+    inputs carries), run by :func:`~h9eval.runs.execute.execute` with no folder and no session store."""
     import pandas as pd
 
-    probe_fn = make_probe_fn(["recall"])
     rms, calls = [], []
     bar = make_progress(total=len(configs) * len(tasks), desc="tune", unit="replay", enabled=progress)
     for i, c in enumerate(configs):
-        pol = make_policy("progressive", **c)
         for t in tasks:
             bar.update(1)
-            r = replay(
-                t,
-                pol,
-                summarizer=make_summarizer("offline"),
-                config=ReplayConfig(history_mode=history_mode, billing=billing_config_from_dict(billing)),
-                probe_fn=probe_fn,
-                session_store=False,
-            )
+            [spec], _, _ = task_specs(
+                t, "progressive", params=c, summarizer="offline", history_mode=history_mode, probes=("recall",),
+                ledger=False, billing=billing,
+            )  # fmt: skip
+            r = execute(spec, RunEnv(session_store=False, objects=RunObjects(task=t)))
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
             rms.append(rm)

@@ -12,7 +12,7 @@ import pytest
 from h9eval.cli import main
 from h9eval.compaction.policies import policy_from_dict
 from h9eval.core.errors import ConfigError
-from h9eval.tuning.tune import MODELS, load_models, model_info, to_toml, tune
+from h9eval.studies.tune import MODELS, load_models, model_info, to_toml, tune
 
 TASK = "synthetic:small:0"
 GRID = {"warn_frac": [0.5, 0.6], "min_tail_messages": [4, 8]}
@@ -135,7 +135,7 @@ def test_tune_refuses_tasks_that_never_reach_the_warn_tier_naming_them() -> None
     """At a 200k window the small synthetic tasks never reach the warn tier: every candidate
     would score the same, so the tuner refuses by name; with the explicit flag it warns loudly
     (a Python warning, the result's warnings and the TOML comment)."""
-    from h9eval.tuning.tune import unexercised_tasks
+    from h9eval.studies.tune import unexercised_tasks
     from h9eval.tasks import load_tasks_from_spec
 
     with pytest.raises(
@@ -161,7 +161,7 @@ def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(
     on the four held out and the check is printed next to the recommendation by the CLI. With
     four tasks a quarter would hold out one: the check is not made, the output says why, and
     the task goes back to tuning (mutant killed: a held-out check on fewer than 4 tasks)."""
-    from h9eval.tuning.tune import MIN_HELDOUT_TASKS, split_tasks
+    from h9eval.studies.tune import MIN_HELDOUT_TASKS, split_tasks
 
     assert split_tasks(["d", "a", "c", "b"], holdout_frac=0.25, seed=0) == split_tasks(
         ["a", "b", "c", "d"], holdout_frac=0.25, seed=0
@@ -216,7 +216,7 @@ def test_tune_holds_tasks_out_and_replays_the_recommendation_on_them(
 def _rigged(monkeypatch: pytest.MonkeyPatch, **set_on_top: float) -> None:
     """Make the config with the highest retention (made 1.0) carry ``set_on_top`` (e.g. one
     emergency): a tuner that ignores that filter recommends it."""
-    import h9eval.tuning.tune as T
+    import h9eval.studies.tune as T
 
     real = T._aggregate
 
@@ -248,7 +248,7 @@ def test_tuner_picks_the_most_robust_of_the_configs_tied_with_the_best() -> None
     config is tied with the best): the pick is the best worst-task retention, not the best mean."""
     import pandas as pd
 
-    from h9eval.tuning.tune import _choose
+    from h9eval.studies.tune import _choose
 
     per = [{"a": 1.0, "b": 1.0, "c": 0.4}, {"a": 0.8, "b": 0.8, "c": 0.7}, {"a": 1.0, "b": 1.0, "c": 1.0}]
     ev = pd.DataFrame(
@@ -273,7 +273,7 @@ def test_objective_cost_picks_the_cheapest_config_retention_cannot_tell_apart() 
 
     import pandas as pd
 
-    from h9eval.tuning import tune as tune_module
+    from h9eval.studies import tune as tune_module
 
     per_task = _json.dumps({"t0": 0.9})
     ev = pd.DataFrame(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from h9eval.analysis.all_policies import all_policies_spec, compare_all_policies
+from h9eval.studies.all_policies import all_policies_spec, compare_all_policies
 from h9eval.analysis.compare import shell_name
 from h9eval.analysis.headline import DEFAULT_NAME
 from h9eval.compaction.policies import ServerCompactionPolicy, registry, task_independent_registry
