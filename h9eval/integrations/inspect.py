@@ -73,7 +73,6 @@ from h9eval.compaction.base import (
     policy_params,
     register,
 )
-from h9eval.compaction.policies import make_policy
 from h9eval.compaction.prompts import serialize_conversation
 from h9eval.compaction.records import Tier
 from h9eval.compaction.step import run_window
@@ -81,6 +80,8 @@ from h9eval.compaction.summary import SummaryCall, SummaryReply, SummaryRequest
 from h9eval.core.errors import ConfigError, SummarizerError
 from h9eval.core.messages import Message
 from h9eval.core.tokens import DEFAULT_CONTEXT_WINDOW_TOKENS, estimate_tokens
+from h9eval.runs.run import policy_ref
+from h9eval.runs.spec import RunSpec, SummarizerRef, TaskRef
 from h9eval.integrations.inspect_logs import (
     INSPECT_LOG_FORMAT,
     SweepExport,
@@ -147,6 +148,10 @@ class InspectModelSummarizer:
         )
 
 
+INSPECT_MODEL_SUMMARIZER = "inspect_model"
+"""The summarizer name in an :class:`H9Compaction` run spec when Inspect's own model writes the summaries."""
+
+
 class H9Compaction(CompactionStrategy):
     """An h9eval policy as an Inspect compaction strategy (see the module docstring).
 
@@ -169,9 +174,17 @@ class H9Compaction(CompactionStrategy):
         summarizer_model: str | Model | None = None,
         offload_root: str | None = None,
     ) -> None:
-        pol = make_policy(policy, **dict(params or {})) if isinstance(policy, str) else policy
-        if window_tokens is not None:  # the policy at that window (compaction.step.run_window's rule)
-            pol = run_window(pol, window_tokens, explicit=False).policy
+        # the run's references, as every entry point builds them (h9eval.runs.spec): the one window rule
+        # with the one "explicit" convention, so params={"context_window_tokens": 50_000} with
+        # window_tokens=128_000 is refused here as it is by run_task, a sweep and the tuner
+        self.policy_ref, obj = policy_ref(policy, params)
+        self.window_tokens = window_tokens
+        self.summarizer_name = summarizer
+        self._spec = self.run_spec(TaskRef(source="inspect", task_id="inspect"))
+        if obj is None:
+            pol = self._spec.policy_at_window()
+        else:  # a policy object the registry may not rebuild: the same rule applied to the object itself
+            pol = run_window(obj, self._spec.policy_window_tokens, explicit=self.policy_ref.sets_window).policy
         self.policy = pol
         window = pol.window_tokens() or window_tokens
         # Inspect calls a strategy only above its threshold and requires the result to be below
@@ -190,6 +203,27 @@ class H9Compaction(CompactionStrategy):
         self.offload_root = offload_root
         self._runs: dict[str, Any] = {}
         self._lock = threading.Lock()
+
+    def run_spec(self, task: TaskRef, *, history_mode: str = "write_back") -> RunSpec:
+        """The :class:`~h9eval.runs.spec.RunSpec` of this strategy on one task: what ``h9eval run --task``
+        builds from the same policy, parameters, window and summarizer (Inspect replaces the sample's
+        messages with the compacted ones, so the history mode is ``write_back``).
+
+        Args:
+            task: the task's reference.
+            history_mode: the history mode to describe (default ``write_back``, as Inspect runs it).
+
+        Returns:
+            The spec; its :meth:`~h9eval.runs.spec.RunSpec.identity` is the run id h9eval gives the run.
+        """
+        return RunSpec(
+            task=task,
+            policy=self.policy_ref,
+            window=self.window_tokens,
+            history_mode=history_mode,
+            # no h9eval summarizer: the Inspect model answers, which no registered name describes
+            summarizer=SummarizerRef(name=self.summarizer_name or INSPECT_MODEL_SUMMARIZER),
+        )
 
     def _repr_params_(self) -> dict[str, Any]:
         return {**super()._repr_params_(), "policy": self.policy.kind, "params": policy_params(self.policy)}

@@ -188,6 +188,8 @@ class PolicyRef:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _frozen_copy(self.params))
+        if self.name == self.kind:  # the default label spelled out: one spec, however it was named
+            object.__setattr__(self, "name", "")
 
     @property
     def label(self) -> str:

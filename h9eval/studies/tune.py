@@ -45,6 +45,7 @@ from h9eval.analysis import metrics as M
 from h9eval.analysis import stats as S
 from h9eval.runs.execute import RunEnv, RunObjects, execute
 from h9eval.runs.run import task_specs
+from h9eval.runs.spec import PolicyRef, RunSpec
 from h9eval.analysis.plots import tune_evidence
 from h9eval.analysis.compare import stand_in_caveat
 from h9eval.compaction.policies.progressive import ProgressiveCompactor
@@ -294,6 +295,9 @@ def unexercised_tasks(tasks: Sequence[Task], *, window: int, warn_frac: float) -
 
 
 # -- evaluation --------------------------------------------------------------------------------
+_W = "context_window_tokens"
+
+
 def _evaluate_sweep(
     specs: Sequence[str],
     configs: list[dict[str, Any]],
@@ -304,10 +308,18 @@ def _evaluate_sweep(
     *,
     progress: bool = False,
 ) -> Any:
+    windows = {c[_W] for c in configs}
+    if len(windows) != 1:
+        raise ConfigError(f"tune: the candidates of one tune share one window, got {sorted(windows)}")
     spec = {
         "name": out.name,
         "tasks": {"specs": list(specs)},
-        "policies": [{"kind": "progressive", "name": f"cfg{i:03d}", "params": dict(c)} for i, c in enumerate(configs)],
+        # the candidates' window is the sweep's window (one per tune), as candidate_spec makes it the run's
+        "window": configs[0]["context_window_tokens"],
+        "policies": [
+            {"kind": "progressive", "name": f"cfg{i:03d}", "params": {k: v for k, v in c.items() if k != _W}}
+            for i, c in enumerate(configs)
+        ],
         "probes": {"scorers": ["recall"]},
         "summarizer": {"name": "offline"},
         "history_modes": [history_mode],
@@ -329,6 +341,50 @@ def _evaluate_sweep(
     return rm, res.calls
 
 
+def candidate_base(base_params: Mapping[str, Any] | None, window: int) -> dict[str, Any]:
+    """The parameters every candidate shares: ``base_params`` at ``window``, by the one window rule of every
+    run (a ``base_params`` window of another value is an error, not replaced).
+
+    Args:
+        base_params: fixed progressive parameters as given.
+        window: the window tuned for (tokens).
+
+    Returns:
+        The parameters with ``context_window_tokens``.
+
+    Raises:
+        ConfigError: ``base_params`` set another window.
+    """
+    given = dict(base_params or {})
+    ref = PolicyRef(kind="progressive", params=given)
+    return {**given, _W: run_window(ref.build(), window, explicit=ref.sets_window).window_tokens}
+
+
+def candidate_spec(
+    task: Task | str, config: Mapping[str, Any], *, history_mode: str, billing: Mapping[str, Any] | None = None
+) -> RunSpec:
+    """The run spec of one candidate on one task: the spec ``h9eval run --task T --window W`` builds from the
+    same parameters (the candidate's ``context_window_tokens`` is the run's window, the rest its
+    parameters), with the tuner's probe (``recall``) and the offline summarizer, no ledger.
+
+    Args:
+        task: the task (or its spec).
+        config: the candidate's ``ProgressiveCompactor`` parameters, with ``context_window_tokens``.
+        history_mode: ``view`` or ``write_back``; ``billing``: the ``[billing]`` table.
+
+    Returns:
+        The spec (one task: a spec that loads several is refused).
+    """
+    params = {k: v for k, v in config.items() if k != "context_window_tokens"}
+    specs, _, _ = task_specs(
+        task, "progressive", params=params, window=config.get("context_window_tokens"), summarizer="offline",
+        history_mode=history_mode, probes=("recall",), ledger=False, billing=billing,
+    )  # fmt: skip
+    if len(specs) != 1:
+        raise ConfigError(f"tune: one task per spec expected, {task!r} loads {len(specs)}")
+    return specs[0]
+
+
 def _evaluate_direct(
     tasks: Sequence[Any],
     configs: list[dict[str, Any]],
@@ -346,10 +402,7 @@ def _evaluate_direct(
     for i, c in enumerate(configs):
         for t in tasks:
             bar.update(1)
-            [spec], _, _ = task_specs(
-                t, "progressive", params=c, summarizer="offline", history_mode=history_mode, probes=("recall",),
-                ledger=False, billing=billing,
-            )  # fmt: skip
+            spec = candidate_spec(t, c, history_mode=history_mode, billing=billing)
             r = execute(spec, RunEnv(session_store=False, objects=RunObjects(task=t)))
             rm = M.run_metrics(r.calls, r.probes, None)
             rm["config_index"] = i
@@ -878,14 +931,7 @@ def tune(
         safety_margin_frac=safety_margin_frac,
     )
     g = _checked_grid(grid)
-    given = dict(base_params or {})
-    # the one window rule of every run: a base_params window of another value is an error, not replaced
-    base = {
-        **given,
-        "context_window_tokens": run_window(
-            make_policy("progressive", **given), window, explicit="context_window_tokens" in given
-        ).window_tokens,
-    }
+    base = candidate_base(base_params, window)
     grid_pts = _grid_points(g, base)
     if not grid_pts:
         raise ConfigError("no valid config in the grid (check that warn < soft < full < emergency is possible)")
