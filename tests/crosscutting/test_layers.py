@@ -123,6 +123,9 @@ STRING_IMPORTS = {
     "h9eval.cli.run",
     # the resolver's _LOADERS: each input kind's parsers are loaded when that kind is met
     "h9eval.tasks",
+    # the recorded-format registry: every module of the package that declares RECORDED_FORMATS, found by
+    # listing the package (a format is one file; no list to edit)
+    "h9eval.tasks.recorded",
     # execute(): the closed loop's side (h9eval.runs.episode) only when an episode or a world's exported
     # task is run, so a task run does not load the worlds and agents
     "h9eval.runs.execute",

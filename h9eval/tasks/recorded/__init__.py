@@ -14,6 +14,11 @@ Formats (:data:`FORMATS`): ``claude_code`` (session/subagent JSONL), ``mini_swe_
 conversation folder), ``openai_chat`` and ``anthropic_messages`` (generic transcripts). Each
 format's module docstring documents its mapping; ``_common`` documents the derived facts.
 
+A format is one file: a module of this package declaring ``RECORDED_FORMATS``, a tuple of
+:class:`~h9eval.tasks.recorded._format.RecordedFormat` values (its name, how its files are recognised,
+its loader and options). This package finds every such module; detection runs the declared tests in
+their ``detect_order`` (:data:`REGISTRY` is in that order).
+
 Every bad input (unreadable, truncated or malformed file, a JSONL line that is not JSON, a
 folder of the wrong shape, an unknown format) raises :class:`h9eval.core.errors.FormatError`
 naming the file, the line/record/event and what was expected.
@@ -21,50 +26,86 @@ naming the file, the line/record/event and what was expected.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from h9eval.core.errors import ConfigError, FormatError, did_you_mean
 from h9eval.core.progress import QUIET_DELAY_S, make_progress
-from h9eval.tasks.model import TASK_JSONL_FORMAT, Task, is_task_jsonl_record, tasks_from_jsonl
-from h9eval.tasks.recorded import chat, claude_code, mini_swe_agent, openhands, swe_agent
+from h9eval.tasks.model import TASK_JSONL_FORMAT, Task, tasks_from_jsonl
+from h9eval.tasks.recorded._format import RecordedFormat
 from h9eval.tasks.recorded._common import first_nonblank_line, read_text, tool_pair_stats
 from h9eval.core.tokens import estimate_tokens, estimate_tool_tokens
 
-__all__ = ["FORMATS", "detect_format", "load_task", "load_tasks", "load_recorded", "inspect_task", "summarize_task"]
+__all__ = [
+    "FORMATS",
+    "REGISTRY",
+    "RecordedFormat",
+    "detect_format",
+    "load_task",
+    "load_tasks",
+    "load_recorded",
+    "inspect_task",
+    "summarize_task",
+]
 
-_LOADERS: dict[str, tuple[Callable[..., Task], frozenset[str]]] = {
-    claude_code.FORMAT: (claude_code.load_claude_code, frozenset({"keep_compact_summary"})),
-    mini_swe_agent.FORMAT: (mini_swe_agent.load_mini_swe_agent, frozenset({"synthesize_tool_calls"})),
-    swe_agent.FORMAT: (swe_agent.load_swe_agent, frozenset({"synthesize_tool_calls"})),
-    openhands.FORMAT: (openhands.load_openhands, frozenset()),
-    chat.OPENAI: (chat.load_openai_chat, frozenset()),
-    chat.ANTHROPIC: (chat.load_anthropic_messages, frozenset()),
-}
-FORMATS: tuple[str, ...] = tuple(_LOADERS)
-"""Format names accepted by ``format=`` and returned by :func:`detect_format`."""
 
-_SESSION_SUFFIXES = (".jsonl", ".json", ".traj")
-_EXPECTED_ANY = (
-    "a Claude Code JSONL session, a mini-swe-agent .traj.json, a SWE-agent .traj, an OpenHands "
-    "conversation folder, an OpenAI chat-messages JSON/JSONL or an Anthropic Messages JSON"
-)
+def _declared() -> dict[str, RecordedFormat]:
+    """Every format the package's modules declare (``RECORDED_FORMATS``), in detection order; a name
+    declared twice is a programming error."""
+    found: list[RecordedFormat] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            found.extend(getattr(importlib.import_module(f"{__name__}.{info.name}"), "RECORDED_FORMATS", ()))
+    twice = sorted(n for n, k in Counter(f.name for f in found).items() if k > 1)
+    if twice:
+        raise RuntimeError(f"recorded format {twice[0]!r} is declared by two modules")
+    return {f.name: f for f in sorted(found, key=lambda f: (f.detect_order, f.name))}
+
+
+REGISTRY: dict[str, RecordedFormat] = _declared()
+"""Every session format by name, in detection order (h9eval's own task files included)."""
+FORMATS: tuple[str, ...] = tuple(n for n, f in REGISTRY.items() if f.recorded)
+"""Recorded-session format names accepted by ``format=`` and returned by :func:`detect_format`."""
+
+_SESSION_SUFFIXES = tuple(dict.fromkeys(x for f in REGISTRY.values() for x in f.suffixes))
+
+
+def _expected_any() -> str:
+    shown = [f.described for f in REGISTRY.values() if f.recorded]
+    return ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+_EXPECTED_ANY = _expected_any()
 
 
 def detect_format(path: str | Path) -> str:
-    """The format of a session file or folder, decided by its content (see :data:`FORMATS`)."""
+    """The format of a session file or folder, decided by its content: the first format, in
+    :data:`REGISTRY` order, whose declared test accepts it.
+
+    Args:
+        path: a session file or folder.
+
+    Returns:
+        A format name (one of :data:`FORMATS`, or h9eval's task-file format).
+
+    Raises:
+        FormatError: no such path, or no format accepts it (naming the file and what was expected).
+    """
     shown = str(path)
     p = Path(path)
     if not p.exists():
         raise FormatError("no such file or folder", path=shown)
     if p.is_dir():
-        if openhands.is_openhands_dir(p):
-            return openhands.FORMAT
+        for f in REGISTRY.values():
+            if f.matches_dir is not None and f.matches_dir(p):
+                return f.name
+        folders = " or ".join(f.described for f in REGISTRY.values() if f.matches_dir is not None)
         raise FormatError(
-            "folder is not an OpenHands conversation (expected event_service/events/event-NNNNN-*.json); "
+            f"folder is not {folders} (expected event_service/events/event-NNNNN-*.json); "
             "use load_tasks() to load every session under a folder",
             path=shown,
         )
@@ -75,22 +116,12 @@ def detect_format(path: str | Path) -> str:
         return _detect_jsonl(text, shown, e)
     except RecursionError:
         raise FormatError("JSON nested too deeply", path=shown) from None
-    if is_task_jsonl_record(obj):  # a one-task file; before the chat check (it has "messages")
-        return TASK_JSONL_FORMAT
-    if swe_agent.looks_like_swe_agent(obj):
-        return swe_agent.FORMAT
-    if mini_swe_agent.looks_like_mini_swe_agent(obj):
-        return mini_swe_agent.FORMAT
-    kind = chat.classify_chat(obj)
-    if kind is not None:
-        return kind
-    if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and "source" in obj:
-        raise FormatError(
-            "this is a single OpenHands event; pass the conversation folder (the one holding event_service/)",
-            path=shown,
-        )
-    if claude_code.looks_like_claude_code(obj):
-        return claude_code.FORMAT  # a one-record Claude Code file
+    for f in REGISTRY.values():
+        if f.matches_json is not None and f.matches_json(obj):
+            return f.name
+        said = f.near_miss_json(obj) if f.near_miss_json is not None else None
+        if said:
+            raise FormatError(said, path=shown)
     raise FormatError(f"unknown format; expected {_EXPECTED_ANY}", path=shown)
 
 
@@ -107,49 +138,43 @@ def _detect_jsonl(text: str, shown: str, whole: json.JSONDecodeError) -> str:
             path=shown,
             where=f"line {whole.lineno} column {whole.colno}",
         ) from None
-    if claude_code.looks_like_claude_code(first):
-        return claude_code.FORMAT
-    if is_task_jsonl_record(first):  # before the chat check: a task line also has "messages"
-        return TASK_JSONL_FORMAT
-    if isinstance(first, dict) and (isinstance(first.get("role"), str) or isinstance(first.get("messages"), list)):
-        convs = chat.read_chat_file(Path(shown), shown)
-        kind = chat.classify_chat(convs[0][1])
-        if kind is not None:
-            return kind
+    for f in REGISTRY.values():
+        if f.matches_jsonl is not None and f.matches_jsonl(first, Path(shown)):
+            return f.name
     raise FormatError(f"unknown JSONL format; expected {_EXPECTED_ANY}", path=shown, where=f"line {first_n}")
 
 
-def _check_format(fmt: str) -> str:
-    if fmt not in _LOADERS and fmt != TASK_JSONL_FORMAT:
-        raise ConfigError(did_you_mean(fmt, [*_LOADERS, TASK_JSONL_FORMAT], what="recorded format"))
-    return fmt
+def _format(fmt: str) -> RecordedFormat:
+    f = REGISTRY.get(fmt)
+    if f is None:
+        raise ConfigError(did_you_mean(fmt, list(REGISTRY), what="recorded format"))
+    return f
 
 
 def load_task(path: str | Path, format: str | None = None, **options: Any) -> Task:
     """Load one session: a file, or an OpenHands conversation folder.
 
-    ``format``: one of :data:`FORMATS`; default: :func:`detect_format`. ``options`` go to the
-    format's loader: ``keep_compact_summary`` (claude_code, default True),
-    ``synthesize_tool_calls`` (mini_swe_agent/swe_agent text formats, default True).
+    Args:
+        path: the session.
+        format: one of :data:`FORMATS` (or h9eval's task-file format); default: :func:`detect_format`.
+        options: the format's loader options: ``keep_compact_summary`` (claude_code, default True),
+            ``synthesize_tool_calls`` (mini_swe_agent/swe_agent text formats, default True).
+
+    Returns:
+        The task.
+
+    Raises:
+        ConfigError: an unknown format or an option its loader does not accept.
+        FormatError: a bad file.
     """
-    fmt = _check_format(format) if format is not None else detect_format(path)
-    if fmt == TASK_JSONL_FORMAT and not options:
-        tasks = tasks_from_jsonl(path)
-        if len(tasks) != 1:
-            raise FormatError(
-                f"task file holds {len(tasks)} tasks; expected one (load_tasks reads them all)", path=str(path)
-            )
-        return tasks[0]
-    loader, accepted = _LOADERS.get(fmt, (None, frozenset()))  # type: ignore[arg-type]
-    if loader is None:
-        raise ConfigError(f"the {fmt} format accepts no options")
-    unknown = sorted(set(options) - accepted)
+    f = _format(format) if format is not None else REGISTRY[detect_format(path)]
+    unknown = sorted(set(options) - f.options)
     if unknown:
         raise ConfigError(
-            f"option {unknown[0]!r} is not accepted by the {fmt} loader; accepted: "
-            f"{', '.join(sorted(accepted)) or 'none'}"
+            f"option {unknown[0]!r} is not accepted by the {f.name} loader; accepted: "
+            f"{', '.join(sorted(f.options)) or 'none'}"
         )
-    return loader(path, **options)
+    return f.load(path, **options)
 
 
 def load_tasks(
@@ -163,14 +188,22 @@ def load_tasks(
 
     A folder that is an OpenHands conversation is one task and is not descended into; other
     folders are walked for ``*.jsonl``/``*.json``/``*.traj`` files (other files, names
-    starting with ``.`` and Claude Code's own compaction calls ``agent-acompact-*`` are
-    ignored). A chat JSONL with one ``{"messages": [...]}`` per line
-    gives one task per line. ``errors``: if a list is given, a session that fails to load is
-    recorded there and skipped; otherwise the first :class:`FormatError` is raised.
-    ``format``/``options``: as for :func:`load_task`, applied to every session found.
+    starting with ``.`` and files a format declares not to be sessions, Claude Code's own compaction
+    calls ``agent-acompact-*``, are ignored). A file of a format that holds several sessions (a chat
+    JSONL with one ``{"messages": [...]}`` per line, an h9eval task file) gives one task each.
+
+    Args:
+        path: a session file or a folder.
+        format: as for :func:`load_task`, applied to every session found.
+        errors: if a list is given, a session that fails to load is recorded there and skipped;
+            otherwise the first :class:`FormatError` is raised.
+        options: as for :func:`load_task`.
+
+    Returns:
+        The tasks, in path order.
     """
     if format is not None:
-        _check_format(format)
+        _format(format)
     p = Path(path)
     if not p.exists():
         raise FormatError("no such file or folder", path=str(path))
@@ -185,13 +218,11 @@ def load_tasks(
         # Show paths the way the caller spelled the root, so TaskSource.path stays recognisable.
         shown = item if item == p else Path(path) / item.relative_to(p)
         try:
-            fmt = format or detect_format(shown)
-            if fmt in (chat.OPENAI, chat.ANTHROPIC):
-                out.extend(chat.load_chat_many(shown, fmt))
-            elif fmt == TASK_JSONL_FORMAT:
-                out.extend(tasks_from_jsonl(shown))
+            f = REGISTRY[format or detect_format(shown)]
+            if f.load_all is not None:
+                out.extend(f.load_all(shown))
             else:
-                out.append(load_task(shown, fmt, **options))
+                out.append(load_task(shown, f.name, **options))
         except FormatError as e:
             if errors is None:
                 bar.close()
@@ -205,7 +236,7 @@ load_recorded = load_tasks
 
 
 def _discover(root: Path) -> list[Path]:
-    if openhands.is_openhands_dir(root):
+    if any(f.matches_dir is not None and f.matches_dir(root) for f in REGISTRY.values()):
         return [root]
     found: list[Path] = []
     try:
@@ -217,7 +248,11 @@ def _discover(root: Path) -> list[Path]:
             continue
         if q.is_dir():
             found.extend(_discover(q))
-        elif q.is_file() and q.name.endswith(_SESSION_SUFFIXES) and not claude_code.is_compaction_call_file(q):
+        elif (
+            q.is_file()
+            and q.name.endswith(_SESSION_SUFFIXES)
+            and not any(f.skip_file is not None and f.skip_file(q) for f in REGISTRY.values())
+        ):
             found.append(q)
     return found
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from h9eval.tasks.recorded._common import (
     read_text,
     stem,
 )
+from h9eval.tasks.recorded._format import RecordedFormat
 
 __all__ = [
     "OPENAI",
@@ -308,3 +310,35 @@ def _anthropic_message(m: Any, tr: Transcript, counts: Counter[str], cur: Cursor
     if texts or not n_results:
         msg = Message(role, text)
         tr.add_prompt(msg) if role == "user" and text.strip() else tr.add(msg)
+
+
+def _jsonl_is(fmt: str) -> Callable[[Any, Path], bool]:
+    """A JSON-lines file of ``fmt``: its first record is a message or a conversation, and its first
+    conversation classifies as ``fmt``."""
+
+    def test(first: Any, path: Path) -> bool:
+        shaped = isinstance(first, dict) and (
+            isinstance(first.get("role"), str) or isinstance(first.get("messages"), list)
+        )
+        if not shaped:
+            return False
+        return classify_chat(read_chat_file(path, str(path))[0][1]) == fmt
+
+    return test
+
+
+RECORDED_FORMATS = tuple(
+    RecordedFormat(
+        name=fmt,
+        described=described,
+        detect_order=order,  # after h9eval's task lines, which hold "messages" too
+        load=load,
+        load_all=lambda path, fmt=fmt: load_chat_many(path, fmt),
+        matches_json=lambda obj, fmt=fmt: classify_chat(obj) == fmt,
+        matches_jsonl=_jsonl_is(fmt),
+    )
+    for fmt, described, order, load in (
+        (OPENAI, "an OpenAI chat-messages JSON/JSONL", 40, load_openai_chat),
+        (ANTHROPIC, "an Anthropic Messages JSON", 41, load_anthropic_messages),
+    )
+)

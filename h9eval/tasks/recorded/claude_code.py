@@ -57,6 +57,7 @@ from h9eval.tasks.recorded._common import (
     returncode_from_text,
     stem,
 )
+from h9eval.tasks.recorded._format import RecordedFormat
 
 __all__ = ["COMPACTION_CALL_PREFIX", "FORMAT", "is_compaction_call_file", "load_claude_code", "looks_like_claude_code"]
 
@@ -362,3 +363,18 @@ def _assistant_blocks(a: _Asst, content: Any, counts: Counter[str], cur: Cursor)
             counts["thinking_blocks"] += 1
         else:
             counts[f"assistant:{t}"] += 1
+
+
+RECORDED_FORMATS = (
+    RecordedFormat(
+        name=FORMAT,
+        described="a Claude Code JSONL session",
+        # after every JSON format's own test: a one-record Claude Code file is the least specific shape
+        detect_order=90,
+        load=load_claude_code,
+        options=frozenset({"keep_compact_summary"}),
+        matches_json=looks_like_claude_code,
+        matches_jsonl=lambda first, _path: looks_like_claude_code(first),
+        skip_file=is_compaction_call_file,
+    ),
+)

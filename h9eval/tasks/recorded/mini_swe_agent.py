@@ -49,6 +49,7 @@ from h9eval.tasks.recorded._common import (
     returncode_from_text,
     stem,
 )
+from h9eval.tasks.recorded._format import RecordedFormat
 
 __all__ = ["FORMAT", "load_mini_swe_agent", "looks_like_mini_swe_agent", "ACTION_REGEX"]
 
@@ -207,3 +208,15 @@ def _returncode(m: Any, content: str) -> int | None:
     if isinstance(rc, str) and re.fullmatch(r"-?\d+", rc.strip()):
         return int(rc)
     return returncode_from_text(content)
+
+
+RECORDED_FORMATS = (
+    RecordedFormat(
+        name=FORMAT,
+        described="a mini-swe-agent .traj.json",
+        detect_order=30,
+        load=load_mini_swe_agent,
+        options=frozenset({"synthesize_tool_calls"}),
+        matches_json=looks_like_mini_swe_agent,
+    ),
+)

@@ -53,6 +53,7 @@ from h9eval.tasks.recorded._common import (
     parse_json,
     read_text,
 )
+from h9eval.tasks.recorded._format import RecordedFormat
 
 __all__ = ["FORMAT", "load_openhands", "find_event_dir", "is_openhands_dir"]
 
@@ -329,3 +330,21 @@ def _observation(ev: Any, kind: str, counts: Counter[str], cur: Cursor) -> tuple
     rc = rc if isinstance(rc, int) and not isinstance(rc, bool) and rc >= 0 else None  # -1 = still running
     wd = md.get("working_dir") if isinstance(md.get("working_dir"), str) else None
     return content, is_error, rc, wd
+
+
+def _single_event(obj: Any) -> str | None:
+    if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and "source" in obj:
+        return "this is a single OpenHands event; pass the conversation folder (the one holding event_service/)"
+    return None
+
+
+RECORDED_FORMATS = (
+    RecordedFormat(
+        name=FORMAT,
+        described="an OpenHands conversation folder",
+        detect_order=50,
+        load=load_openhands,
+        matches_dir=is_openhands_dir,
+        near_miss_json=_single_event,
+    ),
+)

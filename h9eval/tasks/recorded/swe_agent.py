@@ -45,6 +45,7 @@ from h9eval.tasks.recorded._common import (
     read_text,
     stem,
 )
+from h9eval.tasks.recorded._format import RecordedFormat
 
 __all__ = ["FORMAT", "load_swe_agent", "looks_like_swe_agent", "swe_agent_task_from_object"]
 
@@ -261,3 +262,15 @@ def _literal_or_none(s: str) -> Any:
         return ast.literal_eval(s)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
+
+
+RECORDED_FORMATS = (
+    RecordedFormat(
+        name=FORMAT,
+        described="a SWE-agent .traj",
+        detect_order=20,  # before mini-swe-agent, whose test a SWE-agent trajectory's shape could also pass
+        load=load_swe_agent,
+        options=frozenset({"synthesize_tool_calls"}),
+        matches_json=looks_like_swe_agent,
+    ),
+)
