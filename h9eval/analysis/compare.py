@@ -9,8 +9,8 @@ labels are shown). History modes, repeats and checkpoints are *nested inside* a 
 two configurations are paired within each task on the history modes both ran, and the
 statistics of :mod:`h9eval.analysis.stats` resample tasks.
 
-Metrics (:data:`METRICS`) are per run, from :func:`h9eval.analysis.metrics.run_metrics` (plus
-``anchor_retention`` and ``na_overwrites`` computed here from the same tables), then
+Metrics (:data:`METRICS`, the registry: :func:`register_metric`) are per run, from
+:func:`h9eval.analysis.metrics.run_metrics` or each metric's own ``compute`` from the same tables, then
 aggregated per task.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,8 @@ from h9eval.tasks.model import ANCHOR_KINDS
 __all__ = [
     "Metric",
     "METRICS",
+    "UNITS",
+    "register_metric",
     "DEFAULT_RETENTION_MARGIN",
     "metric_spec",
     "config_labels",
@@ -72,29 +74,87 @@ DEFAULT_RETENTION_MARGIN = 0.005
 point, below which a difference is not worth a decision."""
 
 
+UNITS: tuple[str, ...] = ("share", "tokens", "usd", "count")
+"""A metric's unit: ``share`` (0-1), ``tokens``, ``usd`` (dollars) or ``count`` (per run)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Metric:
-    """A per-run metric that can be compared: ``name`` (a column of :func:`run_table`),
-    ``higher_is_better`` (its direction), ``description``, ``default_margin`` (equivalence
-    margin in the metric's unit; ``None``: no equivalence verdict unless one is given)."""
+    """A per-run metric that can be compared: one value per metric in :data:`METRICS` (the registry), from
+    which :func:`run_table`, :func:`compare` and the report's answer box derive what they show.
+
+    Attributes:
+        name: its column in :func:`run_table`.
+        higher_is_better: its direction.
+        description: what it measures (``h9eval compare --metric`` help and the docs).
+        default_margin: the equivalence margin in the metric's unit (``None``: no equivalence verdict unless
+            one is given).
+        label: how tables and the answer box name it (default: the name with spaces).
+        unit: one of :data:`UNITS`.
+        priced: its value comes from a price table (all 0 without one: the answer box then leaves it out).
+        answer_rank: its place among the answer box's targets (lower first); ``None``: not a target.
+        superseded_by: the answer box leaves this target out when that one is shown (the summarizer's dollars
+            beside the whole bill's).
+        compute: ``compute(results, runs) -> DataFrame`` of ``run_id`` and a column ``name``, for a metric
+            :func:`~h9eval.analysis.metrics.run_metrics` does not give (``runs``: the ok runs); ``None``: one of
+            its columns.
+    """
 
     name: str
     higher_is_better: bool
     description: str
     default_margin: float | None = None
+    label: str = ""
+    unit: str = "count"
+    priced: bool = False
+    answer_rank: int | None = None
+    superseded_by: str = ""
+    compute: Callable[[Results, Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ConfigError(f"Metric.name must be a lower-case identifier, got {self.name!r}")
+        if self.unit not in UNITS:
+            raise ConfigError(f"Metric {self.name}: unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
+        if not self.label:
+            object.__setattr__(self, "label", self.name.replace("_", " "))
 
 
-METRICS: tuple[Metric, ...] = (
+def _anchor_retention(results: Results, runs: Any) -> Any:
+    import pandas as pd
+
+    probes = results.probes
+    if probes is None or not len(probes):
+        return pd.DataFrame(columns=["run_id", "anchor_retention"])
+    anchors = probes[probes["probe_kind"].isin(ANCHOR_KINDS)]
+    return M.retention(anchors, by=("run_id",))[["run_id", "retention"]].rename(
+        columns={"retention": "anchor_retention"}
+    )
+
+
+def _na_overwrites(results: Results, runs: Any) -> Any:
+    import pandas as pd
+
+    calls = results.calls
+    if calls is None or not len(calls) or "na_overwrites" not in calls.columns:
+        return pd.DataFrame(columns=["run_id", "na_overwrites"])
+    return calls.groupby("run_id")["na_overwrites"].sum().rename("na_overwrites").reset_index()
+
+
+METRICS: list[Metric] = [
     Metric(
         name="retention",
         higher_is_better=True,
         default_margin=DEFAULT_RETENTION_MARGIN,
+        unit="share",
+        answer_rank=0,
         description="mean probe score over answerable, unpinned recall probes the placebo control kept (memory)",
     ),
     Metric(
         name="pinned_retention",
         higher_is_better=True,
         default_margin=DEFAULT_RETENTION_MARGIN,
+        unit="share",
         description="retention over the pinned probes only (answer in the system or first task message): pinning, not "
         "memory",
     ),
@@ -102,20 +162,39 @@ METRICS: tuple[Metric, ...] = (
         name="anchor_retention",
         higher_is_better=True,
         default_margin=DEFAULT_RETENTION_MARGIN,
+        unit="share",
         description="retention over the anchor-kind probes only (" + ", ".join(ANCHOR_KINDS) + ")",
+        compute=_anchor_retention,
     ),
     Metric(
         name="tokens_saved",
         higher_is_better=True,
         default_margin=DEFAULT_RETENTION_MARGIN,
+        unit="share",
+        answer_rank=1,
         description="share of tokens saved (h9eval.analysis.metrics.tokens_saved)",
     ),
-    Metric(name="peak_tokens_sent", higher_is_better=False, description="largest request of the run, tokens"),
+    Metric(
+        name="peak_tokens_sent", higher_is_better=False, unit="tokens", description="largest request of the run, tokens"
+    ),
     Metric(name="summarizer_calls", higher_is_better=False, description="summarizer calls per run"),
-    Metric(name="summarizer_cost_usd", higher_is_better=False, description="summarizer cost per run, USD"),
+    Metric(
+        name="summarizer_cost_usd",
+        higher_is_better=False,
+        unit="usd",
+        priced=True,
+        label="summarizer dollars per run",
+        answer_rank=4,
+        superseded_by="cost_usd",
+        description="summarizer cost per run, USD",
+    ),
     Metric(
         name="cost_usd",
         higher_is_better=False,
+        unit="usd",
+        priced=True,
+        label="dollars per task",
+        answer_rank=3,
         description="dollars per task as the provider bills it: prompt caching, agent and summarizer calls "
         "(h9eval.core.billing)",
     ),
@@ -123,24 +202,57 @@ METRICS: tuple[Metric, ...] = (
         name="cost_saved",
         higher_is_better=True,
         default_margin=DEFAULT_RETENTION_MARGIN,
+        unit="share",
+        priced=True,
+        label="dollars saved (share)",
+        answer_rank=2,
         description="share of the uncompacted transcript's dollars saved, under the same billing",
     ),
-    Metric(name="cache_read_share", higher_is_better=True, description="cache reads over the agent's billed input"),
+    Metric(
+        name="cache_read_share",
+        higher_is_better=True,
+        unit="share",
+        description="cache reads over the agent's billed input",
+    ),
     Metric(name="emergencies", higher_is_better=False, description="forced (emergency) truncations per run"),
     Metric(name="overflows", higher_is_better=False, description="calls whose request exceeded the window, per run"),
     Metric(name="fallbacks", higher_is_better=False, description="summaries replaced by the fallback, per run"),
-    Metric(name="na_overwrites", higher_is_better=False, description="anchors overwritten by an N/A section, per run"),
-)
-"""The metrics :func:`compare` knows, in the order a full comparison lists them."""
+    Metric(
+        name="na_overwrites",
+        higher_is_better=False,
+        description="anchors overwritten by an N/A section, per run",
+        compute=_na_overwrites,
+    ),
+]
+"""The metrics :func:`compare` knows (the registry), in the order a full comparison lists them. Add one with
+:func:`register_metric`."""
 
-_BY_NAME = {m.name: m for m in METRICS}
+
+def register_metric(metric: Metric) -> Metric:
+    """Add a metric to :data:`METRICS`: :func:`run_table` computes it, :func:`compare` and ``h9eval compare
+    --metric`` compare it, and the report's answer box shows it when it has an ``answer_rank``.
+
+    Args:
+        metric: the metric (a name not yet registered).
+
+    Returns:
+        The metric.
+
+    Raises:
+        ConfigError: the name is taken.
+    """
+    if any(m.name == metric.name for m in METRICS):
+        raise ConfigError(f"metric {metric.name!r} is already registered")
+    METRICS.append(metric)
+    return metric
 
 
 def metric_spec(name: str) -> Metric:
     """The :class:`Metric` called ``name``; :class:`ConfigError` with suggestions otherwise."""
-    if name not in _BY_NAME:
-        raise ConfigError(did_you_mean(name, _BY_NAME, what="metric"))
-    return _BY_NAME[name]
+    by_name = {m.name: m for m in METRICS}
+    if name not in by_name:
+        raise ConfigError(did_you_mean(name, by_name, what="metric"))
+    return by_name[name]
 
 
 # -- configurations ---------------------------------------------------------------------------
@@ -163,26 +275,9 @@ def run_table(results: Results) -> Any:
     ok = ok.drop_duplicates("run_id").copy()
     ok["config"] = config_labels(ok)
     rm = M.run_metrics(results.calls, results.probes, ok)
-    keep = [
-        c
-        for c in (
-            "run_id",
-            "tokens_saved",
-            "retention",
-            "pinned_retention",
-            "retention_with_pinned",
-            "peak_tokens_sent",
-            "summarizer_calls",
-            "summarizer_cost_usd",
-            "cost_usd",
-            "cost_saved",
-            "cache_read_share",
-            "emergencies",
-            "overflows",
-            "fallbacks",
-        )
-        if c in rm.columns
-    ]
+    # the registered metrics run_metrics gives, and retention with the pinned probes in (the rankings read it)
+    given = ["retention_with_pinned", *(m.name for m in METRICS if m.compute is None)]
+    keep = ["run_id", *(c for c in given if c in rm.columns)]
     info_cols = [
         c
         for c in (
@@ -201,17 +296,10 @@ def run_table(results: Results) -> Any:
         if c in ok.columns
     ]
     out = ok[info_cols].merge(rm[keep], on="run_id", how="left")
-    probes = results.probes
-    if probes is not None and len(probes):
-        anchors = probes[probes["probe_kind"].isin(ANCHOR_KINDS)]
-        ar = M.retention(anchors, by=("run_id",))[["run_id", "retention"]].rename(
-            columns={"retention": "anchor_retention"}
-        )
-        out = out.merge(ar, on="run_id", how="left")
-    calls = results.calls
-    if calls is not None and len(calls) and "na_overwrites" in calls.columns:
-        na = calls.groupby("run_id")["na_overwrites"].sum().rename("na_overwrites").reset_index()
-        out = out.merge(na, on="run_id", how="left")
+    for m in METRICS:
+        if m.compute is not None:
+            got = m.compute(results, ok)
+            out = out.merge(got[["run_id", m.name]], on="run_id", how="left")
     for m in METRICS:
         if m.name not in out.columns:
             out[m.name] = float("nan")
@@ -298,7 +386,7 @@ def _margin_for(metric: Metric, margin: float | Mapping[str, float] | None) -> f
 def _metric_list(metric: str | Sequence[str]) -> list[Metric]:
     names = [metric] if isinstance(metric, str) else list(metric)
     if not names:
-        raise ConfigError("metric: give at least one metric; available: " + ", ".join(_BY_NAME))
+        raise ConfigError("metric: give at least one metric; available: " + ", ".join(m.name for m in METRICS))
     return [metric_spec(n) for n in names]
 
 

@@ -4,9 +4,9 @@ follows those verdicts (or says why the best mean is not recommended), and the c
 each.
 
 Targets come from functions registered in :data:`ANSWER_TARGETS` (open loop: retention, tokens
-saved and the dollar metrics the results carry, :data:`ANSWER_METRICS`; closed loop: success and tokens sent per agent)
-and caveats from :data:`CAVEATS`; another analysis adds its own with one call to
-:func:`add_answer_target` or :func:`add_caveat`. Every number is a
+saved and the dollar metrics the results carry, :func:`answer_metrics`, from the metric registry;
+closed loop: success and tokens sent per agent) and caveats from :data:`CAVEATS`; another analysis
+adds its own with one call to :func:`add_answer_target` or :func:`add_caveat`. Every number is a
 :class:`~h9eval.analysis.stats.PairedComparison` (open loop:
 :func:`h9eval.analysis.headline.versus_default`; closed loop:
 :func:`h9eval.analysis.episodes.success_cost`), never recomputed here.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import episodes, headline, plots, validity
-from h9eval.analysis.compare import METRICS, run_table
+from h9eval.analysis.compare import METRICS, metric_spec, run_table
 from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section, short_list
 from h9eval.analysis.stats import BETTER, INCONCLUSIVE, WORSE, min_tasks_for
@@ -29,7 +29,6 @@ from h9eval.analysis.stats import BETTER, INCONCLUSIVE, WORSE, min_tasks_for
 __all__ = [
     "ANSWER_TARGETS",
     "CAVEATS",
-    "ANSWER_METRICS",
     "AnswerRow",
     "TargetVerdicts",
     "add_answer_target",
@@ -41,15 +40,8 @@ __all__ = [
     "recommendations",
 ]
 
-_TARGET_NAMES = {
-    "retention": "retention",
-    "tokens_saved": "tokens saved",
-    "cost_saved": "dollars saved (share)",
-    "cost_usd": "dollars per task",
-    "summarizer_cost_usd": "summarizer dollars per run",
-    "success": "success",
-    "tokens_sent": "tokens sent",
-}
+#: the closed loop's targets (episode columns), by the label the answer box gives them; dollars as registered
+_TARGET_NAMES = {"success": "success", "tokens_sent": "tokens sent", "cost_usd": metric_spec("cost_usd").label}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,24 +116,19 @@ def _row(scope: str, mode: str, target: str, c: Any) -> AnswerRow:
     )
 
 
-ANSWER_METRICS: tuple[str, ...] = ("retention", "tokens_saved", "cost_saved", "cost_usd", "summarizer_cost_usd")
-"""The open-loop targets, in order, each shown when the results carry it (see :func:`answer_metrics`)."""
-
-
 def answer_metrics(table: Any) -> list[str]:
-    """The open-loop targets these results can answer: each of :data:`ANSWER_METRICS` that
-    :data:`~h9eval.analysis.compare.METRICS` defines and the table holds (dollar metrics only when
-    some value is not 0; the summarizer's dollars only when there is no whole-bill dollar metric)."""
-    known = {m.name for m in METRICS}
-    out = []
-    for m in ANSWER_METRICS:
-        if m not in known or m not in table.columns or not table[m].notna().any():
+    """The open-loop targets these results can answer: every registered metric with an ``answer_rank``
+    (:data:`~h9eval.analysis.compare.METRICS`), in that order, that the table holds (a ``priced`` metric only
+    when some value is not 0; one ``superseded_by`` another shown target left out)."""
+    out: list[str] = []
+    for m in sorted((m for m in METRICS if m.answer_rank is not None), key=lambda m: (m.answer_rank, m.name)):
+        if m.name not in table.columns or not table[m.name].notna().any():
             continue
-        if ("usd" in m or m.startswith("cost")) and float(table[m].fillna(0).abs().sum()) == 0:
+        if m.priced and float(table[m.name].fillna(0).abs().sum()) == 0:
             continue
-        if m == "summarizer_cost_usd" and "cost_usd" in out:
+        if m.superseded_by and m.superseded_by in out:
             continue
-        out.append(m)
+        out.append(m.name)
     return out
 
 
@@ -176,7 +163,7 @@ def _open_loop(ctx: ReportContext) -> tuple[list[AnswerRow], list[TargetVerdicts
         for m in mets:
             comps = [c for c in h.comparisons if c.metric == m and c.a not in overflow and not math.isnan(c.mean_a)]
             if comps:
-                rows.append(_row("open loop", str(mode), _TARGET_NAMES.get(m, m.replace("_", " ")), _best(comps)))
+                rows.append(_row("open loop", str(mode), metric_spec(m).label, _best(comps)))
         verdicts.append(
             TargetVerdicts(
                 scope="open loop",
