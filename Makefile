@@ -26,7 +26,7 @@ test: $(STAMP) $(KERNEL) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbmake notebooks
 
-# ruff (lint, and format at 120 columns) over the code; mypy over the two bottom layers (core, compaction)
+# ruff (lint, and format at 120 columns) over the code; mypy over core, compaction, results, runs, sweeps and analysis
 lint: $(STAMP)
 	$(BIN)/ruff check h9eval tests benchmarks examples scripts
 	$(BIN)/ruff format --check h9eval tests benchmarks examples scripts

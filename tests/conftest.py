@@ -56,3 +56,30 @@ def shared() -> Path:
     if not d.exists():
         pytest.fail(f"shared data folder {d} not found (set H9EVAL_SHARED)")
     return d
+
+
+# Every registry h9eval builds (policies, summarizers, metrics, ...), so that a test which registers an
+# entry without removing it cannot change what later tests see: test modules walk "every registered
+# policy", and which of them ran first must not decide their result.
+from h9eval.core import registry as _registry  # noqa: E402
+
+_ALL_REGISTRIES: list[_registry.Registry[object]] = []
+_real_registry_init = _registry.Registry.__init__
+
+
+def _tracked_init(self: _registry.Registry[object], what: str) -> None:
+    _real_registry_init(self, what)
+    _ALL_REGISTRIES.append(self)
+
+
+_registry.Registry.__init__ = _tracked_init  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _registries_as_they_were() -> object:
+    before = [(r, dict(r._entries)) for r in _ALL_REGISTRIES]
+    yield
+    for r, entries in before:
+        if r._entries != entries:
+            r._entries.clear()
+            r._entries.update(entries)

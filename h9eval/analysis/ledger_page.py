@@ -182,12 +182,12 @@ def load_diffs(path: str | os.PathLike[str], run_id: str | None = None) -> RunDi
     diffs, stored = _diffs_of(rid, ledger, _read(folder / "diffs.parquet", "diffs"))
     episodes = _read(folder / "episodes.parquet", "episodes")
     if episodes is not None and len(episodes):
-        row = episodes.iloc[0].to_dict()
+        ep = {str(k): v for k, v in episodes.iloc[0].to_dict().items()}
         return RunDiffs(
-            run_id=str(row["run_id"]),
+            run_id=str(ep["run_id"]),
             ledger=ledger,
             diffs=diffs,
-            about=_episode_about(row),
+            about=_episode_about(ep),
             episode=True,
             stored=stored,
         )
@@ -280,7 +280,8 @@ def ledger_page_html(run: RunDiffs) -> str:
             + by_type.astype(object).where(by_type.notna(), "").to_html(escape=True)
         )
     parts.append("<h2>Compaction rounds</h2>")
-    for r in diffs.itertuples(index=False):
+    rounds: list[Any] = list(diffs.itertuples(index=False))  # the decoded JSON columns: lists and dicts
+    for r in rounds:
         n_left = int(getattr(r, "n_left", 0) or 0)
         left = list(getattr(r, "left", []) or [])
         head = (

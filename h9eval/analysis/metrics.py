@@ -508,7 +508,7 @@ def config_labels(runs: pd.DataFrame) -> pd.Series:
                 label[i] = b + " [" + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(point.items())) + "]"
         if "summarizer" in runs.columns and runs.loc[rows, "summarizer"].nunique(dropna=True) > 1:
             for i in rows:
-                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']}"
+                label[i] = f"{label[i]}:{runs.at[i, 'summarizer']!s}"
     return label
 
 
@@ -547,8 +547,8 @@ def config_metrics(
         if "cost_usd" in g.columns:
             # billed dollars per task: unknown (NaN, never a mean of the priced runs) when any run is unpriced
             usd = g["cost_usd"].astype(float)
-            ci = bootstrap_ci(usd, n=n, seed=seed, level=level) if usd.notna().all() else None
-            bounds = (ci.mean, ci.lo, ci.hi) if ci else (math.nan, math.nan, math.nan)
+            usd_ci = bootstrap_ci(usd, n=n, seed=seed, level=level) if usd.notna().all() else None
+            bounds = (usd_ci.mean, usd_ci.lo, usd_ci.hi) if usd_ci else (math.nan, math.nan, math.nan)
             row["cost_usd"], row["cost_usd_ci_lo"], row["cost_usd_ci_hi"] = bounds
         if "peak_ratio_to_window" in g.columns:
             row["peak_ratio_to_window"] = float(g["peak_ratio_to_window"].max())
@@ -596,7 +596,7 @@ def tier_transitions(calls: Any, *, normalize: bool = False) -> Any:
         t = [TIER_NAMES[int(v)] if tcol == "tier" else str(v) for v in g[tcol]]
         for a, b in zip(t, t[1:]):
             if a in m.index and b in m.columns:
-                m.loc[a, b] += 1
+                m.at[a, b] = int(m.at[a, b]) + 1  # type: ignore[call-overload,arg-type]  # the counts are ints
     if normalize:
         s = m.sum(axis=1).replace(0, 1)
         return m.div(s, axis=0)

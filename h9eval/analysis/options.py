@@ -217,11 +217,11 @@ def judge_options(
     comps = compare_family(pairs, level=level, method=method, n_resamples=n_resamples, seed=seed)
     out = []
     i = 0
-    for opts, names, variant, baseline, targets, unmeasured in plan:
-        n_guard = len([m for m in GUARD_METRICS if m not in targets])
-        tc = comps[i : i + len(targets)]
-        gc = comps[i + len(targets) : i + len(targets) + n_guard]
-        i += len(targets) + n_guard
+    for opts, names, variant, baseline, planned, not_measured in plan:
+        n_guard = len([m for m in GUARD_METRICS if m not in planned])
+        tc = comps[i : i + len(planned)]
+        gc = comps[i + len(planned) : i + len(planned) + n_guard]
+        i += len(planned) + n_guard
         out.append(
             OptionVerdict(
                 option=opts,
@@ -230,7 +230,7 @@ def judge_options(
                 baseline=baseline,
                 targets=tuple(tc),
                 guard=tuple(gc),
-                unmeasured=unmeasured,
+                unmeasured=not_measured,
                 overall=overall_verdict(tc, gc),
             )
         )

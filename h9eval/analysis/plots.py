@@ -277,6 +277,7 @@ def tier_swimlane(
             ax.set_title(name, fontsize=8, loc="left")
         axes.append(ax)
     axes[-1].set_xlabel("call index")
+    assert im is not None  # one panel at least: the caller returned early without runs
     cb = fig.colorbar(im, ax=axes, ticks=range(5), fraction=0.03)
     cb.ax.set_yticklabels(M.TIER_NAMES, fontsize=7)
     fig.suptitle(title, fontsize=10)

@@ -160,7 +160,7 @@ def read_cell_row(out: Path, run_id: str) -> dict[str, Any] | None:
         return None
     if len(df) != 1:
         return None
-    return {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    return {str(k): (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
 
 
 def _isna(v: Any) -> bool:

@@ -19,6 +19,7 @@ run does not load the worlds and agents.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import json
 import math
@@ -503,7 +504,7 @@ def load_task(ref: TaskRef | WorldRef, *, max_steps: int = 60) -> Task:
             _WORLD_TASKS, key, lambda: _closed_loop().world_task(ref, max_steps=max_steps), _WORLD_CACHE_SIZE
         )
     for spec in dict.fromkeys((ref.source, ref.listed)):
-        tasks = _cached(_TASKS, spec, lambda spec=spec: load_tasks_from_spec(spec), _TASK_CACHE_SIZE)
+        tasks = _cached(_TASKS, spec, functools.partial(load_tasks_from_spec, spec), _TASK_CACHE_SIZE)
         for t in tasks:
             if t.task_id == ref.task_id:
                 return t

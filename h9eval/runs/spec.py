@@ -441,7 +441,6 @@ class RunSpec:
         """What decides the run's results, besides the code: the cell hash's inputs (their keys are
         those sweeps hashed before run specs existed, so old folders keep their cell hashes)."""
         t = self.task
-        world = isinstance(t, WorldRef)
         episode = self.loop == "episode"
         blob: dict[str, Any] = {
             "task_id": t.task_id,
@@ -459,13 +458,13 @@ class RunSpec:
             "probe_every_k": self.probes.every_k,
             "repeat": self.repeat,
             "cell_kind": self.loop,
-            "world_kind": t.kind if world else "",
-            "world_params": t.params if world else {},
-            "world_seed": t.seed if world else None,
+            "world_kind": t.kind if isinstance(t, WorldRef) else "",
+            "world_params": t.params if isinstance(t, WorldRef) else {},
+            "world_seed": t.seed if isinstance(t, WorldRef) else None,
             "agent": self.agent if episode else "",
             "max_steps": self.max_steps,
             "billing": self.billing,
-            "policy_window": t.window if world and episode else None,
+            "policy_window": t.window if isinstance(t, WorldRef) and episode else None,
             "stress": self.stress if episode else {},
             "endpoint": self.endpoint,
         }

@@ -791,7 +791,7 @@ def _parse_window(d: Mapping[str, Any], policies: Sequence[PolicyGrid]) -> tuple
                     "conflicts with window.peak_frac, which sizes every policy's window per task; drop one",
                     table.get("context_window_tokens"),
                 )
-        return None, float(frac)
+        return None, float(frac)  # type: ignore[arg-type]  # checked a number above
     _expect(
         window is None or (_is_int(window) and window >= MIN_WINDOW_TOKENS),
         "window",

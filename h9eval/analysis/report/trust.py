@@ -404,8 +404,7 @@ def probe_validity_sections(results: Results, placebo: Any = None, *, seed: int 
                 + "."
             )
     rk = retention_rankings(run_table(results))
-    moved = rk["rank_moved"].fillna(0) != 0 if len(rk) else []
-    if len(rk) and moved.any():
+    if len(rk) and (moved := rk["rank_moved"].fillna(0) != 0).any():
         s.note(
             "The ranking by retention (memory: pinned probes left out) differs from the ranking with the pinned probes "
             f"averaged in for {int(moved.sum())} of {len(rk)} configurations; both are shown. This report ranks by "

@@ -75,7 +75,8 @@ _SESSION_SUFFIXES = tuple(dict.fromkeys(x for f in REGISTRY.values() for x in f.
 
 
 def _expected_any() -> str:
-    shown = [f.described for f in REGISTRY.values() if f.recorded]
+    listed = sorted((f for f in REGISTRY.values() if f.recorded), key=lambda f: (f.listed_order, f.name))
+    shown = [f.described for f in listed]
     return ", ".join(shown[:-1]) + " or " + shown[-1]
 
 

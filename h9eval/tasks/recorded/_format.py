@@ -29,6 +29,10 @@ class RecordedFormat:
     """How the format reads in the list of expected formats ("a SWE-agent .traj")."""
     detect_order: int
     """Where the format's tests run among all formats' (lower first)."""
+    listed_order: int = 100
+    """Where the format stands in the one-line list of expected formats (lower first). Apart from
+    ``detect_order`` because detection runs the narrowest tests first, while the list a user reads
+    names the most common format first."""
     load: Callable[..., Task]
     """``load(path, **options) -> Task``: one session."""
     options: frozenset[str] = frozenset()

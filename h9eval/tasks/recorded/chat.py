@@ -332,6 +332,7 @@ RECORDED_FORMATS = tuple(
         name=fmt,
         described=described,
         detect_order=order,  # after h9eval's task lines, which hold "messages" too
+        listed_order=order + 10,
         load=load,
         load_all=lambda path, fmt=fmt: load_chat_many(path, fmt),
         matches_json=lambda obj, fmt=fmt: classify_chat(obj) == fmt,

@@ -371,6 +371,7 @@ RECORDED_FORMATS = (
         described="a Claude Code JSONL session",
         # after every JSON format's own test: a one-record Claude Code file is the least specific shape
         detect_order=90,
+        listed_order=10,
         load=load_claude_code,
         options=frozenset({"keep_compact_summary"}),
         matches_json=looks_like_claude_code,

@@ -215,6 +215,7 @@ RECORDED_FORMATS = (
         name=FORMAT,
         described="a mini-swe-agent .traj.json",
         detect_order=30,
+        listed_order=20,
         load=load_mini_swe_agent,
         options=frozenset({"synthesize_tool_calls"}),
         matches_json=looks_like_mini_swe_agent,

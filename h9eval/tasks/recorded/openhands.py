@@ -343,6 +343,7 @@ RECORDED_FORMATS = (
         name=FORMAT,
         described="an OpenHands conversation folder",
         detect_order=50,
+        listed_order=40,
         load=load_openhands,
         matches_dir=is_openhands_dir,
         near_miss_json=_single_event,

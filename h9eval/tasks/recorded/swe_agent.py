@@ -269,6 +269,7 @@ RECORDED_FORMATS = (
         name=FORMAT,
         described="a SWE-agent .traj",
         detect_order=20,  # before mini-swe-agent, whose test a SWE-agent trajectory's shape could also pass
+        listed_order=30,
         load=load_swe_agent,
         options=frozenset({"synthesize_tool_calls"}),
         matches_json=looks_like_swe_agent,
