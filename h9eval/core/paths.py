@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
-from h9eval.core.errors import FormatError
+from h9eval.core.errors import ConfigError, FormatError
 
 __all__ = [
     "shared_dir",
@@ -26,6 +26,9 @@ __all__ = [
     "write_text_atomic",
     "write_json_atomic",
     "refuse_symlink",
+    "EXPORT_MARKER",
+    "check_export_target",
+    "replace_export_dir",
     "refuse_hard_link",
     "check_db_file",
     "cell_work_dir",
@@ -129,6 +132,78 @@ def refuse_symlink(path: str | os.PathLike[str], *, what: str = "path") -> None:
     write outside it."""
     if os.path.islink(path):
         raise FormatError(f"{what} is a symbolic link; refusing to write through it", path=str(path))
+
+
+EXPORT_MARKER = ".h9eval-export"
+"""The file every export folder holds: its one line names the export's kind (``dataset``,
+``inspect``). ``--overwrite`` replaces only a folder holding this marker of the same kind."""
+
+
+def _inside(a: Path, b: Path) -> bool:
+    """``a`` is ``b`` or inside it (both resolved)."""
+    return a == b or b in a.parents
+
+
+def check_export_target(
+    out: str | os.PathLike[str], *, kind: str, sources: tuple[str | os.PathLike[str], ...], overwrite: bool
+) -> Path:
+    """Refuse an export folder that would write over something the export did not write.
+
+    ``out`` must not be a symbolic link, nor one of ``sources`` (the folders the export reads), nor
+    inside one, nor an ancestor of one. An existing ``out`` is refused without ``overwrite``; with it,
+    only when it holds :data:`EXPORT_MARKER` naming ``kind``, i.e. an earlier export of the same kind
+    wrote it. So ``--overwrite`` never removes a results folder, the source, or a folder with other
+    files in it (a parent holding sibling results).
+
+    Args:
+        out: the export folder.
+        kind: the export's kind, written into its marker.
+        sources: the folders the export reads from.
+        overwrite: the user asked to replace an earlier export.
+
+    Returns:
+        ``out`` as a :class:`Path`.
+
+    Raises:
+        ConfigError: ``out`` exists and may not be replaced, or overlaps a source.
+        FormatError: ``out`` is a symbolic link.
+    """
+    o = Path(out)
+    refuse_symlink(o, what="export folder")
+    ro = o.resolve()
+    for src in sources:
+        rs = Path(src).resolve()
+        if _inside(ro, rs) or _inside(rs, ro):
+            where = "is" if ro == rs else ("is inside" if _inside(ro, rs) else "holds")
+            raise ConfigError(
+                f"export folder {str(o)!r} {where} the results folder it exports ({str(src)!r}); "
+                "pick a folder outside it"
+            )
+    if not o.exists():
+        return o
+    if not overwrite:
+        raise ConfigError(f"export folder {str(o)!r} already exists (pass --overwrite to replace it)")
+    marker = o / EXPORT_MARKER
+    try:
+        found = marker.read_text(encoding="utf-8").strip() if o.is_dir() and marker.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        found = None
+    if found != kind:
+        what = "an export of another kind" if found else "not an export h9eval wrote"
+        raise ConfigError(
+            f"export folder {str(o)!r} exists and is {what} (no {EXPORT_MARKER} file naming {kind!r}); "
+            "--overwrite replaces only an earlier export of the same kind: pick a new folder"
+        )
+    return o
+
+
+def replace_export_dir(tmp: Path, out: Path, *, kind: str) -> None:
+    """Mark the finished export ``tmp`` as ``kind`` and put it at ``out``, replacing an earlier
+    export there (:func:`check_export_target` has allowed that: it holds the same marker)."""
+    (tmp / EXPORT_MARKER).write_text(kind + "\n", encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
 
 
 def refuse_hard_link(path: str | os.PathLike[str], *, what: str = "file", fd: int | None = None) -> None:

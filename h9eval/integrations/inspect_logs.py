@@ -36,7 +36,7 @@ from h9eval.analysis.metrics import run_metrics
 from h9eval.compaction.policies import registry
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.core.paths import refuse_symlink, safe_name
+from h9eval.core.paths import check_export_target, replace_export_dir, safe_name
 from h9eval.results.store import load_results
 from h9eval.runs.replay import ReplayResult
 from h9eval.runs.execute import execute, load_task
@@ -401,17 +401,16 @@ def sweep_to_eval_logs(
 
     ``log_format``: ``eval`` (Inspect's default) or ``json``. The files are the same for the same
     sweep (ids and times come from the sweep, not the clock; a ``.eval`` zip's entries carry their
-    write time). ``out_dir`` is refused if it exists, unless ``overwrite`` (then replaced whole).
+    write time). ``out_dir`` is refused if it exists, unless ``overwrite`` and an earlier Inspect export
+    wrote it (then replaced whole, :func:`~h9eval.core.paths.check_export_target`); the sweep folder, a
+    folder inside it or one that holds it is always refused.
     """
     if log_format not in INSPECT_LOG_FORMATS:
         raise ConfigError(f"log_format must be one of {', '.join(INSPECT_LOG_FORMATS)}, got {log_format!r}")
     _require_inspect()
     from inspect_ai.log import write_eval_log
 
-    out = Path(out_dir)
-    refuse_symlink(out, what="export folder")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"export folder {str(out)!r} already exists (pass --overwrite to replace it)")
+    out = check_export_target(out_dir, kind="inspect", sources=(sweep_dir,), overwrite=overwrite)
     res = load_results(sweep_dir)
     if res.manifest.get("kind") != "sweep":
         raise FormatError(
@@ -434,9 +433,9 @@ def sweep_to_eval_logs(
     ]
     metrics = metrics[[entries[rid].get("cell_kind", "replay") == "replay" for rid in metrics["run_id"]]]
     start = dt.datetime.fromisoformat(str(res.manifest.get("created") or "1970-01-01T00:00:00+00:00"))
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    # A fresh name (mkdtemp), so nothing an earlier, killed export left is ever removed by this one.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name[:100]}.tmp-"))
     logs, n_samples = [], 0
     try:
         groups = metrics.groupby(["label", "history_mode"], sort=True)
@@ -451,9 +450,7 @@ def sweep_to_eval_logs(
             write_eval_log(log, str(tmp / name))
             logs.append(out / name)
             n_samples += len(samples)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
+        replace_export_dir(tmp, out, kind="inspect")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return SweepExport(out_dir=out, logs=tuple(logs), n_samples=n_samples, skipped=tuple(skipped))

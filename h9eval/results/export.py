@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from h9eval.core.errors import ConfigError
-from h9eval.core.paths import refuse_symlink
+from h9eval.core.paths import check_export_target, replace_export_dir
 from h9eval.results.schema import SCHEMA_VERSIONS, TABLES
 from h9eval.results.store import Results, empty_table, load_results
 
@@ -58,19 +58,19 @@ def export_dataset(
 ) -> Path:
     """Write ``results`` as a ``DatasetDict`` folder at ``out_dir`` (see the module docstring).
 
-    A folder that already exists is refused unless ``overwrite`` (then it is replaced whole, so
-    no table of an earlier export is left beside the new ones).
+    A folder that already exists is refused unless ``overwrite``, and then replaced whole (so no table
+    of an earlier export is left beside the new ones) only if an earlier dataset export wrote it
+    (:func:`~h9eval.core.paths.check_export_target`); the results folder itself, a folder inside it
+    or one that holds it is always refused.
     """
-    out = Path(out_dir)
-    refuse_symlink(out, what="export folder")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"export folder {str(out)!r} already exists (pass --overwrite to replace it)")
+    sources = (results.path,) if isinstance(results, Results) else (results,)
+    out = check_export_target(out_dir, kind="dataset", sources=sources, overwrite=overwrite)
     res = results if isinstance(results, Results) else load_results(results)
     ds = results_dataset(res)
     res_manifest = res.manifest
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    # A fresh name (mkdtemp), so nothing an earlier, killed export left is ever removed by this one.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name[:100]}.tmp-"))
     import datasets
 
     was_disabled = datasets.are_progress_bars_disabled()
@@ -84,9 +84,7 @@ def export_dataset(
         # dtypes are written beside the splits so dataset_tables gives back the very same frames.
         dtypes = {name: {c: str(t) for c, t in getattr(res, name).dtypes.items()} for name in TABLES}
         (tmp / EXPORT_DTYPES).write_text(json.dumps(dtypes, indent=2, sort_keys=True), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        replace_export_dir(tmp, out, kind="dataset")
     finally:
         if not was_disabled:
             datasets.enable_progress_bars()

@@ -28,6 +28,7 @@ from h9eval.compaction.records import Tier  # noqa: E402
 from h9eval.compaction.summary import SummaryReply, SummaryRequest  # noqa: E402
 from h9eval.core.errors import ConfigError, FormatError  # noqa: E402
 from h9eval.core.tokens import estimate_tokens  # noqa: E402
+from h9eval.core.paths import EXPORT_MARKER  # noqa: E402
 from h9eval.integrations.inspect import (  # noqa: E402
     INSPECT_POLICIES,
     from_inspect,
@@ -227,7 +228,7 @@ def test_the_export_command(swept: Path, tmp_path: Path, capsys: pytest.CaptureF
     out = tmp_path / "logs"
     assert main(["export", str(swept), str(out), "--format", "inspect", "--log-format", "json"]) == 0
     assert "wrote 2 eval logs, 4 samples" in capsys.readouterr().out
-    assert sorted(p.suffix for p in out.iterdir()) == [".json", ".json"]
+    assert sorted(p.suffix for p in out.iterdir() if p.name != EXPORT_MARKER) == [".json", ".json"]
     assert main(["export", str(swept), str(out), "--format", "inspect"]) == 2  # exists, no --overwrite
     assert "already exists" in capsys.readouterr().err
     assert main(["export", str(swept), str(tmp_path / "d"), "--log-format", "json"]) == 2
