@@ -17,6 +17,7 @@ column is never narrower than its header's longest word), and a cell's text long
 from __future__ import annotations
 
 import base64
+import html
 import io
 import math
 import numbers
@@ -28,7 +29,7 @@ from typing import Any
 from h9eval.analysis.report.model import PARTS, Section
 from h9eval.core.paths import atomic_write, prepare_out_dir, write_text_atomic
 
-__all__ = ["MAX_CELL_CHARS", "ReportPaths", "fmt_value", "html_table", "markdown_table", "render"]
+__all__ = ["MAX_CELL_CHARS", "ReportPaths", "fmt_value", "html_table", "markdown_table", "render", "safe_href"]
 
 MAX_CELL_CHARS = 160
 """The longest text a table cell shows; longer text is cut at a word and ends with ``… (+N chars)``."""
@@ -58,23 +59,23 @@ ul.caveats{margin:.3em 0;padding-left:1.2em}ul.caveats li{margin:.15em 0}
 """
 
 _PAGE = """<!DOCTYPE html><html><head><meta charset='utf-8'>
-<title>{{ title|e }}</title><style>{{ css }}</style></head><body>
-<h1>{{ title|e }}</h1>
+<title>{{ title }}</title><style>{{ css|safe }}</style></head><body>
+<h1>{{ title }}</h1>
 {%- for part, secs in parts %}
 {%- if part == 'results' and secs %}<h3 class='part'>Results</h3>{% endif %}
 {%- if part == 'details' and secs %}<h3 class='part'>Setup, provenance and checks</h3>{% endif %}
 {%- for s in secs %}
-{%- if part == 'answer' %}<section class='answer'><h2>{{ s.title|e }}</h2>
-{%- else %}<details><summary>{{ s.title|e }}</summary>{% endif %}
+{%- if part == 'answer' %}<section class='answer'><h2>{{ s.title }}</h2>
+{%- else %}<details><summary>{{ s.title }}</summary>{% endif %}
 {%- for b in s.blocks %}
-{%- if b.kind == 'text' %}<p>{{ b.text|e }}</p>
-{%- elif b.kind == 'caveats' %}<ul class='caveats'>{% for c in b.lines %}<li>{{ c|e }}</li>{% endfor %}</ul>
-{%- elif b.kind in ('note', 'rec', 'caveat') %}<p class='{{ b.kind }}'>{{ b.text|e }}</p>
-{%- elif b.kind == 'code' %}<pre>{{ b.text|e }}</pre>
-{%- elif b.kind == 'link' %}<p><a href='{{ b.href|e }}'>{{ b.text|e }}</a></p>
-{%- elif b.kind == 'table' %}{{ b.html }}
-{%- elif b.kind == 'figure' %}<figure><img alt='{{ b.caption|e }}' src='data:image/png;base64,{{ b.b64 }}'>
-<figcaption>{{ b.caption|e }}</figcaption></figure>
+{%- if b.kind == 'text' %}<p>{{ b.text }}</p>
+{%- elif b.kind == 'caveats' %}<ul class='caveats'>{% for c in b.lines %}<li>{{ c }}</li>{% endfor %}</ul>
+{%- elif b.kind in ('note', 'rec', 'caveat') %}<p class='{{ b.kind }}'>{{ b.text }}</p>
+{%- elif b.kind == 'code' %}<pre>{{ b.text }}</pre>
+{%- elif b.kind == 'link' %}<p><a href='{{ b.href }}'>{{ b.text }}</a></p>
+{%- elif b.kind == 'table' %}{{ b.html|safe }}
+{%- elif b.kind == 'figure' %}<figure><img alt='{{ b.caption }}' src='data:image/png;base64,{{ b.b64 }}'>
+<figcaption>{{ b.caption }}</figcaption></figure>
 {%- endif %}
 {%- endfor %}
 {%- if part == 'answer' %}</section>{% else %}</details>{% endif %}
@@ -119,12 +120,21 @@ class ReportPaths:
     figures: tuple[Path, ...] = ()
 
 
-def _env() -> Any:
+def _env(*, html: bool = False) -> Any:
     import jinja2
 
-    # autoescape stays off: the templates escape every reader-visible string with |e, and the
-    # tables arrive as HTML already escaped by the Styler
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    # The HTML page escapes by construction: every value is escaped unless the template marks it
+    # |safe, and only two things are (the page's own CSS and tables html_table built, whose every
+    # cell, header and caption it escaped itself). Labels, task ids and message text are the
+    # user's data, so a `"><img onerror=...>` in one must reach the reader as text.
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=html)
+
+
+def safe_href(href: str) -> str:
+    """``href`` if it is a relative link or an http(s)/file URL, else ``#``: a link the report
+    writes never runs script (``javascript:``, ``data:``), whatever a value put into it."""
+    scheme = href.split(":", 1)[0].lower() if ":" in href.split("/", 1)[0] else ""
+    return href if scheme in ("", "http", "https", "file") else "#"
 
 
 def fmt_value(v: Any) -> str:
@@ -163,14 +173,16 @@ def html_table(df: Any, caption: str = "", *, uid: str = "t") -> str:
     df.columns = [str(c) for c in df.columns]
     text = _text_columns(df)
     # a snake_case header may break after its underscores (a zero-width space), never inside a word
+    # The Styler writes what a formatter returns as it is: every cell, header and the caption are
+    # escaped here, after formatting (so a cut never splits an entity).
     sty = (
         df.style.hide(axis="index")
-        .format(fmt_value)
-        .format_index(lambda c: str(c).replace("_", "_\u200b"), axis=1)
+        .format(lambda v: html.escape(fmt_value(v)))
+        .format_index(lambda c: html.escape(str(c)).replace("_", "_\u200b"), axis=1)
         .set_uuid(uid)
     )
     if caption:
-        sty = sty.set_caption(caption)
+        sty = sty.set_caption(html.escape(caption))
     classes = pd.DataFrame([["t" if t else "" for t in text]] * len(df), index=df.index, columns=df.columns)
     sty = sty.set_td_classes(classes)
     sty = sty.set_table_styles(
@@ -239,14 +251,13 @@ def render(title: str, sections: Sequence[Section], out: Path) -> ReportPaths:
                 blocks.append({"kind": kind, "lines": list(payload)})
             elif kind == "link":
                 href, text = payload
-                blocks.append({"kind": kind, "href": str(href), "text": str(text)})
+                blocks.append({"kind": kind, "href": safe_href(str(href)), "text": str(text)})
             else:
                 blocks.append({"kind": kind, "text": str(payload)})
         views.append({"title": s.title, "part": s.part, "blocks": blocks})
-    env = _env()
     parts = [(p, [v for v in views if v["part"] == p]) for p in PARTS]
     h = out / "report.html"
     m = out / "report.md"
-    write_text_atomic(h, env.from_string(_PAGE).render(title=title, css=_CSS, parts=parts))
-    write_text_atomic(m, env.from_string(_MD_PAGE).render(title=title, sections=views))
+    write_text_atomic(h, _env(html=True).from_string(_PAGE).render(title=title, css=_CSS, parts=parts))
+    write_text_atomic(m, _env().from_string(_MD_PAGE).render(title=title, sections=views))
     return ReportPaths(out_dir=out, html=h, markdown=m, figures=tuple(figures))
