@@ -91,3 +91,63 @@ def test_secret_names() -> None:
         "token": "",
     }
     json.dumps(redact_secret_params({"t": (1, 2)}))
+
+
+# -- every encoding of the key (issue: percent-encoded and hex echoes were stored) ------------------
+ODD_KEY = "sk-ant-h9eval/SECRET+TEST KEY:123="
+"""A key with characters that percent-encoding, JSON and base64 change (real keys have few)."""
+
+
+def encodings(key: str) -> list[str]:
+    """Every form of ``key`` that h9eval must never store or print."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    raw = key.encode()
+    b64 = [base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()]
+    return [
+        key,
+        key.upper(),
+        key.lower(),
+        *b64,
+        *(b.rstrip("=") for b in b64),
+        quote(key, safe=""),
+        quote_plus(key, safe=""),
+        "".join(f"%{b:02X}" for b in raw),  # every byte encoded (as some proxies log a header)
+        raw.hex(),
+        raw.hex().upper(),
+        json.dumps(key)[1:-1],
+        "".join(f"\\u{ord(c):04x}" for c in key),  # a JSON encoder escaping every character
+        quote(b64[0], safe=""),
+    ]
+
+
+def assert_no_encoding_in_files(root: Path, key: str) -> int:
+    """Read every file under ``root`` as bytes and look for every encoding of ``key``."""
+    needles = {f.encode() for f in encodings(key)}
+    n = 0
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            n += 1
+            for needle in needles:
+                assert needle not in data, f"{needle[:12]!r}... found in {p}"
+    return n
+
+
+@pytest.mark.parametrize("key", [KEY, ODD_KEY])
+def test_redact_replaces_every_encoding_of_the_key(key: str) -> None:
+    from h9eval.core.anthropic import redact
+
+    for form in encodings(key):
+        assert redact(f"got <{form}> back", key) == "got <[redacted]> back", form
+    # a mix, character by character (half plain, half percent-encoded), is an encoding too
+    mixed = key[:10] + "".join(f"%{b:02x}" for b in key[10:].encode())
+    assert redact(mixed, key) == "[redacted]"
+    # walking an object keeps its JSON valid, whatever escaped form it held
+    from h9eval.core.anthropic import redact_obj
+
+    obj = {"a": [f"x {form} y" for form in encodings(key)], encodings(key)[-2]: 1}
+    out = json.loads(json.dumps(redact_obj(obj, key)))
+    assert out == {"a": ["x [redacted] y"] * len(encodings(key)), "[redacted]": 1}
+    assert redact("ordinary text: sk-ant, 736b, %73", key) == "ordinary text: sk-ant, 736b, %73"
