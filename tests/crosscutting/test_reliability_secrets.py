@@ -151,3 +151,58 @@ def test_redact_replaces_every_encoding_of_the_key(key: str) -> None:
     out = json.loads(json.dumps(redact_obj(obj, key)))
     assert out == {"a": ["x [redacted] y"] * len(encodings(key)), "[redacted]": 1}
     assert redact("ordinary text: sk-ant, 736b, %73", key) == "ordinary text: sk-ant, 736b, %73"
+
+
+# -- batch errors: redacted before they are cut ------------------------------------------------------
+def no_key_prefix(text: str, key: str = KEY) -> bool:
+    """Whether ``text`` holds no part of ``key`` of 12 characters or more from its start (a cut key)."""
+    return all(key[:n] not in text for n in range(12, len(key) + 1))
+
+
+def batch_api(respond: Any) -> Any:
+    from h9eval.core.anthropic import AnthropicAPI
+    from h9eval.core.errors import SummarizerError
+
+    return AnthropicAPI(
+        api_key=None,
+        who="anthropic summarizer (test)",
+        error=SummarizerError,
+        max_retries=0,
+        base_url="http://fake.invalid",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(Fake(respond))),
+    )
+
+
+def test_a_batch_status_echoing_the_key_shows_no_key_prefix(tmp_path: Path) -> None:
+    from h9eval.core.errors import SummarizerError
+    from h9eval.summarizers.batches import BatchClient, BatchSettings, BatchStore
+
+    def status_echo(r: Any) -> Any:
+        # a proxy answering with a status that quotes the key past the 40 characters h9eval shows
+        body = {"id": "msgbatch_1", "type": "message_batch", "processing_status": f"unknown (key {KEY})"}
+        return httpx2.Response(200, json=body)
+
+    client = BatchClient(
+        batch_api(status_echo), BatchStore(tmp_path / "batches"), BatchSettings(), sleep=lambda s: None
+    )
+    with pytest.raises(SummarizerError, match="unexpected processing_status") as ei:
+        client.wait("msgbatch_1")
+    text = str(ei.value) + repr(ei.value)
+    assert "[redacted]" in text and no_key_prefix(text), text
+
+
+def test_a_stored_batch_error_echoing_the_key_shows_no_key_prefix(tmp_path: Path) -> None:
+    """A result stored unredacted (by an h9eval whose redaction missed an encoding) is redacted
+    before its message is cut to 200 characters."""
+    from h9eval.core.errors import SummarizerError
+    from h9eval.summarizers.batches import BatchingSummarizer, BatchStore
+
+    store = BatchStore(tmp_path / "batches")
+    inner = summarizer(Fake(lambda r: httpx2.Response(500)))
+    bs = BatchingSummarizer(inner, store, run_id="r1")
+    err = {"type": KEY.encode().hex(), "message": "x" * 190 + KEY}
+    store.put_result("c" * 64, batch_id="b", paid_by="r1", result={"type": "errored", "error": {"error": err}})
+    with pytest.raises(SummarizerError, match="errored") as ei:
+        bs._reply("c" * 64, store.result("c" * 64) or {})
+    text = str(ei.value)
+    assert "[redacted]" in text and no_key_prefix(text) and KEY.encode().hex() not in text, text
