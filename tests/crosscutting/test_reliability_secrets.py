@@ -131,7 +131,8 @@ def assert_no_encoding_in_files(root: Path, key: str) -> int:
             data = p.read_bytes()
             n += 1
             for needle in needles:
-                assert needle not in data, f"{needle[:12]!r}... found in {p}"
+                found = needle in data  # not in the assert: pytest would print the file's bytes
+                assert not found, f"{needle[:12]!r}... found in {p}"
     return n
 
 
@@ -206,3 +207,77 @@ def test_a_stored_batch_error_echoing_the_key_shows_no_key_prefix(tmp_path: Path
         bs._reply("c" * 64, store.result("c" * 64) or {})
     text = str(ei.value)
     assert "[redacted]" in text and no_key_prefix(text) and KEY.encode().hex() not in text, text
+
+
+# -- an echoed key, in every encoding, lands in no file ----------------------------------------------
+def echo_of(key: str) -> str:
+    """What a proxy that echoes the key in every encoding puts in a reply."""
+    return " / ".join(encodings(key))
+
+
+def test_an_echo_in_every_encoding_lands_in_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary cache and a replay's tables, records and sessions.db; a batched sweep's
+    requests, records and results; both providers' cassettes: written while every reply echoed
+    the key percent-encoded, hex, escaped and base64, and scanned as bytes for each form."""
+    import scripts.provider_compaction_cassettes as provider
+    import tests.fake_anthropic as fake_anthropic
+    from h9eval.runs.run import run_task
+    from h9eval.sweeps.sweep import sweep
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ODD_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", ODD_KEY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+    # 1. a replay through the summary cache: every summary ends with the echo
+    def echo_reply(r: Any) -> Any:
+        body = json.loads(echoing(r).content)
+        body["content"][0]["text"] += "\n" + echo_of(r.headers.get("x-api-key") or ODD_KEY)
+        body["model"] = f"{MODEL} {echo_of(ODD_KEY)}"
+        return httpx2.Response(200, json=body)
+
+    fake = Fake(echo_reply)
+    res = replay(
+        generate("small", seed=0),
+        make_policy("progressive", context_window_tokens=16_000),
+        summarizer=summarizer(fake, tmp_path / "cache.sqlite"),
+        out_dir=tmp_path / "run",
+    )
+    assert fake.requests and not res.calls["fallback"].any()
+    assert any("[redacted]" in r.summary_text for r in res.records)  # the echo was there, and redacted
+
+    # 2. a batched sweep: every batch result's message echoes
+    message_for = fake_anthropic.message_for
+    monkeypatch.setattr(
+        fake_anthropic, "message_for", lambda params, echo="": message_for(params, echo and " " + echo_of(ODD_KEY))
+    )
+    with fake_anthropic.serve(echo_key=True) as server:
+        spec = {
+            "name": "secrets-encoded",
+            "tasks": {"specs": ["synthetic:small:2"]},
+            "policies": [{"kind": "progressive", "params": {"context_window_tokens": 24000}}],
+            "summarizer": {
+                "name": "anthropic",
+                "params": {"base_url": server.url, "max_retries": 0, "model": MODEL},
+                "batch": True,
+                "batch_poll_interval_s": 0.01,
+            },
+        }
+        r = sweep(spec, out_dir=tmp_path / "sweep", workers=0, progress=False)
+    assert r.ok == 1 and server.keys == {ODD_KEY}
+    results = list((tmp_path / "sweep" / "batches" / "results").glob("*.json"))
+    assert results and all("[redacted]" in p.read_text() for p in results)
+
+    # 3. both providers' cassettes, recorded against a server whose every reply echoes
+    for name in ("anthropic_reply", "openai_reply"):
+        reply = getattr(provider, name)
+        monkeypatch.setattr(provider, name, lambda body, reply=reply: {**reply(body), "echoed": echo_of(ODD_KEY)})
+    with provider.fake_provider() as srv:
+        for kind in provider.KINDS:
+            params = {"cassette": str(tmp_path / f"{kind}.jsonl"), "record": True, "base_url": srv.base_url(kind)}
+            [rec] = run_task(
+                "synthetic:small:2", kind, params=params, window=20_000, summarizer=None, out_dir=tmp_path / kind
+            )
+            assert int(rec.calls["compacted"].sum()) > 0
+    assert all("[redacted]" in (tmp_path / f"{kind}.jsonl").read_text() for kind in provider.KINDS)
+
+    assert assert_no_encoding_in_files(tmp_path, ODD_KEY) >= 15
