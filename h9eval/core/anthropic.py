@@ -7,8 +7,9 @@ lazily; ``http_client`` is how tests inject a fake transport), the SDK's excepti
 one h9eval error class with a message that names the HTTP status and the API's error type, the
 usage read off a response, and redaction (:func:`redact`, the one redactor): no message this
 module produces contains the key in any encoding (case variants, base64, percent-encoded, hex,
-escaped), and the SDK exception (which holds the request headers) is never chained. The SDK is imported when an :class:`AnthropicAPI` is constructed, never when
-h9eval is imported.
+escaped), and the SDK exception (which holds the request headers) is never chained; and the
+SDK's own logging (``ANTHROPIC_LOG``), which prints response headers unredacted, is refused. The
+SDK is imported when an :class:`AnthropicAPI` is constructed, never when h9eval is imported.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "MAX_RETRIES_LIMIT",
     "REQUEST_TIMEOUT_LIMIT_S",
     "Reply",
+    "SDK_LOG_ENV",
     "Usage",
     "anthropic_messages",
     "count_of",
@@ -50,6 +52,9 @@ __all__ = [
 ]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+SDK_LOG_ENV = "ANTHROPIC_LOG"
+"""The SDK's own logging switch: ``debug`` logs every response's headers to stderr (a proxy may
+echo the key in one), ``info`` every request's URL; :class:`AnthropicAPI` refuses both."""
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 """The endpoint the SDK calls when no ``base_url`` is given (it reads this variable itself); h9eval
 reads it too, at construction, so the endpoint a reply came from is part of the summarizer's id."""
@@ -180,6 +185,20 @@ def resolve_api_key(api_key: str | None, *, who: str) -> str:
     if not key:
         raise ConfigError(f"{who} needs an API key: set {API_KEY_ENV} or pass api_key")
     return key
+
+
+def refuse_sdk_logging(*, who: str) -> None:
+    """A :class:`ConfigError` when ``$ANTHROPIC_LOG`` turns the SDK's logging on (``debug`` or
+    ``info``, any case): the SDK then prints HTTP traffic to stderr, response headers included,
+    which h9eval's redaction never sees. Refused rather than quietly turned down (setting the
+    ``anthropic`` and ``httpx2`` loggers to WARNING), so a user who asked for the log learns why
+    there is none; the SDK reads the variable when it is imported, so this runs before that."""
+    level = os.environ.get(SDK_LOG_ENV, "").strip().lower()
+    if level in ("debug", "info"):
+        raise ConfigError(
+            f"the {who}: {SDK_LOG_ENV}={level} makes the anthropic SDK print HTTP requests and response "
+            f"headers to stderr, which can carry the API key; unset {SDK_LOG_ENV}"
+        )
 
 
 def resolve_base_url(base_url: str | None) -> str | None:
@@ -384,7 +403,9 @@ class AnthropicAPI:
     rebuilt after unpickling. ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`)
     that every paid call reserves its most cost from first, at ``price`` (input, output USD per
     million tokens; required with a budget); a call past the cap raises
-    :class:`~h9eval.core.errors.BudgetExceeded` and is not made.
+    :class:`~h9eval.core.errors.BudgetExceeded` and is not made. ``$ANTHROPIC_LOG`` set to
+    ``debug`` or ``info`` is a :class:`ConfigError` at construction (:func:`refuse_sdk_logging`:
+    the SDK's log would print response headers, unredacted).
     """
 
     def __init__(
@@ -408,6 +429,7 @@ class AnthropicAPI:
             )
         self.budget, self.price = budget, price
         self._api_key = resolve_api_key(api_key, who=f"the {who}")
+        refuse_sdk_logging(who=who)  # before the import: the SDK sets its loggers up when imported
         import anthropic  # lazy: importing h9eval must not import the SDK
 
         self.sdk: Any = anthropic

@@ -281,3 +281,51 @@ def test_an_echo_in_every_encoding_lands_in_no_file(tmp_path: Path, monkeypatch:
     assert all("[redacted]" in (tmp_path / f"{kind}.jsonl").read_text() for kind in provider.KINDS)
 
     assert assert_no_encoding_in_files(tmp_path, ODD_KEY) >= 15
+
+
+# -- ANTHROPIC_LOG=debug: the SDK's own log would print response headers -----------------------------
+_LOGGED_CALL = f"""
+import sys
+import httpx2
+from h9eval.core.errors import H9Error
+from h9eval.summarizers.registry import make_summarizer
+from h9eval.compaction.summary import SummaryRequest
+from h9eval.core.messages import Message
+
+
+def respond(r):
+    # a proxy that echoes the key in a response header (the SDK's debug log prints every header)
+    key = r.headers.get("x-api-key") or r.headers.get("authorization", "").removeprefix("Bearer ")
+    body = {{"id": "m", "type": "message", "role": "assistant", "model": {MODEL!r},
+            "content": [{{"type": "text", "text": "ok"}}], "stop_reason": "end_turn",
+            "usage": {{"input_tokens": 1, "output_tokens": 1}}}}
+    return httpx2.Response(200, json=body, headers={{"x-echo-key": key}})
+
+
+req = SummaryRequest(system_prompt="s", user_prompt="u", template="first", previous_compaction=None,
+                     conversation="[user]: hi", head=(Message("user", "hi"),), max_output_tokens=10)
+try:
+    s = make_summarizer("anthropic", model={MODEL!r}, base_url="http://fake.invalid", max_retries=0,
+                        http_client=httpx2.Client(transport=httpx2.MockTransport(respond)))
+    s.summarize(req)
+except H9Error as e:
+    print(f"error: {{e}} [{{type(e).__name__}}]", file=sys.stderr)
+    sys.exit(2)
+print("summarized")
+"""
+
+
+@pytest.mark.parametrize("level", ["debug", "info"])
+def test_sdk_logging_never_prints_the_key(tmp_path: Path, level: str) -> None:
+    """A subprocess, as the SDK reads ``ANTHROPIC_LOG`` once, when it is imported."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_LOG": level, "PYTHONPATH": os.getcwd()}
+    p = subprocess.run([sys.executable, "-c", _LOGGED_CALL], env=env, capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert no_key_prefix(out) and "SECRET-TEST-KEY" not in out, out[-2000:]
+    # refused, in one line that names the variable and why
+    assert p.returncode == 2 and "ANTHROPIC_LOG" in p.stderr and "[ConfigError]" in p.stderr, out[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
