@@ -5,15 +5,17 @@ It owns: where the key comes from (an explicit ``api_key`` or ``ANTHROPIC_API_KE
 either way is a :class:`~h9eval.core.errors.ConfigError` at construction), the client (built
 lazily; ``http_client`` is how tests inject a fake transport), the SDK's exceptions mapped to
 one h9eval error class with a message that names the HTTP status and the API's error type, the
-usage read off a response, and redaction: no message this module produces contains the key, nor
-its base64 form or a case variant, and the SDK exception (which holds the request headers) is
-never chained. The SDK is imported when an :class:`AnthropicAPI` is constructed, never when
-h9eval is imported.
+usage read off a response, and redaction (:func:`redact`, the one redactor): no message this
+module produces contains the key in any encoding (case variants, base64, percent-encoded, hex,
+escaped), and the SDK exception (which holds the request headers) is never chained; and the
+SDK's own logging (``ANTHROPIC_LOG``), which prints response headers unredacted, is refused. The
+SDK is imported when an :class:`AnthropicAPI` is constructed, never when h9eval is imported.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import os
@@ -21,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from h9eval.core.budget import Budget, call_bound_usd
 from h9eval.core.errors import ConfigError, H9Error
@@ -37,16 +40,21 @@ __all__ = [
     "MAX_RETRIES_LIMIT",
     "REQUEST_TIMEOUT_LIMIT_S",
     "Reply",
+    "SDK_LOG_ENV",
     "Usage",
     "anthropic_messages",
     "count_of",
     "redact",
+    "redact_obj",
     "resolve_api_key",
     "resolve_base_url",
     "usage_of",
 ]
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
+SDK_LOG_ENV = "ANTHROPIC_LOG"
+"""The SDK's own logging switch: ``debug`` logs every response's headers to stderr (a proxy may
+echo the key in one), ``info`` every request's URL; :class:`AnthropicAPI` refuses both."""
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 """The endpoint the SDK calls when no ``base_url`` is given (it reads this variable itself); h9eval
 reads it too, at construction, so the endpoint a reply came from is part of the summarizer's id."""
@@ -179,6 +187,20 @@ def resolve_api_key(api_key: str | None, *, who: str) -> str:
     return key
 
 
+def refuse_sdk_logging(*, who: str) -> None:
+    """A :class:`ConfigError` when ``$ANTHROPIC_LOG`` turns the SDK's logging on (``debug`` or
+    ``info``, any case): the SDK then prints HTTP traffic to stderr, response headers included,
+    which h9eval's redaction never sees. Refused rather than quietly turned down (setting the
+    ``anthropic`` and ``httpx2`` loggers to WARNING), so a user who asked for the log learns why
+    there is none; the SDK reads the variable when it is imported, so this runs before that."""
+    level = os.environ.get(SDK_LOG_ENV, "").strip().lower()
+    if level in ("debug", "info"):
+        raise ConfigError(
+            f"the {who}: {SDK_LOG_ENV}={level} makes the anthropic SDK print HTTP requests and response "
+            f"headers to stderr, which can carry the API key; unset {SDK_LOG_ENV}"
+        )
+
+
 def resolve_base_url(base_url: str | None) -> str | None:
     """``base_url``, else ``$ANTHROPIC_BASE_URL`` when set and not empty, else ``None`` (the SDK's
     default endpoint): the precedence every model-calling part follows (an explicit value, from
@@ -188,14 +210,40 @@ def resolve_base_url(base_url: str | None) -> str | None:
     return os.environ.get(BASE_URL_ENV) or None
 
 
-def _variants(secret: str) -> list[str]:
+def _char_forms(ch: str) -> list[str]:
+    """Regex alternatives for one character of a key, as the encodings a reply or a proxy may echo
+    it in spell it: itself (case-insensitive at match time), percent-encoded (``quote``, and ``+``
+    for a space as ``quote_plus`` writes it), hex of its UTF-8 bytes, ``\\uXXXX`` and ``\\xXX``
+    escapes, and a backslash-escaped punctuation character (JSON's ``\\"``, ``\\/``, ``\\\\``)."""
+    raw = ch.encode("utf-8", "surrogatepass")
+    forms = {re.escape(ch), re.escape("".join(f"%{b:02x}" for b in raw)), raw.hex()}
+    forms.add(re.escape("".join(f"\\x{b:02x}" for b in raw)))
+    if ord(ch) < 0x10000:
+        forms.add(re.escape(f"\\u{ord(ch):04x}"))
+    if ch == " ":
+        forms.add(re.escape("+"))
+    if not ch.isalnum():
+        forms.add(re.escape("\\" + ch))
+    # longest first: a regex alternation takes the first alternative that matches
+    return sorted(forms, key=lambda f: (-len(f), f))
+
+
+@functools.lru_cache(maxsize=16)
+def _secret_pattern(secret: str) -> re.Pattern[str]:
+    """One pattern for every encoding of ``secret`` h9eval redacts. Per character (so any mix of
+    them is caught, too): plain, any case, percent-encoded, hex, ``\\u``/``\\x`` and JSON escapes. As a
+    whole: base64 (standard and URL-safe, with and without padding, and those percent-encoded,
+    as ``+``, ``/`` and ``=`` are in a URL). Cached: every string of every response is redacted."""
     raw = secret.encode("utf-8", "surrogatepass")
-    forms = {secret, secret.lower(), secret.upper()}
+    whole: set[str] = set()
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         b = enc(raw).decode("ascii")
-        forms.update({b, b.rstrip("=")})
+        for form in (b, b.rstrip("=")):
+            whole.update({form, quote(form, safe=""), quote_plus(form, safe="")})
     # longest first, so a form that contains another is replaced whole
-    return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
+    alternatives = [re.escape(f) for f in sorted(whole, key=lambda f: (-len(f), f)) if len(f) >= 8]
+    alternatives.append("".join(f"(?:{'|'.join(_char_forms(ch))})" for ch in secret))
+    return re.compile("|".join(alternatives), flags=re.IGNORECASE)
 
 
 _SECRET_NAME = re.compile(
@@ -227,14 +275,29 @@ def redact_secret_params(obj: Any) -> Any:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (and its case and base64 variants, matched
-    case-insensitively) replaced by ``[redacted]``. Secrets shorter than 8 characters are not
-    searched for: they would redact ordinary words."""
+    """``text`` with every occurrence of ``secret`` in any encoding a reply, a proxy or an SDK
+    may echo it in replaced by ``[redacted]``: plain or in any case, base64 (standard and
+    URL-safe), percent-encoded (``quote``, ``quote_plus``, or every byte), hex of its UTF-8 bytes
+    (either case), JSON/``\\u``/``\\x`` escaped, or a mix of these character by character. The
+    one redaction of h9eval: every writer and error message goes through it, and it runs before
+    any cut (a cut key no longer matches). Secrets shorter than 8 characters are not searched
+    for: they would redact ordinary words."""
     if not secret or len(secret) < 8 or not text:
         return text
-    for form in _variants(secret):
-        text = re.sub(re.escape(form), _REDACTED, text, flags=re.IGNORECASE)
-    return text
+    return _secret_pattern(secret).sub(_REDACTED, text)
+
+
+def redact_obj(obj: Any, secret: str | None) -> Any:
+    """``obj`` (JSON-like) with every string in it, keys included, :func:`redact`-ed (a copy):
+    for a whole response stored as it came (a cassette, a batch result). Walking the object, not
+    redacting its JSON text, keeps the JSON valid whatever an escaped form of the key overlaps."""
+    if isinstance(obj, str):
+        return redact(obj, secret)
+    if isinstance(obj, Mapping):
+        return {redact_obj(k, secret): redact_obj(v, secret) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v, secret) for v in obj]
+    return obj
 
 
 @dataclass(frozen=True)
@@ -340,7 +403,9 @@ class AnthropicAPI:
     rebuilt after unpickling. ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`)
     that every paid call reserves its most cost from first, at ``price`` (input, output USD per
     million tokens; required with a budget); a call past the cap raises
-    :class:`~h9eval.core.errors.BudgetExceeded` and is not made.
+    :class:`~h9eval.core.errors.BudgetExceeded` and is not made. ``$ANTHROPIC_LOG`` set to
+    ``debug`` or ``info`` is a :class:`ConfigError` at construction (:func:`refuse_sdk_logging`:
+    the SDK's log would print response headers, unredacted).
     """
 
     def __init__(
@@ -364,6 +429,7 @@ class AnthropicAPI:
             )
         self.budget, self.price = budget, price
         self._api_key = resolve_api_key(api_key, who=f"the {who}")
+        refuse_sdk_logging(who=who)  # before the import: the SDK sets its loggers up when imported
         import anthropic  # lazy: importing h9eval must not import the SDK
 
         self.sdk: Any = anthropic
@@ -408,13 +474,7 @@ class AnthropicAPI:
     def redact_obj(self, obj: Any) -> Any:
         """``obj`` (JSON-like) with every string in it, keys included, :meth:`redact`-ed (a copy):
         for a whole response stored as it came (a cassette)."""
-        if isinstance(obj, str):
-            return self.redact(obj)
-        if isinstance(obj, Mapping):
-            return {self.redact_obj(k): self.redact_obj(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return [self.redact_obj(v) for v in obj]
-        return obj
+        return redact_obj(obj, self._api_key)
 
     def _field(self, resp: Any, name: str) -> str | None:
         v = getattr(resp, name, None)

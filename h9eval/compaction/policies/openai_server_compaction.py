@@ -40,7 +40,7 @@ from h9eval.compaction.policies._server import (
     provider_item,
     provider_message,
 )
-from h9eval.core.anthropic import ERROR_MESSAGE_CHARS, redact
+from h9eval.core.anthropic import ERROR_MESSAGE_CHARS, redact, redact_obj
 from h9eval.core.errors import ConfigError, SummarizerError
 from h9eval.core.messages import Message
 
@@ -163,7 +163,8 @@ class _OpenAIRun(ServerCompactionRun):
             raise fail(f"malformed response: {type(e).__name__}: {e}") from None
         if not isinstance(response, dict):
             raise fail(f"malformed response: expected a JSON object, got {type(response).__name__}")
-        redacted: dict[str, Any] = json.loads(redact(json.dumps(response, ensure_ascii=False), key))
+        # every string redacted in place: redacting the JSON text could cut an escape of it in two
+        redacted: dict[str, Any] = redact_obj(response, key)
         return redacted
 
     def read(self, response: Mapping[str, Any], view: Sequence[Message]) -> CompactionStep:
