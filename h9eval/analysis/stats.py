@@ -17,10 +17,13 @@ aggregated *inside* each task first and the bootstrap resamples tasks. In detail
    with another moment or mode;
 3. the paired differences (a - b) are averaged within the task: one difference per task.
 
-**Interval.** A seeded percentile bootstrap of the mean difference over tasks
-(``scipy.stats.bootstrap``): each resample draws ``n`` of the ``n`` tasks with replacement
-(:func:`bootstrap_means`); the interval at level ``L`` is the ``(1-L)/2`` and ``(1+L)/2``
-quantiles (numpy's ``linear`` rule) of the resampled means.
+**Interval: the test's own.** The interval printed is the inversion of the test that gave the
+p-value, so the verdict read from it and the test agree. When the exact sign-flip test decides,
+:func:`sign_flip_interval` (the shifts of the differing tasks it does not reject, scaled to the mean
+over all tasks, ties exact zeros; unbounded when too few differ to ever reject). Otherwise a seeded
+percentile bootstrap of the mean difference over tasks (``scipy.stats.bootstrap``): each resample
+draws ``n`` of the ``n`` tasks with replacement (:func:`bootstrap_means`); the interval at level
+``L`` is the ``(1-L)/2`` and ``(1+L)/2`` quantiles (numpy's ``linear`` rule) of the resampled means.
 
 **p-value** (:func:`paired_p_value`). Only the tasks whose paired difference is not 0 carry
 evidence. When at most :data:`EXACT_MAX_DIFFER` tasks differ, an exact sign-flip
@@ -41,10 +44,10 @@ for the comparison ranked ``k`` by p-value, frozen at the first rank Holm fails 
 the false-coverage-rate level ``1 - R*alpha/m`` with ``R`` rejections, ``1 - alpha/m`` when
 there is none), so that an interval excluding 0 is exactly a rejection of the adjusted test.
 
-**Verdicts** come from the adjusted test and interval, never from the mean (:func:`verdict`):
-"better"/"worse" needs the adjusted p-value below ``alpha``, the adjusted interval on one side
-of 0 and at least :func:`min_tasks_for` (at the *adjusted* level) tasks that differ; the words
-are defined once, in :data:`VERDICT_DEFINITIONS`.
+**Verdicts** are read from the adjusted interval, never from the mean (:func:`verdict`):
+"better"/"worse" when it lies on one side of 0 (the adjusted test then rejects, and at least
+:func:`min_tasks_for` tasks at the *adjusted* level differ: both are checked too); the words are
+defined once, in :data:`VERDICT_DEFINITIONS`.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ __all__ = [
     "bootstrap_p_value",
     "EXACT_MAX_DIFFER",
     "sign_flip_p_value",
+    "sign_flip_interval",
     "paired_p_value",
     "PairedTest",
     "format_p",
@@ -103,13 +107,14 @@ VERDICT_DEFINITIONS: Mapping[str, str] = {
     "equivalent within ±d": "the whole adjusted interval of the mean paired difference lies within [-d, d] "
     "(d in the metric's own unit, stated with the verdict); checked first, so a difference that is "
     "detectable but smaller than d is called equivalent",
-    BETTER: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A "
-    "is better than B (above 0 for a larger-is-better metric, below 0 for a smaller-is-better one)",
-    WORSE: "the adjusted p-value is below alpha and the whole adjusted interval lies on the side of 0 where A is "
-    "worse than B",
-    INCONCLUSIVE: "anything else: the adjusted interval contains 0 (and is not within ±d), the adjusted p-value "
-    "(exact sign-flip test when few tasks differ) is not below alpha, or too few tasks differ for the adjusted level "
-    "(see min_tasks_for: 6 at 0.95; an equivalence verdict counts all paired tasks)",
+    BETTER: "the whole adjusted interval (the inversion of the test that gave the p-value: the exact sign-flip "
+    "test's when few tasks differ) lies on the side of 0 where A is better than B (above 0 for a larger-is-better "
+    "metric, below 0 for a smaller-is-better one); the adjusted p-value is then below alpha",
+    WORSE: "the whole adjusted interval lies on the side of 0 where A is worse than B; the adjusted p-value is "
+    "then below alpha",
+    INCONCLUSIVE: "anything else: the adjusted interval contains 0 (and is not within ±d); with too few differing "
+    "tasks for the adjusted level (see min_tasks_for: 6 at 0.95) it is unbounded (an equivalence verdict counts "
+    "all paired tasks)",
 }
 """What each verdict word means; every table and report that prints a verdict uses these."""
 
@@ -370,6 +375,72 @@ def sign_flip_p_value(diffs: Sequence[float]) -> float:
     return float(min(1.0, res.pvalue))
 
 
+_SIGNS: dict[int, Any] = {}
+
+
+def _sign_patterns(k: int) -> Any:
+    """Every one of the ``2**k`` sign patterns as a ``(2**k, k)`` array of +-1 (cached per ``k``)."""
+    import numpy as np
+
+    if k not in _SIGNS:
+        bits = (np.arange(2**k)[:, None] >> np.arange(k)[None, :]) & 1
+        _SIGNS[k] = 1.0 - 2.0 * bits
+    return _SIGNS[k]
+
+
+def sign_flip_interval(diffs: Sequence[float], level: float) -> tuple[float, float]:
+    """The interval of mean paired difference that inverts the exact sign-flip test of
+    :func:`sign_flip_p_value` at ``level``: every shift ``delta`` of the differing tasks' values
+    that the test does not reject (``p >= 1 - level``), scaled to the mean over all tasks, the tied
+    ones counted as the exact zeros they are. So it excludes 0 exactly when the test rejects at
+    ``alpha = 1 - level``, and it is infinite when no outcome of that few differing tasks could
+    reject at that level (``2 / 2**k >= alpha``). NaN for no values.
+
+    How: for the ``k`` non-zero differences ``x`` and a sign pattern ``s``, the shifted test counts
+    ``s`` when ``|sum s(x - delta)| >= |sum (x - delta)|``, a quadratic in ``delta`` with a negative
+    leading term (two patterns, all + and all -, count everywhere), so each pattern counts on one
+    closed interval with known ends; the accepted shifts are where at least ``alpha * 2**k`` patterns
+    count. Their hull is returned (accepted shifts need not be contiguous; the hull is never
+    narrower)."""
+    import numpy as np
+
+    if not 0 < level < 1:
+        raise ConfigError(f"level must be in (0, 1), got {level!r}")
+    d = np.asarray(diffs, dtype=float)
+    n = len(d)
+    if n == 0:
+        return (math.nan, math.nan)
+    x = d[d != 0]
+    k = len(x)
+    if k == 0:
+        return (0.0, 0.0)
+    alpha = 1 - level
+    need = alpha * 2**k - 2  # patterns besides all + and all - that must count for p >= alpha
+    if need <= 0:
+        return (-math.inf, math.inf)
+    signs = _sign_patterns(k)
+    a = signs @ x
+    b = signs.sum(axis=1)
+    keep = np.abs(b) != k
+    a, b = a[keep], b[keep]
+    total = float(x.sum())
+    # the roots of (a - b*delta)^2 = (total - k*delta)^2
+    r1 = (a - total) / (b - k)
+    r2 = (a + total) / (b + k)
+    starts = np.sort(np.minimum(r1, r2))
+    ends = np.sort(np.maximum(r1, r2))
+    # Ties at a root count (as scipy's comparison does, with a tolerance): coverage is counted on the
+    # ends widened by eps; the ends reported are the roots themselves.
+    eps = 1e-12 * (float(np.abs(x).max()) + 1.0)
+    wide_s, wide_e = starts - eps, ends + eps
+    c = math.ceil(need - 1e-9)
+    cover_at_start = np.searchsorted(wide_s, wide_s, "right") - np.searchsorted(wide_e, wide_s, "left")
+    cover_at_end = np.searchsorted(wide_s, wide_e, "right") - np.searchsorted(wide_e, wide_e, "left")
+    lo = float(starts[cover_at_start >= c].min())
+    hi = float(ends[cover_at_end >= c].max())
+    return (lo * k / n, hi * k / n)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PairedTest:
     """A paired test's p-value and how it was computed: ``method`` ``sign-flip`` (exact) or
@@ -474,10 +545,11 @@ def adjust(p_values: Sequence[float], *, level: float = DEFAULT_LEVEL, method: s
 class PairedComparison:
     """A against B on one metric, over the tasks both were run on.
 
-    ``mean_diff`` is mean(A - B) over tasks; ``[lo, hi]`` its percentile bootstrap interval at
-    ``adjusted_level`` (the family's ``level`` after the ``method`` adjustment over
-    ``family_size`` comparisons); ``verdict`` is read from that interval (see
-    :data:`VERDICT_DEFINITIONS`). ``n_differ``: tasks whose paired difference is not 0.
+    ``mean_diff`` is mean(A - B) over tasks; ``[lo, hi]`` its interval at ``adjusted_level`` (the
+    family's ``level`` after the ``method`` adjustment over ``family_size`` comparisons), the
+    inversion of the test that gave ``p_value`` (``interval_method``: ``sign-flip inversion`` when
+    the exact sign-flip test decided, :func:`sign_flip_interval`; else ``bootstrap percentile``);
+    ``verdict`` is read from that interval (see :data:`VERDICT_DEFINITIONS`). ``n_differ``: tasks whose paired difference is not 0.
     ``p_method``: how ``p_value`` was computed (``sign-flip``: exact, few tasks differ;
     ``bootstrap``; ``none``: fewer than 2 tasks). ``in_family``: counted in the adjustment's
     family (``False`` when no task differs: such a comparison cannot reject anything).
@@ -505,6 +577,7 @@ class PairedComparison:
     n_resamples: int
     seed: int
     p_method: str = "bootstrap"
+    interval_method: str = "bootstrap percentile"
     in_family: bool = True
     task_ids: tuple[str, ...] = field(default=(), repr=False)
 
@@ -564,7 +637,20 @@ def compare_family(
     for p, bm, t, fam, pa, lev in zip(pairs, boots, tests, in_family, adj.p_adjusted, adj.levels):
         d = np.asarray(p.diffs, dtype=float)
         n = len(d)
-        lo, hi = percentile_interval(bm, lev)
+        # The interval printed is the one the verdict is read from: the inversion of the test that
+        # gave the p-value (the exact sign-flip test's when it decided, else the bootstrap's, whose
+        # p-value is that interval's inversion), so one excludes 0 exactly when the other rejects.
+        if t.method == "sign-flip":
+            lo, hi = sign_flip_interval(d, lev)
+            interval_method = "sign-flip inversion"
+        else:
+            lo, hi = percentile_interval(bm, lev)
+            interval_method = "bootstrap percentile"
+            if 0 < t.n_differ < min_tasks_for(lev):
+                # too few differing tasks for any verdict at this level (the guard): the bootstrap
+                # interval would exclude 0 beside "inconclusive", so none is claimed
+                lo, hi = -math.inf, math.inf
+                interval_method = "none (too few tasks differ)"
         p_adj = pa if fam else t.p_value
         out.append(
             PairedComparison(
@@ -600,6 +686,7 @@ def compare_family(
                 n_resamples=n_resamples,
                 seed=seed,
                 p_method=t.method,
+                interval_method=interval_method,
                 in_family=fam,
                 task_ids=p.task_ids,
             )

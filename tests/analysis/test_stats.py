@@ -48,7 +48,8 @@ def _hand_bootstrap(x: np.ndarray, r: int, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("level", [0.95, 0.99, 0.9])
 def test_interval_matches_an_independent_bootstrap_at_its_stated_level(level: float) -> None:
     x = np.array(DIFFS)
-    (c,) = S.compare_family([_pairs(DIFFS)], level=level, method="none", n_resamples=3000, seed=11)
+    (c,) = S.compare_family([_pairs(DIFFS)], level=level, method="none", n_resamples=3000, seed=11, exact_max_differ=0)
+    assert c.p_method == "bootstrap" and c.interval_method == "bootstrap percentile"
     ref = _hand_bootstrap(x, 3000, 11)
     lo, hi = np.percentile(ref, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     assert (c.lo, c.hi) == pytest.approx((lo, hi), abs=1e-12)
@@ -57,8 +58,8 @@ def test_interval_matches_an_independent_bootstrap_at_its_stated_level(level: fl
 
 
 def test_a_99_interval_is_wider_than_the_95_one_and_labelled_99() -> None:
-    (c95,) = S.compare_family([_pairs(DIFFS)], level=0.95, method="none", seed=3)
-    (c99,) = S.compare_family([_pairs(DIFFS)], level=0.99, method="none", seed=3)
+    (c95,) = S.compare_family([_pairs(DIFFS)], level=0.95, method="none", seed=3, exact_max_differ=0)
+    (c99,) = S.compare_family([_pairs(DIFFS)], level=0.99, method="none", seed=3, exact_max_differ=0)
     assert c99.lo < c95.lo and c99.hi > c95.hi
     assert (c95.adjusted_level, c99.adjusted_level) == (0.95, 0.99)
     assert "level=0.99 " in c99.line() and "level=0.95 " in c95.line()
@@ -83,9 +84,9 @@ def test_bootstrap_variance_of_the_mean_is_the_analytic_one() -> None:
 
 
 def test_same_seed_same_numbers_and_a_seed_changes_them() -> None:
-    a = S.compare_family([_pairs(DIFFS)], seed=1)
-    b = S.compare_family([_pairs(DIFFS)], seed=1)
-    c = S.compare_family([_pairs(DIFFS)], seed=2)
+    a = S.compare_family([_pairs(DIFFS)], seed=1, exact_max_differ=0)
+    b = S.compare_family([_pairs(DIFFS)], seed=1, exact_max_differ=0)
+    c = S.compare_family([_pairs(DIFFS)], seed=2, exact_max_differ=0)
     assert a == b and (a[0].lo, a[0].hi) != (c[0].lo, c[0].hi)
 
 
@@ -139,7 +140,8 @@ def test_equivalence_uses_the_stated_margin() -> None:
 def test_too_few_tasks_give_no_verdict_however_consistent() -> None:
     assert (S.min_tasks_for(0.95), S.min_tasks_for(0.99), S.min_tasks_for(0.9)) == (6, 8, 5)
     (c,) = S.compare_family([_pairs((0.1, 0.2, 0.15))], method="none")
-    assert c.lo > 0 and c.verdict == "inconclusive" and "needs 6" in c.line()
+    # three tasks that all moved up: no outcome of three could reject at 0.95, and the interval says so
+    assert (c.lo, c.hi) == (-math.inf, math.inf) and c.verdict == "inconclusive" and "needs 6" in c.line()
     (d,) = S.compare_family([_pairs((0.1, 0.2, 0.15, 0.12, 0.3, 0.11))], method="none")
     assert d.verdict == "better"
 
@@ -294,3 +296,64 @@ def test_spearman_and_its_task_interval_agree_with_scipy() -> None:
     assert r.n_resamples == len(rhos) and (r.lo, r.hi) == pytest.approx(tuple(np.quantile(rhos, [0.025, 0.975])))
     m = stats.mean_interval([1.0, 2.0, 3.0], 200, 0)
     assert m.mean == 2.0 and m.lo <= 2.0 <= m.hi and tuple(m) == (m.mean, m.lo, m.hi)
+
+
+# -- one verdict rule, one interval (issue 45) -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("diffs", "level"),
+    [
+        (DIFFS, 0.95),
+        (DIFFS, 0.99),
+        ((0.3, 0.1, -0.05, 0.2, 0.0, 0.0, 0.25, 0.15), 0.95),
+        ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -1.0), 0.9),
+        ((0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, -0.5, 0.0), 0.95),
+    ],
+)
+def test_the_sign_flip_interval_matches_an_independent_inversion(diffs: tuple[float, ...], level: float) -> None:
+    from signflip_ref import inverted_interval
+
+    (c,) = S.compare_family([_pairs(diffs)], level=level, method="none", seed=0)
+    assert c.p_method == "sign-flip" and c.interval_method == "sign-flip inversion"
+    assert (c.lo, c.hi) == pytest.approx(inverted_interval(diffs, level), abs=1e-6)
+    assert c.lo <= c.mean_diff <= c.hi
+
+
+def test_too_few_differing_tasks_give_an_unbounded_interval_and_all_ties_a_point() -> None:
+    (few,) = S.compare_family([_pairs((0.2, 0.3, 0.1, 0.0, 0.0, 0.0, 0.0))], method="none")
+    assert (few.lo, few.hi) == (-math.inf, math.inf) and few.verdict == "inconclusive"
+    (ties,) = S.compare_family([_pairs((0.0,) * 8, margin=0.01)], method="none")
+    assert (ties.lo, ties.hi) == (0.0, 0.0) and ties.verdict == "equivalent within ±0.01"
+
+
+def test_no_interval_excluding_0_is_printed_beside_inconclusive_and_every_rejection_excludes_it() -> None:
+    """Over many random families (few and many differing tasks, ties, Holm and BH): a verdict of
+    better or worse exactly when the printed interval lies on one side of 0; the adjusted test
+    rejects exactly then too."""
+    rng = np.random.default_rng(7)
+    seen = {"sign-flip": 0, "bootstrap": 0}
+    decided = 0
+    for trial in range(60):
+        fam = []
+        for j in range(int(rng.integers(1, 6))):
+            n = int(rng.integers(5, 26))
+            d = rng.normal(float(rng.choice([0.0, 0.3, 0.8])), 1.0, size=n).round(2)
+            d[rng.random(n) < float(rng.choice([0.0, 0.5]))] = 0.0
+            fam.append(_pairs(tuple(float(v) for v in d), name=f"m{j}"))
+        method = ["holm", "bh", "none"][trial % 3]
+        for c in S.compare_family(fam, method=method, n_resamples=400, seed=trial):
+            seen[c.p_method if c.p_method != "none" else "sign-flip"] += 1
+            excludes = c.lo > 0 or c.hi < 0
+            assert (c.verdict in ("better", "worse")) == excludes, c.line()
+            if c.in_family and excludes:
+                decided += 1
+                assert c.p_adjusted < 1 - c.level, c.line()
+    assert min(seen.values()) > 20 and decided > 20, (seen, decided)
+
+
+def test_the_consistency_check_can_fail() -> None:
+    """A mutant: the bootstrap interval printed while the sign-flip test decides. Some comparison
+    then shows an interval excluding 0 beside inconclusive, which the check above would catch."""
+    diffs = (0.2, 0.3, 0.25, 0.22, 0.0, 0.0)  # 4 tasks differ: the exact test cannot reject (2/16 > 0.05)
+    (c,) = S.compare_family([_pairs(diffs)], method="none", seed=0)
+    lo, hi = S.percentile_interval(S.bootstrap_means(diffs, seed=0), 0.95)
+    assert lo > 0 and c.verdict == "inconclusive" and not (c.lo > 0 or c.hi < 0)

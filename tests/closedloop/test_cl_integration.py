@@ -447,7 +447,10 @@ def test_report_has_the_closed_loop_sections(cl_sweep: Path, tmp_path: Path) -> 
     md = Path(paths.markdown).read_text(encoding="utf-8")
     answer = md[md.index("## 1. The answer") : md.index("## 2.")]
     # (this sweep runs harness9's default and the controls only: the answer says there is nothing to compare)
-    assert "harness9's default (harness9-default) is the only configuration here besides the controls" in answer
+    assert (
+        "harness9's default (harness9-default) has no configuration to compare with here. Left out: "
+        "drop_all (a control), keep_all (a control)" in answer
+    )
     assert "scripted stand-in" in answer
     # the open-loop sections see the replays only
     res = load_results(cl_sweep)

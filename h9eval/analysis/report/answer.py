@@ -484,6 +484,31 @@ def _answer_table(rows: Sequence[AnswerRow]) -> Any:
     return pd.DataFrame(recs)
 
 
+def _nothing_to_compare(ctx: ReportContext, default: str, verdicts: Sequence[TargetVerdicts]) -> str:
+    """Why the answer box has no row although harness9's default ran: what else ran and why each was
+    left out (a control, calls over the window), or that nothing else ran. Only what is true of these
+    results: controls are named only when they ran."""
+    left: dict[str, list[str]] = {}
+    for v in verdicts:
+        for c, why in v.excluded.items():
+            left.setdefault(c, []).append(f"{why} in {v.history_mode} mode" if why != "a control" else why)
+    runs = ctx.results.runs
+    kind_of = {ctx.names.get(str(r), ""): str(k) for r, k in zip(runs["run_id"], runs["policy_kind"])}
+    kind_of.pop("", None)
+    others = sorted(set(kind_of) - {default})
+    for c in others:
+        if kind_of[c] in plots.CONTROL_KINDS:
+            left.setdefault(c, ["a control"])
+    if not others and not left:
+        return f"harness9's default ({default}) is the only configuration run here: there is nothing to compare it with."
+    said = [f"{c} ({'; '.join(dict.fromkeys(whys))})" for c, whys in sorted(left.items())]
+    unexplained = [c for c in others if c not in left]
+    text = f"harness9's default ({default}) has no configuration to compare with here. Left out: " + ", ".join(said)
+    if unexplained:
+        text += "; not comparable on any target: " + ", ".join(unexplained)
+    return text + ". The sections below show every configuration that ran."
+
+
 def answer_section(ctx: ReportContext) -> list[Section]:
     """The answer box (always first)."""
     rows: list[AnswerRow] = []
@@ -496,10 +521,7 @@ def answer_section(ctx: ReportContext) -> list[Section]:
     defaults = sorted({v.default for v in verdicts})
     found = closed_loop_default(ctx) or (headline.default_config(run_table(ctx.res)) if ctx.open_loop else None)
     if not rows and found:
-        s.note(
-            f"harness9's default ({found}) is the only configuration here besides the controls (keep_all, drop_all): "
-            "there is nothing to compare it with. The sections below show it against the controls."
-        )
+        s.note(_nothing_to_compare(ctx, found, verdicts))
     elif not rows:
         s.note(
             "No configuration could be compared with harness9's default: add a progressive entry named "
