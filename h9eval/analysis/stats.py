@@ -388,7 +388,7 @@ def _sign_patterns(k: int) -> Any:
     return _SIGNS[k]
 
 
-def sign_flip_interval(diffs: Sequence[float], level: float) -> tuple[float, float]:
+def sign_flip_interval(diffs: Sequence[float] | Any, level: float) -> tuple[float, float]:
     """The interval of mean paired difference that inverts the exact sign-flip test of
     :func:`sign_flip_p_value` at ``level``: every shift ``delta`` of the differing tasks' values
     that the test does not reject (``p >= 1 - level``), scaled to the mean over all tasks, the tied
@@ -549,7 +549,8 @@ class PairedComparison:
     family's ``level`` after the ``method`` adjustment over ``family_size`` comparisons), the
     inversion of the test that gave ``p_value`` (``interval_method``: ``sign-flip inversion`` when
     the exact sign-flip test decided, :func:`sign_flip_interval`; else ``bootstrap percentile``);
-    ``verdict`` is read from that interval (see :data:`VERDICT_DEFINITIONS`). ``n_differ``: tasks whose paired difference is not 0.
+    ``verdict`` is read from that interval (see :data:`VERDICT_DEFINITIONS`). ``n_differ``: tasks
+    whose paired difference is not 0.
     ``p_method``: how ``p_value`` was computed (``sign-flip``: exact, few tasks differ;
     ``bootstrap``; ``none``: fewer than 2 tasks). ``in_family``: counted in the adjustment's
     family (``False`` when no task differs: such a comparison cannot reject anything).

@@ -500,7 +500,7 @@ def _nothing_to_compare(ctx: ReportContext, default: str, verdicts: Sequence[Tar
         if kind_of[c] in plots.CONTROL_KINDS:
             left.setdefault(c, ["a control"])
     if not others and not left:
-        return f"harness9's default ({default}) is the only configuration run here: there is nothing to compare it with."
+        return f"harness9's default ({default}) is the only configuration run here: nothing to compare it with."
     said = [f"{c} ({'; '.join(dict.fromkeys(whys))})" for c, whys in sorted(left.items())]
     unexplained = [c for c in others if c not in left]
     text = f"harness9's default ({default}) has no configuration to compare with here. Left out: " + ", ".join(said)
