@@ -5,6 +5,7 @@ task specs, sweeps and the export as a DatasetDict."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -240,3 +241,36 @@ def test_iteration_is_lazy() -> None:
     it = iter_dataset_tasks(DatasetSource(path=str(FIXTURES / "swe_rebench_openhands.parquet")))
     first = next(it)
     assert isinstance(first[0], int) and first[1].n_calls > 0
+
+
+def test_a_local_file_rewritten_with_the_same_size_and_mtime_gives_its_new_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cp -p``, ``rsync -a`` and ``tar x`` keep a file's mtime: a rewrite must still be read anew
+    (whole sample, one row by index, and a streamed sample saved for a sweep), not replayed from a
+    cache keyed on the mtime while the provenance shows the new file's hash."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))  # no shared Arrow cache
+    lines = (FIXTURES / "swe_rebench_openhands.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:2]
+    p = tmp_path / "swe_rebench_openhands.jsonl"
+    p.write_text(lines[0] + lines[1], encoding="utf-8")
+    st = p.stat()
+    first = load_dataset_tasks(DatasetSource(path=str(p)))
+    ids = [t.task_id for t in first.tasks]
+    assert len(ids) == 2 and dataset_row_task(str(p), "train", 0).task_id == ids[0]
+    streamed = DatasetSource(path=str(p), streaming=True)
+    saved = materialize_sample(streamed, tmp_path / "samples")
+    assert [dataset_row_task(saved.path, "train", i).task_id for i in range(2)] == ids
+
+    # the same rows swapped: same size, same mtime, different bytes
+    p.write_text(lines[1] + lines[0], encoding="utf-8")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (p.stat().st_size, p.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    second = load_dataset_tasks(DatasetSource(path=str(p)))
+    assert second.provenance["file_sha256"] != first.provenance["file_sha256"]
+    assert [t.task_id for t in second.tasks] == ids[::-1]
+    assert dataset_row_task(str(p), "train", 0).task_id == ids[1]
+    resaved = materialize_sample(streamed, tmp_path / "samples")
+    assert resaved.path != saved.path
+    assert [dataset_row_task(resaved.path, "train", i).task_id for i in range(2)] == ids[::-1]

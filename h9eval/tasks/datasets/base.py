@@ -182,12 +182,38 @@ def _local_kind(p: Path) -> tuple[str, list[str]] | None:
 
 
 def _file_hash(files: list[str]) -> str:
+    """SHA-256 of the files' bytes, in order (the provenance's ``file_sha256``)."""
+    return _hash_of_versions(tuple((f, _stat_signature(f)) for f in files))
+
+
+def _stat_signature(path: str) -> tuple[int, int, int, int]:
+    """What changes whenever a file's bytes are rewritten: ``cp -p``, ``rsync -a`` and ``tar x``
+    restore the mtime, but no user-space tool can restore the ctime, which every write updates."""
+    st = os.stat(path)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@lru_cache(maxsize=64)
+def _hash_of_versions(versions: tuple[tuple[str, tuple[int, int, int, int]], ...]) -> str:
+    # Memoised per file version (path + stat signature) so a sweep worker reloading one row per
+    # cell does not re-read a large dataset for every cell; any rewrite changes the signature.
     h = hashlib.sha256()
-    for f in files:
+    for f, _ in versions:
         with open(f, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+def _local_content(p: Path) -> tuple[int, str]:
+    """``(total bytes, SHA-256)`` of the files a local dataset is read from: what its caches are
+    keyed on, so a rewrite that keeps the mtime is read anew."""
+    kind = _local_kind(p)
+    if kind is not None:
+        files = kind[1]
+    else:  # a save_to_disk folder: its Arrow files and the state that names them
+        files = sorted(str(f) for f in p.rglob("*") if f.is_file())
+    return sum(os.stat(f).st_size for f in files), _file_hash(files)
 
 
 @dataclass(frozen=True)
@@ -236,8 +262,14 @@ def _open_quietly(source: DatasetSource) -> _Opened:
                 return _Opened(loaded, frozenset(loaded.column_names), prov, False)
             builder, files = kind
             streamed = bool(source.streaming)
-            ds = datasets.load_dataset(builder, data_files=files, split="train", streaming=streamed)
-            prov = {"dataset": str(p), "file_sha256": _file_hash(files), "split": source.split}
+            sha = _file_hash(files)
+            # datasets keys its Arrow cache of a local file on path and mtime, so a rewrite that
+            # kept the mtime would replay the old rows: one cache folder per content instead.
+            cache_dir = None if streamed else str(Path(datasets.config.HF_DATASETS_CACHE) / "h9eval-local" / sha[:16])
+            ds = datasets.load_dataset(
+                builder, data_files=files, split="train", streaming=streamed, cache_dir=cache_dir
+            )
+            prov = {"dataset": str(p), "file_sha256": sha, "split": source.split}
             return _Opened(ds, _columns(ds), prov, streamed)
         streamed = True if source.streaming is None else source.streaming
         ds = datasets.load_dataset(source.path, split=source.split, streaming=streamed, revision=source.revision)
@@ -484,7 +516,12 @@ def materialize_sample(source: DatasetSource, cache_dir: str | os.PathLike[str] 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    key = hashlib.sha256(json.dumps(source.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    described: dict[str, Any] = source.to_dict()
+    if source.is_local:
+        # A local file streamed for a sweep and changed before the next one must be sampled
+        # again: its content is part of what names the saved sample.
+        described["content"] = _local_content(Path(source.path))
+    key = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = Path(cache_dir) if cache_dir is not None else dataset_cache_dir()
     existing = sorted(folder.glob(f"*-{key}.parquet")) if folder.is_dir() else []
     if existing:
@@ -533,7 +570,8 @@ class _LocalDataset:
 
 
 @lru_cache(maxsize=8)
-def _opened_local(path: str, split: str, adapter: str | None, mtime_ns: int) -> _LocalDataset:
+def _opened_local(path: str, split: str, adapter: str | None, content: tuple[int, str]) -> _LocalDataset:
+    # ``content`` (size, SHA-256) is only the cache key: a rewritten file is opened again.
     source = DatasetSource(path=path, split=split, adapter=adapter, streaming=False)
     opened = _open(source)
     return _LocalDataset(source, opened, _pick_adapter(source, opened.columns))
@@ -542,8 +580,8 @@ def _opened_local(path: str, split: str, adapter: str | None, mtime_ns: int) -> 
 def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None = None) -> Task:
     """The task of row ``index`` of a local dataset (a sweep worker's reload of one cell's task).
 
-    The opened dataset is kept per process (memory-mapped), so a worker running many cells of
-    one dataset opens it once.
+    The opened dataset is kept per process (memory-mapped) by its files' size and content hash,
+    so a worker running many cells of one dataset opens it once, and a rewritten file anew.
     """
     p = Path(path)
     if not p.exists():
@@ -551,7 +589,7 @@ def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None =
             f"dataset {path!r}: a row can be loaded by index only from a local dataset "
             "(sweeps save a Hub sample to a local file first)"
         )
-    local = _opened_local(path, split, adapter, os.stat(p).st_mtime_ns)
+    local = _opened_local(path, split, adapter, _local_content(p))
     n_rows = len(local.opened.rows)
     if not 0 <= index < n_rows:
         raise ConfigError(f"dataset {path!r} (split {split!r}): row {index} out of range (it has {n_rows} rows)")
