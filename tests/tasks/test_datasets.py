@@ -5,6 +5,7 @@ task specs, sweeps and the export as a DatasetDict."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -240,3 +241,121 @@ def test_iteration_is_lazy() -> None:
     it = iter_dataset_tasks(DatasetSource(path=str(FIXTURES / "swe_rebench_openhands.parquet")))
     first = next(it)
     assert isinstance(first[0], int) and first[1].n_calls > 0
+
+
+def test_a_local_file_rewritten_with_the_same_size_and_mtime_gives_its_new_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cp -p``, ``rsync -a`` and ``tar x`` keep a file's mtime: a rewrite must still be read anew
+    (whole sample, one row by index, and a streamed sample saved for a sweep), not replayed from a
+    cache keyed on the mtime while the provenance shows the new file's hash."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))  # no shared Arrow cache
+    lines = (FIXTURES / "swe_rebench_openhands.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:2]
+    p = tmp_path / "swe_rebench_openhands.jsonl"
+    p.write_text(lines[0] + lines[1], encoding="utf-8")
+    st = p.stat()
+    first = load_dataset_tasks(DatasetSource(path=str(p)))
+    ids = [t.task_id for t in first.tasks]
+    assert len(ids) == 2 and dataset_row_task(str(p), "train", 0).task_id == ids[0]
+    streamed = DatasetSource(path=str(p), streaming=True)
+    saved = materialize_sample(streamed, tmp_path / "samples")
+    assert [dataset_row_task(saved.path, "train", i).task_id for i in range(2)] == ids
+
+    # the same rows swapped: same size, same mtime, different bytes
+    p.write_text(lines[1] + lines[0], encoding="utf-8")
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (p.stat().st_size, p.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    second = load_dataset_tasks(DatasetSource(path=str(p)))
+    assert second.provenance["file_sha256"] != first.provenance["file_sha256"]
+    assert [t.task_id for t in second.tasks] == ids[::-1]
+    assert dataset_row_task(str(p), "train", 0).task_id == ids[1]
+    resaved = materialize_sample(streamed, tmp_path / "samples")
+    assert resaved.path != saved.path
+    assert [dataset_row_task(resaved.path, "train", i).task_id for i in range(2)] == ids[::-1]
+
+
+DEEP = 10_000  # a row this deep used to segfault the JSON builder (exit 139, nothing printed)
+
+
+def _bad_rows_jsonl(tmp_path: Path) -> Path:
+    """A JSON Lines dataset: a good row, a row nested 10,000 deep, a row with non-UTF-8 bytes, a
+    row nested deep inside its trajectory, then two good rows (numbered after the bad ones)."""
+    lines = (FIXTURES / "swe_rebench_openhands.jsonl").read_text(encoding="utf-8").splitlines()
+    nest = "[" * DEEP + "]" * DEEP
+    deep_column = lines[1][:-1] + ', "extra": ' + nest + "}"
+    deep_trajectory = lines[2].replace('"trajectory": [', '"trajectory": [{"role": "user", "deep": ' + nest + "}, ", 1)
+    assert deep_trajectory != lines[2]
+    not_utf8 = lines[3].encode().replace(b'"trajectory"', b'"\xff\xfetrajectory"', 1)
+    p = tmp_path / "swe_rebench_openhands.jsonl"
+    body = [
+        lines[0].encode(),
+        deep_column.encode(),
+        not_utf8,
+        deep_trajectory.encode(),
+        b"",
+        lines[4].encode(),
+        lines[1].encode(),
+    ]
+    p.write_bytes(b"\n".join(body) + b"\n")  # the blank line is not a row (the builder skips it)
+    return p
+
+
+def test_rows_nested_too_deep_or_not_utf8_are_skipped_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    p = _bad_rows_jsonl(tmp_path)
+    sample = load_dataset_tasks(DatasetSource(path=str(p)))
+    assert sample.skipped == {"row is not UTF-8 text": 1, "row nested deeper than 500 levels": 2}
+    assert len(sample.tasks) == 3 and sample.rows_read == 6
+    # rows keep their numbers in the file: the good ones after the bad rows are #4 and #5
+    assert [t.metadata["dataset"]["row"] for t in sample.tasks] == [0, 4, 5]
+    assert [dataset_row_task(str(p), "train", i).task_id for i in (0, 4, 5)] == [t.task_id for t in sample.tasks]
+    with pytest.raises(FormatError, match=r"#1: row cannot be replayed: row nested deeper than 500 levels"):
+        dataset_row_task(str(p), "train", 1)
+    with pytest.raises(FormatError, match=r"#2: row cannot be replayed: row is not UTF-8 text"):
+        dataset_row_task(str(p), "train", 2)
+    streamed = load_dataset_tasks(DatasetSource(path=str(p), streaming=True))
+    assert streamed.skipped == sample.skipped and [t.task_id for t in streamed.tasks] == [
+        t.task_id for t in sample.tasks
+    ]
+
+
+def test_parquet_rows_nested_too_deep_or_not_utf8_are_skipped_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parquet string column with non-UTF-8 bytes (pyarrow fails decoding the row) and a JSON-text
+    column nested 10,000 deep (json.loads would recurse past the interpreter's limit)."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    table = pq.read_table(FIXTURES / "swe_smith.parquet").slice(0, 3)
+    texts = [t.encode() for t in table.column("messages").to_pylist()]
+    texts[1] = texts[1].replace(b'"', b'"\xff', 1)
+    texts[2] = b'[{"role": "user", "content": ' + b"[" * DEEP + b"]" * DEEP + b"}]"
+    column = pa.array(texts, pa.binary()).view(pa.string())  # a view: pyarrow does not validate it
+    p = tmp_path / "swe_smith.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("messages"), "messages", column), p)
+    sample = load_dataset_tasks(DatasetSource(path=str(p)))
+    assert sample.skipped == {"row is not UTF-8 text": 1, "row nested deeper than 500 levels": 1}
+    assert len(sample.tasks) == 1 and sample.rows_read == 3
+
+
+def test_cli_skips_and_counts_rows_nested_too_deep_or_not_utf8(tmp_path: Path) -> None:
+    p = _bad_rows_jsonl(tmp_path)
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    run = [sys.executable, "-m", "h9eval", "tasks", "inspect", "--json"]
+    whole = subprocess.run([*run, f"dataset:{p}"], capture_output=True, text=True, timeout=300, env=env)
+    assert whole.returncode == 0, whole.stderr  # not 139 (a segfault), not a traceback
+    info = json.loads(whole.stdout)
+    assert info["tasks"] == 3 and info["skipped"] == {
+        "row is not UTF-8 text": 1,
+        "row nested deeper than 500 levels": 2,
+    }
+    one = subprocess.run([*run, f"dataset:{p}#1"], capture_output=True, text=True, timeout=300, env=env)
+    assert one.returncode == 2 and one.stderr.count("\n") == 1 and "Traceback" not in one.stderr
+    assert "#1: row cannot be replayed: row nested deeper than 500 levels" in one.stderr

@@ -8,8 +8,10 @@ that knows its columns (:data:`ADAPTERS`, one module per dataset), and turns eac
 into a :class:`~h9eval.tasks.model.Task` with provenance (dataset, revision or file hash, row).
 
 A row that does not match its adapter's documented schema is skipped and counted with the
-reason (:class:`DatasetSample.skipped`), never a traceback; a dataset whose columns do not match
-any adapter at all is one line naming the dataset and the missing column.
+reason (:class:`DatasetSample.skipped`), never a traceback; so is a row nested deeper than
+:data:`~h9eval.tasks.datasets._screen.MAX_ROW_DEPTH` or not UTF-8, which is measured before any
+JSON library sees it (:mod:`._screen`). A dataset whose columns do not match any adapter at all is
+one line naming the dataset and the missing column.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.errors import ConfigError, FormatError
+from h9eval.core.errors import ConfigError, FormatError, H9InputError
 from h9eval.core.registry import Registry
 from h9eval.core.tokens import estimate_tokens
+from h9eval.tasks.datasets._screen import DEEP_REASON, NOT_UTF8_REASON, screen_json_files, value_too_deep
 from h9eval.tasks.model import Task
 
 __all__ = [
@@ -182,12 +186,38 @@ def _local_kind(p: Path) -> tuple[str, list[str]] | None:
 
 
 def _file_hash(files: list[str]) -> str:
+    """SHA-256 of the files' bytes, in order (the provenance's ``file_sha256``)."""
+    return _hash_of_versions(tuple((f, _stat_signature(f)) for f in files))
+
+
+def _stat_signature(path: str) -> tuple[int, int, int, int]:
+    """What changes whenever a file's bytes are rewritten: ``cp -p``, ``rsync -a`` and ``tar x``
+    restore the mtime, but no user-space tool can restore the ctime, which every write updates."""
+    st = os.stat(path)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@lru_cache(maxsize=64)
+def _hash_of_versions(versions: tuple[tuple[str, tuple[int, int, int, int]], ...]) -> str:
+    # Memoised per file version (path + stat signature) so a sweep worker reloading one row per
+    # cell does not re-read a large dataset for every cell; any rewrite changes the signature.
     h = hashlib.sha256()
-    for f in files:
+    for f, _ in versions:
         with open(f, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+def _local_content(p: Path) -> tuple[int, str]:
+    """``(total bytes, SHA-256)`` of the files a local dataset is read from: what its caches are
+    keyed on, so a rewrite that keeps the mtime is read anew."""
+    kind = _local_kind(p)
+    if kind is not None:
+        files = kind[1]
+    else:  # a save_to_disk folder: its Arrow files and the state that names them
+        files = sorted(str(f) for f in p.rglob("*") if f.is_file())
+    return sum(os.stat(f).st_size for f in files), _file_hash(files)
 
 
 @dataclass(frozen=True)
@@ -196,6 +226,28 @@ class _Opened:
     columns: frozenset[str]
     provenance: Mapping[str, Any]
     streamed: bool
+    screened: Mapping[int, str] = field(default_factory=dict)
+    """Rows left out of ``rows`` when the files were screened, by their number in the files (which
+    ``#ROW`` and the provenance keep using), with the reason."""
+
+    @cached_property
+    def _screened_order(self) -> tuple[int, ...]:
+        return tuple(sorted(self.screened))
+
+    def n_rows(self) -> int:
+        return len(self.rows) + len(self.screened)
+
+    def row(self, index: int) -> Mapping[str, Any]:
+        """Row ``index`` as numbered in the files, of a random-access dataset; :class:`RowSkip` for a
+        screened row or one whose text pyarrow cannot decode (a string column that is not UTF-8)."""
+        reason = self.screened.get(index)
+        if reason is not None:
+            raise RowSkip(reason)
+        before = bisect_left(self._screened_order, index)
+        try:
+            return self.rows[index - before]
+        except UnicodeDecodeError:
+            raise RowSkip(NOT_UTF8_REASON) from None
 
 
 def _datasets_error(source: DatasetSource, e: Exception) -> ConfigError:
@@ -236,14 +288,27 @@ def _open_quietly(source: DatasetSource) -> _Opened:
                 return _Opened(loaded, frozenset(loaded.column_names), prov, False)
             builder, files = kind
             streamed = bool(source.streaming)
-            ds = datasets.load_dataset(builder, data_files=files, split="train", streaming=streamed)
-            prov = {"dataset": str(p), "file_sha256": _file_hash(files), "split": source.split}
-            return _Opened(ds, _columns(ds), prov, streamed)
+            sha = _file_hash(files)
+            # datasets keys its Arrow cache of a local file on path and mtime, so a rewrite that
+            # kept the mtime would replay the old rows: one cache folder per content instead.
+            content_dir = Path(datasets.config.HF_DATASETS_CACHE) / "h9eval-local" / sha[:16]
+            screened: Mapping[int, str] = {}
+            if builder == "json":
+                # The JSON builder segfaults on a row nested ~10,000 deep and refuses a whole file for
+                # one non-UTF-8 row: such rows are taken out before it reads the files.
+                kept = screen_json_files(files, content_dir / "screened")
+                files, screened = kept.files, kept.rows
+            cache_dir = None if streamed else str(content_dir)
+            ds = datasets.load_dataset(
+                builder, data_files=files, split="train", streaming=streamed, cache_dir=cache_dir
+            )
+            prov = {"dataset": str(p), "file_sha256": sha, "split": source.split}
+            return _Opened(ds, _columns(ds), prov, streamed, screened)
         streamed = True if source.streaming is None else source.streaming
         ds = datasets.load_dataset(source.path, split=source.split, streaming=streamed, revision=source.revision)
         prov = {"dataset": source.path, "revision": source.revision or "main", "split": source.split}
         return _Opened(ds, _columns(ds), prov, streamed)
-    except ConfigError:
+    except H9InputError:  # already one line naming the dataset (or the file and line)
         raise
     except Exception as e:  # the datasets library raises many types (network, schema, file); one line each
         raise _datasets_error(source, e) from None
@@ -353,6 +418,8 @@ def _convert(
     row: Mapping[str, Any], index: int, source: DatasetSource, adapter: DatasetAdapter, opened: _Opened
 ) -> Task:
     shown = f"{source.path}:{source.split}#{index}"
+    if value_too_deep(row):  # before json.dumps or an adapter recurses into it
+        raise RowSkip(DEEP_REASON)
     row_json = json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode()
     ctx = RowContext(
         shown=shown,
@@ -403,19 +470,26 @@ def _iter_rows(
     _check_where(source, opened.columns)
     if on_open is not None:
         on_open(adapter.name, opened.provenance)
+    rows: Iterator[tuple[int, Mapping[str, Any] | str]]
     if opened.streamed:
         stream = (
             opened.rows.shuffle(seed=source.seed, buffer_size=STREAM_SHUFFLE_BUFFER_ROWS)
             if source.n is not None
             else opened.rows
         )
-        rows: Iterator[tuple[int, Mapping[str, Any]]] = enumerate(stream)
+        # A stream has no row numbers to skip by: its screened rows were left out of the files it
+        # reads, and are counted once, here.
+        skipped.update(opened.screened.values())
+        rows = _streamed_rows(stream, source)
     else:
-        rows = ((i, opened.rows[i]) for i in _row_order(len(opened.rows), source))
+        rows = _local_rows(opened, source)
     kept = 0
     for index, row in rows:
         if source.n is not None and kept >= source.n:
             break
+        if isinstance(row, str):  # a row that could not be read: the reason
+            skipped[row] += 1
+            continue
         if not _matches(row, source.where):
             filtered["where"] += 1
             continue
@@ -431,6 +505,9 @@ def _iter_rows(
         except (RowSkip, FormatError) as e:
             skipped[_skip_reason(e)] += 1
             continue
+        except RecursionError:  # a last guard: a converter recursing deeper than the interpreter allows
+            skipped["row nested too deep to convert"] += 1
+            continue
         if task.n_calls < source.min_turns:
             filtered["min_turns"] += 1
             continue
@@ -439,6 +516,36 @@ def _iter_rows(
             continue
         kept += 1
         yield index, row, task
+
+
+def _local_rows(opened: _Opened, source: DatasetSource) -> Iterator[tuple[int, Mapping[str, Any] | str]]:
+    """``(row number, row)`` of a random-access dataset in sample order; a row that cannot be read
+    comes as its skip reason instead."""
+    for i in _row_order(opened.n_rows(), source):
+        try:
+            yield i, opened.row(i)
+        except RowSkip as e:
+            yield i, e.reason
+
+
+def _streamed_rows(stream: Any, source: DatasetSource) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """``(rows read so far, row)`` of a stream. A row pyarrow cannot decode ends the stream (its
+    iterator cannot go on past an error), so it is one line naming the dataset and the row."""
+    rows = iter(stream)
+    index = 0
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            raise FormatError(
+                f"{NOT_UTF8_REASON}; a streamed dataset cannot be read past it "
+                "(a local file read without streaming skips such rows)",
+                path=f"{source.path}:{source.split}#{index}",
+            ) from None
+        yield index, row
+        index += 1
 
 
 def iter_dataset_tasks(
@@ -484,7 +591,12 @@ def materialize_sample(source: DatasetSource, cache_dir: str | os.PathLike[str] 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    key = hashlib.sha256(json.dumps(source.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    described: dict[str, Any] = source.to_dict()
+    if source.is_local:
+        # A local file streamed for a sweep and changed before the next one must be sampled
+        # again: its content is part of what names the saved sample.
+        described["content"] = _local_content(Path(source.path))
+    key = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:16]
     folder = Path(cache_dir) if cache_dir is not None else dataset_cache_dir()
     existing = sorted(folder.glob(f"*-{key}.parquet")) if folder.is_dir() else []
     if existing:
@@ -533,7 +645,8 @@ class _LocalDataset:
 
 
 @lru_cache(maxsize=8)
-def _opened_local(path: str, split: str, adapter: str | None, mtime_ns: int) -> _LocalDataset:
+def _opened_local(path: str, split: str, adapter: str | None, content: tuple[int, str]) -> _LocalDataset:
+    # ``content`` (size, SHA-256) is only the cache key: a rewritten file is opened again.
     source = DatasetSource(path=path, split=split, adapter=adapter, streaming=False)
     opened = _open(source)
     return _LocalDataset(source, opened, _pick_adapter(source, opened.columns))
@@ -542,8 +655,8 @@ def _opened_local(path: str, split: str, adapter: str | None, mtime_ns: int) -> 
 def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None = None) -> Task:
     """The task of row ``index`` of a local dataset (a sweep worker's reload of one cell's task).
 
-    The opened dataset is kept per process (memory-mapped), so a worker running many cells of
-    one dataset opens it once.
+    The opened dataset is kept per process (memory-mapped) by its files' size and content hash,
+    so a worker running many cells of one dataset opens it once, and a rewritten file anew.
     """
     p = Path(path)
     if not p.exists():
@@ -551,14 +664,18 @@ def dataset_row_task(path: str, split: str, index: int, *, adapter: str | None =
             f"dataset {path!r}: a row can be loaded by index only from a local dataset "
             "(sweeps save a Hub sample to a local file first)"
         )
-    local = _opened_local(path, split, adapter, os.stat(p).st_mtime_ns)
-    n_rows = len(local.opened.rows)
+    local = _opened_local(path, split, adapter, _local_content(p))
+    n_rows = local.opened.n_rows()
     if not 0 <= index < n_rows:
         raise ConfigError(f"dataset {path!r} (split {split!r}): row {index} out of range (it has {n_rows} rows)")
     try:
-        return _convert(local.opened.rows[index], index, local.source, local.adapter, local.opened)
+        return _convert(local.opened.row(index), index, local.source, local.adapter, local.opened)
     except RowSkip as e:
         raise FormatError(f"row cannot be replayed: {e.reason}", path=f"{path}:{split}#{index}") from None
+    except RecursionError:  # as in a sample: a converter recursing deeper than the interpreter allows
+        raise FormatError(
+            "row cannot be replayed: nested too deep to convert", path=f"{path}:{split}#{index}"
+        ) from None
 
 
 def parse_dataset_spec(spec: str) -> tuple[str, str, int | None]:
