@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _E
         Tier,
         repair_tool_pairs,
     )
-    from h9eval.compaction.base import Policy, PolicyRun
+    from h9eval.compaction.base import Policy, PolicyRun, WindowedPolicy
     from h9eval.compaction.policies import (
         ProgressiveCompactor,
         TokenBudgetCompactor,
@@ -73,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "repair_tool_pairs": "h9eval.compaction",
     "Policy": "h9eval.compaction.base",
     "PolicyRun": "h9eval.compaction.base",
+    "WindowedPolicy": "h9eval.compaction.base",
     "ProgressiveCompactor": "h9eval.compaction.policies",
     "TokenBudgetCompactor": "h9eval.compaction.policies",
     "make_policy": "h9eval.compaction.policies",
@@ -172,6 +173,7 @@ __all__ = [
     "OffloadHook",
     "Policy",
     "PolicyRun",
+    "WindowedPolicy",
     "ProgressiveCompactor",
     "Tier",
     "TokenBudgetCompactor",

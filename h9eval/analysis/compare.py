@@ -511,11 +511,21 @@ def _notes(table: Any, a: str, b: str) -> list[str]:
             rows = table[(table["config"] == x) & (table["n_compactions"].fillna(0) == 0)]
             if len(rows):
                 tasks = sorted(set(rows["task_id"]))
+                if set(tasks) == set(table.loc[table["config"] == x, "task_id"]):
+                    notes.append("warning: " + NEVER_COMPACTED_WARNING.format(config=x, n=len(tasks)))
+                    continue
                 notes.append(
                     f"{x} never compacted on {len(tasks)} task(s) (its scores there are the uncompacted transcript's): "
                     f"{', '.join(tasks)}"
                 )
     return notes
+
+
+NEVER_COMPACTED_WARNING = (
+    "{config} never compacted on any of its {n} task(s): every score of it is the uncompacted transcript's (a "
+    "policy of your own gets the run's window only through a context_window_tokens field, docs/own-policy.md)"
+)
+"""The one wording, in ``h9eval compare`` and the report, for a configuration that compacted nowhere."""
 
 
 def compare(

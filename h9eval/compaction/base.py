@@ -38,6 +38,8 @@ __all__ = [
     "PolicyRun",
     "Policy",
     "WindowedPolicy",
+    "WINDOW_FIELD",
+    "has_window_field",
     "register",
     "field_docs",
     "POLICIES",
@@ -270,19 +272,27 @@ class Policy:
 
     # -- what a run needs to know (declared here, never discovered from the fields) ----------
     def window_tokens(self) -> int | None:
-        """The context window (tokens) the policy's thresholds are fractions of; ``None`` for a
-        policy without one, which runs at the run's window as it is
-        (:func:`~h9eval.compaction.step.run_window`)."""
-        return None
+        """The context window (tokens) the policy's thresholds are fractions of: its
+        ``context_window_tokens`` field when it declares one (the window protocol, see
+        :func:`has_window_field`); ``None`` for a policy without one, which runs at the run's window
+        as it is (:func:`~h9eval.compaction.step.run_window`)."""
+        return int(getattr(self, WINDOW_FIELD)) if has_window_field(type(self)) else None
 
     @classmethod
     def default_window_tokens(cls) -> int | None:
         """:meth:`window_tokens` of the policy left at its defaults (``None``: it has no window)."""
-        return None
+        if not has_window_field(cls):
+            return None
+        f = next(f for f in dataclasses.fields(cls) if f.name == WINDOW_FIELD)  # type: ignore[arg-type]
+        return None if f.default is dataclasses.MISSING else int(f.default)  # type: ignore[call-overload]
 
     def at_window(self, window_tokens: int) -> Self:
-        """This policy at ``window_tokens`` (a validated copy); a policy without a window is itself."""
-        return self
+        """This policy at ``window_tokens`` (a validated copy, its ``__post_init__`` run again); a
+        policy without a window is itself. So a sweep's or a run's ``window`` reaches every policy
+        that declares the field, built in or a user's."""
+        if not has_window_field(type(self)) or window_tokens == self.window_tokens():
+            return self
+        return dataclasses.replace(self, **{WINDOW_FIELD: window_tokens})  # type: ignore[type-var]
 
     def hook_threshold_bytes(self) -> int | None:
         """The tool-time offload hook's threshold (bytes) when the policy runs harness9's hook as
@@ -295,25 +305,26 @@ class Policy:
             raise ConfigError(f"{type(self).__name__}.{field_name} {rule}, got {value!r}")
 
 
+WINDOW_FIELD = "context_window_tokens"
+"""The window protocol's one field: a policy dataclass declaring an ``int`` field of this name has
+its thresholds relative to that window, and a run's or a sweep's ``window`` sets it."""
+
+
+def has_window_field(cls: type) -> bool:
+    """``cls`` is a policy dataclass declaring the :data:`WINDOW_FIELD` field (the window protocol)."""
+    return dataclasses.is_dataclass(cls) and any(f.name == WINDOW_FIELD for f in dataclasses.fields(cls))
+
+
 class WindowedPolicy(Policy):
     """A policy whose thresholds are fractions of its ``context_window_tokens`` field (each
-    subclass declares the field, with its own default and docstring)."""
+    subclass declares the field, with its own default and docstring). Subclassing it is optional:
+    any policy dataclass declaring the field gets the run's window (:func:`has_window_field`); this
+    base only states the intent and types the field."""
 
     context_window_tokens: int
 
     def window_tokens(self) -> int:
         return self.context_window_tokens
-
-    @classmethod
-    def default_window_tokens(cls) -> int:
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        default: int = defaults["context_window_tokens"]  # type: ignore[assignment]
-        return default
-
-    def at_window(self, window_tokens: int) -> Self:
-        if window_tokens == self.context_window_tokens:
-            return self
-        return dataclasses.replace(self, context_window_tokens=window_tokens)  # type: ignore[type-var]
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from h9eval.analysis import episodes, headline, plots, validity
-from h9eval.analysis.compare import METRICS, metric_spec, run_table
+from h9eval.analysis.compare import METRICS, NEVER_COMPACTED_WARNING, metric_spec, run_table
 from h9eval.analysis.report.context import ReportContext
 from h9eval.analysis.report.model import Section, short_list
 from h9eval.analysis.stats import BETTER, INCONCLUSIVE, WORSE, min_tasks_for
@@ -328,10 +328,14 @@ def _never_compacted_caveat(ctx: ReportContext) -> list[str]:
     never = rm[rm["n_compactions"].fillna(0) == 0]
     if not len(never):
         return []
-    return [
-        f"Some runs never compacted ({short_list(sorted(set(never['label'])), 'configurations')}): on those tasks the "
-        "score is the uncompacted transcript's (see Coverage)."
+    out = [
+        f"Some runs never compacted ({short_list(sorted(set(never['label'])), 'configuration(s)')}): on those tasks "
+        "the score is the uncompacted transcript's (see Coverage)."
     ]
+    for label, g in rm.groupby("label", sort=True):
+        if not (g["n_compactions"].fillna(0) > 0).any():
+            out.append("Warning: " + NEVER_COMPACTED_WARNING.format(config=label, n=g["task_id"].nunique()) + ".")
+    return out
 
 
 def _emergency_caveat(ctx: ReportContext) -> list[str]:
