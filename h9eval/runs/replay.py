@@ -193,9 +193,18 @@ class ReplayResult:
         if p is None or not len(p) or "score" not in p.columns:
             return {}
         ok = p[p["answerable"].astype(bool)]
+        # A pinned probe's answer sits in the system or first task message, which every policy keeps
+        # verbatim or nearly: it measures pinning, not memory, so it is kept apart here as in every
+        # retention the analysis reports (pinned_retention).
+        if "answer_pinned" in ok.columns:
+            pinned = ok["answer_pinned"].fillna(False).astype(bool)
+        else:
+            pinned = ok["answerable"].astype(bool) & False  # a table of before pinning was recorded
         out: dict[str, Any] = {"probe_rows": len(p)}
-        for (method, scope), g in ok.groupby(["method", "scope"]):
+        for (method, scope), g in ok[~pinned].groupby(["method", "scope"]):
             out[f"mean_{method}_{scope}"] = round(float(g["score"].mean()), 3)
+        for (method, scope), g in ok[pinned].groupby(["method", "scope"]):
+            out[f"mean_{method}_{scope}_pinned"] = round(float(g["score"].mean()), 3)
         return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,15 @@ from h9eval.tasks import load_tasks_from_spec
 from h9eval.tasks.datasets import DATASET_SPEC_PREFIX, is_streamed, iter_dataset_tasks, materialize_sample
 from h9eval.tasks.model import Task
 
-__all__ = ["DEFAULT_CACHE_NAME", "Cell", "SkippedCell", "entry_policy_kind", "expand_cells"]
+__all__ = [
+    "DEFAULT_CACHE_NAME",
+    "Cell",
+    "DuplicateTask",
+    "SkippedCell",
+    "entry_policy_kind",
+    "expand_cells",
+    "one_task_once",
+]
 
 DEFAULT_CACHE_NAME = "summary_cache.sqlite"
 
@@ -252,6 +260,44 @@ class _Listed:
     peak_windows: dict[str, int] = field(default_factory=dict)
     max_steps: int = 60
     """An exported world's step bound."""
+    transcript: str = ""
+    """:meth:`~h9eval.tasks.model.Task.transcript_hash` (``""``: not a loaded transcript, a world)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DuplicateTask:
+    """A task a sweep left out: its transcript is one an earlier task of the spec already has (the
+    same session in two files, a fixture and a dataset row). Counting it twice would count one piece
+    of evidence as two independent tasks."""
+
+    task_id: str
+    where: str
+    """Where the spec lists it (``tasks.datasets[1]``)."""
+    same_as: str
+    """The task id kept."""
+    same_as_where: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def line(self) -> str:
+        return f"{self.task_id} ({self.where}) is the same transcript as {self.same_as} ({self.same_as_where})"
+
+
+def one_task_once(listed: Sequence[_Listed]) -> tuple[list[_Listed], list[DuplicateTask]]:
+    """``listed`` with every task whose transcript an earlier one has left out, and those left out."""
+    first: dict[str, _Listed] = {}
+    kept: list[_Listed] = []
+    dups: list[DuplicateTask] = []
+    for t in listed:
+        if t.transcript and t.transcript in first:
+            k = first[t.transcript]
+            dups.append(DuplicateTask(task_id=t.ref.task_id, where=t.path, same_as=k.ref.task_id, same_as_where=k.path))
+            continue
+        if t.transcript:
+            first[t.transcript] = t
+        kept.append(t)
+    return kept, dups
 
 
 def _fmt_point(point: Mapping[str, Any]) -> str:
@@ -307,7 +353,14 @@ def _listed_tasks(spec: SweepSpec) -> list[_Listed]:
         if not tasks:
             raise ConfigError(f"{path}: no sessions found in {ts!r}")
         for t in tasks:
-            out.append(_Listed(path=path, ref=TaskRef.of(t, listed_as=ts), peak_windows=_peak_windows(spec, t)))
+            out.append(
+                _Listed(
+                    path=path,
+                    ref=TaskRef.of(t, listed_as=ts),
+                    peak_windows=_peak_windows(spec, t),
+                    transcript=t.transcript_hash(),
+                )
+            )
         del tasks  # transcripts are not kept in the parent
     return out + _dataset_tasks(spec)
 
@@ -326,7 +379,9 @@ def _dataset_tasks(spec: SweepSpec) -> list[_Listed]:
             n = 0
             for index, t in iter_dataset_tasks(local):
                 ref = TaskRef(source=f"{base}#{index}", task_id=t.task_id, listed_as=shown)
-                out.append(_Listed(path=path, ref=ref, peak_windows=_peak_windows(spec, t)))
+                out.append(
+                    _Listed(path=path, ref=ref, peak_windows=_peak_windows(spec, t), transcript=t.transcript_hash())
+                )
                 n += 1
         except H9InputError as e:
             raise ConfigError(f"{path}: {e}") from None
@@ -429,7 +484,11 @@ def _window(spec: SweepSpec, t: _Listed, mode: str) -> int | PeakFrac | None:
 
 
 def expand_cells(
-    spec: SweepSpec, *, out_dir: str | os.PathLike[str], skip_invalid: bool | None = None
+    spec: SweepSpec,
+    *,
+    out_dir: str | os.PathLike[str],
+    skip_invalid: bool | None = None,
+    duplicates: list[DuplicateTask] | None = None,
 ) -> tuple[list[Cell], list[SkippedCell]]:
     """The cells of ``spec`` and the skipped invalid grid cells.
 
@@ -441,6 +500,8 @@ def expand_cells(
         spec: the sweep.
         out_dir: its results folder (where the default response cache goes).
         skip_invalid: list a grid point the policy rejects instead of raising (default: the spec's).
+        duplicates: filled with the tasks left out because an earlier task of the spec has the same
+            transcript (:func:`one_task_once`; each transcript is one task).
 
     Returns:
         ``(cells, skipped)``.
@@ -457,7 +518,10 @@ def expand_cells(
     make = _CellMaker(spec, cache, version, code)
     worlds = _worlds(spec)
     # exported worlds are replayed like the other tasks (their task is built by the worker)
-    listed = _listed_tasks(spec) + [
+    listed, dups = one_task_once(_listed_tasks(spec))
+    if duplicates is not None:
+        duplicates.extend(dups)
+    listed += [
         _Listed(path=w.path, ref=dataclasses.replace(w.ref, window=None), max_steps=w.max_steps)
         for w in worlds
         if w.open_loop

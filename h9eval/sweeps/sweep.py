@@ -44,7 +44,7 @@ from h9eval.results.store import (
 from h9eval.runs.execute import fallback_warning
 from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable, stderr_log
 from h9eval.sweeps.batching import run_batched
-from h9eval.sweeps.cells import Cell, SkippedCell, expand_cells
+from h9eval.sweeps.cells import Cell, DuplicateTask, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
 from h9eval.sweeps.worker import STOPPED
 from h9eval.core.progress import Progress, make_progress
@@ -97,6 +97,8 @@ class SweepResult:
     fell_back: list[str] = field(default_factory=list)
     """Run ids of ok cells that fell back on every summary they asked for (a bad key, no
     network): their numbers measure harness9's truncation fallback, not the summarizer."""
+    duplicates: list[DuplicateTask] = field(default_factory=list)
+    """Tasks left out because an earlier task of the spec has the same transcript (one task once)."""
 
     def load(self) -> Results:
         """The results as DataFrames (:func:`h9eval.results.store.load_results`)."""
@@ -107,7 +109,15 @@ class SweepResult:
             f"sweep {self.name}: {self.n_cells} cells: {self.ok} ok, {self.failed} failed, "
             f"{len(self.skipped)} skipped (invalid); {self.ran} run now, {self.reused} reused; "
             f"{self.wall_time_s:.1f} s -> {self.out_dir}"
-        )
+        ) + (f"\nwarning: {duplicates_line(self.duplicates)}" if self.duplicates else "")
+
+
+def duplicates_line(dups: Sequence[DuplicateTask], *, shown: int = 3) -> str:
+    """One line naming the tasks left out as the same transcript as an earlier one."""
+    listed = "; ".join(d.line() for d in dups[:shown]) + (
+        f"; and {len(dups) - shown} more" if len(dups) > shown else ""
+    )
+    return f"{len(dups)} task(s) left out, each the same transcript as an earlier task (one task once): {listed}"
 
 
 ON_FAILURE = ("raise", "return")
@@ -174,6 +184,7 @@ def _manifest(
     skipped: Sequence[SkippedCell],
     old: Mapping[str, Any] | None,
     invocation: dict[str, Any],
+    duplicates: Sequence[DuplicateTask] = (),
 ) -> dict[str, Any]:
     """The manifest at the start of a sweep (status ``running``); earlier invocations kept."""
     return {
@@ -189,6 +200,7 @@ def _manifest(
         "spec_resolved": {**sp.to_dict(), "summarizer_cache": cells[0].summarizer_cache},
         "cells": [c.to_dict() for c in cells],
         "skipped": [s.to_dict() for s in skipped],
+        "duplicate_tasks": [d.to_dict() for d in duplicates],
         "summarizer_independent": _summarizer_independent(sp, cells),
         "invocations": [*(old or {}).get("invocations", []), invocation],
         "status": {"state": "running"},
@@ -276,7 +288,10 @@ def sweep(
         )
     if progress and n_min > 1000:  # planning a large grid takes a while: say what is coming
         print(f"sweep {sp.name}: planning at least {n_min:,} cells", file=sys.stderr)
-    cells, skipped = expand_cells(sp, out_dir=out, skip_invalid=skip_invalid or sp.skip_invalid)
+    dups: list[DuplicateTask] = []
+    cells, skipped = expand_cells(sp, out_dir=out, skip_invalid=skip_invalid or sp.skip_invalid, duplicates=dups)
+    if dups and progress:
+        print(f"sweep {sp.name}: warning: {duplicates_line(dups)}", file=sys.stderr)
     if len(cells) > max_cells:
         raise ConfigError(
             f"the spec gives {len(cells):,} cells, above max_cells={max_cells:,}; raise the limit (--max-cells)"
@@ -289,7 +304,16 @@ def sweep(
     prepare_out_dir(out, what="results folder")
     with folder_lock(out):
         result = _sweep_locked(
-            sp, out, t0, cells, skipped, n_workers, scheduler=scheduler, resume=resume, progress=progress
+            sp,
+            out,
+            t0,
+            cells,
+            skipped,
+            n_workers,
+            scheduler=scheduler,
+            resume=resume,
+            progress=progress,
+            duplicates=dups,
         )
     if result.failed and on_failure == "raise":
         raise SweepFailed(result)
@@ -353,6 +377,7 @@ def _sweep_locked(
     scheduler: str | None,
     resume: bool,
     progress: bool,
+    duplicates: Sequence[DuplicateTask] = (),
 ) -> SweepResult:
     old = _prepare_out(out)  # read again under the lock: another sweep may have just finished
     work = out / "work"  # offload copies of tool outputs left by killed cells: no cell is running now
@@ -363,7 +388,8 @@ def _sweep_locked(
         cells,
         skipped,
         old,
-        {
+        duplicates=duplicates,
+        invocation={
             "started": _now(),
             "workers": n_workers,
             "scheduler": scheduler,
@@ -460,6 +486,7 @@ def _sweep_locked(
         stopped=why_stopped,
         spent_usd=spent,
         fell_back=sorted(rid for rid, r in done.items() if r.get("status") == "ok" and fallback_warning(r)),
+        duplicates=list(duplicates),
     )
     if stopped_by is not None:
         raise SummarizerError(f"{stopped_by}; the sweep stopped, its finished cells are kept: run it again to resume")

@@ -225,6 +225,13 @@ class Task:
         """sha256 of the canonical JSON form; equal tasks have equal hashes."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
+    def transcript_hash(self) -> str:
+        """sha256 of the messages alone (canonical JSON): the same session loaded from two files,
+        a fixture and a dataset row, or under two ids has one transcript hash, so a sweep can run it
+        once (:func:`~h9eval.sweeps.cells.expand_cells`)."""
+        text = json.dumps(messages_to_json(self.messages), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
     # -- (de)serialisation -----------------------------------------------------------------
     def schema_version(self) -> int:
         """The oldest task format that holds this task: 2 when an intent change appends, else 1."""

@@ -263,10 +263,13 @@ def test_invalid_grid_cell_names_the_cell_or_is_skipped(shared: Path, tmp_path: 
     assert [c.run_id for c in cells2] == [c.run_id for c in cells] and skipped2 == skipped
 
 
-def test_duplicate_cells_are_refused(shared: Path, tmp_path: Path) -> None:
+def test_a_task_listed_twice_is_one_task(shared: Path, tmp_path: Path) -> None:
     d = {**_base(shared), "tasks": {"recorded": [str(shared / SMALLEST_SWE)] * 2}}
-    with pytest.raises(ConfigError, match=r"tasks\.recorded\[1\]\) duplicates .*tasks\.recorded\[0\]"):
-        expand_cells(load_spec(d), out_dir=tmp_path)
+    once = {**_base(shared), "tasks": {"recorded": [str(shared / SMALLEST_SWE)]}}
+    dups: list[Any] = []
+    cells, _ = expand_cells(load_spec(d), out_dir=tmp_path, duplicates=dups)
+    assert [c.run_id for c in cells] == [c.run_id for c in expand_cells(load_spec(once), out_dir=tmp_path)[0]]
+    assert [(x.where, x.same_as_where) for x in dups] == [("tasks.recorded[1]", "tasks.recorded[0]")]
 
 
 # -- running --------------------------------------------------------------------------------
