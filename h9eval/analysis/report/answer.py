@@ -513,6 +513,36 @@ def _nothing_to_compare(ctx: ReportContext, default: str, verdicts: Sequence[Tar
     return text + ". The sections below show every configuration that ran."
 
 
+def _dollars_line(ctx: ReportContext, rows: Sequence[AnswerRow]) -> str:
+    """What "dollars saved (share)" is relative to and why it can be negative, with the default's cached
+    and uncached split, on the first screen (a negative share otherwise reads as a bug)."""
+    if not ctx.open_loop or not any(r.target.startswith("dollars") for r in rows):
+        return ""
+    runs = ctx.res.runs
+    if not {"cost_usd", "invalidation_usd", "cache_read_share"} <= set(runs.columns):
+        return ""
+    t = runs.assign(config=[ctx.names.get(str(r), "") for r in runs["run_id"]])
+    default = headline.default_config(run_table(ctx.res))
+    mine = t[t["config"] == default]
+    text = (
+        "Dollars saved (share) is 1 - a configuration's billed dollars / the same transcript's sent uncompacted, "
+        "under the same billing (prompt caching included). It is negative when compaction costs more than it "
+        "saves: rewriting the history invalidates the provider's prompt cache, so text that was a cheap cache "
+        "read is written to the cache again."
+    )
+    if len(mine) and mine["cost_usd"].notna().any():
+        text += (
+            f" {default} here: cache reads {mine['cache_read_share'].mean():.0%} of its billed input, "
+            f"${mine['invalidation_usd'].mean():.3g} of its ${mine['cost_usd'].mean():.3g} per run spent "
+            "rewriting cached text"
+        )
+        uncompacted = t[t["policy_kind"] == "keep_all"]
+        if len(uncompacted):
+            text += f" (the uncompacted transcript: cache reads {uncompacted['cache_read_share'].mean():.0%})"
+        text += "."
+    return text
+
+
 def answer_section(ctx: ReportContext) -> list[Section]:
     """The answer box (always first)."""
     rows: list[AnswerRow] = []
@@ -548,6 +578,9 @@ def answer_section(ctx: ReportContext) -> list[Section]:
                 f"*: {', '.join(map(str, n))} task(s) paired, too few for a verdict at the adjusted level: it reads "
                 "inconclusive whatever the mean."
             )
+        dollars = _dollars_line(ctx, rows)
+        if dollars:
+            s.text(dollars)
         for line in recommendations(verdicts, rows):
             s.rec(line)
     lines = [x for make in CAVEATS for x in make(ctx)]
