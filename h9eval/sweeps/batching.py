@@ -46,7 +46,11 @@ def _client(
 ) -> BatchClient:
     """The batch client of the sweep: the API of its Anthropic summarizer (every variant of a
     spec shares its ``params``, so one key and one endpoint)."""
-    limits = CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
+    limits = CallLimits(
+        request_timeout_s=cell.request_timeout_s,
+        max_retries=cell.max_retries,
+        max_retry_after_s=cell.max_retry_after_s,
+    )
     summarizer: Any = build_summarizer(cell.summarizer, None, call_limits=limits, **cell.spec.summarizer.params)
     extra = {} if sleep is None else {"sleep": sleep}
     return BatchClient(summarizer.api, store, settings, log=log, budget=budget, **extra)

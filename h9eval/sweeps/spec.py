@@ -107,6 +107,7 @@ TOP_LEVEL_KEYS = (
     "request_timeout_s",
     "max_retries",
     "breaker_failures",
+    "max_retry_after_s",
     "base_url",
     "summarizer_model",
     "scorer_model",
@@ -204,7 +205,8 @@ class SweepSpec:
     the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
         ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
         ``max_retries`` of every model request a cell makes, and ``breaker_failures``, the consecutive
-        failed calls after which a worker's client stops calling (:class:`~h9eval.core.anthropic.CallLimits`;
+        failed calls after which a worker's client stops calling, and ``max_retry_after_s``, the longest
+        ``retry-after`` a retry waits for (:class:`~h9eval.core.anthropic.CallLimits`;
         not part of a cell's identity: they change when a reply arrives, not what it says).
         ``source``: the spec as passed (for the manifest).
     """
@@ -293,6 +295,7 @@ class SweepSpec:
             "request_timeout_s": self.call_limits.request_timeout_s,
             "max_retries": self.call_limits.max_retries,
             "breaker_failures": self.call_limits.breaker_failures,
+            "max_retry_after_s": self.call_limits.max_retry_after_s,
             "max_cost_usd": self.max_cost_usd,
             **{
                 k: getattr(self.call_limits, k) for k in ("base_url", "summarizer_model", "scorer_model", "agent_model")
