@@ -14,7 +14,9 @@ Endpoints (shapes as the API documents them):
   with the message ``POST /v1/messages`` would give, or ``errored`` for a custom id in
   ``errored``.
 
-With ``echo_key`` every reply's text ends with the key the request was sent with.
+With ``echo_key`` every reply's text ends with the key the request was sent with. ``hang``
+names the endpoints (``"create"``, ``"retrieve"``) that answer nothing for 3 s (longer than any
+request timeout the tests give), then drop the connection.
 ``FakeAnthropic.creates`` lists every batch create (its custom ids), ``messages`` every direct
 call, ``keys`` every key sent; ``requests`` counts all HTTP requests.
 """
@@ -60,6 +62,8 @@ class FakeAnthropic:
         self.polls_before_end = polls_before_end
         self.echo_key = echo_key
         self.hold = False
+        self.hang: set[str] = set()
+        self.stop = threading.Event()
         self.errored: set[str] = set()
         self.batches: dict[str, dict[str, Any]] = {}
         self.creates: list[list[str]] = []
@@ -133,6 +137,9 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             key = self._key()
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
             path = self.path.split("?")[0]
+            if path == "/v1/messages/batches" and "create" in fake.hang:
+                fake.stop.wait(3.0)  # bounded, so the server stops
+                return
             if path == "/v1/messages":
                 with fake.lock:
                     fake.messages.append(body)
@@ -159,6 +166,11 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             batch_id = parts[3]
+            if len(parts) == 4 and "retrieve" in fake.hang:
+                with fake.lock:
+                    fake.retrieves += 1
+                fake.stop.wait(3.0)
+                return
             with fake.lock:
                 if len(parts) == 5:
                     self._send(200, fake.results_lines(batch_id), "application/binary")
@@ -185,5 +197,6 @@ def serve(**kw: Any) -> Iterator[FakeAnthropic]:
     try:
         yield fake
     finally:
+        fake.stop.set()
         srv.shutdown()
         srv.server_close()

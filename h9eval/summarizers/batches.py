@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import DEFAULT_REQUEST_TIMEOUT_S, AnthropicAPI
 from h9eval.core.budget import Budget, call_bound_usd
 from h9eval.core.cassette import request_hash
 from h9eval.core.errors import ConfigError, FormatError, SummarizerError
@@ -328,6 +328,10 @@ class BatchClient:
     """Submits, polls and collects batches through one :class:`AnthropicAPI` (the summarizer's:
     its key, endpoint and retries), recording each in ``store`` before polling it.
 
+    ``timeout_s``: seconds per HTTP attempt of every Batches API call (create, retrieve, results:
+    the request timeout of the sweep, ``request_timeout_s``; default
+    :data:`~h9eval.core.anthropic.DEFAULT_REQUEST_TIMEOUT_S`). Without it the SDK would wait
+    without end: these calls have no summary request to take a timeout from.
     ``sleep`` and ``log`` are injectable (tests; ``log`` ``None``: silent)."""
 
     def __init__(
@@ -339,8 +343,10 @@ class BatchClient:
         sleep: Callable[[float], None] = time.sleep,
         log: Callable[[str], None] | None = None,
         budget: Budget | None = None,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     ) -> None:
         self.api = api
+        self.timeout_s = timeout_s
         self.store = store
         self.settings = settings
         self.sleep = sleep
@@ -397,7 +403,7 @@ class BatchClient:
             try:
                 batch = self.api.call(
                     self.api.client.messages.batches.create,
-                    timeout=None,
+                    timeout=self.timeout_s,
                     requests=[{"custom_id": cid, "params": bodies[cid]} for cid in part],
                 )
             except BaseException:
@@ -426,7 +432,9 @@ class BatchClient:
         """Poll ``batch_id`` every ``poll_interval_s`` until its processing has ended."""
         t0 = time.monotonic()
         while True:
-            batch = self.api.call(self.api.client.messages.batches.retrieve, timeout=None, message_batch_id=batch_id)
+            batch = self.api.call(
+                self.api.client.messages.batches.retrieve, timeout=self.timeout_s, message_batch_id=batch_id
+            )
             status = getattr(batch, "processing_status", None)
             if status == "ended":
                 self._say(f"batch {batch_id}: ended after {time.monotonic() - t0:.0f} s of polling")
@@ -447,7 +455,7 @@ class BatchClient:
         seen: set[str] = set()
         spent = 0.0  # what the stored results cost (counted only under a spending cap)
         try:
-            for item in self.api.client.messages.batches.results(batch_id):
+            for item in self.api.client.messages.batches.results(batch_id, timeout=self.timeout_s):
                 cid = str(getattr(item, "custom_id", ""))
                 if cid not in owners:
                     continue  # not one of ours (or unreadable): never stored

@@ -22,7 +22,7 @@ pytest.importorskip("anthropic")
 
 from h9eval.cli import main  # noqa: E402
 from h9eval.core.budget import SPEND_FILE, call_bound_usd  # noqa: E402
-from h9eval.core.errors import ConfigError  # noqa: E402
+from h9eval.core.errors import ConfigError, SummarizerError  # noqa: E402
 from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for  # noqa: E402
 from h9eval.summarizers.batches import BATCH_DIR_NAME, BatchClient, BatchStore  # noqa: E402
 from h9eval.sweeps.sweep import sweep  # noqa: E402
@@ -345,3 +345,16 @@ def test_the_spending_cap_holds_each_batch_at_the_batch_price(tmp_path: Path, fa
     runs = done.load().runs
     paid = runs.loc[runs["summarizer_cache_hits"] == 0, "summarizer_cost_usd"]  # b's summaries were a's
     assert len(paid) == 1 and paid.sum() > 0 and ledger["spent_usd"] == pytest.approx(paid.sum())
+
+
+@pytest.mark.parametrize("where", ["create", "retrieve"])
+def test_batch_calls_are_cut_by_the_request_timeout(tmp_path: Path, fake: FakeAnthropic, where: str) -> None:
+    """Batch create and retrieve wait ``request_timeout_s`` per attempt, not without end (the SDK's
+    ``timeout=None``): a hung Batches endpoint stops the sweep in a fraction of the fake's 3 s hang."""
+    fake.hang = {where}
+    s = {**spec(fake.url), "request_timeout_s": 0.3}
+    t0 = time.monotonic()
+    with pytest.raises(SummarizerError, match=r"timed out after 0\.3 s per attempt \(0 retries\)"):
+        sweep(s, out_dir=tmp_path / "s", workers=0, progress=False)
+    assert time.monotonic() - t0 < 2.5
+    assert (fake.retrieves == 1) if where == "retrieve" else not fake.batches
