@@ -9,6 +9,7 @@ Endpoints (shapes as the API documents them):
 * ``GET /v1/messages/batches/{id}``: ``in_progress`` for the first ``polls_before_end``
   retrieves (and while ``hold`` is set), then ``ended`` with ``request_counts`` and a
   ``results_url``.
+* ``POST /v1/messages/batches/{id}/cancel``: the batch as it is (its id listed in ``cancels``).
 * ``GET /v1/messages/batches/{id}/results``: JSONL, one ``{"custom_id", "result"}`` per request,
   in reverse order of submission (the API guarantees no order); ``result`` is ``succeeded``
   with the message ``POST /v1/messages`` would give, or ``errored`` for a custom id in
@@ -69,6 +70,7 @@ class FakeAnthropic:
         self.creates: list[list[str]] = []
         self.messages: list[dict[str, Any]] = []
         self.retrieves = 0
+        self.cancels: list[str] = []
         self.requests = 0
         self.keys: set[str] = set()
         self.url = ""
@@ -140,6 +142,14 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if path == "/v1/messages/batches" and "create" in fake.hang:
                 fake.stop.wait(3.0)  # bounded, so the server stops
                 return
+            parts = path.strip("/").split("/")
+            if len(parts) == 5 and parts[:3] == ["v1", "messages", "batches"] and parts[4] == "cancel":
+                if parts[3] in fake.batches:
+                    with fake.lock:
+                        fake.cancels.append(parts[3])
+                        data = fake.batch_body(parts[3])
+                    self._send(200, json.dumps(data).encode())
+                    return
             if path == "/v1/messages":
                 with fake.lock:
                     fake.messages.append(body)
