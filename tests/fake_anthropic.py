@@ -9,12 +9,15 @@ Endpoints (shapes as the API documents them):
 * ``GET /v1/messages/batches/{id}``: ``in_progress`` for the first ``polls_before_end``
   retrieves (and while ``hold`` is set), then ``ended`` with ``request_counts`` and a
   ``results_url``.
+* ``POST /v1/messages/batches/{id}/cancel``: the batch as it is (its id listed in ``cancels``).
 * ``GET /v1/messages/batches/{id}/results``: JSONL, one ``{"custom_id", "result"}`` per request,
   in reverse order of submission (the API guarantees no order); ``result`` is ``succeeded``
   with the message ``POST /v1/messages`` would give, or ``errored`` for a custom id in
   ``errored``.
 
-With ``echo_key`` every reply's text ends with the key the request was sent with.
+With ``echo_key`` every reply's text ends with the key the request was sent with. ``hang``
+names the endpoints (``"create"``, ``"retrieve"``) that answer nothing for 3 s (longer than any
+request timeout the tests give), then drop the connection.
 ``FakeAnthropic.creates`` lists every batch create (its custom ids), ``messages`` every direct
 call, ``keys`` every key sent; ``requests`` counts all HTTP requests.
 """
@@ -60,11 +63,14 @@ class FakeAnthropic:
         self.polls_before_end = polls_before_end
         self.echo_key = echo_key
         self.hold = False
+        self.hang: set[str] = set()
+        self.stop = threading.Event()
         self.errored: set[str] = set()
         self.batches: dict[str, dict[str, Any]] = {}
         self.creates: list[list[str]] = []
         self.messages: list[dict[str, Any]] = []
         self.retrieves = 0
+        self.cancels: list[str] = []
         self.requests = 0
         self.keys: set[str] = set()
         self.url = ""
@@ -133,6 +139,17 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             key = self._key()
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
             path = self.path.split("?")[0]
+            if path == "/v1/messages/batches" and "create" in fake.hang:
+                fake.stop.wait(3.0)  # bounded, so the server stops
+                return
+            parts = path.strip("/").split("/")
+            if len(parts) == 5 and parts[:3] == ["v1", "messages", "batches"] and parts[4] == "cancel":
+                if parts[3] in fake.batches:
+                    with fake.lock:
+                        fake.cancels.append(parts[3])
+                        data = fake.batch_body(parts[3])
+                    self._send(200, json.dumps(data).encode())
+                    return
             if path == "/v1/messages":
                 with fake.lock:
                     fake.messages.append(body)
@@ -159,6 +176,11 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             batch_id = parts[3]
+            if len(parts) == 4 and "retrieve" in fake.hang:
+                with fake.lock:
+                    fake.retrieves += 1
+                fake.stop.wait(3.0)
+                return
             with fake.lock:
                 if len(parts) == 5:
                     self._send(200, fake.results_lines(batch_id), "application/binary")
@@ -185,5 +207,6 @@ def serve(**kw: Any) -> Iterator[FakeAnthropic]:
     try:
         yield fake
     finally:
+        fake.stop.set()
         srv.shutdown()
         srv.server_close()

@@ -16,7 +16,13 @@ from h9eval.cli import add_command
 from h9eval.analysis.metrics import tokens_saved
 from h9eval.compaction.policies import read_policy_file
 from h9eval.compaction.step import HISTORY_MODES, WRITEBACK_RULES
-from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, MAX_RETRIES_LIMIT, CallLimits
+from h9eval.core.anthropic import (
+    DEFAULT_BREAKER_FAILURES,
+    DEFAULT_MAX_RETRY_AFTER_S,
+    MAX_RETRIES_LIMIT,
+    MAX_RETRY_AFTER_LIMIT_S,
+    CallLimits,
+)
 from h9eval.core.errors import ConfigError
 from h9eval.probes.drift import DEFAULT_MAX_PROBES
 from h9eval.runs.execute import fallback_warning
@@ -62,7 +68,8 @@ def parse_indices(raw: str, option: str) -> tuple[int, ...]:
 
 
 def add_call_limit_options(p: argparse.ArgumentParser) -> None:
-    """``--request-timeout-s`` and ``--max-retries``: every command that can call a model has them."""
+    """``--request-timeout-s``, ``--max-retries``, ``--max-retry-after-s`` and the rest: every command
+    that can call a model has them."""
     p.add_argument(
         "--request-timeout-s",
         type=float,
@@ -76,6 +83,14 @@ def add_call_limit_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help=f"retries of a failed model request (429/5xx/timeouts), 0-{MAX_RETRIES_LIMIT} (default 2)",
+    )
+    p.add_argument(
+        "--max-retry-after-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"the longest retry-after a retry waits for; a server asking for longer ends the call and the "
+        f"summary falls back, 0-{MAX_RETRY_AFTER_LIMIT_S:g} (default {DEFAULT_MAX_RETRY_AFTER_S:g})",
     )
     p.add_argument(
         "--base-url",

@@ -83,6 +83,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --batch: seconds between status checks of a batch in flight (default 60)",
     )
     p.add_argument(
+        "--batch-deadline-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --batch: stop polling a batch S seconds after its submission, cancel it and let its "
+        "summaries fall back (default 86400, when Anthropic expires a batch)",
+    )
+    p.add_argument(
         "--strict",
         action="store_true",
         help="exit 1 when a cell fell back on every summary it asked for (a bad key, no network)",
@@ -122,6 +130,7 @@ def _run(args: argparse.Namespace) -> int:
         max_cost_usd=args.max_cost_usd,
         batch=args.batch,
         batch_poll_interval_s=args.batch_poll_interval_s,
+        batch_deadline_s=args.batch_deadline_s,
         **({} if args.max_cells is None else {"max_cells": args.max_cells}),
         on_failure="return",  # the failed cells are listed below, and the exit status is 1
     )

@@ -15,11 +15,13 @@ SDK is imported when an :class:`AnthropicAPI` is constructed, never when h9eval 
 from __future__ import annotations
 
 import base64
+import email.utils
 import functools
 import json
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +39,13 @@ __all__ = [
     "CallLimits",
     "CircuitBreaker",
     "DEFAULT_BREAKER_FAILURES",
+    "DEFAULT_MAX_RETRY_AFTER_S",
+    "DEFAULT_REQUEST_TIMEOUT_S",
     "MAX_RETRIES_LIMIT",
+    "MAX_RETRY_AFTER_LIMIT_S",
     "REQUEST_TIMEOUT_LIMIT_S",
     "Reply",
+    "RetryAfterTooLong",
     "SDK_LOG_ENV",
     "Usage",
     "anthropic_messages",
@@ -48,6 +54,7 @@ __all__ = [
     "redact_obj",
     "resolve_api_key",
     "resolve_base_url",
+    "retry_after_s",
     "usage_of",
 ]
 
@@ -70,6 +77,15 @@ MAX_RETRIES_LIMIT = 10
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
 REQUEST_TIMEOUT_LIMIT_S = 3600.0
 """The longest per-attempt timeout :class:`CallLimits` accepts, in seconds."""
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
+"""Seconds per HTTP attempt when nothing sets one (harness9's summary timeout): also what a call
+without a request of its own to take the timeout from (a batch create or retrieve) waits."""
+DEFAULT_MAX_RETRY_AFTER_S = 60.0
+"""The longest ``retry-after`` a client waits before a retry, in seconds. The SDK sleeps for any
+``retry-after`` a server sends (an hour, a day): above this the call ends at once instead, and
+the caller takes its fallback (:class:`RetryAfterTooLong`)."""
+MAX_RETRY_AFTER_LIMIT_S = 3600.0
+"""The largest ``max_retry_after_s`` :class:`CallLimits` accepts, in seconds."""
 DEFAULT_BREAKER_FAILURES = 3
 """Consecutive failed calls (timeouts, 5xx, connection errors; each after its retries) after which a
 client stops calling for the rest of its life (:class:`CircuitBreaker`): a hung endpoint then costs
@@ -98,12 +114,18 @@ class CallLimits:
     ``request_timeout_s * (max_retries + 1)`` plus the SDK's backoff. ``breaker_failures``:
     consecutive failed calls (timeouts, 5xx, connection errors, each after its retries) after
     which a client stops calling for the rest of the run (:class:`CircuitBreaker`), 0-1000, 0 =
-    never; ``None`` = :data:`DEFAULT_BREAKER_FAILURES` (3).
+    never; ``None`` = :data:`DEFAULT_BREAKER_FAILURES` (3). ``max_retry_after_s``: the longest
+    ``retry-after`` (or ``retry-after-ms``) a retry waits for, in [0, 3600]; a server asking for
+    longer ends the call at once (``rate limited: retry-after 3600 s exceeds
+    max_retry_after_s=60``), counted by the breaker as a failed call; ``None`` =
+    :data:`DEFAULT_MAX_RETRY_AFTER_S` (60). With it the worst wall time of one call is about
+    ``request_timeout_s * (max_retries + 1) + max_retry_after_s * max_retries``.
     """
 
     request_timeout_s: float | None = None
     max_retries: int | None = None
     breaker_failures: int | None = None
+    max_retry_after_s: float | None = None
     base_url: str | None = None
     """Where every model request goes (an Anthropic-compatible endpoint: a local vLLM, Ollama or
     llama.cpp server); ``None`` = ``$ANTHROPIC_BASE_URL`` when set, else the Anthropic API."""
@@ -133,6 +155,16 @@ class CallLimits:
             raise ConfigError(
                 f"breaker_failures must be an integer in [0, {BREAKER_FAILURES_LIMIT}] (0 = never), got {b!r}"
             )
+        a = self.max_retry_after_s
+        if a is not None and (
+            isinstance(a, bool)
+            or not isinstance(a, int | float)
+            or not math.isfinite(a)
+            or not 0 <= a <= MAX_RETRY_AFTER_LIMIT_S
+        ):
+            raise ConfigError(
+                f"max_retry_after_s must be a number of seconds in [0, {MAX_RETRY_AFTER_LIMIT_S:g}], got {a!r}"
+            )
         if self.base_url is not None and not (isinstance(self.base_url, str) and _URL.fullmatch(self.base_url)):
             raise ConfigError(f"base_url must be an http(s) URL such as http://localhost:8000, got {self.base_url!r}")
         for name in ("summarizer_model", "scorer_model", "agent_model"):
@@ -147,7 +179,7 @@ class CallLimits:
 
     def client_params(self, part: str | None = None) -> dict[str, Any]:
         """The parameters the model-calling parts take (``timeout_s``, ``max_retries``,
-        ``breaker_failures``, ``base_url``, and ``model`` of ``part``: ``summarizer``,
+        ``breaker_failures``, ``max_retry_after_s``, ``base_url``, and ``model`` of ``part``: ``summarizer``,
         ``scorer`` or ``agent``), set ones only."""
         out: dict[str, Any] = {}
         if self.base_url is not None:
@@ -161,6 +193,8 @@ class CallLimits:
             out["max_retries"] = self.max_retries
         if self.breaker_failures is not None:
             out["breaker_failures"] = self.breaker_failures
+        if self.max_retry_after_s is not None:
+            out["max_retry_after_s"] = float(self.max_retry_after_s)
         return out
 
     def apply(self, params: dict[str, Any], *, who: str, part: str | None = None) -> dict[str, Any]:
@@ -391,6 +425,48 @@ class CircuitBreaker:
         self.consecutive = 0
 
 
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """The seconds a response asks the client to wait before a retry, read as the SDK reads them
+    (``retry-after-ms`` first, then ``retry-after`` as seconds, then as an HTTP date), or ``None``
+    when it names none (the SDK then backs off on its own, at most 8 s)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    date = email.utils.parsedate_tz(raw)
+    return None if date is None else float(email.utils.mktime_tz(date) - time.time())
+
+
+def _sdk_retries(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether the SDK retries a response of ``status`` (its rule: ``x-should-retry`` first, then
+    408, 409, 429 and 5xx), so whether it would sleep for the response's ``retry-after``."""
+    should = headers.get("x-should-retry")
+    if should in ("true", "false"):
+        return should == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+class RetryAfterTooLong(Exception):  # noqa: N818 - named for what the server asked
+    """A retryable response asked for a longer wait than ``max_retry_after_s``. Raised inside the
+    SDK's retry loop (by the client's middleware), where the SDK lets any exception that is not
+    its own pass without a retry or a sleep; :meth:`AnthropicAPI.call` maps it to the caller's
+    error, naming the wait and the cap."""
+
+    def __init__(self, status: int, wait_s: float, cap_s: float) -> None:
+        what = "rate limited" if status == 429 else f"HTTP {status}"
+        super().__init__(f"{what}: retry-after {wait_s:g} s exceeds max_retry_after_s={cap_s:g}; not retried")
+        self.status, self.wait_s, self.cap_s = status, wait_s, cap_s
+
+
 class AnthropicAPI:
     """A lazily built ``anthropic.Anthropic`` client plus the error mapping.
 
@@ -405,7 +481,10 @@ class AnthropicAPI:
     million tokens; required with a budget); a call past the cap raises
     :class:`~h9eval.core.errors.BudgetExceeded` and is not made. ``$ANTHROPIC_LOG`` set to
     ``debug`` or ``info`` is a :class:`ConfigError` at construction (:func:`refuse_sdk_logging`:
-    the SDK's log would print response headers, unredacted).
+    the SDK's log would print response headers, unredacted). ``max_retry_after_s``: the longest
+    ``retry-after`` a retry waits for (default :data:`DEFAULT_MAX_RETRY_AFTER_S`); a retryable
+    response asking for longer ends the call (:class:`RetryAfterTooLong`, a failed call for the
+    breaker: the endpoint has said it will not serve within the wait).
     """
 
     def __init__(
@@ -421,7 +500,9 @@ class AnthropicAPI:
         breaker_error: Callable[[str], H9Error] | None = None,
         budget: Budget | None = None,
         price: tuple[float, float] | None = None,
+        max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S,
     ) -> None:
+        CallLimits(max_retry_after_s=max_retry_after_s)  # the one check of its range
         if budget is not None and price is None:
             raise ConfigError(
                 f"the {who}: max_cost_usd caps dollars, and this model has no price; price it "
@@ -438,6 +519,7 @@ class AnthropicAPI:
         self._breaker_error = breaker_error or error
         self.breaker = CircuitBreaker(failures=breaker_failures)
         self.max_retries = max_retries
+        self.max_retry_after_s = float(max_retry_after_s)
         self.base_url = resolve_base_url(base_url)
         self._http_client = http_client
         self._client: Any = None
@@ -459,13 +541,34 @@ class AnthropicAPI:
     @property
     def client(self) -> Any:
         if self._client is None:
-            kwargs: dict[str, Any] = {"api_key": self._api_key, "max_retries": self.max_retries}
+            kwargs: dict[str, Any] = {
+                "api_key": self._api_key,
+                "max_retries": self.max_retries,
+                # the SDK sleeps for any retry-after; this ends the call on one above the cap
+                "middleware": [self._cap_retry_after],
+            }
             if self.base_url is not None:
                 kwargs["base_url"] = self.base_url
             if self._http_client is not None:
                 kwargs["http_client"] = self._http_client
             self._client = self.sdk.Anthropic(**kwargs)
         return self._client
+
+    def _cap_retry_after(self, request: Any, call_next: Callable[[Any], Any]) -> Any:
+        """SDK middleware (run once per HTTP attempt, inside the SDK's retry loop): a response the
+        SDK would retry after a ``retry-after`` longer than :attr:`max_retry_after_s` raises
+        :class:`RetryAfterTooLong` instead of letting the SDK sleep for it. The last attempt
+        (no retry left, so no sleep) is left to the SDK's own error."""
+        response = call_next(request)
+        status = int(response.status_code)
+        if status < 400 or getattr(request, "retries_taken", 0) >= self.max_retries:
+            return response
+        headers = response.headers
+        wait = retry_after_s(headers)
+        if wait is not None and wait > self.max_retry_after_s and _sdk_retries(status, headers):
+            response.http_response.close()  # the connection goes back to the pool
+            raise RetryAfterTooLong(status, wait, self.max_retry_after_s)
+        return response
 
     def redact(self, text: str) -> str:
         """``text`` with this client's key (and its variants) removed."""
@@ -540,6 +643,9 @@ class AnthropicAPI:
             )
         try:
             resp = method(timeout=timeout, **kwargs)
+        except RetryAfterTooLong as e:
+            breaker.failed()
+            raise self.error(str(e)) from None
         except sdk.APITimeoutError:
             breaker.failed()
             raise self.error(f"timed out after {timeout:g} s per attempt ({self.max_retries} retries)") from None

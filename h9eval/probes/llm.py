@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, DEFAULT_MAX_RETRY_AFTER_S, AnthropicAPI
 from h9eval.core.errors import ConfigError, H9Error
 from h9eval.core.paths import check_db_file
 from h9eval.probes.probe import Probe, normalize_arguments
@@ -273,6 +273,7 @@ class AnthropicTextClient:
     (input, output) USD per million tokens (default the summarizer's list prices); an unknown
     model's cost is NaN. ``breaker_failures``: consecutive failed calls after which the client
     stops calling (:class:`~h9eval.core.anthropic.CircuitBreaker`; default 3, 0 = never).
+    ``max_retry_after_s``: the longest ``retry-after`` a retry waits for (default 60; longer ends the call).
     Counters: ``calls`` (API calls made), ``cache_hits``, ``input_tokens``, ``output_tokens``,
     ``cost_usd`` (of the calls made, not of cache hits).
     """
@@ -290,6 +291,7 @@ class AnthropicTextClient:
         http_client: Any = None,
         prices: Mapping[str, tuple[float, float]] | None = None,
         breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S,
     ) -> None:
         if not model:
             raise ConfigError("AnthropicTextClient.model must be a non-empty model id")
@@ -303,6 +305,7 @@ class AnthropicTextClient:
             base_url=base_url,
             http_client=http_client,
             breaker_failures=breaker_failures,
+            max_retry_after_s=max_retry_after_s,
         )
         self.model = model
         self.temperature = temperature

@@ -10,8 +10,10 @@ Request: ``model`` (default ``claude-sonnet-4-6``), ``max_tokens`` (default: the
 Timeouts and retries: each HTTP attempt has the request's ``timeout_s`` (harness9: 60 s) unless
 ``timeout_s`` is given here; the SDK retries 408/409/429/5xx (529 overloaded included) and
 connection errors ``max_retries`` times (default 2) with its own backoff, honouring
-``retry-after``/``retry-after-ms``. So the wall time of one call can exceed ``timeout_s``
-(harness9's 60 s deadline covered all attempts together).
+``retry-after``/``retry-after-ms`` up to ``max_retry_after_s`` (default 60 s; a server asking for
+longer ends the call at once: the summary falls back, its cause naming the wait and the cap). So
+the wall time of one call can exceed ``timeout_s`` (harness9's 60 s deadline covered all attempts
+together), but by a bounded amount.
 
 Replies: the text is the concatenation of the text blocks. A response with *no* text block
 (an empty content list, or only non-text blocks) is returned as ``SummaryReply(text=None)`` —
@@ -42,7 +44,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
-from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, Reply
+from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, DEFAULT_MAX_RETRY_AFTER_S, AnthropicAPI, Reply
 from h9eval.core.budget import Budget
 from h9eval.core.errors import BreakerOpenError, ConfigError, SummarizerError
 from h9eval.core.prices import MODELS, base_model_id, batch_price_frac
@@ -99,6 +101,8 @@ class AnthropicSummarizer:
       ``breaker_failures``: consecutive failed calls (timeouts, 5xx, connection errors) after
       which no more requests are sent for the summarizer's life and each summary falls back at
       once (:class:`~h9eval.core.anthropic.CircuitBreaker`); default 3, 0 = never.
+      ``max_retry_after_s``: the longest ``retry-after`` a retry waits for; default 60 s, longer
+      ends the call (:class:`~h9eval.core.anthropic.RetryAfterTooLong`).
       ``budget``: a spending cap (:class:`~h9eval.core.budget.Budget`, a sweep's
       ``max_cost_usd``): a summary that could pass it is not requested and stops the run.
     """
@@ -120,6 +124,7 @@ class AnthropicSummarizer:
         http_client: Any = None,
         breaker_failures: int = DEFAULT_BREAKER_FAILURES,
         budget: Budget | None = None,
+        max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S,
     ) -> None:
         if not model:
             raise ConfigError("model must be a non-empty model id")
@@ -143,6 +148,7 @@ class AnthropicSummarizer:
             breaker_error=BreakerOpenError,
             budget=budget,
             price=price_for(model, self.prices),
+            max_retry_after_s=max_retry_after_s,
         )
         self.model = model
         self.max_tokens = max_tokens

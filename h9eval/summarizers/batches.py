@@ -9,7 +9,10 @@ A cell's summaries are sequential (a summary feeds the next compaction), so a sw
 2. The requests of all waiting cells go out as one batch (:class:`BatchClient`): the batch id and
    each request's ``custom_id`` are written to ``batches/`` *before* polling, then the batch is
    polled every ``poll_interval_s`` until it has ended and its results are stored per
-   ``custom_id``.
+   ``custom_id``, or until ``deadline_s`` after its submission (default 24 h, when Anthropic
+   expires a batch itself): then it is canceled and each of its requests is stored as
+   ``errored`` (``batch_deadline``), so its summaries fall back with the cause ``batch ... not
+   ended after N s``.
 3. The waiting cells run again from their start: replays are deterministic, so each reaches the
    same requests, now answered from the stored results, and goes on to its next request (or
    ends). Rounds repeat until no cell waits.
@@ -57,10 +60,10 @@ from pathlib import Path
 from typing import Any
 
 from h9eval.compaction.summary import SummaryReply, SummaryRequest
-from h9eval.core.anthropic import AnthropicAPI
+from h9eval.core.anthropic import DEFAULT_REQUEST_TIMEOUT_S, AnthropicAPI
 from h9eval.core.budget import Budget, call_bound_usd
 from h9eval.core.cassette import request_hash
-from h9eval.core.errors import ConfigError, FormatError, SummarizerError
+from h9eval.core.errors import ConfigError, FormatError, H9Error, SummarizerError
 from h9eval.core.prices import batch_price_frac
 from h9eval.core.paths import prepare_out_dir, write_json_atomic
 from h9eval.summarizers.anthropic import AnthropicSummarizer
@@ -69,6 +72,7 @@ from h9eval.summarizers.registry import SUMMARIZERS
 
 __all__ = [
     "BATCH_DIR_NAME",
+    "DEFAULT_BATCH_DEADLINE_S",
     "DEFAULT_POLL_INTERVAL_S",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_REQUESTS",
@@ -85,6 +89,11 @@ BATCH_DIR_NAME = "batches"
 """The folder of a sweep that holds its batches' requests, records and results."""
 DEFAULT_POLL_INTERVAL_S = 60.0
 """Seconds between two status checks of a batch in flight (most batches take minutes to an hour)."""
+DEFAULT_BATCH_DEADLINE_S = 86_400.0
+"""Seconds after its submission that a batch is polled for: 24 h, after which Anthropic expires
+the requests of a batch that has not ended (a batch that never ends was polled for ever)."""
+BATCH_DEADLINE_LIMIT_S = 7 * 86_400.0
+"""The longest ``deadline_s`` :class:`BatchSettings` accepts (a week)."""
 MAX_BATCH_REQUESTS = 100_000
 """The API's limit of requests in one batch."""
 MAX_BATCH_BYTES = 200_000_000
@@ -95,18 +104,28 @@ RESULT_TYPES = ("succeeded", "errored", "canceled", "expired")
 
 @dataclass(frozen=True, kw_only=True)
 class BatchSettings:
-    """How a sweep batches its summaries (the spec's ``[summarizer] batch = true`` and
-    ``batch_poll_interval_s``; ``h9eval sweep --batch --batch-poll-interval-s S``).
+    """How a sweep batches its summaries (the spec's ``[summarizer] batch = true``,
+    ``batch_poll_interval_s`` and ``batch_deadline_s``; ``h9eval sweep --batch
+    --batch-poll-interval-s S --batch-deadline-s S``).
 
     ``poll_interval_s``: seconds between two status checks of a batch in flight, in
-    (0, 3600]; default :data:`DEFAULT_POLL_INTERVAL_S`."""
+    (0, 3600]; default :data:`DEFAULT_POLL_INTERVAL_S`. ``deadline_s``: seconds after its
+    submission that a batch is polled for, in (0, 604800]; default
+    :data:`DEFAULT_BATCH_DEADLINE_S` (24 h). A batch not ended by then is canceled and its
+    requests fall back (:meth:`BatchClient.collect`); no poll sleeps past the deadline."""
 
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    deadline_s: float = DEFAULT_BATCH_DEADLINE_S
 
     def __post_init__(self) -> None:
         v = self.poll_interval_s
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 3600:
             raise ConfigError(f"batch_poll_interval_s must be a number of seconds in (0, 3600], got {v!r}")
+        d = self.deadline_s
+        if isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d <= BATCH_DEADLINE_LIMIT_S:
+            raise ConfigError(
+                f"batch_deadline_s must be a number of seconds in (0, {BATCH_DEADLINE_LIMIT_S:g}], got {d!r}"
+            )
 
 
 def is_batchable(name: str) -> bool:
@@ -188,6 +207,10 @@ class BatchStore:
     # batch records
     def record(self, batch_id: str, data: Mapping[str, Any]) -> None:
         write_json_atomic(self._dir("submitted") / f"{_safe_id(batch_id)}.json", dict(data))
+
+    def get_record(self, batch_id: str) -> dict[str, Any] | None:
+        """The record of ``batch_id`` (``None``: none written)."""
+        return self._read(self.root / "submitted" / f"{_safe_id(batch_id)}.json")
 
     def records(self) -> list[dict[str, Any]]:
         """Every batch record, oldest first."""
@@ -328,7 +351,13 @@ class BatchClient:
     """Submits, polls and collects batches through one :class:`AnthropicAPI` (the summarizer's:
     its key, endpoint and retries), recording each in ``store`` before polling it.
 
-    ``sleep`` and ``log`` are injectable (tests; ``log`` ``None``: silent)."""
+    ``timeout_s``: seconds per HTTP attempt of every Batches API call (create, retrieve, results:
+    the request timeout of the sweep, ``request_timeout_s``; default
+    :data:`~h9eval.core.anthropic.DEFAULT_REQUEST_TIMEOUT_S`). Without it the SDK would wait
+    without end: these calls have no summary request to take a timeout from.
+    ``sleep``, ``clock`` (wall-clock seconds: a batch's deadline counts from its submission,
+    which a resumed sweep reads from the record) and ``log`` are injectable (tests; ``log``
+    ``None``: silent)."""
 
     def __init__(
         self,
@@ -339,8 +368,12 @@ class BatchClient:
         sleep: Callable[[float], None] = time.sleep,
         log: Callable[[str], None] | None = None,
         budget: Budget | None = None,
+        timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.api = api
+        self.timeout_s = timeout_s
+        self.clock = clock
         self.store = store
         self.settings = settings
         self.sleep = sleep
@@ -397,7 +430,7 @@ class BatchClient:
             try:
                 batch = self.api.call(
                     self.api.client.messages.batches.create,
-                    timeout=None,
+                    timeout=self.timeout_s,
                     requests=[{"custom_id": cid, "params": bodies[cid]} for cid in part],
                 )
             except BaseException:
@@ -413,6 +446,7 @@ class BatchClient:
                     "batch_id": batch_id,
                     "state": "submitted",
                     "submitted_at": _now(),
+                    "submitted_unix": self.clock(),  # the deadline's origin, to the sub-second
                     "requests": {cid: owners[cid] for cid in part},
                 },
             )
@@ -422,32 +456,86 @@ class BatchClient:
             out.append(batch_id)
         return out
 
-    def wait(self, batch_id: str) -> None:
-        """Poll ``batch_id`` every ``poll_interval_s`` until its processing has ended."""
+    def _deadline_at(self, batch_id: str) -> float:
+        """When polling ``batch_id`` stops (:attr:`clock` seconds): ``deadline_s`` after its
+        recorded submission, else (a record without its time) after now."""
+        rec = self.store.get_record(batch_id) or {}
+        start = rec.get("submitted_unix")
+        if isinstance(start, bool) or not isinstance(start, int | float):
+            try:  # a record written before submitted_unix: its ISO time, to the second
+                start = datetime.fromisoformat(str(rec["submitted_at"])).timestamp()
+            except (KeyError, ValueError):
+                start = self.clock()
+        return float(start) + self.settings.deadline_s
+
+    def wait(self, batch_id: str) -> bool:
+        """Poll ``batch_id`` every ``poll_interval_s`` until its processing has ended (``True``)
+        or its deadline (:attr:`BatchSettings.deadline_s` after its submission) has passed
+        (``False``). It is polled at least once (a resumed sweep's batch may have ended while
+        nobody looked), and no sleep goes past the deadline."""
         t0 = time.monotonic()
+        deadline_at = self._deadline_at(batch_id)
         while True:
-            batch = self.api.call(self.api.client.messages.batches.retrieve, timeout=None, message_batch_id=batch_id)
+            batch = self.api.call(
+                self.api.client.messages.batches.retrieve, timeout=self.timeout_s, message_batch_id=batch_id
+            )
             status = getattr(batch, "processing_status", None)
             if status == "ended":
                 self._say(f"batch {batch_id}: ended after {time.monotonic() - t0:.0f} s of polling")
-                return
+                return True
             if status not in ("in_progress", "canceling"):
                 # redacted before the cut: a status echoing the key, cut, would keep a prefix of it
                 shown = self.api.redact(str(status))[:40]
                 raise self.api.error(f"batch {batch_id}: unexpected processing_status {shown!r}")
-            self.sleep(self.settings.poll_interval_s)
+            left = deadline_at - self.clock()
+            if left <= 0:
+                return False
+            self.sleep(min(self.settings.poll_interval_s, left))
+
+    def _abandon(self, record: Mapping[str, Any]) -> None:
+        """The batch of ``record`` passed its deadline: cancel it (best effort: what it has not
+        processed is then not billed), store each of its requests as ``errored`` with the
+        cause, so each summary falls back, and mark the record ``abandoned`` (a rerun does not
+        poll it again)."""
+        batch_id = str(record["batch_id"])
+        owners: dict[str, str] = dict(record.get("requests", {}))
+        d = self.settings.deadline_s
+        try:
+            self.api.call(self.api.client.messages.batches.cancel, timeout=self.timeout_s, message_batch_id=batch_id)
+            canceled = "canceled"
+        except H9Error as e:  # the requests fall back either way; the log says why it may still bill
+            canceled = f"not canceled ({e})"
+        failed = {
+            "type": "errored",
+            "error": {
+                "error": {"type": "batch_deadline", "message": f"batch not ended after {d:g} s (batch_deadline_s)"}
+            },
+        }
+        for cid in sorted(owners):
+            if not self.store.has_result(cid):
+                self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=failed)
+        if self.budget is not None:
+            # what the API processed before the cancel is billed, and unknown here: count the bound
+            held = self._reserved.pop(batch_id, 0.0)
+            self.budget.settle(held, held)
+        self.store.record(batch_id, {**record, "state": "abandoned", "abandoned_at": _now()})
+        self._say(f"batch {batch_id}: not ended after {d:g} s (batch_deadline_s); {canceled}; {len(owners)} fall back")
 
     def collect(self, record: Mapping[str, Any]) -> int:
         """Wait for the batch of ``record`` to end, store each of its results under its
         ``custom_id`` (a request the results leave out is stored as ``errored``), then mark the
-        record collected. Returns the number of results stored."""
+        record collected. Returns the number of results stored. A batch not ended by its
+        deadline is abandoned instead (its requests stored as ``errored``: ``batch_deadline``),
+        and 0 returned."""
         batch_id = str(record["batch_id"])
         owners: dict[str, str] = dict(record.get("requests", {}))
-        self.wait(batch_id)
+        if not self.wait(batch_id):
+            self._abandon(record)
+            return 0
         seen: set[str] = set()
         spent = 0.0  # what the stored results cost (counted only under a spending cap)
         try:
-            for item in self.api.client.messages.batches.results(batch_id):
+            for item in self.api.client.messages.batches.results(batch_id, timeout=self.timeout_s):
                 cid = str(getattr(item, "custom_id", ""))
                 if cid not in owners:
                     continue  # not one of ours (or unreadable): never stored

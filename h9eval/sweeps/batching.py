@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from h9eval.core.anthropic import CallLimits
+from h9eval.core.anthropic import DEFAULT_REQUEST_TIMEOUT_S, CallLimits
 from h9eval.core.budget import Budget
 from h9eval.core.errors import H9Error
 from h9eval.summarizers.batches import (
@@ -45,11 +45,18 @@ def _client(
     budget: Budget | None,
 ) -> BatchClient:
     """The batch client of the sweep: the API of its Anthropic summarizer (every variant of a
-    spec shares its ``params``, so one key and one endpoint)."""
-    limits = CallLimits(request_timeout_s=cell.request_timeout_s, max_retries=cell.max_retries)
+    spec shares its ``params``, so one key and one endpoint) and its request timeout (the spec's
+    ``request_timeout_s``, else the summarizer's ``timeout_s``, else the default 60 s) for every
+    Batches API call."""
+    limits = CallLimits(
+        request_timeout_s=cell.request_timeout_s,
+        max_retries=cell.max_retries,
+        max_retry_after_s=cell.max_retry_after_s,
+    )
     summarizer: Any = build_summarizer(cell.summarizer, None, call_limits=limits, **cell.spec.summarizer.params)
     extra = {} if sleep is None else {"sleep": sleep}
-    return BatchClient(summarizer.api, store, settings, log=log, budget=budget, **extra)
+    timeout = summarizer.timeout_s if summarizer.timeout_s is not None else DEFAULT_REQUEST_TIMEOUT_S
+    return BatchClient(summarizer.api, store, settings, log=log, budget=budget, timeout_s=timeout, **extra)
 
 
 def run_batched(

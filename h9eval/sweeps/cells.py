@@ -71,6 +71,8 @@ class Cell:
     """Retries of a failed model request (the spec's ``max_retries``; not hashed)."""
     breaker_failures: int | None = None
     """Consecutive failed model calls after which a worker's client stops calling (not hashed)."""
+    max_retry_after_s: float | None = None
+    """The longest ``retry-after`` a model request's retry waits for (the spec's; not hashed)."""
     max_cost_usd: float | None = None
     """The invocation's spending cap (not hashed: a cap decides whether a cell runs, not what it gives)."""
     batch_dir: str = ""
@@ -132,6 +134,7 @@ class Cell:
             request_timeout_s=self.request_timeout_s,
             max_retries=self.max_retries,
             breaker_failures=self.breaker_failures,
+            max_retry_after_s=self.max_retry_after_s,
             **self.spec.endpoint,
         )
 
@@ -155,6 +158,7 @@ class Cell:
             "request_timeout_s": self.request_timeout_s,
             "max_retries": self.max_retries,
             "breaker_failures": self.breaker_failures,
+            "max_retry_after_s": self.max_retry_after_s,
             "max_cost_usd": self.max_cost_usd,
             "batch_dir": self.batch_dir,
             "spec": self.spec.to_dict(),
@@ -178,6 +182,7 @@ class Cell:
             request_timeout_s=entry.get("request_timeout_s"),
             max_retries=entry.get("max_retries"),
             breaker_failures=entry.get("breaker_failures"),
+            max_retry_after_s=entry.get("max_retry_after_s"),
             max_cost_usd=entry.get("max_cost_usd"),
             batch_dir=entry.get("batch_dir", ""),
         )
@@ -462,6 +467,7 @@ class _CellMaker:
             request_timeout_s=sp.call_limits.request_timeout_s,
             max_retries=sp.call_limits.max_retries,
             breaker_failures=sp.call_limits.breaker_failures,
+            max_retry_after_s=sp.call_limits.max_retry_after_s,
             max_cost_usd=sp.max_cost_usd,
         )
         if cell.run_id in self.seen:

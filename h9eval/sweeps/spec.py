@@ -29,6 +29,7 @@
     cache = "summary_cache.sqlite"      # default <out>/summary_cache.sqlite, shared by all cells
     # batch = true                      # Anthropic summarizers: through the Message Batches API (half price)
     # batch_poll_interval_s = 60        # seconds between status checks of a batch in flight
+    # batch_deadline_s = 86400          # a batch not ended this long after submission: its summaries fall back
 
     [probes]
     scorers = ["recall"]
@@ -75,7 +76,12 @@ from h9eval.core.paths import shared_dir
 from h9eval.probes.scorers import make_scorer
 from h9eval.compaction.step import HISTORY_MODES
 from h9eval.runs.spec import MIN_WINDOW_TOKENS
-from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable
+from h9eval.summarizers.batches import (
+    DEFAULT_BATCH_DEADLINE_S,
+    DEFAULT_POLL_INTERVAL_S,
+    BatchSettings,
+    is_batchable,
+)
 from h9eval.summarizers.registry import DEFAULT_SUMMARIZER, summarizer_params
 from h9eval.tasks.datasets.base import DatasetSource
 from h9eval.tasks.synthetic import PRESETS
@@ -107,6 +113,7 @@ TOP_LEVEL_KEYS = (
     "request_timeout_s",
     "max_retries",
     "breaker_failures",
+    "max_retry_after_s",
     "base_url",
     "summarizer_model",
     "scorer_model",
@@ -133,7 +140,7 @@ WORLD_KEYS = ("kind", "seeds", "params", "max_steps", "open_loop", "scale", "win
 AGENT_KEYS = ("kind", "profile", "params")
 SYNTHETIC_KEYS = ("preset", "seeds")
 POLICY_KEYS = ("kind", "name", "params", "grid")
-SUMMARIZER_KEYS = ("name", "variants", "cache", "params", "batch", "batch_poll_interval_s")
+SUMMARIZER_KEYS = ("name", "variants", "cache", "params", "batch", "batch_poll_interval_s", "batch_deadline_s")
 PROBE_KEYS = ("scorers", "every_k")
 WINDOW_KEYS = ("peak_frac",)
 WRITEBACK_RULES = ("v2", "v3")
@@ -204,7 +211,8 @@ class SweepSpec:
     the policies; a policy entry may then not set ``context_window_tokens``. ``writeback_rules``:
         ``v3`` (default) or ``v2``. ``call_limits``: the top-level ``request_timeout_s`` and
         ``max_retries`` of every model request a cell makes, and ``breaker_failures``, the consecutive
-        failed calls after which a worker's client stops calling (:class:`~h9eval.core.anthropic.CallLimits`;
+        failed calls after which a worker's client stops calling, and ``max_retry_after_s``, the longest
+        ``retry-after`` a retry waits for (:class:`~h9eval.core.anthropic.CallLimits`;
         not part of a cell's identity: they change when a reply arrives, not what it says).
         ``source``: the spec as passed (for the manifest).
     """
@@ -282,7 +290,15 @@ class SweepSpec:
                 "variants": list(self.summarizers),
                 "params": self.summarizer_params,
                 "cache": self.summarizer_cache,
-                **({"batch": True, "batch_poll_interval_s": self.batch.poll_interval_s} if self.batch else {}),
+                **(
+                    {
+                        "batch": True,
+                        "batch_poll_interval_s": self.batch.poll_interval_s,
+                        "batch_deadline_s": self.batch.deadline_s,
+                    }
+                    if self.batch
+                    else {}
+                ),
             },
             "probes": {"scorers": list(self.scorers), "every_k": self.probe_every_k},
             "repeats": self.repeats,
@@ -293,6 +309,7 @@ class SweepSpec:
             "request_timeout_s": self.call_limits.request_timeout_s,
             "max_retries": self.call_limits.max_retries,
             "breaker_failures": self.call_limits.breaker_failures,
+            "max_retry_after_s": self.call_limits.max_retry_after_s,
             "max_cost_usd": self.max_cost_usd,
             **{
                 k: getattr(self.call_limits, k) for k in ("base_url", "summarizer_model", "scorer_model", "agent_model")
@@ -853,14 +870,16 @@ def _parse_summarizer(d: Mapping[str, Any], base: Path | None) -> tuple[tuple[st
 
 
 def _parse_batch(d: Mapping[str, Any], variants: Sequence[str]) -> BatchSettings | None:
-    """``[summarizer] batch`` / ``batch_poll_interval_s`` → the batch settings, or ``None``."""
+    """``[summarizer] batch`` / ``batch_poll_interval_s`` / ``batch_deadline_s`` → the batch
+    settings, or ``None``."""
     summ = d.get("summarizer", {})
     if not isinstance(summ, dict):
         return None
     on = summ.get("batch", False)
     _expect(isinstance(on, bool), "summarizer.batch", "must be true or false", on)
-    if "batch_poll_interval_s" in summ and not on:
-        raise ConfigError("summarizer.batch_poll_interval_s: goes with batch = true")
+    for key in ("batch_poll_interval_s", "batch_deadline_s"):
+        if key in summ and not on:
+            raise ConfigError(f"summarizer.{key}: goes with batch = true")
     if not on:
         return None
     _expect(
@@ -870,7 +889,10 @@ def _parse_batch(d: Mapping[str, Any], variants: Sequence[str]) -> BatchSettings
         list(variants),
     )
     try:
-        return BatchSettings(poll_interval_s=summ.get("batch_poll_interval_s", DEFAULT_POLL_INTERVAL_S))
+        return BatchSettings(
+            poll_interval_s=summ.get("batch_poll_interval_s", DEFAULT_POLL_INTERVAL_S),
+            deadline_s=summ.get("batch_deadline_s", DEFAULT_BATCH_DEADLINE_S),
+        )
     except ConfigError as e:
         raise ConfigError(f"summarizer.{e}") from None
 

@@ -42,7 +42,13 @@ from h9eval.results.store import (
     write_manifest,
 )
 from h9eval.runs.execute import fallback_warning
-from h9eval.summarizers.batches import DEFAULT_POLL_INTERVAL_S, BatchSettings, is_batchable, stderr_log
+from h9eval.summarizers.batches import (
+    DEFAULT_BATCH_DEADLINE_S,
+    DEFAULT_POLL_INTERVAL_S,
+    BatchSettings,
+    is_batchable,
+    stderr_log,
+)
 from h9eval.sweeps.batching import run_batched
 from h9eval.sweeps.cells import Cell, DuplicateTask, SkippedCell, expand_cells
 from h9eval.sweeps.executors import execute
@@ -236,6 +242,7 @@ def sweep(
     on_failure: str = "raise",
     batch: bool | None = None,
     batch_poll_interval_s: float | None = None,
+    batch_deadline_s: float | None = None,
 ) -> SweepResult:
     """Run a sweep (see :mod:`h9eval.sweeps.spec` for the spec) and consolidate its results.
 
@@ -256,7 +263,8 @@ def sweep(
     says why; run it again to continue). ``batch``: send the summaries through
     the Message Batches API, batched across cells (:mod:`h9eval.summarizers.batches`; over the
     spec's ``[summarizer] batch``; ``None``: the spec's), polled every ``batch_poll_interval_s``
-    seconds (over the spec's; default 60). ``on_failure``:
+    seconds (over the spec's; default 60) for at most ``batch_deadline_s`` seconds after its
+    submission (over the spec's; default 24 h: then its summaries fall back). ``on_failure``:
     when cells failed, ``"raise"`` (default) raises :class:`SweepFailed` after the sweep ends
     (holding the result; the ok cells are kept), ``"return"`` returns the result, whose
     ``failed`` and ``failures`` say which.
@@ -269,7 +277,7 @@ def sweep(
     t0 = time.perf_counter()
     if on_failure not in ON_FAILURE:
         raise ConfigError(f"on_failure must be one of {', '.join(ON_FAILURE)}, got {on_failure!r}")
-    sp = with_batch(load_spec(spec), batch, batch_poll_interval_s)
+    sp = with_batch(load_spec(spec), batch, batch_poll_interval_s, batch_deadline_s)
     if call_limits is not None:
         given = {k: v for k, v in dataclasses.asdict(call_limits).items() if v is not None}
         sp = dataclasses.replace(sp, call_limits=dataclasses.replace(sp.call_limits, **given))
@@ -320,15 +328,16 @@ def sweep(
     return result
 
 
-def with_batch(sp: SweepSpec, batch: bool | None, poll_interval_s: float | None) -> SweepSpec:
+def with_batch(
+    sp: SweepSpec, batch: bool | None, poll_interval_s: float | None, deadline_s: float | None = None
+) -> SweepSpec:
     """``sp`` with the command's batch settings over the spec's (``None``: the spec's)."""
     on = sp.batch is not None if batch is None else batch
     if not on:
-        if poll_interval_s is not None:
-            raise ConfigError(
-                "batch_poll_interval_s (--batch-poll-interval-s) goes with batching "
-                "(--batch, or [summarizer] batch = true)"
-            )
+        for key, v in (("batch_poll_interval_s", poll_interval_s), ("batch_deadline_s", deadline_s)):
+            if v is not None:
+                flag = "--" + key.replace("_", "-")
+                raise ConfigError(f"{key} ({flag}) goes with batching (--batch, or [summarizer] batch = true)")
         return dataclasses.replace(sp, batch=None)
     if not any(is_batchable(v) for v in sp.summarizers):
         names = ", ".join(sp.summarizers)
@@ -336,7 +345,10 @@ def with_batch(sp: SweepSpec, batch: bool | None, poll_interval_s: float | None)
     poll = DEFAULT_POLL_INTERVAL_S if sp.batch is None else sp.batch.poll_interval_s
     if poll_interval_s is not None:
         poll = poll_interval_s
-    return dataclasses.replace(sp, batch=BatchSettings(poll_interval_s=poll))
+    deadline = DEFAULT_BATCH_DEADLINE_S if sp.batch is None else sp.batch.deadline_s
+    if deadline_s is not None:
+        deadline = deadline_s
+    return dataclasses.replace(sp, batch=BatchSettings(poll_interval_s=poll, deadline_s=deadline))
 
 
 def _write_placebo(sp: SweepSpec, out: Path, manifest: dict[str, Any], *, progress: bool) -> None:

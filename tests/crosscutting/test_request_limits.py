@@ -1,14 +1,15 @@
 """``--request-timeout-s`` / ``--max-retries`` and a sweep spec's ``request_timeout_s`` /
 ``max_retries`` (issue 28) reach the SDK client of the Anthropic summarizer: against a fake
-Messages server on 127.0.0.1 that hangs (the timeout cuts each attempt) or answers 529 (each
-summary makes exactly ``max_retries + 1`` requests)."""
+Messages server on 127.0.0.1 that hangs (the timeout cuts each attempt), answers 529 (each
+summary makes exactly ``max_retries + 1`` requests) or 429 with ``retry-after: 3600`` (above
+``max_retry_after_s``: the summary falls back at once, naming the cap)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,15 @@ def server() -> Iterator[dict[str, Any]]:
                 state["requests"] += 1
             if state["mode"] == "hang":
                 stop.wait(3.0)  # longer than any timeout the tests give; bounded, so the server stops
+                return
+            if state["mode"] == "429":
+                data = json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}).encode()
+                self.send_response(429)
+                self.send_header("content-type", "application/json")
+                self.send_header("retry-after", "3600")  # the SDK alone would sleep an hour
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
                 return
             data = json.dumps(
                 {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}}
@@ -107,6 +117,60 @@ def test_the_request_timeout_cuts_a_hung_endpoint(
     assert time.monotonic() - t0 < 60  # 60 s x 3 attempts per summary without the options
 
 
+def _within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """``fn()``, failing the test when it has not returned after ``seconds`` (it runs in a daemon
+    thread: a call that sleeps for an hour must fail the test, not hang it)."""
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # handed to the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still waiting after {seconds:g} s"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def test_a_retry_after_above_the_cap_falls_back_at_once_naming_it(
+    tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server["mode"] = "429"
+    t0 = time.monotonic()
+    calls = _within(60, lambda: _run(tmp_path, server, monkeypatch))  # max_retries 2, cap 60 s: the defaults
+    causes = calls.loc[calls["fallback"], "fallback_cause"]
+    want = "rate limited: retry-after 3600 s exceeds max_retry_after_s=60; not retried"
+    assert len(causes) >= 2 and all(want in c for c in causes), set(causes)
+    assert server["requests"] == int(calls["summarizer_calls"].sum())  # none retried
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_sweep_spec_sets_the_retry_after_cap(tmp_path: Path, server: dict[str, Any]) -> None:
+    from h9eval.sweeps.sweep import sweep
+
+    server["mode"] = "429"
+    spec = {
+        "name": "cap",
+        "window": 16000,
+        "tasks": ["synthetic:small:0"],
+        "max_retry_after_s": 5,
+        "breaker_failures": 0,
+        "policies": [{"kind": "progressive", "params": {"context_window_tokens": 16000}}],
+        "summarizer": {"name": "anthropic", "params": {"base_url": server["url"]}},
+    }
+    r = _within(60, lambda: sweep(spec, out_dir=tmp_path / "a", workers=0, progress=False))
+    calls = r.load().calls
+    causes = calls.loc[calls["fallback"], "fallback_cause"]
+    assert len(causes) >= 2 and causes.str.contains("retry-after 3600 s exceeds max_retry_after_s=5;").all()
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["spec_resolved"]["max_retry_after_s"] == 5 and manifest["cells"][0]["max_retry_after_s"] == 5
+
+
 @pytest.mark.parametrize("retries", [0, 2])
 def test_max_retries_is_the_number_of_extra_attempts(
     tmp_path: Path, server: dict[str, Any], monkeypatch: pytest.MonkeyPatch, retries: int
@@ -155,6 +219,9 @@ def test_a_sweep_spec_and_the_command_line_set_the_limits(tmp_path: Path, server
         ("max_retries", -1),
         ("max_retries", 11),
         ("max_retries", 1.5),
+        ("max_retry_after_s", -1),
+        ("max_retry_after_s", 3601),
+        ("max_retry_after_s", float("nan")),
     ],
 )
 def test_bad_limits_are_refused_naming_the_field(
@@ -166,8 +233,8 @@ def test_bad_limits_are_refused_naming_the_field(
 
     with pytest.raises(ConfigError, match=rf"request limits: {field} must be"):
         load_spec({"name": "x", "tasks": ["synthetic:small:0"], "policies": [{"kind": "keep_all"}], field: value})
-    if not isinstance(value, bool) and (field == "request_timeout_s" or float(value).is_integer()):
-        flag = "--request-timeout-s" if field == "request_timeout_s" else "--max-retries"
+    if not isinstance(value, bool) and (field != "max_retries" or float(value).is_integer()):
+        flag = "--" + field.replace("_", "-")
         assert (
             main(
                 [

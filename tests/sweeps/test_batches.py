@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ pytest.importorskip("anthropic")
 
 from h9eval.cli import main  # noqa: E402
 from h9eval.core.budget import SPEND_FILE, call_bound_usd  # noqa: E402
-from h9eval.core.errors import ConfigError  # noqa: E402
+from h9eval.core.errors import ConfigError, SummarizerError  # noqa: E402
 from h9eval.summarizers.anthropic import DEFAULT_PRICES_USD_PER_MTOK, price_for  # noqa: E402
 from h9eval.summarizers.batches import BATCH_DIR_NAME, BatchClient, BatchStore  # noqa: E402
 from h9eval.sweeps.sweep import sweep  # noqa: E402
@@ -214,6 +215,12 @@ def test_a_failed_batch_request_takes_the_fallback_and_says_why(
         ),
         ({"batch": True, "batch_poll_interval_s": "1m"}, "summarizer.batch_poll_interval_s must be a number"),
         ({"batch_poll_interval_s": 5}, "summarizer.batch_poll_interval_s: goes with batch = true"),
+        (
+            {"batch": True, "batch_deadline_s": 0},
+            "summarizer.batch_deadline_s must be a number of seconds in (0, 604800], got 0",
+        ),
+        ({"batch": True, "batch_deadline_s": "1d"}, "summarizer.batch_deadline_s must be a number"),
+        ({"batch_deadline_s": 5}, "summarizer.batch_deadline_s: goes with batch = true"),
     ],
 )
 def test_bad_batch_settings_are_refused_naming_the_key(summ: dict[str, Any], message: str) -> None:
@@ -242,6 +249,9 @@ def test_cli_batch_flags_errors_are_one_line(tmp_path: Path, capsys: pytest.Capt
     assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--batch-poll-interval-s", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "goes with batching (--batch" in err[0]
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--batch-deadline-s", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "batch_deadline_s (--batch-deadline-s) goes with batching (--batch" in err[0]
     assert main(["sweep", str(p), "--out", str(tmp_path / "o"), "--batch"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs an Anthropic summarizer" in err[0]
@@ -345,3 +355,89 @@ def test_the_spending_cap_holds_each_batch_at_the_batch_price(tmp_path: Path, fa
     runs = done.load().runs
     paid = runs.loc[runs["summarizer_cache_hits"] == 0, "summarizer_cost_usd"]  # b's summaries were a's
     assert len(paid) == 1 and paid.sum() > 0 and ledger["spent_usd"] == pytest.approx(paid.sum())
+
+
+@pytest.mark.parametrize("where", ["create", "retrieve"])
+def test_batch_calls_are_cut_by_the_request_timeout(tmp_path: Path, fake: FakeAnthropic, where: str) -> None:
+    """Batch create and retrieve wait ``request_timeout_s`` per attempt, not without end (the SDK's
+    ``timeout=None``): a hung Batches endpoint stops the sweep in a fraction of the fake's 3 s hang."""
+    fake.hang = {where}
+    s = {**spec(fake.url), "request_timeout_s": 0.3}
+    t0 = time.monotonic()
+    with pytest.raises(SummarizerError, match=r"timed out after 0\.3 s per attempt \(0 retries\)"):
+        sweep(s, out_dir=tmp_path / "s", workers=0, progress=False)
+    assert time.monotonic() - t0 < 2.5
+    assert (fake.retrieves == 1) if where == "retrieve" else not fake.batches
+
+
+def test_a_batch_past_its_deadline_is_canceled_and_its_requests_fall_back(tmp_path: Path, fake: FakeAnthropic) -> None:
+    """On a clock of its own: a batch that never ends is polled until ``deadline_s`` after its
+    submission and no longer; no sleep is longer than what is left of the deadline."""
+    from h9eval.summarizers.anthropic import AnthropicSummarizer
+    from h9eval.summarizers.batches import BatchSettings
+
+    fake.hold = True  # never ends
+    now = [1000.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += s
+
+    api = AnthropicSummarizer(base_url=fake.url, model=MODEL, max_retries=0).api
+    store = BatchStore(tmp_path / "batches")
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+    store.put_request("c" * 64, body)
+    client = BatchClient(
+        api, store, BatchSettings(poll_interval_s=3600, deadline_s=25), sleep=sleep, clock=lambda: now[0]
+    )
+    [batch_id] = client.submit({"c" * 64: "run-a"})
+    now[0] += 5  # five seconds pass between the submission and the first poll
+    assert client.collect(store.get_record(batch_id) or {}) == 0
+    assert sleeps == [20.0] and fake.retrieves == 2  # polled, slept what was left, polled once more
+    assert fake.cancels == [batch_id]
+    rec = store.get_record(batch_id) or {}
+    assert rec["state"] == "abandoned" and not store.in_flight()  # a rerun does not poll it again
+    stored = store.result("c" * 64) or {}
+    assert stored["result"]["error"]["error"] == {
+        "type": "batch_deadline",
+        "message": "batch not ended after 25 s (batch_deadline_s)",
+    }
+
+
+def test_a_batched_sweep_whose_batches_never_end_falls_back_by_the_deadline(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    fake.hold = True  # every batch stays in progress for ever
+    out: dict[str, Any] = {}
+
+    def go() -> None:
+        out["r"] = sweep(spec(fake.url, batch_deadline_s=0.3), out_dir=tmp_path / "s", workers=0, progress=False)
+
+    t0 = time.monotonic()
+    _bounded(go, 60)
+    r = out["r"]
+    assert r.ok == 2 and time.monotonic() - t0 < 30
+    calls = r.load().calls
+    causes = calls.loc[calls["fallback"], "fallback_cause"]
+    assert len(causes) >= 2 and causes.str.contains("batch_deadline: batch not ended after 0.3 s").all(), set(causes)
+    assert len(fake.cancels) == len(fake.creates) >= 1
+
+
+def _bounded(fn: Callable[[], None], seconds: float) -> None:
+    """``fn()`` in a daemon thread, failing the test when it has not returned after ``seconds``
+    (a batch polled for ever must fail the test, not hang it)."""
+    err: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as e:  # handed to the test's thread
+            err.append(e)
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still polling after {seconds:g} s"
+    if err:
+        raise err[0]

@@ -47,7 +47,12 @@ from h9eval.closedloop.agents.base import (
     canonical_json,
     parse_view,
 )
-from h9eval.core.anthropic import DEFAULT_BREAKER_FAILURES, AnthropicAPI, anthropic_messages
+from h9eval.core.anthropic import (
+    DEFAULT_BREAKER_FAILURES,
+    DEFAULT_MAX_RETRY_AFTER_S,
+    AnthropicAPI,
+    anthropic_messages,
+)
 from h9eval.core.billing import call_cost_usd as billed_usd
 from h9eval.core.cassette import Cassette, request_hash
 from h9eval.core.prices import ModelInfo, price_of
@@ -143,6 +148,7 @@ class AnthropicAgent:
     ``record`` or ``live``; ``api_key`` (default ``ANTHROPIC_API_KEY``; not needed in replay);
     ``base_url`` (default ``$ANTHROPIC_BASE_URL``, else the API); ``max_retries`` (default 2); ``timeout_s`` per
     attempt (default 60); ``breaker_failures`` (default 3: see :class:`~h9eval.core.anthropic.CircuitBreaker`);
+    ``max_retry_after_s``: the longest ``retry-after`` a retry waits for (default 60; longer ends the call);
     ``http_client``: an ``httpx2.Client`` handed to the SDK (tests inject a fake transport);
     ``context_management``: server-side context editing configuration (see the module
     docstring; default ``None``: none); ``betas``: beta headers sent with it (default
@@ -165,6 +171,7 @@ class AnthropicAgent:
         context_management: Mapping[str, Any] | None = None,
         betas: tuple[str, ...] | None = None,
         breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S,
     ) -> None:
         if context_management is not None and not isinstance(context_management.get("edits"), list):
             raise ConfigError(
@@ -206,6 +213,7 @@ class AnthropicAgent:
                 base_url=base_url,
                 http_client=http_client,
                 breaker_failures=breaker_failures,
+                max_retry_after_s=max_retry_after_s,
             )
             self.base_url = self._api.base_url
 
