@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import functools
+import hashlib
 import json
 import math
 import os
@@ -33,6 +34,7 @@ from h9eval.core.messages import Message
 
 __all__ = [
     "API_KEY_ENV",
+    "environment_fingerprint",
     "AnthropicAPI",
     "BASE_URL_ENV",
     "COMPACTED_PLACEHOLDER",
@@ -210,6 +212,14 @@ class CallLimits:
                 )
             out[k] = v
         return out
+
+
+def environment_fingerprint() -> str:
+    """A digest of what a client built now reads from the environment (``$ANTHROPIC_BASE_URL`` and
+    ``$ANTHROPIC_API_KEY``; the key only hashed, never kept): a client cached under an older
+    fingerprint would call another endpoint with another key."""
+    seen = json.dumps([os.environ.get(BASE_URL_ENV, ""), os.environ.get(API_KEY_ENV, "")])
+    return hashlib.sha256(seen.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def resolve_api_key(api_key: str | None, *, who: str) -> str:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from h9eval.compaction.base import Policy, params_hash
 from h9eval.compaction.step import run_window
 from h9eval.compaction.summary import Summarizer
-from h9eval.core.anthropic import CallLimits
+from h9eval.core.anthropic import CallLimits, environment_fingerprint
 from h9eval.core.billing import billing_config_from_dict
 from h9eval.core.budget import Budget
 from h9eval.core.errors import ConfigError, FormatError
@@ -520,6 +520,9 @@ def _summarizer_key(spec: RunSpec, env: RunEnv) -> str:
             env.summarizer_cache,
             None if env.call_limits is None else dataclasses.asdict(env.call_limits),
             None if b is None else [b.path, b.max_cost_usd],
+            # a model summarizer reads its endpoint and key from the environment when built: one built
+            # under another environment (an earlier run of a notebook or a test) must not be reused
+            environment_fingerprint(),
         ],
         sort_keys=True,
         default=str,

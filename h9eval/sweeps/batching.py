@@ -9,6 +9,8 @@ API's limits cut it), polls it, stores its results, and runs the waiting cells a
 
 from __future__ import annotations
 
+import time
+
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,9 +56,10 @@ def _client(
         max_retry_after_s=cell.max_retry_after_s,
     )
     summarizer: Any = build_summarizer(cell.summarizer, None, call_limits=limits, **cell.spec.summarizer.params)
-    extra = {} if sleep is None else {"sleep": sleep}
     timeout = summarizer.timeout_s if summarizer.timeout_s is not None else DEFAULT_REQUEST_TIMEOUT_S
-    return BatchClient(summarizer.api, store, settings, log=log, budget=budget, timeout_s=timeout, **extra)
+    return BatchClient(
+        summarizer.api, store, settings, log=log, budget=budget, timeout_s=timeout, sleep=sleep or time.sleep
+    )
 
 
 def run_batched(
