@@ -980,6 +980,37 @@ def _(t: Path) -> Case:
     return Case(["report", str(sw)], [r"run\.parquet: parquet file lacks h9eval_schema_version"], [sw])
 
 
+def manifest_only(tmp: Path) -> Path:
+    """A sweep folder that kept its manifest and lost its tables and cells (a copy that stopped
+    after the first file, a sweep killed before any cell finished)."""
+    sw = existing_sweep(tmp)
+    for p in sorted(sw.iterdir()):
+        if p.name != "manifest.json":
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    return sw
+
+
+NO_TABLES = r"sweep: has manifest\.json but no results tables \(runs\.parquet, .*\) and no finished cell"
+
+
+@case("report/manifest-without-tables")
+def _(t: Path) -> Case:
+    sw = manifest_only(t)
+    return Case(["report", str(sw), "--out", str(t / "rep")], [NO_TABLES, r"expected a sweep with at least one"], [t])
+
+
+@case("compare/manifest-without-tables")
+def _(t: Path) -> Case:
+    sw = manifest_only(t)
+    return Case(["compare", str(sw), "keep_all", "progressive"], [NO_TABLES], [sw])
+
+
+@case("compare/list-manifest-without-tables")
+def _(t: Path) -> Case:
+    sw = manifest_only(t)
+    return Case(["compare", str(sw), "--list"], [NO_TABLES], [sw])
+
+
 @case("report/missing-folder")
 def _(t: Path) -> Case:
     return Case(["report", str(t / "gone")], [r"gone: no such results folder"])
