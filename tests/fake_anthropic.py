@@ -18,8 +18,10 @@ Endpoints (shapes as the API documents them):
 With ``echo_key`` every reply's text ends with the key the request was sent with. ``hang``
 names the endpoints (``"create"``, ``"retrieve"``) that answer nothing for 3 s (longer than any
 request timeout the tests give), then drop the connection.
-``FakeAnthropic.creates`` lists every batch create (its custom ids), ``messages`` every direct
-call, ``keys`` every key sent; ``requests`` counts all HTTP requests.
+``cut_results = N`` cuts the next results download after ``N`` bytes (the connection closed
+before the body its ``content-length`` announced). ``FakeAnthropic.creates`` lists every batch
+create (its custom ids), ``messages`` every direct call, ``keys`` every key sent; ``requests``
+counts all HTTP requests.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class FakeAnthropic:
         self.hold = False
         self.hang: set[str] = set()
         self.stop = threading.Event()
+        self.cut_results: int | None = None  # the next results download stops after this many bytes
         self.errored: set[str] = set()
         self.batches: dict[str, dict[str, Any]] = {}
         self.creates: list[list[str]] = []
@@ -183,7 +186,17 @@ def _handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 return
             with fake.lock:
                 if len(parts) == 5:
-                    self._send(200, fake.results_lines(batch_id), "application/binary")
+                    body = fake.results_lines(batch_id)
+                    if fake.cut_results is not None:  # a dropped connection: fewer bytes than content-length says
+                        cut, fake.cut_results = fake.cut_results, None
+                        self.send_response(200)
+                        self.send_header("content-type", "application/binary")
+                        self.send_header("content-length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body[:cut])
+                        self.close_connection = True
+                        return
+                    self._send(200, body, "application/binary")
                     return
                 fake.retrieves += 1
                 fake.batches[batch_id]["polls"] += 1

@@ -10,7 +10,7 @@ from h9eval.cli import add_command
 from h9eval.analysis.compare import METRICS, compare, config_labels, metric_spec, shell_name
 from h9eval.analysis.stats import ADJUSTMENTS, DEFAULT_LEVEL, DEFAULT_RESAMPLES, VERDICT_DEFINITIONS
 from h9eval.core.errors import ConfigError
-from h9eval.results.store import load_results
+from h9eval.results.store import load_results, require_finished
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,7 +84,7 @@ def _margins(values: list[str] | None) -> float | dict[str, float] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    res = load_results(args.results_dir)
+    res = require_finished(load_results(args.results_dir))  # --list included: no labels is not an answer
     if args.list:
         ok = res.runs[res.runs["status"] == "ok"]
         labels = sorted(set(config_labels(ok)))

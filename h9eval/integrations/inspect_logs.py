@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import json
 import math
 import os
 import shutil
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,9 @@ if TYPE_CHECKING:
 __all__ = [
     "INSPECT_LOG_FORMAT",
     "INSPECT_LOG_FORMATS",
+    "MAX_LOG_ENTRY_BYTES",
+    "MAX_LOG_ENTRY_RATIO",
+    "MAX_LOG_TOTAL_BYTES",
     "SweepExport",
     "from_inspect",
     "run_to_eval_log",
@@ -202,16 +208,207 @@ def _openai_dicts(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     return out
 
 
+MAX_LOG_ENTRY_BYTES = 512 * 2**20
+"""The largest entry of a ``.eval`` log (its declared uncompressed size), and the largest ``.json``
+log, :func:`tasks_from_eval_log` reads: a log is read whole into memory, so a size it cannot hold
+is refused before anything is read."""
+MAX_LOG_TOTAL_BYTES = 2 * 2**30
+"""The largest sum of a ``.eval`` log's declared entry sizes :func:`tasks_from_eval_log` reads."""
+MAX_LOG_ENTRY_RATIO = 200
+"""The largest uncompressed-to-compressed ratio of an entry over 1 MiB: JSON compresses about
+10x; far more is a zip bomb (a 2 MB log whose entry inflates to 2 GiB), refused before it is read."""
+_RATIO_FLOOR_BYTES = 2**20  # below this an entry is harmless whatever its ratio (a header of repeated keys)
+_READ_CHUNK = 2**20
+# zipfile inflates deflate output at most ``n`` bytes per read(n); other methods (zstandard, Inspect's
+# default) inflate a whole compressed chunk at once, so those are read 4 KiB of input at a time.
+_SMALL_CHUNK = 4096
+_INSPECT_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", 93: "zstandard"}
+"""The compression methods Inspect writes ``.eval`` entries with (93: zstandard, its default);
+others (bzip2, lzma) are refused: Inspect never writes them and their reads are not bounded."""
+
+
+def _supported_log_versions() -> tuple[int, ...]:
+    """The log format versions the installed Inspect reads: 1 up to the version it writes (its
+    JSON reader refuses a higher one; its ``.eval`` reader does not check, so this loader does)."""
+    from inspect_ai.log import EvalLog
+
+    return tuple(range(1, int(EvalLog.model_fields["version"].default) + 1))
+
+
+def _check_version(data: Any, shown: str, where: str | None) -> None:
+    versions = _supported_log_versions()
+    if not isinstance(data, dict):
+        raise FormatError("expected a JSON object (an Inspect eval log's header)", path=shown, where=where)
+    if "version" not in data:
+        return  # Inspect reads a log without one as its current version
+    v = data["version"]
+    if isinstance(v, bool) or v not in versions:
+        raise FormatError(
+            f"Inspect log format version {v!r} is not supported; expected one of "
+            f"{', '.join(map(str, versions))} (the versions the installed inspect_ai reads)",
+            path=shown,
+            where=where,
+        )
+
+
+def _loads(data: bytes, shown: str, where: str | None) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise FormatError("JSON nested too deeply; expected an Inspect eval log", path=shown, where=where) from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise FormatError(f"not JSON ({e}); expected an Inspect eval log", path=shown, where=where) from None
+
+
+def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, shown: str) -> bytes:
+    """An entry's bytes, read in bounded steps and never past its declared size (checked against the
+    limits before): a header that lies about the size cannot make the read inflate more."""
+    step = _READ_CHUNK if info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) else _SMALL_CHUNK
+    out = bytearray()
+    try:
+        with zf.open(info) as f:
+            while chunk := f.read(step):
+                out += chunk
+                if len(out) > info.file_size:  # zipfile stops at the declared size; kept should it ever not
+                    raise FormatError(
+                        f"entry inflates past its declared {info.file_size} bytes", path=shown, where=info.filename
+                    )
+    except FormatError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, ValueError) as e:
+        # a CRC mismatch (what a lying size gives), a cut-off entry, an encrypted one
+        raise FormatError(
+            f"damaged entry ({type(e).__name__}: {e}); expected an Inspect .eval log", path=shown, where=info.filename
+        ) from None
+    return bytes(out)
+
+
+def _check_entries(infos: Sequence[zipfile.ZipInfo], shown: str) -> None:
+    """Every entry's declared size, ratio and method against the stated limits, before any is read."""
+    total = 0
+    for info in infos:
+        if info.compress_type not in _INSPECT_METHODS:
+            raise FormatError(
+                f"entry compressed with method {info.compress_type}; expected "
+                f"{', '.join(_INSPECT_METHODS.values())} (what Inspect writes)",
+                path=shown,
+                where=info.filename,
+            )
+        if info.file_size > MAX_LOG_ENTRY_BYTES:
+            raise FormatError(
+                f"entry declares {info.file_size} bytes uncompressed; the limit is {MAX_LOG_ENTRY_BYTES} "
+                "(MAX_LOG_ENTRY_BYTES)",
+                path=shown,
+                where=info.filename,
+            )
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > _RATIO_FLOOR_BYTES and ratio > MAX_LOG_ENTRY_RATIO:
+            raise FormatError(
+                f"entry inflates {ratio:.0f}x ({info.compress_size} bytes to {info.file_size}); the limit is "
+                f"{MAX_LOG_ENTRY_RATIO}x (MAX_LOG_ENTRY_RATIO): not an Inspect log's JSON",
+                path=shown,
+                where=info.filename,
+            )
+        total += info.file_size
+    if total > MAX_LOG_TOTAL_BYTES:
+        raise FormatError(
+            f"entries declare {total} bytes uncompressed in all; the limit is {MAX_LOG_TOTAL_BYTES} "
+            "(MAX_LOG_TOTAL_BYTES)",
+            path=shown,
+        )
+
+
+def _eval_zip_bytes(p: Path, shown: str) -> bytes:
+    """A ``.eval`` log checked (a zip, its entries within the limits, a header of a version Inspect
+    reads) and copied, entry by entry through bounded reads, into an uncompressed zip in memory: the
+    zip Inspect's reader is given has sizes that are true, so it cannot inflate past them."""
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, EOFError, ValueError) as e:
+        raise FormatError(
+            f"not an Inspect .eval log (a zip archive): {e} (a cut-off download or another kind of file?)", path=shown
+        ) from None
+    with zf:
+        infos = zf.infolist()
+        _check_entries(infos, shown)
+        last = {i.filename: i for i in infos}  # a re-logged entry: Inspect reads the last of a name
+        head = next((n for n in ("header.json", "_journal/start.json") if n in last), None)
+        if head is None:
+            raise FormatError("no header.json or _journal/start.json entry; expected an Inspect .eval log", path=shown)
+        _check_version(_loads(_read_entry(zf, last[head], shown), shown, head), shown, head)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as out:
+            for name, info in last.items():
+                if not info.is_dir():
+                    out.writestr(name, _read_entry(zf, info, shown))
+    return buf.getvalue()
+
+
+def _first_invalid(e: Any) -> str:
+    """The first field a pydantic ``ValidationError`` names, not its whole dump (one per union branch)."""
+    errs = e.errors(include_url=False)
+    if not errs:
+        return str(e).splitlines()[0][:200]
+    first = errs[0]
+    loc = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+    got = type(first.get("input")).__name__
+    return f"{e.title} field {loc}: {str(first.get('msg', ''))[:200]} (got {got})"
+
+
+def _read_log(path: str | os.PathLike[str]) -> Any:
+    """An Inspect eval log, every problem a :class:`FormatError` naming the file (see
+    :func:`tasks_from_eval_log`)."""
+    from inspect_ai.log import read_eval_log
+    from pydantic import ValidationError
+
+    shown = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise FormatError("no such file; expected an Inspect eval log (.eval or .json)", path=shown)
+    if p.is_dir():
+        raise FormatError("is a directory; expected an Inspect eval log file (.eval or .json)", path=shown)
+    try:
+        with open(p, "rb") as fh:
+            magic = fh.read(4)
+        size = p.stat().st_size
+    except OSError as e:
+        raise FormatError(f"cannot read file: {e.strerror or e}", path=shown) from None
+    if p.suffix == ".eval" or magic.startswith(b"PK"):
+        data, fmt = _eval_zip_bytes(p, shown), "eval"
+    else:
+        if size > MAX_LOG_ENTRY_BYTES:
+            raise FormatError(
+                f"{size} bytes; the limit of a JSON log is {MAX_LOG_ENTRY_BYTES} (MAX_LOG_ENTRY_BYTES)", path=shown
+            )
+        data, fmt = p.read_bytes(), "json"
+        _check_version(_loads(data, shown, None), shown, None)
+    try:
+        # long texts are stored as attachments (``attachment://<hash>``): read them as the texts
+        return read_eval_log(io.BytesIO(data), format=fmt, resolve_attachments=True)  # type: ignore[arg-type]
+    except ValidationError as e:
+        raise FormatError(f"not a valid Inspect eval log: {_first_invalid(e)}", path=shown) from None
+    except RecursionError:
+        raise FormatError("JSON nested too deeply; expected an Inspect eval log", path=shown) from None
+    except (ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+        said = (str(e).splitlines() or [""])[0][:200]
+        raise FormatError(f"not a readable Inspect eval log ({type(e).__name__}: {said})", path=shown) from None
+
+
 def tasks_from_eval_log(path: str | os.PathLike[str]) -> list[Task]:
     """The samples of an Inspect eval log as recorded tasks (format ``inspect_log``): each
     sample's final messages, its tools' schemas, the task statement from its first user message
     and the facts the recorded loaders derive (edited files, failed commands), with the log's
-    task, model and sample id in the metadata. Replay them like any recorded session."""
-    _require_inspect()
-    from inspect_ai.log import read_eval_log
+    task, model and sample id in the metadata. Replay them like any recorded session.
 
-    # long texts are stored as attachments (``attachment://<hash>``): read them as the texts
-    log = read_eval_log(str(path), resolve_attachments=True)
+    ``path``: a ``.eval`` log (a zip) or a ``.json`` one. A file that is not one (not a zip, cut
+    off, an entry or field Inspect would not write, a log format version the installed Inspect does
+    not read) raises :class:`FormatError` naming the file and what was expected. Before any
+    entry of a ``.eval`` log is read, every entry's declared size is checked against
+    :data:`MAX_LOG_ENTRY_BYTES` (and :data:`MAX_LOG_TOTAL_BYTES` in all) and its compression ratio
+    against :data:`MAX_LOG_ENTRY_RATIO`; entries are then read in bounded steps, never past the
+    size they declare."""
+    _require_inspect()
+    log = _read_log(path)
     shown = str(path)
     out = []
     for s in log.samples or []:

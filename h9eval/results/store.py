@@ -64,6 +64,7 @@ from h9eval.results.tables import diffs_table, episodes_table, ledger_table, rec
 __all__ = [
     "Results",
     "load_results",
+    "require_finished",
     "drop_execution_columns",
     "cell_dir_name",
     "Consolidation",
@@ -534,4 +535,22 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         episodes=tables["episodes"],
         ledger=tables["ledger"],
         diffs=tables["diffs"],
+    )
+
+
+def require_finished(res: Results) -> Results:
+    """``res`` when at least one of its cells finished; else a :class:`FormatError` naming the folder.
+
+    :func:`load_results` reads a folder whose cells have not finished (a sweep just started, or one
+    whose tables were lost) as empty tables, which is right for :meth:`Results.pending`; an analysis
+    of it (``report``, ``compare``) would fail deep inside pandas on the empty, untyped columns, so
+    it asks for finished cells first.
+    """
+    if len(res.runs):
+        return res
+    tables = ", ".join(f"{n}.parquet" for n in TABLES if n not in OPTIONAL_TABLES)
+    raise FormatError(
+        f"has {MANIFEST} but no results tables ({tables}) and no finished cell (cells/*/{MARKER}); "
+        "expected a sweep with at least one finished cell (run or resume it: h9eval sweep SPEC --out FOLDER)",
+        path=str(res.path),
     )

@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -301,7 +302,13 @@ class BatchingSummarizer:
             # the key that today's redaction catches
             api = self.inner.api
             raise api.error(f"batch request {cid[:12]} {kind or 'malformed'}{_error_detail(result, api)}")
-        message = self.inner.api.sdk.types.Message.model_validate(result["message"])
+        try:
+            message = self.inner.api.sdk.types.Message.model_validate(result["message"])
+        except ValueError as e:  # pydantic's ValidationError: a stored message lacking a field
+            first = (getattr(e, "errors", lambda: [])() or [{}])[0]
+            where = ".".join(str(x) for x in first.get("loc", ())) or "message"
+            detail = f"batch request {cid[:12]} malformed: its message's {where}: {first.get('msg')}"
+            raise self.inner.api.error(detail) from None
         reply = self.inner.reply_from_message(message, latency_s=0.0, batched=True)
         reply.extra["batch_id"] = str(stored.get("batch_id", ""))
         if stored.get("paid_by") != self.run_id:
@@ -533,29 +540,37 @@ class BatchClient:
             self._abandon(record)
             return 0
         seen: set[str] = set()
+        unreadable: list[str] = []  # "line N: why" of the lines that name no request of ours
         spent = 0.0  # what the stored results cost (counted only under a spending cap)
+        n_lines = 0
         try:
-            for item in self.api.client.messages.batches.results(batch_id, timeout=self.timeout_s):
-                cid = str(getattr(item, "custom_id", ""))
+            # the raw lines, not the SDK's decoder: it stops at the first line that is not JSON
+            # (the rest of the batch lost) and builds a result whatever fields the line lacks
+            response = self.api.client.messages.batches.results(batch_id, timeout=self.timeout_s).http_response
+            for n_lines, (cid, result, why) in enumerate(_result_lines(response.iter_bytes()), 1):
+                if cid is None:
+                    unreadable.append(f"line {n_lines}: {why}")
+                    continue
                 if cid not in owners:
-                    continue  # not one of ours (or unreadable): never stored
-                result = self.api.redact_obj(item.result.model_dump(mode="json", exclude_none=True))
-                if result.get("type") not in RESULT_TYPES:
-                    result = {
-                        "type": "errored",
-                        "error": {"error": {"type": "malformed_result", "message": "unknown result type"}},
-                    }
+                    continue  # not one of ours: never stored
+                if why:
+                    result = _malformed(f"results line {n_lines}: {why}")
+                result = self.api.redact_obj(result)
                 self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=result)
                 seen.add(cid)
                 if self.budget is not None:
                     spent += self._actual_usd(result, self.store.request(cid))
+        except _CutOff as e:
+            raise self.api.error(self._cut_off(batch_id, n_lines, str(e), len(seen))) from None
         except self.api.sdk.AnthropicError as e:
             raise self.api.error(f"batch {batch_id}: reading the results failed: {type(e).__name__}") from None
+        except (httpx_error(), OSError) as e:  # the download cut off mid-stream (a dropped connection)
+            raise self.api.error(self._cut_off(batch_id, n_lines, type(e).__name__, len(seen))) from None
         for cid in sorted(set(owners) - seen):
-            missing = {
-                "type": "errored",
-                "error": {"error": {"type": "missing_result", "message": "not in the batch's results"}},
-            }
+            message = "not in the batch's results"
+            if unreadable:  # one of those lines may have been this request's: say so
+                message += f" ({len(unreadable)} unreadable result line(s), first {unreadable[0]})"
+            missing = {"type": "errored", "error": {"error": {"type": "missing_result", "message": message}}}
             self.store.put_result(cid, batch_id=batch_id, paid_by=owners[cid], result=missing)
         if self.budget is not None:
             # a batch sent by an earlier invocation is not held in this one's ledger: only its cost counts
@@ -564,6 +579,14 @@ class BatchClient:
         self._say(f"batch {batch_id}: {len(seen)} of {len(owners)} result(s) stored")
         return len(seen)
 
+    @staticmethod
+    def _cut_off(batch_id: str, n_lines: int, why: str, n_stored: int) -> str:
+        # the record stays "submitted": a rerun downloads the results again (free), nothing is sent again
+        return (
+            f"batch {batch_id}: the results download was cut off after line {n_lines} ({why}); "
+            f"the {n_stored} result(s) read are stored and nothing is sent again: run it again to fetch the rest"
+        )
+
     def run(self, owners: Mapping[str, str]) -> list[str]:
         """Submit ``owners``' requests and collect the batches; returns their ids."""
         ids = self.submit(owners)
@@ -571,6 +594,78 @@ class BatchClient:
             if r.get("batch_id") in ids:
                 self.collect(r)
         return ids
+
+
+class _CutOff(Exception):  # noqa: N818 - a condition of the download, raised and caught in this module
+    """The results ended inside a line: the download was cut off, not a line the API wrote badly."""
+
+
+def httpx_error() -> type[Exception]:
+    """The HTTP library's base error class, which a body read mid-stream raises (the SDK maps only
+    the errors of sending a request to its own)."""
+    try:
+        import httpx2
+
+        return httpx2.HTTPError
+    except ImportError:  # an SDK on plain httpx
+        import httpx
+
+        return httpx.HTTPError
+
+
+def _malformed(message: str) -> dict[str, Any]:
+    return {"type": "errored", "error": {"error": {"type": "malformed_result", "message": message}}}
+
+
+def _drop_none(v: Any) -> Any:
+    """``v`` without ``None`` values, as the SDK's ``model_dump(exclude_none=True)`` stored results before."""
+    if isinstance(v, dict):
+        return {k: _drop_none(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_drop_none(x) for x in v]
+    return v
+
+
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([0-9a-f]{64})"')
+
+
+def _result_line(line: bytes) -> tuple[str | None, dict[str, Any], str]:
+    """``(custom_id, result, why)`` of one results line; ``why`` is empty for a usable line, else
+    what is wrong with it (the request is then answered with a ``malformed_result`` fallback);
+    ``custom_id`` is ``None`` for a line that names no request."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as e:
+        found = _CUSTOM_ID.search(line)  # a line cut inside its result still names its request
+        why = f"not JSON ({e.msg if isinstance(e, json.JSONDecodeError) else type(e).__name__})"
+        return (found.group(1).decode() if found else None), {}, why
+    if not isinstance(obj, dict) or not isinstance(obj.get("custom_id"), str):
+        return None, {}, "not an object with a custom_id"
+    cid, result = obj["custom_id"], obj.get("result")
+    if not isinstance(result, dict):
+        return cid, {}, "no result object"
+    if result.get("type") not in RESULT_TYPES:
+        return cid, {}, "unknown result type"
+    if result["type"] == "succeeded" and not isinstance(result.get("message"), dict):
+        return cid, {}, "a succeeded result without its message"
+    return cid, _drop_none(result), ""
+
+
+def _result_lines(chunks: Iterable[bytes]) -> Iterable[tuple[str | None, dict[str, Any], str]]:
+    """The results' JSON lines, each as :func:`_result_line` reads it. The last line without its
+    newline that is not JSON is a download cut off, raised as :class:`_CutOff`."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield _result_line(line)
+    if buf.strip():
+        cid, result, why = _result_line(buf)
+        if why.startswith("not JSON"):
+            raise _CutOff("the last line ends without its newline and is not JSON")
+        yield cid, result, why
 
 
 def pending_owners(waiting: Iterable[tuple[str, str]], store: BatchStore) -> dict[str, str]:

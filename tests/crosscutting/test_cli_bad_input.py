@@ -293,6 +293,44 @@ def _(t: Path) -> Case:
     return Case(["tasks", "inspect", str(p)], [r"garbage\.json:line \d+: not valid UTF-8"], [p])
 
 
+def inspect_eval_log(dst: Path) -> Path:
+    """A zip laid out as Inspect writes a ``.eval`` log (its header entry and one sample)."""
+    import zipfile
+
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("header.json", json.dumps({"version": 2, "status": "success", "eval": {"task": "t", "model": "m"}}))
+        z.writestr("samples/1_epoch_1.json", json.dumps({"id": 1, "epoch": 1, "messages": []}))
+    return dst
+
+
+INSPECT_ADVICE = r"eval logs are read through the Python API: h9eval\.integrations\.inspect_logs\.tasks_from_eval_log"
+
+
+@case("inspect/inspect-eval-log")
+def _(t: Path) -> Case:
+    p = inspect_eval_log(t / "2026-01-01_task_abc.eval")
+    return Case(
+        ["tasks", "inspect", str(p)], [r"task_abc\.eval: an Inspect eval log \(\.eval, a zip", INSPECT_ADVICE], [p]
+    )
+
+
+@case("inspect/inspect-json-log")
+def _(t: Path) -> Case:
+    p = t / "log.json"
+    p.write_text(json.dumps({"version": 2, "status": "success", "eval": {"task": "t", "model": "m"}, "samples": []}))
+    return Case(["tasks", "inspect", str(p)], [r"log\.json: an Inspect eval log \(JSON\)", INSPECT_ADVICE], [p])
+
+
+@case("inspect/zip-archive")
+def _(t: Path) -> Case:
+    import zipfile
+
+    p = t / "sessions.zip"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("a.jsonl", "{}\n")
+    return Case(["tasks", "inspect", str(p)], [r"sessions\.zip: a zip archive, not a session file; expected"], [p])
+
+
 @case("inspect/directory-for-file")
 def _(t: Path) -> Case:
     d = t / "session.jsonl"
@@ -551,6 +589,14 @@ def _(t: Path) -> Case:
     shutil.copyfile(SWE, d / "a.traj")
     garbage(d / "b.traj")
     return Case(run_argv(d, out), [r"b\.traj:line \d+: not valid UTF-8"], [out, d])
+
+
+@case("run/inspect-eval-log")
+def _(t: Path) -> Case:
+    p = inspect_eval_log(t / "log.eval")
+    return Case(
+        ["run", "--task", str(p), "--out", str(t / "o")], [r"log\.eval: an Inspect eval log", INSPECT_ADVICE], [t]
+    )
 
 
 @case("run/missing-task")
@@ -978,6 +1024,37 @@ def _(t: Path) -> Case:
     marker = sorted((sw / "cells").glob("*/run.parquet"))[0]
     pq.write_table(pa.table({"x": [1, 2]}), marker)
     return Case(["report", str(sw)], [r"run\.parquet: parquet file lacks h9eval_schema_version"], [sw])
+
+
+def manifest_only(tmp: Path) -> Path:
+    """A sweep folder that kept its manifest and lost its tables and cells (a copy that stopped
+    after the first file, a sweep killed before any cell finished)."""
+    sw = existing_sweep(tmp)
+    for p in sorted(sw.iterdir()):
+        if p.name != "manifest.json":
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    return sw
+
+
+NO_TABLES = r"sweep: has manifest\.json but no results tables \(runs\.parquet, .*\) and no finished cell"
+
+
+@case("report/manifest-without-tables")
+def _(t: Path) -> Case:
+    sw = manifest_only(t)
+    return Case(["report", str(sw), "--out", str(t / "rep")], [NO_TABLES, r"expected a sweep with at least one"], [t])
+
+
+@case("compare/manifest-without-tables")
+def _(t: Path) -> Case:
+    sw = manifest_only(t)
+    return Case(["compare", str(sw), "keep_all", "progressive"], [NO_TABLES], [sw])
+
+
+@case("compare/list-manifest-without-tables")
+def _(t: Path) -> Case:
+    sw = manifest_only(t)
+    return Case(["compare", str(sw), "--list"], [NO_TABLES], [sw])
 
 
 @case("report/missing-folder")

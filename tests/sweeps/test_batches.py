@@ -205,6 +205,80 @@ def test_a_failed_batch_request_takes_the_fallback_and_says_why(
     assert len(ids) == len(set(ids))  # a failed request is not sent again either
 
 
+def test_bad_result_lines_fall_back_naming_the_line(
+    tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A results line that is not JSON (cut inside, newline kept) and one lacking its ``result``:
+    the rest of the batch is read, and each request they answer falls back with the line named."""
+    orig = FakeAnthropic.results_lines
+
+    def results_lines(self: FakeAnthropic, batch_id: str) -> bytes:
+        lines = orig(self, batch_id).splitlines()
+        first = json.loads(lines[0])
+        lines[0] = (
+            lines[0][: len(lines[0]) // 2]
+            if batch_id == "msgbatch_fake0000"
+            else json.dumps({"custom_id": first["custom_id"]}).encode()
+        )
+        return b"\n".join(lines) + b"\n"
+
+    monkeypatch.setattr(FakeAnthropic, "results_lines", results_lines)
+    r = sweep(spec(fake.url), out_dir=tmp_path / "s", workers=0, progress=False)
+    assert r.ok == 2
+    calls = r.load().calls
+    causes = set(calls.loc[calls["fallback"], "fallback_cause"])
+    assert any("malformed_result: results line 1: not JSON" in c for c in causes), causes
+    assert any("malformed_result: results line 1: no result object" in c for c in causes), causes
+
+
+def test_an_unreadable_line_is_named_in_the_missing_requests_cause() -> None:
+    from h9eval.summarizers.batches import _result_lines
+
+    got = list(_result_lines([b"garbage\n", b'{"custom_id": "x", "result": {"type": "expired"}}\n']))
+    assert got == [(None, {}, "not JSON (Expecting value)"), ("x", {"type": "expired"}, "")]
+
+
+@pytest.mark.parametrize("how", ["connection-dropped", "ends-mid-line"])
+def test_a_cut_off_results_download_stops_in_one_line_and_resumes(
+    tmp_path: Path, fake: FakeAnthropic, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    orig = FakeAnthropic.results_lines
+    if how == "connection-dropped":
+        fake.cut_results = 40
+    else:
+        cut = [True]
+
+        def results_lines(self: FakeAnthropic, batch_id: str) -> bytes:
+            body = orig(self, batch_id)
+            if cut[0]:
+                cut[0] = False
+                return body[: len(body) // 2]  # the body is all there is: it ends inside a line
+            return body
+
+        monkeypatch.setattr(FakeAnthropic, "results_lines", results_lines)
+    p = tmp_path / "spec.toml"
+    policies = "".join(
+        f'[[policies]]\nkind = "progressive"\nname = "{n}"\nparams = {{context_window_tokens = 24000}}\n' for n in "ab"
+    )
+    p.write_text(
+        f'name = "x"\n[tasks]\nspecs = ["{TASK}"]\n{policies}[summarizer]\nname = "anthropic"\n'
+        f'params = {{base_url = "{fake.url}", model = "{MODEL}", max_retries = 0}}\n'
+    )
+    argv = ["sweep", str(p), "--out", str(tmp_path / "o"), "--batch", "--batch-poll-interval-s", "0.01"]
+    argv += ["--no-progress", "--workers", "0"]
+    assert main(argv) == 1
+    err = [e for e in capsys.readouterr().err.strip().splitlines() if not e.startswith("h9eval: batch ")]
+    assert len(err) == 1 and "the results download was cut off after line" in err[0], err
+    assert "run it again to fetch the rest" in err[0] and "Traceback" not in err[0]
+    assert main(argv) == 0
+    ids = sent_ids(fake)
+    assert len(ids) == len(set(ids))  # the cut batch's request was not sent again
+    from h9eval.results.store import load_results
+
+    calls = load_results(tmp_path / "o").calls
+    assert not calls["fallback"].any()  # every request was answered once the download was whole
+
+
 @pytest.mark.parametrize(
     ("summ", "message"),
     [

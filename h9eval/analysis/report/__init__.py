@@ -39,7 +39,7 @@ from h9eval.analysis.report.run import (
 from h9eval.core.errors import ConfigError
 from h9eval.core.paths import prepare_out_dir
 from h9eval.core.progress import QUIET_DELAY_S, Progress, make_progress
-from h9eval.results.store import load_results
+from h9eval.results.store import load_results, require_finished
 
 __all__ = [
     "LOOPS",
@@ -190,7 +190,10 @@ def write_report(
     out = Path(out_dir) if out_dir is not None else folder
     episode = is_episode_folder(folder)
     single = episode or is_run_folder(folder)
-    res = load_episode_folder(folder) if episode else load_run_folder(folder) if single else load_results(folder)
+    if episode:
+        res = load_episode_folder(folder)
+    else:
+        res = load_run_folder(folder) if single else require_finished(load_results(folder))
     prepare_out_dir(out, what="report folder")  # fail before any work, not after
     # one step for the shared context, one per registered section, one for rendering the page
     bar = make_progress(

@@ -110,6 +110,7 @@ def detect_format(path: str | Path) -> str:
             "use load_tasks() to load every session under a folder",
             path=shown,
         )
+    _refuse_zip(p, shown)  # before the text read: a zip is not UTF-8, and an Inspect log says what it is
     text = read_text(p, shown=shown, hand_off=True)  # the loader reads it next
     try:
         obj: Any = json.loads(text)
@@ -117,6 +118,8 @@ def detect_format(path: str | Path) -> str:
         return _detect_jsonl(text, shown, e)
     except RecursionError:
         raise FormatError("JSON nested too deeply", path=shown) from None
+    if _is_inspect_json_log(obj):
+        raise FormatError(f"an Inspect eval log (JSON), not a session file; {_INSPECT_ADVICE}", path=shown)
     for f in REGISTRY.values():
         if f.matches_json is not None and f.matches_json(obj):
             return f.name
@@ -124,6 +127,43 @@ def detect_format(path: str | Path) -> str:
         if said:
             raise FormatError(said, path=shown)
     raise FormatError(f"unknown format; expected {_EXPECTED_ANY}", path=shown)
+
+
+_INSPECT_ADVICE = (
+    "eval logs are read through the Python API: "
+    "h9eval.integrations.inspect_logs.tasks_from_eval_log(PATH) gives their samples as tasks"
+)
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first local header, or the end record of an empty one
+
+
+def _refuse_zip(p: Path, shown: str) -> None:
+    """A zip archive (an Inspect ``.eval`` log is one) refused by name: read as text it would be
+    reported as "not valid UTF-8", which says nothing about what the file is or how to load it."""
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return  # read_text names the file and the reason
+    if head not in _ZIP_MAGIC:
+        return
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(p) as z:  # the central directory only: no entry is inflated
+            names = set(z.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        names = set()
+    if p.suffix == ".eval" or {"header.json", "_journal/start.json"} & names:
+        raise FormatError(
+            f"an Inspect eval log (.eval, a zip archive), not a session file; {_INSPECT_ADVICE}", path=shown
+        )
+    raise FormatError(f"a zip archive, not a session file; expected {_EXPECTED_ANY} (unpack it first)", path=shown)
+
+
+def _is_inspect_json_log(obj: Any) -> bool:
+    """The shape Inspect writes a ``.json`` eval log in: ``version``, and ``eval`` naming the task and model."""
+    ev = obj.get("eval") if isinstance(obj, dict) else None
+    return isinstance(ev, dict) and "version" in obj and "task" in ev and "model" in ev
 
 
 def _detect_jsonl(text: str, shown: str, whole: json.JSONDecodeError) -> str:
