@@ -28,6 +28,7 @@ __all__ = [
     "refuse_symlink",
     "EXPORT_MARKER",
     "check_export_target",
+    "new_export_tmp",
     "replace_export_dir",
     "refuse_hard_link",
     "check_db_file",
@@ -195,6 +196,13 @@ def check_export_target(
             "--overwrite replaces only an earlier export of the same kind: pick a new folder"
         )
     return o
+
+
+def new_export_tmp(out: Path) -> Path:
+    """A fresh temporary folder beside ``out`` for an export to fill (``mkdtemp``: a new name, so
+    nothing an earlier, killed export left is ever removed by this one)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name[:100]}.tmp-"))
 
 
 def replace_export_dir(tmp: Path, out: Path, *, kind: str) -> None:

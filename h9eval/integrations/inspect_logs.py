@@ -39,7 +39,7 @@ from h9eval.analysis.metrics import run_metrics
 from h9eval.compaction.policies import registry
 from h9eval.core.errors import ConfigError, FormatError
 from h9eval.core.messages import Message, ToolCall
-from h9eval.core.paths import check_export_target, replace_export_dir, safe_name
+from h9eval.core.paths import check_export_target, new_export_tmp, replace_export_dir, safe_name
 from h9eval.results.store import load_results
 from h9eval.runs.replay import ReplayResult
 from h9eval.runs.execute import execute, load_task
@@ -630,9 +630,7 @@ def sweep_to_eval_logs(
     ]
     metrics = metrics[[entries[rid].get("cell_kind", "replay") == "replay" for rid in metrics["run_id"]]]
     start = dt.datetime.fromisoformat(str(res.manifest.get("created") or "1970-01-01T00:00:00+00:00"))
-    # A fresh name (mkdtemp), so nothing an earlier, killed export left is ever removed by this one.
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name[:100]}.tmp-"))
+    tmp = new_export_tmp(out)
     logs, n_samples = [], 0
     try:
         groups = metrics.groupby(["label", "history_mode"], sort=True)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from h9eval.core.paths import check_export_target, replace_export_dir
+from h9eval.core.paths import check_export_target, new_export_tmp, replace_export_dir
 from h9eval.results.schema import SCHEMA_VERSIONS, TABLES
 from h9eval.results.store import Results, empty_table, load_results
 
@@ -68,9 +67,7 @@ def export_dataset(
     res = results if isinstance(results, Results) else load_results(results)
     ds = results_dataset(res)
     res_manifest = res.manifest
-    # A fresh name (mkdtemp), so nothing an earlier, killed export left is ever removed by this one.
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name[:100]}.tmp-"))
+    tmp = new_export_tmp(out)
     import datasets
 
     was_disabled = datasets.are_progress_bars_disabled()

@@ -513,7 +513,7 @@ def _nothing_to_compare(ctx: ReportContext, default: str, verdicts: Sequence[Tar
     return text + ". The sections below show every configuration that ran."
 
 
-def _dollars_line(ctx: ReportContext, rows: Sequence[AnswerRow]) -> str:
+def _dollars_line(ctx: ReportContext, rows: Sequence[AnswerRow], default: str | None) -> str:
     """What "dollars saved (share)" is relative to and why it can be negative, with the default's cached
     and uncached split, on the first screen (a negative share otherwise reads as a bug)."""
     if not ctx.open_loop or not any(r.target.startswith("dollars") for r in rows):
@@ -522,7 +522,6 @@ def _dollars_line(ctx: ReportContext, rows: Sequence[AnswerRow]) -> str:
     if not {"cost_usd", "invalidation_usd", "cache_read_share"} <= set(runs.columns):
         return ""
     t = runs.assign(config=[ctx.names.get(str(r), "") for r in runs["run_id"]])
-    default = headline.default_config(run_table(ctx.res))
     mine = t[t["config"] == default]
     text = (
         "Dollars saved (share) is 1 - a configuration's billed dollars / the same transcript's sent uncompacted, "
@@ -553,7 +552,8 @@ def answer_section(ctx: ReportContext) -> list[Section]:
         verdicts += v
     s = Section("The answer", part="answer")
     defaults = sorted({v.default for v in verdicts})
-    found = closed_loop_default(ctx) or (headline.default_config(run_table(ctx.res)) if ctx.open_loop else None)
+    open_default = headline.default_config(run_table(ctx.res)) if ctx.open_loop else None
+    found = closed_loop_default(ctx) or open_default
     if not rows and found:
         s.note(_nothing_to_compare(ctx, found, verdicts))
     elif not rows:
@@ -578,7 +578,7 @@ def answer_section(ctx: ReportContext) -> list[Section]:
                 f"*: {', '.join(map(str, n))} task(s) paired, too few for a verdict at the adjusted level: it reads "
                 "inconclusive whatever the mean."
             )
-        dollars = _dollars_line(ctx, rows)
+        dollars = _dollars_line(ctx, rows, open_default)
         if dollars:
             s.text(dollars)
         for line in recommendations(verdicts, rows):
