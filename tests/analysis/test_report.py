@@ -6,11 +6,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from chromium import CHROMIUM, chromium
 
 from h9eval.cli import main
 
@@ -34,14 +34,6 @@ DETAILS = (
     "Setup and provenance",
 )
 SECTIONS = ("The answer", *RESULTS, *DETAILS)
-CHROMIUM = next(
-    (
-        p
-        for p in ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or "")
-        if p and Path(p).exists()
-    ),
-    None,
-)
 
 
 @pytest.fixture(scope="module")
@@ -390,28 +382,12 @@ imgs:document.images.length,narrow:narrow,tall:tall,cells:cells,tables:document.
 </script>"""
 
 
-def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-
-
 def _measure(page: str, tmp_path: Path, name: str) -> dict:  # type: ignore[type-arg]
     probe = tmp_path / f"{name}.html"
     probe.write_text(
         page.replace("<details>", "<details open>").replace("</body>", _MEASURE + "</body>"), encoding="utf-8"
     )
-    dom = _chromium(
+    dom = chromium(
         "--window-size=1100,900",
         "--virtual-time-budget=5000",
         "--dump-dom",
@@ -447,7 +423,7 @@ def closed_loop_report(tmp_path_factory: pytest.TempPathFactory):  # type: ignor
 @pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (apt-get install chromium to render the report)"
 )
-def test_every_table_reads_in_headless_chromium(  # type: ignore[no-untyped-def]
+def test_every_table_reads_in_headlesschromium(  # type: ignore[no-untyped-def]
     report, closed_loop_report, tmp_path: Path
 ) -> None:
     """Both reports as a reader sees them at 1,100 px with every section open: nothing wider than
@@ -463,9 +439,7 @@ def test_every_table_reads_in_headless_chromium(  # type: ignore[no-untyped-def]
         assert m["over"] == [], m  # no table, code block or figure wider than its box
         assert m["imgs"] == len(rep.figures) and m["small"] == 0, m  # no figure scaled below ~70 %
     shot = tmp_path / "shot.png"
-    _chromium(
-        "--window-size=1100,1600", f"--screenshot={shot}", report.html.resolve().as_uri(), profile=tmp_path / "p2"
-    )
+    chromium("--window-size=1100,1600", f"--screenshot={shot}", report.html.resolve().as_uri(), profile=tmp_path / "p2")
     with Image.open(shot) as im:
         colours = im.convert("L").getextrema()
     assert colours[0] < 80 and colours[1] > 230  # text and background, not a blank page
