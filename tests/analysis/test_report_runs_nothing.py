@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from h9eval.core.paths import shared_dir
 from h9eval.cli import main
 from h9eval.results.store import load_results
 from h9eval.sweeps.sweep import sweep
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
+SHARED = shared_dir()  # the shared data wherever it is, not beside this checkout
 
 
 def _forbid(*_: Any, **__: Any) -> Any:

@@ -56,6 +56,7 @@ HEAVY = {
     "ipywidgets",
     "httpx",
     "httpx2",
+    "pydantic",  # under Inspect's log reader: its ValidationError is caught where a log is read
     "rapidfuzz",
     "bm25s",  # the evidence_search world's BM25 index (scipy underneath)
     "IPython",
